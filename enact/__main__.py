@@ -1,0 +1,3 @@
+from enact.cli import main
+
+main(prog_name="enact")

@@ -1,0 +1,102 @@
+"""What every enact actor shares: its context, counting, failure reporting."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import pykka
+
+from enact.messages._registry import registration_of
+
+if TYPE_CHECKING:
+    from enact.actors.epoch import Fence
+    from enact.actors.metrics import Metrics
+    from enact.actors.supervisor import ActorSlot, Supervisor
+    from enact.config import Config
+    from enact.storage import Store
+
+log = logging.getLogger(__name__)
+
+
+class UnknownMessage(TypeError):
+    """An actor got a message it has no handler for: a bug in the sender."""
+
+    def __init__(self, actor: str, message: object) -> None:
+        super().__init__(f"actor {actor!r} does not handle {type(message).__qualname__}")
+
+
+@dataclass(frozen=True, slots=True)
+class ActorContext:
+    """Everything an actor may use: its own store, and other actors by name."""
+
+    name: str
+    home: Path
+    config: Config
+    metrics: Metrics
+    supervisor: Supervisor
+    fence: Fence
+    store: Store | None
+    slot: ActorSlot
+
+    def ask(self, actor: str, message: object, timeout: float | None = None) -> Any:
+        return self.supervisor.ask(actor, message, timeout=timeout)
+
+    def tell(self, actor: str, message: object) -> None:
+        self.supervisor.tell(actor, message)
+
+    def own_store(self) -> Store:
+        if self.store is None:
+            raise RuntimeError(f"actor {self.name!r} was started without databases")
+        return self.store
+
+
+def message_label(message: object) -> str:
+    registration = registration_of(type(message))
+    return registration.name if registration is not None else type(message).__name__
+
+
+class EnactActor(pykka.ThreadingActor):
+    """Base of every actor: subclasses implement ``handle`` with ``match``."""
+
+    # The supervisor stops actors in order with a deadline; a thread that
+    # overruns it must not keep the process alive after the daemon exits.
+    use_daemon_thread = True
+
+    def __init__(self, context: ActorContext) -> None:
+        super().__init__()
+        self.context = context
+        metrics = context.metrics
+        self._seconds = metrics.message_seconds.labels(actor=context.slot.family)
+        self._counters: dict[str, Any] = {}
+
+    def on_receive(self, message: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self.handle(message)
+        finally:
+            label = message_label(message)
+            counter = self._counters.get(label)
+            if counter is None:
+                counter = self.context.metrics.messages.labels(actor=self.context.slot.family, type=label)
+                self._counters[label] = counter
+            counter.inc()
+            self._seconds.observe(time.perf_counter() - started)
+            self.context.slot.handled += 1
+
+    def handle(self, message: Any) -> Any:
+        raise UnknownMessage(self.context.name, message)
+
+    def on_failure(
+        self,
+        exception_type: type[BaseException] | None,
+        exception_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        log.error("actor %s failed: %r", self.context.name, exception_value)
+        self.context.supervisor.report_failure(self.context.name, self.actor_ref, exception_value)
+

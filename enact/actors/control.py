@@ -1,0 +1,199 @@
+"""The control socket: the CLI's way into the running actors.
+
+A Unix socket at ``<home>/control.sock`` (mode 0600, in a directory only the
+owner can enter). Each request is one frame holding a typed message; each
+answer is one frame holding its typed reply. Bad input gets a
+``control.Error`` and the connection closes; the daemon and other clients
+carry on. One thread serves each connection, so a slow request (``enact
+send`` waiting for its reply) does not hold up anyone else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import stat
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from enact.actors.metrics import Metrics
+from enact.actors.supervisor import ActorNotFound, Supervisor
+from enact.home import SOCKET_NAME
+from enact.messages import DecodeError, Kind, decode, encode
+from enact.messages._framing import ConnectionClosed, FrameError, read_frame, write_frame
+from enact.messages._registry import registration_of
+from enact.messages.common import HUMAN_CLI
+from enact.messages.control import Error
+
+log = logging.getLogger(__name__)
+# sun_path holds 108 bytes including the terminating NUL on Linux.
+MAX_SOCKET_PATH = 107
+
+LocalHandler = Callable[[Any], Any]
+"""Serves a request in the connection's own thread instead of an actor."""
+
+
+class ControlServer:
+    def __init__(
+        self,
+        home: Path,
+        supervisor: Supervisor,
+        metrics: Metrics,
+        *,
+        idle_timeout_s: float,
+        request_timeout_s: float,
+    ) -> None:
+        self.path = home / SOCKET_NAME
+        if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
+            raise ValueError(f"control socket path is too long for a Unix socket ({self.path}); use a shorter home")
+        self._supervisor = supervisor
+        self._metrics = metrics
+        self._idle_timeout_s = idle_timeout_s
+        self._request_timeout_s = request_timeout_s
+        self._local: dict[type[Any], LocalHandler] = {}
+        self._listener: socket.socket | None = None
+        self._inode: int | None = None
+        self._closing = threading.Event()
+        self._busy = 0
+        self._idle = threading.Condition()
+
+    def serve_locally(self, message_type: type[Any], handler: LocalHandler) -> None:
+        self._local[message_type] = handler
+
+    # -- life cycle -------------------------------------------------------
+
+    def start(self) -> None:
+        directory = self.path.parent
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o700)
+        # Whoever calls start() holds the home (the epoch fence), so a socket
+        # file already here is stale (kill -9) or an older daemon's that was
+        # taken over: replace it.
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        previous = os.umask(0o177)
+        try:
+            listener.bind(str(self.path))
+        finally:
+            os.umask(previous)
+        os.chmod(self.path, 0o600)
+        self._inode = os.stat(self.path).st_ino
+        listener.listen(128)
+        self._listener = listener
+        threading.Thread(target=self._accept, name="enact-control", daemon=True).start()
+
+    def stop(self) -> None:
+        self._closing.set()
+        if self._listener is not None:
+            self._listener.close()
+        try:
+            # Only our own socket: after a takeover the path is the new daemon's.
+            if self._inode is not None and os.stat(self.path).st_ino == self._inode:
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def drain(self, timeout: float) -> None:
+        """Wait for requests being answered to write their replies; idle
+        connections are left to die with the process."""
+        with self._idle:
+            self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while not self._closing.is_set():
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(connection,), name="enact-control-conn", daemon=True).start()
+
+    # -- one connection ---------------------------------------------------
+
+    def _serve(self, connection: socket.socket) -> None:
+        connection.settimeout(self._idle_timeout_s)
+        try:
+            while not self._closing.is_set():
+                try:
+                    frame = read_frame(connection)
+                except ConnectionClosed:
+                    return
+                except TimeoutError:
+                    self._refuse(connection, "idle_timeout", "connection idle for too long")
+                    return
+                except FrameError as error:
+                    self._refuse(connection, "bad_frame", str(error))
+                    return
+                with self._idle:
+                    self._busy += 1
+                try:
+                    reply, keep_open = self._answer(frame)
+                    write_frame(connection, encode(reply))
+                finally:
+                    with self._idle:
+                        self._busy -= 1
+                        self._idle.notify_all()
+                if not keep_open:
+                    return
+        except OSError as error:
+            log.debug("control connection ended: %s", error)
+        finally:
+            connection.close()
+
+    def _refuse(self, connection: socket.socket, reason: str, text: str) -> None:
+        self._metrics.control_errors.labels(reason=reason).inc()
+        with contextlib.suppress(OSError):
+            write_frame(connection, encode(Error(message=text)))
+
+    def _answer(self, frame: bytes) -> tuple[object, bool]:
+        """The reply to one frame, and whether the connection stays open."""
+        try:
+            message = decode(frame)
+        except DecodeError as error:
+            self._metrics.control_errors.labels(reason="bad_message").inc()
+            return Error(message=str(error)), False
+        registration = registration_of(type(message))
+        assert registration is not None
+        if registration.kind is not Kind.REQUEST:
+            self._metrics.control_errors.labels(reason="not_a_request").inc()
+            return Error(message=f"{registration.name} is not a request that can be sent to the daemon"), False
+        message = _stamp_origin(message)
+        try:
+            reply = self._route(message, registration.actor)
+        except ActorNotFound as error:
+            self._metrics.control_errors.labels(reason="no_actor").inc()
+            return Error(message=str(error)), False
+        except Exception as error:  # an actor's defect must not end the server
+            log.exception("request %s failed", registration.name)
+            self._metrics.control_errors.labels(reason="failed").inc()
+            return Error(message=f"{registration.name} failed: {type(error).__name__}: {error}"), False
+        if registration_of(type(reply)) is None:
+            return Error(message=f"{registration.name} produced no typed reply"), False
+        return reply, True
+
+    def _route(self, message: object, actor: str) -> object:
+        handler = self._local.get(type(message))
+        if handler is not None:
+            return handler(message)
+        return self._supervisor.ask(actor, message, timeout=self._request_timeout_s)
+
+
+def _stamp_origin(message: Any) -> Any:
+    """Whoever reaches the 0600 socket is the owner at a shell: ``human-cli``,
+    whatever origin the frame claimed."""
+    if any(f.name == "origin" for f in dataclasses.fields(message)):
+        return dataclasses.replace(message, origin=HUMAN_CLI)
+    return message
+
+
+def socket_is_private(path: Path) -> bool:
+    mode = os.stat(path).st_mode
+    return stat.S_ISSOCK(mode) and stat.S_IMODE(mode) & 0o077 == 0
+
+

@@ -1,0 +1,300 @@
+"""The supervisor: starts actors in dependency order, restarts the ones that
+fail, stops them in reverse order, and lets callers address actors by name.
+
+pykka has no supervision of its own: an actor whose ``tell`` handler raises is
+stopped, and a restarted actor is a new ref. So nothing outside this module
+holds an ``ActorRef``; everyone asks the supervisor by name.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pykka
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.messages.control import ActorStatus
+
+if TYPE_CHECKING:
+    from enact.actors.epoch import Fence
+    from enact.actors.metrics import Metrics
+    from enact.config import Config
+    from enact.storage import Storage
+
+log = logging.getLogger(__name__)
+
+
+_LIVENESS_INTERVAL_S = 0.5
+_MAX_BACKOFF_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSpec:
+    """How to make one actor: its name, what it needs started first, and the
+    databases it owns (granted once, at start-up)."""
+
+    name: str
+    actor: type[EnactActor]
+    databases: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, eq=False)
+class ActorSlot:
+    """The supervisor's record of one named actor; survives its restarts."""
+
+    spec: ActorSpec
+    family: str
+    ref: pykka.ActorRef[Any] | None = None
+    handled: int = 0
+    restarts: int = 0
+    recent_restarts: deque[float] = field(default_factory=deque)
+    stopping: bool = False
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+
+class ActorNotFound(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no actor named {name!r} is running")
+
+
+class Supervisor:
+    def __init__(
+        self,
+        specs: Sequence[ActorSpec],
+        *,
+        home: Path,
+        config: Config,
+        metrics: Metrics,
+        storage: Storage,
+        fence: Fence,
+        on_fatal: Callable[[str], None],
+    ) -> None:
+        self._home = home
+        self._config = config
+        self._metrics = metrics
+        self._storage = storage
+        self._fence = fence
+        self._on_fatal = on_fatal
+        self._max_restarts: int = config["supervisor.max_restarts"]
+        self._window_s: float = config["supervisor.restart_window_s"]
+        self._order = _dependency_order(specs)
+        self._slots: dict[str, ActorSlot] = {}
+        self._lock = threading.Lock()
+        self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
+        self._stopped = threading.Event()
+        self._monitor = threading.Thread(target=self._watch, name="enact-supervisor", daemon=True)
+        # Grant every store before anything starts, so a database claimed by
+        # two actors stops the daemon at start-up rather than at run time.
+        self._stores = {spec.name: storage.grant(spec.name, spec.databases) if spec.databases else None
+                        for spec in self._order}
+
+    # -- life cycle -------------------------------------------------------
+
+    def start(self) -> None:
+        for spec in self._order:
+            slot = ActorSlot(spec=spec, family=spec.name)
+            self._slots[spec.name] = slot
+            self._start(slot)
+        self._monitor.start()
+
+    def _start(self, slot: ActorSlot) -> None:
+        context = ActorContext(
+            name=slot.spec.name,
+            home=self._home,
+            config=self._config,
+            metrics=self._metrics,
+            supervisor=self,
+            fence=self._fence,
+            store=self._stores.get(slot.spec.name),
+            slot=slot,
+        )
+        ref = slot.spec.actor.start(context, **slot.spec.options)
+        with slot.changed:
+            slot.ref = ref
+            slot.changed.notify_all()
+
+    def spawn(self, spec: ActorSpec, *, family: str) -> None:
+        """Start a dynamic actor (one per conversation, say) unless it runs."""
+        with self._lock:
+            slot = self._slots.get(spec.name)
+            if slot is not None and slot.ref is not None and slot.ref.is_alive():
+                return
+            slot = ActorSlot(spec=spec, family=family)
+            self._slots[spec.name] = slot
+            self._start(slot)
+
+    def retire(self, name: str) -> None:
+        """Stop a dynamic actor and forget it (an idle conversation)."""
+        with self._lock:
+            slot = self._slots.pop(name, None)
+        if slot is not None and slot.ref is not None:
+            slot.stopping = True
+            slot.ref.stop(block=False)
+
+    def stop(self, timeout: float) -> None:
+        """Stop every actor, last started first, within ``timeout`` in all."""
+        self._stopped.set()
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            dynamic = [s for name, s in self._slots.items() if name not in {sp.name for sp in self._order}]
+            static = [self._slots[spec.name] for spec in reversed(self._order) if spec.name in self._slots]
+        for slot in dynamic + static:
+            slot.stopping = True
+            if slot.ref is None:
+                continue
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                slot.ref.stop(block=True, timeout=remaining)
+            except pykka.Timeout:
+                log.warning("actor %s did not stop within the shutdown timeout", slot.spec.name)
+            except pykka.ActorDeadError:
+                pass
+
+    # -- addressing -------------------------------------------------------
+
+    def _current_ref(
+        self, name: str, stale: pykka.ActorRef[Any] | None = None, wait_s: float = 0.0
+    ) -> pykka.ActorRef[Any]:
+        slot = self._slots.get(name)
+        if slot is None:
+            raise ActorNotFound(name)
+        ref = slot.ref
+        if ref is not None and ref is not stale:
+            return ref
+        deadline = time.monotonic() + wait_s
+        with slot.changed:
+            while slot.ref is None or slot.ref is stale:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or slot.stopping:
+                    raise ActorNotFound(name)
+                slot.changed.wait(remaining)
+            return slot.ref
+
+    def has(self, name: str) -> bool:
+        slot = self._slots.get(name)
+        return slot is not None and slot.ref is not None and not slot.stopping
+
+    def ask(self, name: str, message: object, *, timeout: float | None = None) -> Any:
+        ref = self._current_ref(name)
+        try:
+            return ref.ask(message, timeout=timeout)
+        except pykka.ActorDeadError:
+            # The message was never handled: it reached a ref that had died.
+            # Send it once more to the restarted actor.
+            return self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).ask(message, timeout=timeout)
+
+    def tell(self, name: str, message: object) -> None:
+        ref = self._current_ref(name)
+        try:
+            ref.tell(message)
+        except pykka.ActorDeadError:
+            self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).tell(message)
+
+    # -- failures ---------------------------------------------------------
+
+    def report_failure(self, name: str, ref: pykka.ActorRef[Any] | None, error: BaseException | None) -> None:
+        self._failures.put((name, ref, repr(error)))
+
+    def _watch(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                name, ref, reason = self._failures.get(timeout=_LIVENESS_INTERVAL_S)
+            except queue.Empty:
+                self._check_liveness()
+                continue
+            self._restart(name, ref, reason)
+
+    def _check_liveness(self) -> None:
+        for name, slot in list(self._slots.items()):
+            if slot.stopping or slot.ref is None or slot.ref.is_alive():
+                continue
+            self._restart(name, slot.ref, "stopped unexpectedly")
+
+    def _restart(self, name: str, ref: pykka.ActorRef[Any] | None, reason: str) -> None:
+        slot = self._slots.get(name)
+        if slot is None or slot.stopping or self._stopped.is_set():
+            return
+        if ref is not None and slot.ref is not ref:
+            return  # already restarted for this failure
+        now = time.monotonic()
+        while slot.recent_restarts and now - slot.recent_restarts[0] > self._window_s:
+            slot.recent_restarts.popleft()
+        if len(slot.recent_restarts) >= self._max_restarts:
+            why = (
+                f"actor {name} failed again after {len(slot.recent_restarts)} restarts "
+                f"within {self._window_s:g} s; last failure: {reason}"
+            )
+            log.critical("%s; stopping the daemon", why)
+            self._stopped.set()
+            self._on_fatal(why)
+            return
+        backoff = min(_MAX_BACKOFF_S, 0.05 * 2 ** len(slot.recent_restarts))
+        log.warning("restarting actor %s in %.2f s after failure: %s", name, backoff, reason)
+        if self._stopped.wait(backoff):
+            return
+        slot.recent_restarts.append(time.monotonic())
+        slot.restarts += 1
+        self._metrics.restarts.labels(actor=slot.family).inc()
+        self._start(slot)
+
+    # -- status -----------------------------------------------------------
+
+    def statuses(self) -> list[ActorStatus]:
+        result = []
+        for name, slot in sorted(self._slots.items()):
+            ref = slot.ref
+            alive = ref is not None and ref.is_alive()
+            mailbox = _queued(ref) if ref is not None and alive else 0
+            result.append(
+                ActorStatus(name=name, alive=alive, mailbox=mailbox, handled=slot.handled, restarts=slot.restarts)
+            )
+        return result
+
+    def mailbox_depths(self) -> dict[str, int]:
+        """Queued messages per actor family (all conversations as one)."""
+        depths: dict[str, int] = {}
+        for slot in list(self._slots.values()):
+            ref = slot.ref
+            queued = _queued(ref) if ref is not None else 0
+            depths[slot.family] = depths.get(slot.family, 0) + queued
+        return depths
+
+
+def _dependency_order(specs: Sequence[ActorSpec]) -> list[ActorSpec]:
+    by_name = {spec.name: spec for spec in specs}
+    if len(by_name) != len(specs):
+        raise ValueError("two actor specs share a name")
+    ordered: list[ActorSpec] = []
+    state: dict[str, str] = {}
+
+    def visit(spec: ActorSpec, path: tuple[str, ...]) -> None:
+        if state.get(spec.name) == "done":
+            return
+        if state.get(spec.name) == "visiting":
+            raise ValueError(f"actor dependency cycle: {' -> '.join((*path, spec.name))}")
+        state[spec.name] = "visiting"
+        for dependency in spec.depends_on:
+            if dependency not in by_name:
+                raise ValueError(f"actor {spec.name} depends on unknown actor {dependency}")
+            visit(by_name[dependency], (*path, spec.name))
+        state[spec.name] = "done"
+        ordered.append(spec)
+
+    for spec in specs:
+        visit(spec, ())
+    return ordered
+
+
+def _queued(ref: pykka.ActorRef[Any]) -> int:
+    inbox: Any = ref.actor_inbox  # a queue.Queue for threading actors
+    return int(inbox.qsize())

@@ -1,0 +1,3 @@
+import click
+
+COMMANDS: list[click.Command] = []

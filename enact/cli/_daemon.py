@@ -1,0 +1,155 @@
+"""``enact daemon run|start|stop|status``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from enact.cli._client import DaemonError, NotRunning, request
+from enact.cli._options import EXIT_NOT_RUNNING, home_option, needs_daemon, print_json, resolve_home
+from enact.home import LOG_NAME
+from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport
+
+_START_TIMEOUT_S = 30.0
+_STOP_TIMEOUT_S = 60.0
+
+
+@click.group()
+def daemon() -> None:
+    """Run, start, stop or inspect the daemon."""
+
+
+def _daemon_options(command: Any) -> Any:
+    for option in reversed(
+        [
+            click.option("--metrics-addr", metavar="HOST:PORT", help="Prometheus endpoint (port 0: any free port)."),
+            click.option("--workers", type=int, help="Task workers in the pool."),
+            click.option("--takeover", is_flag=True, help="Fence the daemon that owns this home and replace it."),
+            click.option(
+                "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level."
+            ),
+        ]
+    ):
+        command = option(command)
+    return home_option(command)
+
+
+def _overrides(metrics_addr: str | None, workers: int | None, log_level: str | None) -> dict[str, Any]:
+    return {"daemon.metrics_addr": metrics_addr, "daemon.workers": workers, "daemon.log_level": log_level}
+
+
+@daemon.command("run")
+@_daemon_options
+def run_command(
+    home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
+) -> None:
+    """Run the daemon in the foreground."""
+    from enact.daemon import run
+
+    sys.exit(run(resolve_home(home), overrides=_overrides(metrics_addr, workers, log_level), takeover=takeover))
+
+
+@daemon.command("start")
+@_daemon_options
+def start_command(
+    home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
+) -> None:
+    """Start the daemon in the background; returns once it answers."""
+    root = resolve_home(home)
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    arguments = [sys.executable, "-m", "enact", "daemon", "run", "--home", str(root)]
+    for flag, value in (("--metrics-addr", metrics_addr), ("--workers", workers), ("--log-level", log_level)):
+        if value is not None:
+            arguments += [flag, str(value)]
+    if takeover:
+        arguments.append("--takeover")
+    log_path = root / LOG_NAME
+    with open(log_path, "ab") as log_file:
+        process = subprocess.Popen(
+            arguments, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True
+        )
+    deadline = time.monotonic() + _START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        code = process.poll()
+        if code is not None:
+            click.echo(f"enact: the daemon exited with status {code} while starting; see {log_path}", err=True)
+            click.echo(_tail(log_path), err=True)
+            sys.exit(code or 1)
+        try:
+            report = request(root, Status(), timeout=2.0)
+        except (NotRunning, DaemonError, OSError):
+            time.sleep(0.05)
+            continue
+        if isinstance(report, StatusReport) and report.pid == process.pid:
+            click.echo(process.pid)
+            return
+        time.sleep(0.05)
+    click.echo(f"enact: the daemon did not answer within {_START_TIMEOUT_S:g} s; see {log_path}", err=True)
+    sys.exit(1)
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@daemon.command("stop")
+@home_option
+@needs_daemon
+def stop_command(home: Path | None) -> None:
+    """Stop the daemon gracefully and wait until it has exited."""
+    root = resolve_home(home)
+    reply = request(root, Shutdown())
+    assert isinstance(reply, ShuttingDown)
+    deadline = time.monotonic() + _STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not _alive(reply.pid):
+            click.echo(f"stopped (pid {reply.pid})")
+            return
+        time.sleep(0.05)
+    click.echo(f"enact: pid {reply.pid} is still running after {_STOP_TIMEOUT_S:g} s", err=True)
+    sys.exit(1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A child of ours that exited stays a zombie until reaped; that is gone.
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+@daemon.command("status")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def status_command(home: Path | None, as_json: bool) -> None:
+    """Say whether the daemon runs (exit 0) or not (exit 3)."""
+    root = resolve_home(home)
+    try:
+        report = request(root, Status(), timeout=5.0)
+    except (NotRunning, DaemonError):
+        if as_json:
+            print_json({"running": False, "home": str(root)})
+        else:
+            click.echo(f"enact is not running (home: {root})")
+        sys.exit(EXIT_NOT_RUNNING)
+    assert isinstance(report, StatusReport)
+    if as_json:
+        print_json({"running": True, "pid": report.pid, "generation": report.generation, "home": report.home})
+    else:
+        click.echo(f"running: pid {report.pid}, generation {report.generation}, up {report.uptime_s:.0f} s")

@@ -1,0 +1,202 @@
+"""Configuration: documented defaults, ``config.toml``, ``ENACT_*`` variables.
+
+Precedence, lowest first: default, file, environment, command line. Every
+key is declared once in ``SETTINGS``; anything else is an error at start-up
+that names the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from enact.actors.metrics import parse_address
+from enact.home import CONFIG_NAME
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line naming key and source."""
+
+
+Check = Callable[[Any], str | None]
+"""Returns why a value is out of range, or None."""
+
+
+def _at_least(minimum: float) -> Check:
+    return lambda value: None if value >= minimum else f"must be at least {minimum}"
+
+
+def _between(low: float, high: float) -> Check:
+    return lambda value: None if low <= value <= high else f"must be between {low} and {high}"
+
+
+def _one_of(*choices: str) -> Check:
+    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
+
+
+def _address(value: str) -> str | None:
+    try:
+        parse_address(value)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    key: str
+    kind: type[Any]
+    default: Any
+    doc: str
+    check: Check | None = None
+    env: str = ""
+    item_type: type[Any] = str  # for list settings
+
+    @property
+    def env_name(self) -> str:
+        return self.env or "ENACT_" + self.key.upper().replace(".", "_")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("daemon.metrics_addr", str, "127.0.0.1:9464", "Prometheus endpoint; port 0 picks a free port", _address),
+    Setting("daemon.workers", int, 2, "Task workers in the pool", _between(1, 64)),
+    Setting("daemon.log_level", str, "info", "Log level", _one_of("debug", "info", "warning", "error")),
+    Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", _at_least(0)),
+    Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", _at_least(1)),
+    Setting("supervisor.restart_window_s", float, 60.0, "The window for max_restarts", _at_least(1)),
+    Setting("storage.map_size_mb", int, 64, "Initial LMDB map size; it grows on demand", _between(1, 1 << 20)),
+    Setting("control.idle_timeout_s", float, 30.0, "Idle control connections are closed after this", _at_least(0.1)),
+    Setting("control.request_timeout_s", float, 120.0, "Longest wait for an actor's reply", _at_least(0.1)),
+    Setting(
+        "chat.allowed_conversations",
+        list,
+        [],
+        "Conversations (channel:id or id) allowed to talk to enact; empty means no lock",
+    ),
+    Setting("chat.max_attempts", int, 3, "Processing attempts per chat event", _between(1, 10)),
+    Setting("chat.delivery_attempts", int, 3, "Delivery attempts per reply", _between(1, 10)),
+    Setting("chat.delivery_backoff_s", float, 0.5, "First retry delay of a failed delivery", _between(0, 60)),
+    Setting("chat.max_actions", int, 6, "Model actions per chat event", _between(1, 50)),
+    Setting("chat.conversation_idle_s", float, 300.0, "An idle conversation actor stops after this", _at_least(0.1)),
+    Setting("chat.local_deliver_command", str, "", "Optional program the local channel also hands each reply to"),
+    Setting("runtime.adapter", str, "scripted", "The model runtime", _one_of("scripted")),
+    Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", _at_least(0.1)),
+    Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", _at_least(1)),
+    Setting("scripted.rules", str, "", "Rules file of the scripted runtime (default: <home>/scripted.toml)",
+            env="ENACT_SCRIPTED_RULES"),
+)
+
+_BY_KEY = {s.key: s for s in SETTINGS}
+_NOT_SETTINGS = frozenset({"ENACT_HOME"})
+"""ENACT_* variables that are not configuration keys."""
+
+SOURCES = ("default", "file", "environment", "command line")
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    home: Path
+    values: dict[str, Any]
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    def describe(self) -> list[dict[str, Any]]:
+        return [
+            {"key": s.key, "value": self.values[s.key], "source": self.sources[s.key], "doc": s.doc}
+            for s in SETTINGS
+        ]
+
+
+def load(
+    home: Path,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Read and validate the effective configuration; raises ConfigError."""
+    values = {s.key: s.default for s in SETTINGS}
+    sources = {s.key: "default" for s in SETTINGS}
+    path = home / CONFIG_NAME
+    if path.exists():
+        for key, value in _read_file(path).items():
+            where = f"{path}"
+            setting = _BY_KEY.get(key)
+            if setting is None:
+                raise ConfigError(f"unknown configuration key {key!r} in {where}")
+            values[key] = _validate(setting, value, where)
+            sources[key] = "file"
+    for name, raw in environ.items():
+        if not name.startswith("ENACT_") or name in _NOT_SETTINGS:
+            continue
+        setting = next((s for s in SETTINGS if s.env_name == name), None)
+        if setting is None:
+            raise ConfigError(f"unknown configuration variable {name} in the environment")
+        values[setting.key] = _validate(setting, _from_text(setting, raw, name), f"environment variable {name}")
+        sources[setting.key] = "environment"
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        setting = _BY_KEY[key]
+        values[key] = _validate(setting, value, "the command line")
+        sources[key] = "command line"
+    return Config(home=home, values=values, sources=sources)
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+    flat: dict[str, Any] = {}
+    for section, table in document.items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"unknown configuration key {section!r} in {path} (settings live in sections)")
+        for name, value in table.items():
+            flat[f"{section}.{name}"] = value
+    return flat
+
+
+def _from_text(setting: Setting, raw: str, where: str) -> Any:
+    try:
+        if setting.kind is bool:
+            lowered = raw.strip().lower()
+            if lowered not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(raw)
+            return lowered in ("1", "true", "yes")
+        if setting.kind is int:
+            return int(raw)
+        if setting.kind is float:
+            return float(raw)
+        if setting.kind is list:
+            return [item.strip() for item in raw.split(",") if item.strip()]
+    except ValueError:
+        raise ConfigError(f"{setting.key} from {where}: expected {setting.kind.__name__}, got {raw!r}") from None
+    return raw
+
+
+def _validate(setting: Setting, value: Any, where: str) -> Any:
+    expected = setting.kind
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
+        raise ConfigError(
+            f"{setting.key} from {where}: expected {expected.__name__}, got {type(value).__name__} {value!r}"
+        )
+    if expected is list and not all(isinstance(item, setting.item_type) for item in value):
+        raise ConfigError(f"{setting.key} from {where}: expected a list of {setting.item_type.__name__}")
+    if setting.check is not None:
+        problem = setting.check(value)
+        if problem:
+            raise ConfigError(f"{setting.key} from {where}: {problem}, got {value!r}")
+    return value

@@ -1,0 +1,43 @@
+"""Length-prefixed frames: a 4-byte big-endian length, then that many bytes."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+MAX_FRAME_BYTES = 1 << 20
+_LENGTH = struct.Struct(">I")
+
+
+class FrameError(ValueError):
+    """The peer sent something that is not a frame we accept."""
+
+
+class ConnectionClosed(EOFError):
+    """The peer closed the connection between frames."""
+
+
+def write_frame(sock: socket.socket, payload: bytes) -> None:
+    if len(payload) > MAX_FRAME_BYTES:
+        raise FrameError(f"frame of {len(payload)} bytes exceeds the limit of {MAX_FRAME_BYTES}")
+    sock.sendall(_LENGTH.pack(len(payload)) + payload)
+
+
+def read_frame(sock: socket.socket, *, max_bytes: int = MAX_FRAME_BYTES) -> bytes:
+    header = _read_exactly(sock, _LENGTH.size, allow_eof=True)
+    (length,) = _LENGTH.unpack(header)
+    if length > max_bytes:
+        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
+    return _read_exactly(sock, length, allow_eof=False)
+
+
+def _read_exactly(sock: socket.socket, count: int, *, allow_eof: bool) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < count:
+        chunk = sock.recv(count - len(chunks))
+        if not chunk:
+            if allow_eof and not chunks:
+                raise ConnectionClosed()
+            raise FrameError(f"connection closed inside a frame ({len(chunks)} of {count} bytes)")
+        chunks += chunk
+    return bytes(chunks)

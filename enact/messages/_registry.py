@@ -1,0 +1,91 @@
+"""The registry of stable wire names for typed messages.
+
+Every message and reply is a frozen, slotted, keyword-only dataclass. Its wire
+name is ``"<actor>.<Class>"``: the part before the dot names the actor that
+handles a request, so routing needs no second table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Kind(enum.Enum):
+    """What the control socket may do with a registered type."""
+
+    REQUEST = "request"  # may be sent from the CLI (`enact call`)
+    REPLY = "reply"  # only ever sent back
+    INTERNAL = "internal"  # actors send it to each other; refused from the wire
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Registration:
+    name: str
+    cls: type[Any]
+    kind: Kind
+
+    @property
+    def actor(self) -> str:
+        return self.name.split(".", 1)[0]
+
+
+_BY_NAME: dict[str, Registration] = {}
+_BY_CLASS: dict[type[Any], Registration] = {}
+
+
+def _register(name: str, kind: Kind) -> Callable[[type[T]], type[T]]:
+    if name.count(".") != 1 or not all(name.split(".")):
+        raise ValueError(f"message name {name!r} must look like 'actor.Type'")
+
+    def decorate(cls: type[T]) -> type[T]:
+        params = getattr(cls, "__dataclass_params__", None)
+        if params is None or not params.frozen or not hasattr(cls, "__slots__"):
+            raise TypeError(f"{cls.__qualname__} must be a frozen, slotted dataclass")
+        existing = _BY_NAME.get(name)
+        if existing is not None and existing.cls is not cls:
+            raise ValueError(f"message name {name!r} is already taken by {existing.cls.__qualname__}")
+        registration = Registration(name=name, cls=cls, kind=kind)
+        _BY_NAME[name] = registration
+        _BY_CLASS[cls] = registration
+        return cls
+
+    return decorate
+
+
+def request(name: str) -> Callable[[type[T]], type[T]]:
+    """Register a message that callers (including the CLI) may send."""
+    return _register(name, Kind.REQUEST)
+
+
+def reply(name: str) -> Callable[[type[T]], type[T]]:
+    """Register a reply or event type."""
+    return _register(name, Kind.REPLY)
+
+
+def internal(name: str) -> Callable[[type[T]], type[T]]:
+    """Register a message only actors may send to each other."""
+    return _register(name, Kind.INTERNAL)
+
+
+def lookup(name: str) -> Registration | None:
+    return _BY_NAME.get(name)
+
+
+def registration_of(cls: type[Any]) -> Registration | None:
+    return _BY_CLASS.get(cls)
+
+
+def type_name(message: object) -> str:
+    registration = _BY_CLASS.get(type(message))
+    if registration is None:
+        raise TypeError(f"{type(message).__qualname__} is not a registered message type")
+    return registration.name
+
+
+def registered() -> list[Registration]:
+    return sorted(_BY_NAME.values(), key=lambda r: r.name)

@@ -1,0 +1,63 @@
+"""The control protocol: what the CLI asks of the daemon as a whole."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from enact.messages._registry import reply, request
+
+
+@request("control.Status")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Status:
+    """Ask for the daemon's status report."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActorStatus:
+    name: str
+    alive: bool
+    mailbox: int
+    handled: int
+    restarts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StorageStatus:
+    path: str
+    map_bytes: int
+    used_bytes: int
+    databases: int
+
+
+@reply("control.StatusReport")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusReport:
+    version: str
+    pid: int
+    home: str
+    generation: int
+    uptime_s: float
+    metrics_addr: str
+    actors: tuple[ActorStatus, ...]
+    storage: StorageStatus
+
+
+@request("control.Shutdown")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Shutdown:
+    """Stop the daemon gracefully (``enact daemon stop``)."""
+
+
+@reply("control.ShuttingDown")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuttingDown:
+    pid: int
+
+
+@reply("control.Error")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Error:
+    """The request could not be handled; the connection closes after this."""
+
+    message: str = field(default="")

@@ -1,0 +1,43 @@
+"""The epoch protocol: is this daemon still the one that owns the home?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from enact.messages._registry import reply, request
+
+
+@request("epoch.RequireCurrent")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequireCurrent:
+    """Asked before an effect; answered ``Current`` or ``Fenced``."""
+
+
+@reply("epoch.Current")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Current:
+    generation: int
+
+
+@reply("epoch.Fenced")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fenced:
+    """Another daemon took the home over; this one must not act."""
+
+    generation: int
+    current_generation: int
+
+
+@request("epoch.Describe")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Describe:
+    """Who owns the home now."""
+
+
+@reply("epoch.Owner")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Owner:
+    generation: int
+    pid: int
+    host: str
+    started_at: float

@@ -1,0 +1,235 @@
+"""The one LMDB environment of a home, and the per-actor stores cut from it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import lmdb
+
+from enact.storage._records import AppendLog, Table, decode_document, encode_document
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""The layout this code reads and writes. Bump it with a migration step."""
+
+_META_DB = b"storage.meta"
+_SCHEMA_KEY = b"schema"
+
+Migration = Callable[[lmdb.Transaction, "Storage"], None]
+"""Moves a home from schema N to N+1 inside one write transaction."""
+
+WriteGuard = Callable[[lmdb.Transaction], None]
+"""Runs first in every fenced write transaction; raises to refuse the write."""
+
+
+class StorageError(RuntimeError):
+    pass
+
+
+class SchemaError(StorageError):
+    """The home was written by a schema this code cannot use."""
+
+
+class OwnershipError(StorageError):
+    """An actor asked for a database it does not own."""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageStats:
+    path: str
+    map_bytes: int
+    used_bytes: int
+    databases: int
+
+
+class _SharedExclusiveLock:
+    """Many readers and writers, or one map resize: LMDB forbids resizing the
+    map while this process has any transaction open."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._condition:
+            while self._exclusive:
+                self._condition.wait()
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._shared -= 1
+                if self._shared == 0:
+                    self._condition.notify_all()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._condition:
+            while self._exclusive or self._shared:
+                self._condition.wait()
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._exclusive = False
+                self._condition.notify_all()
+
+
+class Storage:
+    """Opens ``<home>/state`` once per process and hands each actor a Store."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        map_size: int = 64 << 20,
+        max_dbs: int = 64,
+        schema_version: int = SCHEMA_VERSION,
+        migrations: Mapping[int, Migration] | None = None,
+    ) -> None:
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path = path
+        self._env = lmdb.open(str(path), map_size=map_size, max_dbs=max_dbs, subdir=True)
+        # Readers left behind by a process that was killed would pin old pages.
+        self._env.reader_check()
+        self._lock = _SharedExclusiveLock()
+        self._handles: dict[str, lmdb._Database] = {}
+        self._owners: dict[str, str] = {}
+        self._guard: WriteGuard | None = None
+        self._check_schema(schema_version, dict(migrations or {}))
+
+    # -- set-up -----------------------------------------------------------
+
+    def _check_schema(self, current: int, migrations: dict[int, Migration]) -> None:
+        meta = self._handle(_META_DB.decode())
+
+        def check(txn: lmdb.Transaction) -> None:
+            raw = txn.get(_SCHEMA_KEY, db=meta)
+            if raw is None:
+                txn.put(_SCHEMA_KEY, encode_document({"schema": current}, version=1), db=meta)
+                return
+            found = decode_document(bytes(raw), database=_META_DB.decode(), key=_SCHEMA_KEY)["schema"]
+            if not isinstance(found, int):
+                raise SchemaError(f"the schema record of {self.path} is not a number: {found!r}")
+            if found > current:
+                raise SchemaError(
+                    f"{self.path} was written by a newer enact (schema {found}; this one reads {current}); "
+                    "upgrade enact to open it"
+                )
+            for step in range(found, current):
+                migrate = migrations.get(step)
+                if migrate is None:
+                    raise SchemaError(f"{self.path} has schema {step} and no migration to {step + 1} exists")
+                migrate(txn, self)
+            if found != current:
+                txn.put(_SCHEMA_KEY, encode_document({"schema": current}, version=1), db=meta)
+
+        self._write(check, guarded=False)
+
+    def _handle(self, name: str) -> lmdb._Database:
+        handle = self._handles.get(name)
+        if handle is None:
+            with self._lock.shared():
+                handle = self._env.open_db(name.encode())
+            self._handles[name] = handle
+        return handle
+
+    def grant(self, owner: str, databases: Sequence[str]) -> Store:
+        """Give ``owner`` its databases; another owner's database is refused."""
+        for name in databases:
+            holder = self._owners.get(name)
+            if holder is not None and holder != owner:
+                raise OwnershipError(f"{owner} asked for database {name!r}, which {holder} owns")
+        for name in databases:
+            self._owners[name] = owner
+        return Store(self, owner, {name: self._handle(name) for name in databases})
+
+    def set_write_guard(self, guard: WriteGuard | None) -> None:
+        self._guard = guard
+
+    # -- transactions -----------------------------------------------------
+
+    def _read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        while True:
+            try:
+                with self._lock.shared(), self._env.begin() as txn:
+                    return fn(txn)
+            except lmdb.MapResizedError:
+                self._adopt_resize()
+
+    def _write(self, fn: Callable[[lmdb.Transaction], T], *, guarded: bool) -> T:
+        while True:
+            try:
+                with self._lock.shared(), self._env.begin(write=True) as txn:
+                    if guarded and self._guard is not None:
+                        self._guard(txn)
+                    return fn(txn)
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.MapResizedError:
+                self._adopt_resize()
+
+    def _grow(self) -> None:
+        with self._lock.exclusive():
+            self._env.set_mapsize(self._env.info()["map_size"] * 2)
+
+    def _adopt_resize(self) -> None:
+        with self._lock.exclusive():
+            self._env.set_mapsize(0)
+
+    # -- facts ------------------------------------------------------------
+
+    def stats(self) -> StorageStats:
+        with self._lock.shared():
+            info = self._env.info()
+            stat = self._env.stat()
+        used = (info["last_pgno"] + 1) * stat["psize"]
+        return StorageStats(
+            path=str(self.path), map_bytes=info["map_size"], used_bytes=used, databases=len(self._handles)
+        )
+
+    def close(self) -> None:
+        with self._lock.exclusive():
+            self._env.close()
+
+
+class Store:
+    """One actor's view of storage: its own databases and nothing else."""
+
+    def __init__(self, storage: Storage, owner: str, handles: dict[str, lmdb._Database]) -> None:
+        self._storage = storage
+        self.owner = owner
+        self._handles = handles
+
+    def handle(self, name: str) -> lmdb._Database:
+        try:
+            return self._handles[name]
+        except KeyError:
+            raise OwnershipError(f"{self.owner} does not own database {name!r}") from None
+
+    def table(self, name: str, *, version: int = 1) -> Table:
+        return Table(name, self.handle(name), version=version)
+
+    def log(self, name: str, *, version: int = 1) -> AppendLog:
+        return AppendLog(name, self.handle(name), version=version)
+
+    def read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        return self._storage._read(fn)
+
+    def write(self, fn: Callable[[lmdb.Transaction], T], *, fenced: bool = True) -> T:
+        """Run ``fn`` in one durable write transaction; committed on return.
+
+        Fenced writes fail with the guard's error once another daemon owns
+        the home, inside the same transaction, so no stale write can land.
+        """
+        return self._storage._write(fn, guarded=fenced)

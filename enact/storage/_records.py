@@ -1,0 +1,128 @@
+"""Record formats: versioned orjson documents and append logs."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import lmdb
+import orjson
+
+Document = dict[str, Any]
+
+_VERSION = "v"
+_SEQUENCE = struct.Struct(">Q")
+
+
+class CorruptRecord(RuntimeError):
+    """A stored value that cannot be read. It is reported, never skipped."""
+
+    def __init__(self, database: str, key: bytes, reason: str) -> None:
+        super().__init__(f"corrupt record in database {database!r} at key {key!r}: {reason}")
+        self.database = database
+        self.key = key
+
+
+def encode_document(document: Document, *, version: int) -> bytes:
+    return orjson.dumps({**document, _VERSION: version})
+
+
+def decode_document(raw: bytes, *, database: str, key: bytes, max_version: int | None = None) -> Document:
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise CorruptRecord(database, key, f"not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise CorruptRecord(database, key, "not a JSON object")
+    version = document.pop(_VERSION, None)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise CorruptRecord(database, key, "no version field")
+    if max_version is not None and version > max_version:
+        raise CorruptRecord(database, key, f"version {version} is newer than this code reads ({max_version})")
+    return document
+
+
+class Table:
+    """A named database of documents under caller-chosen keys."""
+
+    def __init__(self, name: str, handle: lmdb._Database, *, version: int) -> None:
+        self.name = name
+        self.handle = handle
+        self.version = version
+
+    def _decode(self, key: bytes, raw: bytes) -> Document:
+        return decode_document(raw, database=self.name, key=key, max_version=self.version)
+
+    def get(self, txn: lmdb.Transaction, key: bytes) -> Document | None:
+        raw = txn.get(key, db=self.handle)
+        return None if raw is None else self._decode(key, bytes(raw))
+
+    def put(self, txn: lmdb.Transaction, key: bytes, document: Document) -> None:
+        txn.put(key, encode_document(document, version=self.version), db=self.handle)
+
+    def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
+        return bool(txn.delete(key, db=self.handle))
+
+    def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
+        cursor = txn.cursor(db=self.handle)
+        if not cursor.set_range(prefix):
+            return
+        for key, raw in cursor:
+            if not bytes(key).startswith(prefix):
+                return
+            yield bytes(key), self._decode(bytes(key), bytes(raw))
+
+    def count(self, txn: lmdb.Transaction) -> int:
+        return int(txn.stat(self.handle)["entries"])
+
+
+class AppendLog(Table):
+    """Documents under big-endian sequence keys, so a cursor is a plain integer.
+
+    Sequence numbers start at 1; cursor 0 means "from the beginning", and
+    ``read_from(cursor)`` returns the records after ``cursor``.
+    """
+
+    @staticmethod
+    def key(sequence: int) -> bytes:
+        return _SEQUENCE.pack(sequence)
+
+    def last_cursor(self, txn: lmdb.Transaction) -> int:
+        cursor = txn.cursor(db=self.handle)
+        if not cursor.last():
+            return 0
+        return int(_SEQUENCE.unpack(cursor.key())[0])
+
+    def append(self, txn: lmdb.Transaction, document: Document) -> int:
+        sequence = self.last_cursor(txn) + 1
+        # append=True: the key sorts last, so LMDB can skip the tree search.
+        txn.put(self.key(sequence), encode_document(document, version=self.version), db=self.handle, append=True)
+        return sequence
+
+    def append_many(self, txn: lmdb.Transaction, documents: list[Document]) -> list[int]:
+        first = self.last_cursor(txn) + 1
+        for offset, document in enumerate(documents):
+            key = self.key(first + offset)
+            txn.put(key, encode_document(document, version=self.version), db=self.handle, append=True)
+        return list(range(first, first + len(documents)))
+
+    def read_from(self, txn: lmdb.Transaction, cursor: int, limit: int) -> list[tuple[int, Document]]:
+        records: list[tuple[int, Document]] = []
+        if limit <= 0:
+            return records
+        for sequence, document in self.iterate_from(txn, cursor):
+            records.append((sequence, document))
+            if len(records) >= limit:
+                break
+        return records
+
+    def iterate_from(self, txn: lmdb.Transaction, cursor: int) -> Iterator[tuple[int, Document]]:
+        position = txn.cursor(db=self.handle)
+        if not position.set_range(self.key(cursor + 1)):
+            return
+        for key, raw in position:
+            yield int(_SEQUENCE.unpack(key)[0]), self._decode(bytes(key), bytes(raw))
+
+    def get_at(self, txn: lmdb.Transaction, sequence: int) -> Document | None:
+        return self.get(txn, self.key(sequence))
