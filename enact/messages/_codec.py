@@ -160,8 +160,8 @@ def _decode_value(hint: Any, value: object, path: str, max_length: int | None = 
         try:
             return hint(value)
         except ValueError:
-            allowed = [member.value for member in hint]
-            raise DecodeError(f"field {path!r}: expected one of {allowed}, got {value!r}") from None
+            members = [member.value for member in hint]
+            raise DecodeError(f"field {path!r}: expected one of {members}, got {value!r}") from None
     if origin in (list, tuple):
         items = _expect(value, list, path)
         _check_length(items, path, max_length)
