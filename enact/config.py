@@ -14,12 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from enact.actors.metrics import parse_address
 from enact.home import CONFIG_NAME
 
 
 class ConfigError(ValueError):
     """A bad configuration value; the message is one line naming key and source."""
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) to a pair; raises ValueError."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected HOST:PORT with a port from 0 to 65535, got {text!r}")
+    return host.strip("[]"), int(port)
 
 
 Check = Callable[[Any], str | None]

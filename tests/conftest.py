@@ -4,9 +4,20 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
+
+from enact.cli._client import NotRunning, request
+from enact.messages.control import Status, StatusReport
 
 # --- require_binary: external tools needed by a test -------------------------
 # A missing tool skips the test on a developer machine, but under CI=true it is
@@ -30,3 +41,134 @@ def require_binary() -> Callable[[str], str]:
 
 
 # --- end require_binary -------------------------------------------------------
+
+
+# --- running daemons ------------------------------------------------------------
+# End-to-end tests start real `enact daemon run` processes on a home in a short
+# temporary directory (a Unix socket path must fit in 107 bytes).
+
+def enact_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
+    env["ENACT_HOME"] = str(home)
+    env.update(extra or {})
+    return env
+
+
+def run_cli(home: Path, *args: str, env: dict[str, str] | None = None, input: str | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run `enact ARGS` as its own process against ``home``."""
+    return subprocess.run(
+        [sys.executable, "-m", "enact", *args],
+        env=enact_env(home, env),
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+class Daemon:
+    """One `enact daemon run` process."""
+
+    def __init__(self, home: Path, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.home = home
+        self.process = process
+        self.log = log
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def wait_ready(self, timeout: float = 20) -> StatusReport:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.process.returncode}:\n{self.log_text()}")
+            try:
+                report = request(self.home, Status(), timeout=2)
+            except (NotRunning, OSError):
+                time.sleep(0.05)
+                continue
+            if isinstance(report, StatusReport) and report.pid == self.pid:
+                return report
+            time.sleep(0.05)
+        raise AssertionError(f"daemon not ready within {timeout} s:\n{self.log_text()}")
+
+    def request(self, message: object, timeout: float = 60) -> object:
+        return request(self.home, message, timeout=timeout)
+
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return run_cli(self.home, *args, env=env, timeout=timeout)
+
+    def cli_json(self, *args: str, env: dict[str, str] | None = None) -> Any:
+        result = self.cli(*args, env=env)
+        assert result.returncode == 0, result.stderr
+        return orjson.loads(result.stdout)
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def terminate(self, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.wait_exit(timeout)
+
+    def kill9(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+class DaemonFactory:
+    def __init__(self) -> None:
+        self.started: list[Daemon] = []
+        self._dirs: list[tempfile.TemporaryDirectory[str]] = []
+
+    def new_home(self) -> Path:
+        directory = tempfile.TemporaryDirectory(prefix="enact-", dir="/tmp")
+        self._dirs.append(directory)
+        home = Path(directory.name) / "h"
+        home.mkdir(mode=0o700)
+        return home
+
+    def start(self, home: Path | None = None, *args: str, env: dict[str, str] | None = None,
+              wait: bool = True) -> Daemon:
+        """Start `enact daemon run` on ``home`` (a new one by default)."""
+        home = home or self.new_home()
+        log = home.parent / f"daemon-{len(self.started)}.log"
+        with open(log, "wb") as log_file:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0", *args],
+                env=enact_env(home, env),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+            )
+        daemon = Daemon(home, process, log)
+        self.started.append(daemon)
+        if wait:
+            daemon.wait_ready()
+        return daemon
+
+    def close(self) -> None:
+        for daemon in self.started:
+            if daemon.process.poll() is None:
+                daemon.process.kill()
+                daemon.process.wait(timeout=10)
+        for directory in self._dirs:
+            directory.cleanup()
+
+
+@pytest.fixture
+def daemons() -> Iterator[DaemonFactory]:
+    """Start real daemon processes; all are killed at the end of the test."""
+    factory = DaemonFactory()
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+# --- end running daemons --------------------------------------------------------

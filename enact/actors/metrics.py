@@ -12,6 +12,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from enact import __version__
+from enact.config import parse_address
 
 if TYPE_CHECKING:
     import threading
@@ -80,14 +81,6 @@ class MetricsServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) to a pair; raises ValueError."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT with a port from 0 to 65535, got {text!r}")
-    return host.strip("[]"), int(port)
 
 
 def serve(metrics: Metrics, address: str) -> MetricsServer:

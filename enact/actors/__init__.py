@@ -1,0 +1,1 @@
+"""The actors of the daemon, one module each, and their supervisor."""
