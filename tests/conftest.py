@@ -97,7 +97,9 @@ class Daemon:
     def request(self, message: object, timeout: float = 60) -> object:
         return request(self.home, message, timeout=timeout)
 
-    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         return run_cli(self.home, *args, env=env, timeout=timeout)
 
     def cli_json(self, *args: str, env: dict[str, str] | None = None) -> Any:
