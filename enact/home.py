@@ -11,6 +11,8 @@ SOCKET_NAME = "control.sock"
 LOCK_NAME = "daemon.lock"
 LOG_NAME = "daemon.log"
 CONFIG_NAME = "config.toml"
+COMMANDS_NAME = "commands.toml"
+SCRIPTED_RULES_NAME = "scripted.toml"
 STATE_DIR = "state"
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pykka
 
 from enact.messages._registry import registration_of
+from enact.messages.epoch import Fenced
 
 if TYPE_CHECKING:
     from enact.actors.epoch import Fence
@@ -28,6 +29,15 @@ class UnknownMessage(TypeError):
 
     def __init__(self, actor: str, message: object) -> None:
         super().__init__(f"actor {actor!r} does not handle {type(message).__qualname__}")
+
+
+class FencedError(RuntimeError):
+    """This daemon no longer owns its home; the effect was not performed."""
+
+    def __init__(self, generation: int, current: int) -> None:
+        super().__init__(f"fenced: generation {generation} was superseded by generation {current}")
+        self.generation = generation
+        self.current = current
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +88,11 @@ class EnactActor(pykka.ThreadingActor):
         started = time.perf_counter()
         try:
             return self.handle(message)
+        except FencedError as error:
+            # Expected once another daemon took over: refuse, do not crash
+            # (a restart would only be fenced again).
+            log.warning("%s refused %s: %s", self.context.name, message_label(message), error)
+            return Fenced(generation=error.generation, current_generation=error.current)
         finally:
             label = message_label(message)
             counter = self._counters.get(label)

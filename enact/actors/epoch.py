@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import lmdb
 
-from enact.actors._base import EnactActor
+from enact.actors._base import EnactActor, FencedError
 from enact.cancellation import CancellationToken
 from enact.home import LOCK_NAME
 from enact.messages.epoch import Current, Describe, Fenced, Owner, RequireCurrent
@@ -47,15 +47,6 @@ class AlreadyRunning(RuntimeError):
             text = f"enact is already running on this home (pid {owner.pid}, generation {owner.generation})"
         super().__init__(text)
         self.owner = owner
-
-
-class FencedError(RuntimeError):
-    """This daemon no longer owns its home; the effect was not performed."""
-
-    def __init__(self, generation: int, current: int) -> None:
-        super().__init__(f"fenced: generation {generation} was superseded by generation {current}")
-        self.generation = generation
-        self.current = current
 
 
 @dataclass(slots=True)

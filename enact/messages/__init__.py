@@ -21,6 +21,6 @@ __all__ = [
 ]
 
 # Importing the protocol modules registers their wire names.
-from enact.messages import common, control, epoch
+from enact.messages import commands, common, control, epoch, inbox, journal, sessions
 
-__all__ += ["common", "control", "epoch"]
+__all__ += ["commands", "common", "control", "epoch", "inbox", "journal", "sessions"]

@@ -135,7 +135,8 @@ def _decode_value(hint: Any, value: object, path: str, max_length: int | None = 
         raise DecodeError(errors[0] if len(errors) == 1 else f"field {path!r}: matches none of {hint}")
     if origin is Literal:
         allowed = typing.get_args(hint)
-        if value not in allowed:
+        # Compare types too: True == 1 and 1.0 == 1, but neither is the literal 1.
+        if not any(type(option) is type(value) and option == value for option in allowed):
             raise DecodeError(f"field {path!r}: expected one of {list(allowed)}, got {value!r}")
         return value
     if hint is type(None):
@@ -157,11 +158,12 @@ def _decode_value(hint: Any, value: object, path: str, max_length: int | None = 
         _check_length(text, path, max_length)
         return text
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        try:
-            return hint(value)
-        except ValueError:
-            members = [member.value for member in hint]
-            raise DecodeError(f"field {path!r}: expected one of {members}, got {value!r}") from None
+        # Not hint(value): that accepts True for a member whose value is 1.
+        for member in hint:
+            if type(member.value) is type(value) and member.value == value:
+                return member
+        members = [member.value for member in hint]
+        raise DecodeError(f"field {path!r}: expected one of {members}, got {value!r}")
     if origin in (list, tuple):
         items = _expect(value, list, path)
         _check_length(items, path, max_length)

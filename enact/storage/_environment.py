@@ -11,7 +11,7 @@ from typing import TypeVar
 
 import lmdb
 
-from enact.storage._records import AppendLog, Table, decode_document, encode_document
+from enact.storage._records import AppendLog, CorruptRecord, Table, decode_document, encode_document
 
 T = TypeVar("T")
 
@@ -118,8 +118,11 @@ class Storage:
             if raw is None:
                 txn.put(_SCHEMA_KEY, encode_document({"schema": current}, version=1), db=meta)
                 return
-            found = decode_document(bytes(raw), database=_META_DB.decode(), key=_SCHEMA_KEY)["schema"]
-            if not isinstance(found, int):
+            try:
+                found = decode_document(bytes(raw), database=_META_DB.decode(), key=_SCHEMA_KEY).get("schema")
+            except CorruptRecord as error:
+                raise SchemaError(f"the schema record of {self.path} cannot be read: {error}") from None
+            if not isinstance(found, int) or isinstance(found, bool):
                 raise SchemaError(f"the schema record of {self.path} is not a number: {found!r}")
             if found > current:
                 raise SchemaError(
@@ -144,9 +147,22 @@ class Storage:
             self._handles[name] = handle
         return handle
 
+    def open_database(self, txn: lmdb.Transaction, name: str) -> lmdb._Database:
+        """A database handle opened inside ``txn``, for migration steps.
+
+        A migration runs inside the schema transaction, where ``grant`` would
+        wait forever for LMDB's write lock (held by that same transaction)."""
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = self._env.open_db(name.encode(), txn=txn)
+            self._handles[name] = handle
+        return handle
+
     def grant(self, owner: str, databases: Sequence[str]) -> Store:
         """Give ``owner`` its databases; another owner's database is refused."""
         for name in databases:
+            if name == _META_DB.decode():
+                raise OwnershipError(f"{owner} asked for database {name!r}, which storage itself owns")
             holder = self._owners.get(name)
             if holder is not None and holder != owner:
                 raise OwnershipError(f"{owner} asked for database {name!r}, which {holder} owns")

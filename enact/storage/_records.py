@@ -25,6 +25,9 @@ class CorruptRecord(RuntimeError):
 
 
 def encode_document(document: Document, *, version: int) -> bytes:
+    if _VERSION in document:
+        # It would be overwritten by the version here and dropped on reading.
+        raise ValueError(f"a stored document may not use the reserved key {_VERSION!r}")
     return orjson.dumps({**document, _VERSION: version})
 
 

@@ -1,0 +1,611 @@
+"""The inbox: every chat event's durable receipt, its delivery and its turn.
+
+The path of one event, each step committed before the next begins:
+
+1. ``Receive``: the receipt is committed (``processing``) and the event goes
+   to its conversation actor. A redelivery of a completed or in-flight event
+   is answered as a duplicate and not processed again.
+2. ``TurnFinished``: the reply is stored on the receipt and its delivery is
+   journaled ``in_flight`` before the channel is called (off this thread).
+   ``TurnFailed``: the failure is recorded and the event retried, at most
+   ``chat.max_attempts`` in all; then one diagnostic reply is delivered.
+3. ``Delivered``: the turn is logged, the receipt completed and the cursor
+   advanced, in one transaction. A failed delivery is retried with back-off.
+
+At start-up, unfinished receipts are resumed and unfinished deliveries are
+re-sent, or, where the outcome is unknown and the channel cannot promise
+idempotent delivery, marked "not resent" and reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import lmdb
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors.chat_services import ChatServices
+from enact.actors.conversation import ConversationActor
+from enact.actors.supervisor import ActorNotFound, ActorSpec
+from enact.channels import Channel, OutgoingReply
+from enact.commands import clip
+from enact.messages.inbox import (
+    Accepted,
+    ActionRecord,
+    ChatEvent,
+    Deliver,
+    Delivered,
+    GetOutcome,
+    HandleEvent,
+    IdleCheck,
+    Ignored,
+    NoSuchEvent,
+    Outcome,
+    ReadTurns,
+    Receive,
+    Retry,
+    Turn,
+    TurnFailed,
+    TurnFinished,
+    Turns,
+)
+from enact.storage import Document
+
+log = logging.getLogger(__name__)
+
+RECEIPTS = "inbox.receipts"
+OPEN = "inbox.open"
+DELIVERIES = "inbox.deliveries"
+CURSORS = "inbox.cursors"
+TURNS = "logs.turns"
+DATABASES = (RECEIPTS, OPEN, DELIVERIES, CURSORS, TURNS)
+
+MAX_ERROR = 2000
+MAX_TURNS_PER_READ = 1000
+_RETRY_DELAY_S = 0.2
+
+
+def _key(event_id: str) -> bytes:
+    return event_id.encode()
+
+
+def _actions(documents: list[Document]) -> tuple[ActionRecord, ...]:
+    return tuple(ActionRecord(**d) for d in documents)
+
+
+def _action_documents(actions: tuple[ActionRecord, ...]) -> list[Document]:
+    return [{"command": a.command, "args": a.args, "receipt": a.receipt, "ok": a.ok} for a in actions]
+
+
+def _event_document(event: ChatEvent) -> Document:
+    return {
+        "channel": event.channel,
+        "conversation": event.conversation,
+        "message_id": event.message_id,
+        "text": event.text,
+        "sender": event.sender,
+        "cursor": event.cursor,
+        "thread_id": event.thread_id,
+        "reply_to": event.reply_to,
+        "attachments": [
+            {"kind": a.kind, "name": a.name, "mime_type": a.mime_type, "size": a.size} for a in event.attachments
+        ],
+    }
+
+
+def _event(document: Document) -> ChatEvent:
+    from enact.messages.inbox import Attachment
+
+    fields = dict(document)
+    fields["attachments"] = tuple(Attachment(**a) for a in document["attachments"])
+    return ChatEvent(**fields)
+
+
+def conversation_actor_name(conversation_key: str) -> str:
+    return f"conversation:{conversation_key}"
+
+
+class InboxActor(EnactActor):
+    def __init__(self, context: ActorContext, *, services: ChatServices) -> None:
+        super().__init__(context)
+        self._services = services
+        self._store = context.own_store()
+        self._receipts = self._store.table(RECEIPTS)
+        self._open = self._store.table(OPEN)
+        self._deliveries = self._store.table(DELIVERIES)
+        self._cursors = self._store.table(CURSORS)
+        self._turns = self._store.log(TURNS)
+        config = context.config
+        self._allowed = frozenset(config["chat.allowed_conversations"])
+        self._max_attempts: int = config["chat.max_attempts"]
+        self._delivery_attempts: int = config["chat.delivery_attempts"]
+        self._delivery_backoff_s: float = config["chat.delivery_backoff_s"]
+        self._idle_s: float = config["chat.conversation_idle_s"]
+        self._metrics = context.metrics
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="enact-deliver")
+        self._timers: set[threading.Timer] = set()
+        # Conversation key -> (events outstanding, last activity).
+        self._conversations: dict[str, tuple[int, float]] = {}
+        # Channel -> cursors of events received but not finished.
+        self._unfinished: dict[str, set[int]] = {}
+
+    # -- life cycle ---------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._recover()
+        self._schedule(max(0.05, self._idle_s / 2), lambda: IdleCheck(conversation_key=""))
+
+    def on_stop(self) -> None:
+        for timer in list(self._timers):
+            timer.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _schedule(self, delay: float, message: Any) -> None:
+        """Tell this actor ``message()`` after ``delay`` (whichever incarnation runs then)."""
+
+        def fire() -> None:
+            self._timers.discard(timer)
+            with contextlib.suppress(Exception):  # the daemon is stopping
+                self.context.tell(self.context.name, message())
+
+        timer = threading.Timer(delay, fire)
+        timer.daemon = True
+        self._timers.add(timer)
+        timer.start()
+
+    # -- messages -----------------------------------------------------------
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Receive():
+                return self._receive(message)
+            case TurnFinished():
+                return self._turn_finished(message.event_id, message.reply, message.actions, outcome="replied")
+            case TurnFailed():
+                return self._turn_failed(message)
+            case Retry():
+                return self._retry(message.event_id)
+            case Deliver():
+                return self._deliver(message.event_id)
+            case Delivered():
+                return self._delivered(message)
+            case GetOutcome():
+                return self._outcome(message.event_id)
+            case ReadTurns():
+                return self._read_turns(message)
+            case IdleCheck():
+                return self._retire_idle()
+        return super().handle(message)
+
+    # -- 1. receiving ---------------------------------------------------------
+
+    def _allows(self, event: ChatEvent) -> bool:
+        if not self._allowed:
+            return True
+        return event.conversation_key in self._allowed or event.conversation in self._allowed
+
+    def _receive(self, message: Receive) -> Accepted | Ignored:
+        event = message.event
+        event_id = event.event_id
+        if not self._allows(event):
+            log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
+            self._metrics.inbox_events.labels(channel=event.channel, outcome="not_allowed").inc()
+            cursor = event.cursor
+            if cursor is not None:
+                self._store.write(lambda txn: self._advance_cursor(txn, event.channel, finished=cursor))
+            return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
+        key = _key(event_id)
+
+        def write(txn: lmdb.Transaction) -> str:
+            receipt = self._receipts.get(txn, key)
+            if receipt is not None:
+                return "duplicate"
+            self._receipts.put(
+                txn,
+                key,
+                {
+                    "event": _event_document(event),
+                    "origin": message.origin,
+                    "status": "processing",
+                    "attempts": 1,
+                    "errors": [],
+                    "reply": "",
+                    "actions": [],
+                    "outcome": "",
+                    "generation": self.context.fence.generation,
+                    "received_at": time.time(),
+                    "finished_at": None,
+                },
+            )
+            self._open.put(txn, key, {})
+            return "new"
+
+        if self._store.write(write) == "duplicate":
+            return self._duplicate(event_id)
+        self._metrics.inbox_events.labels(channel=event.channel, outcome="accepted").inc()
+        if event.cursor is not None:
+            self._unfinished.setdefault(event.channel, set()).add(event.cursor)
+        self._dispatch(event_id, event, attempt=1, origin=message.origin)
+        return Accepted(event_id=event_id, duplicate=False, in_flight=True)
+
+    def _duplicate(self, event_id: str) -> Accepted:
+        receipt = self._store.read(lambda txn: self._receipts.get(txn, _key(event_id)))
+        assert receipt is not None
+        self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="duplicate").inc()
+        finished = receipt["status"] in ("completed", "failed")
+        if not finished and event_id not in self._services.in_flight and event_id not in self._services.delivering:
+            # Left unfinished by an earlier daemon and not yet resumed: resume it now.
+            self._resume(event_id, receipt)
+        return Accepted(event_id=event_id, duplicate=True, in_flight=not finished)
+
+    def _dispatch(self, event_id: str, event: ChatEvent, *, attempt: int, origin: str) -> None:
+        conversation = event.conversation_key
+        name = conversation_actor_name(conversation)
+        with self._services.lock:
+            self._services.in_flight.add(event_id)
+        outstanding, _ = self._conversations.get(conversation, (0, 0.0))
+        self._conversations[conversation] = (outstanding + 1, time.monotonic())
+        handle = HandleEvent(event_id=event_id, event=event, attempt=attempt, origin=origin)
+        spec = ActorSpec(name=name, actor=ConversationActor, options={"services": self._services})
+        supervisor = self.context.supervisor
+        supervisor.spawn(spec, family="conversation")
+        try:
+            supervisor.tell(name, handle)
+        except ActorNotFound:
+            supervisor.spawn(spec, family="conversation")
+            supervisor.tell(name, handle)
+
+    def _conversation_done(self, event: Document) -> None:
+        conversation = f"{event['channel']}:{event['conversation']}"
+        outstanding, _ = self._conversations.get(conversation, (1, 0.0))
+        self._conversations[conversation] = (max(0, outstanding - 1), time.monotonic())
+
+    def _retire_idle(self) -> None:
+        now = time.monotonic()
+        for conversation, (outstanding, last) in list(self._conversations.items()):
+            if outstanding == 0 and now - last >= self._idle_s:
+                del self._conversations[conversation]
+                self.context.supervisor.retire(conversation_actor_name(conversation))
+        self._schedule(max(0.05, self._idle_s / 2), lambda: IdleCheck(conversation_key=""))
+
+    # -- 2. the conversation's answer ---------------------------------------------
+
+    def _turn_failed(self, message: TurnFailed) -> None:
+        key = _key(message.event_id)
+        with self._services.lock:
+            self._services.in_flight.discard(message.event_id)
+
+        def write(txn: lmdb.Transaction) -> Document | None:
+            receipt = self._receipts.get(txn, key)
+            if receipt is None or receipt["status"] != "processing":
+                return None
+            error = clip(f"{message.error_class}: {message.error}", MAX_ERROR)
+            receipt["errors"] = [*receipt["errors"], {"attempt": receipt["attempts"], "error": error}]
+            self._receipts.put(txn, key, receipt)
+            return receipt
+
+        receipt = self._store.write(write)
+        if receipt is None:
+            return
+        self._conversation_done(receipt["event"])
+        self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="attempt_failed").inc()
+        log.warning("event %s failed on attempt %d: %s", message.event_id, receipt["attempts"], message.error_class)
+        if receipt["attempts"] < self._max_attempts:
+            self._schedule(_RETRY_DELAY_S * receipt["attempts"], lambda: Retry(event_id=message.event_id))
+            return
+        event = receipt["event"]
+        diagnostic = (
+            f"enact could not process message {event['message_id']} (event {message.event_id}) after "
+            f"{receipt['attempts']} attempts; failure class: {message.error_class}. "
+            "The failure is recorded on the event's receipt; it will not be retried."
+        )
+        self._turn_finished(message.event_id, diagnostic, (), outcome="failed")
+
+    def _retry(self, event_id: str) -> None:
+        receipt = self._store.read(lambda txn: self._receipts.get(txn, _key(event_id)))
+        if receipt is None or receipt["status"] != "processing" or event_id in self._services.in_flight:
+            return
+        self._resume(event_id, receipt)
+
+    def _resume(self, event_id: str, receipt: Document) -> None:
+        """Start the next attempt of an unfinished event, or give up on it."""
+        if receipt["status"] == "replied":
+            self._deliver(event_id)
+            return
+        if receipt["attempts"] >= self._max_attempts:
+            last = receipt["errors"][-1]["error"] if receipt["errors"] else "interrupted"
+            self._turn_failed(TurnFailed(event_id=event_id, error_class=last.split(":", 1)[0], error=last))
+            return
+        key = _key(event_id)
+
+        def write(txn: lmdb.Transaction) -> int:
+            current = self._receipts.get(txn, key)
+            assert current is not None
+            current["attempts"] += 1
+            current["generation"] = self.context.fence.generation
+            self._receipts.put(txn, key, current)
+            return int(current["attempts"])
+
+        attempt = self._store.write(write)
+        event = _event(receipt["event"])
+        if event.cursor is not None:
+            self._unfinished.setdefault(event.channel, set()).add(event.cursor)
+        self._dispatch(event_id, event, attempt=attempt, origin=receipt["origin"])
+
+    def _turn_finished(
+        self, event_id: str, reply: str, actions: tuple[ActionRecord, ...], *, outcome: str
+    ) -> None:
+        key = _key(event_id)
+        with self._services.lock:
+            self._services.in_flight.discard(event_id)
+
+        def write(txn: lmdb.Transaction) -> Document | None:
+            receipt = self._receipts.get(txn, key)
+            if receipt is None or receipt["status"] != "processing":
+                return None
+            receipt.update(status="replied", reply=reply, actions=_action_documents(actions), outcome=outcome)
+            self._receipts.put(txn, key, receipt)
+            event = receipt["event"]
+            self._deliveries.put(
+                txn,
+                key,
+                {
+                    "channel": event["channel"],
+                    "conversation": event["conversation"],
+                    "message_id": event["message_id"],
+                    "text": reply,
+                    "state": "pending",
+                    "attempts": 0,
+                    "error": "",
+                    "updated_at": time.time(),
+                },
+            )
+            return receipt
+
+        receipt = self._store.write(write)
+        if receipt is None:
+            return
+        if outcome == "replied":
+            self._conversation_done(receipt["event"])
+        self._deliver(event_id)
+
+    # -- 3. delivery -----------------------------------------------------------
+
+    def _deliver(self, event_id: str) -> None:
+        key = _key(event_id)
+        if event_id in self._services.delivering:
+            return
+
+        def write(txn: lmdb.Transaction) -> Document | None:
+            delivery = self._deliveries.get(txn, key)
+            if delivery is None or delivery["state"] not in ("pending", "retryable_failure"):
+                return None
+            delivery.update(state="in_flight", attempts=delivery["attempts"] + 1, updated_at=time.time())
+            self._deliveries.put(txn, key, delivery)
+            return delivery
+
+        # A fenced daemon fails here, inside the transaction: no call follows.
+        delivery = self._store.write(write)
+        if delivery is None:
+            return
+        channel = self._services.channels.get(delivery["channel"])
+        if channel is None:
+            self._delivered(Delivered(event_id=event_id, ok=False, retryable=False, error="unknown channel"))
+            return
+        reply = OutgoingReply(
+            event_id=event_id,
+            channel=delivery["channel"],
+            conversation=delivery["conversation"],
+            message_id=delivery["message_id"],
+            text=delivery["text"],
+            attempt=delivery["attempts"],
+        )
+        with self._services.lock:
+            self._services.delivering.add(event_id)
+        self._executor.submit(self._call_channel, channel, reply)
+
+    def _call_channel(self, channel: Channel, reply: OutgoingReply) -> None:
+        try:
+            self.context.fence.check()
+            report = channel.deliver(reply)
+            result = Delivered(event_id=reply.event_id, ok=report.ok, retryable=report.retryable, error=report.error)
+        except Exception as error:
+            problem = f"{type(error).__name__}: {error}"
+            result = Delivered(event_id=reply.event_id, ok=False, retryable=True, error=problem)
+        try:
+            self.context.tell(self.context.name, result)
+        except Exception:
+            log.warning("delivery result of %s arrived while the daemon stops", reply.event_id)
+
+    def _delivered(self, message: Delivered) -> None:
+        key = _key(message.event_id)
+        with self._services.lock:
+            self._services.delivering.discard(message.event_id)
+        channel_name = ""
+
+        def write(txn: lmdb.Transaction) -> tuple[str, Document | None]:
+            nonlocal channel_name
+            delivery = self._deliveries.get(txn, key)
+            if delivery is None or delivery["state"] != "in_flight":
+                return "stale", None
+            channel_name = delivery["channel"]
+            exhausted = delivery["attempts"] >= self._delivery_attempts
+            if message.ok:
+                delivery["state"] = "delivered"
+            elif message.retryable and not exhausted:
+                delivery["state"] = "retryable_failure"
+            else:
+                delivery["state"] = "terminal_failure"
+            delivery.update(error=clip(message.error, MAX_ERROR), updated_at=time.time())
+            self._deliveries.put(txn, key, delivery)
+            if delivery["state"] == "retryable_failure":
+                return "retry", delivery
+            outcome = None if message.ok else "delivery_failed"
+            return "finished", self._finish(txn, message.event_id, outcome)
+
+        state, document = self._store.write(write)
+        if state == "stale":
+            return
+        self._metrics.deliveries.labels(channel=channel_name, outcome="ok" if message.ok else state).inc()
+        if state == "retry":
+            assert document is not None
+            log.warning("delivery of %s failed (attempt %d): %s", message.event_id, document["attempts"], message.error)
+            delay = self._delivery_backoff_s * 2 ** (document["attempts"] - 1)
+            self._schedule(delay, lambda: Deliver(event_id=message.event_id))
+            return
+        assert document is not None
+        self._announce(document)
+
+    def _finish(self, txn: lmdb.Transaction, event_id: str, delivery_outcome: str | None) -> Document:
+        """Log the turn, complete the receipt, advance the cursor: one commit."""
+        key = _key(event_id)
+        receipt = self._receipts.get(txn, key)
+        assert receipt is not None
+        event = receipt["event"]
+        outcome = delivery_outcome or receipt["outcome"]
+        self._turns.append(
+            txn,
+            {
+                "event_id": event_id,
+                "channel": event["channel"],
+                "conversation": event["conversation"],
+                "message_id": event["message_id"],
+                "message": event["text"],
+                "reply": receipt["reply"],
+                "time": time.time(),
+                "outcome": outcome,
+                "attempts": receipt["attempts"],
+                "actions": receipt["actions"],
+            },
+        )
+        receipt.update(
+            status="failed" if receipt["outcome"] == "failed" else "completed",
+            outcome=outcome,
+            finished_at=time.time(),
+        )
+        self._receipts.put(txn, key, receipt)
+        self._open.delete(txn, key)
+        if event["cursor"] is not None:
+            self._advance_cursor(txn, event["channel"], finished=event["cursor"])
+        return receipt
+
+    def _advance_cursor(self, txn: lmdb.Transaction, channel: str, *, finished: int) -> None:
+        """Move the channel's cursor over finished events, never past one
+        that is still unfinished."""
+        unfinished = self._unfinished.setdefault(channel, set())
+        unfinished.discard(finished)
+        key = channel.encode()
+        stored = self._cursors.get(txn, key)
+        current = stored["cursor"] if stored else 0
+        target = finished if not unfinished else min(min(unfinished) - 1, finished)
+        if target > current:
+            self._cursors.put(txn, key, {"cursor": target})
+            channel_object = self._services.channels.get(channel)
+            if channel_object is not None:
+                channel_object.acknowledge(target)
+
+    def _announce(self, receipt: Document) -> None:
+        event = receipt["event"]
+        self._metrics.inbox_events.labels(channel=event["channel"], outcome=receipt["outcome"]).inc()
+        channel = self._services.channels.get(event["channel"])
+        if channel is not None:
+            channel.finished(self._outcome_of(_event(event).event_id, receipt))
+
+    # -- start-up recovery --------------------------------------------------
+
+    def _recover(self) -> None:
+        def scan(txn: lmdb.Transaction) -> list[tuple[str, Document, Document | None]]:
+            found = []
+            for key, _ in self._open.items(txn):
+                receipt = self._receipts.get(txn, key)
+                if receipt is None:
+                    continue
+                found.append((key.decode(), receipt, self._deliveries.get(txn, key)))
+            return found
+
+        for event_id, receipt, delivery in self._store.read(scan):
+            if event_id in self._services.in_flight or event_id in self._services.delivering:
+                continue  # this inbox restarted; the work is still running
+            event = receipt["event"]
+            if event["cursor"] is not None:
+                self._unfinished.setdefault(event["channel"], set()).add(event["cursor"])
+            if receipt["status"] == "processing":
+                log.info("resuming event %s (attempt %d so far)", event_id, receipt["attempts"])
+                self._resume(event_id, receipt)
+            elif delivery is not None and delivery["state"] == "in_flight":
+                self._recover_uncertain_delivery(event_id, delivery)
+            else:
+                self._deliver(event_id)
+
+    def _recover_uncertain_delivery(self, event_id: str, delivery: Document) -> None:
+        channel = self._services.channels.get(delivery["channel"])
+        if channel is not None and channel.idempotent_delivery:
+            log.info("re-sending reply of %s: its outcome is unknown and %s is idempotent", event_id, channel.name)
+            key = _key(event_id)
+
+            def reopen(txn: lmdb.Transaction) -> None:
+                document = self._deliveries.get(txn, key)
+                assert document is not None
+                self._deliveries.put(txn, key, {**document, "state": "pending"})
+
+            self._store.write(reopen)
+            self._deliver(event_id)
+            return
+        log.warning(
+            "reply of %s was being delivered when the daemon stopped; its outcome is unknown and the channel "
+            "cannot re-send safely: marked not resent",
+            event_id,
+        )
+        key = _key(event_id)
+
+        def mark(txn: lmdb.Transaction) -> Document:
+            document = self._deliveries.get(txn, key)
+            assert document is not None
+            self._deliveries.put(txn, key, {**document, "state": "not_resent", "updated_at": time.time()})
+            return self._finish(txn, event_id, "delivery_uncertain")
+
+        self._metrics.deliveries.labels(channel=delivery["channel"], outcome="not_resent").inc()
+        self._announce(self._store.write(mark))
+
+    # -- reading ------------------------------------------------------------
+
+    def _outcome_of(self, event_id: str, receipt: Document) -> Outcome:
+        return Outcome(
+            event_id=event_id,
+            status=receipt["outcome"] or receipt["status"],
+            duplicate=False,
+            reply=receipt["reply"],
+            actions=_actions(receipt["actions"]),
+            attempts=receipt["attempts"],
+        )
+
+    def _outcome(self, event_id: str) -> Outcome | NoSuchEvent:
+        receipt = self._store.read(lambda txn: self._receipts.get(txn, _key(event_id)))
+        if receipt is None:
+            return NoSuchEvent(event_id=event_id)
+        return self._outcome_of(event_id, receipt)
+
+    def _read_turns(self, message: ReadTurns) -> Turns:
+        limit = max(0, min(message.limit, MAX_TURNS_PER_READ))
+        wanted = message.conversation
+
+        def read(txn: lmdb.Transaction) -> Turns:
+            turns: list[Turn] = []
+            cursor = message.since
+            for sequence, document in self._turns.iterate_from(txn, message.since):
+                if len(turns) >= limit:
+                    break
+                cursor = sequence
+                key = f"{document['channel']}:{document['conversation']}"
+                if wanted and wanted not in (key, document["conversation"]):
+                    continue
+                fields = {**document, "actions": _actions(document["actions"])}
+                turns.append(Turn(cursor=sequence, **fields))
+            return Turns(turns=tuple(turns), next_cursor=cursor)
+
+        return self._store.read(read)

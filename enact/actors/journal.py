@@ -1,0 +1,110 @@
+"""The step journal: before an action runs its step is committed ``planned``,
+then ``running``, then ``done`` with its receipt. After a crash, ``done``
+steps are replayed from their receipts and a ``running`` step is reported as
+uncertain; no step is ever executed twice."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import time
+from typing import Any
+
+import lmdb
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.messages.common import Rejected
+from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
+from enact.storage import Document
+
+DATABASE = "journal.steps"
+_INDEX = struct.Struct(">H")
+
+
+def _prefix(request_id: str) -> bytes:
+    return hashlib.sha256(request_id.encode()).digest()
+
+
+def _key(request_id: str, index: int) -> bytes:
+    return _prefix(request_id) + _INDEX.pack(index)
+
+
+def _step(document: Document) -> Step:
+    return Step(
+        request_id=document["request_id"],
+        index=document["index"],
+        command=document["command"],
+        args=document["args"],
+        state=document["state"],
+        receipt=document["receipt"],
+        ok=document["ok"],
+        updated_at=document["updated_at"],
+    )
+
+
+class JournalActor(EnactActor):
+    def __init__(self, context: ActorContext) -> None:
+        super().__init__(context)
+        self._store = context.own_store()
+        self._steps = self._store.table(DATABASE)
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Plan():
+                return self._plan(message)
+            case Start():
+                return self._advance(message.request_id, message.index, "planned", "running", None)
+            case Finish():
+                return self._advance(message.request_id, message.index, "running", "done", message)
+            case Steps():
+                return self._list(message.request_id)
+        return super().handle(message)
+
+    def _plan(self, message: Plan) -> Recorded | Rejected:
+        if not 0 <= message.index <= 0xFFFF:
+            return Rejected(reason=f"step index {message.index} is out of range")
+        key = _key(message.request_id, message.index)
+
+        def write(txn: lmdb.Transaction) -> Recorded | Rejected:
+            if self._steps.get(txn, key) is not None:
+                return Rejected(reason=f"step {message.index} of this request is already journaled")
+            document = {
+                "request_id": message.request_id,
+                "index": message.index,
+                "command": message.command,
+                "args": message.args,
+                "state": "planned",
+                "receipt": "",
+                "ok": False,
+                "updated_at": time.time(),
+            }
+            self._steps.put(txn, key, document)
+            return Recorded(step=_step(document))
+
+        return self._store.write(write)
+
+    def _advance(
+        self, request_id: str, index: int, expected: str, state: str, finish: Finish | None
+    ) -> Recorded | Rejected:
+        key = _key(request_id, index)
+
+        def write(txn: lmdb.Transaction) -> Recorded | Rejected:
+            document = self._steps.get(txn, key)
+            if document is None:
+                return Rejected(reason=f"step {index} of this request was never planned")
+            if document["state"] != expected:
+                return Rejected(reason=f"step {index} is {document['state']}, not {expected}")
+            document["state"] = state
+            document["updated_at"] = time.time()
+            if finish is not None:
+                document["receipt"] = finish.receipt
+                document["ok"] = finish.ok
+            self._steps.put(txn, key, document)
+            return Recorded(step=_step(document))
+
+        return self._store.write(write)
+
+    def _list(self, request_id: str) -> StepList:
+        prefix = _prefix(request_id)
+        documents = self._store.read(lambda txn: [d for _, d in self._steps.items(txn, prefix=prefix)])
+        return StepList(steps=tuple(_step(d) for d in documents))

@@ -1,0 +1,48 @@
+"""Running a registered command by name (``enact call commands.Run``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from enact.messages._codec import limit
+from enact.messages._registry import reply, request
+from enact.messages.common import Origin
+
+
+@request("commands.Run")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    name: str = field(metadata=limit(128))
+    args: dict[str, Any] = field(default_factory=dict)
+    origin: Origin = ""
+
+
+@reply("commands.Receipt")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receipt:
+    """What running a command produced; ``ok`` is False for any refusal."""
+
+    command: str
+    ok: bool
+    text: str
+
+
+@request("commands.ListCommands")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListCommands:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandInfo:
+    name: str
+    summary: str
+    authority: str
+    params: tuple[str, ...]
+
+
+@reply("commands.Catalog")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Catalog:
+    commands: tuple[CommandInfo, ...]

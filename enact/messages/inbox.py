@@ -1,0 +1,216 @@
+"""The inbox protocol: chat events in, outcomes and turns out."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from enact.messages._codec import limit
+from enact.messages._registry import internal, reply, request
+from enact.messages.common import Origin
+
+MAX_TEXT = 64 * 1024
+MAX_ID = 256
+
+EventStatus = Literal["processing", "replied", "completed", "failed"]
+TurnOutcome = Literal["replied", "failed", "delivery_failed", "delivery_uncertain"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    """Metadata only; the content stays with the channel."""
+
+    kind: str = field(metadata=limit(64))
+    name: str = field(default="", metadata=limit(MAX_ID))
+    mime_type: str = field(default="", metadata=limit(128))
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatEvent:
+    """One incoming chat message. Its identity is (channel, conversation,
+    message_id); ``cursor`` is the channel's position, where it has one."""
+
+    channel: str = field(metadata=limit(64))
+    conversation: str = field(metadata=limit(MAX_ID))
+    message_id: str = field(metadata=limit(MAX_ID))
+    text: str = field(metadata=limit(MAX_TEXT))
+    sender: str = field(default="", metadata=limit(MAX_ID))
+    cursor: int | None = None
+    thread_id: str = field(default="", metadata=limit(MAX_ID))
+    reply_to: str = field(default="", metadata=limit(MAX_TEXT))
+    attachments: tuple[Attachment, ...] = field(default=(), metadata=limit(32))
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.channel}:{self.conversation}"
+
+    @property
+    def event_id(self) -> str:
+        """A stable id of the event's identity, safe as a key and in logs."""
+        identity = f"{self.channel}\0{self.conversation}\0{self.message_id}".encode()
+        return hashlib.sha256(identity).hexdigest()[:32]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionRecord:
+    """One action the model asked for, and the receipt it got back."""
+
+    command: str
+    args: dict[str, Any]
+    receipt: str
+    ok: bool
+
+
+@request("inbox.Receive")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receive:
+    """A channel hands over an event. The answer says whether it was taken."""
+
+    event: ChatEvent
+    origin: Origin
+
+
+@reply("inbox.Accepted")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accepted:
+    event_id: str
+    duplicate: bool
+    in_flight: bool
+
+
+@reply("inbox.Ignored")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ignored:
+    """Not processed at all (a conversation outside the lock)."""
+
+    event_id: str
+    reason: str
+
+
+@request("inbox.GetOutcome")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetOutcome:
+    event_id: str = field(metadata=limit(MAX_ID))
+
+
+@reply("inbox.Outcome")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    event_id: str
+    status: str
+    duplicate: bool
+    reply: str
+    actions: tuple[ActionRecord, ...]
+    attempts: int
+
+
+@reply("inbox.NoSuchEvent")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoSuchEvent:
+    event_id: str
+
+
+@request("inbox.Send")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Send:
+    """``enact send``: the local channel's event; answered once it is replied."""
+
+    text: str = field(metadata=limit(MAX_TEXT))
+    conversation: str = field(default="cli", metadata=limit(MAX_ID))
+    message_id: str = field(default="", metadata=limit(MAX_ID))
+    reply_to: str = field(default="", metadata=limit(MAX_TEXT))
+    origin: Origin = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turn:
+    cursor: int
+    event_id: str
+    channel: str
+    conversation: str
+    message_id: str
+    message: str
+    reply: str
+    time: float
+    outcome: str
+    attempts: int
+    actions: tuple[ActionRecord, ...]
+
+
+@request("inbox.ReadTurns")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadTurns:
+    """Turns after ``since`` (a cursor), optionally of one conversation key
+    (``channel:id``) or conversation id."""
+
+    conversation: str = field(default="", metadata=limit(MAX_ID))
+    since: int = 0
+    limit: int = 100
+
+
+@reply("inbox.Turns")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Turns:
+    turns: tuple[Turn, ...]
+    next_cursor: int
+
+
+# -- between the inbox and its conversations -------------------------------
+
+
+@internal("inbox.HandleEvent")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandleEvent:
+    event_id: str
+    event: ChatEvent
+    attempt: int
+    origin: Origin
+
+
+@internal("inbox.TurnFinished")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnFinished:
+    event_id: str
+    reply: str
+    actions: tuple[ActionRecord, ...]
+
+
+@internal("inbox.TurnFailed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnFailed:
+    event_id: str
+    error_class: str
+    error: str
+
+
+@internal("inbox.Retry")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retry:
+    event_id: str
+
+
+@internal("inbox.Deliver")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deliver:
+    event_id: str
+
+
+@internal("inbox.Delivered")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivered:
+    """The channel's answer to one delivery attempt."""
+
+    event_id: str
+    ok: bool
+    retryable: bool
+    error: str
+
+
+@internal("inbox.IdleCheck")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdleCheck:
+    """Ask whether a conversation actor may be retired."""
+
+    conversation_key: str

@@ -1,0 +1,68 @@
+"""The journal protocol: the steps of one request's action loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from enact.messages._codec import limit
+from enact.messages._registry import reply, request
+
+StepState = Literal["planned", "running", "done"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Step:
+    request_id: str
+    index: int
+    command: str
+    args: dict[str, Any]
+    state: StepState
+    receipt: str
+    ok: bool
+    updated_at: float
+
+
+@request("journal.Plan")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    """Record a step before it runs; refused if that index exists already."""
+
+    request_id: str = field(metadata=limit(256))
+    index: int
+    command: str = field(metadata=limit(128))
+    args: dict[str, Any]
+
+
+@request("journal.Start")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Start:
+    request_id: str = field(metadata=limit(256))
+    index: int
+
+
+@request("journal.Finish")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finish:
+    request_id: str = field(metadata=limit(256))
+    index: int
+    receipt: str
+    ok: bool
+
+
+@reply("journal.Recorded")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    step: Step
+
+
+@request("journal.Steps")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Steps:
+    request_id: str = field(metadata=limit(256))
+
+
+@reply("journal.StepList")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepList:
+    steps: tuple[Step, ...]

@@ -1,0 +1,57 @@
+"""The sessions protocol: session key to the runtime's native session."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from enact.messages._codec import limit
+from enact.messages._registry import reply, request
+
+
+@request("sessions.Lookup")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lookup:
+    """The mapping of ``key``, if one was written under ``prompt_version``."""
+
+    key: str = field(metadata=limit(512))
+    prompt_version: int
+
+
+@reply("sessions.Session")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    key: str
+    native_id: str
+    turns: int
+    created_at: float
+    updated_at: float
+    prompt_version: int
+
+
+@reply("sessions.NoSession")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoSession:
+    key: str
+
+
+@request("sessions.Record")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """A turn ran in ``native_id``: store the mapping, count the turn."""
+
+    key: str = field(metadata=limit(512))
+    native_id: str = field(metadata=limit(512))
+    prompt_version: int
+
+
+@request("sessions.Forget")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forget:
+    key: str = field(metadata=limit(512))
+
+
+@reply("sessions.Forgotten")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forgotten:
+    key: str
+    existed: bool

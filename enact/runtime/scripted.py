@@ -1,0 +1,165 @@
+"""The scripted runtime: deterministic and offline, driven by a rules file.
+
+It is the embedded default, so that every chat path can be shown and tested
+without a network. Its replies say that they come from the scripted runtime.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import tomllib
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeResult
+
+log = logging.getLogger(__name__)
+
+_ECHO_LIMIT = 200
+
+
+class RulesError(ValueError):
+    """The rules file is not valid; the message names the file and the rule."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    pattern: re.Pattern[str]
+    reply: str | None = None
+    action: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    then: str | None = None
+
+
+def parse_rules(text: str, *, source: str) -> list[Rule]:
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise RulesError(f"{source} is not valid TOML: {error}") from None
+    unknown = set(document) - {"rule"}
+    if unknown:
+        raise RulesError(f"{source}: unknown key {sorted(unknown)[0]!r} (expected [[rule]] tables)")
+    rules = []
+    for index, table in enumerate(document.get("rule", [])):
+        where = f"{source}: rule #{index + 1}"
+        extra = set(table) - {"match", "reply", "action", "args", "then"}
+        if extra:
+            raise RulesError(f"{where}: unknown key {sorted(extra)[0]!r}")
+        if not isinstance(table.get("match"), str):
+            raise RulesError(f"{where}: 'match' must be a string")
+        try:
+            pattern = re.compile(table["match"], re.IGNORECASE)
+        except re.error as error:
+            raise RulesError(f"{where}: 'match' is not a valid regular expression: {error}") from None
+        has_reply, has_action = "reply" in table, "action" in table
+        if has_reply == has_action:
+            raise RulesError(f"{where}: give exactly one of 'reply' or 'action'")
+        for key in ("reply", "action", "then"):
+            if key in table and not isinstance(table[key], str):
+                raise RulesError(f"{where}: {key!r} must be a string")
+        if not isinstance(table.get("args", {}), dict):
+            raise RulesError(f"{where}: 'args' must be a table")
+        if has_reply and ("args" in table or "then" in table):
+            raise RulesError(f"{where}: 'args' and 'then' belong to an action rule")
+        rules.append(
+            Rule(
+                pattern=pattern,
+                reply=table.get("reply"),
+                action=table.get("action"),
+                args=dict(table.get("args", {})),
+                then=table.get("then"),
+            )
+        )
+    return rules
+
+
+class ScriptedRuntime:
+    name = "scripted"
+
+    def __init__(self, rules_path: Path) -> None:
+        self.rules_path = rules_path
+        self._lock = threading.Lock()
+        self._rules: list[Rule] = []
+        self._stamp: tuple[int, int] | None = None
+        self._sessions: set[str] = set()
+        self._load(strict=True)
+
+    # -- rules, read at start and whenever the file changes -----------------
+
+    def _file_stamp(self) -> tuple[int, int] | None:
+        try:
+            info = self.rules_path.stat()
+        except FileNotFoundError:
+            return None
+        return (info.st_mtime_ns, info.st_size)
+
+    def _load(self, *, strict: bool) -> None:
+        stamp = self._file_stamp()
+        if stamp == self._stamp:
+            return
+        try:
+            text = self.rules_path.read_text(encoding="utf-8") if stamp is not None else ""
+            rules = parse_rules(text, source=str(self.rules_path))
+        except (OSError, UnicodeDecodeError, RulesError) as error:
+            if strict:
+                raise RulesError(str(error)) from None
+            log.error("keeping the previous scripted rules: %s", error)
+            self._stamp = stamp
+            return
+        self._rules, self._stamp = rules, stamp
+
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            self._load(strict=False)
+            return list(self._rules)
+
+    # -- calls --------------------------------------------------------------
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        if request.cancel.cancelled:
+            raise RuntimeCancelled(request.cancel.reason)
+        rules = self.rules()
+        if not request.session_key:
+            return RuntimeResult(text=self._isolated(rules, request.prompt))
+        native = self._session(request.native_session)
+        return RuntimeResult(text=self._answer(rules, request), native_session=native)
+
+    def _session(self, resume: str | None) -> str:
+        with self._lock:
+            if resume is None:
+                native = f"scripted-{uuid.uuid4().hex}"
+                self._sessions.add(native)
+                return native
+            if resume not in self._sessions:
+                # Like a real CLI whose session store was wiped: resuming fails.
+                raise RuntimeFailure(f"scripted runtime has no session {resume!r}")
+            return resume
+
+    @staticmethod
+    def _isolated(rules: list[Rule], prompt: str) -> str:
+        for rule in rules:
+            match = rule.pattern.search(prompt)
+            if match is not None and rule.reply is not None:
+                return match.expand(rule.reply)
+        return "[]"
+
+    @staticmethod
+    def _answer(rules: list[Rule], request: RuntimeRequest) -> str:
+        message = request.owner_message
+        for rule in rules:
+            match = rule.pattern.search(message)
+            if match is None:
+                continue
+            if rule.reply is not None:
+                return match.expand(rule.reply)
+            if request.receipt is not None and rule.then is not None:
+                return rule.then.replace("{receipt}", request.receipt)
+            return orjson.dumps({"action": rule.action, "args": rule.args}).decode()
+        echo = message if len(message) <= _ECHO_LIMIT else message[:_ECHO_LIMIT] + "…"
+        return f"(scripted runtime) You said: {echo}"
