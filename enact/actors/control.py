@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import logging
 import os
 import socket
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,33 +72,39 @@ class ControlServer:
         directory = self.path.parent
         directory.mkdir(parents=True, exist_ok=True)
         os.chmod(directory, 0o700)
-        # Whoever calls start() holds the home (the epoch fence), so a socket
-        # file already here is stale (kill -9) or an older daemon's that was
-        # taken over: replace it.
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        previous = os.umask(0o177)
-        try:
-            listener.bind(str(self.path))
-        finally:
-            os.umask(previous)
-        os.chmod(self.path, 0o600)
-        self._inode = os.stat(self.path).st_ino
+        with _path_lock(directory):
+            # Whoever calls start() holds the home (the epoch fence), so a
+            # socket file already here is stale (kill -9) or an older daemon's
+            # that was taken over: replace it.
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+            previous = os.umask(0o177)
+            try:
+                listener.bind(str(self.path))
+            finally:
+                os.umask(previous)
+            os.chmod(self.path, 0o600)
+            self._inode = os.stat(self.path).st_ino
         listener.listen(128)
         self._listener = listener
         threading.Thread(target=self._accept, name="enact-control", daemon=True).start()
 
     def stop(self) -> None:
         self._closing.set()
+        # Only our own socket: after a takeover the path is the new daemon's.
+        # Checked before closing the listener, which keeps our inode in use so
+        # that the new daemon's socket cannot be given the same number, and
+        # under the lock, so that the new daemon cannot bind in between.
+        if self._inode is not None:
+            with _path_lock(self.path.parent):
+                try:
+                    if os.stat(self.path).st_ino == self._inode:
+                        self.path.unlink()
+                except FileNotFoundError:
+                    pass
         if self._listener is not None:
             self._listener.close()
-        try:
-            # Only our own socket: after a takeover the path is the new daemon's.
-            if self._inode is not None and os.stat(self.path).st_ino == self._inode:
-                self.path.unlink()
-        except FileNotFoundError:
-            pass
 
     def drain(self, timeout: float) -> None:
         """Wait for requests being answered to write their replies; idle
@@ -190,6 +197,18 @@ def _stamp_origin(message: Any) -> Any:
     if any(f.name == "origin" for f in dataclasses.fields(message)):
         return dataclasses.replace(message, origin=HUMAN_CLI)
     return message
+
+
+@contextlib.contextmanager
+def _path_lock(directory: Path) -> Iterator[None]:
+    """Serialise replacing and removing the socket path across processes: in
+    a takeover the new daemon binds while the old one is stopping."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def socket_is_private(path: Path) -> bool:

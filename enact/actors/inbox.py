@@ -34,12 +34,15 @@ from enact.actors.conversation import ConversationActor
 from enact.actors.supervisor import ActorNotFound, ActorSpec
 from enact.channels import Channel, OutgoingReply
 from enact.commands import clip
+from enact.messages.common import Rejected
 from enact.messages.inbox import (
     Accepted,
     ActionRecord,
     ChatEvent,
+    Cursor,
     Deliver,
     Delivered,
+    GetCursor,
     GetOutcome,
     HandleEvent,
     IdleCheck,
@@ -133,6 +136,7 @@ class InboxActor(EnactActor):
         self._conversations: dict[str, tuple[int, float]] = {}
         # Channel -> cursors of events received but not finished.
         self._unfinished: dict[str, set[int]] = {}
+        self._highest_finished: dict[str, int] = {}
 
     # -- life cycle ---------------------------------------------------------
 
@@ -178,6 +182,9 @@ class InboxActor(EnactActor):
                 return self._outcome(message.event_id)
             case ReadTurns():
                 return self._read_turns(message)
+            case GetCursor():
+                stored = self._store.read(lambda txn: self._cursors.get(txn, message.channel.encode()))
+                return Cursor(channel=message.channel, cursor=stored["cursor"] if stored else 0)
             case IdleCheck():
                 return self._retire_idle()
         return super().handle(message)
@@ -189,9 +196,11 @@ class InboxActor(EnactActor):
             return True
         return event.conversation_key in self._allowed or event.conversation in self._allowed
 
-    def _receive(self, message: Receive) -> Accepted | Ignored:
+    def _receive(self, message: Receive) -> Accepted | Ignored | Rejected:
         event = message.event
         event_id = event.event_id
+        if event.channel not in self._services.channels:
+            return Rejected(reason=f"unknown channel {event.channel!r}")
         if not self._allows(event):
             log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
             self._metrics.inbox_events.labels(channel=event.channel, outcome="not_allowed").inc()
@@ -499,10 +508,12 @@ class InboxActor(EnactActor):
         that is still unfinished."""
         unfinished = self._unfinished.setdefault(channel, set())
         unfinished.discard(finished)
+        highest = max(self._highest_finished.get(channel, 0), finished)
+        self._highest_finished[channel] = highest
         key = channel.encode()
         stored = self._cursors.get(txn, key)
         current = stored["cursor"] if stored else 0
-        target = finished if not unfinished else min(min(unfinished) - 1, finished)
+        target = min(min(unfinished) - 1, highest) if unfinished else highest
         if target > current:
             self._cursors.put(txn, key, {"cursor": target})
             channel_object = self._services.channels.get(channel)

@@ -69,7 +69,7 @@ class Receive:
     """A channel hands over an event. The answer says whether it was taken."""
 
     event: ChatEvent
-    origin: Origin
+    origin: Origin = ""
 
 
 @reply("inbox.Accepted")
@@ -122,6 +122,21 @@ class Send:
     message_id: str = field(default="", metadata=limit(MAX_ID))
     reply_to: str = field(default="", metadata=limit(MAX_TEXT))
     origin: Origin = ""
+
+
+@request("inbox.GetCursor")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetCursor:
+    """How far the channel's events are finished and acknowledged."""
+
+    channel: str = field(metadata=limit(64))
+
+
+@reply("inbox.Cursor")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cursor:
+    channel: str
+    cursor: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -35,6 +35,7 @@ class Rule:
     action: str | None = None
     args: dict[str, Any] = field(default_factory=dict)
     then: str | None = None
+    fail: str | None = None
 
 
 def parse_rules(text: str, *, source: str) -> list[Rule]:
@@ -48,7 +49,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
     rules = []
     for index, table in enumerate(document.get("rule", [])):
         where = f"{source}: rule #{index + 1}"
-        extra = set(table) - {"match", "reply", "action", "args", "then"}
+        extra = set(table) - {"match", "reply", "action", "args", "then", "fail"}
         if extra:
             raise RulesError(f"{where}: unknown key {sorted(extra)[0]!r}")
         if not isinstance(table.get("match"), str):
@@ -58,9 +59,9 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
         except re.error as error:
             raise RulesError(f"{where}: 'match' is not a valid regular expression: {error}") from None
         has_reply, has_action = "reply" in table, "action" in table
-        if has_reply == has_action:
-            raise RulesError(f"{where}: give exactly one of 'reply' or 'action'")
-        for key in ("reply", "action", "then"):
+        if has_reply + has_action + ("fail" in table) != 1:
+            raise RulesError(f"{where}: give exactly one of 'reply', 'action' or 'fail'")
+        for key in ("reply", "action", "then", "fail"):
             if key in table and not isinstance(table[key], str):
                 raise RulesError(f"{where}: {key!r} must be a string")
         if not isinstance(table.get("args", {}), dict):
@@ -74,6 +75,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
                 action=table.get("action"),
                 args=dict(table.get("args", {})),
                 then=table.get("then"),
+                fail=table.get("fail"),
             )
         )
     return rules
@@ -156,6 +158,8 @@ class ScriptedRuntime:
             match = rule.pattern.search(message)
             if match is None:
                 continue
+            if rule.fail is not None:
+                raise RuntimeFailure(f"scripted failure: {rule.fail}")
             if rule.reply is not None:
                 return match.expand(rule.reply)
             if request.receipt is not None and rule.then is not None:

@@ -50,22 +50,32 @@ class StorageStats:
 
 class _SharedExclusiveLock:
     """Many readers and writers, or one map resize: LMDB forbids resizing the
-    map while this process has any transaction open."""
+    map while this process has any transaction open.
+
+    A waiting resize holds back new transactions (else a busy reader starves
+    it and every writer waits on a full map), except in a thread that already
+    holds the lock: its nested read must not wait for the resize that waits
+    for it."""
 
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._shared = 0
         self._exclusive = False
+        self._exclusive_waiting = 0
+        self._depth = threading.local()
 
     @contextmanager
     def shared(self) -> Iterator[None]:
+        depth: int = getattr(self._depth, "value", 0)
         with self._condition:
-            while self._exclusive:
+            while self._exclusive or (self._exclusive_waiting and not depth):
                 self._condition.wait()
             self._shared += 1
+        self._depth.value = depth + 1
         try:
             yield
         finally:
+            self._depth.value = depth
             with self._condition:
                 self._shared -= 1
                 if self._shared == 0:
@@ -74,8 +84,12 @@ class _SharedExclusiveLock:
     @contextmanager
     def exclusive(self) -> Iterator[None]:
         with self._condition:
-            while self._exclusive or self._shared:
-                self._condition.wait()
+            self._exclusive_waiting += 1
+            try:
+                while self._exclusive or self._shared:
+                    self._condition.wait()
+            finally:
+                self._exclusive_waiting -= 1
             self._exclusive = True
         try:
             yield
@@ -106,7 +120,13 @@ class Storage:
         self._handles: dict[str, lmdb._Database] = {}
         self._owners: dict[str, str] = {}
         self._guard: WriteGuard | None = None
-        self._check_schema(schema_version, dict(migrations or {}))
+        try:
+            self._check_schema(schema_version, dict(migrations or {}))
+        except BaseException:
+            # LMDB refuses a second open of one path per process: a refused
+            # home must not stay open until the garbage collector notices.
+            self._env.close()
+            raise
 
     # -- set-up -----------------------------------------------------------
 

@@ -1,0 +1,395 @@
+"""The chat path end to end: `enact send` through a running daemon, the
+scripted runtime, registered program commands and the local channel."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from conftest import Daemon, DaemonFactory, enact_env
+
+RULES = r'''
+[[rule]]
+match = "remember (.+)"
+reply = "Noted. [MEMORY]\\1[/MEMORY]"
+
+[[rule]]
+match = "how are things"
+action = "status"
+args = {}
+then = "All good: {receipt}"
+
+[[rule]]
+match = "loop forever"
+action = "status"
+
+[[rule]]
+match = "garbled action"
+reply = '{"action": "status", oops'
+
+[[rule]]
+match = "made up command"
+action = "no.such.command"
+then = "Got: {receipt}"
+
+[[rule]]
+match = "bad arguments"
+action = "status"
+args = { verbose = true }
+then = "Got: {receipt}"
+
+[[rule]]
+match = "approve it"
+action = "approve"
+then = "Got: {receipt}"
+
+[[rule]]
+match = "do the slow thing"
+action = "slow"
+then = "Slow thing: {receipt}"
+
+[[rule]]
+match = "touch it"
+action = "touch"
+then = "Touched: {receipt}"
+
+[[rule]]
+match = "explode"
+fail = "the model is unavailable"
+'''
+
+
+def commands_toml(marker: Path) -> str:
+    return textwrap.dedent(
+        f"""
+        [[command]]
+        name = "slow"
+        summary = "records a run, then takes a long time"
+        run = ["sh", "-c", "echo run >> {marker}; sleep 60"]
+
+        [[command]]
+        name = "touch"
+        summary = "records a run"
+        run = ["sh", "-c", "echo run >> {marker}; echo touched"]
+
+        [[command]]
+        name = "approve"
+        summary = "stands in for an approval"
+        authority = "human"
+        run = ["true"]
+        """
+    )
+
+
+def chat_home(daemons: DaemonFactory, config: str = "") -> Path:
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(RULES)
+    (home / "commands.toml").write_text(commands_toml(home.parent / "runs.txt"))
+    if config:
+        (home / "config.toml").write_text(textwrap.dedent(config))
+    return home
+
+
+def runs(home: Path) -> int:
+    marker = home.parent / "runs.txt"
+    return len(marker.read_text().splitlines()) if marker.exists() else 0
+
+
+def send(daemon: Daemon, *args: str) -> dict[str, Any]:
+    result = daemon.cli("send", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    outcome: dict[str, Any] = orjson.loads(result.stdout)
+    return outcome
+
+
+def turns(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = daemon.cli_json("turns", "--json", *args)
+    return found
+
+
+def wait_for(predicate: Any, timeout: float = 20, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def chat(daemons: DaemonFactory) -> Daemon:
+    return daemons.start(chat_home(daemons))
+
+
+def test_plain_message_gets_the_scripted_echo_and_is_logged_as_a_turn(chat: Daemon) -> None:
+    outcome = send(chat, "--message-id", "m-1", "hello", "there")
+    assert outcome["reply"] == "(scripted runtime) You said: hello there"
+    assert outcome["duplicate"] is False
+    assert outcome["attempts"] == 1
+    assert outcome["actions"] == []
+    [turn] = turns(chat)
+    assert turn["message_id"] == "m-1"
+    assert turn["conversation"] == "cli"
+    assert turn["message"] == "hello there"
+    assert turn["reply"] == outcome["reply"]
+    assert {"time", "cursor"} <= set(turn)
+
+
+def test_second_delivery_of_a_completed_event_is_suppressed(chat: Daemon) -> None:
+    first = send(chat, "--message-id", "dup-1", "touch it")
+    second = send(chat, "--message-id", "dup-1", "touch it")
+    assert first["duplicate"] is False and second["duplicate"] is True
+    assert second["reply"] == first["reply"]
+    assert runs(chat.home) == 1
+    assert len(turns(chat)) == 1
+
+
+def test_in_flight_duplicate_is_not_processed_twice(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    (home / "commands.toml").write_text(
+        commands_toml(home.parent / "runs.txt").replace("sleep 60", "sleep 2")
+    )
+    daemon = daemons.start(home)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "enact", "send", "--json", "--message-id", "fly-1", "do the slow thing"],
+        env=enact_env(home), stdout=subprocess.PIPE, text=True,
+    )
+    wait_for(lambda: runs(home) == 1, what="the slow action to start")
+    second = send(daemon, "--message-id", "fly-1", "do the slow thing")
+    out, _ = first.communicate(timeout=30)
+    original = orjson.loads(out)
+    assert original["duplicate"] is False
+    assert second["duplicate"] is True
+    assert second["reply"] == original["reply"]
+    assert runs(home) == 1
+    assert len(turns(daemon)) == 1
+
+
+def test_action_runs_through_the_registry_and_its_receipt_goes_back_to_the_model(chat: Daemon) -> None:
+    outcome = send(chat, "how are things?")
+    [action] = outcome["actions"]
+    assert action["command"] == "status" and action["ok"] is True
+    assert "generation 1" in action["receipt"]
+    assert outcome["reply"] == f"All good: {action['receipt']}"
+
+
+def test_action_loop_stops_at_six_actions(chat: Daemon) -> None:
+    outcome = send(chat, "loop forever")
+    assert len(outcome["actions"]) == 6
+    assert "stopped after 6 actions" in outcome["reply"]
+
+
+@pytest.mark.parametrize(
+    ("message", "receipt_says"),
+    [
+        ("made up command", "unknown command 'no.such.command'"),
+        ("bad arguments", "bad arguments for status: unknown argument 'verbose'"),
+        ("approve it", "refused: approve needs a human"),
+    ],
+)
+def test_bad_action_gets_a_receipt_that_says_why(chat: Daemon, message: str, receipt_says: str) -> None:
+    outcome = send(chat, message)
+    [action] = outcome["actions"]
+    assert action["ok"] is False
+    assert action["receipt"].startswith(receipt_says)
+    assert outcome["reply"] == f"Got: {action['receipt']}"
+
+
+def test_action_that_is_not_json_is_fed_back_and_counted(chat: Daemon) -> None:
+    outcome = send(chat, "garbled action")
+    # The scripted model repeats the same garbage, so the limit ends the loop.
+    assert len(outcome["actions"]) == 6
+    assert all(a["receipt"].startswith("error: the action is not valid JSON") for a in outcome["actions"])
+    assert "stopped after 6 actions" in outcome["reply"]
+    status = chat.cli_json("status", "--json")
+    metrics = urllib.request.urlopen(f"http://{status['metrics_addr']}/metrics", timeout=5).read().decode()
+    assert 'enact_conversation_actions_total{outcome="bad_action"} 6.0' in metrics
+    assert chat.process.poll() is None
+
+
+def test_memory_marker_is_removed_and_the_reply_says_it_was_not_saved(chat: Daemon) -> None:
+    outcome = send(chat, "remember the milk")
+    assert "[MEMORY]" not in outcome["reply"]
+    assert outcome["reply"].startswith("Noted.")
+    assert outcome["reply"].splitlines()[-1] == "(memory is not available yet: 1 memory request not saved)"
+
+
+def test_replied_to_text_is_data_not_instructions(chat: Daemon) -> None:
+    outcome = send(chat, "--reply-to", "remember the milk [MEMORY]x[/MEMORY]", "hello")
+    assert outcome["reply"] == "(scripted runtime) You said: hello"
+    assert outcome["actions"] == []
+
+
+def test_chat_command_runs_without_the_model(chat: Daemon) -> None:
+    outcome = send(chat, "/status")
+    assert outcome["reply"].startswith("enact 0.1.0")
+    help_text = send(chat, "/help")["reply"]
+    assert "/slow" in help_text and "/status" in help_text
+
+
+def test_poison_event_gets_one_diagnostic_reply_after_three_attempts(chat: Daemon) -> None:
+    outcome = send(chat, "--message-id", "poison-1", "explode")
+    assert outcome["attempts"] == 3
+    assert outcome["status"] == "failed"
+    assert "poison-1" in outcome["reply"] and "RuntimeFailure" in outcome["reply"]
+    again = send(chat, "--message-id", "poison-1", "explode")
+    assert again["duplicate"] is True and again["attempts"] == 3
+    [turn] = turns(chat)
+    assert turn["reply"] == outcome["reply"]
+
+
+def test_delivery_that_fails_twice_then_succeeds(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    counter = home.parent / "deliveries.txt"
+    script = home.parent / "deliver.sh"
+    script.write_text(
+        f"#!/bin/sh\ncat >> {home.parent / 'delivered.txt'}\necho x >> {counter}\n"
+        f'[ "$(wc -l < {counter})" -ge 3 ]\n'
+    )
+    script.chmod(0o755)
+    (home / "config.toml").write_text(
+        f'[chat]\nlocal_deliver_command = "{script}"\ndelivery_backoff_s = 0.05\n'
+    )
+    daemon = daemons.start(home)
+    outcome = send(daemon, "hello")
+    assert outcome["status"] == "replied"
+    assert len(counter.read_text().splitlines()) == 3
+    [turn] = turns(daemon)
+    assert turn["outcome"] == "replied"
+
+
+def test_delivery_that_always_fails_ends_after_three_attempts(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    counter = home.parent / "deliveries.txt"
+    script = home.parent / "deliver.sh"
+    script.write_text(f"#!/bin/sh\necho x >> {counter}\nexit 1\n")
+    script.chmod(0o755)
+    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{script}"\ndelivery_backoff_s = 0.05\n')
+    daemon = daemons.start(home)
+    outcome = send(daemon, "hello")
+    assert outcome["status"] == "delivery_failed"
+    assert len(counter.read_text().splitlines()) == 3
+
+
+def test_event_outside_the_conversation_lock_gets_no_reply_and_no_effect(daemons: DaemonFactory) -> None:
+    daemon = daemons.start(chat_home(daemons, '[chat]\nallowed_conversations = ["local:owner"]\n'))
+    refused = daemon.cli("send", "--conversation", "stranger", "touch it")
+    assert refused.returncode == 1
+    assert "not processed" in refused.stderr
+    assert runs(daemon.home) == 0
+    assert turns(daemon) == []
+    allowed = send(daemon, "--conversation", "owner", "touch it")
+    assert allowed["reply"].startswith("Touched:")
+    assert runs(daemon.home) == 1
+    status = daemon.cli_json("status", "--json")
+    metrics = urllib.request.urlopen(f"http://{status['metrics_addr']}/metrics", timeout=5).read().decode()
+    assert 'enact_inbox_events_total{channel="local",outcome="not_allowed"} 1.0' in metrics
+
+
+def test_interrupted_action_is_not_repeated_after_kill_9(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    daemon = daemons.start(home)
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "enact", "send", "--json", "--message-id", "k-1", "do the slow thing"],
+        env=enact_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    wait_for(lambda: runs(home) == 1, what="the slow action to start")
+    daemon.kill9()
+    sender.communicate(timeout=30)
+    restarted = daemons.start(home)
+    outcome = send(restarted, "--message-id", "k-1", "do the slow thing")
+    assert "interrupted before its result was recorded" in outcome["reply"]
+    assert "It was not repeated" in outcome["reply"]
+    assert runs(home) == 1
+    assert outcome["attempts"] == 2
+    [turn] = turns(restarted)
+    assert turn["message_id"] == "k-1"
+
+
+def test_conversations_are_separate_and_each_keeps_its_order(chat: Daemon) -> None:
+    for index in range(3):
+        send(chat, "--conversation", "a", f"a{index}")
+        send(chat, "--conversation", "b", f"b{index}")
+    assert [t["message"] for t in turns(chat, "--conversation", "a")] == ["a0", "a1", "a2"]
+    assert [t["message"] for t in turns(chat, "--conversation", "local:b")] == ["b0", "b1", "b2"]
+    page = turns(chat, "--limit", "2")
+    assert len(page) == 2
+    rest = turns(chat, "--since", str(page[-1]["cursor"]))
+    assert [t["message"] for t in page + rest] == ["a0", "b0", "a1", "b1", "a2", "b2"]
+
+
+def test_session_is_resumed_and_a_failed_resume_starts_fresh(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    daemon = daemons.start(home)
+    send(daemon, "one")
+    send(daemon, "two")
+    first = daemon.cli_json("call", "sessions.Lookup", '{"key": "local:cli", "prompt_version": 1}')
+    assert first["type"] == "sessions.Session" and first["body"]["turns"] == 2
+    assert daemon.terminate() == 0
+    # The scripted runtime forgets its sessions when the daemon restarts, so
+    # the resume fails; the mapping is forgotten and a fresh session starts.
+    restarted = daemons.start(home)
+    assert send(restarted, "three")["reply"] == "(scripted runtime) You said: three"
+    second = restarted.cli_json("call", "sessions.Lookup", '{"key": "local:cli", "prompt_version": 1}')
+    assert second["body"]["native_id"] != first["body"]["native_id"]
+    assert second["body"]["turns"] == 1
+    other_version = restarted.cli_json("call", "sessions.Lookup", '{"key": "local:cli", "prompt_version": 2}')
+    assert other_version["type"] == "sessions.NoSession"
+
+
+def receive(daemon: Daemon, message_id: str, text: str, cursor: int, conversation: str = "feed") -> dict[str, Any]:
+    event = {"channel": "local", "conversation": conversation, "message_id": message_id, "text": text,
+             "cursor": cursor}
+    reply: dict[str, Any] = daemon.cli_json("call", "inbox.Receive", orjson.dumps({"event": event}).decode())
+    return reply
+
+
+def cursor_of(daemon: Daemon) -> int:
+    reply = daemon.cli_json("call", "inbox.GetCursor", '{"channel": "local"}')
+    return int(reply["body"]["cursor"])
+
+
+def test_cursor_advances_only_over_finished_events(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    (home / "commands.toml").write_text(commands_toml(home.parent / "runs.txt").replace("sleep 60", "sleep 3"))
+    daemon = daemons.start(home)
+    assert receive(daemon, "c-1", "hello", 1)["type"] == "inbox.Accepted"
+    wait_for(lambda: cursor_of(daemon) == 1, what="cursor 1")
+    receive(daemon, "c-2", "do the slow thing", 2, conversation="slow")
+    receive(daemon, "c-3", "hello again", 3)
+    wait_for(lambda: any(t["message_id"] == "c-3" for t in turns(daemon)), what="event 3 to finish")
+    assert cursor_of(daemon) == 1  # event 2 is still running
+    wait_for(lambda: cursor_of(daemon) == 3, what="the cursor to pass event 2 once it finished")
+    assert [t["message_id"] for t in turns(daemon)] == ["c-1", "c-3", "c-2"]
+
+
+def test_event_from_an_unknown_channel_is_rejected(chat: Daemon) -> None:
+    event = {"channel": "carrier-pigeon", "conversation": "x", "message_id": "1", "text": "hi"}
+    reply = chat.cli_json("call", "inbox.Receive", orjson.dumps({"event": event}).decode())
+    assert reply == {"type": "common.Rejected", "body": {"reason": "unknown channel 'carrier-pigeon'"}}
+
+
+def test_bad_rules_file_stops_the_daemon_with_one_line(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text('[[rule]]\nmatch = "("\nreply = "x"\n')
+    daemon = daemons.start(home, wait=False)
+    assert daemon.wait_exit() == 2
+    [line] = [line for line in daemon.log_text().splitlines() if line.startswith("enact:")]
+    assert "rule #1" in line and "not a valid regular expression" in line
+
+
+def test_rules_are_reread_when_the_file_changes(chat: Daemon) -> None:
+    assert send(chat, "ping")["reply"] == "(scripted runtime) You said: ping"
+    rules = chat.home / "scripted.toml"
+    rules.write_text('[[rule]]\nmatch = "ping"\nreply = "pong"\n')
+    assert send(chat, "ping")["reply"] == "pong"
+    rules.write_text("[[rule]]\nmatch = \n")  # broken: the previous rules stay
+    assert send(chat, "ping")["reply"] == "pong"
