@@ -1,0 +1,222 @@
+"""Runtime sessions, the startup context and command authority, through the
+real actors in this process (real LMDB), with a runtime that records calls."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from enact import config
+from enact.actors.chat_services import ChatServices
+from enact.actors.epoch import Fence
+from enact.actors.metrics import Metrics
+from enact.actors.supervisor import Supervisor
+from enact.cancellation import CancellationToken
+from enact.channels.local import LocalChannel
+from enact.commands import (
+    Authority,
+    Command,
+    CommandCall,
+    CommandContext,
+    CommandRegistry,
+    CommandsFileError,
+    builtin_commands,
+    load_program_commands,
+)
+from enact.daemon import actor_specs, startup_context
+from enact.messages.common import HUMAN_CLI, MODEL_ACTION
+from enact.messages.inbox import Outcome, Send
+from enact.messages.sessions import Forget, Lookup, Session
+from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult
+from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
+from enact.storage import Storage
+
+
+class RecordingRuntime:
+    """The scripted runtime, with every request kept for the test to read."""
+
+    name = "recording"
+
+    def __init__(self, rules: Path) -> None:
+        self.inner = ScriptedRuntime(rules)
+        self.requests: list[RuntimeRequest] = []
+        self.fail_next_resume = False
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        self.requests.append(request)
+        if request.native_session is not None and self.fail_next_resume:
+            self.fail_next_resume = False
+            raise RuntimeFailure("session expired")
+        return self.inner.invoke(request)
+
+
+@dataclass
+class Harness:
+    supervisor: Supervisor
+    channel: LocalChannel
+    runtime: RecordingRuntime
+    services: ChatServices
+
+    def send(self, text: str, conversation: str = "cli") -> Outcome:
+        outcome = self.channel.send(Send(text=text, conversation=conversation, origin=HUMAN_CLI))
+        assert isinstance(outcome, Outcome)
+        return outcome
+
+
+@pytest.fixture
+def harness(tmp_path: Path) -> Iterator[Harness]:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "scripted.toml").write_text('[[rule]]\nmatch = "status please"\naction = "status"\nthen = "ok"\n')
+    settings = config.load(home, environ={})
+    storage = Storage(home / "state")
+    fence = Fence(home, storage)
+    fence.acquire(takeover=False)
+    commands = CommandRegistry()
+    for command in builtin_commands(commands):
+        commands.register(command)
+    runtime = RecordingRuntime(home / "scripted.toml")
+    holder: dict[str, Supervisor] = {}
+    channel = LocalChannel(lambda message: holder["supervisor"].ask("inbox", message, timeout=30))
+    services = ChatServices(
+        channels={"local": channel}, runtime=runtime, commands=commands, startup_context=startup_context(commands)
+    )
+    fatal = threading.Event()
+    supervisor = Supervisor(
+        actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=storage, fence=fence,
+        on_fatal=lambda _: fatal.set(),
+    )
+    holder["supervisor"] = supervisor
+    commands.bind(CommandContext(supervisor=supervisor, fence=fence, status=lambda: "fine"))
+    supervisor.start()
+    try:
+        yield Harness(supervisor=supervisor, channel=channel, runtime=runtime, services=services)
+    finally:
+        supervisor.stop(5)
+        fence.release()
+        storage.close()
+    assert not fatal.is_set()
+
+
+def test_startup_context_is_sent_once_per_native_session(harness: Harness) -> None:
+    harness.send("one")
+    harness.send("two")
+    first, second = harness.runtime.requests
+    assert first.native_session is None and first.prompt.startswith(harness.services.startup_context)
+    assert second.native_session is not None and harness.services.startup_context not in second.prompt
+
+
+def test_each_conversation_gets_its_own_session(harness: Harness) -> None:
+    harness.send("one", conversation="a")
+    harness.send("one", conversation="b")
+    keys = [request.session_key for request in harness.runtime.requests]
+    assert keys == ["local:a", "local:b"]
+    assert all(request.native_session is None for request in harness.runtime.requests)
+
+
+def test_failed_resume_forgets_the_session_and_retries_once_with_the_startup_context(harness: Harness) -> None:
+    harness.send("one")
+    before = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1))
+    assert isinstance(before, Session)
+    harness.runtime.fail_next_resume = True
+    outcome = harness.send("two")
+    assert outcome.reply == "(scripted runtime) You said: two"
+    failed, fresh = harness.runtime.requests[1:]
+    assert failed.native_session == before.native_id
+    assert fresh.native_session is None and fresh.prompt.startswith(harness.services.startup_context)
+    after = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1))
+    assert isinstance(after, Session) and after.native_id != before.native_id and after.turns == 1
+
+
+def test_receipts_of_an_action_are_fed_back_in_the_same_session(harness: Harness) -> None:
+    outcome = harness.send("status please")
+    assert outcome.reply == "ok"
+    _, second = harness.runtime.requests
+    assert second.native_session is not None
+    assert second.receipt == "fine" and "Receipt of action status" in second.prompt
+
+
+def test_mapping_under_another_prompt_version_is_ignored(harness: Harness) -> None:
+    harness.send("one")
+    assert isinstance(harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1)), Session)
+    assert not isinstance(harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=7)), Session)
+    harness.supervisor.ask("sessions", Forget(key="local:cli"))
+    assert not isinstance(harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1)), Session)
+
+
+def test_isolated_calls_keep_no_session(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nmatch = "signals"\nreply = "[{\\"kind\\": \\"x\\"}]"\n')
+    runtime = ScriptedRuntime(rules)
+    assert runtime.invoke(RuntimeRequest(session_key="", prompt="find signals")).text == '[{"kind": "x"}]'
+    result = runtime.invoke(RuntimeRequest(session_key="", prompt="anything else"))
+    assert result.text == "[]" and result.native_session is None
+
+
+# -- command authority -------------------------------------------------------------
+
+
+def registry_with(command: Command) -> CommandRegistry:
+    registry = CommandRegistry()
+    registry.register(command)
+
+    class _AlwaysCurrent:
+        def is_current(self) -> bool:
+            return True
+
+    registry.bind(CommandContext(supervisor=None, fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
+    return registry
+
+
+def call(name: str, *, origin: str, event_origin: str, locked: bool) -> CommandCall:
+    return CommandCall(name=name, args={}, origin=origin, event_origin=event_origin, locked=locked,
+                       cancel=CancellationToken())
+
+
+EFFECT = Command(name="poke", summary="changes a thing", authority=Authority.EFFECT, handler=lambda c, x: "poked")
+HUMAN = Command(name="land", summary="lands a change", authority=Authority.HUMAN, handler=lambda c, x: "landed")
+
+
+def test_without_a_lock_effects_need_the_owners_cli() -> None:
+    registry = registry_with(EFFECT)
+    assert registry.run(call("poke", origin=MODEL_ACTION, event_origin=HUMAN_CLI, locked=False)).ok
+    refused = registry.run(call("poke", origin=MODEL_ACTION, event_origin="chat:telegram", locked=False))
+    assert not refused.ok and "only the owner's CLI may cause effects" in refused.text
+    assert registry.run(call("poke", origin=MODEL_ACTION, event_origin="chat:telegram", locked=True)).ok
+
+
+def test_a_model_action_cannot_run_a_human_command() -> None:
+    registry = registry_with(HUMAN)
+    refused = registry.run(call("land", origin=MODEL_ACTION, event_origin=HUMAN_CLI, locked=True))
+    assert not refused.ok and refused.text.startswith("refused: land needs a human")
+    assert registry.run(call("land", origin=HUMAN_CLI, event_origin=HUMAN_CLI, locked=False)).ok
+
+
+def test_commands_file_errors_name_the_command(tmp_path: Path) -> None:
+    path = tmp_path / "commands.toml"
+    path.write_text('[[command]]\nname = "x"\nrun = "not a list"\n')
+    with pytest.raises(CommandsFileError, match="command #1: 'run' must be a non-empty list"):
+        load_program_commands(path)
+    path.write_text('[[command]]\nname = "x"\nrun = ["true"]\nauthority = "god"\n')
+    with pytest.raises(CommandsFileError, match="'authority' must be read, effect or human"):
+        load_program_commands(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('[[rule]]\nreply = "x"\n', "'match' must be a string"),
+        ('[[rule]]\nmatch = "x"\n', "exactly one of 'reply', 'action' or 'fail'"),
+        ('[[rule]]\nmatch = "x"\nreply = "a"\naction = "b"\n', "exactly one of"),
+        ('[[rule]]\nmatch = "x"\nreply = "a"\nthen = "b"\n', "'args' and 'then' belong to an action rule"),
+        ('[[rule]]\nmatch = "x"\nreply = "a"\ncolour = "b"\n', "unknown key 'colour'"),
+        ('title = "x"\n', "unknown key 'title'"),
+    ],
+)
+def test_bad_rules_are_refused_with_the_rule_named(text: str, problem: str) -> None:
+    with pytest.raises(RulesError, match=problem):
+        parse_rules(text, source="rules.toml")
