@@ -393,3 +393,49 @@ def test_rules_are_reread_when_the_file_changes(chat: Daemon) -> None:
     assert send(chat, "ping")["reply"] == "pong"
     rules.write_text("[[rule]]\nmatch = \n")  # broken: the previous rules stay
     assert send(chat, "ping")["reply"] == "pong"
+
+
+def test_reply_whose_delivery_outcome_is_unknown_is_not_resent(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    counter = home.parent / "deliveries.txt"
+    script = home.parent / "deliver.sh"
+    script.write_text(f"#!/bin/sh\necho x >> {counter}\nsleep 60\n")
+    script.chmod(0o755)
+    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{script}"\n')
+    daemon = daemons.start(home)
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "enact", "send", "--message-id", "u-1", "hello"],
+        env=enact_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    wait_for(lambda: counter.exists() and counter.read_text().count("x") == 1, what="the delivery to start")
+    daemon.kill9()
+    sender.communicate(timeout=30)
+    subprocess.run(["pkill", "-f", str(script)], check=False)
+    restarted = daemons.start(home)
+    outcome = send(restarted, "--message-id", "u-1", "hello")
+    assert outcome["duplicate"] is True
+    assert outcome["status"] == "delivery_uncertain"
+    assert counter.read_text().count("x") == 1
+    [turn] = turns(restarted)
+    assert turn["outcome"] == "delivery_uncertain"
+
+
+def test_idle_conversation_actor_is_stopped_and_restarted_on_demand(daemons: DaemonFactory) -> None:
+    daemon = daemons.start(chat_home(daemons), env={"ENACT_CHAT_CONVERSATION_IDLE_S": "0.3"})
+
+    def conversation_actors() -> list[str]:
+        status = daemon.cli_json("status", "--json")
+        return [a["name"] for a in status["actors"] if a["name"].startswith("conversation:")]
+
+    send(daemon, "one")
+    wait_for(lambda: conversation_actors() == [], what="the idle conversation actor to stop")
+    assert send(daemon, "two")["reply"] == "(scripted runtime) You said: two"
+    assert [t["message"] for t in turns(daemon)] == ["one", "two"]
+
+
+def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None:
+    reply = chat.cli_json("call", "commands.Run", '{"name": "touch"}')
+    assert reply == {"type": "commands.Receipt", "body": {"command": "touch", "ok": True, "text": "touched"}}
+    assert runs(chat.home) == 1
+    catalog = chat.cli_json("call", "commands.ListCommands")
+    assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve"}
