@@ -15,6 +15,7 @@ from enact.messages._registry import registration_of
 from enact.messages.epoch import Fenced
 
 if TYPE_CHECKING:
+    from enact.actors._batching import WriteBatch
     from enact.actors.epoch import Fence
     from enact.actors.metrics import Metrics
     from enact.actors.supervisor import ActorSlot, Supervisor
@@ -65,6 +66,15 @@ class ActorContext:
         return self.store
 
 
+class _Started:
+    """The supervisor asks this right after starting an actor. pykka runs
+    ``on_start`` in the actor's thread before its first message, so the reply
+    means ``on_start`` is done; a dead actor means it failed."""
+
+
+STARTED = _Started()
+
+
 def message_label(message: object) -> str:
     registration = registration_of(type(message))
     return registration.name if registration is not None else type(message).__name__
@@ -83,8 +93,12 @@ class EnactActor(pykka.ThreadingActor):
         metrics = context.metrics
         self._seconds = metrics.message_seconds.labels(actor=context.slot.family)
         self._counters: dict[str, Any] = {}
+        # Set by actors that group their writes (see _batching).
+        self.batch: WriteBatch | None = None
 
     def on_receive(self, message: Any) -> Any:
+        if message is STARTED:
+            return None  # not counted: it is the supervisor's, not a caller's
         started = time.perf_counter()
         try:
             return self.handle(message)
@@ -102,6 +116,17 @@ class EnactActor(pykka.ThreadingActor):
             counter.inc()
             self._seconds.observe(time.perf_counter() - started)
             self.context.slot.handled += 1
+            batch = self.batch
+            if batch is not None and batch.pending and (batch.full or self._mailbox_empty()):
+                batch.flush()
+
+    def _mailbox_empty(self) -> bool:
+        inbox: Any = self.actor_inbox  # a queue.Queue for threading actors
+        return bool(inbox.empty())
+
+    def on_stop(self) -> None:
+        if self.batch is not None:
+            self.batch.flush()
 
     def handle(self, message: Any) -> Any:
         raise UnknownMessage(self.context.name, message)

@@ -1,6 +1,7 @@
 """The inbox: every chat event's durable receipt, its delivery and its turn.
 
-The path of one event, each step committed before the next begins:
+The path of one event, each step committed before the next begins (writes of
+queued messages share one group commit, see ``_batching``):
 
 1. ``Receive``: the receipt is committed (``processing``) and the event goes
    to its conversation actor. A redelivery of a completed or in-flight event
@@ -29,6 +30,7 @@ from typing import Any
 import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
+from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.chat_services import ChatServices
 from enact.actors.conversation import ConversationActor
 from enact.actors.supervisor import ActorNotFound, ActorSpec
@@ -118,6 +120,7 @@ class InboxActor(EnactActor):
         super().__init__(context)
         self._services = services
         self._store = context.own_store()
+        self._batch = self.batch = WriteBatch(self._store, owner=context.name)
         self._receipts = self._store.table(RECEIPTS)
         self._open = self._store.table(OPEN)
         self._deliveries = self._store.table(DELIVERIES)
@@ -142,9 +145,11 @@ class InboxActor(EnactActor):
 
     def on_start(self) -> None:
         self._recover()
+        self._batch.flush()
         self._schedule(max(0.05, self._idle_s / 2), lambda: IdleCheck(conversation_key=""))
 
     def on_stop(self) -> None:
+        super().on_stop()
         for timer in list(self._timers):
             timer.cancel()
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -179,24 +184,41 @@ class InboxActor(EnactActor):
             case Delivered():
                 return self._delivered(message)
             case GetOutcome():
+                self._batch.flush()
                 return self._outcome(message.event_id)
             case ReadTurns():
+                self._batch.flush()
                 return self._read_turns(message)
             case GetCursor():
+                self._batch.flush()
                 stored = self._store.read(lambda txn: self._cursors.get(txn, message.channel.encode()))
                 return Cursor(channel=message.channel, cursor=stored["cursor"] if stored else 0)
             case IdleCheck():
                 return self._retire_idle()
         return super().handle(message)
 
-    # -- 1. receiving ---------------------------------------------------------
+    # -- in-memory marks of work running in this process ------------------------
+
+    def _busy(self, event_id: str) -> bool:
+        services = self._services
+        with services.lock:
+            return event_id in services.in_flight or event_id in services.delivering
+
+    def _mark(self, marks: set[str], event_id: str, *, on: bool) -> None:
+        with self._services.lock:
+            if on:
+                marks.add(event_id)
+            else:
+                marks.discard(event_id)
+
+    # -- 1. receiving -----------------------------------------------------------
 
     def _allows(self, event: ChatEvent) -> bool:
         if not self._allowed:
             return True
         return event.conversation_key in self._allowed or event.conversation in self._allowed
 
-    def _receive(self, message: Receive) -> Accepted | Ignored | Rejected:
+    def _receive(self, message: Receive) -> Deferred | Ignored | Rejected:
         event = message.event
         event_id = event.event_id
         if event.channel not in self._services.channels:
@@ -204,50 +226,52 @@ class InboxActor(EnactActor):
         if not self._allows(event):
             log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
             self._metrics.inbox_events.labels(channel=event.channel, outcome="not_allowed").inc()
-            cursor = event.cursor
-            if cursor is not None:
-                self._store.write(lambda txn: self._advance_cursor(txn, event.channel, finished=cursor))
+            if event.cursor is not None:
+                self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
         key = _key(event_id)
 
-        def write(txn: lmdb.Transaction) -> str:
+        def write(txn: lmdb.Transaction) -> tuple[bool, Document]:
             receipt = self._receipts.get(txn, key)
             if receipt is not None:
-                return "duplicate"
-            self._receipts.put(
-                txn,
-                key,
-                {
-                    "event": _event_document(event),
-                    "origin": message.origin,
-                    "status": "processing",
-                    "attempts": 1,
-                    "errors": [],
-                    "reply": "",
-                    "actions": [],
-                    "outcome": "",
-                    "generation": self.context.fence.generation,
-                    "received_at": time.time(),
-                    "finished_at": None,
-                },
-            )
+                return True, receipt
+            receipt = {
+                "event": _event_document(event),
+                "origin": message.origin,
+                "status": "processing",
+                "attempts": 1,
+                "errors": [],
+                "reply": "",
+                "actions": [],
+                "outcome": "",
+                "generation": self.context.fence.generation,
+                "received_at": time.time(),
+                "finished_at": None,
+            }
+            self._receipts.put(txn, key, receipt)
             self._open.put(txn, key, {})
-            return "new"
+            return False, receipt
 
-        if self._store.write(write) == "duplicate":
-            return self._duplicate(event_id)
-        self._metrics.inbox_events.labels(channel=event.channel, outcome="accepted").inc()
-        if event.cursor is not None:
-            self._unfinished.setdefault(event.channel, set()).add(event.cursor)
-        self._dispatch(event_id, event, attempt=1, origin=message.origin)
-        return Accepted(event_id=event_id, duplicate=False, in_flight=True)
+        reply = Deferred()
 
-    def _duplicate(self, event_id: str) -> Accepted:
-        receipt = self._store.read(lambda txn: self._receipts.get(txn, _key(event_id)))
-        assert receipt is not None
+        def after(result: tuple[bool, Document]) -> None:
+            duplicate, receipt = result
+            if duplicate:
+                reply.resolve(self._duplicate(event_id, receipt))
+                return
+            self._metrics.inbox_events.labels(channel=event.channel, outcome="accepted").inc()
+            if event.cursor is not None:
+                self._unfinished.setdefault(event.channel, set()).add(event.cursor)
+            self._dispatch(event_id, event, attempt=1, origin=message.origin)
+            reply.resolve(Accepted(event_id=event_id, duplicate=False, in_flight=True))
+
+        self._batch.stage(write, after, failed=reply.fail)
+        return reply
+
+    def _duplicate(self, event_id: str, receipt: Document) -> Accepted:
         self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="duplicate").inc()
         finished = receipt["status"] in ("completed", "failed")
-        if not finished and event_id not in self._services.in_flight and event_id not in self._services.delivering:
+        if not finished and not self._busy(event_id):
             # Left unfinished by an earlier daemon and not yet resumed: resume it now.
             self._resume(event_id, receipt)
         return Accepted(event_id=event_id, duplicate=True, in_flight=not finished)
@@ -255,8 +279,7 @@ class InboxActor(EnactActor):
     def _dispatch(self, event_id: str, event: ChatEvent, *, attempt: int, origin: str) -> None:
         conversation = event.conversation_key
         name = conversation_actor_name(conversation)
-        with self._services.lock:
-            self._services.in_flight.add(event_id)
+        self._mark(self._services.in_flight, event_id, on=True)
         outstanding, _ = self._conversations.get(conversation, (0, 0.0))
         self._conversations[conversation] = (outstanding + 1, time.monotonic())
         handle = HandleEvent(event_id=event_id, event=event, attempt=attempt, origin=origin)
@@ -286,8 +309,7 @@ class InboxActor(EnactActor):
 
     def _turn_failed(self, message: TurnFailed) -> None:
         key = _key(message.event_id)
-        with self._services.lock:
-            self._services.in_flight.discard(message.event_id)
+        self._mark(self._services.in_flight, message.event_id, on=False)
 
         def write(txn: lmdb.Transaction) -> Document | None:
             receipt = self._receipts.get(txn, key)
@@ -298,97 +320,113 @@ class InboxActor(EnactActor):
             self._receipts.put(txn, key, receipt)
             return receipt
 
-        receipt = self._store.write(write)
-        if receipt is None:
-            return
-        self._conversation_done(receipt["event"])
-        self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="attempt_failed").inc()
-        log.warning("event %s failed on attempt %d: %s", message.event_id, receipt["attempts"], message.error_class)
-        if receipt["attempts"] < self._max_attempts:
-            self._schedule(_RETRY_DELAY_S * receipt["attempts"], lambda: Retry(event_id=message.event_id))
-            return
+        def after(receipt: Document | None) -> None:
+            if receipt is None:
+                return
+            self._conversation_done(receipt["event"])
+            self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="attempt_failed").inc()
+            log.warning("event %s failed on attempt %d: %s", message.event_id, receipt["attempts"], message.error_class)
+            if receipt["attempts"] < self._max_attempts:
+                self._schedule(_RETRY_DELAY_S * receipt["attempts"], lambda: Retry(event_id=message.event_id))
+            else:
+                self._give_up(message.event_id, receipt, message.error_class)
+
+        self._batch.stage(write, after)
+
+    def _give_up(self, event_id: str, receipt: Document, error_class: str) -> None:
         event = receipt["event"]
         diagnostic = (
-            f"enact could not process message {event['message_id']} (event {message.event_id}) after "
-            f"{receipt['attempts']} attempts; failure class: {message.error_class}. "
+            f"enact could not process message {event['message_id']} (event {event_id}) after "
+            f"{receipt['attempts']} attempts; failure class: {error_class}. "
             "The failure is recorded on the event's receipt; it will not be retried."
         )
-        self._turn_finished(message.event_id, diagnostic, (), outcome="failed")
+        self._turn_finished(event_id, diagnostic, (), outcome="failed")
 
     def _retry(self, event_id: str) -> None:
-        receipt = self._store.read(lambda txn: self._receipts.get(txn, _key(event_id)))
-        if receipt is None or receipt["status"] != "processing" or event_id in self._services.in_flight:
-            return
-        self._resume(event_id, receipt)
+        if self._busy(event_id):
+            return  # a redelivery resumed it already
+        self._batch.stage(
+            lambda txn: self._receipts.get(txn, _key(event_id)),
+            lambda receipt: self._resume(event_id, receipt) if receipt and not self._busy(event_id) else None,
+        )
 
     def _resume(self, event_id: str, receipt: Document) -> None:
         """Start the next attempt of an unfinished event, or give up on it."""
         if receipt["status"] == "replied":
             self._deliver(event_id)
             return
+        if receipt["status"] != "processing":
+            return
         if receipt["attempts"] >= self._max_attempts:
-            last = receipt["errors"][-1]["error"] if receipt["errors"] else "interrupted"
-            self._turn_failed(TurnFailed(event_id=event_id, error_class=last.split(":", 1)[0], error=last))
+            last = receipt["errors"][-1]["error"] if receipt["errors"] else "Interrupted: the daemon stopped"
+            self._give_up(event_id, receipt, last.split(":", 1)[0])
             return
         key = _key(event_id)
+        # Marked at once, so a redelivery meanwhile does not resume it twice.
+        self._mark(self._services.in_flight, event_id, on=True)
 
-        def write(txn: lmdb.Transaction) -> int:
+        def write(txn: lmdb.Transaction) -> Document:
             current = self._receipts.get(txn, key)
             assert current is not None
             current["attempts"] += 1
             current["generation"] = self.context.fence.generation
             self._receipts.put(txn, key, current)
-            return int(current["attempts"])
+            return current
 
-        attempt = self._store.write(write)
-        event = _event(receipt["event"])
-        if event.cursor is not None:
-            self._unfinished.setdefault(event.channel, set()).add(event.cursor)
-        self._dispatch(event_id, event, attempt=attempt, origin=receipt["origin"])
+        def after(current: Document) -> None:
+            event = _event(current["event"])
+            if event.cursor is not None:
+                self._unfinished.setdefault(event.channel, set()).add(event.cursor)
+            self._dispatch(event_id, event, attempt=current["attempts"], origin=current["origin"])
 
-    def _turn_finished(
-        self, event_id: str, reply: str, actions: tuple[ActionRecord, ...], *, outcome: str
-    ) -> None:
+        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.in_flight, event_id, on=False))
+
+    def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...], *, outcome: str) -> None:
+        """Store the reply and journal its delivery ``in_flight``; the channel
+        is called only once that is durable."""
         key = _key(event_id)
-        with self._services.lock:
-            self._services.in_flight.discard(event_id)
+        self._mark(self._services.in_flight, event_id, on=False)
+        self._mark(self._services.delivering, event_id, on=True)
 
-        def write(txn: lmdb.Transaction) -> Document | None:
+        def write(txn: lmdb.Transaction) -> tuple[Document, Document] | None:
             receipt = self._receipts.get(txn, key)
             if receipt is None or receipt["status"] != "processing":
                 return None
             receipt.update(status="replied", reply=reply, actions=_action_documents(actions), outcome=outcome)
             self._receipts.put(txn, key, receipt)
             event = receipt["event"]
-            self._deliveries.put(
-                txn,
-                key,
-                {
-                    "channel": event["channel"],
-                    "conversation": event["conversation"],
-                    "message_id": event["message_id"],
-                    "text": reply,
-                    "state": "pending",
-                    "attempts": 0,
-                    "error": "",
-                    "updated_at": time.time(),
-                },
-            )
-            return receipt
+            delivery = {
+                "channel": event["channel"],
+                "conversation": event["conversation"],
+                "message_id": event["message_id"],
+                "text": reply,
+                "state": "in_flight",
+                "attempts": 1,
+                "error": "",
+                "updated_at": time.time(),
+            }
+            self._deliveries.put(txn, key, delivery)
+            return receipt, delivery
 
-        receipt = self._store.write(write)
-        if receipt is None:
-            return
-        if outcome == "replied":
-            self._conversation_done(receipt["event"])
-        self._deliver(event_id)
+        def after(result: tuple[Document, Document] | None) -> None:
+            if result is None:
+                self._mark(self._services.delivering, event_id, on=False)
+                return
+            receipt, delivery = result
+            if outcome == "replied":
+                self._conversation_done(receipt["event"])
+            self._call_channel_later(event_id, delivery)
+
+        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, event_id, on=False))
 
     # -- 3. delivery -----------------------------------------------------------
 
     def _deliver(self, event_id: str) -> None:
-        key = _key(event_id)
+        """Attempt a pending or retryable delivery again."""
         if event_id in self._services.delivering:
             return
+        key = _key(event_id)
+        self._mark(self._services.delivering, event_id, on=True)
 
         def write(txn: lmdb.Transaction) -> Document | None:
             delivery = self._deliveries.get(txn, key)
@@ -398,10 +436,16 @@ class InboxActor(EnactActor):
             self._deliveries.put(txn, key, delivery)
             return delivery
 
-        # A fenced daemon fails here, inside the transaction: no call follows.
-        delivery = self._store.write(write)
-        if delivery is None:
-            return
+        def after(delivery: Document | None) -> None:
+            if delivery is None:
+                self._mark(self._services.delivering, event_id, on=False)
+            else:
+                self._call_channel_later(event_id, delivery)
+
+        # A fenced daemon fails inside the transaction: no channel call follows.
+        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, event_id, on=False))
+
+    def _call_channel_later(self, event_id: str, delivery: Document) -> None:
         channel = self._services.channels.get(delivery["channel"])
         if channel is None:
             self._delivered(Delivered(event_id=event_id, ok=False, retryable=False, error="unknown channel"))
@@ -414,11 +458,10 @@ class InboxActor(EnactActor):
             text=delivery["text"],
             attempt=delivery["attempts"],
         )
-        with self._services.lock:
-            self._services.delivering.add(event_id)
         self._executor.submit(self._call_channel, channel, reply)
 
     def _call_channel(self, channel: Channel, reply: OutgoingReply) -> None:
+        """Runs on a delivery thread, so a slow channel never blocks the inbox."""
         try:
             self.context.fence.check()
             report = channel.deliver(reply)
@@ -433,16 +476,11 @@ class InboxActor(EnactActor):
 
     def _delivered(self, message: Delivered) -> None:
         key = _key(message.event_id)
-        with self._services.lock:
-            self._services.delivering.discard(message.event_id)
-        channel_name = ""
 
-        def write(txn: lmdb.Transaction) -> tuple[str, Document | None]:
-            nonlocal channel_name
+        def write(txn: lmdb.Transaction) -> tuple[str, Document]:
             delivery = self._deliveries.get(txn, key)
             if delivery is None or delivery["state"] != "in_flight":
-                return "stale", None
-            channel_name = delivery["channel"]
+                return "stale", {}
             exhausted = delivery["attempts"] >= self._delivery_attempts
             if message.ok:
                 delivery["state"] = "delivered"
@@ -454,21 +492,26 @@ class InboxActor(EnactActor):
             self._deliveries.put(txn, key, delivery)
             if delivery["state"] == "retryable_failure":
                 return "retry", delivery
-            outcome = None if message.ok else "delivery_failed"
-            return "finished", self._finish(txn, message.event_id, outcome)
+            receipt = self._finish(txn, message.event_id, None if message.ok else "delivery_failed")
+            return "finished", {"delivery": delivery, "receipt": receipt}
 
-        state, document = self._store.write(write)
-        if state == "stale":
-            return
-        self._metrics.deliveries.labels(channel=channel_name, outcome="ok" if message.ok else state).inc()
-        if state == "retry":
-            assert document is not None
-            log.warning("delivery of %s failed (attempt %d): %s", message.event_id, document["attempts"], message.error)
-            delay = self._delivery_backoff_s * 2 ** (document["attempts"] - 1)
-            self._schedule(delay, lambda: Deliver(event_id=message.event_id))
-            return
-        assert document is not None
-        self._announce(document)
+        def after(result: tuple[str, Document]) -> None:
+            self._mark(self._services.delivering, message.event_id, on=False)
+            state, document = result
+            if state == "stale":
+                return
+            channel = document["channel"] if state == "retry" else document["delivery"]["channel"]
+            self._metrics.deliveries.labels(channel=channel, outcome="ok" if message.ok else state).inc()
+            if state == "retry":
+                log.warning("delivery of %s failed (attempt %d): %s", message.event_id, document["attempts"],
+                            message.error)
+                delay = self._delivery_backoff_s * 2 ** (document["attempts"] - 1)
+                self._schedule(delay, lambda: Deliver(event_id=message.event_id))
+                return
+            self._announce(message.event_id, document["receipt"])
+
+        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, message.event_id,
+                                                                    on=False))
 
     def _finish(self, txn: lmdb.Transaction, event_id: str, delivery_outcome: str | None) -> Document:
         """Log the turn, complete the receipt, advance the cursor: one commit."""
@@ -500,32 +543,46 @@ class InboxActor(EnactActor):
         self._receipts.put(txn, key, receipt)
         self._open.delete(txn, key)
         if event["cursor"] is not None:
-            self._advance_cursor(txn, event["channel"], finished=event["cursor"])
+            self._write_cursor(txn, event["channel"], self._cursor_target(event["channel"], event["cursor"]))
         return receipt
 
-    def _advance_cursor(self, txn: lmdb.Transaction, channel: str, *, finished: int) -> None:
-        """Move the channel's cursor over finished events, never past one
-        that is still unfinished."""
-        unfinished = self._unfinished.setdefault(channel, set())
-        unfinished.discard(finished)
+    def _cursor_target(self, channel: str, finished: int) -> int:
+        """Where the cursor may go once ``finished`` is done: over finished
+        events, never past one that is still unfinished."""
+        unfinished = self._unfinished.get(channel, set()) - {finished}
         highest = max(self._highest_finished.get(channel, 0), finished)
-        self._highest_finished[channel] = highest
+        return min(min(unfinished) - 1, highest) if unfinished else highest
+
+    def _write_cursor(self, txn: lmdb.Transaction, channel: str, target: int) -> None:
         key = channel.encode()
         stored = self._cursors.get(txn, key)
-        current = stored["cursor"] if stored else 0
-        target = min(min(unfinished) - 1, highest) if unfinished else highest
-        if target > current:
+        if target > (stored["cursor"] if stored else 0):
             self._cursors.put(txn, key, {"cursor": target})
-            channel_object = self._services.channels.get(channel)
-            if channel_object is not None:
-                channel_object.acknowledge(target)
 
-    def _announce(self, receipt: Document) -> None:
+    def _settle_cursor(self, channel: str, finished: int) -> None:
+        """After the commit: forget the finished cursor and tell the channel."""
+        target = self._cursor_target(channel, finished)
+        self._unfinished.get(channel, set()).discard(finished)
+        self._highest_finished[channel] = max(self._highest_finished.get(channel, 0), finished)
+        channel_object = self._services.channels.get(channel)
+        if channel_object is not None:
+            channel_object.acknowledge(target)
+
+    def _finish_cursor(self, channel: str, cursor: int) -> None:
+        target = self._cursor_target(channel, cursor)
+        self._batch.stage(
+            lambda txn: self._write_cursor(txn, channel, target),
+            lambda _: self._settle_cursor(channel, cursor),
+        )
+
+    def _announce(self, event_id: str, receipt: Document) -> None:
         event = receipt["event"]
+        if event["cursor"] is not None:
+            self._settle_cursor(event["channel"], event["cursor"])
         self._metrics.inbox_events.labels(channel=event["channel"], outcome=receipt["outcome"]).inc()
         channel = self._services.channels.get(event["channel"])
         if channel is not None:
-            channel.finished(self._outcome_of(_event(event).event_id, receipt))
+            channel.finished(self._outcome_of(event_id, receipt))
 
     # -- start-up recovery --------------------------------------------------
 
@@ -540,7 +597,7 @@ class InboxActor(EnactActor):
             return found
 
         for event_id, receipt, delivery in self._store.read(scan):
-            if event_id in self._services.in_flight or event_id in self._services.delivering:
+            if self._busy(event_id):
                 continue  # this inbox restarted; the work is still running
             event = receipt["event"]
             if event["cursor"] is not None:
@@ -554,25 +611,23 @@ class InboxActor(EnactActor):
                 self._deliver(event_id)
 
     def _recover_uncertain_delivery(self, event_id: str, delivery: Document) -> None:
+        key = _key(event_id)
         channel = self._services.channels.get(delivery["channel"])
         if channel is not None and channel.idempotent_delivery:
             log.info("re-sending reply of %s: its outcome is unknown and %s is idempotent", event_id, channel.name)
-            key = _key(event_id)
 
             def reopen(txn: lmdb.Transaction) -> None:
                 document = self._deliveries.get(txn, key)
                 assert document is not None
                 self._deliveries.put(txn, key, {**document, "state": "pending"})
 
-            self._store.write(reopen)
-            self._deliver(event_id)
+            self._batch.stage(reopen, lambda _: self._deliver(event_id))
             return
         log.warning(
             "reply of %s was being delivered when the daemon stopped; its outcome is unknown and the channel "
             "cannot re-send safely: marked not resent",
             event_id,
         )
-        key = _key(event_id)
 
         def mark(txn: lmdb.Transaction) -> Document:
             document = self._deliveries.get(txn, key)
@@ -580,8 +635,11 @@ class InboxActor(EnactActor):
             self._deliveries.put(txn, key, {**document, "state": "not_resent", "updated_at": time.time()})
             return self._finish(txn, event_id, "delivery_uncertain")
 
-        self._metrics.deliveries.labels(channel=delivery["channel"], outcome="not_resent").inc()
-        self._announce(self._store.write(mark))
+        def after(receipt: Document) -> None:
+            self._metrics.deliveries.labels(channel=delivery["channel"], outcome="not_resent").inc()
+            self._announce(event_id, receipt)
+
+        self._batch.stage(mark, after)
 
     # -- reading ------------------------------------------------------------
 

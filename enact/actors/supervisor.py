@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import STARTED, ActorContext, EnactActor
+from enact.actors._batching import Deferred
 from enact.messages.control import ActorStatus
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _LIVENESS_INTERVAL_S = 0.5
 _MAX_BACKOFF_S = 5.0
+_START_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,13 @@ class ActorSlot:
 class ActorNotFound(LookupError):
     def __init__(self, name: str) -> None:
         super().__init__(f"no actor named {name!r} is running")
+
+
+class ActorStartError(RuntimeError):
+    """An actor's ``on_start`` raised (pykka logs the traceback) and it stopped."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"actor {name} failed to start (its error is logged above)")
 
 
 class Supervisor:
@@ -122,6 +131,14 @@ class Supervisor:
         with slot.changed:
             slot.ref = ref
             slot.changed.notify_all()
+        # pykka.start returns before on_start has run in the actor's thread;
+        # wait for it, so dependants start only after what they depend on.
+        try:
+            ref.ask(STARTED, timeout=_START_TIMEOUT_S)
+        except pykka.ActorDeadError:
+            raise ActorStartError(slot.spec.name) from None
+        except pykka.Timeout:
+            log.warning("actor %s is still starting after %g s", slot.spec.name, _START_TIMEOUT_S)
 
     def spawn(self, spec: ActorSpec, *, family: str) -> None:
         """Start a dynamic actor (one per conversation, say) unless it runs."""
@@ -187,11 +204,14 @@ class Supervisor:
     def ask(self, name: str, message: object, *, timeout: float | None = None) -> Any:
         ref = self._current_ref(name)
         try:
-            return ref.ask(message, timeout=timeout)
+            reply = ref.ask(message, timeout=timeout)
         except pykka.ActorDeadError:
             # The message was never handled: it reached a ref that had died.
             # Send it once more to the restarted actor.
-            return self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).ask(message, timeout=timeout)
+            reply = self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).ask(message, timeout=timeout)
+        if isinstance(reply, Deferred):
+            return reply.wait(timeout)  # answered once its group commit is durable
+        return reply
 
     def tell(self, name: str, message: object) -> None:
         ref = self._current_ref(name)
@@ -245,7 +265,10 @@ class Supervisor:
         slot.recent_restarts.append(time.monotonic())
         slot.restarts += 1
         self._metrics.restarts.labels(actor=slot.family).inc()
-        self._start(slot)
+        try:
+            self._start(slot)
+        except ActorStartError as error:
+            self._failures.put((name, slot.ref, str(error)))  # another failure, counted like any
 
     # -- status -----------------------------------------------------------
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -269,3 +269,33 @@ class Store:
         the home, inside the same transaction, so no stale write can land.
         """
         return self._storage._write(fn, guarded=fenced)
+
+    def write_each(self, fns: Sequence[Callable[[lmdb.Transaction], Any]]) -> list[Outcome]:
+        """Group commit: run each ``fn`` in its own nested transaction of one
+        fenced write transaction, and commit once. A ``fn`` that raises is
+        rolled back alone; the others still commit. Returns, in order, each
+        result or the exception it raised."""
+
+        def run_all(txn: lmdb.Transaction) -> list[Outcome]:
+            outcomes: list[Outcome] = []
+            for fn in fns:
+                child = lmdb.Transaction(self._storage._env, write=True, parent=txn)
+                try:
+                    result = fn(child)
+                except Exception as error:
+                    child.abort()
+                    outcomes.append(Outcome(ok=False, value=error))
+                else:
+                    child.commit()
+                    outcomes.append(Outcome(ok=True, value=result))
+            return outcomes
+
+        return self._storage._write(run_all, guarded=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One function's share of a group commit: its result, or what it raised."""
+
+    ok: bool
+    value: Any
