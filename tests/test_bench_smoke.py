@@ -1,0 +1,30 @@
+"""`python -m bench --quick` runs every benchmark, so none can rot unnoticed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADINGS = (
+    "1. Control socket: control.Status round trip",
+    "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask",
+    "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
+)
+
+
+def test_quick_bench_runs_and_prints_every_comparison() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    for heading in HEADINGS:
+        assert heading in result.stdout, f"{heading!r} missing from:\n{result.stdout}"
