@@ -6,9 +6,12 @@ when another daemon fences this one) cancels every call in flight.
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 
 class Cancelled(Exception):
@@ -48,7 +51,11 @@ class CancellationToken:
         for child in children:
             child.cancel(reason)
         for callback in callbacks:
-            callback(reason)
+            # One call's failing clean-up must not leave the others running.
+            try:
+                callback(reason)
+            except Exception:
+                log.exception("a cancellation callback failed")
 
     def on_cancel(self, callback: Callable[[str], None]) -> None:
         """Run ``callback(reason)`` once on cancellation (at once if already)."""

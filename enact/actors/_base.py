@@ -55,6 +55,10 @@ class ActorContext:
     slot: ActorSlot
 
     def ask(self, actor: str, message: object, timeout: float | None = None) -> Any:
+        """Ask another actor by name; by default wait no longer than the
+        control socket would (``control.request_timeout_s``)."""
+        if timeout is None:
+            timeout = float(self.config["control.request_timeout_s"])
         return self.supervisor.ask(actor, message, timeout=timeout)
 
     def tell(self, actor: str, message: object) -> None:

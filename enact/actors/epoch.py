@@ -134,8 +134,10 @@ class Fence:
         return Owner(**document)
 
     def release(self) -> None:
+        # The write guard stays: an actor that overran the shutdown timeout
+        # may still write before storage closes, and once another daemon has
+        # taken over, that write must be refused like any other.
         self._stop.set()
-        self._storage.set_write_guard(None)
         if self._lock is not None:
             self._lock.file.close()
             self._lock = None

@@ -43,6 +43,9 @@ def _step(document: Document) -> Step:
 
 
 class JournalActor(EnactActor):
+    """Owns ``journal.steps``: key = SHA-256 of the request id, then the step
+    index (2 bytes, big-endian), so one request's steps are adjacent."""
+
     def __init__(self, context: ActorContext) -> None:
         super().__init__(context)
         self._store = context.own_store()
@@ -66,8 +69,11 @@ class JournalActor(EnactActor):
         key = _key(message.request_id, message.index)
 
         def write(txn: lmdb.Transaction) -> Recorded | Rejected:
-            if self._steps.get(txn, key) is not None:
-                return Rejected(reason=f"step {message.index} of this request is already journaled")
+            existing = self._steps.get(txn, key)
+            # A step that was planned but never started did not run: it may be
+            # planned again (the model may now ask for something else).
+            if existing is not None and existing["state"] != "planned":
+                return Rejected(reason=f"step {message.index} of this request is already {existing['state']}")
             document = {
                 "request_id": message.request_id,
                 "index": message.index,

@@ -21,11 +21,22 @@ class DaemonError(RuntimeError):
     """The daemon answered with ``control.Error``."""
 
 
+class NoAnswer(DaemonError, TimeoutError):
+    """The daemon took the request but did not answer in time (it is hung or
+    stopped). A DaemonError, so commands report it in one line, and still the
+    TimeoutError that callers polling for a daemon already expect."""
+
+    def __init__(self, home: Path, timeout: float) -> None:
+        super().__init__(f"the daemon did not answer within {timeout:g} s (home: {home})")
+        self.home = home
+
+
 class Client:
     """One connection to the daemon; requests are answered in order."""
 
     def __init__(self, home: Path, *, timeout: float | None = 130.0) -> None:
         self.home = home
+        self._timeout = timeout
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -38,7 +49,9 @@ class Client:
         try:
             write_frame(self._sock, encode(message))
             reply = decode(read_frame(self._sock))
-        except (ConnectionError, EOFError) as error:
+        except TimeoutError:
+            raise NoAnswer(self.home, self._timeout or 0.0) from None
+        except (ConnectionError, EOFError) as error:  # EOFError: also gone in the middle of a reply
             raise NotRunning(self.home) from error
         if isinstance(reply, Error):
             raise DaemonError(reply.message)

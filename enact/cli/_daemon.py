@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from enact.cli._client import DaemonError, NotRunning, request
+from enact.cli._client import DaemonError, NoAnswer, NotRunning, request
 from enact.cli._options import EXIT_NOT_RUNNING, home_option, needs_daemon, print_json, resolve_home
 from enact.home import LOG_NAME
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport
@@ -142,6 +142,13 @@ def status_command(home: Path | None, as_json: bool) -> None:
     root = resolve_home(home)
     try:
         report = request(root, Status(), timeout=5.0)
+    except NoAnswer as error:
+        # A process holds the socket but does not answer: running, not well.
+        if as_json:
+            print_json({"running": True, "answering": False, "home": str(root)})
+        else:
+            click.echo(f"enact: {error}", err=True)
+        sys.exit(1)
     except (NotRunning, DaemonError):
         if as_json:
             print_json({"running": False, "home": str(root)})

@@ -17,6 +17,10 @@ class ConnectionClosed(EOFError):
     """The peer closed the connection between frames."""
 
 
+class TruncatedFrame(FrameError, EOFError):
+    """The peer closed the connection inside a frame: bad input, and gone."""
+
+
 def write_frame(sock: socket.socket, payload: bytes) -> None:
     if len(payload) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(payload)} bytes exceeds the limit of {MAX_FRAME_BYTES}")
@@ -38,6 +42,6 @@ def _read_exactly(sock: socket.socket, count: int, *, allow_eof: bool) -> bytes:
         if not chunk:
             if allow_eof and not chunks:
                 raise ConnectionClosed()
-            raise FrameError(f"connection closed inside a frame ({len(chunks)} of {count} bytes)")
+            raise TruncatedFrame(f"connection closed inside a frame ({len(chunks)} of {count} bytes)")
         chunks += chunk
     return bytes(chunks)

@@ -282,6 +282,9 @@ class Store:
                 child = lmdb.Transaction(self._storage._env, write=True, parent=txn)
                 try:
                     result = fn(child)
+                except (lmdb.MapFullError, lmdb.MapResizedError):
+                    child.abort()
+                    raise  # the whole batch is retried once the map has grown
                 except Exception as error:
                     child.abort()
                     outcomes.append(Outcome(ok=False, value=error))

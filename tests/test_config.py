@@ -1,0 +1,271 @@
+"""Configuration: defaults, config.toml, ENACT_* variables, the command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from enact.config import SETTINGS, ConfigError, load
+
+
+def _home(tmp_path: Path, toml: str | None = None) -> Path:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    if toml is not None:
+        (home / "config.toml").write_text(toml, encoding="utf-8")
+    return home
+
+
+def _one_line(error: pytest.ExceptionInfo[ConfigError]) -> str:
+    message = str(error.value)
+    assert "\n" not in message, message
+    return message
+
+
+def test_every_key_has_a_documented_default(tmp_path: Path) -> None:
+    config = load(_home(tmp_path), environ={})
+    assert set(config.values) == {s.key for s in SETTINGS}
+    assert set(config.sources.values()) == {"default"}
+    for setting in SETTINGS:
+        assert config[setting.key] == setting.default
+        assert setting.doc
+    assert config["daemon.workers"] == 2
+    assert config["supervisor.max_restarts"] == 5
+    assert config["supervisor.restart_window_s"] == 60.0
+    assert config["daemon.shutdown_timeout_s"] == 10.0
+    assert config["daemon.metrics_addr"] == "127.0.0.1:9464"
+    rows = {row["key"]: row for row in config.describe()}
+    assert rows["daemon.workers"] == {
+        "key": "daemon.workers", "value": 2, "source": "default", "doc": rows["daemon.workers"]["doc"],
+    }
+
+
+def test_the_file_overrides_a_default(tmp_path: Path) -> None:
+    home = _home(tmp_path, '[daemon]\nworkers = 4\nlog_level = "debug"\n[supervisor]\nrestart_window_s = 5\n')
+    config = load(home, environ={})
+    assert config["daemon.workers"] == 4
+    assert config["daemon.log_level"] == "debug"
+    assert config["supervisor.restart_window_s"] == 5.0
+    assert isinstance(config["supervisor.restart_window_s"], float)
+    assert config.sources["daemon.workers"] == "file"
+    assert config.sources["supervisor.max_restarts"] == "default"
+
+
+def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
+    home = _home(tmp_path, "[daemon]\nworkers = 4\n[supervisor]\nmax_restarts = 3\n")
+    environ = {
+        "ENACT_DAEMON_WORKERS": "8",
+        "ENACT_CHAT_ALLOWED_CONVERSATIONS": "local:a, b ,,",
+        "ENACT_DAEMON_SHUTDOWN_TIMEOUT_S": "2.5",
+        "ENACT_SCRIPTED_RULES": "/tmp/rules.toml",
+        "ENACT_HOME": "/elsewhere",  # not a setting, and not an error
+        "PATH": "/bin",
+    }
+    config = load(home, environ=environ)
+    assert config["daemon.workers"] == 8
+    assert config.sources["daemon.workers"] == "environment"
+    assert config["supervisor.max_restarts"] == 3
+    assert config.sources["supervisor.max_restarts"] == "file"
+    assert config["chat.allowed_conversations"] == ["local:a", "b"]
+    assert config["daemon.shutdown_timeout_s"] == 2.5
+    assert config["scripted.rules"] == "/tmp/rules.toml"
+
+
+def test_the_command_line_wins(tmp_path: Path) -> None:
+    home = _home(tmp_path, '[daemon]\nworkers = 4\nmetrics_addr = "127.0.0.1:1"\n')
+    config = load(
+        home,
+        environ={"ENACT_DAEMON_WORKERS": "8"},
+        overrides={"daemon.workers": 16, "daemon.metrics_addr": "127.0.0.1:0", "daemon.log_level": None},
+    )
+    assert config["daemon.workers"] == 16
+    assert config.sources["daemon.workers"] == "command line"
+    assert config["daemon.metrics_addr"] == "127.0.0.1:0"
+    # An option the command line did not give (None) leaves the lower layers alone.
+    assert config.sources["daemon.log_level"] == "default"
+
+
+def test_an_out_of_range_command_line_value_names_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(_home(tmp_path), environ={}, overrides={"daemon.workers": 0})
+    assert "daemon.workers from the command line: must be between 1 and 64, got 0" in _one_line(error)
+
+
+def test_an_unknown_key_in_the_file_names_key_and_file(tmp_path: Path) -> None:
+    home = _home(tmp_path, "[daemon]\nwrokers = 4\n")
+    with pytest.raises(ConfigError) as error:
+        load(home, environ={})
+    message = _one_line(error)
+    assert "'daemon.wrokers'" in message
+    assert str(home / "config.toml") in message
+
+
+def test_an_unknown_section_is_an_unknown_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'nope.x'"):
+        load(_home(tmp_path, "[nope]\nx = 1\n"), environ={})
+
+
+def test_a_nested_table_is_an_unknown_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'daemon.extra'"):
+        load(_home(tmp_path, "[daemon.extra]\nx = 1\n"), environ={})
+
+
+def test_a_top_level_value_is_refused(tmp_path: Path) -> None:
+    home = _home(tmp_path, "workers = 4\n")
+    with pytest.raises(ConfigError) as error:
+        load(home, environ={})
+    message = _one_line(error)
+    assert "'workers'" in message and str(home / "config.toml") in message
+    assert "settings live in sections" in message
+
+
+def test_an_unknown_enact_variable_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(_home(tmp_path), environ={"ENACT_DAEMON_WROKERS": "3"})
+    assert "unknown configuration variable ENACT_DAEMON_WROKERS in the environment" in _one_line(error)
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('[daemon]\nworkers = "4"\n', "daemon.workers from {path}: expected int, got str '4'"),
+        ("[daemon]\nworkers = 4.0\n", "daemon.workers from {path}: expected int, got float 4.0"),
+        ("[daemon]\nworkers = true\n", "daemon.workers from {path}: expected int, got bool True"),
+        ("[daemon]\nshutdown_timeout_s = true\n", "daemon.shutdown_timeout_s from {path}: expected float"),
+        ("[daemon]\nlog_level = 3\n", "daemon.log_level from {path}: expected str, got int 3"),
+        ('[chat]\nallowed_conversations = "a"\n', "chat.allowed_conversations from {path}: expected list"),
+        ("[chat]\nallowed_conversations = [1]\n", "chat.allowed_conversations from {path}: expected a list of str"),
+    ],
+)
+def test_a_wrong_type_in_the_file_names_key_and_file(tmp_path: Path, toml: str, expected: str) -> None:
+    home = _home(tmp_path, toml)
+    with pytest.raises(ConfigError) as error:
+        load(home, environ={})
+    assert expected.format(path=home / "config.toml") in _one_line(error)
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "key"),
+    [
+        ("ENACT_DAEMON_WORKERS", "four", "daemon.workers"),
+        ("ENACT_DAEMON_WORKERS", "2.0", "daemon.workers"),
+        ("ENACT_DAEMON_SHUTDOWN_TIMEOUT_S", "soon", "daemon.shutdown_timeout_s"),
+    ],
+)
+def test_a_wrong_type_in_the_environment_names_key_and_variable(tmp_path: Path, name: str, raw: str, key: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(_home(tmp_path), environ={name: raw})
+    message = _one_line(error)
+    assert message.startswith(f"{key} from ")
+    assert name in message
+    assert repr(raw) in message
+
+
+@pytest.mark.parametrize(
+    ("toml", "environ", "expected"),
+    [
+        ("[daemon]\nworkers = 0\n", {}, "daemon.workers from {path}: must be between 1 and 64, got 0"),
+        ("[daemon]\nworkers = 65\n", {}, "daemon.workers from {path}: must be between 1 and 64, got 65"),
+        ('[daemon]\nlog_level = "loud"\n', {}, "daemon.log_level from {path}: must be one of debug, info"),
+        ('[daemon]\nmetrics_addr = "nowhere"\n', {}, "daemon.metrics_addr from {path}: expected HOST:PORT"),
+        ('[daemon]\nmetrics_addr = "h:70000"\n', {}, "daemon.metrics_addr from {path}: expected HOST:PORT"),
+        ("[supervisor]\nmax_restarts = 0\n", {}, "supervisor.max_restarts from {path}: must be at least 1"),
+        (None, {"ENACT_DAEMON_WORKERS": "100"},
+         "daemon.workers from environment variable ENACT_DAEMON_WORKERS: must be between 1 and 64, got 100"),
+        (None, {"ENACT_DAEMON_SHUTDOWN_TIMEOUT_S": "-1"},
+         "daemon.shutdown_timeout_s from environment variable ENACT_DAEMON_SHUTDOWN_TIMEOUT_S: must be at least 0"),
+    ],
+)
+def test_an_out_of_range_value_names_key_and_source(
+    tmp_path: Path, toml: str | None, environ: dict[str, str], expected: str
+) -> None:
+    home = _home(tmp_path, toml)
+    with pytest.raises(ConfigError) as error:
+        load(home, environ=environ)
+    assert expected.format(path=home / "config.toml") in _one_line(error)
+
+
+def test_the_environment_is_validated_even_when_the_file_is_fine(tmp_path: Path) -> None:
+    home = _home(tmp_path, "[daemon]\nworkers = 4\n")
+    with pytest.raises(ConfigError, match="ENACT_DAEMON_WORKERS"):
+        load(home, environ={"ENACT_DAEMON_WORKERS": "0"})
+
+
+@pytest.mark.parametrize(
+    "toml", ["[daemon\nworkers = 4\n", "[daemon]\nworkers = \n", "[daemon]\nworkers = 4\nworkers = 5\n"]
+)
+def test_invalid_toml_is_one_line(tmp_path: Path, toml: str) -> None:
+    home = _home(tmp_path, toml)
+    with pytest.raises(ConfigError) as error:
+        load(home, environ={})
+    message = _one_line(error)
+    assert f"{home / 'config.toml'} is not valid TOML" in message
+
+
+def test_an_unreadable_file_is_one_line(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    (home / "config.toml").write_bytes(b"[daemon]\nlog_level = \"\xff\"\n")
+    with pytest.raises(ConfigError) as error:
+        load(home, environ={})
+    assert "config.toml" in _one_line(error)
+
+
+# --- `enact config show` as its own process -----------------------------------------
+
+
+def _config_show(home: Path, *args: str, environ: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
+    env["ENACT_HOME"] = str(home)
+    env.update(environ or {})
+    return subprocess.run(
+        [sys.executable, "-m", "enact", "config", "show", *args],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_config_show_json_prints_every_key_with_its_source(tmp_path: Path) -> None:
+    home = _home(tmp_path, "[daemon]\nworkers = 4\n")
+    result = _config_show(home, "--json", environ={"ENACT_SUPERVISOR_MAX_RESTARTS": "7"})
+    assert result.returncode == 0, result.stderr
+    rows: list[dict[str, Any]] = orjson.loads(result.stdout)
+    by_key = {row["key"]: row for row in rows}
+    assert [row["key"] for row in rows] == [s.key for s in SETTINGS]
+    assert by_key["daemon.workers"]["value"] == 4 and by_key["daemon.workers"]["source"] == "file"
+    assert by_key["supervisor.max_restarts"]["value"] == 7
+    assert by_key["supervisor.max_restarts"]["source"] == "environment"
+    assert by_key["daemon.log_level"] == {
+        "key": "daemon.log_level", "value": "info", "source": "default", "doc": by_key["daemon.log_level"]["doc"],
+    }
+
+
+def test_config_show_prints_a_table(tmp_path: Path) -> None:
+    result = _config_show(_home(tmp_path, "[daemon]\nworkers = 4\n"))
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("daemon.workers"))
+    assert "4" in line and "(file)" in line
+
+
+@pytest.mark.parametrize(
+    ("toml", "environ", "needle"),
+    [
+        ("[daemon]\nwrokers = 4\n", {}, "daemon.wrokers"),
+        ("[daemon\n", {}, "is not valid TOML"),
+        (None, {"ENACT_NOPE": "1"}, "ENACT_NOPE"),
+        (None, {"ENACT_DAEMON_WORKERS": "x"}, "daemon.workers"),
+    ],
+)
+def test_a_bad_config_makes_config_show_exit_2_with_one_line(
+    tmp_path: Path, toml: str | None, environ: dict[str, str], needle: str
+) -> None:
+    result = _config_show(_home(tmp_path, toml), "--json", environ=environ)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("enact: ") and needle in lines[0]

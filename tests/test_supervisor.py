@@ -1,0 +1,428 @@
+"""The supervisor, in process, with real storage, metrics and epoch fence."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pykka
+import pytest
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors.epoch import Fence
+from enact.actors.metrics import Metrics
+from enact.actors.supervisor import ActorNotFound, ActorSpec, Supervisor
+from enact.config import load
+from enact.messages.control import ActorStatus
+from enact.storage import OwnershipError, Storage
+
+# --- test actors and their messages -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ping:
+    pass
+
+
+@dataclass(frozen=True)
+class Crash:
+    pass
+
+
+@dataclass(frozen=True)
+class Block:
+    release: threading.Event
+    entered: threading.Event
+
+
+@dataclass(frozen=True)
+class Record:
+    text: str
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Remember:
+    value: str
+
+
+@dataclass(frozen=True)
+class Recall:
+    pass
+
+
+class Recorder(EnactActor):
+    """Writes its life (start, messages, stop) into a shared list."""
+
+    def __init__(self, context: ActorContext, *, events: list[str], start_delay_s: float = 0.0) -> None:
+        super().__init__(context)
+        self.events = events
+        self.start_delay_s = start_delay_s
+
+    def on_start(self) -> None:
+        time.sleep(self.start_delay_s)
+        self.events.append(f"start {self.context.name}")
+
+    def on_stop(self) -> None:
+        self.events.append(f"stop {self.context.name}")
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Ping():
+                return "pong"
+            case Record(text=text, seconds=seconds):
+                time.sleep(seconds)
+                self.events.append(f"{self.context.name} {text}")
+                return None
+            case Block(release=release, entered=entered):
+                entered.set()
+                release.wait(10)
+                return None
+        return super().handle(message)
+
+
+class Flaky(EnactActor):
+    """Fails on Crash; every incarnation has its own number."""
+
+    incarnations = 0
+
+    def __init__(self, context: ActorContext) -> None:
+        super().__init__(context)
+        type(self).incarnations += 1
+        self.incarnation = type(self).incarnations
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Ping():
+                return self.incarnation
+            case Crash():
+                raise RuntimeError(f"boom in incarnation {self.incarnation}")
+            case Remember(value=value):
+                store = self.context.own_store()
+                store.write(lambda txn: store.table("flaky.data").put(txn, b"value", {"value": value}))
+                return None
+            case Recall():
+                store = self.context.own_store()
+                document = store.read(lambda txn: store.table("flaky.data").get(txn, b"value"))
+                return None if document is None else document["value"]
+        return super().handle(message)
+
+
+class FailsToStart(EnactActor):
+    def on_start(self) -> None:
+        raise RuntimeError("cannot load my state")
+
+
+# --- the rig: a home with real storage, metrics and a held fence ---------------------
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        time.sleep(0.005)
+
+
+@dataclass
+class Rig:
+    home: Path
+    storage: Storage
+    fence: Fence
+    metrics: Metrics = field(default_factory=Metrics)
+    fatal: list[str] = field(default_factory=list)
+    supervisors: list[Supervisor] = field(default_factory=list)
+
+    def supervisor(self, specs: list[ActorSpec], **overrides: Any) -> Supervisor:
+        supervisor = Supervisor(
+            specs,
+            home=self.home,
+            config=load(self.home, environ={}, overrides=overrides),
+            metrics=self.metrics,
+            storage=self.storage,
+            fence=self.fence,
+            on_fatal=self.fatal.append,
+        )
+        self.supervisors.append(supervisor)
+        return supervisor
+
+    def started(self, specs: list[ActorSpec], **overrides: Any) -> Supervisor:
+        supervisor = self.supervisor(specs, **overrides)
+        supervisor.start()
+        return supervisor
+
+    def restarts_metric(self, actor: str) -> float | None:
+        return self.metrics.registry.get_sample_value("enact_actor_restarts_total", {"actor": actor})
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").write_text("[supervisor]\nmax_restarts = 2\n", encoding="utf-8")
+    storage = Storage(home / "state", map_size=1 << 20)
+    fence = Fence(home, storage)
+    fence.acquire(takeover=False)
+    Flaky.incarnations = 0
+    built = Rig(home=home, storage=storage, fence=fence)
+    try:
+        yield built
+    finally:
+        for supervisor in built.supervisors:
+            supervisor.stop(timeout=5)
+        fence.release()
+        storage.close()
+
+
+def status_of(supervisor: Supervisor, name: str) -> ActorStatus:
+    return next(s for s in supervisor.statuses() if s.name == name)
+
+
+def _alive_after(supervisor: Supervisor, name: str, restarts: int) -> bool:
+    status = status_of(supervisor, name)
+    return status.alive and status.restarts == restarts
+
+
+# --- start and stop order -------------------------------------------------------------
+
+
+def test_actors_start_in_dependency_order_and_stop_in_reverse(rig: Rig) -> None:
+    events: list[str] = []
+    specs = [
+        ActorSpec(name="inbox", actor=Recorder, depends_on=("journal", "epochish"), options={"events": events}),
+        ActorSpec(name="journal", actor=Recorder, depends_on=("epochish",), options={"events": events}),
+        # The first actor is slow to start: its dependants must still wait for it.
+        ActorSpec(name="epochish", actor=Recorder, options={"events": events, "start_delay_s": 0.05}),
+        ActorSpec(name="loner", actor=Recorder, options={"events": events}),
+    ]
+    supervisor = rig.started(specs)
+    assert events == ["start epochish", "start journal", "start inbox", "start loner"]
+    assert [s.name for s in supervisor.statuses()] == ["epochish", "inbox", "journal", "loner"]
+    assert all(s.alive for s in supervisor.statuses())
+    events.clear()
+    supervisor.stop(timeout=5)
+    assert events == ["stop loner", "stop inbox", "stop journal", "stop epochish"]
+
+
+def test_a_database_claimed_by_two_actors_fails_at_construction(rig: Rig) -> None:
+    events: list[str] = []
+    specs = [
+        ActorSpec(name="a", actor=Recorder, databases=("shared.db",), options={"events": events}),
+        ActorSpec(name="b", actor=Recorder, databases=("b.own", "shared.db"), options={"events": events}),
+    ]
+    with pytest.raises(OwnershipError, match=r"b asked for database 'shared.db', which a owns"):
+        rig.supervisor(specs)
+    assert events == []
+
+
+def test_a_database_of_the_fence_cannot_be_claimed(rig: Rig) -> None:
+    with pytest.raises(OwnershipError, match=r"'epoch', which epoch owns"):
+        rig.supervisor([ActorSpec(name="thief", actor=Flaky, databases=("epoch",))])
+
+
+@pytest.mark.parametrize(
+    ("specs", "match"),
+    [
+        (
+            [ActorSpec(name="a", actor=Flaky, depends_on=("b",)), ActorSpec(name="b", actor=Flaky, depends_on=("a",))],
+            r"actor dependency cycle: a -> b -> a",
+        ),
+        ([ActorSpec(name="a", actor=Flaky, depends_on=("a",))], r"actor dependency cycle: a -> a"),
+        ([ActorSpec(name="a", actor=Flaky, depends_on=("ghost",))], r"actor a depends on unknown actor ghost"),
+        ([ActorSpec(name="a", actor=Flaky), ActorSpec(name="a", actor=Flaky)], r"two actor specs share a name"),
+    ],
+)
+def test_a_bad_dependency_graph_is_refused(rig: Rig, specs: list[ActorSpec], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        rig.supervisor(specs)
+    assert Flaky.incarnations == 0
+
+
+def test_an_actor_that_cannot_start_fails_the_start(rig: Rig) -> None:
+    events: list[str] = []
+    specs = [
+        ActorSpec(name="broken", actor=FailsToStart),
+        ActorSpec(name="after", actor=Recorder, depends_on=("broken",), options={"events": events}),
+    ]
+    supervisor = rig.supervisor(specs)
+    with pytest.raises(RuntimeError, match="actor broken failed to start"):
+        supervisor.start()
+    assert events == []  # its dependant was never started
+
+
+# --- addressing ----------------------------------------------------------------------
+
+
+def test_an_unknown_name_is_actor_not_found(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    with pytest.raises(ActorNotFound, match="no actor named 'ghost' is running"):
+        supervisor.ask("ghost", Ping(), timeout=1)
+    with pytest.raises(ActorNotFound):
+        supervisor.tell("ghost", Ping())
+    assert supervisor.has("flaky") and not supervisor.has("ghost")
+
+
+def test_an_exception_in_an_ask_goes_back_to_the_caller_and_the_actor_lives(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    with pytest.raises(RuntimeError, match="boom in incarnation 1"):
+        supervisor.ask("flaky", Crash(), timeout=5)
+    assert supervisor.ask("flaky", Ping(), timeout=5) == 1
+    assert status_of(supervisor, "flaky").restarts == 0
+
+
+def test_an_unknown_message_is_a_bug_reported_to_the_caller(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    with pytest.raises(TypeError, match="actor 'flaky' does not handle str"):
+        supervisor.ask("flaky", "hello", timeout=5)
+
+
+# --- restarts ------------------------------------------------------------------------
+
+
+def test_a_failed_actor_is_restarted_and_callers_reach_the_new_one(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky, databases=("flaky.data",))])
+    assert supervisor.ask("flaky", Ping(), timeout=5) == 1
+    supervisor.ask("flaky", Remember(value="kept"), timeout=5)
+    supervisor.tell("flaky", Crash())
+    # Asked right behind the crash: reaches the restarted actor, not the dead ref.
+    assert supervisor.ask("flaky", Ping(), timeout=5) == 2
+    assert supervisor.ask("flaky", Recall(), timeout=5) == "kept"  # same store after the restart
+    status = status_of(supervisor, "flaky")
+    assert status.alive and status.restarts == 1
+    assert rig.restarts_metric("flaky") == 1.0
+    assert rig.fatal == []
+
+
+def test_handled_counts_survive_restarts(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    for _ in range(3):
+        supervisor.ask("flaky", Ping(), timeout=5)
+    supervisor.tell("flaky", Crash())
+    wait_until(lambda: status_of(supervisor, "flaky").restarts == 1, what="the restart")
+    assert supervisor.ask("flaky", Ping(), timeout=5) == 2
+    status = status_of(supervisor, "flaky")
+    assert status.handled == 5  # three pings, the crash, one more ping
+    assert rig.metrics.registry.get_sample_value(
+        "enact_actor_messages_total", {"actor": "flaky", "type": "Ping"}
+    ) == 4.0
+
+
+def test_too_many_restarts_within_the_window_is_fatal(rig: Rig) -> None:
+    # max_restarts = 2 comes from the home's config.toml.
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    for restarts in range(3):
+        wait_until(functools.partial(_alive_after, supervisor, "flaky", restarts), what=f"restart {restarts}")
+        supervisor.tell("flaky", Crash())
+    wait_until(lambda: bool(rig.fatal), what="on_fatal")
+    assert len(rig.fatal) == 1
+    reason = rig.fatal[0]
+    assert "actor flaky" in reason
+    assert "after 2 restarts within 60 s" in reason
+    assert "boom in incarnation 3" in reason
+    assert status_of(supervisor, "flaky").restarts == 2
+    assert rig.restarts_metric("flaky") == 2.0
+    assert not status_of(supervisor, "flaky").alive
+
+
+def test_max_restarts_from_the_command_line(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)], **{"supervisor.max_restarts": 1})
+    supervisor.tell("flaky", Crash())
+    wait_until(lambda: _alive_after(supervisor, "flaky", 1))
+    supervisor.tell("flaky", Crash())
+    wait_until(lambda: bool(rig.fatal), what="on_fatal")
+    assert "actor flaky failed again after 1 restarts" in rig.fatal[0]
+
+
+def test_restarts_outside_the_window_are_forgotten(rig: Rig) -> None:
+    supervisor = rig.started(
+        [ActorSpec(name="flaky", actor=Flaky)],
+        **{"supervisor.max_restarts": 1, "supervisor.restart_window_s": 1.0},
+    )
+    supervisor.tell("flaky", Crash())
+    wait_until(lambda: _alive_after(supervisor, "flaky", 1))
+    time.sleep(1.1)  # let the first restart leave the one-second window
+    supervisor.tell("flaky", Crash())
+    wait_until(lambda: _alive_after(supervisor, "flaky", 2))
+    assert rig.fatal == []
+
+
+def test_an_actor_that_fails_to_restart_counts_as_failing_again(rig: Rig) -> None:
+    class CrashesThenCannotStart(Flaky):
+        def on_start(self) -> None:
+            if self.incarnation > 1:
+                raise RuntimeError("cannot start again")
+
+    supervisor = rig.started([ActorSpec(name="flaky", actor=CrashesThenCannotStart)])
+    supervisor.tell("flaky", Crash())
+    wait_until(lambda: bool(rig.fatal), what="on_fatal")
+    assert "actor flaky failed again after 2 restarts" in rig.fatal[0]
+    assert "last failure: actor flaky failed to start" in rig.fatal[0]
+
+
+# --- mailboxes and stopping -------------------------------------------------------------
+
+
+def test_the_mailbox_depth_is_visible_while_an_actor_is_blocked(rig: Rig) -> None:
+    events: list[str] = []
+    supervisor = rig.started([ActorSpec(name="slow", actor=Recorder, options={"events": events})])
+    release, entered = threading.Event(), threading.Event()
+    supervisor.tell("slow", Block(release=release, entered=entered))
+    assert entered.wait(5)
+    for i in range(3):
+        supervisor.tell("slow", Record(text=f"queued {i}"))
+    status = status_of(supervisor, "slow")
+    assert status.mailbox == 3
+    assert supervisor.mailbox_depths() == {"slow": 3}
+    release.set()
+    wait_until(lambda: status_of(supervisor, "slow").handled == 4, what="the queue drained")
+    assert status_of(supervisor, "slow").mailbox == 0
+    assert events[-3:] == ["slow queued 0", "slow queued 1", "slow queued 2"]
+
+
+def test_stop_lets_queued_messages_finish(rig: Rig) -> None:
+    events: list[str] = []
+    specs = [
+        ActorSpec(name="first", actor=Recorder, options={"events": events}),
+        ActorSpec(name="second", actor=Recorder, depends_on=("first",), options={"events": events}),
+    ]
+    supervisor = rig.started(specs)
+    for i in range(5):
+        supervisor.tell("second", Record(text=f"m{i}", seconds=0.01))
+        supervisor.tell("first", Record(text=f"m{i}"))
+    events.clear()
+    supervisor.stop(timeout=5)
+    second = [e for e in events if e.startswith("second")]
+    assert second == [f"second m{i}" for i in range(5)]
+    # Everything queued in an actor is handled before that actor stops.
+    assert events.index("stop second") > events.index("second m4")
+    assert events.index("stop first") > events.index("first m4")
+    assert events[-2:] == ["stop second", "stop first"]
+
+
+def test_stop_gives_up_on_a_stuck_actor_after_the_timeout(rig: Rig) -> None:
+    events: list[str] = []
+    supervisor = rig.started([ActorSpec(name="stuck", actor=Recorder, options={"events": events})])
+    release, entered = threading.Event(), threading.Event()
+    supervisor.tell("stuck", Block(release=release, entered=entered))
+    assert entered.wait(5)
+    started = time.monotonic()
+    supervisor.stop(timeout=0.2)
+    assert time.monotonic() - started < 2
+    assert "stop stuck" not in events
+    release.set()
+    wait_until(lambda: "stop stuck" in events, what="the stuck actor's stop")
+
+
+def test_a_stopped_supervisor_does_not_restart(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    supervisor.stop(timeout=5)
+    assert not supervisor.has("flaky")
+    assert not status_of(supervisor, "flaky").alive
+    with pytest.raises((ActorNotFound, pykka.ActorDeadError)):
+        supervisor.ask("flaky", Ping(), timeout=1)
+    assert status_of(supervisor, "flaky").restarts == 0
