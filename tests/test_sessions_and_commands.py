@@ -220,3 +220,27 @@ def test_commands_file_errors_name_the_command(tmp_path: Path) -> None:
 def test_bad_rules_are_refused_with_the_rule_named(text: str, problem: str) -> None:
     with pytest.raises(RulesError, match=problem):
         parse_rules(text, source="rules.toml")
+
+
+# -- the step journal ---------------------------------------------------------------
+
+
+def test_journal_steps_move_planned_running_done_and_never_back(harness: Harness) -> None:
+    from enact.messages.common import Rejected
+    from enact.messages.journal import Finish, Plan, Recorded, Start, StepList, Steps
+
+    ask = harness.supervisor.ask
+    assert isinstance(ask("journal", Plan(request_id="r", index=0, command="a", args={})), Recorded)
+    # Planned but never started: it may be planned again with another command.
+    replanned = ask("journal", Plan(request_id="r", index=0, command="b", args={"x": 1}))
+    assert isinstance(replanned, Recorded) and replanned.step.command == "b"
+    assert isinstance(ask("journal", Start(request_id="r", index=0)), Recorded)
+    assert isinstance(ask("journal", Plan(request_id="r", index=0, command="c", args={})), Rejected)
+    assert isinstance(ask("journal", Start(request_id="r", index=0)), Rejected)
+    done = ask("journal", Finish(request_id="r", index=0, receipt="ok", ok=True))
+    assert isinstance(done, Recorded) and done.step.state == "done"
+    steps = ask("journal", Steps(request_id="r"))
+    assert isinstance(steps, StepList)
+    assert [(s.command, s.state, s.receipt) for s in steps.steps] == [("b", "done", "ok")]
+    other = ask("journal", Steps(request_id="r2"))
+    assert isinstance(other, StepList) and other.steps == ()
