@@ -34,6 +34,7 @@ from enact.messages.control import Error
 log = logging.getLogger(__name__)
 # sun_path holds 108 bytes including the terminating NUL on Linux.
 MAX_SOCKET_PATH = 107
+MAX_CONNECTIONS = 256
 
 LocalHandler = Callable[[Any], Any]
 """Serves a request in the connection's own thread instead of an actor."""
@@ -61,6 +62,7 @@ class ControlServer:
         self._inode: int | None = None
         self._closing = threading.Event()
         self._busy = 0
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._idle = threading.Condition()
 
     def serve_locally(self, message_type: type[Any], handler: LocalHandler) -> None:
@@ -86,7 +88,7 @@ class ControlServer:
                 os.umask(previous)
             os.chmod(self.path, 0o600)
             self._inode = os.stat(self.path).st_ino
-        listener.listen(128)
+        listener.listen(MAX_CONNECTIONS)
         self._listener = listener
         threading.Thread(target=self._accept, name="enact-control", daemon=True).start()
 
@@ -119,12 +121,25 @@ class ControlServer:
                 connection, _ = self._listener.accept()
             except OSError:
                 return
+            # One thread per connection; the cap keeps a runaway client from
+            # exhausting threads while the others are still served.
+            if not self._slots.acquire(blocking=False):
+                connection.settimeout(1.0)
+                self._refuse(connection, "too_many_connections", f"more than {MAX_CONNECTIONS} connections are open")
+                connection.close()
+                continue
             threading.Thread(target=self._serve, args=(connection,), name="enact-control-conn", daemon=True).start()
 
     # -- one connection ---------------------------------------------------
 
     def _serve(self, connection: socket.socket) -> None:
         connection.settimeout(self._idle_timeout_s)
+        try:
+            self._serve_frames(connection)
+        finally:
+            self._slots.release()
+
+    def _serve_frames(self, connection: socket.socket) -> None:
         try:
             while not self._closing.is_set():
                 try:
