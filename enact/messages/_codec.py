@@ -82,18 +82,17 @@ def decode_dataclass(cls: type[Any], value: object, *, path: str) -> Any:
     if not isinstance(value, dict):
         raise DecodeError(f"{where}: expected an object, got {_kind(value)}")
     fields = _fields(cls)
-    unknown = set(value) - set(fields)
-    if unknown:
+    if not fields.keys() >= value.keys():
+        unknown = set(value) - set(fields)
         names = ", ".join(repr(_join(path, n)) for n in sorted(unknown))
         raise DecodeError(f"unknown field {names} for {cls.__name__}")
     arguments: dict[str, Any] = {}
     for name, (hint, required, max_length) in fields.items():
-        field_path = _join(path, name)
         if name not in value:
             if required:
-                raise DecodeError(f"missing field {field_path!r}")
+                raise DecodeError(f"missing field {_join(path, name)!r}")
             continue
-        arguments[name] = _decode_value(hint, value[name], field_path, max_length)
+        arguments[name] = _decode_value(hint, value[name], f"{path}.{name}" if path else name, max_length)
     try:
         return cls(**arguments)
     except (TypeError, ValueError) as error:
@@ -118,9 +117,19 @@ def _fields(cls: type[Any]) -> dict[str, tuple[Any, bool, int | None]]:
 
 
 def _decode_value(hint: Any, value: object, path: str, max_length: int | None = None) -> Any:
-    origin = typing.get_origin(hint)
+    # The common scalars first, before the (slower) look at generic types.
+    if hint is str:
+        if type(value) is not str:
+            raise DecodeError(f"field {path!r}: expected string, got {_kind(value)}")
+        _check_length(value, path, max_length)
+        return value
+    if hint is int and type(value) is int:
+        return value
+    if hint is bool and type(value) is bool:
+        return value
     if hint is Any:
         return value
+    origin = _origin(hint)
     if origin in (Union, types.UnionType):
         options = typing.get_args(hint)
         if value is None and type(None) in options:
@@ -195,6 +204,17 @@ def _expect(value: object, expected: type[Any], path: str) -> Any:
 def _check_length(value: str | list[Any] | dict[str, Any], path: str, max_length: int | None) -> None:
     if max_length is not None and len(value) > max_length:
         raise DecodeError(f"field {path!r} is too long: {len(value)} > {max_length}")
+
+
+_ORIGINS: dict[Any, Any] = {}
+
+
+def _origin(hint: Any) -> Any:
+    try:
+        return _ORIGINS[hint]
+    except KeyError:
+        origin = _ORIGINS[hint] = typing.get_origin(hint)
+        return origin
 
 
 _NAMES: dict[type[Any], str] = {
