@@ -32,6 +32,7 @@ from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels.local import LocalChannel
 from enact.commands import (
+    CommandCall,
     CommandContext,
     CommandRegistry,
     CommandsFileError,
@@ -227,8 +228,6 @@ class _Daemon:
 
     def _run_command(self, message: Run) -> Receipt:
         """``enact call commands.Run``: the owner at a shell runs a command."""
-        from enact.commands import CommandCall
-
         return self.commands.run(
             CommandCall(
                 name=message.name,
