@@ -1,0 +1,331 @@
+"""The ``enact`` command line, run as its own process against real daemons."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from control_wire import LENGTH
+
+from enact import __version__
+from enact.cli._client import NotRunning, request
+from enact.home import LOG_NAME, SOCKET_NAME
+from enact.messages.control import Status
+
+from conftest import DaemonFactory, enact_env, run_cli
+
+NEEDS_DAEMON: dict[str, tuple[str, ...]] = {
+    "status": ("status",),
+    "status-json": ("status", "--json"),
+    "call": ("call", "epoch.RequireCurrent"),
+    "daemon-stop": ("daemon", "stop"),
+    "daemon-status": ("daemon", "status"),
+}
+
+
+def _one_line(result: subprocess.CompletedProcess[str]) -> str:
+    """All the command printed, which must be exactly one line."""
+    output = result.stdout + result.stderr
+    lines = output.splitlines()
+    assert len(lines) == 1, f"expected one line, got:\n{output}"
+    return lines[0]
+
+
+# -- no daemon -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", list(NEEDS_DAEMON.values()), ids=list(NEEDS_DAEMON))
+def test_without_a_daemon_commands_say_so_and_exit_3(daemons: DaemonFactory, args: tuple[str, ...]) -> None:
+    home = daemons.new_home()
+    result = run_cli(home, *args)
+    assert result.returncode == 3, result
+    assert _one_line(result) == f"enact is not running (home: {home})"
+
+
+@pytest.mark.parametrize("args", list(NEEDS_DAEMON.values()), ids=list(NEEDS_DAEMON))
+def test_home_option_wins_over_enact_home_without_a_daemon(daemons: DaemonFactory, args: tuple[str, ...]) -> None:
+    chosen, other = daemons.new_home(), daemons.new_home()
+    result = run_cli(other, *args, "--home", str(chosen))
+    assert result.returncode == 3, result
+    assert _one_line(result) == f"enact is not running (home: {chosen})"
+
+
+def test_a_home_that_does_not_exist_is_not_running(daemons: DaemonFactory) -> None:
+    home = daemons.new_home() / "never" / "made"
+    result = run_cli(home, "status")
+    assert result.returncode == 3
+    assert _one_line(result) == f"enact is not running (home: {home})"
+
+
+def test_a_stale_socket_file_is_not_running(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    daemon.kill9()
+    assert (daemon.home / SOCKET_NAME).exists()  # kill -9 leaves it behind
+    for args in NEEDS_DAEMON.values():
+        result = run_cli(daemon.home, *args)
+        assert result.returncode == 3, (args, result)
+        assert _one_line(result) == f"enact is not running (home: {daemon.home})"
+
+
+def test_daemon_status_of_a_daemon_that_does_not_answer_says_so_in_one_line(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    os.kill(daemon.pid, signal.SIGSTOP)  # the socket accepts, nobody answers
+    try:
+        result = daemon.cli("daemon", "status", timeout=30)
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+    assert result.returncode == 1, result
+    assert _one_line(result) == f"enact: the daemon did not answer within 5 s (home: {daemon.home})"
+    assert daemon.cli("daemon", "status").returncode == 0
+
+
+# -- enact call ----------------------------------------------------------------
+
+
+def test_call_prints_the_typed_reply_as_json(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    result = daemon.cli("call", "epoch.RequireCurrent")
+    assert result.returncode == 0, result.stderr
+    assert orjson.loads(result.stdout) == {"type": "epoch.Current", "body": {"generation": 1}}
+    described = daemon.cli_json("call", "epoch.Describe", "{}")
+    assert described["type"] == "epoch.Owner"
+    assert described["body"]["pid"] == daemon.pid
+    assert described["body"]["generation"] == 1
+
+
+BAD_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "unknown-type": (("call", "nope.Nothing"), ("unknown message type", "nope.Nothing")),
+    "bad-json": (("call", "epoch.RequireCurrent", "{not json"), ("not valid JSON",)),
+    "unknown-field": (("call", "epoch.RequireCurrent", '{"bogus": 1}'), ("bogus",)),
+    "body-not-an-object": (("call", "epoch.RequireCurrent", "[1]"), ("expected an object",)),
+    "wrong-field-type": (
+        ("call", "epoch.Owner", '{"generation": "one", "pid": 1, "host": "h", "started_at": 0}'),
+        ("generation",),
+    ),
+}
+
+
+@pytest.mark.parametrize(("args", "phrases"), list(BAD_CALLS.values()), ids=list(BAD_CALLS))
+def test_call_with_bad_input_exits_2_with_one_line(
+    daemons: DaemonFactory, args: tuple[str, ...], phrases: tuple[str, ...]
+) -> None:
+    daemon = daemons.start()
+    result = daemon.cli(*args)
+    assert result.returncode == 2, result
+    line = _one_line(result)
+    for phrase in phrases:
+        assert phrase in line, line
+    assert daemon.cli("daemon", "status").returncode == 0
+
+
+def test_call_with_a_reply_type_fails_with_one_line(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    result = daemon.cli("call", "control.ShuttingDown", '{"pid": 1}')
+    assert result.returncode != 0
+    assert "not a request" in _one_line(result)
+    assert daemon.process.poll() is None
+
+
+# -- enact status --------------------------------------------------------------
+
+
+def test_status_json_has_the_documented_keys(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    status = daemon.cli_json("status", "--json")
+    assert {"version", "pid", "home", "generation", "uptime_s", "metrics_addr", "actors", "storage"} <= set(status)
+    assert status["version"] == __version__
+    assert status["pid"] == daemon.pid
+    assert status["home"] == str(daemon.home)
+    assert status["generation"] == 1
+    assert isinstance(status["uptime_s"], float | int) and status["uptime_s"] >= 0
+    host, _, port = status["metrics_addr"].rpartition(":")
+    assert host == "127.0.0.1" and int(port) > 0
+    assert status["actors"], "no actors listed"
+    for actor in status["actors"]:
+        assert {"name", "mailbox", "handled", "restarts"} <= set(actor), actor
+        assert isinstance(actor["name"], str)
+        for key in ("mailbox", "handled", "restarts"):
+            assert isinstance(actor[key], int) and actor[key] >= 0
+    assert "epoch" in {actor["name"] for actor in status["actors"]}
+    storage = status["storage"]
+    assert 0 < storage["used_bytes"] <= storage["map_bytes"]
+
+
+def test_status_counts_handled_messages(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    for _ in range(3):
+        assert daemon.cli("call", "epoch.RequireCurrent").returncode == 0
+    epoch = next(a for a in daemon.cli_json("status", "--json")["actors"] if a["name"] == "epoch")
+    assert epoch["handled"] >= 3
+    assert epoch["restarts"] == 0
+
+
+def test_status_text_names_pid_generation_and_home(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    result = daemon.cli("status")
+    assert result.returncode == 0, result.stderr
+    assert f"pid {daemon.pid}" in result.stdout
+    assert "generation 1" in result.stdout
+    assert str(daemon.home) in result.stdout
+
+
+def test_home_option_and_enact_home_reach_a_running_daemon(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    elsewhere = daemons.new_home()
+    for args in (("status", "--json"), ("daemon", "status", "--json")):
+        by_env = orjson.loads(run_cli(daemon.home, *args).stdout)
+        by_option = orjson.loads(run_cli(elsewhere, *args[:-1], "--home", str(daemon.home), args[-1]).stdout)
+        assert by_env["pid"] == by_option["pid"] == daemon.pid
+    for via_env, extra in ((daemon.home, ()), (elsewhere, ("--home", str(daemon.home)))):
+        result = run_cli(via_env, "call", *extra, "epoch.RequireCurrent")
+        assert orjson.loads(result.stdout)["type"] == "epoch.Current", result.stderr
+
+
+# -- enact daemon start|status|stop --------------------------------------------
+
+
+@pytest.fixture
+def detached() -> Iterator[list[int]]:
+    """Pids of daemons started with `enact daemon start`: not our children,
+    so the daemons fixture cannot reap them; kill leftovers at the end."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(") ", 1)[1][:1] == "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("use_option", [False, True], ids=["ENACT_HOME", "--home"])
+def test_daemon_start_status_stop(daemons: DaemonFactory, detached: list[int], use_option: bool) -> None:
+    home = daemons.new_home()
+    env_home = daemons.new_home() if use_option else home
+    home_args = ("--home", str(home)) if use_option else ()
+
+    started = run_cli(env_home, "daemon", "start", *home_args, "--metrics-addr", "127.0.0.1:0", timeout=60)
+    assert started.returncode == 0, started.stderr
+    pid = int(started.stdout.strip())
+    detached.append(pid)
+    # It returned once the socket answers: no waiting needed here.
+    status = run_cli(env_home, "daemon", "status", *home_args)
+    assert status.returncode == 0, status
+    assert f"pid {pid}" in _one_line(status)
+    report = orjson.loads(run_cli(env_home, "status", *home_args, "--json").stdout)
+    assert report["pid"] == pid and report["home"] == str(home)
+    assert (home / LOG_NAME).exists()
+
+    stopped = run_cli(env_home, "daemon", "stop", *home_args, timeout=60)
+    assert stopped.returncode == 0, stopped
+    assert _gone(pid), "daemon stop returned before the process had gone"
+    assert not (home / SOCKET_NAME).exists()
+    after = run_cli(env_home, "daemon", "status", *home_args)
+    assert after.returncode == 3
+    assert _one_line(after) == f"enact is not running (home: {home})"
+
+
+def test_daemon_start_on_a_running_home_fails_with_the_reason(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    result = daemon.cli("daemon", "start", "--metrics-addr", "127.0.0.1:0", timeout=60)
+    assert result.returncode == 2, result
+    assert f"already running on this home (pid {daemon.pid}, generation 1)" in result.stderr
+    assert daemon.cli_json("status", "--json")["pid"] == daemon.pid
+
+
+def test_daemon_run_with_home_option(daemons: DaemonFactory) -> None:
+    home, elsewhere = daemons.new_home(), daemons.new_home()
+    daemon = daemons.start(elsewhere, "--home", str(home), wait=False)
+    deadline = time.monotonic() + 20
+    while not (home / SOCKET_NAME).exists():
+        assert daemon.process.poll() is None, daemon.log_text()
+        assert time.monotonic() < deadline, daemon.log_text()
+        time.sleep(0.05)
+    deadline = time.monotonic() + 20
+    while (result := run_cli(home, "daemon", "status")).returncode != 0:
+        assert time.monotonic() < deadline, result
+        time.sleep(0.05)
+    assert f"pid {daemon.pid}" in result.stdout
+    assert not (elsewhere / SOCKET_NAME).exists()
+    assert daemon.terminate() == 0
+
+
+# -- configuration -------------------------------------------------------------
+
+BAD_CONFIGS: dict[str, tuple[str, str]] = {
+    "unknown-key": ("[daemon]\nbogus = 1\n", "daemon.bogus"),
+    "unknown-section": ("[nonsense]\nworkers = 1\n", "nonsense.workers"),
+    "wrong-type": ('[daemon]\nworkers = "many"\n', "daemon.workers"),
+    "out-of-range": ("[daemon]\nworkers = 0\n", "daemon.workers"),
+    "bad-choice": ('[daemon]\nlog_level = "loud"\n', "daemon.log_level"),
+    "bad-address": ('[daemon]\nmetrics_addr = "nowhere"\n', "daemon.metrics_addr"),
+    "idle-timeout-too-small": ("[control]\nidle_timeout_s = 0\n", "control.idle_timeout_s"),
+}
+
+
+@pytest.mark.parametrize(("text", "key"), list(BAD_CONFIGS.values()), ids=list(BAD_CONFIGS))
+def test_daemon_run_with_bad_config_exits_with_one_line_naming_the_key(
+    daemons: DaemonFactory, text: str, key: str
+) -> None:
+    home = daemons.new_home()
+    (home / "config.toml").write_text(text)
+    result = run_cli(home, "daemon", "run", "--metrics-addr", "127.0.0.1:0", timeout=30)
+    assert result.returncode != 0
+    line = _one_line(result)
+    assert key in line, line
+    assert "config.toml" in line, line
+    assert not (home / SOCKET_NAME).exists()
+
+
+def test_daemon_run_with_a_bad_environment_variable_names_it(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    result = run_cli(home, "daemon", "run", env={"ENACT_DAEMON_WORKERS": "lots"}, timeout=30)
+    assert result.returncode != 0
+    line = _one_line(result)
+    assert "daemon.workers" in line and "ENACT_DAEMON_WORKERS" in line, line
+
+
+def test_python_dash_m_enact_is_the_same_cli() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "enact", "--version"], capture_output=True, text=True, timeout=30,
+        env=enact_env(Path("/nonexistent")),
+    )
+    assert result.returncode == 0
+    assert __version__ in result.stdout
+
+
+def test_a_daemon_that_hangs_up_inside_its_reply_counts_as_not_running(daemons: DaemonFactory) -> None:
+    """The client side of a daemon dying mid-reply: a one-line NotRunning, not
+    a traceback. (A stand-in peer on a real socket; it sends half a frame.)"""
+    home = daemons.new_home()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(home / SOCKET_NAME))
+        listener.listen(1)
+
+        def half_answer() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.settimeout(10)
+                connection.recv(65536)
+                connection.sendall(LENGTH.pack(100) + b'{"type": "control.Sta')
+
+        peer = threading.Thread(target=half_answer, daemon=True)
+        peer.start()
+        with pytest.raises(NotRunning):
+            request(home, Status(), timeout=10)
+        peer.join(10)
