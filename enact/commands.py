@@ -11,7 +11,6 @@ import enum
 import logging
 import subprocess
 import threading
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,8 @@ import orjson
 
 from enact.cancellation import CancellationToken
 from enact.messages.commands import CommandInfo, Receipt
-from enact.messages.common import HUMAN_CLI, MODEL_ACTION, Origin, is_human
+from enact.messages.common import HUMAN_CLI, Origin, is_human
+from enact.tables import table_list
 
 if TYPE_CHECKING:
     from enact.actors.epoch import Fence
@@ -198,18 +198,12 @@ def load_program_commands(path: Path) -> list[Command]:
     if not path.exists():
         return []
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
         raise CommandsFileError(f"{path}: {error}") from None
-    unknown = set(document) - {"command"}
-    if unknown:
-        raise CommandsFileError(f"{path}: unknown key {sorted(unknown)[0]!r} (expected [[command]] tables)")
     commands = []
-    for index, table in enumerate(document.get("command", [])):
-        where = f"{path}: command #{index + 1}"
-        extra = set(table) - {"name", "run", "summary", "authority", "timeout_s"}
-        if extra:
-            raise CommandsFileError(f"{where}: unknown key {sorted(extra)[0]!r}")
+    keys = frozenset({"name", "run", "summary", "authority", "timeout_s"})
+    for where, table in table_list(text, source=str(path), name="command", keys=keys, error=CommandsFileError):
         name, run = table.get("name"), table.get("run")
         if not isinstance(name, str) or not name.replace(".", "").replace("_", "").replace("-", "").isalnum():
             raise CommandsFileError(f"{where}: 'name' must be a word (letters, digits, . _ -)")
@@ -269,7 +263,6 @@ def run_program(argv: list[str], stdin: bytes, *, timeout_s: float, cancel: Canc
 
 
 __all__ = [
-    "MODEL_ACTION",
     "Authority",
     "Command",
     "CommandCall",

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-import tomllib
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import orjson
 
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeResult
+from enact.tables import table_list
 
 log = logging.getLogger(__name__)
 
@@ -39,19 +39,9 @@ class Rule:
 
 
 def parse_rules(text: str, *, source: str) -> list[Rule]:
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise RulesError(f"{source} is not valid TOML: {error}") from None
-    unknown = set(document) - {"rule"}
-    if unknown:
-        raise RulesError(f"{source}: unknown key {sorted(unknown)[0]!r} (expected [[rule]] tables)")
     rules = []
-    for index, table in enumerate(document.get("rule", [])):
-        where = f"{source}: rule #{index + 1}"
-        extra = set(table) - {"match", "reply", "action", "args", "then", "fail"}
-        if extra:
-            raise RulesError(f"{where}: unknown key {sorted(extra)[0]!r}")
+    keys = frozenset({"match", "reply", "action", "args", "then", "fail"})
+    for where, table in table_list(text, source=source, name="rule", keys=keys, error=RulesError):
         if not isinstance(table.get("match"), str):
             raise RulesError(f"{where}: 'match' must be a string")
         try:
