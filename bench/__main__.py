@@ -14,9 +14,9 @@ import time
 import traceback
 from importlib import metadata
 
-from bench import append_log, control_socket, dispatch
+from bench import append_log, chat, control_socket, dispatch
 
-BENCHMARKS = (control_socket, dispatch, append_log)
+BENCHMARKS = (control_socket, dispatch, append_log, chat)
 
 
 def main(argv: list[str] | None = None) -> int:

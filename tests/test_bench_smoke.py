@@ -12,6 +12,7 @@ HEADINGS = (
     "1. Control socket: control.Status round trip",
     "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask",
     "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
+    "4. Chat end to end: events/s and send latency vs JSON files",
 )
 
 

@@ -136,7 +136,9 @@ class ConversationActor(EnactActor):
     def _action_loop(self, message: HandleEvent) -> tuple[str, list[ActionRecord]]:
         event = message.event
         request_id = message.event_id
-        steps = self._steps(request_id)
+        # A first attempt has a receipt made just now, so no journaled steps:
+        # only a retried or resumed event (attempt 2 on) can have any.
+        steps = self._steps(request_id) if message.attempt > 1 else []
         interrupted = [s for s in steps if s.state == "running"]
         done = [s for s in steps if s.state == "done"]
         actions = [ActionRecord(command=s.command, args=s.args, receipt=s.receipt, ok=s.ok) for s in done]
@@ -259,7 +261,10 @@ class ConversationActor(EnactActor):
             raise
         self.context.metrics.runtime_calls.labels(adapter=runtime.name, outcome="ok").inc()
         if session_key and result.native_session:
-            self.context.ask("sessions", Record(key=session_key, native_id=result.native_session,
+            # Told, not asked: nothing waits for the mapping to be durable
+            # (losing it in a crash only means a fresh session next time), and
+            # the sessions actor reads its own staged writes.
+            self.context.tell("sessions", Record(key=session_key, native_id=result.native_session,
                                                 prompt_version=self._prompt_version))
         return result.text
 
