@@ -22,13 +22,17 @@ BENCHMARKS = (control_socket, dispatch, append_log, chat)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts: a smoke test, not figures to quote")
-    quick = parser.parse_args(argv).quick
+    names = [benchmark.__name__.rsplit(".", 1)[-1] for benchmark in BENCHMARKS]
+    parser.add_argument("--only", choices=names, action="append", help="run only this benchmark (repeatable)")
+    arguments = parser.parse_args(argv)
+    quick = arguments.quick
+    chosen = [b for b, name in zip(BENCHMARKS, names, strict=True) if not arguments.only or name in arguments.only]
     versions = ", ".join(f"{name} {metadata.version(name)}" for name in ("enact", "pykka", "lmdb", "orjson"))
     print(f"enact benchmarks{' (--quick: smoke test only)' if quick else ''}")
     print(f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; {versions}")
     print("each row: baseline and enact measured in this run; ratios are enact ÷ baseline\n")
     failed = []
-    for benchmark in BENCHMARKS:
+    for benchmark in chosen:
         started = time.monotonic()
         try:
             table = benchmark.run(quick)

@@ -89,6 +89,7 @@ def _conversation(index: int) -> str:
 
 def _receipt(event: ChatEvent, generation: int, at: float) -> Document:
     return {
+        "event_id": event.event_id,
         "event": inbox._event_document(event),
         "origin": HUMAN_CLI,
         "status": "processing",
@@ -153,10 +154,11 @@ def _history(count: int, generation: int) -> Iterator[tuple[str, Document, Docum
 class _InboxDatabases:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.receipts: StoredTable = store.table(inbox.RECEIPTS)
-        self.open: StoredTable = store.table(inbox.OPEN)
-        self.deliveries: StoredTable = store.table(inbox.DELIVERIES)
-        self.turns: AppendLog = store.log(inbox.TURNS)
+        self.records = inbox.InboxRecords(store)
+        self.receipts: StoredTable = self.records.receipts
+        self.open: StoredTable = self.records.open
+        self.deliveries: StoredTable = self.records.deliveries
+        self.turns: AppendLog = self.records.turns
 
     def prefill(self, count: int, generation: int) -> None:
         rows = _history(count, generation)
@@ -167,8 +169,8 @@ class _InboxDatabases:
 
             def write(txn: lmdb.Transaction, group: list[tuple[str, Document, Document, Document]] = group) -> None:
                 for event_id, receipt, delivery, _ in group:
-                    key = event_id.encode()
-                    self.receipts.put(txn, key, receipt)
+                    key = self.records.create(txn, event_id, receipt)
+                    self.open.delete(txn, key)  # finished
                     self.deliveries.put(txn, key, delivery)
                 self.turns.append_many(txn, [turn for *_, turn in group])
 

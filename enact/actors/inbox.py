@@ -59,24 +59,58 @@ from enact.messages.inbox import (
     TurnFinished,
     Turns,
 )
-from enact.storage import Document
+from enact.storage import CorruptRecord, Document, Store
 
 log = logging.getLogger(__name__)
 
 RECEIPTS = "inbox.receipts"
+IDS = "inbox.ids"
 OPEN = "inbox.open"
 DELIVERIES = "inbox.deliveries"
 CURSORS = "inbox.cursors"
 TURNS = "logs.turns"
-DATABASES = (RECEIPTS, OPEN, DELIVERIES, CURSORS, TURNS)
+DATABASES = (RECEIPTS, IDS, OPEN, DELIVERIES, CURSORS, TURNS)
 
 MAX_ERROR = 2000
 MAX_TURNS_PER_READ = 1000
 _RETRY_DELAY_S = 0.2
 
 
-def _key(event_id: str) -> bytes:
-    return event_id.encode()
+class InboxRecords:
+    """The inbox's databases and their keys.
+
+    Receipts, open marks and deliveries are keyed by the receipt's sequence
+    number (big-endian), so the records of events in progress sit together
+    at the end of each tree and a commit touches the same few pages however
+    long the history grows; ``inbox.ids`` maps an event id to its number."""
+
+    def __init__(self, store: Store) -> None:
+        self.ids = store.table(IDS)
+        self.receipts = store.log(RECEIPTS)
+        self.open = store.table(OPEN)
+        self.deliveries = store.table(DELIVERIES)
+        self.cursors = store.table(CURSORS)
+        self.turns = store.log(TURNS)
+
+    def key_of(self, txn: lmdb.Transaction, event_id: str) -> bytes | None:
+        entry = self.ids.get(txn, event_id.encode())
+        return None if entry is None else self.receipts.key(entry["seq"])
+
+    def find(self, txn: lmdb.Transaction, event_id: str) -> tuple[bytes, Document] | None:
+        key = self.key_of(txn, event_id)
+        if key is None:
+            return None
+        receipt = self.receipts.get(txn, key)
+        if receipt is None:
+            raise CorruptRecord(IDS, event_id.encode(), "points at a receipt that does not exist")
+        return key, receipt
+
+    def create(self, txn: lmdb.Transaction, event_id: str, receipt: Document) -> bytes:
+        sequence = self.receipts.append(txn, receipt)
+        self.ids.put(txn, event_id.encode(), {"seq": sequence})
+        key = self.receipts.key(sequence)
+        self.open.put(txn, key, {})
+        return key
 
 
 def _actions(documents: list[Document]) -> tuple[ActionRecord, ...]:
@@ -121,11 +155,11 @@ class InboxActor(EnactActor):
         self._services = services
         self._store = context.own_store()
         self._batch = self.batch = WriteBatch(self._store, owner=context.name)
-        self._receipts = self._store.table(RECEIPTS)
-        self._open = self._store.table(OPEN)
-        self._deliveries = self._store.table(DELIVERIES)
-        self._cursors = self._store.table(CURSORS)
-        self._turns = self._store.log(TURNS)
+        self._records = InboxRecords(self._store)
+        self._receipts = self._records.receipts
+        self._deliveries = self._records.deliveries
+        self._cursors = self._records.cursors
+        self._turns = self._records.turns
         config = context.config
         self._allowed = frozenset(config["chat.allowed_conversations"])
         self._max_attempts: int = config["chat.max_attempts"]
@@ -229,13 +263,12 @@ class InboxActor(EnactActor):
             if event.cursor is not None:
                 self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
-        key = _key(event_id)
-
         def write(txn: lmdb.Transaction) -> tuple[bool, Document]:
-            receipt = self._receipts.get(txn, key)
-            if receipt is not None:
-                return True, receipt
+            found = self._records.find(txn, event_id)
+            if found is not None:
+                return True, found[1]
             receipt = {
+                "event_id": event_id,
                 "event": _event_document(event),
                 "origin": message.origin,
                 "status": "processing",
@@ -248,8 +281,7 @@ class InboxActor(EnactActor):
                 "received_at": time.time(),
                 "finished_at": None,
             }
-            self._receipts.put(txn, key, receipt)
-            self._open.put(txn, key, {})
+            self._records.create(txn, event_id, receipt)
             return False, receipt
 
         reply = Deferred()
@@ -308,13 +340,13 @@ class InboxActor(EnactActor):
     # -- 2. the conversation's answer ---------------------------------------------
 
     def _turn_failed(self, message: TurnFailed) -> None:
-        key = _key(message.event_id)
         self._mark(self._services.in_flight, message.event_id, on=False)
 
         def write(txn: lmdb.Transaction) -> Document | None:
-            receipt = self._receipts.get(txn, key)
-            if receipt is None or receipt["status"] != "processing":
+            found = self._records.find(txn, message.event_id)
+            if found is None or found[1]["status"] != "processing":
                 return None
+            key, receipt = found
             error = clip(f"{message.error_class}: {message.error}", MAX_ERROR)
             receipt["errors"] = [*receipt["errors"], {"attempt": receipt["attempts"], "error": error}]
             self._receipts.put(txn, key, receipt)
@@ -346,8 +378,8 @@ class InboxActor(EnactActor):
         if self._busy(event_id):
             return  # a redelivery resumed it already
         self._batch.stage(
-            lambda txn: self._receipts.get(txn, _key(event_id)),
-            lambda receipt: self._resume(event_id, receipt) if receipt and not self._busy(event_id) else None,
+            lambda txn: self._records.find(txn, event_id),
+            lambda found: self._resume(event_id, found[1]) if found and not self._busy(event_id) else None,
         )
 
     def _resume(self, event_id: str, receipt: Document) -> None:
@@ -361,13 +393,13 @@ class InboxActor(EnactActor):
             last = receipt["errors"][-1]["error"] if receipt["errors"] else "Interrupted: the daemon stopped"
             self._give_up(event_id, receipt, last.split(":", 1)[0])
             return
-        key = _key(event_id)
         # Marked at once, so a redelivery meanwhile does not resume it twice.
         self._mark(self._services.in_flight, event_id, on=True)
 
         def write(txn: lmdb.Transaction) -> Document:
-            current = self._receipts.get(txn, key)
-            assert current is not None
+            found = self._records.find(txn, event_id)
+            assert found is not None
+            key, current = found
             current["attempts"] += 1
             current["generation"] = self.context.fence.generation
             self._receipts.put(txn, key, current)
@@ -384,14 +416,14 @@ class InboxActor(EnactActor):
     def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...], *, outcome: str) -> None:
         """Store the reply and journal its delivery ``in_flight``; the channel
         is called only once that is durable."""
-        key = _key(event_id)
         self._mark(self._services.in_flight, event_id, on=False)
         self._mark(self._services.delivering, event_id, on=True)
 
         def write(txn: lmdb.Transaction) -> tuple[Document, Document] | None:
-            receipt = self._receipts.get(txn, key)
-            if receipt is None or receipt["status"] != "processing":
+            found = self._records.find(txn, event_id)
+            if found is None or found[1]["status"] != "processing":
                 return None
+            key, receipt = found
             receipt.update(status="replied", reply=reply, actions=_action_documents(actions), outcome=outcome)
             self._receipts.put(txn, key, receipt)
             event = receipt["event"]
@@ -425,13 +457,14 @@ class InboxActor(EnactActor):
         """Attempt a pending or retryable delivery again."""
         if event_id in self._services.delivering:
             return
-        key = _key(event_id)
         self._mark(self._services.delivering, event_id, on=True)
 
         def write(txn: lmdb.Transaction) -> Document | None:
-            delivery = self._deliveries.get(txn, key)
+            key = self._records.key_of(txn, event_id)
+            delivery = None if key is None else self._deliveries.get(txn, key)
             if delivery is None or delivery["state"] not in ("pending", "retryable_failure"):
                 return None
+            assert key is not None
             delivery.update(state="in_flight", attempts=delivery["attempts"] + 1, updated_at=time.time())
             self._deliveries.put(txn, key, delivery)
             return delivery
@@ -475,11 +508,10 @@ class InboxActor(EnactActor):
             log.warning("delivery result of %s arrived while the daemon stops", reply.event_id)
 
     def _delivered(self, message: Delivered) -> None:
-        key = _key(message.event_id)
-
         def write(txn: lmdb.Transaction) -> tuple[str, Document]:
-            delivery = self._deliveries.get(txn, key)
-            if delivery is None or delivery["state"] != "in_flight":
+            key = self._records.key_of(txn, message.event_id)
+            delivery = None if key is None else self._deliveries.get(txn, key)
+            if key is None or delivery is None or delivery["state"] != "in_flight":
                 return "stale", {}
             exhausted = delivery["attempts"] >= self._delivery_attempts
             if message.ok:
@@ -492,7 +524,7 @@ class InboxActor(EnactActor):
             self._deliveries.put(txn, key, delivery)
             if delivery["state"] == "retryable_failure":
                 return "retry", delivery
-            receipt = self._finish(txn, message.event_id, None if message.ok else "delivery_failed")
+            receipt = self._finish(txn, key, None if message.ok else "delivery_failed")
             return "finished", {"delivery": delivery, "receipt": receipt}
 
         def after(result: tuple[str, Document]) -> None:
@@ -513,11 +545,11 @@ class InboxActor(EnactActor):
         self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, message.event_id,
                                                                     on=False))
 
-    def _finish(self, txn: lmdb.Transaction, event_id: str, delivery_outcome: str | None) -> Document:
+    def _finish(self, txn: lmdb.Transaction, key: bytes, delivery_outcome: str | None) -> Document:
         """Log the turn, complete the receipt, advance the cursor: one commit."""
-        key = _key(event_id)
         receipt = self._receipts.get(txn, key)
         assert receipt is not None
+        event_id = receipt["event_id"]
         event = receipt["event"]
         outcome = delivery_outcome or receipt["outcome"]
         self._turns.append(
@@ -541,7 +573,7 @@ class InboxActor(EnactActor):
             finished_at=time.time(),
         )
         self._receipts.put(txn, key, receipt)
-        self._open.delete(txn, key)
+        self._records.open.delete(txn, key)
         if event["cursor"] is not None:
             self._write_cursor(txn, event["channel"], self._cursor_target(event["channel"], event["cursor"]))
         return receipt
@@ -589,11 +621,11 @@ class InboxActor(EnactActor):
     def _recover(self) -> None:
         def scan(txn: lmdb.Transaction) -> list[tuple[str, Document, Document | None]]:
             found = []
-            for key, _ in self._open.items(txn):
+            for key, _ in self._records.open.items(txn):
                 receipt = self._receipts.get(txn, key)
                 if receipt is None:
-                    continue
-                found.append((key.decode(), receipt, self._deliveries.get(txn, key)))
+                    raise CorruptRecord(OPEN, key, "marks a receipt that does not exist")
+                found.append((receipt["event_id"], receipt, self._deliveries.get(txn, key)))
             return found
 
         for event_id, receipt, delivery in self._store.read(scan):
@@ -611,12 +643,13 @@ class InboxActor(EnactActor):
                 self._deliver(event_id)
 
     def _recover_uncertain_delivery(self, event_id: str, delivery: Document) -> None:
-        key = _key(event_id)
         channel = self._services.channels.get(delivery["channel"])
         if channel is not None and channel.idempotent_delivery:
             log.info("re-sending reply of %s: its outcome is unknown and %s is idempotent", event_id, channel.name)
 
             def reopen(txn: lmdb.Transaction) -> None:
+                key = self._records.key_of(txn, event_id)
+                assert key is not None
                 document = self._deliveries.get(txn, key)
                 assert document is not None
                 self._deliveries.put(txn, key, {**document, "state": "pending"})
@@ -630,10 +663,12 @@ class InboxActor(EnactActor):
         )
 
         def mark(txn: lmdb.Transaction) -> Document:
+            key = self._records.key_of(txn, event_id)
+            assert key is not None
             document = self._deliveries.get(txn, key)
             assert document is not None
             self._deliveries.put(txn, key, {**document, "state": "not_resent", "updated_at": time.time()})
-            return self._finish(txn, event_id, "delivery_uncertain")
+            return self._finish(txn, key, "delivery_uncertain")
 
         def after(receipt: Document) -> None:
             self._metrics.deliveries.labels(channel=delivery["channel"], outcome="not_resent").inc()
@@ -654,10 +689,10 @@ class InboxActor(EnactActor):
         )
 
     def _outcome(self, event_id: str) -> Outcome | NoSuchEvent:
-        receipt = self._store.read(lambda txn: self._receipts.get(txn, _key(event_id)))
-        if receipt is None:
+        found = self._store.read(lambda txn: self._records.find(txn, event_id))
+        if found is None:
             return NoSuchEvent(event_id=event_id)
-        return self._outcome_of(event_id, receipt)
+        return self._outcome_of(event_id, found[1])
 
     def _read_turns(self, message: ReadTurns) -> Turns:
         limit = max(0, min(message.limit, MAX_TURNS_PER_READ))
