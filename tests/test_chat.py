@@ -219,7 +219,7 @@ def test_memory_marker_is_removed_and_the_reply_says_it_was_not_saved(chat: Daem
     outcome = send(chat, "remember the milk")
     assert "[MEMORY]" not in outcome["reply"]
     assert outcome["reply"].startswith("Noted.")
-    assert outcome["reply"].splitlines()[-1] == "(memory is not available yet: 1 memory request not saved)"
+    assert outcome["reply"].splitlines()[-1] == "(memory is not available yet; not saved: “the milk”)"
 
 
 def test_replied_to_text_is_data_not_instructions(chat: Daemon) -> None:
@@ -439,3 +439,41 @@ def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None
     assert runs(chat.home) == 1
     catalog = chat.cli_json("call", "commands.ListCommands")
     assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve"}
+
+
+def test_event_outside_the_lock_still_advances_the_cursor(daemons: DaemonFactory) -> None:
+    daemon = daemons.start(chat_home(daemons, '[chat]\nallowed_conversations = ["local:owner"]\n'))
+    reply = receive(daemon, "s-1", "touch it", 5, conversation="stranger")
+    assert reply["type"] == "inbox.Ignored"
+    wait_for(lambda: cursor_of(daemon) == 5, what="the cursor to pass the ignored event")
+    assert runs(daemon.home) == 0 and turns(daemon) == []
+
+
+def test_retryable_delivery_is_resumed_after_a_crash(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    counter = home.parent / "deliveries.txt"
+    script = home.parent / "deliver.sh"
+    script.write_text(f"#!/bin/sh\necho x >> {counter}\nexit 1\n")
+    script.chmod(0o755)
+    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{script}"\ndelivery_backoff_s = 60\n')
+    daemon = daemons.start(home)
+    sender = subprocess.Popen(
+        [sys.executable, "-m", "enact", "send", "--message-id", "r-1", "hello"],
+        env=enact_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    metrics_url = f"http://{daemon.cli_json('status', '--json')['metrics_addr']}/metrics"
+
+    def failure_recorded() -> bool:
+        text = urllib.request.urlopen(metrics_url, timeout=5).read().decode()
+        return 'enact_inbox_deliveries_total{channel="local",outcome="retry"} 1.0' in text
+
+    wait_for(failure_recorded, what="the first failed delivery to be recorded as retryable")
+    daemon.kill9()
+    sender.communicate(timeout=30)
+    script.write_text(f"#!/bin/sh\necho x >> {counter}\n")  # the channel works again
+    restarted = daemons.start(home)
+    outcome = send(restarted, "--message-id", "r-1", "hello")
+    assert outcome["duplicate"] is True and outcome["status"] == "replied"
+    assert counter.read_text().count("x") == 2
+    [turn] = turns(restarted)
+    assert turn["message_id"] == "r-1"

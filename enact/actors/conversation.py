@@ -20,7 +20,7 @@ import orjson
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors.chat_services import ChatServices
 from enact.cancellation import Cancelled
-from enact.commands import CommandCall
+from enact.commands import CommandCall, clip
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
@@ -282,9 +282,8 @@ class ConversationActor(EnactActor):
     def _save_memories(self, texts: list[str]) -> str:
         """Memory requests go to the Memory actor once it exists; until then
         the owner is told that nothing was saved."""
-        count = len(texts)
-        noun = "request" if count == 1 else "requests"
-        return f"(memory is not available yet: {count} memory {noun} not saved)"
+        shown = "; ".join(f"“{clip(text, 80)}”" for text in texts)
+        return f"(memory is not available yet; not saved: {shown})"
 
 
 def _refusal_class(receipt: str) -> str:
