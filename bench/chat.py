@@ -50,7 +50,7 @@ from bench._table import Table, median, percentile, rate, ratio
 from bench.append_log import _rewrite_atomically
 from bench.control_socket import _start_daemon, _stop
 from enact import __version__, config
-from enact.actors import inbox
+from enact.actors import inbox_records
 from enact.actors.chat_services import ChatServices
 from enact.actors.epoch import Fence
 from enact.actors.metrics import Metrics
@@ -84,56 +84,25 @@ def _conversation(index: int) -> str:
     return f"bench-{index}"
 
 
-# -- the documents the inbox writes (see inbox._receive, _turn_finished, _delivered, _finish)
+# -- the documents the inbox writes (enact.actors.inbox_records), with the times set
 
 
 def _receipt(event: ChatEvent, generation: int, at: float) -> Document:
-    return {
-        "event_id": event.event_id,
-        "event": inbox._event_document(event),
-        "origin": HUMAN_CLI,
-        "status": "processing",
-        "attempts": 1,
-        "errors": [],
-        "reply": "",
-        "actions": [],
-        "outcome": "",
-        "generation": generation,
-        "received_at": at,
-        "finished_at": None,
-    }
+    return {**inbox_records.new_receipt(event, origin=HUMAN_CLI, generation=generation), "received_at": at}
 
 
 def _delivery(event: ChatEvent, reply: str, state: str, at: float) -> Document:
-    return {
-        "channel": event.channel,
-        "conversation": event.conversation,
-        "message_id": event.message_id,
-        "text": reply,
-        "state": state,
-        "attempts": 1,
-        "error": "",
-        "updated_at": at,
-    }
-
-
-def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> Document:
-    return {
-        "event_id": event_id,
-        "channel": event.channel,
-        "conversation": event.conversation,
-        "message_id": event.message_id,
-        "message": event.text,
-        "reply": reply,
-        "time": at,
-        "outcome": "replied",
-        "attempts": 1,
-        "actions": [],
-    }
+    document = inbox_records.delivery_document(inbox_records.event_document(event), reply)
+    return {**document, "state": state, "updated_at": at}
 
 
 def _complete(receipt: Document, reply: str, at: float) -> Document:
     return {**receipt, "status": "completed", "reply": reply, "outcome": "replied", "finished_at": at}
+
+
+def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> Document:
+    completed = _complete(_receipt(event, 1, at), reply, at)
+    return {**inbox_records.turn_document(completed, "replied"), "time": at}
 
 
 def _history(count: int, generation: int) -> Iterator[tuple[str, Document, Document, Document]]:
@@ -154,7 +123,7 @@ def _history(count: int, generation: int) -> Iterator[tuple[str, Document, Docum
 class _InboxDatabases:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.records = inbox.InboxRecords(store)
+        self.records = inbox_records.InboxRecords(store)
         self.receipts: StoredTable = self.records.receipts
         self.open: StoredTable = self.records.open
         self.deliveries: StoredTable = self.records.deliveries
@@ -198,7 +167,7 @@ class _Enact:
         try:
             self.fence.acquire(takeover=False)  # every write runs the fence guard, as in the daemon
             # The inbox's own store (the supervisor grants it the same one).
-            self.databases = _InboxDatabases(self.storage.grant("inbox", inbox.DATABASES))
+            self.databases = _InboxDatabases(self.storage.grant("inbox", inbox_records.DATABASES))
             if history:
                 started = time.perf_counter()
                 self.databases.prefill(history, self.fence.generation)

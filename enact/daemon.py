@@ -21,7 +21,7 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, config
-from enact.actors import inbox, journal, sessions
+from enact.actors import inbox_records, journal, sessions
 from enact.actors.chat_services import ChatServices
 from enact.actors.control import ControlServer
 from enact.actors.epoch import AlreadyRunning, EpochFenceActor, Fence
@@ -69,7 +69,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
         ActorSpec(
             name="inbox",
             actor=InboxActor,
-            databases=inbox.DATABASES,
+            databases=inbox_records.DATABASES,
             depends_on=("epoch", "journal", "sessions"),
             options={"services": services},
         ),

@@ -33,6 +33,16 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.chat_services import ChatServices
 from enact.actors.conversation import ConversationActor
+from enact.actors.inbox_records import (
+    OPEN,
+    InboxRecords,
+    action_documents,
+    actions_from,
+    delivery_document,
+    event_from,
+    new_receipt,
+    turn_document,
+)
 from enact.actors.supervisor import ActorNotFound, ActorSpec
 from enact.channels import Channel, OutgoingReply
 from enact.commands import clip
@@ -59,90 +69,13 @@ from enact.messages.inbox import (
     TurnFinished,
     Turns,
 )
-from enact.storage import CorruptRecord, Document, Store
+from enact.storage import CorruptRecord, Document
 
 log = logging.getLogger(__name__)
-
-RECEIPTS = "inbox.receipts"
-IDS = "inbox.ids"
-OPEN = "inbox.open"
-DELIVERIES = "inbox.deliveries"
-CURSORS = "inbox.cursors"
-TURNS = "logs.turns"
-DATABASES = (RECEIPTS, IDS, OPEN, DELIVERIES, CURSORS, TURNS)
 
 MAX_ERROR = 2000
 MAX_TURNS_PER_READ = 1000
 _RETRY_DELAY_S = 0.2
-
-
-class InboxRecords:
-    """The inbox's databases and their keys.
-
-    Receipts, open marks and deliveries are keyed by the receipt's sequence
-    number (big-endian), so the records of events in progress sit together
-    at the end of each tree and a commit touches the same few pages however
-    long the history grows; ``inbox.ids`` maps an event id to its number."""
-
-    def __init__(self, store: Store) -> None:
-        self.ids = store.table(IDS)
-        self.receipts = store.log(RECEIPTS)
-        self.open = store.table(OPEN)
-        self.deliveries = store.table(DELIVERIES)
-        self.cursors = store.table(CURSORS)
-        self.turns = store.log(TURNS)
-
-    def key_of(self, txn: lmdb.Transaction, event_id: str) -> bytes | None:
-        entry = self.ids.get(txn, event_id.encode())
-        return None if entry is None else self.receipts.key(entry["seq"])
-
-    def find(self, txn: lmdb.Transaction, event_id: str) -> tuple[bytes, Document] | None:
-        key = self.key_of(txn, event_id)
-        if key is None:
-            return None
-        receipt = self.receipts.get(txn, key)
-        if receipt is None:
-            raise CorruptRecord(IDS, event_id.encode(), "points at a receipt that does not exist")
-        return key, receipt
-
-    def create(self, txn: lmdb.Transaction, event_id: str, receipt: Document) -> bytes:
-        sequence = self.receipts.append(txn, receipt)
-        self.ids.put(txn, event_id.encode(), {"seq": sequence})
-        key = self.receipts.key(sequence)
-        self.open.put(txn, key, {})
-        return key
-
-
-def _actions(documents: list[Document]) -> tuple[ActionRecord, ...]:
-    return tuple(ActionRecord(**d) for d in documents)
-
-
-def _action_documents(actions: tuple[ActionRecord, ...]) -> list[Document]:
-    return [{"command": a.command, "args": a.args, "receipt": a.receipt, "ok": a.ok} for a in actions]
-
-
-def _event_document(event: ChatEvent) -> Document:
-    return {
-        "channel": event.channel,
-        "conversation": event.conversation,
-        "message_id": event.message_id,
-        "text": event.text,
-        "sender": event.sender,
-        "cursor": event.cursor,
-        "thread_id": event.thread_id,
-        "reply_to": event.reply_to,
-        "attachments": [
-            {"kind": a.kind, "name": a.name, "mime_type": a.mime_type, "size": a.size} for a in event.attachments
-        ],
-    }
-
-
-def _event(document: Document) -> ChatEvent:
-    from enact.messages.inbox import Attachment
-
-    fields = dict(document)
-    fields["attachments"] = tuple(Attachment(**a) for a in document["attachments"])
-    return ChatEvent(**fields)
 
 
 def conversation_actor_name(conversation_key: str) -> str:
@@ -267,20 +200,7 @@ class InboxActor(EnactActor):
             found = self._records.find(txn, event_id)
             if found is not None:
                 return True, found[1]
-            receipt = {
-                "event_id": event_id,
-                "event": _event_document(event),
-                "origin": message.origin,
-                "status": "processing",
-                "attempts": 1,
-                "errors": [],
-                "reply": "",
-                "actions": [],
-                "outcome": "",
-                "generation": self.context.fence.generation,
-                "received_at": time.time(),
-                "finished_at": None,
-            }
+            receipt = new_receipt(event, origin=message.origin, generation=self.context.fence.generation)
             self._records.create(txn, event_id, receipt)
             return False, receipt
 
@@ -406,7 +326,7 @@ class InboxActor(EnactActor):
             return current
 
         def after(current: Document) -> None:
-            event = _event(current["event"])
+            event = event_from(current["event"])
             if event.cursor is not None:
                 self._unfinished.setdefault(event.channel, set()).add(event.cursor)
             self._dispatch(event_id, event, attempt=current["attempts"], origin=current["origin"])
@@ -424,19 +344,9 @@ class InboxActor(EnactActor):
             if found is None or found[1]["status"] != "processing":
                 return None
             key, receipt = found
-            receipt.update(status="replied", reply=reply, actions=_action_documents(actions), outcome=outcome)
+            receipt.update(status="replied", reply=reply, actions=action_documents(actions), outcome=outcome)
             self._receipts.put(txn, key, receipt)
-            event = receipt["event"]
-            delivery = {
-                "channel": event["channel"],
-                "conversation": event["conversation"],
-                "message_id": event["message_id"],
-                "text": reply,
-                "state": "in_flight",
-                "attempts": 1,
-                "error": "",
-                "updated_at": time.time(),
-            }
+            delivery = delivery_document(receipt["event"], reply)
             self._deliveries.put(txn, key, delivery)
             return receipt, delivery
 
@@ -549,24 +459,9 @@ class InboxActor(EnactActor):
         """Log the turn, complete the receipt, advance the cursor: one commit."""
         receipt = self._receipts.get(txn, key)
         assert receipt is not None
-        event_id = receipt["event_id"]
         event = receipt["event"]
         outcome = delivery_outcome or receipt["outcome"]
-        self._turns.append(
-            txn,
-            {
-                "event_id": event_id,
-                "channel": event["channel"],
-                "conversation": event["conversation"],
-                "message_id": event["message_id"],
-                "message": event["text"],
-                "reply": receipt["reply"],
-                "time": time.time(),
-                "outcome": outcome,
-                "attempts": receipt["attempts"],
-                "actions": receipt["actions"],
-            },
-        )
+        self._turns.append(txn, turn_document(receipt, outcome))
         receipt.update(
             status="failed" if receipt["outcome"] == "failed" else "completed",
             outcome=outcome,
@@ -684,7 +579,7 @@ class InboxActor(EnactActor):
             status=receipt["outcome"] or receipt["status"],
             duplicate=False,
             reply=receipt["reply"],
-            actions=_actions(receipt["actions"]),
+            actions=actions_from(receipt["actions"]),
             attempts=receipt["attempts"],
         )
 
@@ -708,7 +603,7 @@ class InboxActor(EnactActor):
                 key = f"{document['channel']}:{document['conversation']}"
                 if wanted and wanted not in (key, document["conversation"]):
                     continue
-                fields = {**document, "actions": _actions(document["actions"])}
+                fields = {**document, "actions": actions_from(document["actions"])}
                 turns.append(Turn(cursor=sequence, **fields))
             return Turns(turns=tuple(turns), next_cursor=cursor)
 
