@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
+import threading
+import time
 from dataclasses import dataclass, field
 
 
@@ -52,3 +55,20 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 def median(samples: list[float]) -> float:
     return statistics.median(samples)
+
+
+def run_together(threads: list[threading.Thread], ready: threading.Barrier, errors: list[BaseException]) -> float:
+    """Start ``threads``, release them at once through ``ready`` (the caller is
+    its last party) and return the seconds until all have finished. The first
+    error a thread recorded in ``errors`` is raised here."""
+    for thread in threads:
+        thread.start()
+    with contextlib.suppress(threading.BrokenBarrierError):  # a thread failed: its error is raised below
+        ready.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return elapsed

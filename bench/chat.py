@@ -30,7 +30,6 @@ process.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import subprocess
@@ -46,7 +45,7 @@ from typing import IO
 import lmdb
 import orjson
 
-from bench._table import Table, median, percentile, rate, ratio
+from bench._table import Table, median, percentile, rate, ratio, run_together
 from bench.append_log import _rewrite_atomically
 from bench.control_socket import _start_daemon, _stop
 from enact import __version__, config
@@ -218,16 +217,7 @@ class _Enact:
                 ready.abort()
 
         threads = [threading.Thread(target=sender, args=(index,)) for index in range(conversations)]
-        for thread in threads:
-            thread.start()
-        with contextlib.suppress(threading.BrokenBarrierError):  # a sender failed: its error is raised below
-            ready.wait()
-        started = time.perf_counter()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-        if errors:
-            raise errors[0]
+        elapsed = run_together(threads, ready, errors)
         self.events += conversations * per_conversation
         self.check()
         return conversations * per_conversation / elapsed

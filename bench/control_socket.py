@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench._table import Table, median, percentile, rate, ratio, us
+from bench._table import Table, median, percentile, rate, ratio, run_together, us
 from enact.cli._client import Client, NotRunning
 from enact.home import SOCKET_NAME
 from enact.messages import decode, encode
@@ -153,15 +153,7 @@ def _measure(connect: Callable[[], tuple[Request, Callable[[], None]]], clients:
             latencies.extend(mine)
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
-    for thread in threads:
-        thread.start()
-    ready.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
-    if errors:
-        raise errors[0]
+    elapsed = run_together(threads, ready, errors)
     return latencies, clients * count / elapsed
 
 

@@ -103,6 +103,22 @@ def runs(home: Path) -> int:
     return len(marker.read_text().splitlines()) if marker.exists() else 0
 
 
+def deliver_with(home: Path, body: str, *, backoff_s: float | None = None) -> Path:
+    """Make the local channel hand each reply to a shell script with ``body``
+    (which may append to ``$COUNTER``); returns the counter file."""
+    counter = home.parent / "deliveries.txt"
+    script = home.parent / "deliver.sh"
+    script.write_text(f"#!/bin/sh\nCOUNTER={counter}\n{body}\n")
+    script.chmod(0o755)
+    backoff = f"delivery_backoff_s = {backoff_s}\n" if backoff_s is not None else ""
+    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{script}"\n{backoff}')
+    return counter
+
+
+def deliveries(counter: Path) -> int:
+    return counter.read_text().count("x") if counter.exists() else 0
+
+
 def send(daemon: Daemon, *args: str) -> dict[str, Any]:
     result = daemon.cli("send", "--json", *args)
     assert result.returncode == 0, result.stderr
@@ -248,35 +264,22 @@ def test_poison_event_gets_one_diagnostic_reply_after_three_attempts(chat: Daemo
 
 def test_delivery_that_fails_twice_then_succeeds(daemons: DaemonFactory) -> None:
     home = daemons.new_home()
-    counter = home.parent / "deliveries.txt"
-    script = home.parent / "deliver.sh"
-    script.write_text(
-        f"#!/bin/sh\ncat >> {home.parent / 'delivered.txt'}\necho x >> {counter}\n"
-        f'[ "$(wc -l < {counter})" -ge 3 ]\n'
-    )
-    script.chmod(0o755)
-    (home / "config.toml").write_text(
-        f'[chat]\nlocal_deliver_command = "{script}"\ndelivery_backoff_s = 0.05\n'
-    )
+    counter = deliver_with(home, 'echo x >> "$COUNTER"\n[ "$(wc -l < "$COUNTER")" -ge 3 ]', backoff_s=0.05)
     daemon = daemons.start(home)
     outcome = send(daemon, "hello")
     assert outcome["status"] == "replied"
-    assert len(counter.read_text().splitlines()) == 3
+    assert deliveries(counter) == 3
     [turn] = turns(daemon)
     assert turn["outcome"] == "replied"
 
 
 def test_delivery_that_always_fails_ends_after_three_attempts(daemons: DaemonFactory) -> None:
     home = daemons.new_home()
-    counter = home.parent / "deliveries.txt"
-    script = home.parent / "deliver.sh"
-    script.write_text(f"#!/bin/sh\necho x >> {counter}\nexit 1\n")
-    script.chmod(0o755)
-    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{script}"\ndelivery_backoff_s = 0.05\n')
+    counter = deliver_with(home, 'echo x >> "$COUNTER"; exit 1', backoff_s=0.05)
     daemon = daemons.start(home)
     outcome = send(daemon, "hello")
     assert outcome["status"] == "delivery_failed"
-    assert len(counter.read_text().splitlines()) == 3
+    assert deliveries(counter) == 3
 
 
 def test_event_outside_the_conversation_lock_gets_no_reply_and_no_effect(daemons: DaemonFactory) -> None:
@@ -397,25 +400,21 @@ def test_rules_are_reread_when_the_file_changes(chat: Daemon) -> None:
 
 def test_reply_whose_delivery_outcome_is_unknown_is_not_resent(daemons: DaemonFactory) -> None:
     home = chat_home(daemons)
-    counter = home.parent / "deliveries.txt"
-    script = home.parent / "deliver.sh"
-    script.write_text(f"#!/bin/sh\necho x >> {counter}\nsleep 60\n")
-    script.chmod(0o755)
-    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{script}"\n')
+    counter = deliver_with(home, 'echo x >> "$COUNTER"; sleep 60')
     daemon = daemons.start(home)
     sender = subprocess.Popen(
         [sys.executable, "-m", "enact", "send", "--message-id", "u-1", "hello"],
         env=enact_env(home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    wait_for(lambda: counter.exists() and counter.read_text().count("x") == 1, what="the delivery to start")
+    wait_for(lambda: deliveries(counter) == 1, what="the delivery to start")
     daemon.kill9()
     sender.communicate(timeout=30)
-    subprocess.run(["pkill", "-f", str(script)], check=False)
+    subprocess.run(["pkill", "-f", str(home.parent / "deliver.sh")], check=False)
     restarted = daemons.start(home)
     outcome = send(restarted, "--message-id", "u-1", "hello")
     assert outcome["duplicate"] is True
     assert outcome["status"] == "delivery_uncertain"
-    assert counter.read_text().count("x") == 1
+    assert deliveries(counter) == 1
     [turn] = turns(restarted)
     assert turn["outcome"] == "delivery_uncertain"
 
@@ -451,11 +450,7 @@ def test_event_outside_the_lock_still_advances_the_cursor(daemons: DaemonFactory
 
 def test_retryable_delivery_is_resumed_after_a_crash(daemons: DaemonFactory) -> None:
     home = chat_home(daemons)
-    counter = home.parent / "deliveries.txt"
-    script = home.parent / "deliver.sh"
-    script.write_text(f"#!/bin/sh\necho x >> {counter}\nexit 1\n")
-    script.chmod(0o755)
-    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{script}"\ndelivery_backoff_s = 60\n')
+    counter = deliver_with(home, 'echo x >> "$COUNTER"; exit 1', backoff_s=60)
     daemon = daemons.start(home)
     sender = subprocess.Popen(
         [sys.executable, "-m", "enact", "send", "--message-id", "r-1", "hello"],
@@ -470,10 +465,10 @@ def test_retryable_delivery_is_resumed_after_a_crash(daemons: DaemonFactory) -> 
     wait_for(failure_recorded, what="the first failed delivery to be recorded as retryable")
     daemon.kill9()
     sender.communicate(timeout=30)
-    script.write_text(f"#!/bin/sh\necho x >> {counter}\n")  # the channel works again
+    deliver_with(home, 'echo x >> "$COUNTER"', backoff_s=60)  # the channel works again
     restarted = daemons.start(home)
     outcome = send(restarted, "--message-id", "r-1", "hello")
     assert outcome["duplicate"] is True and outcome["status"] == "replied"
-    assert counter.read_text().count("x") == 2
+    assert deliveries(counter) == 2
     [turn] = turns(restarted)
     assert turn["message_id"] == "r-1"
