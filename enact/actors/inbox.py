@@ -524,11 +524,11 @@ class InboxActor(EnactActor):
             return found
 
         for event_id, receipt, delivery in self._store.read(scan):
-            if self._busy(event_id):
-                continue  # this inbox restarted; the work is still running
             event = receipt["event"]
             if event["cursor"] is not None:
                 self._unfinished.setdefault(event["channel"], set()).add(event["cursor"])
+            if self._busy(event_id):
+                continue  # this inbox restarted; the work is still running
             if receipt["status"] == "processing":
                 log.info("resuming event %s (attempt %d so far)", event_id, receipt["attempts"])
                 self._resume(event_id, receipt)
