@@ -95,6 +95,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", _at_least(1)),
     Setting("scripted.rules", str, "", "Rules file of the scripted runtime (default: <home>/scripted.toml)",
             env="ENACT_SCRIPTED_RULES"),
+    Setting("scripted.transcript", str, "", "A JSON-lines file the scripted runtime appends every call to"),
 )
 
 _BY_KEY = {s.key: s for s in SETTINGS}

@@ -94,7 +94,11 @@ def startup_context(commands: CommandRegistry) -> str:
 
 def build_runtime(settings: config.Config) -> Runtime:
     rules = settings["scripted.rules"]
-    return ScriptedRuntime(Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME)
+    transcript = settings["scripted.transcript"]
+    return ScriptedRuntime(
+        Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME,
+        transcript=Path(transcript).expanduser() if transcript else None,
+    )
 
 
 @dataclass(slots=True)

@@ -74,8 +74,9 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
 class ScriptedRuntime:
     name = "scripted"
 
-    def __init__(self, rules_path: Path) -> None:
+    def __init__(self, rules_path: Path, *, transcript: Path | None = None) -> None:
         self.rules_path = rules_path
+        self.transcript = transcript
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._stamp: tuple[int, int] | None = None
@@ -118,9 +119,31 @@ class ScriptedRuntime:
             raise RuntimeCancelled(request.cancel.reason)
         rules = self.rules()
         if not request.session_key:
-            return RuntimeResult(text=self._isolated(rules, request.prompt))
-        native = self._session(request.native_session)
-        return RuntimeResult(text=self._answer(rules, request), native_session=native)
+            result = RuntimeResult(text=self._isolated(rules, request.prompt))
+        else:
+            try:
+                native = self._session(request.native_session)
+                result = RuntimeResult(text=self._answer(rules, request), native_session=native)
+            except RuntimeFailure as failure:
+                self._record(request, None, f"failed: {failure}")
+                raise
+        self._record(request, result.native_session, result.text)
+        return result
+
+    def _record(self, request: RuntimeRequest, native: str | None, answer: str) -> None:
+        """Append the call to the transcript, so a person (or a test) can see
+        exactly what a model would have been sent."""
+        if self.transcript is None:
+            return
+        line = {
+            "session_key": request.session_key,
+            "resumed": request.native_session,
+            "session": native,
+            "prompt": request.prompt,
+            "answer": answer,
+        }
+        with self._lock, open(self.transcript, "ab") as transcript:
+            transcript.write(orjson.dumps(line) + b"\n")
 
     def _session(self, resume: str | None) -> str:
         with self._lock:
