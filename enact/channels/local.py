@@ -17,12 +17,15 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from enact.channels import DeliveryReport, OutgoingReply, Submit
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Ignored, Outcome, Receive, Send
 
 NAME = "local"
+IN_PROGRESS = "in_progress"
+"""The status of a sent event that has no outcome yet when the wait ends."""
 
 AskInbox = Callable[[object], object]
 _DELIVER_TIMEOUT_S = 30.0
@@ -117,7 +120,12 @@ class LocalChannel:
                 outcome = self._ask_inbox(GetOutcome(event_id=event_id))
                 assert isinstance(outcome, Outcome)
             else:
-                outcome = future.result(timeout=self._wait_timeout_s)
+                try:
+                    outcome = future.result(timeout=self._wait_timeout_s)
+                except FutureTimeout:
+                    # Accepted and still being worked on: say so rather than fail.
+                    return Outcome(event_id=event_id, status=IN_PROGRESS, duplicate=accepted.duplicate, reply="",
+                                   actions=(), attempts=0)
         finally:
             with self._lock:
                 futures = self._waiters.get(event_id, [])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from enact.channels.local import IN_PROGRESS
 from enact.cli._client import request
 from enact.cli._options import home_option, needs_daemon, print_json, resolve_home
 from enact.messages import to_wire
@@ -31,6 +32,11 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
         click.echo(f"enact: not processed: {outcome.reason}", err=True)
         sys.exit(1)
     assert isinstance(outcome, Outcome)
+    if outcome.status == IN_PROGRESS and not as_json:
+        click.echo(
+            f"enact: no reply yet; event {outcome.event_id} is still being processed (see `enact turns`)", err=True
+        )
+        sys.exit(1)
     if as_json:
         body = to_wire(outcome)["body"]
         print_json({key: body[key] for key in ("event_id", "duplicate", "reply", "actions", "attempts", "status")})
