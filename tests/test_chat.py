@@ -131,6 +131,11 @@ def turns(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
     return found
 
 
+def metrics_text(daemon: Daemon) -> str:
+    address = daemon.cli_json("status", "--json")["metrics_addr"]
+    return str(urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode())
+
+
 def wait_for(predicate: Any, timeout: float = 20, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -260,6 +265,7 @@ def test_poison_event_gets_one_diagnostic_reply_after_three_attempts(chat: Daemo
     assert again["duplicate"] is True and again["attempts"] == 3
     [turn] = turns(chat)
     assert turn["reply"] == outcome["reply"]
+    assert 'enact_inbox_events_total{channel="local",outcome="failed"} 1.0' in metrics_text(chat)
 
 
 def test_delivery_that_fails_twice_then_succeeds(daemons: DaemonFactory) -> None:
@@ -280,6 +286,7 @@ def test_delivery_that_always_fails_ends_after_three_attempts(daemons: DaemonFac
     outcome = send(daemon, "hello")
     assert outcome["status"] == "delivery_failed"
     assert deliveries(counter) == 3
+    assert 'enact_inbox_deliveries_total{channel="local",outcome="failed"} 1.0' in metrics_text(daemon)
 
 
 def test_event_outside_the_conversation_lock_gets_no_reply_and_no_effect(daemons: DaemonFactory) -> None:

@@ -443,7 +443,8 @@ class InboxActor(EnactActor):
             if state == "stale":
                 return
             channel = document["channel"] if state == "retry" else document["delivery"]["channel"]
-            self._metrics.deliveries.labels(channel=channel, outcome="ok" if message.ok else state).inc()
+            outcome = "ok" if message.ok else "retry" if state == "retry" else "failed"
+            self._metrics.deliveries.labels(channel=channel, outcome=outcome).inc()
             if state == "retry":
                 log.warning("delivery of %s failed (attempt %d): %s", message.event_id, document["attempts"],
                             message.error)
