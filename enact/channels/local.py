@@ -10,6 +10,7 @@ it failed, the channel then no longer claims idempotent delivery.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -133,13 +134,4 @@ class LocalChannel:
                     futures.remove(future)
                 if not futures:
                     self._waiters.pop(event_id, None)
-        if accepted.duplicate:
-            return Outcome(
-                event_id=outcome.event_id,
-                status=outcome.status,
-                duplicate=True,
-                reply=outcome.reply,
-                actions=outcome.actions,
-                attempts=outcome.attempts,
-            )
-        return outcome
+        return dataclasses.replace(outcome, duplicate=accepted.duplicate)
