@@ -196,6 +196,7 @@ class InboxActor(EnactActor):
             if event.cursor is not None:
                 self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
+
         def write(txn: lmdb.Transaction) -> tuple[bool, Document]:
             found = self._records.find(txn, event_id)
             if found is not None:
