@@ -16,7 +16,6 @@ import fcntl
 import logging
 import os
 import socket
-import stat
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -224,10 +223,4 @@ def _path_lock(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
-
-
-def socket_is_private(path: Path) -> bool:
-    mode = os.stat(path).st_mode
-    return stat.S_ISSOCK(mode) and stat.S_IMODE(mode) & 0o077 == 0
-
 

@@ -174,10 +174,6 @@ class Fence:
         if not self.is_current():
             raise FencedError(self.generation, self._fenced_by)
 
-    @property
-    def fenced(self) -> bool:
-        return bool(self._fenced_by)
-
     def _trip(self, current: int) -> None:
         if self._fenced_by:
             return

@@ -113,7 +113,7 @@ class InboxActor(EnactActor):
     def on_start(self) -> None:
         self._recover()
         self._batch.flush()
-        self._schedule(max(0.05, self._idle_s / 2), lambda: IdleCheck(conversation_key=""))
+        self._schedule_idle_check()
 
     def on_stop(self) -> None:
         super().on_stop()
@@ -256,7 +256,10 @@ class InboxActor(EnactActor):
             if outstanding == 0 and now - last >= self._idle_s:
                 del self._conversations[conversation]
                 self.context.supervisor.retire(conversation_actor_name(conversation))
-        self._schedule(max(0.05, self._idle_s / 2), lambda: IdleCheck(conversation_key=""))
+        self._schedule_idle_check()
+
+    def _schedule_idle_check(self) -> None:
+        self._schedule(max(0.05, self._idle_s / 2), IdleCheck)
 
     # -- 2. the conversation's answer ---------------------------------------------
 

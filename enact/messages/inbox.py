@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from enact.messages._codec import limit
 from enact.messages._registry import internal, reply, request
@@ -13,8 +13,6 @@ from enact.messages.common import Origin
 MAX_TEXT = 64 * 1024
 MAX_ID = 256
 
-EventStatus = Literal["processing", "replied", "completed", "failed"]
-TurnOutcome = Literal["replied", "failed", "delivery_failed", "delivery_uncertain"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,6 +224,4 @@ class Delivered:
 @internal("inbox.IdleCheck")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IdleCheck:
-    """Ask whether a conversation actor may be retired."""
-
-    conversation_key: str
+    """Time to retire the conversation actors that have been idle."""
