@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -27,7 +27,7 @@ from enact.actors.control import ControlServer
 from enact.actors.epoch import AlreadyRunning, EpochFenceActor, Fence
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
-from enact.actors.metrics import Metrics, MetricsServer, serve
+from enact.actors.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels.local import LocalChannel
@@ -53,6 +53,13 @@ log = logging.getLogger("enact.daemon")
 EXIT_OK = 0
 EXIT_FATAL = 1
 EXIT_REFUSED = 2
+
+_HALT_S = 0.4
+"""How long a fenced daemon gives its actors and metrics server to stop."""
+
+METRICS_TAKEOVER_WAIT_S = 10.0
+"""How long a new daemon waits for the daemon it replaced to let go of the
+metrics address; a fenced daemon lets go within about a second."""
 
 
 def actor_specs(services: ChatServices) -> list[ActorSpec]:
@@ -107,10 +114,13 @@ class _StopRequest:
     exit_code: int = EXIT_OK
     reason: str = ""
 
-    def set(self, reason: str, exit_code: int = EXIT_OK) -> None:
+    fenced: bool = False
+
+    def set(self, reason: str, exit_code: int = EXIT_OK, *, fenced: bool = False) -> None:
         if not self.event.is_set():
             self.reason = reason
             self.exit_code = exit_code
+            self.fenced = fenced
             self.event.set()
 
 
@@ -137,14 +147,29 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         storage.close()
         return EXIT_REFUSED
     fence = Fence(home, storage)
+    metrics = Metrics()
     try:
-        owner = fence.acquire(takeover=takeover)
-    except AlreadyRunning as error:
-        print(str(error), file=sys.stderr)
+        metrics_server = _claim_home(fence, metrics, settings["daemon.metrics_addr"], takeover=takeover)
+    except (AlreadyRunning, MetricsUnavailable) as error:
+        print(f"enact: {error}" if isinstance(error, MetricsUnavailable) else str(error), file=sys.stderr)
+        fence.release()
         storage.close()
         return EXIT_REFUSED
-    log.info("enact %s owns %s as generation %d (pid %d)", __version__, home, owner.generation, owner.pid)
-    return _Daemon(home, settings, storage, fence, commands, runtime).serve()
+    return _Daemon(home, settings, storage, fence, commands, runtime, metrics, metrics_server).serve()
+
+
+def _claim_home(fence: Fence, metrics: Metrics, address: str, *, takeover: bool) -> MetricsServer:
+    """Take the lock, the metrics address and the next generation, in that
+    order: whatever can be acquired is acquired before fencing, so a refusal
+    leaves a daemon being replaced untouched. The one thing that daemon holds
+    (the metrics address, when both use the same) is bound once it lets go."""
+    replaced = fence.claim(takeover=takeover)
+    metrics_server = bind_metrics(metrics, address, replaced=replaced)
+    owner = fence.take_generation(metrics_addr=metrics_server.address if metrics_server else address)
+    log.info("enact %s owns %s as generation %d (pid %d)", __version__, fence.home, owner.generation, owner.pid)
+    if metrics_server is None:
+        metrics_server = wait_for_metrics(metrics, address, holder=replaced, wait_s=METRICS_TAKEOVER_WAIT_S)
+    return metrics_server
 
 
 class _Daemon:
@@ -156,6 +181,8 @@ class _Daemon:
         fence: Fence,
         commands: CommandRegistry,
         runtime: Runtime,
+        metrics: Metrics,
+        metrics_server: MetricsServer,
     ) -> None:
         self.home = home
         self.settings = settings
@@ -163,7 +190,7 @@ class _Daemon:
         self.fence = fence
         self.started = time.monotonic()
         self.stop = _StopRequest(event=threading.Event())
-        self.metrics = Metrics()
+        self.metrics = metrics
         self.metrics.generation.set(fence.generation)
         self.commands = commands
         self.local_channel = LocalChannel(
@@ -187,7 +214,7 @@ class _Daemon:
             on_fatal=lambda why: self.stop.set(why, EXIT_FATAL),
         )
         self.metrics.register_gauges(self._scrape_gauges)
-        self.metrics_server: MetricsServer | None = None
+        self.metrics_server = metrics_server
         self.control = ControlServer(
             home,
             self.supervisor,
@@ -203,25 +230,29 @@ class _Daemon:
         commands.bind(CommandContext(supervisor=self.supervisor, fence=fence, status=self._status_line))
 
     def serve(self) -> int:
+        # Handlers first: a SIGTERM that arrives while the actors start must
+        # still stop the daemon in order, not kill it outright.
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return self._serve()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _serve(self) -> int:
         try:
             self.supervisor.start()
-            self.metrics_server = serve(self.metrics, self.settings["daemon.metrics_addr"])
             self.control.start()
         except Exception as error:
             log.exception("start-up failed")
             print(f"enact: cannot start: {type(error).__name__}: {error}", file=sys.stderr)
             self._shut_down()
             return EXIT_FATAL
-        self.fence.watch(lambda current: self.stop.set(f"taken over by generation {current}"))
-        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self.fence.watch(lambda current: self.stop.set(f"taken over by generation {current}", fenced=True))
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
         _notify_systemd(b"READY=1")
-        try:
-            while not self.stop.event.wait(0.5):
-                pass
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        while not self.stop.event.wait(0.5):
+            pass
         log.info("stopping: %s", self.stop.reason)
         _notify_systemd(b"STOPPING=1")
         self._shut_down()
@@ -256,17 +287,36 @@ class _Daemon:
         return ShuttingDown(pid=os.getpid())
 
     def _shut_down(self) -> None:
+        if self.stop.fenced:
+            self._halt()
+            return
         timeout = self.settings["daemon.shutdown_timeout_s"]
         deadline = time.monotonic() + timeout
         self.control.stop()
         self.control.drain(timeout)
         self.local_channel.stop()
         self.supervisor.stop(max(0.0, deadline - time.monotonic()))
-        if self.metrics_server is not None:
-            self.metrics_server.stop()
+        self.metrics_server.stop()
         self.fence.release()
         self.storage.close()
         log.info("stopped")
+
+    def _halt(self) -> None:
+        """A fenced daemon has nothing left to finish: its writes are refused
+        and its long calls cancelled (by the fence), so it lets go of what the
+        new daemon needs and goes, without waiting for work that cannot land."""
+        started = time.monotonic()
+        # The HTTP server takes up to its poll interval to stop; overlap it.
+        metrics_stopping = threading.Thread(target=self.metrics_server.stop, name="enact-metrics-stop", daemon=True)
+        metrics_stopping.start()
+        self.control.stop()
+        self.local_channel.stop()
+        self.supervisor.halt(_HALT_S)
+        metrics_stopping.join(_HALT_S)
+        self.fence.release()
+        # Storage stays open: an actor thread that has not stopped may still
+        # be inside a read, and the process exit closes it as safely as a kill.
+        log.info("stopped (fenced) after %.2f s", time.monotonic() - started)
 
     # -- reports ----------------------------------------------------------
 
@@ -278,7 +328,7 @@ class _Daemon:
             home=str(self.home),
             generation=self.fence.generation,
             uptime_s=round(time.monotonic() - self.started, 3),
-            metrics_addr=self.metrics_server.address if self.metrics_server else "",
+            metrics_addr=self.metrics_server.address,
             actors=tuple(self.supervisor.statuses()),
             storage=StorageStatus(
                 path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases
@@ -293,6 +343,17 @@ class _Daemon:
         yield mailbox
         yield GaugeMetricFamily("enact_storage_map_bytes", "LMDB map size", value=stats.map_bytes)
         yield GaugeMetricFamily("enact_storage_used_bytes", "LMDB pages in use", value=stats.used_bytes)
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the daemon's process once ``run`` has returned. Threads that
+    overran the stop (a delivery program still running, an actor of a fenced
+    daemon) must not keep it alive, so the process ends here without waiting
+    for them; everything durable was committed before ``run`` returned."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _configure_logging(level: str) -> None:

@@ -13,10 +13,10 @@ from typing import Any
 import pykka
 import pytest
 
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import ActorContext, ActorNotFound, EnactActor
 from enact.actors.epoch import Fence
 from enact.actors.metrics import Metrics
-from enact.actors.supervisor import ActorNotFound, ActorSpec, Supervisor
+from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.config import load
 from enact.messages.control import ActorStatus
 from enact.storage import OwnershipError, Storage

@@ -32,6 +32,11 @@ class UnknownMessage(TypeError):
         super().__init__(f"actor {actor!r} does not handle {type(message).__qualname__}")
 
 
+class ActorNotFound(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no actor named {name!r} is running")
+
+
 class FencedError(RuntimeError):
     """This daemon no longer owns its home; the effect was not performed."""
 
@@ -111,6 +116,14 @@ class EnactActor(pykka.ThreadingActor):
             # (a restart would only be fenced again).
             log.warning("%s refused %s: %s", self.context.name, message_label(message), error)
             return Fenced(generation=error.generation, current_generation=error.current)
+        except ActorNotFound as error:
+            if not self.context.supervisor.stopping:
+                raise
+            # The daemon is stopping and the actor this one needed is gone:
+            # the work is left to the next start, which resumes it.
+            log.info("%s left %s unfinished: %s (the daemon is stopping)", self.context.name,
+                     message_label(message), error)
+            return None
         finally:
             label = message_label(message)
             counter = self._counters.get(label)

@@ -21,14 +21,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from enact.actors._base import ActorNotFound, FencedError
 from enact.actors.metrics import Metrics
-from enact.actors.supervisor import ActorNotFound, Supervisor
+from enact.actors.supervisor import Supervisor
+from enact.channels.local import ChannelStopped
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
 from enact.messages._framing import ConnectionClosed, FrameError, read_frame, write_frame
 from enact.messages._registry import registration_of
 from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Error
+from enact.messages.epoch import Fenced
 
 log = logging.getLogger(__name__)
 # sun_path holds 108 bytes including the terminating NUL on Linux.
@@ -155,7 +158,8 @@ class ControlServer:
                     self._busy += 1
                 try:
                     reply, keep_open = self._answer(frame)
-                    write_frame(connection, encode(reply))
+                    if reply is not None:
+                        write_frame(connection, encode(reply))
                 finally:
                     with self._idle:
                         self._busy -= 1
@@ -172,8 +176,9 @@ class ControlServer:
         with contextlib.suppress(OSError):
             write_frame(connection, encode(Error(message=text)))
 
-    def _answer(self, frame: bytes) -> tuple[object, bool]:
-        """The reply to one frame, and whether the connection stays open."""
+    def _answer(self, frame: bytes) -> tuple[object | None, bool]:
+        """The reply to one frame (None: close without one, for a request cut
+        short by the daemon stopping), and whether the connection stays open."""
         try:
             message = decode(frame)
         except DecodeError as error:
@@ -190,6 +195,16 @@ class ControlServer:
         except ActorNotFound as error:
             self._metrics.control_errors.labels(reason="no_actor").inc()
             return Error(message=str(error)), False
+        except ChannelStopped as error:
+            # The client sees the connection close after its request, which
+            # tells it the daemon went away while its event was in progress.
+            log.info("%s", error)
+            return None, False
+        except FencedError as error:
+            # Expected once another daemon took over: a refusal, not a defect.
+            log.warning("refused %s: %s", registration.name, error)
+            self._metrics.control_errors.labels(reason="fenced").inc()
+            return Fenced(generation=error.generation, current_generation=error.current), False
         except Exception as error:  # an actor's defect must not end the server
             log.exception("request %s failed", registration.name)
             self._metrics.control_errors.labels(reason="failed").inc()

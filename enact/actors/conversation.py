@@ -93,6 +93,11 @@ class ConversationActor(EnactActor):
         try:
             reply, actions = self._turn(message)
         except Exception as error:  # the inbox counts attempts and retries
+            if self.context.supervisor.stopping:
+                # Cut short by the stop (a cancelled call, a fenced write):
+                # not a failure of the event, which the next start resumes.
+                log.info("event %s left unfinished, the daemon is stopping: %s", message.event_id, error)
+                return
             log.warning("event %s failed: %s: %s", message.event_id, type(error).__name__, error)
             self.context.tell("inbox", TurnFailed(event_id=message.event_id, error_class=type(error).__name__,
                                                   error=str(error)))

@@ -71,11 +71,22 @@ class Fence:
         self._lock: _Lock | None = None
         self._monitor: threading.Thread | None = None
         self._stop = threading.Event()
+        self._on_fenced: Callable[[int], None] | None = None
+        self._metrics_addr = ""
+        # Set by claim: the lock was held, so this daemon replaces a live one.
+        self.took_over = False
 
     # -- claiming the home ------------------------------------------------
 
-    def acquire(self, *, takeover: bool) -> Owner:
+    def acquire(self, *, takeover: bool, metrics_addr: str = "") -> Owner:
         """Take the lock and the next generation; raises AlreadyRunning."""
+        self.claim(takeover=takeover)
+        return self.take_generation(metrics_addr=metrics_addr)
+
+    def claim(self, *, takeover: bool) -> Owner | None:
+        """Take the lock if it is free. With ``takeover``, a held lock is no
+        refusal: the daemon holding it is returned (its record, when it has
+        one) and fenced by ``take_generation``. Raises AlreadyRunning."""
         self.home.mkdir(parents=True, exist_ok=True)
         lock_file = open(self.lock_path, "a+b")  # noqa: SIM115 - held for the daemon's lifetime
         try:
@@ -87,10 +98,18 @@ class Fence:
                 lock_file.close()
                 raise AlreadyRunning(self.owner()) from None
         self._lock = _Lock(file=lock_file, held=held)
+        self.took_over = not held
+        return None if held else self.owner()
+
+    def take_generation(self, *, metrics_addr: str = "") -> Owner:
+        """Commit the next generation: from here on, an older daemon's writes are refused."""
+        if self._lock is None:
+            raise RuntimeError("take_generation before claim")
+        self._metrics_addr = metrics_addr
         owner = self._store.write(self._next_generation, fenced=False)
         self.generation = owner.generation
         self._storage.set_write_guard(self.guard)
-        if held:
+        if self._lock.held:
             self._record_pid()
         else:
             # The old daemon still holds the lock; take it once it lets go,
@@ -101,12 +120,24 @@ class Fence:
     def _next_generation(self, txn: lmdb.Transaction) -> Owner:
         raw = txn.get(_GENERATION, db=self._handle)
         generation = (_COUNTER.unpack(raw)[0] if raw else 0) + 1
-        owner = Owner(generation=generation, pid=os.getpid(), host=socket.gethostname(), started_at=time.time())
+        owner = Owner(
+            generation=generation,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=time.time(),
+            metrics_addr=self._metrics_addr,
+        )
         txn.put(_GENERATION, _COUNTER.pack(generation), db=self._handle)
         self._table.put(
             txn,
             _OWNER,
-            {"generation": owner.generation, "pid": owner.pid, "host": owner.host, "started_at": owner.started_at},
+            {
+                "generation": owner.generation,
+                "pid": owner.pid,
+                "host": owner.host,
+                "started_at": owner.started_at,
+                "metrics_addr": owner.metrics_addr,
+            },
         )
         return owner
 
@@ -180,18 +211,24 @@ class Fence:
         self._fenced_by = current
         log.warning("generation %d superseded by %d: this daemon is fenced", self.generation, current)
         self.token.cancel(f"fenced by generation {current}")
+        if self._on_fenced is not None:
+            self._on_fenced(current)
 
     def watch(self, on_fenced: Callable[[int], None]) -> None:
-        """Start the monitor that notices a takeover within a second."""
+        """Call ``on_fenced`` once this daemon is fenced: at once when a write
+        or a check runs into the fence, and within a second in any case, from
+        a monitor that looks even when nothing else does."""
+        self._on_fenced = on_fenced
 
         def run() -> None:
             while not self._stop.wait(MONITOR_INTERVAL_S):
                 if not self.is_current():
-                    on_fenced(self._fenced_by)
                     return
 
         self._monitor = threading.Thread(target=run, name="enact-epoch-monitor", daemon=True)
         self._monitor.start()
+        if self._fenced_by:
+            on_fenced(self._fenced_by)
 
 
 class EpochFenceActor(EnactActor):

@@ -29,7 +29,7 @@ from typing import Any
 
 import lmdb
 
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import ActorContext, ActorNotFound, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.chat_services import ChatServices
 from enact.actors.conversation import ConversationActor
@@ -43,7 +43,7 @@ from enact.actors.inbox_records import (
     new_receipt,
     turn_document,
 )
-from enact.actors.supervisor import ActorNotFound, ActorSpec
+from enact.actors.supervisor import ActorSpec
 from enact.channels import Channel, OutgoingReply
 from enact.commands import clip
 from enact.messages.common import Rejected

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -13,9 +16,12 @@ from prometheus_client.registry import Collector
 
 from enact import __version__
 from enact.config import parse_address
+from enact.messages.epoch import Owner
 
 if TYPE_CHECKING:
     import threading
+
+log = logging.getLogger(__name__)
 
 
 class Metrics:
@@ -87,3 +93,54 @@ def serve(metrics: Metrics, address: str) -> MetricsServer:
     host, port = parse_address(address)
     server, thread = start_http_server(port, addr=host, registry=metrics.registry)
     return MetricsServer(server=server, thread=thread)
+
+
+class MetricsUnavailable(RuntimeError):
+    """The metrics address cannot be served; the message is one line."""
+
+
+_CHOOSE_ANOTHER = "choose another with --metrics-addr or daemon.metrics_addr (port 0 picks a free one)"
+
+
+def bind_metrics(metrics: Metrics, address: str, *, replaced: Owner | None) -> MetricsServer | None:
+    """Serve ``address`` now, or return None when it is held by ``replaced``,
+    the daemon a takeover is about to fence (bind it with
+    ``wait_for_metrics`` once fenced). Raises MetricsUnavailable."""
+    try:
+        return serve(metrics, address)
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            problem = f"cannot serve metrics on {address}: {error.strerror}"
+            raise MetricsUnavailable(f"{problem}; {_CHOOSE_ANOTHER}") from None
+    if replaced is None:
+        raise MetricsUnavailable(f"metrics address {address} is already in use; {_CHOOSE_ANOTHER}")
+    if replaced.metrics_addr and _port(replaced.metrics_addr) != _port(address):
+        raise MetricsUnavailable(
+            f"metrics address {address} is in use by another program, not by the daemon being replaced "
+            f"(pid {replaced.pid} serves {replaced.metrics_addr}); nothing was taken over; {_CHOOSE_ANOTHER}"
+        )
+    return None
+
+
+def wait_for_metrics(metrics: Metrics, address: str, *, holder: Owner | None, wait_s: float) -> MetricsServer:
+    """Bind ``address`` once the fenced daemon ``holder`` lets go of it."""
+    who = f"the daemon being replaced (pid {holder.pid})" if holder is not None else "the daemon being replaced"
+    log.info("metrics address %s is held by %s; waiting up to %g s for it to let go", address, who, wait_s)
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return serve(metrics, address)
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                raise MetricsUnavailable(
+                    f"metrics address {address} is still in use {wait_s:g} s after taking over from {who}, which "
+                    f"is fenced and stops by itself; start again once it has exited, or {_CHOOSE_ANOTHER}"
+                ) from None
+        time.sleep(0.05)
+
+
+def _port(address: str) -> int:
+    try:
+        return parse_address(address)[1]
+    except ValueError:
+        return -1

@@ -8,6 +8,7 @@ holds an ``ActorRef``; everyone asks the supervisor by name.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from enact.actors._base import STARTED, ActorContext, EnactActor
+from enact.actors._base import STARTED, ActorContext, ActorNotFound, EnactActor
 from enact.actors._batching import Deferred
 from enact.messages.control import ActorStatus
 
@@ -62,11 +63,6 @@ class ActorSlot:
     recent_restarts: deque[float] = field(default_factory=deque)
     stopping: bool = False
     changed: threading.Condition = field(default_factory=threading.Condition)
-
-
-class ActorNotFound(LookupError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no actor named {name!r} is running")
 
 
 class ActorStartError(RuntimeError):
@@ -177,6 +173,30 @@ class Supervisor:
             except pykka.ActorDeadError:
                 pass
 
+    def halt(self, timeout: float) -> None:
+        """Ask every actor to stop at once and wait at most ``timeout`` in all:
+        for a fenced daemon, whose remaining work can only be refused."""
+        self._stopped.set()
+        with self._lock:
+            slots = list(self._slots.values())
+        futures = []
+        for slot in slots:
+            slot.stopping = True
+            if slot.ref is not None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    futures.append(slot.ref.stop(block=False))
+        deadline = time.monotonic() + timeout
+        busy = 0
+        for future in futures:
+            try:
+                future.get(timeout=max(0.0, deadline - time.monotonic()))
+            except pykka.Timeout:
+                busy += 1
+            except pykka.ActorDeadError:
+                pass
+        if busy:
+            log.info("%d actor(s) were still finishing refused work; leaving them to the process exit", busy)
+
     # -- addressing -------------------------------------------------------
 
     def _current_ref(
@@ -196,6 +216,11 @@ class Supervisor:
                     raise ActorNotFound(name)
                 slot.changed.wait(remaining)
             return slot.ref
+
+    @property
+    def stopping(self) -> bool:
+        """The daemon is stopping: actors that are gone are not coming back."""
+        return self._stopped.is_set()
 
     def has(self, name: str) -> bool:
         slot = self._slots.get(name)

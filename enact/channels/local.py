@@ -17,7 +17,7 @@ import subprocess
 import threading
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from enact.channels import DeliveryReport, OutgoingReply, Submit
@@ -30,6 +30,15 @@ IN_PROGRESS = "in_progress"
 
 AskInbox = Callable[[object], object]
 _DELIVER_TIMEOUT_S = 30.0
+
+
+class ChannelStopped(Exception):
+    """The daemon stopped while ``enact send`` waited for the event's outcome.
+    The event is accepted and is finished by the next daemon."""
+
+    def __init__(self, event_id: str) -> None:
+        super().__init__(f"the daemon stopped while event {event_id} was in progress")
+        self.event_id = event_id
 
 
 class LocalChannel:
@@ -123,6 +132,8 @@ class LocalChannel:
             else:
                 try:
                     outcome = future.result(timeout=self._wait_timeout_s)
+                except CancelledError:
+                    raise ChannelStopped(event_id) from None
                 except FutureTimeout:
                     # Accepted and still being worked on: say so rather than fail.
                     return Outcome(event_id=event_id, status=IN_PROGRESS, duplicate=accepted.duplicate, reply="",

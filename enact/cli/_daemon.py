@@ -50,9 +50,9 @@ def run_command(
     home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
 ) -> None:
     """Run the daemon in the foreground."""
-    from enact.daemon import run
+    from enact.daemon import exit_process, run
 
-    sys.exit(run(resolve_home(home), overrides=_overrides(metrics_addr, workers, log_level), takeover=takeover))
+    exit_process(run(resolve_home(home), overrides=_overrides(metrics_addr, workers, log_level), takeover=takeover))
 
 
 @daemon.command("start")

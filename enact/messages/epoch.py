@@ -41,3 +41,5 @@ class Owner:
     pid: int
     host: str
     started_at: float
+    metrics_addr: str = ""
+    """The metrics address it serves ("" in records written before it was kept)."""
