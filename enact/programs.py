@@ -28,7 +28,6 @@ import os
 import signal
 import subprocess
 import threading
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -159,10 +158,7 @@ class ProgramSource:
     def load(self) -> tuple[tuple[int, int] | None, list[Command]]:
         """Raises CommandsFileError."""
         stamp = self.stamp()
-        try:
-            return stamp, load_program_commands(self.path, run_dir=self.run_dir)
-        except tomllib.TOMLDecodeError as error:  # table_list reports these; kept as a safety net
-            raise CommandsFileError(f"{self.path} is not valid TOML: {error}") from None
+        return stamp, load_program_commands(self.path, run_dir=self.run_dir)
 
 
 # -- running a program ------------------------------------------------------
