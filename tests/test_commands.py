@@ -17,7 +17,8 @@ from typing import Any
 import orjson
 import pytest
 
-from enact.programs import CommandsFileError, kill_leftover_programs, load_program_commands
+from enact.commands import CommandRegistry, builtin_commands
+from enact.programs import CommandsFileError, ProgramSource, kill_leftover_programs, load_program_commands
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 
@@ -217,6 +218,16 @@ def test_bad_parameter_declarations_are_one_line_errors_naming_the_command(
     with pytest.raises(CommandsFileError) as raised:
         load_program_commands(path)
     assert problem in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_program_may_not_take_the_name_of_a_built_in_command(tmp_path: Path) -> None:
+    path = tmp_path / "commands.toml"
+    path.write_text('[[command]]\nname = "status"\nrun = ["true"]\n')
+    registry = CommandRegistry()
+    for command in builtin_commands(registry):
+        registry.register(command)
+    with pytest.raises(ValueError, match="command 'status' is a built-in command"):
+        registry.watch(ProgramSource(path))
 
 
 def test_bad_commands_file_stops_the_daemon_with_one_line(daemons: DaemonFactory) -> None:
