@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import enum
 import logging
-import subprocess
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import orjson
+from typing import TYPE_CHECKING, Any, Protocol
 
 from enact.cancellation import CancellationToken
 from enact.messages.commands import CommandInfo, Receipt
 from enact.messages.common import HUMAN_CLI, Origin, is_human
-from enact.tables import table_list
+from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 
 if TYPE_CHECKING:
     from enact.actors.epoch import Fence
@@ -41,9 +38,16 @@ class Authority(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Param:
-    type: type[Any]
+    type: type[Any] | tuple[type[Any], ...]
     required: bool = True
     doc: str = ""
+    type_name: str = ""
+
+    @property
+    def kind(self) -> str:
+        if self.type_name:
+            return self.type_name
+        return self.type.__name__ if isinstance(self.type, type) else " or ".join(t.__name__ for t in self.type)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,46 +86,120 @@ class Command:
     handler: Handler
     authority: Authority = Authority.READ
     params: Mapping[str, Param] = field(default_factory=dict)
+    free: bool = False  # any JSON object of arguments is accepted; ``params`` is then empty
 
     def info(self) -> CommandInfo:
         return CommandInfo(
-            name=self.name, summary=self.summary, authority=self.authority.value, params=tuple(self.params)
+            name=self.name,
+            summary=self.summary,
+            authority=self.authority.value,
+            params=tuple(self.params),
+            free_args=self.free,
         )
 
 
+class ProgramsSource(Protocol):
+    """Where the owner's commands come from (``enact.programs.ProgramSource``)."""
+
+    path: Path
+
+    def stamp(self) -> tuple[int, int] | None: ...
+
+    def load(self) -> tuple[tuple[int, int] | None, list[Command]]: ...
+
+
 class CommandRegistry:
+    """Built-in commands plus the owner's programs. The programs are read
+    again when their file changes (checked on use); a broken edit keeps the
+    previous ones and logs why, once per edit."""
+
     def __init__(self) -> None:
+        self._builtin: dict[str, Command] = {}
         self._commands: dict[str, Command] = {}
         self._context: CommandContext | None = None
+        self._source: ProgramsSource | None = None
+        self._stamp: tuple[int, int] | None = None
+        self._reload_lock = threading.Lock()
 
     def register(self, command: Command) -> None:
         if command.name in self._commands:
             raise ValueError(f"command {command.name!r} is registered twice")
         self._commands[command.name] = command
+        if self._source is None:
+            self._builtin[command.name] = command
+
+    def watch(self, source: ProgramsSource) -> None:
+        """Load the programs now (raises on a bad file) and again on change."""
+        stamp, programs = source.load()
+        self._commands = self._merged(programs, source.path)
+        self._source, self._stamp = source, stamp
+
+    def _merged(self, programs: list[Command], path: Path) -> dict[str, Command]:
+        merged = dict(self._builtin)
+        for command in programs:
+            if command.name in merged:
+                raise ValueError(f"{path}: command {command.name!r} is a built-in command")
+            merged[command.name] = command
+        return merged
+
+    def _refresh(self) -> dict[str, Command]:
+        source = self._source
+        if source is None or source.stamp() == self._stamp:
+            return self._commands
+        with self._reload_lock:
+            stamp = source.stamp()
+            if stamp == self._stamp:
+                return self._commands
+            try:
+                _, programs = source.load()
+                commands = self._merged(programs, source.path)
+            except (ValueError, OSError) as error:
+                log.error("keeping the previous commands: %s", error)
+            else:
+                self._commands = commands
+                log.info("commands reloaded from %s: %d programs", source.path, len(programs))
+            self._stamp = stamp
+        return self._commands
 
     def bind(self, context: CommandContext) -> None:
         self._context = context
 
     def get(self, name: str) -> Command | None:
-        return self._commands.get(name)
+        return self._refresh().get(name)
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._refresh())
 
     def catalog(self) -> list[CommandInfo]:
-        return [self._commands[name].info() for name in sorted(self._commands)]
+        commands = self._refresh()
+        return [commands[name].info() for name in sorted(commands)]
 
-    def run(self, call: CommandCall) -> Receipt:
-        """Check and run one call. Refusals are receipts, never exceptions."""
-        command = self._commands.get(call.name)
+    def refusal(self, call: CommandCall) -> Receipt | None:
+        """Why this call would be refused without running, or None."""
+        commands = self._refresh()
+        command = commands.get(call.name)
         if command is None:
-            known = ", ".join(sorted(self._commands))
+            known = ", ".join(sorted(commands))
             return Receipt(command=call.name, ok=False, text=f"unknown command {call.name!r}; known: {known}")
         problem = _check_args(command, call.args) or _check_authority(command, call)
         if problem:
             return Receipt(command=call.name, ok=False, text=problem)
-        assert self._context is not None, "the registry is used before the daemon bound it"
+        if self._context is None:
+            raise RuntimeError("the command registry is used before the daemon bound it")
         if command.authority is not Authority.READ and not self._context.fence.is_current():
             return Receipt(command=call.name, ok=False, text="refused: this daemon was taken over (fenced)")
+        return None
+
+    def run(self, call: CommandCall) -> Receipt:
+        """Check and run one call. Refusals are receipts, never exceptions."""
+        refused = self.refusal(call)
+        if refused is not None:
+            return refused
+        command, context = self._commands.get(call.name), self._context
+        if command is None or context is None:  # removed by a reload just now
+            return Receipt(command=call.name, ok=False, text=f"unknown command {call.name!r}")
         try:
-            text = command.handler(call, self._context)
+            text = command.handler(call, context)
         except CommandFailed as failure:
             return Receipt(command=call.name, ok=False, text=clip(str(failure)))
         except Exception as error:
@@ -130,7 +208,75 @@ class CommandRegistry:
         return Receipt(command=call.name, ok=True, text=clip(text))
 
 
+def interrupted_text(subject: str) -> str:
+    return (
+        f"{subject} was interrupted before its result was recorded. It may have completed; "
+        "check its state before retrying. It was not repeated."
+    )
+
+
+class JournaledCommands:
+    """Runs commands through the step journal (Plan → Start → run → Finish),
+    so that after a crash a step found ``running`` is reported as
+    interrupted and never run again. ``ask`` asks the journal actor."""
+
+    def __init__(self, registry: CommandRegistry, ask: Callable[[object], object]) -> None:
+        self.registry = registry
+        self._ask = ask
+        self._running: set[str] = set()
+        self._lock = threading.Lock()
+
+    def step(self, call: CommandCall, *, request_id: str, index: int) -> Receipt:
+        """Journal and run step ``index`` of a request, whatever the command."""
+        self._expect(Plan(request_id=request_id, index=index, command=call.name, args=call.args), "plan", index)
+        self._expect(Start(request_id=request_id, index=index), "start", index)
+        receipt = self.registry.run(call)
+        self._expect(Finish(request_id=request_id, index=index, receipt=receipt.text, ok=receipt.ok), "finish",
+                     index)
+        return receipt
+
+    def steps(self, request_id: str) -> list[Step]:
+        reply = self._ask(Steps(request_id=request_id))
+        if not isinstance(reply, StepList):
+            raise RuntimeError(f"the journal answered {type(reply).__name__} to Steps")
+        return sorted(reply.steps, key=lambda s: s.index)
+
+    def once(self, call: CommandCall, *, request_id: str, subject: str, resumed: bool = True) -> Receipt:
+        """A command asked for directly (``/name`` in chat, ``commands.Run``)
+        as the one step of its request. A ``read`` command or a refusal is
+        not journaled: it changes nothing, so running it again is harmless."""
+        command = self.registry.get(call.name)
+        if command is None or command.authority is Authority.READ or self.registry.refusal(call) is not None:
+            return self.registry.run(call)
+        with self._lock:
+            if request_id in self._running:
+                return Receipt(command=call.name, ok=False,
+                               text=f"{subject} is still running for this request; it was not started again")
+            self._running.add(request_id)
+        try:
+            earlier = [s for s in self.steps(request_id) if s.index == 0] if resumed else []
+            if earlier and earlier[0].state == "running":
+                return Receipt(command=call.name, ok=False, text=interrupted_text(subject))
+            if earlier and earlier[0].state == "done":
+                step = earlier[0]
+                if step.command != call.name:
+                    return Receipt(command=call.name, ok=False,
+                                   text=f"this request already ran {step.command}; use another request id")
+                return Receipt(command=step.command, ok=step.ok, text=step.receipt)
+            return self.step(call, request_id=request_id, index=0)
+        finally:
+            with self._lock:
+                self._running.discard(request_id)
+
+    def _expect(self, message: object, verb: str, index: int) -> None:
+        reply = self._ask(message)
+        if not isinstance(reply, Recorded):
+            raise RuntimeError(f"the journal refused to {verb} step {index}: {reply}")
+
+
 def _check_args(command: Command, args: dict[str, Any]) -> str:
+    if command.free:
+        return ""
     unknown = sorted(set(args) - set(command.params))
     if unknown:
         return f"bad arguments for {command.name}: unknown argument {unknown[0]!r}"
@@ -142,7 +288,7 @@ def _check_args(command: Command, args: dict[str, Any]) -> str:
         value = args[name]
         wrong_bool = isinstance(value, bool) and param.type is not bool
         if wrong_bool or not isinstance(value, param.type):
-            return f"bad arguments for {command.name}: {name!r} must be {param.type.__name__}"
+            return f"bad arguments for {command.name}: {name!r} must be {param.kind}"
     return ""
 
 
@@ -171,7 +317,7 @@ def builtin_commands(registry: CommandRegistry) -> list[Command]:
     def help_text(call: CommandCall, _: CommandContext) -> str:
         lines = ["Commands (/name in chat, or an action from the model):"]
         for info in registry.catalog():
-            params = f" ({', '.join(info.params)})" if info.params else ""
+            params = f" ({', '.join(info.params)})" if info.params else " (any arguments)" if info.free_args else ""
             lines.append(f"/{info.name}{params} — {info.summary} [{info.authority}]")
         return "\n".join(lines)
 
@@ -184,84 +330,6 @@ def builtin_commands(registry: CommandRegistry) -> list[Command]:
     ]
 
 
-# -- commands the owner registers in <home>/commands.toml ------------------
-
-
-class CommandsFileError(ValueError):
-    pass
-
-
-def load_program_commands(path: Path) -> list[Command]:
-    """``[[command]]`` tables: ``name``, ``run`` (argv list), ``summary``,
-    ``authority`` (default ``effect``), ``timeout_s`` (default 60). The
-    arguments reach the program as JSON on its standard input."""
-    if not path.exists():
-        return []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise CommandsFileError(f"{path}: {error}") from None
-    commands = []
-    keys = frozenset({"name", "run", "summary", "authority", "timeout_s"})
-    for where, table in table_list(text, source=str(path), name="command", keys=keys, error=CommandsFileError):
-        name, run = table.get("name"), table.get("run")
-        if not isinstance(name, str) or not name.replace(".", "").replace("_", "").replace("-", "").isalnum():
-            raise CommandsFileError(f"{where}: 'name' must be a word (letters, digits, . _ -)")
-        if not isinstance(run, list) or not run or not all(isinstance(part, str) for part in run):
-            raise CommandsFileError(f"{where}: 'run' must be a non-empty list of strings")
-        try:
-            authority = Authority(table.get("authority", "effect"))
-        except ValueError:
-            raise CommandsFileError(f"{where}: 'authority' must be read, effect or human") from None
-        timeout = table.get("timeout_s", 60)
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise CommandsFileError(f"{where}: 'timeout_s' must be a positive number")
-        commands.append(
-            Command(
-                name=name,
-                summary=str(table.get("summary", f"runs {run[0]}")),
-                authority=authority,
-                params={},
-                handler=_program_handler(list(run), float(timeout)),
-            )
-        )
-    return commands
-
-
-def _program_handler(argv: list[str], timeout_s: float) -> Handler:
-    def run(call: CommandCall, _: CommandContext) -> str:
-        return run_program(argv, orjson.dumps(call.args), timeout_s=timeout_s, cancel=call.cancel)
-
-    return run
-
-
-def run_program(argv: list[str], stdin: bytes, *, timeout_s: float, cancel: CancellationToken) -> str:
-    """Run a program, killing it on timeout or cancellation."""
-    cancel.raise_if_cancelled()
-    process = subprocess.Popen(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
-    )
-    killer = threading.Event()
-
-    def kill(_: str) -> None:
-        killer.set()
-        process.kill()
-
-    cancel.on_cancel(kill)
-    try:
-        output, _ = process.communicate(stdin, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.communicate()
-        raise CommandFailed(f"{argv[0]} timed out after {timeout_s:g} s") from None
-    if killer.is_set():
-        raise CommandFailed(f"{argv[0]} was cancelled: {cancel.reason}")
-    text = output.decode(errors="replace").strip()
-    if process.returncode != 0:
-        raise CommandFailed(f"{argv[0]} exited with status {process.returncode}: {text}")
-    return text or f"{argv[0]} finished"
-
-
 __all__ = [
     "Authority",
     "Command",
@@ -269,8 +337,10 @@ __all__ = [
     "CommandContext",
     "CommandFailed",
     "CommandRegistry",
+    "JournaledCommands",
     "Param",
+    "ProgramsSource",
     "builtin_commands",
     "clip",
-    "load_program_commands",
+    "interrupted_text",
 ]

@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,15 +36,16 @@ from enact.commands import (
     CommandCall,
     CommandContext,
     CommandRegistry,
-    CommandsFileError,
+    JournaledCommands,
     builtin_commands,
-    load_program_commands,
 )
 from enact.home import COMMANDS_NAME, SCRIPTED_RULES_NAME, STATE_DIR
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
 from enact.messages.inbox import Send
+from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
+from enact.programs import CommandsFileError, ProgramSource, kill_leftover_programs
 from enact.runtime import Runtime
 from enact.runtime.scripted import RulesError, ScriptedRuntime
 from enact.storage import SchemaError, Storage, StorageError
@@ -99,12 +101,17 @@ def startup_context(commands: CommandRegistry) -> str:
     return "\n".join(lines)
 
 
-def build_runtime(settings: config.Config) -> Runtime:
+def build_runtime(settings: config.Config, commands: CommandRegistry | None = None) -> Runtime:
+    """Raises RulesError; a rules file named in the configuration must exist
+    (the default ``<home>/scripted.toml`` may be absent)."""
     rules = settings["scripted.rules"]
     transcript = settings["scripted.transcript"]
+    if rules and not Path(rules).expanduser().is_file():
+        raise RulesError(f"scripted.rules ({settings.sources['scripted.rules']}): {rules} does not exist")
     return ScriptedRuntime(
         Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME,
         transcript=Path(transcript).expanduser() if transcript else None,
+        known_commands=commands.names if commands is not None else None,
     )
 
 
@@ -139,9 +146,10 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     try:
         commands = CommandRegistry()
-        for command in [*builtin_commands(commands), *load_program_commands(home / COMMANDS_NAME)]:
+        for command in builtin_commands(commands):
             commands.register(command)
-        runtime = build_runtime(settings)
+        commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
+        runtime = build_runtime(settings, commands)
     except (CommandsFileError, RulesError, ValueError) as error:
         print(f"enact: {error}", file=sys.stderr)
         storage.close()
@@ -155,6 +163,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         fence.release()
         storage.close()
         return EXIT_REFUSED
+    kill_leftover_programs(home / PROGRAMS_RUN_DIR)  # only now: the home is ours
     return _Daemon(home, settings, storage, fence, commands, runtime, metrics, metrics_server).serve()
 
 
@@ -225,6 +234,10 @@ class _Daemon:
         self.control.serve_locally(Status, lambda _: self.status())
         self.control.serve_locally(Shutdown, self._shutdown_requested)
         self.control.serve_locally(Send, self.local_channel.send)
+        journal_timeout = settings["control.request_timeout_s"]
+        self.journaled_commands = JournaledCommands(
+            commands, lambda message: self.supervisor.ask("journal", message, timeout=journal_timeout)
+        )
         self.control.serve_locally(Run, self._run_command)
         self.control.serve_locally(ListCommands, lambda _: Catalog(commands=tuple(commands.catalog())))
         commands.bind(CommandContext(supervisor=self.supervisor, fence=fence, status=self._status_line))
@@ -262,17 +275,19 @@ class _Daemon:
         self.stop.set(f"received {signal.Signals(signum).name}")
 
     def _run_command(self, message: Run) -> Receipt:
-        """``enact call commands.Run``: the owner at a shell runs a command."""
-        return self.commands.run(
-            CommandCall(
-                name=message.name,
-                args=message.args,
-                origin=HUMAN_CLI,
-                event_origin=HUMAN_CLI,
-                locked=bool(self.settings["chat.allowed_conversations"]),
-                cancel=self.fence.token.child(),
-            )
+        """``enact call commands.Run``: the owner at a shell runs a command,
+        journaled under its request id like any other effect."""
+        call = CommandCall(
+            name=message.name,
+            args=message.args,
+            origin=HUMAN_CLI,
+            event_origin=HUMAN_CLI,
+            locked=bool(self.settings["chat.allowed_conversations"]),
+            cancel=self.fence.token.child(),
         )
+        request_id = f"commands.Run:{message.request_id or uuid.uuid4().hex}"
+        return self.journaled_commands.once(call, request_id=request_id, subject=message.name,
+                                            resumed=bool(message.request_id))
 
     def _status_line(self) -> str:
         report = self.status()

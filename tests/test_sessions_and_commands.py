@@ -23,14 +23,13 @@ from enact.commands import (
     CommandCall,
     CommandContext,
     CommandRegistry,
-    CommandsFileError,
     builtin_commands,
-    load_program_commands,
 )
 from enact.daemon import actor_specs, startup_context
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.messages.inbox import Outcome, Send
 from enact.messages.sessions import Forget, Lookup, Session
+from enact.programs import CommandsFileError, load_program_commands
 from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 from enact.storage import Storage
@@ -199,7 +198,7 @@ def test_a_model_action_cannot_run_a_human_command() -> None:
 def test_commands_file_errors_name_the_command(tmp_path: Path) -> None:
     path = tmp_path / "commands.toml"
     path.write_text('[[command]]\nname = "x"\nrun = "not a list"\n')
-    with pytest.raises(CommandsFileError, match="command #1: 'run' must be a non-empty list"):
+    with pytest.raises(CommandsFileError, match=r"command #1 \(x\): 'run' must be a non-empty list"):
         load_program_commands(path)
     path.write_text('[[command]]\nname = "x"\nrun = ["true"]\nauthority = "god"\n')
     with pytest.raises(CommandsFileError, match="'authority' must be read, effect or human"):

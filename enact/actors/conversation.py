@@ -20,12 +20,12 @@ import orjson
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors.chat_services import ChatServices
 from enact.cancellation import Cancelled
-from enact.commands import CommandCall, clip
+from enact.commands import CommandCall, JournaledCommands, clip, interrupted_text
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
-from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
+from enact.messages.journal import Step
 from enact.messages.sessions import Forget, Lookup, Record, Session
-from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeTimeout
+from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown, RuntimeTimeout
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,20 @@ def parse_model_reply(text: str) -> str | _Action | _BadAction:
     return _Action(command=value["action"], args=args)
 
 
+_COMMAND_WORD = re.compile(r"/([A-Za-z0-9][A-Za-z0-9._-]*)(?:@\S*)?(?:\s+(.*))?", re.DOTALL)
+
+
+def chat_command(text: str) -> tuple[str, dict[str, Any]] | None:
+    """``/name`` or ``/name some text`` (``/name@bot`` too) is a command; the
+    text after the name, stripped, is its one argument ``{"text": ...}``. A
+    message such as ``/usr/bin is full`` is not a command: a name is one word."""
+    match = _COMMAND_WORD.fullmatch(text.strip())
+    if match is None:
+        return None
+    rest = (match.group(2) or "").strip()
+    return match.group(1).lower(), ({"text": rest} if rest else {})
+
+
 def quoted(text: str) -> str:
     """Quoted content is data: its marker tags are defused and every line is
     prefixed, so nothing in it reads as an instruction or a marker."""
@@ -82,6 +96,7 @@ class ConversationActor(EnactActor):
         self._timeout_s: float = config["runtime.timeout_s"]
         self._prompt_version: int = config["runtime.prompt_version"]
         self._locked = bool(config["chat.allowed_conversations"])
+        self._journal = JournaledCommands(services.commands, lambda message: self.context.ask("journal", message))
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -107,35 +122,26 @@ class ConversationActor(EnactActor):
     # -- one turn -------------------------------------------------------------
 
     def _turn(self, message: HandleEvent) -> tuple[str, list[ActionRecord]]:
-        event = message.event
-        command = self._chat_command(event.text)
-        if command is not None:
-            name, args = command
-            receipt = self._run(name, args, origin=message.origin, event=message)
-            return receipt.text, []
-        return self._action_loop(message)
+        command = chat_command(message.event.text)
+        if command is None:
+            return self._action_loop(message)
+        name, args = command
+        if self._services.commands.get(name) is None:
+            return f"unknown command /{name}; /help lists them", []
+        receipt = self._journal.once(self._call(name, args, origin=message.origin, event=message),
+                                     request_id=message.event_id, subject=f"The command /{name}",
+                                     resumed=message.attempt > 1)
+        return receipt.text, []
 
-    def _chat_command(self, text: str) -> tuple[str, dict[str, Any]] | None:
-        """``/name`` of a registered command; anything else goes to the model."""
-        if not text.startswith("/"):
-            return None
-        word = text[1:].split(maxsplit=1)[0].lower() if len(text) > 1 else ""
-        word = word.split("@", 1)[0]
-        if not word or self._services.commands.get(word) is None:
-            return None
-        return word, {}
-
-    def _run(self, name: str, args: dict[str, Any], *, origin: str, event: HandleEvent) -> Any:
-        return self._services.commands.run(
-            CommandCall(
-                name=name,
-                args=args,
-                origin=origin,
-                event_origin=event.origin,
-                locked=self._locked,
-                cancel=self.context.fence.token.child(),
-                conversation=event.event.conversation_key,
-            )
+    def _call(self, name: str, args: dict[str, Any], *, origin: str, event: HandleEvent) -> CommandCall:
+        return CommandCall(
+            name=name,
+            args=args,
+            origin=origin,
+            event_origin=event.origin,
+            locked=self._locked,
+            cancel=self.context.fence.token.child(),
+            conversation=event.event.conversation_key,
         )
 
     def _action_loop(self, message: HandleEvent) -> tuple[str, list[ActionRecord]]:
@@ -143,17 +149,13 @@ class ConversationActor(EnactActor):
         request_id = message.event_id
         # A first attempt has a receipt made just now, so no journaled steps:
         # only a retried or resumed event (attempt 2 on) can have any.
-        steps = self._steps(request_id) if message.attempt > 1 else []
+        steps = self._journal.steps(request_id) if message.attempt > 1 else []
         interrupted = [s for s in steps if s.state == "running"]
         done = [s for s in steps if s.state == "done"]
         actions = [ActionRecord(command=s.command, args=s.args, receipt=s.receipt, ok=s.ok) for s in done]
         if interrupted:
             step = interrupted[0]
-            return (
-                f"An action ({step.command}) was interrupted before its result was recorded. It may have "
-                "completed; check its state before retrying. It was not repeated.",
-                actions,
-            )
+            return interrupted_text(f"An action ({step.command})"), actions
         # Planned but never started: it did not run, so it may run now.
         next_index = len(done)
         session_key = f"{event.channel}:{event.conversation}"
@@ -186,26 +188,11 @@ class ConversationActor(EnactActor):
             answer = self._ask_model(session_key, prompt, event, receipt=receipt_text)
 
     def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent) -> tuple[str, bool]:
-        planned = self.context.ask("journal", Plan(request_id=request_id, index=index, command=action.command,
-                                                   args=action.args))
-        if not isinstance(planned, Recorded):
-            raise RuntimeError(f"the journal refused to plan step {index}: {planned}")
-        started = self.context.ask("journal", Start(request_id=request_id, index=index))
-        if not isinstance(started, Recorded):
-            raise RuntimeError(f"the journal refused to start step {index}: {started}")
-        receipt = self._run(action.command, action.args, origin=MODEL_ACTION, event=message)
+        call = self._call(action.command, action.args, origin=MODEL_ACTION, event=message)
+        receipt = self._journal.step(call, request_id=request_id, index=index)
         outcome = "ok" if receipt.ok else _refusal_class(receipt.text)
         self.context.metrics.actions.labels(outcome=outcome).inc()
-        finished = self.context.ask("journal", Finish(request_id=request_id, index=index, receipt=receipt.text,
-                                                      ok=receipt.ok))
-        if not isinstance(finished, Recorded):
-            raise RuntimeError(f"the journal refused to finish step {index}: {finished}")
         return receipt.text, receipt.ok
-
-    def _steps(self, request_id: str) -> list[Step]:
-        reply = self.context.ask("journal", Steps(request_id=request_id))
-        assert isinstance(reply, StepList)
-        return sorted(reply.steps, key=lambda s: s.index)
 
     def _first_prompt(self, event: ChatEvent, done: list[Step]) -> str:
         parts = [f"Owner message ({event.channel}, conversation {event.conversation}):\n{event.text}"]
@@ -234,6 +221,13 @@ class ConversationActor(EnactActor):
             return self._invoke(session_key, prompt, event, receipt, resume)
         except (RuntimeTimeout, RuntimeCancelled):
             raise  # neither forgets the session nor retries
+        except RuntimeSessionUnknown:
+            if resume is None:
+                raise
+            log.info("session %s is not known to the runtime (expected after a restart of the %s runtime): "
+                     "starting a fresh one", session_key, runtime.name)
+            self.context.ask("sessions", Forget(key=session_key))
+            return self._invoke(session_key, prompt, event, receipt, None)
         except RuntimeFailure as error:
             if resume is None:
                 raise
@@ -261,6 +255,8 @@ class ConversationActor(EnactActor):
             result = runtime.invoke(request)
         except Cancelled as error:
             raise RuntimeCancelled(str(error)) from None
+        except RuntimeSessionUnknown:
+            raise  # not a failed call: the caller starts a fresh session
         except RuntimeFailure as error:
             self.context.metrics.runtime_calls.labels(adapter=runtime.name, outcome=error.kind).inc()
             raise

@@ -16,6 +16,10 @@ class Run:
     name: str = field(metadata=limit(128))
     args: dict[str, Any] = field(default_factory=dict)
     origin: Origin = ""
+    # The same request id names the same run: a retry after a crash is
+    # answered from the journal (done, or interrupted), never run again.
+    # Empty means a fresh id.
+    request_id: str = field(default="", metadata=limit(256))
 
 
 @reply("commands.Receipt")
@@ -40,6 +44,7 @@ class CommandInfo:
     summary: str
     authority: str
     params: tuple[str, ...]
+    free_args: bool = False
 
 
 @reply("commands.Catalog")

@@ -49,6 +49,14 @@ class RuntimeCancelled(RuntimeFailure):
     kind = "cancelled"
 
 
+class RuntimeSessionUnknown(RuntimeFailure):
+    """The session to resume is not known to the runtime (its store was
+    wiped, or, for the scripted runtime, the daemon restarted). Expected:
+    the caller starts a fresh session and does not count a failure."""
+
+    kind = "session_unknown"
+
+
 class Runtime(Protocol):
     name: str
 

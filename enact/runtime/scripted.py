@@ -10,13 +10,14 @@ import logging
 import re
 import threading
 import uuid
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeResult
+from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeResult, RuntimeSessionUnknown
 from enact.tables import table_list
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class Rule:
     args: dict[str, Any] = field(default_factory=dict)
     then: str | None = None
     fail: str | None = None
+    where: str = ""  # "<file>: rule #N", for messages about the rule
 
 
 def parse_rules(text: str, *, source: str) -> list[Rule]:
@@ -58,8 +60,12 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
             raise RulesError(f"{where}: 'args' must be a table")
         if has_reply and ("args" in table or "then" in table):
             raise RulesError(f"{where}: 'args' and 'then' belong to an action rule")
+        for key in ("reply", "then"):
+            if key in table:
+                _check_groups(pattern, table[key], f"{where}: {key!r}")
         rules.append(
             Rule(
+                where=where,
                 pattern=pattern,
                 reply=table.get("reply"),
                 action=table.get("action"),
@@ -71,12 +77,36 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
     return rules
 
 
+def _check_groups(pattern: re.Pattern[str], template: str, where: str) -> None:
+    """Expand the template against a match of the same groups (wrapping the
+    pattern in an optional alternative keeps their numbers and names, and it
+    always matches the empty string), so a group the pattern lacks is found
+    now rather than on every matching event."""
+    try:
+        probe = re.compile(f"(?:{pattern.pattern})|", pattern.flags).match("")
+    except re.error:
+        return  # e.g. global flags, which must lead: the check is skipped
+    if probe is None:
+        return
+    try:
+        probe.expand(template.replace("{receipt}", ""))
+    except (re.error, IndexError) as error:
+        raise RulesError(f"{where} names a group its 'match' does not have: {error}") from None
+
+
 class ScriptedRuntime:
     name = "scripted"
 
-    def __init__(self, rules_path: Path, *, transcript: Path | None = None) -> None:
+    def __init__(
+        self,
+        rules_path: Path,
+        *,
+        transcript: Path | None = None,
+        known_commands: Callable[[], Collection[str]] | None = None,
+    ) -> None:
         self.rules_path = rules_path
         self.transcript = transcript
+        self._known_commands = known_commands
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._stamp: tuple[int, int] | None = None
@@ -105,7 +135,21 @@ class ScriptedRuntime:
             log.error("keeping the previous scripted rules: %s", error)
             self._stamp = stamp
             return
+        first = self._stamp is None and not self._rules
         self._rules, self._stamp = rules, stamp
+        verb = "loaded" if first else "reloaded"
+        log.info("scripted rules %s from %s: %d rules", verb, self.rules_path, len(rules))
+        self._warn_unknown_actions(rules)
+
+    def _warn_unknown_actions(self, rules: list[Rule]) -> None:
+        # Loaded anyway: a rule may test exactly how an unknown action is refused.
+        if self._known_commands is None:
+            return
+        known = self._known_commands()
+        for rule in rules:
+            if rule.action is not None and rule.action not in known:
+                log.warning("%s: action %r is not a registered command; the rule loads, and the action "
+                            "will be refused", rule.where, rule.action)
 
     def rules(self) -> list[Rule]:
         with self._lock:
@@ -153,7 +197,7 @@ class ScriptedRuntime:
                 return native
             if resume not in self._sessions:
                 # Like a real CLI whose session store was wiped: resuming fails.
-                raise RuntimeFailure(f"scripted runtime has no session {resume!r}")
+                raise RuntimeSessionUnknown(f"scripted runtime has no session {resume!r}")
             return resume
 
     @staticmethod
@@ -176,7 +220,8 @@ class ScriptedRuntime:
             if rule.reply is not None:
                 return match.expand(rule.reply)
             if request.receipt is not None and rule.then is not None:
-                return rule.then.replace("{receipt}", request.receipt)
+                # Groups first, so a backslash in the receipt is kept as it is.
+                return match.expand(rule.then).replace("{receipt}", request.receipt)
             return orjson.dumps({"action": rule.action, "args": rule.args}).decode()
         echo = message if len(message) <= _ECHO_LIMIT else message[:_ECHO_LIMIT] + "…"
         return f"(scripted runtime) You said: {echo}"
