@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import configparser
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 PROMETHEUS = REPO / "deploy" / "prometheus"
+ALERT_TESTS = PROMETHEUS / "tests"
 SYSTEMD_UNIT = REPO / "deploy" / "systemd" / "enact.service"
 
 
@@ -30,6 +32,26 @@ def _promtool(promtool: str, *args: str) -> None:
 def test_alert_rules_pass_promtool(require_binary: Callable[[str], str]) -> None:
     promtool = require_binary("promtool")
     _promtool(promtool, "check", "rules", str(PROMETHEUS / "alerts.yml"))
+
+
+def test_every_alert_has_a_rule_unit_test() -> None:
+    alerts = set(re.findall(r"^\s*- alert: (\w+)$", (PROMETHEUS / "alerts.yml").read_text(), re.MULTILINE))
+    tested = {
+        name
+        for path in ALERT_TESTS.glob("*.yml")
+        for name in re.findall(r"^\s*alertname: (\w+)$", path.read_text(), re.MULTILINE)
+    }
+    assert alerts, "no alerts found in alerts.yml"
+    assert alerts <= tested, f"alerts without a promtool unit test: {sorted(alerts - tested)}"
+
+
+def test_alerts_fire_on_the_first_incident_and_stay_quiet_otherwise(
+    require_binary: Callable[[str], str],
+) -> None:
+    promtool = require_binary("promtool")
+    files = sorted(str(path) for path in ALERT_TESTS.glob("*.yml"))
+    assert files
+    _promtool(promtool, "test", "rules", *files)
 
 
 def test_prometheus_config_passes_promtool(

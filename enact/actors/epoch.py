@@ -68,6 +68,7 @@ class Fence:
         self.generation = 0
         self.token = CancellationToken()
         self._fenced_by = 0
+        self.took_over = False  # set by acquire when another live daemon held the home
         self._lock: _Lock | None = None
         self._monitor: threading.Thread | None = None
         self._stop = threading.Event()
@@ -87,6 +88,7 @@ class Fence:
                 lock_file.close()
                 raise AlreadyRunning(self.owner()) from None
         self._lock = _Lock(file=lock_file, held=held)
+        self.took_over = not held
         owner = self._store.write(self._next_generation, fenced=False)
         self.generation = owner.generation
         self._storage.set_write_guard(self.guard)
