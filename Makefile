@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint pytest bench clean
+.PHONY: run test lint pytest bench clean install uninstall
 
 # The stamp files re-install only when the packaging metadata changes.
 $(BIN)/python:
@@ -34,3 +34,21 @@ bench: $(VENV)/.installed-test
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# `make install` puts enact where the systemd unit starts it
+# (deploy/systemd/enact.service: %h/.local/bin/enact): a virtualenv of its own
+# plus a symlink, so it needs neither pipx nor a pip that may write to the
+# system's Python (Debian refuses that: externally-managed-environment).
+INSTALL_VENV ?= $(HOME)/.local/share/enact/venv
+INSTALL_BIN ?= $(HOME)/.local/bin
+
+install:
+	$(PYTHON) -m venv --clear "$(INSTALL_VENV)"
+	"$(INSTALL_VENV)/bin/python" -m pip install --quiet .
+	mkdir -p "$(INSTALL_BIN)"
+	ln -sfn "$(INSTALL_VENV)/bin/enact" "$(INSTALL_BIN)/enact"
+	@echo "enact installed: $(INSTALL_BIN)/enact -> $(INSTALL_VENV)/bin/enact"
+
+uninstall:
+	rm -f "$(INSTALL_BIN)/enact"
+	rm -rf "$(INSTALL_VENV)"

@@ -21,36 +21,57 @@ class ConfigError(ValueError):
     """A bad configuration value; the message is one line naming key and source."""
 
 
+ADDRESS_FORM = "HOST:PORT ([::1]:PORT for IPv6) with a port from 0 to 65535"
+
+
 def parse_address(text: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[::1]:PORT`` for IPv6) to a pair; raises ValueError."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT with a port from 0 to 65535, got {text!r}")
+        raise ValueError(f"expected {ADDRESS_FORM}, got {text!r}")
     return host.strip("[]"), int(port)
 
 
-Check = Callable[[Any], str | None]
-"""Returns why a value is out of range, or None."""
+@dataclass(frozen=True, slots=True)
+class Check:
+    """A value's allowed range: ``allowed`` reads after "must be" and in the
+    README's settings table."""
+
+    allowed: str
+    accepts: Callable[[Any], bool]
+
+    def __call__(self, value: Any) -> str | None:
+        """Why ``value`` is out of range, or None."""
+        return None if self.accepts(value) else f"must be {self.allowed}"
 
 
 def _at_least(minimum: float) -> Check:
-    return lambda value: None if value >= minimum else f"must be at least {minimum}"
+    return Check(f"at least {minimum}", lambda value: value >= minimum)
 
 
 def _between(low: float, high: float) -> Check:
-    return lambda value: None if low <= value <= high else f"must be between {low} and {high}"
+    return Check(f"between {low} and {high}", lambda value: low <= value <= high)
 
 
 def _one_of(*choices: str) -> Check:
-    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}"
+    return Check(f"one of {', '.join(choices)}", lambda value: value in choices)
 
 
-def _address(value: str) -> str | None:
+def _is_address(value: str) -> bool:
     try:
         parse_address(value)
-    except ValueError as error:
-        return str(error)
-    return None
+    except ValueError:
+        return False
+    return True
+
+
+_address = Check(ADDRESS_FORM, _is_address)
+
+LIST_FORMS = 'a TOML/JSON list such as ["a", "b"] or a comma-separated list such as a,b'
+"""How a list-valued setting is written in an ENACT_* variable."""
+
+_ANY_OF_KIND = {str: "any text", int: "any integer", float: "any number", bool: "true or false"}
+_LIST_ITEMS = {str: "strings", int: "integers"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +88,20 @@ class Setting:
     def env_name(self) -> str:
         return self.env or "ENACT_" + self.key.upper().replace(".", "_")
 
+    @property
+    def allowed(self) -> str:
+        """The allowed values in words, as the README's settings table gives them."""
+        if self.check is not None:
+            return self.check.allowed
+        if self.kind is list:
+            return f"a list of {_LIST_ITEMS[self.item_type]}"
+        return _ANY_OF_KIND[self.kind]
+
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("daemon.metrics_addr", str, "127.0.0.1:9464", "Prometheus endpoint; port 0 picks a free port", _address),
-    Setting("daemon.workers", int, 2, "Task workers in the pool", _between(1, 64)),
+    Setting("daemon.workers", int, 2, "Task workers in the pool; read once the task worker pool lands",
+            _between(1, 64)),
     Setting("daemon.log_level", str, "info", "Log level", _one_of("debug", "info", "warning", "error")),
     Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", _at_least(0)),
     Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", _at_least(1)),
@@ -148,7 +179,8 @@ def load(
         setting = next((s for s in SETTINGS if s.env_name == name), None)
         if setting is None:
             raise ConfigError(f"unknown configuration variable {name} in the environment")
-        values[setting.key] = _validate(setting, _from_text(setting, raw, name), f"environment variable {name}")
+        where = f"environment variable {name}"
+        values[setting.key] = _validate(setting, _from_text(setting, raw, where), where)
         sources[setting.key] = "environment"
     for key, value in (overrides or {}).items():
         if value is None:
@@ -187,10 +219,30 @@ def _from_text(setting: Setting, raw: str, where: str) -> Any:
         if setting.kind is float:
             return float(raw)
         if setting.kind is list:
-            return [item.strip() for item in raw.split(",") if item.strip()]
+            return _list_from_text(setting, raw, where)
+    except ConfigError:
+        raise
     except ValueError:
         raise ConfigError(f"{setting.key} from {where}: expected {setting.kind.__name__}, got {raw!r}") from None
     return raw
+
+
+def _list_from_text(setting: Setting, raw: str, where: str) -> list[Any]:
+    """A TOML/JSON list, or comma-separated items; anything that looks like a
+    botched list (brackets, quotes) is refused rather than split into garbage."""
+    text = raw.strip()
+    if text.startswith("["):
+        try:
+            value = tomllib.loads(f"value = {text}")["value"]
+        except tomllib.TOMLDecodeError:
+            value = None
+        if not isinstance(value, list):
+            raise ConfigError(f"{setting.key} from {where}: expected {LIST_FORMS}, got {raw!r}")
+        return value
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if any(mark in item for item in items for mark in "[]\"'"):
+        raise ConfigError(f"{setting.key} from {where}: expected {LIST_FORMS}, got {raw!r}")
+    return items
 
 
 def _validate(setting: Setting, value: Any, where: str) -> Any:
@@ -202,7 +254,7 @@ def _validate(setting: Setting, value: Any, where: str) -> Any:
             f"{setting.key} from {where}: expected {expected.__name__}, got {type(value).__name__} {value!r}"
         )
     if expected is list and not all(isinstance(item, setting.item_type) for item in value):
-        raise ConfigError(f"{setting.key} from {where}: expected a list of {setting.item_type.__name__}")
+        raise ConfigError(f"{setting.key} from {where}: expected {setting.allowed}, got {value!r}")
     if setting.check is not None:
         problem = setting.check(value)
         if problem:

@@ -200,6 +200,9 @@ class _Daemon:
         self.started = time.monotonic()
         self.stop = _StopRequest(event=threading.Event())
         self.metrics = metrics
+        self.metrics.initialise(adapters=(runtime.name,))
+        if fence.took_over:
+            self.metrics.record_takeover()
         self.metrics.generation.set(fence.generation)
         self.commands = commands
         self.local_channel = LocalChannel(

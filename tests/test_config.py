@@ -173,8 +173,8 @@ def test_a_wrong_type_in_the_environment_names_key_and_variable(tmp_path: Path, 
         ("[daemon]\nworkers = 0\n", {}, "daemon.workers from {path}: must be between 1 and 64, got 0"),
         ("[daemon]\nworkers = 65\n", {}, "daemon.workers from {path}: must be between 1 and 64, got 65"),
         ('[daemon]\nlog_level = "loud"\n', {}, "daemon.log_level from {path}: must be one of debug, info"),
-        ('[daemon]\nmetrics_addr = "nowhere"\n', {}, "daemon.metrics_addr from {path}: expected HOST:PORT"),
-        ('[daemon]\nmetrics_addr = "h:70000"\n', {}, "daemon.metrics_addr from {path}: expected HOST:PORT"),
+        ('[daemon]\nmetrics_addr = "nowhere"\n', {}, "daemon.metrics_addr from {path}: must be HOST:PORT"),
+        ('[daemon]\nmetrics_addr = "h:70000"\n', {}, "daemon.metrics_addr from {path}: must be HOST:PORT"),
         ("[supervisor]\nmax_restarts = 0\n", {}, "supervisor.max_restarts from {path}: must be at least 1"),
         (None, {"ENACT_DAEMON_WORKERS": "100"},
          "daemon.workers from environment variable ENACT_DAEMON_WORKERS: must be between 1 and 64, got 100"),
@@ -269,3 +269,78 @@ def test_a_bad_config_makes_config_show_exit_2_with_one_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("enact: ") and needle in lines[0]
+
+
+# -- list-valued variables and exact messages -----------------------------------
+
+_ALLOWED = "ENACT_CHAT_ALLOWED_CONVERSATIONS"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('["local:cli","work"]', ["local:cli", "work"]),
+        ("['local:cli', 'work']", ["local:cli", "work"]),
+        ("[]", []),
+        ("local:cli,work", ["local:cli", "work"]),
+        (" local:cli , work, ", ["local:cli", "work"]),
+        ("", []),
+    ],
+)
+def test_a_list_variable_takes_a_toml_list_or_comma_separated_items(
+    tmp_path: Path, raw: str, expected: list[str]
+) -> None:
+    assert load(_home(tmp_path), environ={_ALLOWED: raw})["chat.allowed_conversations"] == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        ('["local:cli",', 'expected a TOML/JSON list such as ["a", "b"] or a comma-separated list such as a,b'),
+        ('"local:cli","work"', 'expected a TOML/JSON list such as ["a", "b"] or a comma-separated list such as a,b'),
+        ("local:cli]", 'expected a TOML/JSON list such as ["a", "b"] or a comma-separated list such as a,b'),
+        ("[1, 2]", "expected a list of strings"),
+    ],
+)
+def test_a_malformed_list_variable_is_refused_naming_the_variable(tmp_path: Path, raw: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(_home(tmp_path), environ={_ALLOWED: raw})
+    message = _one_line(error)
+    assert message.startswith(f"chat.allowed_conversations from environment variable {_ALLOWED}: {problem}, got ")
+
+
+def test_a_list_of_non_strings_in_the_file_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(_home(tmp_path, "[chat]\nallowed_conversations = [1]\n"))
+    assert _one_line(error).endswith(": expected a list of strings, got [1]")
+
+
+def test_a_bad_metrics_address_is_named_once(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as error:
+        load(_home(tmp_path), overrides={"daemon.metrics_addr": "nonsense"})
+    assert _one_line(error) == (
+        "daemon.metrics_addr from the command line: must be HOST:PORT ([::1]:PORT for IPv6) "
+        "with a port from 0 to 65535, got 'nonsense'"
+    )
+
+
+def test_a_bad_list_variable_stops_the_daemon_with_one_line(tmp_path: Path) -> None:
+    home = _home(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
+    env.update(ENACT_HOME=str(home), ENACT_CHAT_ALLOWED_CONVERSATIONS='["local:cli"')
+    result = subprocess.run(
+        [sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("enact: chat.allowed_conversations from environment variable ENACT_CHAT_ALLOWED_")
+    assert not (home / "state").exists()
+
+
+def test_workers_help_says_what_it_controls() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "enact", "daemon", "run", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0
+    assert "task workers in the pool; read once the task worker pool lands" in " ".join(result.stdout.split()).lower()

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
 import socket
 import subprocess
 import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from enact import __version__
+from enact.actors import metrics as metric_labels
+from enact.actors.conversation import _refusal_class
+from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeTimeout
 
 from conftest import Daemon, DaemonFactory
 
@@ -57,9 +62,48 @@ def test_metrics_endpoint_exports_the_foundation_metrics(daemons: DaemonFactory)
     map_bytes = value(text, "enact_storage_map_bytes")
     used_bytes = value(text, "enact_storage_used_bytes")
     assert 0 < used_bytes <= map_bytes
-    # A labelled counter has no series until first used; its family is declared.
-    assert "# HELP enact_actor_restarts_total " in text
     assert "# TYPE enact_actor_restarts_total counter" in text
+
+
+def test_every_known_labelled_series_is_exported_at_zero_from_the_start(daemons: DaemonFactory) -> None:
+    text = scrape(daemons.start())
+    for actor in (*metric_labels.STATIC_ACTORS, *metric_labels.ACTOR_FAMILIES):
+        assert value(text, "enact_actor_restarts_total", actor=actor) == 0
+    for outcome in metric_labels.INBOX_EVENT_OUTCOMES:
+        assert value(text, "enact_inbox_events_total", channel="local", outcome=outcome) == 0
+    for outcome in metric_labels.DELIVERY_OUTCOMES:
+        assert value(text, "enact_inbox_deliveries_total", channel="local", outcome=outcome) == 0
+    for outcome in metric_labels.ACTION_OUTCOMES:
+        assert value(text, "enact_conversation_actions_total", outcome=outcome) == 0
+    for outcome in metric_labels.RUNTIME_CALL_OUTCOMES:
+        assert value(text, "enact_runtime_calls_total", adapter="scripted", outcome=outcome) == 0
+    for reason in metric_labels.CONTROL_ERROR_REASONS:
+        assert value(text, "enact_control_errors_total", reason=reason) == 0
+
+
+def _counted_literals(label: str) -> set[str]:
+    """Every ``label="..."`` literal passed to ``.labels(`` in the package."""
+    found: set[str] = set()
+    for path in (REPO / "enact").rglob("*.py"):
+        for call in re.findall(r"\.labels\(([^)]*)\)", path.read_text()):
+            found.update(re.findall(rf'\b{label}="(\w+)"', call))
+    return found
+
+
+def test_every_outcome_the_code_counts_is_declared_for_initialisation() -> None:
+    declared = {
+        *metric_labels.INBOX_EVENT_OUTCOMES,
+        *metric_labels.DELIVERY_OUTCOMES,
+        *metric_labels.ACTION_OUTCOMES,
+        *metric_labels.RUNTIME_CALL_OUTCOMES,
+    }
+    assert _counted_literals("outcome") <= declared
+    assert _counted_literals("reason") <= set(metric_labels.CONTROL_ERROR_REASONS)
+    # Outcomes computed rather than written out where they are counted.
+    kinds = {failure.kind for failure in (RuntimeFailure, RuntimeTimeout, RuntimeCancelled)}
+    assert kinds <= set(metric_labels.RUNTIME_CALL_OUTCOMES)
+    refusals = {_refusal_class(text) for text in ("unknown command x", "bad arguments", "refused: no", "boom")}
+    assert refusals <= set(metric_labels.ACTION_OUTCOMES)
 
 
 def test_message_counter_follows_calls(daemons: DaemonFactory) -> None:
@@ -77,6 +121,22 @@ def test_generation_gauge_follows_a_takeover(daemons: DaemonFactory) -> None:
     new = daemons.start(old.home, "--takeover")
     assert value(scrape(new), "enact_epoch_generation") == 2
     assert old.wait_exit(10) == 0
+
+
+def test_takeovers_count_a_takeover_of_a_live_daemon_and_not_a_restart(daemons: DaemonFactory) -> None:
+    first = daemons.start()
+    assert value(scrape(first), "enact_epoch_takeovers_total") == 0
+    assert first.terminate() == 0
+    restarted = daemons.start(first.home)
+    text = scrape(restarted)
+    assert value(text, "enact_epoch_generation") == 2
+    assert value(text, "enact_epoch_takeovers_total") == 0
+    # The alert bounds a takeover by the daemon's start time.
+    assert value(text, "process_start_time_seconds") > 0
+
+    took_over = daemons.start(first.home, "--takeover")
+    assert value(scrape(took_over), "enact_epoch_takeovers_total") == 1
+    assert restarted.wait_exit(10) == 0
 
 
 def test_metrics_listen_on_loopback_only(daemons: DaemonFactory) -> None:
@@ -112,10 +172,10 @@ def _scrape_config(target: str) -> str:
     return text.replace("  - alerts.yml\n", f"  - {PROMETHEUS_DIR / 'alerts.yml'}\n")
 
 
-def test_prometheus_scrapes_the_daemon(daemons: DaemonFactory, require_binary: Callable[[str], str]) -> None:
-    prometheus = require_binary("prometheus")
-    daemon = daemons.start()
-    target = daemon.cli_json("status", "--json")["metrics_addr"]
+@contextlib.contextmanager
+def running_prometheus(prometheus: str, target: str) -> Iterator[str]:
+    """A real Prometheus scraping ``target`` with the shipped config and alert
+    rules (both every second); yields its API base URL."""
     with tempfile.TemporaryDirectory(prefix="enact-prom-") as scratch:
         config = Path(scratch) / "prometheus.yml"
         config.write_text(_scrape_config(target))
@@ -148,15 +208,57 @@ def test_prometheus_scrapes_the_daemon(daemons: DaemonFactory, require_binary: C
                 time.sleep(0.25)
             assert up and up[0]["value"][1] == "1", f"up={up}\n{log_path.read_text()}"
             assert up[0]["metric"]["instance"] == target
-
-            build = _query(api, 'enact_build_info{job="enact"}')
-            assert build, "no enact_build_info series in Prometheus"
-            assert build[0]["metric"]["version"] == __version__
-            # The alert rules loaded from the shipped file.
-            with urllib.request.urlopen(f"{api}/api/v1/rules", timeout=5) as response:
-                rules = orjson.loads(response.read())
-            names = {rule["name"] for group in rules["data"]["groups"] for rule in group["rules"]}
-            assert "EnactDown" in names
+            yield api
         finally:
             server.kill()
             server.wait(10)
+
+
+def _get(api: str, path: str) -> Any:
+    with urllib.request.urlopen(f"{api}{path}", timeout=5) as response:
+        return orjson.loads(response.read())
+
+
+def test_prometheus_scrapes_the_daemon(daemons: DaemonFactory, require_binary: Callable[[str], str]) -> None:
+    prometheus = require_binary("prometheus")
+    daemon = daemons.start()
+    with running_prometheus(prometheus, daemon.cli_json("status", "--json")["metrics_addr"]) as api:
+        build = _query(api, 'enact_build_info{job="enact"}')
+        assert build, "no enact_build_info series in Prometheus"
+        assert build[0]["metric"]["version"] == __version__
+        # The alert rules loaded from the shipped file.
+        rules = _get(api, "/api/v1/rules")
+        names = {rule["name"] for group in rules["data"]["groups"] for rule in group["rules"]}
+        assert "EnactDown" in names
+
+
+def test_a_reply_not_delivered_right_after_start_fires_its_alert(
+    daemons: DaemonFactory, require_binary: Callable[[str], str]
+) -> None:
+    prometheus = require_binary("prometheus")
+    home = daemons.new_home()
+    refuse = home.parent / "refuse-delivery.sh"
+    refuse.write_text("#!/bin/sh\nexit 1\n")
+    refuse.chmod(0o755)
+    (home / "config.toml").write_text(f'[chat]\nlocal_deliver_command = "{refuse}"\ndelivery_backoff_s = 0.05\n')
+    daemon = daemons.start(home)
+    failed = 'enact_inbox_deliveries_total{job="enact", channel="local", outcome="failed"}'
+    with running_prometheus(prometheus, daemon.cli_json("status", "--json")["metrics_addr"]) as api:
+        [series] = _query(api, failed)
+        assert series["value"][1] == "0", "the series must exist at 0 before the incident"
+        daemon.cli("send", "hello")  # every delivery attempt fails; the exit code is not the point here
+
+        alerts: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            alerts = [a for a in _get(api, "/api/v1/alerts")["data"]["alerts"]
+                      if a["labels"]["alertname"] == "EnactRepliesNotDelivered"]
+            if alerts:
+                break
+            time.sleep(0.25)
+        assert alerts, f"no alert; series now {_query(api, failed)}"
+        [alert] = alerts
+        assert alert["state"] in ("pending", "firing")
+        assert alert["labels"]["outcome"] == "failed" and alert["labels"]["channel"] == "local"
+        assert not [a for a in _get(api, "/api/v1/alerts")["data"]["alerts"]
+                    if a["labels"]["alertname"] in ("EnactActorRestarting", "EnactEventsFailing", "EnactTakeover")]

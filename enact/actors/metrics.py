@@ -5,12 +5,12 @@ from __future__ import annotations
 import errno
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
@@ -23,6 +23,41 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# Every label value a counter below can take, declared once. ``increase()``
+# sees an incident only on a series that already existed before it, so
+# ``Metrics.initialise`` creates each combination at 0 when the daemon starts;
+# an outcome counted somewhere but missing here would be invisible to the
+# alerts for its first occurrence (tests/test_metrics.py checks the code
+# against these lists).
+
+STATIC_ACTORS = ("epoch", "journal", "sessions", "inbox")
+ACTOR_FAMILIES = ("conversation",)
+"""Keyed actors are counted by family, not by their per-conversation name."""
+
+INBOX_EVENT_OUTCOMES = (
+    "accepted",
+    "duplicate",
+    "not_allowed",
+    "attempt_failed",
+    "replied",
+    "failed",
+    "delivery_failed",
+    "delivery_uncertain",
+)
+DELIVERY_OUTCOMES = ("ok", "retry", "failed", "not_resent")
+ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "failed")
+RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled")
+CONTROL_ERROR_REASONS = (
+    "too_many_connections",
+    "idle_timeout",
+    "bad_frame",
+    "bad_message",
+    "not_a_request",
+    "no_actor",
+    "failed",
+    "fenced",
+)
+
 
 class Metrics:
     """Every metric enact exports. Actors receive this object; nothing is global,
@@ -30,6 +65,7 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._took_over = False
         r = self.registry
         self.messages = Counter(
             "enact_actor_messages", "Messages handled, by actor and message type", ["actor", "type"], registry=r
@@ -43,6 +79,14 @@ class Metrics:
         )
         self.restarts = Counter("enact_actor_restarts", "Actor restarts by the supervisor", ["actor"], registry=r)
         self.generation = Gauge("enact_epoch_generation", "The epoch generation this daemon holds", registry=r)
+        self.takeovers = Counter(
+            "enact_epoch_takeovers",
+            "1 when this daemon took the home over from a live owner (--takeover), else 0",
+            registry=r,
+        )
+        # process_start_time_seconds lets an alert tell a recent takeover from
+        # an old one: the takeover counter stays 1 for the new daemon's life.
+        ProcessCollector(registry=r)
         self.build_info = Gauge("enact_build_info", "The running enact version", ["version"], registry=r)
         self.build_info.labels(version=__version__).set(1)
         self.control_errors = Counter(
@@ -60,6 +104,37 @@ class Metrics:
         self.runtime_calls = Counter(
             "enact_runtime_calls", "Runtime calls by adapter and outcome", ["adapter", "outcome"], registry=r
         )
+
+    def initialise(
+        self,
+        *,
+        actors: Sequence[str] = STATIC_ACTORS + ACTOR_FAMILIES,
+        channels: Sequence[str] = ("local",),
+        adapters: Sequence[str] = (),
+    ) -> None:
+        """Create every known labelled series at 0, so the first incident after
+        a start is an increase that the alert rules can see."""
+        for actor in actors:
+            self.restarts.labels(actor=actor)
+        for channel in channels:
+            for outcome in INBOX_EVENT_OUTCOMES:
+                self.inbox_events.labels(channel=channel, outcome=outcome)
+            for outcome in DELIVERY_OUTCOMES:
+                self.deliveries.labels(channel=channel, outcome=outcome)
+        for outcome in ACTION_OUTCOMES:
+            self.actions.labels(outcome=outcome)
+        for adapter in adapters:
+            for outcome in RUNTIME_CALL_OUTCOMES:
+                self.runtime_calls.labels(adapter=adapter, outcome=outcome)
+        for reason in CONTROL_ERROR_REASONS:
+            self.control_errors.labels(reason=reason)
+
+    def record_takeover(self) -> None:
+        """This daemon took the home from a live owner; called once at start."""
+        # Idempotent: the daemon took over once, however many places say so.
+        if not self._took_over:
+            self._took_over = True
+            self.takeovers.inc()
 
     def register_gauges(self, collect: Callable[[], Iterable[Metric]]) -> None:
         """Add gauges computed at scrape time (mailbox depth, storage size)."""

@@ -29,7 +29,7 @@ def _daemon_options(command: Any) -> Any:
     for option in reversed(
         [
             click.option("--metrics-addr", metavar="HOST:PORT", help="Prometheus endpoint (port 0: any free port)."),
-            click.option("--workers", type=int, help="Task workers in the pool."),
+            click.option("--workers", type=int, help="Task workers in the pool; read once the task worker pool lands."),
             click.option("--takeover", is_flag=True, help="Fence the daemon that owns this home and replace it."),
             click.option(
                 "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level."
