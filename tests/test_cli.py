@@ -30,6 +30,8 @@ NEEDS_DAEMON: dict[str, tuple[str, ...]] = {
     "call": ("call", "epoch.RequireCurrent"),
     "daemon-stop": ("daemon", "stop"),
     "daemon-status": ("daemon", "status"),
+    "send": ("send", "hello"),
+    "turns": ("turns",),
 }
 
 
