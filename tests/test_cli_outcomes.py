@@ -225,6 +225,7 @@ def test_json_commands_without_a_daemon_print_json_and_exit_3(daemons: DaemonFac
     result = run_cli(home, *args)
     assert result.returncode == 3, result
     assert _json(result) == {"status": "not_running", "error": f"enact is not running (home: {home})"}
+    assert len(_lines(result.stdout)) == 1
     assert result.stderr == ""
 
 

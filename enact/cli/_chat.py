@@ -80,8 +80,8 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
     else:
         if outcome.status not in (local.IN_PROGRESS, local.INTERRUPTED):
             click.echo(outcome.reply)
-        if outcome.duplicate:
-            click.echo(DUPLICATE_NOTE, err=True)
+            if outcome.duplicate:
+                click.echo(DUPLICATE_NOTE, err=True)
         if problem:
             click.echo(f"enact: {problem}", err=True)
     if problem:

@@ -51,7 +51,7 @@ def fail(text: str, *, as_json: bool, code: int = EXIT_FAILED, prefix: str = "en
     """End the command with one line: ``{"error": text, **fields}`` on
     standard output with ``--json``, else the text on standard error."""
     if as_json:
-        print_json({**fields, "error": text})
+        click.echo(orjson.dumps({**fields, "error": text}).decode())
     else:
         click.echo(f"{prefix}{text}", err=True)
     sys.exit(code)
