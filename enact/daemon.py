@@ -311,8 +311,10 @@ class _Daemon:
         timeout = self.settings["daemon.shutdown_timeout_s"]
         deadline = time.monotonic() + timeout
         self.control.stop()
-        self.control.drain(timeout)
+        # Before the drain: an `enact send` still waiting is answered
+        # "interrupted" at once (its event is durable) rather than cut off.
         self.local_channel.stop()
+        self.control.drain(timeout)
         self.supervisor.stop(max(0.0, deadline - time.monotonic()))
         self.metrics_server.stop()
         self.fence.release()

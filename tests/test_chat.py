@@ -119,9 +119,9 @@ def deliveries(counter: Path) -> int:
     return counter.read_text().count("x") if counter.exists() else 0
 
 
-def send(daemon: Daemon, *args: str) -> dict[str, Any]:
+def send(daemon: Daemon, *args: str, exit_code: int = 0) -> dict[str, Any]:
     result = daemon.cli("send", "--json", *args)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == exit_code, result
     outcome: dict[str, Any] = orjson.loads(result.stdout)
     return outcome
 
@@ -257,11 +257,11 @@ def test_chat_command_runs_without_the_model(chat: Daemon) -> None:
 
 
 def test_poison_event_gets_one_diagnostic_reply_after_three_attempts(chat: Daemon) -> None:
-    outcome = send(chat, "--message-id", "poison-1", "explode")
+    outcome = send(chat, "--message-id", "poison-1", "explode", exit_code=1)
     assert outcome["attempts"] == 3
     assert outcome["status"] == "failed"
     assert "poison-1" in outcome["reply"] and "RuntimeFailure" in outcome["reply"]
-    again = send(chat, "--message-id", "poison-1", "explode")
+    again = send(chat, "--message-id", "poison-1", "explode", exit_code=1)
     assert again["duplicate"] is True and again["attempts"] == 3
     [turn] = turns(chat)
     assert turn["reply"] == outcome["reply"]
@@ -283,7 +283,7 @@ def test_delivery_that_always_fails_ends_after_three_attempts(daemons: DaemonFac
     home = daemons.new_home()
     counter = deliver_with(home, 'echo x >> "$COUNTER"; exit 1', backoff_s=0.05)
     daemon = daemons.start(home)
-    outcome = send(daemon, "hello")
+    outcome = send(daemon, "hello", exit_code=1)
     assert outcome["status"] == "delivery_failed"
     assert deliveries(counter) == 3
     assert 'enact_inbox_deliveries_total{channel="local",outcome="failed"} 1.0' in metrics_text(daemon)
@@ -418,9 +418,10 @@ def test_reply_whose_delivery_outcome_is_unknown_is_not_resent(daemons: DaemonFa
     sender.communicate(timeout=30)
     subprocess.run(["pkill", "-f", str(home.parent / "deliver.sh")], check=False)
     restarted = daemons.start(home)
-    outcome = send(restarted, "--message-id", "u-1", "hello")
+    outcome = send(restarted, "--message-id", "u-1", "hello", exit_code=1)
     assert outcome["duplicate"] is True
     assert outcome["status"] == "delivery_uncertain"
+    assert "not resent" in outcome["error"]
     assert deliveries(counter) == 1
     [turn] = turns(restarted)
     assert turn["outcome"] == "delivery_uncertain"

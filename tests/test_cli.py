@@ -30,6 +30,8 @@ NEEDS_DAEMON: dict[str, tuple[str, ...]] = {
     "call": ("call", "epoch.RequireCurrent"),
     "daemon-stop": ("daemon", "stop"),
     "daemon-status": ("daemon", "status"),
+    "send": ("send", "hello"),
+    "turns": ("turns",),
 }
 
 
@@ -41,6 +43,16 @@ def _one_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+def _says_not_running(result: subprocess.CompletedProcess[str], home: Path) -> None:
+    """One line, and with --json that line is JSON on standard output."""
+    line = _one_line(result)
+    text = f"enact is not running (home: {home})"
+    if "--json" in result.args:
+        assert orjson.loads(result.stdout) == {"status": "not_running", "error": text}
+    else:
+        assert line == text
+
+
 # -- no daemon -----------------------------------------------------------------
 
 
@@ -49,7 +61,7 @@ def test_without_a_daemon_commands_say_so_and_exit_3(daemons: DaemonFactory, arg
     home = daemons.new_home()
     result = run_cli(home, *args)
     assert result.returncode == 3, result
-    assert _one_line(result) == f"enact is not running (home: {home})"
+    _says_not_running(result, home)
 
 
 @pytest.mark.parametrize("args", list(NEEDS_DAEMON.values()), ids=list(NEEDS_DAEMON))
@@ -57,7 +69,7 @@ def test_home_option_wins_over_enact_home_without_a_daemon(daemons: DaemonFactor
     chosen, other = daemons.new_home(), daemons.new_home()
     result = run_cli(other, *args, "--home", str(chosen))
     assert result.returncode == 3, result
-    assert _one_line(result) == f"enact is not running (home: {chosen})"
+    _says_not_running(result, chosen)
 
 
 def test_a_home_that_does_not_exist_is_not_running(daemons: DaemonFactory) -> None:
@@ -74,7 +86,7 @@ def test_a_stale_socket_file_is_not_running(daemons: DaemonFactory) -> None:
     for args in NEEDS_DAEMON.values():
         result = run_cli(daemon.home, *args)
         assert result.returncode == 3, (args, result)
-        assert _one_line(result) == f"enact is not running (home: {daemon.home})"
+        _says_not_running(result, daemon.home)
 
 
 def test_daemon_status_of_a_daemon_that_does_not_answer_says_so_in_one_line(daemons: DaemonFactory) -> None:

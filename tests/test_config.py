@@ -263,12 +263,16 @@ def test_config_show_prints_a_table(tmp_path: Path) -> None:
 def test_a_bad_config_makes_config_show_exit_2_with_one_line(
     tmp_path: Path, toml: str | None, environ: dict[str, str], needle: str
 ) -> None:
-    result = _config_show(_home(tmp_path, toml), "--json", environ=environ)
+    result = _config_show(_home(tmp_path, toml), environ=environ)
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("enact: ") and needle in lines[0]
+    as_json = _config_show(_home(tmp_path, toml), "--json", environ=environ)
+    assert as_json.returncode == 2 and as_json.stderr == ""
+    [line] = as_json.stdout.splitlines()  # with --json the error is JSON on standard output
+    assert needle in orjson.loads(line)["error"]
 
 
 # -- list-valued variables and exact messages -----------------------------------

@@ -323,6 +323,22 @@ def test_append_log_cursors(store: Store) -> None:
     assert read(lambda txn: log.get_at(txn, 6)) is None
 
 
+def test_append_log_reads_backwards_from_the_newest(store: Store) -> None:
+    log = store.log("log")
+
+    def backwards(down_to: int = 0) -> list[int]:
+        return store.read(lambda txn: [seq for seq, _ in log.iterate_backwards(txn, down_to=down_to)])
+
+    assert backwards() == []
+    store.write(lambda txn: log.append_many(txn, [{"n": i} for i in range(1, 6)]))
+    things = store.table("things")
+    store.write(lambda txn: things.put(txn, b"\xff", {"other": True}))  # another database's records stay apart
+    assert backwards() == [5, 4, 3, 2, 1]
+    assert backwards(down_to=3) == [5, 4]
+    assert backwards(down_to=5) == []
+    assert store.read(lambda txn: next(log.iterate_backwards(txn))) == (5, {"n": 5})
+
+
 def test_append_many_is_one_transaction(storage: Storage, store: Store) -> None:
     log = store.log("log")
     transactions: list[int] = []

@@ -24,7 +24,6 @@ from typing import Any
 from enact.actors._base import ActorNotFound, FencedError
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
-from enact.channels.local import ChannelStopped
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
 from enact.messages._framing import ConnectionClosed, FrameError, read_frame, write_frame
@@ -158,8 +157,7 @@ class ControlServer:
                     self._busy += 1
                 try:
                     reply, keep_open = self._answer(frame)
-                    if reply is not None:
-                        write_frame(connection, encode(reply))
+                    write_frame(connection, encode(reply))
                 finally:
                     with self._idle:
                         self._busy -= 1
@@ -176,9 +174,8 @@ class ControlServer:
         with contextlib.suppress(OSError):
             write_frame(connection, encode(Error(message=text)))
 
-    def _answer(self, frame: bytes) -> tuple[object | None, bool]:
-        """The reply to one frame (None: close without one, for a request cut
-        short by the daemon stopping), and whether the connection stays open."""
+    def _answer(self, frame: bytes) -> tuple[object, bool]:
+        """The reply to one frame, and whether the connection stays open."""
         try:
             message = decode(frame)
         except DecodeError as error:
@@ -195,11 +192,6 @@ class ControlServer:
         except ActorNotFound as error:
             self._metrics.control_errors.labels(reason="no_actor").inc()
             return Error(message=str(error)), False
-        except ChannelStopped as error:
-            # The client sees the connection close after its request, which
-            # tells it the daemon went away while its event was in progress.
-            log.info("%s", error)
-            return None, False
         except FencedError as error:
             # Expected once another daemon took over: a refusal, not a defect.
             log.warning("refused %s: %s", registration.name, error)

@@ -40,6 +40,7 @@ from enact.actors.inbox_records import (
     actions_from,
     delivery_document,
     event_from,
+    last_error,
     new_receipt,
     turn_document,
 )
@@ -76,6 +77,9 @@ log = logging.getLogger(__name__)
 MAX_ERROR = 2000
 MAX_TURNS_PER_READ = 1000
 _RETRY_DELAY_S = 0.2
+_NOT_RESENT = (
+    "the daemon stopped while the reply was being delivered, and the channel cannot re-send it safely: not resent"
+)
 
 
 def conversation_actor_name(conversation_key: str) -> str:
@@ -438,7 +442,7 @@ class InboxActor(EnactActor):
             self._deliveries.put(txn, key, delivery)
             if delivery["state"] == "retryable_failure":
                 return "retry", delivery
-            receipt = self._finish(txn, key, None if message.ok else "delivery_failed")
+            receipt = self._finish(txn, key, None if message.ok else "delivery_failed", delivery["error"])
             return "finished", {"delivery": delivery, "receipt": receipt}
 
         def after(result: tuple[str, Document]) -> None:
@@ -460,12 +464,15 @@ class InboxActor(EnactActor):
         self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, message.event_id,
                                                                     on=False))
 
-    def _finish(self, txn: lmdb.Transaction, key: bytes, delivery_outcome: str | None) -> Document:
+    def _finish(self, txn: lmdb.Transaction, key: bytes, delivery_outcome: str | None,
+                delivery_error: str = "") -> Document:
         """Log the turn, complete the receipt, advance the cursor: one commit."""
         receipt = self._receipts.get(txn, key)
         assert receipt is not None
         event = receipt["event"]
         outcome = delivery_outcome or receipt["outcome"]
+        if delivery_outcome:
+            receipt["delivery_error"] = delivery_error
         self._turns.append(txn, turn_document(receipt, outcome))
         receipt.update(
             status="failed" if receipt["outcome"] == "failed" else "completed",
@@ -568,7 +575,7 @@ class InboxActor(EnactActor):
             document = self._deliveries.get(txn, key)
             assert document is not None
             self._deliveries.put(txn, key, {**document, "state": "not_resent", "updated_at": time.time()})
-            return self._finish(txn, key, "delivery_uncertain")
+            return self._finish(txn, key, "delivery_uncertain", _NOT_RESENT)
 
         def after(receipt: Document) -> None:
             self._metrics.deliveries.labels(channel=delivery["channel"], outcome="not_resent").inc()
@@ -586,6 +593,7 @@ class InboxActor(EnactActor):
             reply=receipt["reply"],
             actions=actions_from(receipt["actions"]),
             attempts=receipt["attempts"],
+            error=last_error(receipt),
         )
 
     def _outcome(self, event_id: str) -> Outcome | NoSuchEvent:
@@ -595,21 +603,37 @@ class InboxActor(EnactActor):
         return self._outcome_of(event_id, found[1])
 
     def _read_turns(self, message: ReadTurns) -> Turns:
-        limit = max(0, min(message.limit, MAX_TURNS_PER_READ))
         wanted = message.conversation
 
-        def read(txn: lmdb.Transaction) -> Turns:
+        def matches(document: Document) -> bool:
+            key = f"{document['channel']}:{document['conversation']}"
+            return not wanted or wanted in (key, document["conversation"])
+
+        def turn_of(sequence: int, document: Document) -> Turn:
+            return Turn(cursor=sequence, **{**document, "actions": actions_from(document["actions"])})
+
+        def read_oldest(txn: lmdb.Transaction) -> Turns:
+            limit = max(0, min(message.limit, MAX_TURNS_PER_READ))
             turns: list[Turn] = []
             cursor = message.since
             for sequence, document in self._turns.iterate_from(txn, message.since):
                 if len(turns) >= limit:
                     break
                 cursor = sequence
-                key = f"{document['channel']}:{document['conversation']}"
-                if wanted and wanted not in (key, document["conversation"]):
-                    continue
-                fields = {**document, "actions": actions_from(document["actions"])}
-                turns.append(Turn(cursor=sequence, **fields))
+                if matches(document):
+                    turns.append(turn_of(sequence, document))
             return Turns(turns=tuple(turns), next_cursor=cursor)
 
-        return self._store.read(read)
+        def read_newest(txn: lmdb.Transaction) -> Turns:
+            count = min(message.last, MAX_TURNS_PER_READ)
+            newest: list[Turn] = []
+            for sequence, document in self._turns.iterate_backwards(txn, down_to=message.since):
+                if len(newest) >= count:
+                    break
+                if matches(document):
+                    newest.append(turn_of(sequence, document))
+            # Everything up to the log's end has been looked at: read on from there.
+            end = max(message.since, self._turns.last_cursor(txn))
+            return Turns(turns=tuple(reversed(newest)), next_cursor=end)
+
+        return self._store.read(read_newest if message.last > 0 else read_oldest)

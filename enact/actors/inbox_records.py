@@ -12,6 +12,7 @@ import time
 
 import lmdb
 
+from enact.commands import clip
 from enact.messages.inbox import ActionRecord, Attachment, ChatEvent
 from enact.storage import CorruptRecord, Document, Store
 
@@ -22,6 +23,8 @@ DELIVERIES = "inbox.deliveries"
 CURSORS = "inbox.cursors"
 TURNS = "logs.turns"
 DATABASES = (RECEIPTS, IDS, OPEN, DELIVERIES, CURSORS, TURNS)
+MAX_REPORTED_ERROR = 500
+"""How much of an event's last error its outcome and turn carry."""
 
 class InboxRecords:
     """The inbox's databases, opened from its own store."""
@@ -118,6 +121,14 @@ def delivery_document(event: Document, reply: str) -> Document:
     }
 
 
+def last_error(receipt: Document) -> str:
+    """The error that ended or last troubled the event: its delivery's, else
+    its latest attempt's. Receipts written before ``delivery_error`` lack it."""
+    errors = receipt["errors"]
+    error = receipt.get("delivery_error") or (errors[-1]["error"] if errors else "")
+    return clip(str(error), MAX_REPORTED_ERROR)
+
+
 def turn_document(receipt: Document, outcome: str) -> Document:
     event = receipt["event"]
     return {
@@ -131,4 +142,5 @@ def turn_document(receipt: Document, outcome: str) -> Document:
         "outcome": outcome,
         "attempts": receipt["attempts"],
         "actions": receipt["actions"],
+        "error": last_error(receipt),
     }

@@ -27,18 +27,12 @@ from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Ignored, Outco
 NAME = "local"
 IN_PROGRESS = "in_progress"
 """The status of a sent event that has no outcome yet when the wait ends."""
+INTERRUPTED = "interrupted"
+"""The status of a sent event whose daemon stopped while ``enact send`` waited;
+the event's receipt is durable, so the next daemon finishes it."""
 
 AskInbox = Callable[[object], object]
 _DELIVER_TIMEOUT_S = 30.0
-
-
-class ChannelStopped(Exception):
-    """The daemon stopped while ``enact send`` waited for the event's outcome.
-    The event is accepted and is finished by the next daemon."""
-
-    def __init__(self, event_id: str) -> None:
-        super().__init__(f"the daemon stopped while event {event_id} was in progress")
-        self.event_id = event_id
 
 
 class LocalChannel:
@@ -125,19 +119,21 @@ class LocalChannel:
             accepted = self._ask_inbox(Receive(event=event, origin=HUMAN_CLI))
             if isinstance(accepted, Ignored):
                 return accepted
-            assert isinstance(accepted, Accepted)
+            if not isinstance(accepted, Accepted):
+                raise UnexpectedInboxReply(accepted, "inbox.Receive")
             if accepted.duplicate and not accepted.in_flight:
                 outcome = self._ask_inbox(GetOutcome(event_id=event_id))
-                assert isinstance(outcome, Outcome)
+                if not isinstance(outcome, Outcome):
+                    raise UnexpectedInboxReply(outcome, "inbox.GetOutcome")
             else:
                 try:
                     outcome = future.result(timeout=self._wait_timeout_s)
-                except CancelledError:
-                    raise ChannelStopped(event_id) from None
                 except FutureTimeout:
                     # Accepted and still being worked on: say so rather than fail.
-                    return Outcome(event_id=event_id, status=IN_PROGRESS, duplicate=accepted.duplicate, reply="",
-                                   actions=(), attempts=0)
+                    return _unfinished(event_id, IN_PROGRESS, duplicate=accepted.duplicate)
+                except CancelledError:
+                    # The daemon is stopping (``stop``): answer before it goes.
+                    return _unfinished(event_id, INTERRUPTED, duplicate=accepted.duplicate)
         finally:
             with self._lock:
                 futures = self._waiters.get(event_id, [])
@@ -146,3 +142,12 @@ class LocalChannel:
                 if not futures:
                     self._waiters.pop(event_id, None)
         return dataclasses.replace(outcome, duplicate=accepted.duplicate)
+
+
+class UnexpectedInboxReply(RuntimeError):
+    def __init__(self, reply: object, request: str) -> None:
+        super().__init__(f"unexpected reply {type(reply).__qualname__} to {request}")
+
+
+def _unfinished(event_id: str, status: str, *, duplicate: bool) -> Outcome:
+    return Outcome(event_id=event_id, status=status, duplicate=duplicate, reply="", actions=(), attempts=0)

@@ -3,16 +3,41 @@
 from __future__ import annotations
 
 import sys
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
-from enact.channels.local import IN_PROGRESS
-from enact.cli._client import request
-from enact.cli._options import home_option, needs_daemon, print_json, resolve_home
-from enact.messages import to_wire
-from enact.messages.inbox import Ignored, Outcome, ReadTurns, Send, Turns
+from enact.cli._client import ConnectionLost, expect, request
+from enact.cli._options import EXIT_FAILED, fail, home_option, needs_daemon, print_json, resolve_home
+
+INTERRUPTED_TEXT = (
+    "the daemon was replaced while this event was in progress; it will be finished by the new daemon, "
+    "see `enact turns`"
+)
+DUPLICATE_NOTE = "(duplicate: the earlier reply)"
+_OUTCOME_KEYS = ("event_id", "duplicate", "reply", "actions", "attempts", "status", "error")
+
+
+def _problem(outcome: Any) -> str:
+    """What went wrong with a finished or unfinished event, in one line, or ""."""
+    from enact.channels import local
+
+    error = " ".join(outcome.error.split())
+    match outcome.status:
+        case local.IN_PROGRESS:
+            return f"no reply yet; event {outcome.event_id} is still being processed (see `enact turns`)"
+        case local.INTERRUPTED:
+            return INTERRUPTED_TEXT
+        case "failed":
+            return f"event {outcome.event_id} failed after {outcome.attempts} attempts: {error or 'no error recorded'}"
+        case "delivery_failed":
+            return f"the reply was not delivered (every attempt failed): {error or 'no error recorded'}"
+        case "delivery_uncertain":
+            return f"the reply may not have been delivered: {error or 'its delivery was interrupted'}"
+    return ""
 
 
 @click.command("send")
@@ -25,38 +50,69 @@ from enact.messages.inbox import Ignored, Outcome, ReadTurns, Send, Turns
 @needs_daemon
 def send(home: Path | None, conversation: str, message_id: str, reply_to: str, as_json: bool,
          text: tuple[str, ...]) -> None:
-    """Send TEXT to enact through the local channel and print the reply."""
+    """Send TEXT to enact through the local channel and print the reply.
+
+    Exits 0 once the reply is delivered, 1 if the event was ignored, failed,
+    is still in progress or its reply was not delivered, 3 if no daemon runs."""
+    from enact.channels import local
+    from enact.messages import to_wire
+    from enact.messages.inbox import ChatEvent, Ignored, Outcome, Send
+
+    # Chosen here, so that the event id is known even if the daemon goes away.
+    message_id = message_id or uuid.uuid4().hex
+    conversation = conversation or "cli"
+    event_id = ChatEvent(channel=local.NAME, conversation=conversation, message_id=message_id, text="").event_id
     message = Send(text=" ".join(text), conversation=conversation, message_id=message_id, reply_to=reply_to)
-    outcome = request(resolve_home(home), message, timeout=None)
-    if isinstance(outcome, Ignored):
-        click.echo(f"enact: not processed: {outcome.reason}", err=True)
-        sys.exit(1)
-    assert isinstance(outcome, Outcome)
-    if outcome.status == IN_PROGRESS and not as_json:
-        click.echo(
-            f"enact: no reply yet; event {outcome.event_id} is still being processed (see `enact turns`)", err=True
-        )
-        sys.exit(1)
+    try:
+        reply = request(resolve_home(home), message, timeout=None)
+    except ConnectionLost:
+        fail(INTERRUPTED_TEXT, as_json=as_json, event_id=event_id, status=local.INTERRUPTED)
+    if isinstance(reply, Ignored):
+        fail(f"not processed: {reply.reason}", as_json=as_json, event_id=reply.event_id, status="ignored",
+             reason=reply.reason)
+    outcome = expect(reply, Outcome, message)
+    problem = _problem(outcome)
     if as_json:
         body = to_wire(outcome)["body"]
-        print_json({key: body[key] for key in ("event_id", "duplicate", "reply", "actions", "attempts", "status")})
-        return
-    click.echo(outcome.reply)
+        if outcome.status == local.INTERRUPTED:
+            body["error"] = INTERRUPTED_TEXT  # as when the connection itself is lost
+        print_json({key: body[key] for key in _OUTCOME_KEYS})
+    else:
+        if outcome.status not in (local.IN_PROGRESS, local.INTERRUPTED):
+            click.echo(outcome.reply)
+            if outcome.duplicate:
+                click.echo(DUPLICATE_NOTE, err=True)
+        if problem:
+            click.echo(f"enact: {problem}", err=True)
+    if problem:
+        sys.exit(EXIT_FAILED)
 
 
 @click.command("turns")
 @home_option
 @click.option("--conversation", default="", help="Only this conversation (id, or channel:id).")
 @click.option("--since", type=click.IntRange(min=0), default=0, help="Only turns after this cursor.")
-@click.option("--limit", type=click.IntRange(min=1, max=1000), default=50, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=50, show_default=True,
+              help="At most this many turns, oldest first.")
+@click.option("--last", type=click.IntRange(min=1, max=1000), default=None,
+              help="The newest N turns instead (still printed oldest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
-def turns(home: Path | None, conversation: str, since: int, limit: int, as_json: bool) -> None:
+def turns(home: Path | None, conversation: str, since: int, limit: int, last: int | None, as_json: bool) -> None:
     """Read the turn log by cursor."""
-    reply = request(resolve_home(home), ReadTurns(conversation=conversation, since=since, limit=limit))
-    assert isinstance(reply, Turns)
+    from enact.messages import to_wire
+    from enact.messages.inbox import ReadTurns, Turns
+
+    message = ReadTurns(conversation=conversation, since=since, limit=limit, last=last or 0)
+    reply = expect(request(resolve_home(home), message), Turns, message)
     if as_json:
         print_json(to_wire(reply)["body"]["turns"])
+        return
+    if not reply.turns:
+        where = f" in conversation {conversation!r}" if conversation else ""
+        after = f" after cursor {since}" if since else ""
+        hint = "`enact turns --last 10` shows the newest of all" if since or conversation else "none is logged yet"
+        click.echo(f"no turns{where}{after} ({hint})")
         return
     for turn in reply.turns:
         when = datetime.fromtimestamp(turn.time, UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -64,8 +120,9 @@ def turns(home: Path | None, conversation: str, since: int, limit: int, as_json:
         click.echo(f"  > {turn.message}")
         for line in turn.reply.splitlines() or [""]:
             click.echo(f"  < {line}")
-    if reply.turns:
-        click.echo(f"(next cursor: {reply.next_cursor})")
+        for line in turn.error.splitlines():
+            click.echo(f"  ! {line}")
+    click.echo(f"(next cursor: {reply.next_cursor})")
 
 
 COMMANDS: list[click.Command] = [send, turns]

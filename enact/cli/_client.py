@@ -1,20 +1,38 @@
-"""Talking to the running daemon over its control socket."""
+"""Talking to the running daemon over its control socket.
+
+The message modules are imported inside the calls: importing them registers
+every wire type, which costs more than ``enact --version`` may take.
+"""
 
 from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import TypeVar
 
 from enact.home import SOCKET_NAME
-from enact.messages import decode, encode
-from enact.messages._framing import read_frame, write_frame
-from enact.messages.control import Error
+
+T = TypeVar("T")
 
 
 class NotRunning(RuntimeError):
-    def __init__(self, home: Path) -> None:
-        super().__init__(f"enact is not running (home: {home})")
+    """No daemon took the request: nothing listens on the socket, or the
+    connection failed before the request was written."""
+
+    def __init__(self, home: Path, text: str = "") -> None:
+        super().__init__(text or f"enact is not running (home: {home})")
         self.home = home
+
+
+class ConnectionLost(NotRunning):
+    """The request was written, then the connection closed before a whole
+    reply came back: the daemon stopped, crashed or was taken over while it
+    worked on the request. Still a NotRunning, since whoever polls for a
+    daemon sees none there; commands report it apart, because the request may
+    have been taken (an ``enact send`` event is finished by the next daemon)."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(home, f"the daemon closed the connection before it answered (home: {home})")
 
 
 class DaemonError(RuntimeError):
@@ -29,6 +47,25 @@ class NoAnswer(DaemonError, TimeoutError):
     def __init__(self, home: Path, timeout: float) -> None:
         super().__init__(f"the daemon did not answer within {timeout:g} s (home: {home})")
         self.home = home
+
+
+class UnexpectedReply(DaemonError):
+    """The daemon answered with a type the command does not expect (a daemon
+    of another version, or a defect)."""
+
+
+def _name_of(value: object) -> str:
+    from enact.messages._registry import registration_of
+
+    registration = registration_of(type(value))
+    return registration.name if registration else type(value).__qualname__
+
+
+def expect(reply: object, expected: type[T], request: object) -> T:
+    """``reply`` as ``expected``, or UnexpectedReply naming both types."""
+    if isinstance(reply, expected):
+        return reply
+    raise UnexpectedReply(f"unexpected reply {_name_of(reply)} to {_name_of(request)}")
 
 
 class Client:
@@ -46,13 +83,22 @@ class Client:
             raise NotRunning(home) from None
 
     def request(self, message: object) -> object:
+        from enact.messages import decode, encode
+        from enact.messages._framing import read_frame, write_frame
+        from enact.messages.control import Error
+
         try:
             write_frame(self._sock, encode(message))
+        except TimeoutError:
+            raise NoAnswer(self.home, self._timeout or 0.0) from None
+        except ConnectionError as error:  # closed before it took the request
+            raise NotRunning(self.home) from error
+        try:
             reply = decode(read_frame(self._sock))
         except TimeoutError:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except (ConnectionError, EOFError) as error:  # EOFError: also gone in the middle of a reply
-            raise NotRunning(self.home) from error
+            raise ConnectionLost(self.home) from error
         if isinstance(reply, Error):
             raise DaemonError(reply.message)
         return reply

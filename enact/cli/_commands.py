@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import sys
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
 
-from enact import config
-from enact.cli._client import request
-from enact.cli._options import home_option, needs_daemon, print_json, resolve_home
-from enact.messages import DecodeError, from_wire, to_wire
-from enact.messages.control import Status, StatusReport
+from enact.cli._client import expect, request
+from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
 
 @click.command("status")
@@ -21,8 +19,11 @@ from enact.messages.control import Status, StatusReport
 @needs_daemon
 def status(home: Path | None, as_json: bool) -> None:
     """Show the running daemon: generation, actors, storage."""
-    report = request(resolve_home(home), Status())
-    assert isinstance(report, StatusReport)
+    from enact.messages import to_wire
+    from enact.messages.control import Status, StatusReport
+
+    message = Status()
+    report = expect(request(resolve_home(home), message), StatusReport, message)
     if as_json:
         print_json(to_wire(report)["body"])
         return
@@ -38,22 +39,67 @@ def status(home: Path | None, as_json: bool) -> None:
         click.echo(f"{actor.name:<28} {alive:>5} {actor.mailbox:>8} {actor.handled:>9} {actor.restarts:>9}")
 
 
+def _request_types() -> list[dict[str, Any]]:
+    """Every type ``enact call`` may send, with its fields. ``origin`` is left
+    out: the daemon sets it from who is asking."""
+    from enact.messages import Kind, registered
+
+    types = []
+    for registration in registered():
+        if registration.kind is not Kind.REQUEST:
+            continue
+        fields = []
+        for item in dataclasses.fields(registration.cls):
+            if item.name == "origin":
+                continue
+            has_default = item.default is not dataclasses.MISSING or item.default_factory is not dataclasses.MISSING
+            described: dict[str, Any] = {"name": item.name, "type": str(item.type), "required": not has_default}
+            if item.default is not dataclasses.MISSING:
+                described["default"] = item.default
+            elif item.default_factory is not dataclasses.MISSING:
+                described["default"] = item.default_factory()
+            fields.append(described)
+        summary = (registration.cls.__doc__ or "").strip().split("\n\n", 1)[0]
+        types.append({"type": registration.name, "summary": " ".join(summary.split()), "fields": fields})
+    return types
+
+
+def _print_request_types(as_json: bool) -> None:
+    types = _request_types()
+    if as_json:
+        print_json(types)
+        return
+    for described in types:
+        fields = ", ".join(
+            f"{f['name']}: {f['type']}" + ("" if f["required"] else f" = {orjson.dumps(f.get('default')).decode()}")
+            for f in described["fields"]
+        )
+        click.echo(f"{described['type']} {{{fields}}}")
+
+
 @click.command("call")
 @home_option
-@click.argument("type_name", metavar="TYPE")
+@click.option("--list", "list_types", is_flag=True, help="List the request types TYPE may be, with their fields.")
+@click.option("--json", "as_json", is_flag=True, help="Errors (and --list) as JSON; the reply is JSON anyway.")
+@click.argument("type_name", metavar="TYPE", required=False)
 @click.argument("body", metavar="[JSON]", required=False, default="{}")
 @needs_daemon
-def call(home: Path | None, type_name: str, body: str) -> None:
+def call(home: Path | None, list_types: bool, as_json: bool, type_name: str | None, body: str) -> None:
     """Send any registered message TYPE with fields JSON; print the typed reply."""
+    from enact.messages import DecodeError, from_wire, to_wire
+
+    if list_types:
+        _print_request_types(as_json)
+        return
+    if not type_name:
+        fail("missing TYPE (`enact call --list` lists them)", as_json=as_json, code=EXIT_USAGE)
     try:
         fields = orjson.loads(body)
         message = from_wire({"type": type_name, "body": fields})
     except orjson.JSONDecodeError as error:
-        click.echo(f"enact: the message body is not valid JSON: {error}", err=True)
-        sys.exit(2)
+        fail(f"the message body is not valid JSON: {error}", as_json=as_json, code=EXIT_USAGE)
     except DecodeError as error:
-        click.echo(f"enact: {error}", err=True)
-        sys.exit(2)
+        fail(str(error), as_json=as_json, code=EXIT_USAGE)
     print_json(to_wire(request(resolve_home(home), message)))
 
 
@@ -67,11 +113,12 @@ def config_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(home: Path | None, as_json: bool) -> None:
     """Print the effective configuration and where each value came from."""
+    from enact import config
+
     try:
         settings = config.load(resolve_home(home))
     except config.ConfigError as error:
-        click.echo(f"enact: {error}", err=True)
-        sys.exit(2)
+        fail(str(error), as_json=as_json, code=EXIT_USAGE)
     rows = settings.describe()
     if as_json:
         print_json(rows)

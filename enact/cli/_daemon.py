@@ -11,10 +11,18 @@ from typing import Any
 
 import click
 
-from enact.cli._client import DaemonError, NoAnswer, NotRunning, request
-from enact.cli._options import EXIT_NOT_RUNNING, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._client import DaemonError, NoAnswer, NotRunning, UnexpectedReply, expect, request
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_NOT_RUNNING,
+    EXIT_USAGE,
+    fail,
+    home_option,
+    needs_daemon,
+    print_json,
+    resolve_home,
+)
 from enact.home import LOG_NAME
-from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport
 
 _START_TIMEOUT_S = 30.0
 _STOP_TIMEOUT_S = 60.0
@@ -60,8 +68,18 @@ def run_command(
 def start_command(
     home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
 ) -> None:
-    """Start the daemon in the background; returns once it answers."""
+    """Start the daemon in the background; returns once it answers.
+
+    Exits 2 if the home already has a daemon (without --takeover) or the
+    daemon refuses to start; its one-line reason is printed."""
+    from enact.messages.control import Status, StatusReport
+
     root = resolve_home(home)
+    if not takeover:
+        running = _running(root)
+        if running is not None:
+            fail(f"enact is already running on this home (pid {running.pid}, generation {running.generation})",
+                 as_json=False, code=EXIT_USAGE, prefix="")
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     arguments = [sys.executable, "-m", "enact", "daemon", "run", "--home", str(root)]
     for flag, value in (("--metrics-addr", metrics_addr), ("--workers", workers), ("--log-level", log_level)):
@@ -71,6 +89,8 @@ def start_command(
         arguments.append("--takeover")
     log_path = root / LOG_NAME
     with open(log_path, "ab") as log_file:
+        # Only what this start writes is shown if it fails, never older lines.
+        log_start = log_file.tell()
         process = subprocess.Popen(
             arguments, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, start_new_session=True
         )
@@ -78,9 +98,15 @@ def start_command(
     while time.monotonic() < deadline:
         code = process.poll()
         if code is not None:
-            click.echo(f"enact: the daemon exited with status {code} while starting; see {log_path}", err=True)
-            click.echo(_tail(log_path), err=True)
-            sys.exit(code or 1)
+            written = _written_since(log_path, log_start)
+            if code == EXIT_USAGE and written:
+                # A refusal: the daemon's own one-line reason says it all.
+                click.echo("\n".join(written[-5:]), err=True)
+            else:
+                click.echo(f"enact: the daemon exited with status {code} while starting; see {log_path}", err=True)
+                if written:
+                    click.echo("\n".join(written[-5:]), err=True)
+            sys.exit(code if code > 0 else EXIT_FAILED)
         try:
             report = request(root, Status(), timeout=2.0)
         except (NotRunning, DaemonError, OSError):
@@ -94,11 +120,24 @@ def start_command(
     sys.exit(1)
 
 
-def _tail(path: Path, lines: int = 5) -> str:
+def _running(root: Path) -> Any:
+    """The status report of a daemon answering on ``root``, or None."""
+    from enact.messages.control import Status, StatusReport
+
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        report = request(root, Status(), timeout=5.0)
+    except (NotRunning, DaemonError):
+        return None
+    return report if isinstance(report, StatusReport) else None
+
+
+def _written_since(path: Path, offset: int) -> list[str]:
+    try:
+        with open(path, "rb") as log_file:
+            log_file.seek(offset)
+            return log_file.read().decode(errors="replace").splitlines()
     except OSError:
-        return ""
+        return []
 
 
 @daemon.command("stop")
@@ -106,9 +145,11 @@ def _tail(path: Path, lines: int = 5) -> str:
 @needs_daemon
 def stop_command(home: Path | None) -> None:
     """Stop the daemon gracefully and wait until it has exited."""
+    from enact.messages.control import Shutdown, ShuttingDown
+
     root = resolve_home(home)
-    reply = request(root, Shutdown())
-    assert isinstance(reply, ShuttingDown)
+    message = Shutdown()
+    reply = expect(request(root, message), ShuttingDown, message)
     deadline = time.monotonic() + _STOP_TIMEOUT_S
     while time.monotonic() < deadline:
         if not _alive(reply.pid):
@@ -139,23 +180,27 @@ def _alive(pid: int) -> bool:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status_command(home: Path | None, as_json: bool) -> None:
     """Say whether the daemon runs (exit 0) or not (exit 3)."""
+    from enact.messages.control import Status, StatusReport
+
     root = resolve_home(home)
+    message = Status()
     try:
-        report = request(root, Status(), timeout=5.0)
+        report = expect(request(root, message, timeout=5.0), StatusReport, message)
+    except UnexpectedReply as error:
+        fail(str(error), as_json=as_json)
     except NoAnswer as error:
         # A process holds the socket but does not answer: running, not well.
         if as_json:
             print_json({"running": True, "answering": False, "home": str(root)})
         else:
             click.echo(f"enact: {error}", err=True)
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
     except (NotRunning, DaemonError):
         if as_json:
             print_json({"running": False, "home": str(root)})
         else:
             click.echo(f"enact is not running (home: {root})")
         sys.exit(EXIT_NOT_RUNNING)
-    assert isinstance(report, StatusReport)
     if as_json:
         print_json({"running": True, "pid": report.pid, "generation": report.generation, "home": report.home})
     else:

@@ -102,6 +102,8 @@ class Outcome:
     reply: str
     actions: tuple[ActionRecord, ...]
     attempts: int
+    error: str = ""
+    """The last error recorded on the event (an attempt's, or its delivery's), bounded."""
 
 
 @reply("inbox.NoSuchEvent")
@@ -150,17 +152,21 @@ class Turn:
     outcome: str
     attempts: int
     actions: tuple[ActionRecord, ...]
+    error: str = ""
+    """As ``Outcome.error``; "" in turns logged before it was recorded."""
 
 
 @request("inbox.ReadTurns")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadTurns:
     """Turns after ``since`` (a cursor), optionally of one conversation key
-    (``channel:id``) or conversation id."""
+    (``channel:id``) or conversation id: the oldest ``limit`` of them, or,
+    when ``last`` is set, the newest ``last`` (oldest first either way)."""
 
     conversation: str = field(default="", metadata=limit(MAX_ID))
     since: int = 0
     limit: int = 100
+    last: int = 0
 
 
 @reply("inbox.Turns")

@@ -127,5 +127,16 @@ class AppendLog(Table):
         for key, raw in position:
             yield int(_SEQUENCE.unpack(key)[0]), self._decode(bytes(key), bytes(raw))
 
+    def iterate_backwards(self, txn: lmdb.Transaction, *, down_to: int = 0) -> Iterator[tuple[int, Document]]:
+        """The records after ``down_to``, newest first."""
+        position = txn.cursor(db=self.handle)
+        if not position.last():
+            return
+        for key, raw in position.iterprev():
+            sequence = int(_SEQUENCE.unpack(key)[0])
+            if sequence <= down_to:
+                return
+            yield sequence, self._decode(bytes(key), bytes(raw))
+
     def get_at(self, txn: lmdb.Transaction, sequence: int) -> Document | None:
         return self.get(txn, self.key(sequence))
