@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,7 +65,7 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
     event_id = ChatEvent(channel=local.NAME, conversation=conversation, message_id=message_id, text="").event_id
     message = Send(text=" ".join(text), conversation=conversation, message_id=message_id, reply_to=reply_to)
     try:
-        reply = request(resolve_home(home), message, timeout=None)
+        reply = _send_to_current_daemon(resolve_home(home), message)
     except ConnectionLost:
         fail(INTERRUPTED_TEXT, as_json=as_json, event_id=event_id, status=local.INTERRUPTED)
     if isinstance(reply, Ignored):
@@ -86,6 +87,27 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
             click.echo(f"enact: {problem}", err=True)
     if problem:
         sys.exit(EXIT_FAILED)
+
+
+_TAKEOVER_RETRY_S = 10.0
+
+
+def _send_to_current_daemon(home: Path, message: Any) -> object:
+    """Send, and if the daemon reached was fenced before it accepted the event
+    (a takeover under way), send again to the daemon that replaced it: the
+    message id is the same, so the inbox takes the event at most once."""
+    from enact.cli._client import NotRunning
+    from enact.messages.epoch import Fenced
+
+    reply = request(home, message, timeout=None)
+    deadline = time.monotonic() + _TAKEOVER_RETRY_S
+    while isinstance(reply, Fenced) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            reply = request(home, message, timeout=None)
+        except NotRunning:
+            continue  # between the old daemon's socket and the new one's
+    return reply
 
 
 @click.command("turns")
