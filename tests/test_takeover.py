@@ -5,6 +5,8 @@ leaves the old daemon serving."""
 from __future__ import annotations
 
 import datetime
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -177,3 +179,21 @@ def test_start_on_a_metrics_address_in_use_exits_2_with_one_line(daemons: Daemon
     # Nothing is left behind: the next start on the home works.
     again = daemons.start(daemon.home)
     assert again.cli_json("status", "--json")["generation"] == 1
+
+
+def test_takeover_whose_old_daemon_never_lets_go_exits_2_and_the_next_start_works(daemons: DaemonFactory) -> None:
+    address = f"127.0.0.1:{free_port()}"
+    old = daemons.start(None, "--metrics-addr", address)
+    os.kill(old.pid, signal.SIGSTOP)  # frozen: it cannot notice the fence nor free the address
+    try:
+        new = daemons.start(old.home, "--metrics-addr", address, "--takeover", wait=False)
+        assert new.wait_exit(30) == 2
+    finally:
+        os.kill(old.pid, signal.SIGCONT)
+    [line] = [line for line in new.log_text().splitlines() if line.startswith("enact:")]
+    assert line.startswith(f"enact: metrics address {address} is still in use 10 s after taking over"), line
+    assert "Traceback" not in new.log_text()
+    assert old.wait_exit(10) == 0  # fenced, it exits once it runs again
+    again = daemons.start(old.home, "--metrics-addr", address)
+    status = again.cli_json("status", "--json")
+    assert status["generation"] == 3 and status["metrics_addr"] == address
