@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +53,8 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
 
     Exits 0 once the reply is delivered, 1 if the event was ignored, failed,
     is still in progress or its reply was not delivered, 3 if no daemon runs."""
+    import uuid
+
     from enact.channels import local
     from enact.messages import to_wire
     from enact.messages.inbox import ChatEvent, Ignored, Outcome, Send
@@ -122,6 +122,8 @@ def _send_to_current_daemon(home: Path, message: Any) -> object:
 @needs_daemon
 def turns(home: Path | None, conversation: str, since: int, limit: int, last: int | None, as_json: bool) -> None:
     """Read the turn log by cursor."""
+    from datetime import UTC, datetime
+
     from enact.messages import to_wire
     from enact.messages.inbox import ReadTurns, Turns
 

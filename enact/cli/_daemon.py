@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,6 +71,8 @@ def start_command(
 
     Exits 2 if the home already has a daemon (without --takeover) or the
     daemon refuses to start; its one-line reason is printed."""
+    import subprocess
+
     from enact.messages.control import Status, StatusReport
 
     root = resolve_home(home)

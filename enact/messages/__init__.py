@@ -20,7 +20,5 @@ __all__ = [
     "type_name",
 ]
 
-# Importing the protocol modules registers their wire names.
-from enact.messages import commands, common, control, epoch, inbox, journal, sessions
-
-__all__ += ["commands", "common", "control", "epoch", "inbox", "journal", "sessions"]
+# The protocol modules (enact.messages.inbox, ...) register their wire names
+# when imported; ``lookup`` imports one on first use of its prefix.

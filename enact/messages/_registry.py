@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import importlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -72,8 +73,24 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
     return _register(name, Kind.INTERNAL)
 
 
+PROTOCOLS = ("commands", "common", "control", "epoch", "inbox", "journal", "sessions")
+"""The protocol modules of ``enact.messages``. A wire name's prefix is the
+module that declares it, which is imported when one of its names is first
+looked up: a CLI command loads only the protocols it speaks (a dataclass costs
+about half a millisecond to create, and every command pays it at start)."""
+
+
+def _load_protocol(prefix: str) -> None:
+    if prefix in PROTOCOLS:
+        importlib.import_module(f"enact.messages.{prefix}")
+
+
 def lookup(name: str) -> Registration | None:
-    return _BY_NAME.get(name)
+    registration = _BY_NAME.get(name)
+    if registration is None:
+        _load_protocol(name.partition(".")[0])
+        registration = _BY_NAME.get(name)
+    return registration
 
 
 def registration_of(cls: type[Any]) -> Registration | None:
@@ -88,4 +105,6 @@ def type_name(message: object) -> str:
 
 
 def registered() -> list[Registration]:
+    for prefix in PROTOCOLS:
+        _load_protocol(prefix)
     return sorted(_BY_NAME.values(), key=lambda r: r.name)
