@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from bench._table import Table, median, rate, ratio
-from enact.actors.epoch import Fence
+from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.storage import AppendLog, Storage, Store
 

@@ -51,7 +51,6 @@ from bench.control_socket import _start_daemon, _stop
 from enact import __version__, config
 from enact.actors import inbox_records
 from enact.actors.chat_services import ChatServices
-from enact.actors.epoch import Fence
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.channels import local
@@ -59,6 +58,7 @@ from enact.channels.local import LocalChannel
 from enact.cli._client import Client
 from enact.commands import CommandContext, CommandRegistry, builtin_commands
 from enact.daemon import actor_specs, build_runtime, startup_context
+from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Outcome, Send

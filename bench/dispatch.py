@@ -30,9 +30,9 @@ import pykka
 from bench._table import Table, median, ratio, us
 from enact import config
 from enact.actors._base import ActorContext, EnactActor
-from enact.actors.epoch import Fence
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSlot, ActorSpec, Supervisor
+from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages.epoch import Current, RequireCurrent
 from enact.storage import Storage

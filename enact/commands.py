@@ -21,8 +21,8 @@ from enact.messages.common import HUMAN_CLI, Origin, is_human
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 
 if TYPE_CHECKING:
-    from enact.actors.epoch import Fence
     from enact.actors.supervisor import Supervisor
+    from enact.fence import Fence
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from enact import __version__, config
 from enact.actors import inbox_records, journal, sessions
 from enact.actors.chat_services import ChatServices
 from enact.actors.control import ControlServer
-from enact.actors.epoch import AlreadyRunning, EpochFenceActor, Fence
+from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
 from enact.actors.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
@@ -39,6 +39,7 @@ from enact.commands import (
     JournaledCommands,
     builtin_commands,
 )
+from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, SCRIPTED_RULES_NAME, STATE_DIR
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import orjson
 
-from enact.actors.epoch import Fence, FencedError
+from enact.fence import Fence, FencedError
 from enact.home import STATE_DIR
 from enact.storage import Storage
 

@@ -12,7 +12,6 @@ import pytest
 
 from enact import config
 from enact.actors.chat_services import ChatServices
-from enact.actors.epoch import Fence
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
@@ -26,6 +25,7 @@ from enact.commands import (
     builtin_commands,
 )
 from enact.daemon import actor_specs, startup_context
+from enact.fence import Fence
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.messages.inbox import Outcome, Send
 from enact.messages.sessions import Forget, Lookup, Session

@@ -14,10 +14,10 @@ import pykka
 import pytest
 
 from enact.actors._base import ActorContext, ActorNotFound, EnactActor
-from enact.actors.epoch import Fence
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.config import load
+from enact.fence import Fence
 from enact.messages.control import ActorStatus
 from enact.storage import OwnershipError, Storage
 

@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING, Any
 
 import pykka
 
+from enact.fence import FencedError
 from enact.messages._registry import registration_of
 from enact.messages.epoch import Fenced
 
 if TYPE_CHECKING:
     from enact.actors._batching import WriteBatch
-    from enact.actors.epoch import Fence
     from enact.actors.metrics import Metrics
     from enact.actors.supervisor import ActorSlot, Supervisor
     from enact.config import Config
+    from enact.fence import Fence
     from enact.storage import Store
 
 log = logging.getLogger(__name__)
@@ -35,15 +36,6 @@ class UnknownMessage(TypeError):
 class ActorNotFound(LookupError):
     def __init__(self, name: str) -> None:
         super().__init__(f"no actor named {name!r} is running")
-
-
-class FencedError(RuntimeError):
-    """This daemon no longer owns its home; the effect was not performed."""
-
-    def __init__(self, generation: int, current: int) -> None:
-        super().__init__(f"fenced: generation {generation} was superseded by generation {current}")
-        self.generation = generation
-        self.current = current
 
 
 @dataclass(frozen=True, slots=True)

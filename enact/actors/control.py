@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from enact.actors._base import ActorNotFound, FencedError
+from enact.actors._base import ActorNotFound
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
+from enact.fence import FencedError
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
 from enact.messages._framing import ConnectionClosed, FrameError, read_frame, write_frame

@@ -26,9 +26,9 @@ from enact.actors._batching import Deferred
 from enact.messages.control import ActorStatus
 
 if TYPE_CHECKING:
-    from enact.actors.epoch import Fence
     from enact.actors.metrics import Metrics
     from enact.config import Config
+    from enact.fence import Fence
     from enact.storage import Storage
 
 log = logging.getLogger(__name__)
