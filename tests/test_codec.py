@@ -20,8 +20,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from enact.messages import DecodeError, Registration, decode, encode, from_wire, limit, registered, request, to_wire
+from enact.messages import (
+    DecodeError,
+    Registration,
+    Request,
+    decode,
+    encode,
+    from_wire,
+    limit,
+    registered,
+    request,
+    to_wire,
+)
 from enact.messages._codec import MAX_LENGTH
+from enact.messages.common import Done
 from enact.messages.control import ActorStatus, StatusReport, StorageStatus
 from enact.messages.epoch import Current
 
@@ -49,7 +61,7 @@ class Inner:
 
 @request("testing.Bounded")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Bounded:
+class Bounded(Request["Done"]):
     name: str = field(metadata=limit(8))
     tags: tuple[str, ...] = field(default=(), metadata=limit(3))
     attrs: dict[str, Any] = field(default_factory=dict, metadata=limit(2))
@@ -58,7 +70,7 @@ class Bounded:
 
 @request("testing.Everything")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Everything:
+class Everything(Request["Done"]):
     flag: bool
     count: int
     ratio: float

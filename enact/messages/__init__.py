@@ -1,12 +1,24 @@
 """Typed messages, their stable wire names and the orjson codec."""
 
 from enact.messages._codec import DecodeError, decode, encode, from_wire, limit, to_wire
-from enact.messages._registry import Kind, Registration, internal, lookup, registered, reply, request, type_name
+from enact.messages._registry import (
+    Kind,
+    Registration,
+    Request,
+    internal,
+    lookup,
+    registered,
+    reply,
+    reply_types,
+    request,
+    type_name,
+)
 
 __all__ = [
     "DecodeError",
     "Kind",
     "Registration",
+    "Request",
     "decode",
     "encode",
     "from_wire",
@@ -15,6 +27,7 @@ __all__ = [
     "lookup",
     "registered",
     "reply",
+    "reply_types",
     "request",
     "to_wire",
     "type_name",

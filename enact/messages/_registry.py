@@ -10,10 +10,43 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import sys
+import types
+import typing
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ForwardRef, Generic, TypeVar
 
 T = TypeVar("T")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class Request(Generic[R_co]):
+    """The base of every request: ``R_co`` is the reply it gets, so that an
+    ask is typed (``Plan(Request["Recorded | Rejected"])``; a string, because
+    the reply is usually declared after its request). Any reply may also be
+    a refusal from the fence, which an ask turns into ``FencedError``."""
+
+    __slots__ = ()
+
+
+_REPLIES: dict[type[Any], tuple[type[Any], ...]] = {}
+
+
+def reply_types(cls: type[Any]) -> tuple[type[Any], ...]:
+    """The reply classes a request class declares (resolved on first use)."""
+    found = _REPLIES.get(cls)
+    if found is not None:
+        return found
+    declared = next((b for b in getattr(cls, "__orig_bases__", ()) if typing.get_origin(b) is Request), None)
+    if declared is None:
+        raise TypeError(f"{cls.__qualname__} does not declare its reply: derive it from Request[...]")
+    (hint,) = typing.get_args(declared)
+    if isinstance(hint, ForwardRef):
+        hint = eval(hint.__forward_arg__, vars(sys.modules[cls.__module__]))
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    found = tuple(typing.get_args(hint)) if union else (hint,)
+    _REPLIES[cls] = found
+    return found
 
 
 class Kind(enum.Enum):
@@ -59,8 +92,16 @@ def _register(name: str, kind: Kind) -> Callable[[type[T]], type[T]]:
 
 
 def request(name: str) -> Callable[[type[T]], type[T]]:
-    """Register a message that callers (including the CLI) may send."""
-    return _register(name, Kind.REQUEST)
+    """Register a message that callers (including the CLI) may send; it
+    derives from ``Request[...]``, which names its reply."""
+    register = _register(name, Kind.REQUEST)
+
+    def decorate(cls: type[T]) -> type[T]:
+        if not issubclass(cls, Request):
+            raise TypeError(f"request {name!r} must derive from Request[<its reply type>]")
+        return register(cls)
+
+    return decorate
 
 
 def reply(name: str) -> Callable[[type[T]], type[T]]:

@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from enact.messages._codec import limit
-from enact.messages._registry import reply, request
+from enact.messages._registry import Request, reply, request
 from enact.messages.common import Origin
 
 
 @request("commands.Run")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Run:
+class Run(Request["Receipt"]):
     name: str = field(metadata=limit(128))
     args: dict[str, Any] = field(default_factory=dict)
     origin: Origin = ""
@@ -34,7 +34,7 @@ class Receipt:
 
 @request("commands.ListCommands")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ListCommands:
+class ListCommands(Request["Catalog"]):
     pass
 
 

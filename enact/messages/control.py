@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from enact.messages._registry import reply, request
+from enact.messages._registry import Request, reply, request
 
 
 @request("control.Status")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Status:
+class Status(Request["StatusReport"]):
     """Ask for the daemon's status report."""
 
 
@@ -45,7 +45,7 @@ class StatusReport:
 
 @request("control.Shutdown")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Shutdown:
+class Shutdown(Request["ShuttingDown"]):
     """Stop the daemon gracefully (``enact daemon stop``)."""
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from enact.messages._registry import reply, request
+from enact.messages._registry import Request, reply, request
 
 
 @request("epoch.RequireCurrent")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RequireCurrent:
+class RequireCurrent(Request["Current | Fenced"]):
     """Asked before an effect; answered ``Current`` or ``Fenced``."""
 
 
@@ -30,7 +30,7 @@ class Fenced:
 
 @request("epoch.Describe")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Describe:
+class Describe(Request["Owner"]):
     """Who owns the home now."""
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from enact.messages._codec import limit
-from enact.messages._registry import internal, reply, request
-from enact.messages.common import Origin
+from enact.messages._registry import Request, internal, reply, request
+from enact.messages.common import Origin, Rejected
 
 MAX_TEXT = 64 * 1024
 MAX_ID = 256
@@ -63,7 +63,7 @@ class ActionRecord:
 
 @request("inbox.Receive")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Receive:
+class Receive(Request["Accepted | Ignored | Rejected"]):
     """A channel hands over an event. The answer says whether it was taken."""
 
     event: ChatEvent
@@ -89,7 +89,7 @@ class Ignored:
 
 @request("inbox.GetOutcome")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetOutcome:
+class GetOutcome(Request["Outcome | NoSuchEvent"]):
     event_id: str = field(metadata=limit(MAX_ID))
 
 
@@ -114,7 +114,7 @@ class NoSuchEvent:
 
 @request("inbox.Send")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Send:
+class Send(Request["Outcome | Ignored"]):
     """``enact send``: the local channel's event; answered once it is replied."""
 
     text: str = field(metadata=limit(MAX_TEXT))
@@ -126,7 +126,7 @@ class Send:
 
 @request("inbox.GetCursor")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetCursor:
+class GetCursor(Request["Cursor"]):
     """How far the channel's events are finished and acknowledged."""
 
     channel: str = field(metadata=limit(64))
@@ -158,7 +158,7 @@ class Turn:
 
 @request("inbox.ReadTurns")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReadTurns:
+class ReadTurns(Request["Turns"]):
     """Turns after ``since`` (a cursor), optionally of one conversation key
     (``channel:id``) or conversation id: the oldest ``limit`` of them, or,
     when ``last`` is set, the newest ``last`` (oldest first either way)."""

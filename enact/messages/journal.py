@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from enact.messages._codec import limit
-from enact.messages._registry import reply, request
+from enact.messages._registry import Request, reply, request
+from enact.messages.common import Rejected
 
 StepState = Literal["planned", "running", "done"]
 
@@ -25,7 +26,7 @@ class Step:
 
 @request("journal.Plan")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Plan:
+class Plan(Request["Recorded | Rejected"]):
     """Record a step before it runs; refused if that index exists already."""
 
     request_id: str = field(metadata=limit(256))
@@ -36,14 +37,14 @@ class Plan:
 
 @request("journal.Start")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Start:
+class Start(Request["Recorded | Rejected"]):
     request_id: str = field(metadata=limit(256))
     index: int
 
 
 @request("journal.Finish")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Finish:
+class Finish(Request["Recorded | Rejected"]):
     request_id: str = field(metadata=limit(256))
     index: int
     receipt: str
@@ -58,7 +59,7 @@ class Recorded:
 
 @request("journal.Steps")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Steps:
+class Steps(Request["StepList"]):
     request_id: str = field(metadata=limit(256))
 
 

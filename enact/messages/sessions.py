@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from enact.messages._codec import limit
-from enact.messages._registry import reply, request
+from enact.messages._registry import Request, reply, request
+from enact.messages.common import Done
 
 
 @request("sessions.Lookup")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Lookup:
+class Lookup(Request["Session | NoSession"]):
     """The mapping of ``key``, if one was written under ``prompt_version``."""
 
     key: str = field(metadata=limit(512))
@@ -36,7 +37,7 @@ class NoSession:
 
 @request("sessions.Record")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Record:
+class Record(Request["Done"]):
     """A turn ran in ``native_id``: store the mapping, count the turn."""
 
     key: str = field(metadata=limit(512))
@@ -46,7 +47,7 @@ class Record:
 
 @request("sessions.Forget")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Forget:
+class Forget(Request["Forgotten"]):
     key: str = field(metadata=limit(512))
 
 
