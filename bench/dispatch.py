@@ -40,7 +40,7 @@ from enact.storage import Storage
 TITLE = "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask"
 TARGET = 1.5
 _NAME = "answering"
-_MESSAGE = RequireCurrent()
+_MESSAGE: Any = RequireCurrent()
 _REPLY = Current(generation=1)
 
 Ask = Callable[[object], Any]
@@ -136,7 +136,7 @@ def run(quick: bool) -> Table:
             "bare pykka ask (baseline)": bare.ask,
             "bare pykka ask via a wrapper (control)": lambda message: bare.ask(message),
             "ActorRef.ask into EnactActor": enact_ref.ask,
-            "Supervisor.ask(name) into EnactActor (enact)": lambda message: supervisor.ask(_NAME, message),
+            "Supervisor.ask(name) into EnactActor (enact)": lambda message: supervisor.ask(_NAME, message, timeout=10),
         }
         handled_before = supervisor.statuses()[0].handled
         two_cores = _rounds(paths, rounds, per_round)

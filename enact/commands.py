@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from enact.cancellation import CancellationToken
+from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, Receipt
-from enact.messages.common import HUMAN_CLI, Origin, is_human
+from enact.messages.common import HUMAN_CLI, Origin, Rejected, is_human
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 
 if TYPE_CHECKING:
@@ -220,7 +221,7 @@ class JournaledCommands:
     so that after a crash a step found ``running`` is reported as
     interrupted and never run again. ``ask`` asks the journal actor."""
 
-    def __init__(self, registry: CommandRegistry, ask: Callable[[object], object]) -> None:
+    def __init__(self, registry: CommandRegistry, ask: Callable[[Request[Any]], object]) -> None:
         self.registry = registry
         self._ask = ask
         self._running: set[str] = set()
@@ -268,7 +269,7 @@ class JournaledCommands:
             with self._lock:
                 self._running.discard(request_id)
 
-    def _expect(self, message: object, verb: str, index: int) -> None:
+    def _expect(self, message: Request[Recorded | Rejected], verb: str, index: int) -> None:
         reply = self._ask(message)
         if not isinstance(reply, Recorded):
             raise RuntimeError(f"the journal refused to {verb} step {index}: {reply}")

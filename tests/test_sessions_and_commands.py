@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,7 +120,7 @@ def test_each_conversation_gets_its_own_session(harness: Harness) -> None:
 
 def test_failed_resume_forgets_the_session_and_retries_once_with_the_startup_context(harness: Harness) -> None:
     harness.send("one")
-    before = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1))
+    before = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1), timeout=10)
     assert isinstance(before, Session)
     harness.runtime.fail_next_resume = True
     outcome = harness.send("two")
@@ -127,7 +128,7 @@ def test_failed_resume_forgets_the_session_and_retries_once_with_the_startup_con
     failed, fresh = harness.runtime.requests[1:]
     assert failed.native_session == before.native_id
     assert fresh.native_session is None and fresh.prompt.startswith(harness.services.startup_context)
-    after = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1))
+    after = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1), timeout=10)
     assert isinstance(after, Session) and after.native_id != before.native_id and after.turns == 1
 
 
@@ -141,10 +142,13 @@ def test_receipts_of_an_action_are_fed_back_in_the_same_session(harness: Harness
 
 def test_mapping_under_another_prompt_version_is_ignored(harness: Harness) -> None:
     harness.send("one")
-    assert isinstance(harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1)), Session)
-    assert not isinstance(harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=7)), Session)
-    harness.supervisor.ask("sessions", Forget(key="local:cli"))
-    assert not isinstance(harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1)), Session)
+    def lookup(prompt_version: int) -> object:
+        return harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=prompt_version), timeout=10)
+
+    assert isinstance(lookup(1), Session)
+    assert not isinstance(lookup(7), Session)
+    harness.supervisor.ask("sessions", Forget(key="local:cli"), timeout=10)
+    assert not isinstance(lookup(1), Session)
 
 
 def test_isolated_calls_keep_no_session(tmp_path: Path) -> None:
@@ -228,7 +232,8 @@ def test_journal_steps_move_planned_running_done_and_never_back(harness: Harness
     from enact.messages.common import Rejected
     from enact.messages.journal import Finish, Plan, Recorded, Start, StepList, Steps
 
-    ask = harness.supervisor.ask
+    def ask(actor: str, message: Any) -> object:
+        return harness.supervisor.ask(actor, message, timeout=10)
     assert isinstance(ask("journal", Plan(request_id="r", index=0, command="a", args={})), Recorded)
     # Planned but never started: it may be planned again with another command.
     replanned = ask("journal", Plan(request_id="r", index=0, command="b", args={"x": 1}))

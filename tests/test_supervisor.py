@@ -13,11 +13,13 @@ from typing import Any
 import pykka
 import pytest
 
-from enact.actors._base import ActorContext, ActorNotFound, EnactActor
+from enact.actors._asks import ActorNotFound
+from enact.actors._base import ActorContext, EnactActor
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.config import load
 from enact.fence import Fence
+from enact.messages import Request
 from enact.messages.control import ActorStatus
 from enact.storage import OwnershipError, Storage
 
@@ -25,34 +27,34 @@ from enact.storage import OwnershipError, Storage
 
 
 @dataclass(frozen=True)
-class Ping:
+class Ping(Request["int | str"]):
     pass
 
 
 @dataclass(frozen=True)
-class Crash:
+class Crash(Request["None"]):
     pass
 
 
 @dataclass(frozen=True)
-class Block:
+class Block(Request["None"]):
     release: threading.Event
     entered: threading.Event
 
 
 @dataclass(frozen=True)
-class Record:
+class Record(Request["None"]):
     text: str
     seconds: float = 0.0
 
 
 @dataclass(frozen=True)
-class Remember:
+class Remember(Request["None"]):
     value: str
 
 
 @dataclass(frozen=True)
-class Recall:
+class Recall(Request["str"]):
     pass
 
 
@@ -278,7 +280,7 @@ def test_an_exception_in_an_ask_goes_back_to_the_caller_and_the_actor_lives(rig:
 def test_an_unknown_message_is_a_bug_reported_to_the_caller(rig: Rig) -> None:
     supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
     with pytest.raises(TypeError, match="actor 'flaky' does not handle str"):
-        supervisor.ask("flaky", "hello", timeout=5)
+        supervisor.call("flaky", "hello", timeout=5)
 
 
 # --- restarts ------------------------------------------------------------------------

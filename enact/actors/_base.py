@@ -7,18 +7,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pykka
 
+from enact.actors._asks import ActorNotFound
 from enact.fence import FencedError
-from enact.messages._registry import registration_of
+from enact.messages._registry import Request, registration_of
 from enact.messages.epoch import Fenced
 
 if TYPE_CHECKING:
     from enact.actors._batching import WriteBatch
     from enact.actors.metrics import Metrics
-    from enact.actors.supervisor import ActorSlot, Supervisor
+    from enact.actors.supervisor import ActorSlot, ActorSpec
     from enact.config import Config
     from enact.fence import Fence
     from enact.storage import Store
@@ -33,9 +34,28 @@ class UnknownMessage(TypeError):
         super().__init__(f"actor {actor!r} does not handle {type(message).__qualname__}")
 
 
-class ActorNotFound(LookupError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no actor named {name!r} is running")
+R = TypeVar("R")
+
+
+class ActorSystem(Protocol):
+    """What an actor may do with the others: address them by name, start
+    keyed children, publish events. The Supervisor is the implementation; an
+    actor never holds another's ref, since a restarted actor is a new one."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def ask(self, name: str, message: Request[R], *, timeout: float) -> R: ...
+
+    def tell(self, name: str, message: object) -> None: ...
+
+    def spawn(self, spec: ActorSpec, *, family: str) -> None: ...
+
+    def retire(self, name: str) -> None: ...
+
+    def publish(self, event: object) -> None: ...
+
+    def report_failure(self, name: str, ref: pykka.ActorRef[Any] | None, error: BaseException | None) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,20 +66,26 @@ class ActorContext:
     home: Path
     config: Config
     metrics: Metrics
-    supervisor: Supervisor
+    supervisor: ActorSystem
     fence: Fence
     store: Store | None
     slot: ActorSlot
 
-    def ask(self, actor: str, message: object, timeout: float | None = None) -> Any:
-        """Ask another actor by name; by default wait no longer than the
-        control socket would (``control.request_timeout_s``)."""
+    def ask(self, actor: str, message: Request[R], timeout: float | None = None) -> R:
+        """Ask another actor by name for the reply ``message`` declares; by
+        default wait no longer than the control socket would
+        (``control.request_timeout_s``). Raises ActorUnavailable, FencedError
+        or UnexpectedReply."""
         if timeout is None:
             timeout = float(self.config["control.request_timeout_s"])
         return self.supervisor.ask(actor, message, timeout=timeout)
 
     def tell(self, actor: str, message: object) -> None:
         self.supervisor.tell(actor, message)
+
+    def publish(self, event: object) -> None:
+        """Tell ``event`` to every actor subscribed to its type."""
+        self.supervisor.publish(event)
 
     def own_store(self) -> Store:
         if self.store is None:

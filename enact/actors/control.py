@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from enact.actors._base import ActorNotFound
+from enact.actors._asks import ActorNotFound, ActorUnavailable
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.fence import FencedError
@@ -183,15 +183,17 @@ class ControlServer:
             self._metrics.control_errors.labels(reason="bad_message").inc()
             return Error(message=str(error)), False
         registration = registration_of(type(message))
-        assert registration is not None
-        if registration.kind is not Kind.REQUEST:
+        if registration is None or registration.kind is not Kind.REQUEST:
             self._metrics.control_errors.labels(reason="not_a_request").inc()
-            return Error(message=f"{registration.name} is not a request that can be sent to the daemon"), False
+            name = registration.name if registration else type(message).__name__
+            return Error(message=f"{name} is not a request that can be sent to the daemon"), False
         message = _stamp_origin(message)
         try:
             reply = self._route(message, registration.actor)
-        except ActorNotFound as error:
-            self._metrics.control_errors.labels(reason="no_actor").inc()
+        except ActorUnavailable as error:
+            reason = "no_actor" if isinstance(error, ActorNotFound) else "unavailable"
+            log.warning("%s: %s", registration.name, error)
+            self._metrics.control_errors.labels(reason=reason).inc()
             return Error(message=str(error)), False
         except FencedError as error:
             # Expected once another daemon took over: a refusal, not a defect.
@@ -210,7 +212,7 @@ class ControlServer:
         handler = self._local.get(type(message))
         if handler is not None:
             return handler(message)
-        return self._supervisor.ask(actor, message, timeout=self._request_timeout_s)
+        return self._supervisor.call(actor, message, timeout=self._request_timeout_s)
 
 
 def _stamp_origin(message: Any) -> Any:

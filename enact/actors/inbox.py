@@ -29,7 +29,8 @@ from typing import Any
 
 import lmdb
 
-from enact.actors._base import ActorContext, ActorNotFound, EnactActor
+from enact.actors._asks import ActorNotFound
+from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.chat_services import ChatServices
 from enact.actors.conversation import ConversationActor

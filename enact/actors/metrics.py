@@ -54,6 +54,7 @@ CONTROL_ERROR_REASONS = (
     "bad_message",
     "not_a_request",
     "no_actor",
+    "unavailable",
     "failed",
     "fenced",
 )

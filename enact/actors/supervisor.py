@@ -15,14 +15,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pykka
 
-from enact.actors._base import STARTED, ActorContext, ActorNotFound, EnactActor
+from enact.actors._asks import ActorNotFound, ActorUnavailable, AskTimeout, checked_reply
+from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred
+from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
 
 if TYPE_CHECKING:
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from enact.storage import Storage
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 
 _LIVENESS_INTERVAL_S = 0.5
@@ -49,6 +54,8 @@ class ActorSpec:
     databases: tuple[str, ...] = ()
     depends_on: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    subscribes: tuple[type[Any], ...] = ()
+    """Event types told to this actor whenever an actor publishes one."""
 
 
 @dataclass(slots=True, eq=False)
@@ -93,6 +100,10 @@ class Supervisor:
         self._max_restarts: int = config["supervisor.max_restarts"]
         self._window_s: float = config["supervisor.restart_window_s"]
         self._order = _dependency_order(specs)
+        self._subscribers: dict[type[Any], tuple[str, ...]] = {}
+        for spec in self._order:
+            for event_type in spec.subscribes:
+                self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), spec.name)
         self._slots: dict[str, ActorSlot] = {}
         self._lock = threading.Lock()
         self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
@@ -226,16 +237,35 @@ class Supervisor:
         slot = self._slots.get(name)
         return slot is not None and slot.ref is not None and not slot.stopping
 
-    def ask(self, name: str, message: object, *, timeout: float | None = None) -> Any:
+    def ask(self, name: str, message: Request[R], *, timeout: float) -> R:
+        """Ask actor ``name``; returns the reply ``message`` declares or raises
+        ActorUnavailable, FencedError or UnexpectedReply, within ``timeout``."""
+        return checked_reply(message, self.call(name, message, timeout=timeout))
+
+    def call(self, name: str, message: object, *, timeout: float) -> object:
+        """Ask without checking the reply's type (the control socket forwards
+        whatever the actor answered). One deadline covers the ask, a restart
+        in between and the wait for a group commit."""
+        deadline = time.monotonic() + timeout
+
+        def remaining() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         ref = self._current_ref(name)
         try:
-            reply = ref.ask(message, timeout=timeout)
+            try:
+                reply = ref.ask(message, timeout=remaining())
+            except pykka.ActorDeadError:
+                # The message was never handled: it reached a ref that had died.
+                # Send it once more to the restarted actor.
+                ref = self._current_ref(name, stale=ref, wait_s=min(remaining(), _MAX_BACKOFF_S * 2))
+                reply = ref.ask(message, timeout=remaining())
+            if isinstance(reply, Deferred):
+                return reply.wait(remaining())  # answered once its group commit is durable
+        except (pykka.Timeout, FutureTimeout):
+            raise AskTimeout(name, message, timeout) from None
         except pykka.ActorDeadError:
-            # The message was never handled: it reached a ref that had died.
-            # Send it once more to the restarted actor.
-            reply = self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).ask(message, timeout=timeout)
-        if isinstance(reply, Deferred):
-            return reply.wait(timeout)  # answered once its group commit is durable
+            raise ActorUnavailable(f"actor {name!r} stopped before it answered") from None
         return reply
 
     def tell(self, name: str, message: object) -> None:
@@ -243,7 +273,20 @@ class Supervisor:
         try:
             ref.tell(message)
         except pykka.ActorDeadError:
-            self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).tell(message)
+            try:
+                self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).tell(message)
+            except pykka.ActorDeadError:
+                raise ActorUnavailable(f"actor {name!r} stopped before it could be told") from None
+
+    def publish(self, event: object) -> None:
+        """Tell ``event`` to its subscribers. Told, never asked: a subscriber
+        that asked its publisher back while the publisher waited would
+        deadlock, so it reads whatever more it needs by cursor, later."""
+        for name in self._subscribers.get(type(event), ()):
+            try:
+                self.tell(name, event)
+            except ActorUnavailable:
+                log.debug("event %s not told to %s: it is not running", type(event).__name__, name)
 
     # -- failures ---------------------------------------------------------
 

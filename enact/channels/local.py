@@ -19,8 +19,10 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
 
 from enact.channels import DeliveryReport, OutgoingReply, Submit
+from enact.messages._registry import Request
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Ignored, Outcome, Receive, Send
 
@@ -31,7 +33,7 @@ INTERRUPTED = "interrupted"
 """The status of a sent event whose daemon stopped while ``enact send`` waited;
 the event's receipt is durable, so the next daemon finishes it."""
 
-AskInbox = Callable[[object], object]
+AskInbox = Callable[[Request[Any]], object]
 _DELIVER_TIMEOUT_S = 30.0
 
 

@@ -44,7 +44,7 @@ def reply_types(cls: type[Any]) -> tuple[type[Any], ...]:
     if isinstance(hint, ForwardRef):
         hint = eval(hint.__forward_arg__, vars(sys.modules[cls.__module__]))
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    found = tuple(typing.get_args(hint)) if union else (hint,)
+    found = tuple(typing.get_args(hint)) if union else (type(None) if hint is None else hint,)
     _REPLIES[cls] = found
     return found
 

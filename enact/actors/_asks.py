@@ -1,0 +1,56 @@
+"""What an ask can end in besides its declared reply: typed errors.
+
+An ask returns the reply its request declares (``Request[R]``) or raises one
+of these, all within the one deadline the caller gave, commit wait included.
+A refusal from the fence (``epoch.Fenced``) becomes ``FencedError`` unless the
+request declares it as a reply (``epoch.RequireCurrent`` does).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar, cast
+
+from enact.fence import FencedError
+from enact.messages._registry import Request, reply_types
+from enact.messages.epoch import Fenced
+
+R = TypeVar("R")
+
+
+class ActorUnavailable(RuntimeError):
+    """The actor asked is not running, died before answering, or did not
+    answer in time."""
+
+
+class ActorNotFound(ActorUnavailable, LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no actor named {name!r} is running")
+
+
+class AskTimeout(ActorUnavailable, TimeoutError):
+    def __init__(self, name: str, message: object, timeout: float) -> None:
+        super().__init__(f"actor {name!r} did not answer {type(message).__name__} within {timeout:g} s")
+
+
+class UnexpectedReply(TypeError):
+    """The actor answered with something its request does not declare: a bug."""
+
+    def __init__(self, message: object, reply: object) -> None:
+        super().__init__(f"{type(message).__name__} got an unexpected reply: {type(reply).__name__}")
+        self.reply = reply
+
+
+def checked_reply(message: Request[R], reply: object) -> R:
+    expected = reply_types(type(message))
+    if isinstance(reply, expected):
+        return cast(R, reply)
+    if isinstance(reply, Fenced):
+        raise FencedError(reply.generation, reply.current_generation)
+    raise UnexpectedReply(message, reply)
+
+
+def as_request(message: Any) -> Request[Any]:
+    """``message`` as a request, for routing untyped frames (the control socket)."""
+    if not isinstance(message, Request):
+        raise TypeError(f"{type(message).__name__} is not a request")
+    return message
