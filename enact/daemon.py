@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, config
@@ -250,6 +251,9 @@ class _Daemon:
         # Handlers first: a SIGTERM that arrives while the actors start must
         # still stop the daemon in order, not kill it outright.
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # `kill -USR1 <pid>` writes every thread's stack to the log: for a
+        # daemon that seems stuck, without stopping it.
+        previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, pykka.debug.log_thread_tracebacks)
         try:
             return self._serve()
         finally:

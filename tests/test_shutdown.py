@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 
 import pytest
@@ -51,3 +52,18 @@ def test_stop_exits_0_and_removes_the_socket(daemons: DaemonFactory, stop: Calla
     # The home is reusable at once: the next daemon gets the next generation.
     again = daemons.start(daemon.home)
     assert again.cli_json("status", "--json")["generation"] == 2
+
+
+def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_carries_on(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    daemon.process.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while "Current state of enact-control" not in daemon.log_text():
+        assert time.monotonic() < deadline, daemon.log_text()
+        time.sleep(0.05)
+    log = daemon.log_text()
+    assert "Current state of MainThread" in log
+    assert "CRITICAL pykka" in log
+    with RawClient(daemon.home) as client:  # still serving
+        assert client.ask(status_frame())["body"]["pid"] == daemon.pid
+    assert daemon.terminate() == 0

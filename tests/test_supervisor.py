@@ -13,14 +13,16 @@ from typing import Any
 import pykka
 import pytest
 
-from enact.actors._asks import ActorNotFound
+from enact.actors._asks import ActorNotFound, ActorUnavailable, AskTimeout, UnexpectedReply
 from enact.actors._base import ActorContext, EnactActor
+from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.config import load
-from enact.fence import Fence
+from enact.fence import Fence, FencedError
 from enact.messages import Request
 from enact.messages.control import ActorStatus
+from enact.messages.epoch import Fenced
 from enact.storage import OwnershipError, Storage
 
 # --- test actors and their messages -------------------------------------------------
@@ -428,3 +430,168 @@ def test_a_stopped_supervisor_does_not_restart(rig: Rig) -> None:
     with pytest.raises((ActorNotFound, pykka.ActorDeadError)):
         supervisor.ask("flaky", Ping(), timeout=1)
     assert status_of(supervisor, "flaky").restarts == 0
+
+
+# --- typed asks: the declared reply, or a typed error within the deadline ------------
+
+
+@dataclass(frozen=True)
+class AnswerWrongly(Request["int"]):
+    """Declares an int reply; the actor answers a string."""
+
+
+@dataclass(frozen=True)
+class BeFenced(Request["int"]):
+    pass
+
+
+@dataclass(frozen=True)
+class Stall(Request["str"]):
+    """Answered with a commit that never comes (a Deferred left unresolved)."""
+
+
+@dataclass(frozen=True)
+class OweThenCrash(Request["str"]):
+    """Answers later (a Deferred), then the actor fails before it does."""
+
+
+@dataclass(frozen=True)
+class Break(Request["None"]):
+    pass
+
+
+@dataclass(frozen=True)
+class Announce(Request["None"]):
+    text: str
+
+
+@dataclass(frozen=True)
+class Announced:
+    text: str
+
+
+@dataclass(frozen=True)
+class Heard(Request["list[str]"]):
+    pass
+
+
+@dataclass(frozen=True)
+class CallbacksThenCommit(Request["str"]):
+    """Stages two writes: the first one's callback raises, the second's answers."""
+
+
+class Tricky(EnactActor):
+    def __init__(self, context: ActorContext) -> None:
+        super().__init__(context)
+        self.batch = WriteBatch(context.own_store(), owner=context.name)
+        self.heard: list[str] = []
+
+    def handle(self, message: Any) -> Any:
+        batch = self.batch
+        assert batch is not None
+        match message:
+            case AnswerWrongly():
+                return "not an int"
+            case BeFenced():
+                return Fenced(generation=1, current_generation=2)
+            case Stall():
+                return Deferred()
+            case OweThenCrash():
+                self.actor_ref.tell(Break())
+                return Deferred()
+            case Break():
+                raise RuntimeError("broken on purpose")
+            case Announce(text=text):
+                self.context.publish(Announced(text=text))
+                return None
+            case Announced(text=text):
+                self.heard.append(text)
+                return None
+            case Heard():
+                return list(self.heard)
+            case CallbacksThenCommit():
+                reply = Deferred()
+
+                def explode(_: object) -> None:
+                    raise ValueError("a defect in a callback")
+
+                batch.stage(lambda txn: None, explode)
+                batch.stage(lambda txn: None, lambda _: reply.resolve("second callback ran"), failed=reply.fail)
+                return reply
+        return super().handle(message)
+
+
+def tricky(rig: Rig, *names: str, subscribes: tuple[type[Any], ...] = ()) -> Supervisor:
+    return rig.started(
+        [ActorSpec(name=name, actor=Tricky, databases=(f"{name}.db",), subscribes=subscribes) for name in names]
+    )
+
+
+def test_a_reply_of_an_undeclared_type_is_an_unexpected_reply(rig: Rig) -> None:
+    supervisor = tricky(rig, "tricky")
+    with pytest.raises(UnexpectedReply, match="AnswerWrongly got an unexpected reply: str"):
+        supervisor.ask("tricky", AnswerWrongly(), timeout=5)
+
+
+def test_a_fenced_reply_is_a_fenced_error_unless_the_request_declares_it(rig: Rig) -> None:
+    supervisor = tricky(rig, "tricky")
+    with pytest.raises(FencedError, match="generation 1 was superseded by generation 2"):
+        supervisor.ask("tricky", BeFenced(), timeout=5)
+
+
+def test_an_ask_whose_commit_never_comes_times_out_within_its_one_deadline(rig: Rig) -> None:
+    supervisor = tricky(rig, "tricky")
+    started = time.monotonic()
+    with pytest.raises(AskTimeout, match=r"did not answer Stall within 0\.3 s"):
+        supervisor.ask("tricky", Stall(), timeout=0.3)
+    assert time.monotonic() - started < 1.0  # not the ask's timeout plus the commit wait's
+
+
+def test_an_ask_to_an_unknown_actor_is_actor_unavailable(rig: Rig) -> None:
+    supervisor = tricky(rig, "tricky")
+    with pytest.raises(ActorUnavailable, match="no actor named 'nobody'"):
+        supervisor.ask("nobody", Stall(), timeout=1)
+
+
+def test_a_failed_actor_fails_the_replies_it_owes_at_once(rig: Rig) -> None:
+    supervisor = tricky(rig, "tricky")
+    started = time.monotonic()
+    with pytest.raises(ActorUnavailable, match=r"actor 'tricky' failed: RuntimeError\('broken on purpose'\)"):
+        supervisor.ask("tricky", OweThenCrash(), timeout=30)
+    assert time.monotonic() - started < 5, "the caller waited for its deadline instead of hearing of the failure"
+    wait_until(lambda: _alive_after(supervisor, "tricky", 1), what="the restart")
+
+
+def test_a_raising_callback_is_logged_and_counted_and_the_others_still_run(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    supervisor = tricky(rig, "tricky")
+    assert supervisor.ask("tricky", CallbacksThenCommit(), timeout=5) == "second callback ran"
+    assert "a callback after a committed write failed" in caplog.text
+    assert rig.metrics.registry.get_sample_value("enact_actor_callback_errors_total", {"actor": "tricky"}) == 1
+    assert status_of(supervisor, "tricky").restarts == 0
+
+
+# --- the event feed ---------------------------------------------------------------------
+
+
+def test_published_events_are_told_to_their_subscribers_only(rig: Rig) -> None:
+    supervisor = rig.started(
+        [
+            ActorSpec(name="speaker", actor=Tricky, databases=("speaker.db",)),
+            ActorSpec(name="listener", actor=Tricky, databases=("listener.db",), subscribes=(Announced,)),
+            ActorSpec(name="other", actor=Tricky, databases=("other.db",)),
+        ]
+    )
+    supervisor.ask("speaker", Announce(text="a turn was logged"), timeout=5)
+    wait_until(lambda: supervisor.ask("listener", Heard(), timeout=5) == ["a turn was logged"], what="the event")
+    assert supervisor.ask("speaker", Heard(), timeout=5) == []
+    assert supervisor.ask("other", Heard(), timeout=5) == []
+
+
+def test_an_event_for_a_subscriber_that_is_not_running_is_dropped_not_raised(rig: Rig) -> None:
+    supervisor = tricky(rig, "speaker")
+    supervisor.publish(Announced(text="nobody listens"))  # no subscriber: nothing happens
+    listening = rig.started([ActorSpec(name="listener", actor=Tricky, databases=("l.db",), subscribes=(Announced,))])
+    listening.stop(timeout=5)
+    listening.publish(Announced(text="after the stop"))  # its subscriber is gone: dropped

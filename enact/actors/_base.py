@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pykka
 
-from enact.actors._asks import ActorNotFound
+from enact.actors._asks import ActorUnavailable
+from enact.actors._batching import Deferred
 from enact.fence import FencedError
 from enact.messages._registry import Request, registration_of
 from enact.messages.epoch import Fenced
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from enact.storage import Store
 
 log = logging.getLogger(__name__)
+
+_PRUNE_OWED_AT = 64
 
 
 class UnknownMessage(TypeError):
@@ -122,19 +125,26 @@ class EnactActor(pykka.ThreadingActor):
         self._counters: dict[str, Any] = {}
         # Set by actors that group their writes (see _batching).
         self.batch: WriteBatch | None = None
+        self._callback_errors_seen = 0
+        # Replies handed out as Deferred and not yet answered: what this
+        # actor owes, failed at once if it fails or stops.
+        self._owed: list[Deferred] = []
 
     def on_receive(self, message: Any) -> Any:
         if message is STARTED:
             return None  # not counted: it is the supervisor's, not a caller's
         started = time.perf_counter()
         try:
-            return self.handle(message)
+            reply = self.handle(message)
+            if isinstance(reply, Deferred):
+                self._owe(reply)
+            return reply
         except FencedError as error:
             # Expected once another daemon took over: refuse, do not crash
             # (a restart would only be fenced again).
             log.warning("%s refused %s: %s", self.context.name, message_label(message), error)
             return Fenced(generation=error.generation, current_generation=error.current)
-        except ActorNotFound as error:
+        except ActorUnavailable as error:
             if not self.context.supervisor.stopping:
                 raise
             # The daemon is stopping and the actor this one needed is gone:
@@ -154,14 +164,32 @@ class EnactActor(pykka.ThreadingActor):
             batch = self.batch
             if batch is not None and batch.pending and (batch.full or self._mailbox_empty()):
                 batch.flush()
+            if batch is not None and batch.callback_errors != self._callback_errors_seen:
+                errors = batch.callback_errors - self._callback_errors_seen
+                self._callback_errors_seen = batch.callback_errors
+                self.context.metrics.callback_errors.labels(actor=self.context.slot.family).inc(errors)
 
     def _mailbox_empty(self) -> bool:
         inbox: Any = self.actor_inbox  # a queue.Queue for threading actors
         return bool(inbox.empty())
 
+    def _owe(self, reply: Deferred) -> None:
+        if len(self._owed) >= _PRUNE_OWED_AT:
+            self._owed = [owed for owed in self._owed if not owed.done]
+        self._owed.append(reply)
+
+    def _fail_what_is_owed(self, why: str) -> None:
+        error = ActorUnavailable(why)
+        if self.batch is not None:
+            self.batch.abandon(error)
+        for owed in self._owed:
+            owed.fail(error)
+        self._owed.clear()
+
     def on_stop(self) -> None:
         if self.batch is not None:
             self.batch.flush()
+        self._fail_what_is_owed(f"actor {self.context.name!r} stopped before it answered")
 
     def handle(self, message: Any) -> Any:
         raise UnknownMessage(self.context.name, message)
@@ -173,5 +201,7 @@ class EnactActor(pykka.ThreadingActor):
         traceback: TracebackType | None,
     ) -> None:
         log.error("actor %s failed: %r", self.context.name, exception_value)
+        # Whoever waits on this actor hears it now, not at their deadline.
+        self._fail_what_is_owed(f"actor {self.context.name!r} failed: {exception_value!r}")
         self.context.supervisor.report_failure(self.context.name, self.actor_ref, exception_value)
 

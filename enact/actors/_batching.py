@@ -37,10 +37,17 @@ class Deferred:
         self._future: Future[Any] = Future()
 
     def resolve(self, value: object) -> None:
-        self._future.set_result(value)
+        if not self._future.done():
+            self._future.set_result(value)
 
     def fail(self, error: BaseException) -> None:
-        self._future.set_exception(error)
+        """Fail the reply, unless it was answered already."""
+        if not self._future.done():
+            self._future.set_exception(error)
+
+    @property
+    def done(self) -> bool:
+        return self._future.done()
 
     def wait(self, timeout: float | None = None) -> Any:
         return self._future.result(timeout=timeout)
@@ -58,6 +65,8 @@ class WriteBatch:
         self._store = store
         self._owner = owner
         self._staged: list[_Staged[Any]] = []
+        self.callback_errors = 0
+        """Callbacks that raised after their commit (the owning actor counts them)."""
 
     @property
     def pending(self) -> bool:
@@ -97,8 +106,32 @@ class WriteBatch:
                     log.error("%s: a write failed and was rolled back: %r", self._owner, outcome.value)
                     self._fail(item, outcome.value)
                 elif item.after is not None:
-                    item.after(outcome.value)
+                    self._run_after(item, item.after, outcome.value)
+
+    def abandon(self, error: Exception) -> None:
+        """Fail everything staged and not committed: the actor is going away,
+        and whoever waits on one of these must hear so at once, not at the end
+        of their deadline."""
+        staged, self._staged = self._staged, []
+        for item in staged:
+            self._fail(item, error)
+
+    def _run_after(self, item: _Staged[Any], after: Callable[[Any], None], value: Any) -> None:
+        # One callback's defect must not cost the others theirs, nor leave
+        # its own waiter hanging: the write is committed, the callback's
+        # failure is logged, counted and handed to its failure path.
+        try:
+            after(value)
+        except Exception as error:
+            self.callback_errors += 1
+            log.exception("%s: a callback after a committed write failed", self._owner)
+            self._fail(item, error)
 
     def _fail(self, item: _Staged[Any], error: Exception) -> None:
-        if item.failed is not None:
+        if item.failed is None:
+            return
+        try:
             item.failed(error)
+        except Exception:
+            self.callback_errors += 1
+            log.exception("%s: a failure callback failed", self._owner)

@@ -105,6 +105,12 @@ class Metrics:
         self.runtime_calls = Counter(
             "enact_runtime_calls", "Runtime calls by adapter and outcome", ["adapter", "outcome"], registry=r
         )
+        self.callback_errors = Counter(
+            "enact_actor_callback_errors",
+            "Callbacks that raised after a committed write (a defect; the write stands)",
+            ["actor"],
+            registry=r,
+        )
 
     def initialise(
         self,
@@ -117,6 +123,7 @@ class Metrics:
         a start is an increase that the alert rules can see."""
         for actor in actors:
             self.restarts.labels(actor=actor)
+            self.callback_errors.labels(actor=actor)
         for channel in channels:
             for outcome in INBOX_EVENT_OUTCOMES:
                 self.inbox_events.labels(channel=channel, outcome=outcome)

@@ -40,13 +40,15 @@ def reply_types(cls: type[Any]) -> tuple[type[Any], ...]:
     declared = next((b for b in getattr(cls, "__orig_bases__", ()) if typing.get_origin(b) is Request), None)
     if declared is None:
         raise TypeError(f"{cls.__qualname__} does not declare its reply: derive it from Request[...]")
-    (hint,) = typing.get_args(declared)
+    hint: Any = typing.get_args(declared)[0]
     if isinstance(hint, ForwardRef):
         hint = eval(hint.__forward_arg__, vars(sys.modules[cls.__module__]))
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    found = tuple(typing.get_args(hint)) if union else (type(None) if hint is None else hint,)
-    _REPLIES[cls] = found
-    return found
+    members: tuple[Any, ...] = typing.get_args(hint) if union else (hint,)
+    # isinstance checks the class only: list[str] is checked as list.
+    resolved = tuple(type(None) if member is None else typing.get_origin(member) or member for member in members)
+    _REPLIES[cls] = resolved
+    return resolved
 
 
 class Kind(enum.Enum):
