@@ -15,6 +15,7 @@ import lmdb
 import pytest
 
 from enact.storage import (
+    SCHEMA_VERSION,
     AppendLog,
     CorruptRecord,
     OwnershipError,
@@ -99,9 +100,22 @@ def _reopen(state: Path, **options: Any) -> Storage:
     return opened
 
 
+def _schema_on_disk(state: Path) -> Any:
+    env = lmdb.open(str(state), max_dbs=64, readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            raw = txn.get(b"schema", db=env.open_db(b"storage.meta", txn=txn, create=False))
+    finally:
+        env.close()
+    assert raw is not None, "no schema record was written"
+    return decode_document(bytes(raw), database="storage.meta", key=b"schema")["schema"]
+
+
 def test_a_new_home_gets_the_current_schema_and_reopens(state: Path) -> None:
     _reopen(state)
+    assert _schema_on_disk(state) == SCHEMA_VERSION
     _reopen(state)
+    assert _schema_on_disk(state) == SCHEMA_VERSION
 
 
 def test_a_home_from_a_newer_schema_is_refused_in_one_line(state: Path) -> None:

@@ -8,7 +8,7 @@ request declares it as a reply (``epoch.RequireCurrent`` does).
 
 from __future__ import annotations
 
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 
 from enact.fence import FencedError
 from enact.messages._registry import Request, reply_types
@@ -48,9 +48,3 @@ def checked_reply(message: Request[R], reply: object) -> R:
         raise FencedError(reply.generation, reply.current_generation)
     raise UnexpectedReply(message, reply)
 
-
-def as_request(message: Any) -> Request[Any]:
-    """``message`` as a request, for routing untyped frames (the control socket)."""
-    if not isinstance(message, Request):
-        raise TypeError(f"{type(message).__name__} is not a request")
-    return message

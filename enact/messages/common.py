@@ -13,7 +13,6 @@ Origin = str
 
 HUMAN_CLI: Origin = "human-cli"
 MODEL_ACTION: Origin = "model-action"
-SCHEDULER: Origin = "scheduler"
 
 
 def chat_origin(channel: str) -> Origin:
