@@ -23,6 +23,7 @@ import pykka
 
 from enact.actors._base import STARTED, ActorContext, ActorNotFound, EnactActor
 from enact.actors._batching import Deferred
+from enact.actors._pool import KeyedPool
 from enact.messages.control import ActorStatus
 
 if TYPE_CHECKING:
@@ -94,6 +95,7 @@ class Supervisor:
         self._window_s: float = config["supervisor.restart_window_s"]
         self._order = _dependency_order(specs)
         self._slots: dict[str, ActorSlot] = {}
+        self._pools: dict[str, KeyedPool] = {}
         self._lock = threading.Lock()
         self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
         self._stopped = threading.Event()
@@ -145,6 +147,15 @@ class Supervisor:
             slot = ActorSlot(spec=spec, family=family)
             self._slots[spec.name] = slot
             self._start(slot)
+
+    def pool(self, family: str, spec_of: Callable[[str], ActorSpec], *, idle_s: float) -> KeyedPool:
+        """The keyed pool of ``family``, made on first use. The same pool is
+        returned to a restarted caller, with the work its children hold."""
+        with self._lock:
+            found = self._pools.get(family)
+            if found is None:
+                found = self._pools[family] = KeyedPool(self, family=family, spec_of=spec_of, idle_s=idle_s)
+            return found
 
     def retire(self, name: str) -> None:
         """Stop a dynamic actor and forget it (an idle conversation)."""
