@@ -282,7 +282,7 @@ class _JsonFiles:
         receipt = _receipt(event, 1, time.time())
         self.receipts[event_id] = receipt
         self._save(self.receipts_path, self.receipts)  # 1. receipt: processing
-        key = f"{event.channel}:{event.conversation}"
+        key = event.conversation_key
         result = self.runtime.invoke(RuntimeRequest(
             session_key=key, prompt=f"Owner message ({event.channel}, conversation {event.conversation}):\n{_TEXT}",
             native_session=self.sessions.get(key), owner_message=_TEXT))

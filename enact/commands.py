@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from enact.cancellation import CancellationToken
 from enact.messages._registry import Request
-from enact.messages.commands import CommandInfo, Receipt
+from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
 from enact.messages.common import HUMAN_CLI, Origin, Rejected, is_human
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 
@@ -181,14 +181,18 @@ class CommandRegistry:
         command = commands.get(call.name)
         if command is None:
             known = ", ".join(sorted(commands))
-            return Receipt(command=call.name, ok=False, text=f"unknown command {call.name!r}; known: {known}")
-        problem = _check_args(command, call.args) or _check_authority(command, call)
+            text = f"unknown command {call.name!r}; known: {known}"
+            return unsuccessful(call.name, CommandOutcome.UNKNOWN_COMMAND, text)
+        problem = _check_args(command, call.args)
         if problem:
-            return Receipt(command=call.name, ok=False, text=problem)
+            return unsuccessful(call.name, CommandOutcome.BAD_ARGS, problem)
+        problem = _check_authority(command, call)
+        if problem:
+            return unsuccessful(call.name, CommandOutcome.REFUSED, problem)
         if self._context is None:
             raise RuntimeError("the command registry is used before the daemon bound it")
         if command.authority is not Authority.READ and not self._context.fence.is_current():
-            return Receipt(command=call.name, ok=False, text="refused: this daemon was taken over (fenced)")
+            return unsuccessful(call.name, CommandOutcome.REFUSED, "refused: this daemon was taken over (fenced)")
         return None
 
     def run(self, call: CommandCall) -> Receipt:
@@ -198,15 +202,20 @@ class CommandRegistry:
             return refused
         command, context = self._commands.get(call.name), self._context
         if command is None or context is None:  # removed by a reload just now
-            return Receipt(command=call.name, ok=False, text=f"unknown command {call.name!r}")
+            return unsuccessful(call.name, CommandOutcome.UNKNOWN_COMMAND, f"unknown command {call.name!r}")
         try:
             text = command.handler(call, context)
         except CommandFailed as failure:
-            return Receipt(command=call.name, ok=False, text=clip(str(failure)))
+            return unsuccessful(call.name, CommandOutcome.FAILED, clip(str(failure)))
         except Exception as error:
             log.exception("command %s failed", call.name)
-            return Receipt(command=call.name, ok=False, text=clip(f"failed: {type(error).__name__}: {error}"))
-        return Receipt(command=call.name, ok=True, text=clip(text))
+            return unsuccessful(call.name, CommandOutcome.FAILED, clip(f"failed: {type(error).__name__}: {error}"))
+        return Receipt(command=call.name, ok=True, text=clip(text), outcome=CommandOutcome.OK)
+
+
+def unsuccessful(command: str, outcome: CommandOutcome, text: str) -> Receipt:
+    """A receipt of a run that did not succeed, and why, as data."""
+    return Receipt(command=command, ok=False, text=text, outcome=outcome)
 
 
 def interrupted_text(subject: str) -> str:
@@ -251,19 +260,21 @@ class JournaledCommands:
             return self.registry.run(call)
         with self._lock:
             if request_id in self._running:
-                return Receipt(command=call.name, ok=False,
-                               text=f"{subject} is still running for this request; it was not started again")
+                return unsuccessful(call.name, CommandOutcome.FAILED,
+                               f"{subject} is still running for this request; it was not started again")
             self._running.add(request_id)
         try:
             earlier = [s for s in self.steps(request_id) if s.index == 0] if resumed else []
             if earlier and earlier[0].state == "running":
-                return Receipt(command=call.name, ok=False, text=interrupted_text(subject))
+                return unsuccessful(call.name, CommandOutcome.FAILED, interrupted_text(subject))
             if earlier and earlier[0].state == "done":
                 step = earlier[0]
                 if step.command != call.name:
-                    return Receipt(command=call.name, ok=False,
-                                   text=f"this request already ran {step.command}; use another request id")
-                return Receipt(command=step.command, ok=step.ok, text=step.receipt)
+                    return unsuccessful(call.name, CommandOutcome.FAILED,
+                                   f"this request already ran {step.command}; use another request id")
+                # The journal keeps whether the step succeeded, not why it did not.
+                replayed = CommandOutcome.OK if step.ok else CommandOutcome.FAILED
+                return Receipt(command=step.command, ok=step.ok, text=step.receipt, outcome=replayed)
             return self.step(call, request_id=request_id, index=0)
         finally:
             with self._lock:

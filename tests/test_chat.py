@@ -442,7 +442,8 @@ def test_idle_conversation_actor_is_stopped_and_restarted_on_demand(daemons: Dae
 
 def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None:
     reply = chat.cli_json("call", "commands.Run", '{"name": "touch"}')
-    assert reply == {"type": "commands.Receipt", "body": {"command": "touch", "ok": True, "text": "touched"}}
+    assert reply == {"type": "commands.Receipt",
+                     "body": {"command": "touch", "ok": True, "text": "touched", "outcome": "ok"}}
     assert runs(chat.home) == 1
     catalog = chat.cli_json("call", "commands.ListCommands")
     assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve"}

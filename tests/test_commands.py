@@ -118,7 +118,7 @@ def test_commands_run_retried_with_its_request_id_answers_from_the_journal(daemo
         """))
     first = run_command(daemon, {"name": "touch", "request_id": "t1"})
     again = run_command(daemon, {"name": "touch", "request_id": "t1"})
-    assert first == again == {"command": "touch", "ok": True, "text": "touched"}
+    assert first == again == {"command": "touch", "ok": True, "text": "touched", "outcome": "ok"}
     assert len(marker.read_text().splitlines()) == 1
     run_command(daemon, {"name": "touch"})  # no request id: a fresh one each time
     run_command(daemon, {"name": "touch"})
@@ -132,7 +132,8 @@ def test_commands_run_with_the_request_id_of_a_running_call_is_not_started_again
     wait_for(lambda: bumps(home) == 1, what="bump to start")
     receipt = run_command(daemon, {"name": "bump", "request_id": "r2"})
     assert receipt == {"command": "bump", "ok": False,
-                       "text": "bump is still running for this request; it was not started again"}
+                       "text": "bump is still running for this request; it was not started again",
+                       "outcome": "failed"}
     assert bumps(home) == 1
 
 
@@ -188,7 +189,8 @@ def test_declared_parameters_are_checked_before_the_program_runs(daemons: Daemon
         ]""")
     daemon = daemons.start(home)
     refused = run_command(daemon, {"name": "copy", "args": {"path": "x", "count": "three"}})
-    assert refused == {"command": "copy", "ok": False, "text": "bad arguments for copy: 'count' must be integer"}
+    assert refused == {"command": "copy", "ok": False, "text": "bad arguments for copy: 'count' must be integer",
+                       "outcome": "bad_args"}
     assert run_command(daemon, {"name": "copy", "args": {}})["text"] == (
         "bad arguments for copy: missing argument 'path'"
     )

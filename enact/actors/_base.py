@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -19,6 +20,7 @@ from enact.messages.epoch import Fenced
 
 if TYPE_CHECKING:
     from enact.actors._batching import WriteBatch
+    from enact.actors._pool import KeyedPool
     from enact.actors.metrics import Metrics
     from enact.actors.supervisor import ActorSlot, ActorSpec
     from enact.config import Config
@@ -55,6 +57,8 @@ class ActorSystem(Protocol):
     def spawn(self, spec: ActorSpec, *, family: str) -> None: ...
 
     def retire(self, name: str) -> None: ...
+
+    def pool(self, family: str, spec_of: Callable[[str], ActorSpec], *, idle_s: float) -> KeyedPool: ...
 
     def publish(self, event: object) -> None: ...
 

@@ -16,9 +16,6 @@ class ChatServices:
     runtime: Runtime
     commands: CommandRegistry
     startup_context: str
-    # Events handed to a conversation by this process. It outlives an inbox
-    # restart, so a restarted inbox does not dispatch an event a second time.
-    in_flight: set[str] = field(default_factory=set)
     # Deliveries whose channel call is running in this process.
     delivering: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)

@@ -158,7 +158,7 @@ class ConversationActor(EnactActor):
             return interrupted_text(f"An action ({step.command})"), actions
         # Planned but never started: it did not run, so it may run now.
         next_index = len(done)
-        session_key = f"{event.channel}:{event.conversation}"
+        session_key = event.conversation_key
         answer = self._ask_model(session_key, self._first_prompt(event, done), event, receipt=None)
         actions_run = len(done)
         while True:
@@ -190,8 +190,7 @@ class ConversationActor(EnactActor):
     def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent) -> tuple[str, bool]:
         call = self._call(action.command, action.args, origin=MODEL_ACTION, event=message)
         receipt = self._journal.step(call, request_id=request_id, index=index)
-        outcome = "ok" if receipt.ok else _refusal_class(receipt.text)
-        self.context.metrics.actions.labels(outcome=outcome).inc()
+        self.context.metrics.actions.labels(outcome=receipt.outcome.value).inc()
         return receipt.text, receipt.ok
 
     def _first_prompt(self, event: ChatEvent, done: list[Step]) -> str:
@@ -286,12 +285,3 @@ class ConversationActor(EnactActor):
         shown = "; ".join(f"“{clip(text, 80)}”" for text in texts)
         return f"(memory is not available yet; not saved: {shown})"
 
-
-def _refusal_class(receipt: str) -> str:
-    if receipt.startswith("unknown command"):
-        return "unknown_command"
-    if receipt.startswith("bad arguments"):
-        return "bad_args"
-    if receipt.startswith("refused"):
-        return "refused"
-    return "failed"

@@ -29,7 +29,6 @@ from typing import Any
 
 import lmdb
 
-from enact.actors._asks import ActorNotFound
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.chat_services import ChatServices
@@ -47,6 +46,7 @@ from enact.actors.inbox_records import (
 )
 from enact.actors.supervisor import ActorSpec
 from enact.channels import Channel, OutgoingReply
+from enact.chat.cursor import Cursors
 from enact.commands import clip
 from enact.messages.common import Rejected
 from enact.messages.inbox import (
@@ -59,7 +59,6 @@ from enact.messages.inbox import (
     GetCursor,
     GetOutcome,
     HandleEvent,
-    IdleCheck,
     Ignored,
     NoSuchEvent,
     Outcome,
@@ -70,14 +69,16 @@ from enact.messages.inbox import (
     TurnFailed,
     TurnFinished,
     Turns,
+    conversation_key,
 )
+from enact.retry import Backoff
 from enact.storage import CorruptRecord, Document
 
 log = logging.getLogger(__name__)
 
 MAX_ERROR = 2000
 MAX_TURNS_PER_READ = 1000
-_RETRY_DELAY_S = 0.2
+_RETRY_FIRST_S = 0.2
 _NOT_RESENT = (
     "the daemon stopped while the reply was being delivered, and the channel cannot re-send it safely: not resent"
 )
@@ -100,25 +101,26 @@ class InboxActor(EnactActor):
         self._turns = self._records.turns
         config = context.config
         self._allowed = frozenset(config["chat.allowed_conversations"])
-        self._max_attempts: int = config["chat.max_attempts"]
-        self._delivery_attempts: int = config["chat.delivery_attempts"]
-        self._delivery_backoff_s: float = config["chat.delivery_backoff_s"]
-        self._idle_s: float = config["chat.conversation_idle_s"]
+        self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
+        self._delivery = Backoff(first_s=config["chat.delivery_backoff_s"], factor=2.0,
+                                 attempts=config["chat.delivery_attempts"])
         self._metrics = context.metrics
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="enact-deliver")
         self._timers: set[threading.Timer] = set()
-        # Conversation key -> (events outstanding, last activity).
-        self._conversations: dict[str, tuple[int, float]] = {}
-        # Channel -> cursors of events received but not finished.
-        self._unfinished: dict[str, set[int]] = {}
-        self._highest_finished: dict[str, int] = {}
+        # The conversation actors, and which events they hold: kept by the
+        # supervisor, so a restarted inbox sees the work still running.
+        self._conversations = context.supervisor.pool(
+            "conversation", self._conversation_spec, idle_s=config["chat.conversation_idle_s"]
+        )
+        # Events whose next attempt is being committed, not yet handed over.
+        self._resuming: set[str] = set()
+        self._cursor_rule = Cursors()
 
     # -- life cycle ---------------------------------------------------------
 
     def on_start(self) -> None:
         self._recover()
         self._batch.flush()
-        self._schedule_idle_check()
 
     def on_stop(self) -> None:
         super().on_stop()
@@ -165,16 +167,16 @@ class InboxActor(EnactActor):
                 self._batch.flush()
                 stored = self._store.read(lambda txn: self._cursors.get(txn, message.channel.encode()))
                 return Cursor(channel=message.channel, cursor=stored["cursor"] if stored else 0)
-            case IdleCheck():
-                return self._retire_idle()
         return super().handle(message)
 
     # -- in-memory marks of work running in this process ------------------------
 
     def _busy(self, event_id: str) -> bool:
+        if event_id in self._resuming or self._conversations.running(event_id):
+            return True
         services = self._services
         with services.lock:
-            return event_id in services.in_flight or event_id in services.delivering
+            return event_id in services.delivering
 
     def _mark(self, marks: set[str], event_id: str, *, on: bool) -> None:
         with self._services.lock:
@@ -219,7 +221,7 @@ class InboxActor(EnactActor):
                 return
             self._metrics.inbox_events.labels(channel=event.channel, outcome="accepted").inc()
             if event.cursor is not None:
-                self._unfinished.setdefault(event.channel, set()).add(event.cursor)
+                self._cursor_rule.of(event.channel).received(event.cursor)
             self._dispatch(event_id, event, attempt=1, origin=message.origin)
             reply.resolve(Accepted(event_id=event_id, duplicate=False, in_flight=True))
 
@@ -234,42 +236,19 @@ class InboxActor(EnactActor):
             self._resume(event_id, receipt)
         return Accepted(event_id=event_id, duplicate=True, in_flight=not finished)
 
+    def _conversation_spec(self, conversation: str) -> ActorSpec:
+        return ActorSpec(name=conversation_actor_name(conversation), actor=ConversationActor,
+                         options={"services": self._services})
+
     def _dispatch(self, event_id: str, event: ChatEvent, *, attempt: int, origin: str) -> None:
-        conversation = event.conversation_key
-        name = conversation_actor_name(conversation)
-        self._mark(self._services.in_flight, event_id, on=True)
-        outstanding, _ = self._conversations.get(conversation, (0, 0.0))
-        self._conversations[conversation] = (outstanding + 1, time.monotonic())
         handle = HandleEvent(event_id=event_id, event=event, attempt=attempt, origin=origin)
-        spec = ActorSpec(name=name, actor=ConversationActor, options={"services": self._services})
-        supervisor = self.context.supervisor
-        supervisor.spawn(spec, family="conversation")
-        try:
-            supervisor.tell(name, handle)
-        except ActorNotFound:
-            supervisor.spawn(spec, family="conversation")
-            supervisor.tell(name, handle)
-
-    def _conversation_done(self, event: Document) -> None:
-        conversation = f"{event['channel']}:{event['conversation']}"
-        outstanding, _ = self._conversations.get(conversation, (1, 0.0))
-        self._conversations[conversation] = (max(0, outstanding - 1), time.monotonic())
-
-    def _retire_idle(self) -> None:
-        now = time.monotonic()
-        for conversation, (outstanding, last) in list(self._conversations.items()):
-            if outstanding == 0 and now - last >= self._idle_s:
-                del self._conversations[conversation]
-                self.context.supervisor.retire(conversation_actor_name(conversation))
-        self._schedule_idle_check()
-
-    def _schedule_idle_check(self) -> None:
-        self._schedule(max(0.05, self._idle_s / 2), IdleCheck)
+        self._resuming.discard(event_id)
+        self._conversations.tell(event.conversation_key, event_id, handle)
 
     # -- 2. the conversation's answer ---------------------------------------------
 
     def _turn_failed(self, message: TurnFailed) -> None:
-        self._mark(self._services.in_flight, message.event_id, on=False)
+        self._conversations.done(message.event_id)
 
         def write(txn: lmdb.Transaction) -> Document | None:
             found = self._records.find(txn, message.event_id)
@@ -284,11 +263,10 @@ class InboxActor(EnactActor):
         def after(receipt: Document | None) -> None:
             if receipt is None:
                 return
-            self._conversation_done(receipt["event"])
             self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="attempt_failed").inc()
             log.warning("event %s failed on attempt %d: %s", message.event_id, receipt["attempts"], message.error_class)
-            if receipt["attempts"] < self._max_attempts:
-                self._schedule(_RETRY_DELAY_S * receipt["attempts"], lambda: Retry(event_id=message.event_id))
+            if not self._attempts.exhausted(receipt["attempts"]):
+                self._schedule(self._attempts.delay(receipt["attempts"]), lambda: Retry(event_id=message.event_id))
             else:
                 self._give_up(message.event_id, receipt, message.error_class)
 
@@ -318,12 +296,12 @@ class InboxActor(EnactActor):
             return
         if receipt["status"] != "processing":
             return
-        if receipt["attempts"] >= self._max_attempts:
+        if self._attempts.exhausted(receipt["attempts"]):
             last = receipt["errors"][-1]["error"] if receipt["errors"] else "Interrupted: the daemon stopped"
             self._give_up(event_id, receipt, last.split(":", 1)[0])
             return
         # Marked at once, so a redelivery meanwhile does not resume it twice.
-        self._mark(self._services.in_flight, event_id, on=True)
+        self._resuming.add(event_id)
 
         def write(txn: lmdb.Transaction) -> Document:
             found = self._records.find(txn, event_id)
@@ -337,15 +315,15 @@ class InboxActor(EnactActor):
         def after(current: Document) -> None:
             event = event_from(current["event"])
             if event.cursor is not None:
-                self._unfinished.setdefault(event.channel, set()).add(event.cursor)
+                self._cursor_rule.of(event.channel).received(event.cursor)
             self._dispatch(event_id, event, attempt=current["attempts"], origin=current["origin"])
 
-        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.in_flight, event_id, on=False))
+        self._batch.stage(write, after, failed=lambda _: self._resuming.discard(event_id))
 
     def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...], *, outcome: str) -> None:
         """Store the reply and journal its delivery ``in_flight``; the channel
         is called only once that is durable."""
-        self._mark(self._services.in_flight, event_id, on=False)
+        self._conversations.done(event_id)
         self._mark(self._services.delivering, event_id, on=True)
 
         def write(txn: lmdb.Transaction) -> tuple[Document, Document] | None:
@@ -363,9 +341,7 @@ class InboxActor(EnactActor):
             if result is None:
                 self._mark(self._services.delivering, event_id, on=False)
                 return
-            receipt, delivery = result
-            if outcome == "replied":
-                self._conversation_done(receipt["event"])
+            _, delivery = result
             self._call_channel_later(event_id, delivery)
 
         self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, event_id, on=False))
@@ -432,7 +408,7 @@ class InboxActor(EnactActor):
             delivery = None if key is None else self._deliveries.get(txn, key)
             if key is None or delivery is None or delivery["state"] != "in_flight":
                 return "stale", {}
-            exhausted = delivery["attempts"] >= self._delivery_attempts
+            exhausted = self._delivery.exhausted(delivery["attempts"])
             if message.ok:
                 delivery["state"] = "delivered"
             elif message.retryable and not exhausted:
@@ -457,8 +433,7 @@ class InboxActor(EnactActor):
             if state == "retry":
                 log.warning("delivery of %s failed (attempt %d): %s", message.event_id, document["attempts"],
                             message.error)
-                delay = self._delivery_backoff_s * 2 ** (document["attempts"] - 1)
-                self._schedule(delay, lambda: Deliver(event_id=message.event_id))
+                self._schedule(self._delivery.delay(document["attempts"]), lambda: Deliver(event_id=message.event_id))
                 return
             self._announce(message.event_id, document["receipt"])
 
@@ -483,15 +458,8 @@ class InboxActor(EnactActor):
         self._receipts.put(txn, key, receipt)
         self._records.open.delete(txn, key)
         if event["cursor"] is not None:
-            self._write_cursor(txn, event["channel"], self._cursor_target(event["channel"], event["cursor"]))
+            self._write_cursor(txn, event["channel"], self._cursor_rule.of(event["channel"]).target(event["cursor"]))
         return receipt
-
-    def _cursor_target(self, channel: str, finished: int) -> int:
-        """Where the cursor may go once ``finished`` is done: over finished
-        events, never past one that is still unfinished."""
-        unfinished = self._unfinished.get(channel, set()) - {finished}
-        highest = max(self._highest_finished.get(channel, 0), finished)
-        return min(min(unfinished) - 1, highest) if unfinished else highest
 
     def _write_cursor(self, txn: lmdb.Transaction, channel: str, target: int) -> None:
         key = channel.encode()
@@ -501,15 +469,13 @@ class InboxActor(EnactActor):
 
     def _settle_cursor(self, channel: str, finished: int) -> None:
         """After the commit: forget the finished cursor and tell the channel."""
-        target = self._cursor_target(channel, finished)
-        self._unfinished.get(channel, set()).discard(finished)
-        self._highest_finished[channel] = max(self._highest_finished.get(channel, 0), finished)
+        target = self._cursor_rule.of(channel).finished(finished)
         channel_object = self._services.channels.get(channel)
         if channel_object is not None:
             channel_object.acknowledge(target)
 
     def _finish_cursor(self, channel: str, cursor: int) -> None:
-        target = self._cursor_target(channel, cursor)
+        target = self._cursor_rule.of(channel).target(cursor)
         self._batch.stage(
             lambda txn: self._write_cursor(txn, channel, target),
             lambda _: self._settle_cursor(channel, cursor),
@@ -539,7 +505,7 @@ class InboxActor(EnactActor):
         for event_id, receipt, delivery in self._store.read(scan):
             event = receipt["event"]
             if event["cursor"] is not None:
-                self._unfinished.setdefault(event["channel"], set()).add(event["cursor"])
+                self._cursor_rule.of(event["channel"]).received(event["cursor"])
             if self._busy(event_id):
                 continue  # this inbox restarted; the work is still running
             if receipt["status"] == "processing":
@@ -607,7 +573,7 @@ class InboxActor(EnactActor):
         wanted = message.conversation
 
         def matches(document: Document) -> bool:
-            key = f"{document['channel']}:{document['conversation']}"
+            key = conversation_key(document["channel"], document["conversation"])
             return not wanted or wanted in (key, document["conversation"])
 
         def turn_of(sequence: int, document: Document) -> Turn:

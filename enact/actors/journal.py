@@ -5,6 +5,7 @@ uncertain; no step is ever executed twice."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import struct
 import time
@@ -14,8 +15,8 @@ import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.messages.common import Rejected
-from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
-from enact.storage import Document
+from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps, StepState
+from enact.storage import RecordTable
 
 DATABASE = "journal.steps"
 _INDEX = struct.Struct(">H")
@@ -29,19 +30,6 @@ def _key(request_id: str, index: int) -> bytes:
     return _prefix(request_id) + _INDEX.pack(index)
 
 
-def _step(document: Document) -> Step:
-    return Step(
-        request_id=document["request_id"],
-        index=document["index"],
-        command=document["command"],
-        args=document["args"],
-        state=document["state"],
-        receipt=document["receipt"],
-        ok=document["ok"],
-        updated_at=document["updated_at"],
-    )
-
-
 class JournalActor(EnactActor):
     """Owns ``journal.steps``: key = SHA-256 of the request id, then the step
     index (2 bytes, big-endian), so one request's steps are adjacent."""
@@ -49,7 +37,8 @@ class JournalActor(EnactActor):
     def __init__(self, context: ActorContext) -> None:
         super().__init__(context)
         self._store = context.own_store()
-        self._steps = self._store.table(DATABASE)
+        # A step is stored as the Step the journal answers with.
+        self._steps = RecordTable(self._store.table(DATABASE), Step)
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -72,45 +61,35 @@ class JournalActor(EnactActor):
             existing = self._steps.get(txn, key)
             # A step that was planned but never started did not run: it may be
             # planned again (the model may now ask for something else).
-            if existing is not None and existing["state"] != "planned":
-                return Rejected(reason=f"step {message.index} of this request is already {existing['state']}")
-            document = {
-                "request_id": message.request_id,
-                "index": message.index,
-                "command": message.command,
-                "args": message.args,
-                "state": "planned",
-                "receipt": "",
-                "ok": False,
-                "updated_at": time.time(),
-            }
-            self._steps.put(txn, key, document)
-            return Recorded(step=_step(document))
+            if existing is not None and existing.state != "planned":
+                return Rejected(reason=f"step {message.index} of this request is already {existing.state}")
+            step = Step(request_id=message.request_id, index=message.index, command=message.command,
+                        args=message.args, state="planned", receipt="", ok=False, updated_at=time.time())
+            self._steps.put(txn, key, step)
+            return Recorded(step=step)
 
         return self._store.write(write)
 
     def _advance(
-        self, request_id: str, index: int, expected: str, state: str, finish: Finish | None
+        self, request_id: str, index: int, expected: StepState, state: StepState, finish: Finish | None
     ) -> Recorded | Rejected:
         key = _key(request_id, index)
 
         def write(txn: lmdb.Transaction) -> Recorded | Rejected:
-            document = self._steps.get(txn, key)
-            if document is None:
+            step = self._steps.get(txn, key)
+            if step is None:
                 return Rejected(reason=f"step {index} of this request was never planned")
-            if document["state"] != expected:
-                return Rejected(reason=f"step {index} is {document['state']}, not {expected}")
-            document["state"] = state
-            document["updated_at"] = time.time()
+            if step.state != expected:
+                return Rejected(reason=f"step {index} is {step.state}, not {expected}")
+            step = dataclasses.replace(step, state=state, updated_at=time.time())
             if finish is not None:
-                document["receipt"] = finish.receipt
-                document["ok"] = finish.ok
-            self._steps.put(txn, key, document)
-            return Recorded(step=_step(document))
+                step = dataclasses.replace(step, receipt=finish.receipt, ok=finish.ok)
+            self._steps.put(txn, key, step)
+            return Recorded(step=step)
 
         return self._store.write(write)
 
     def _list(self, request_id: str) -> StepList:
         prefix = _prefix(request_id)
-        documents = self._store.read(lambda txn: [d for _, d in self._steps.items(txn, prefix=prefix)])
-        return StepList(steps=tuple(_step(d) for d in documents))
+        steps = self._store.read(lambda txn: [step for _, step in self._steps.items(txn, prefix=prefix)])
+        return StepList(steps=tuple(steps))

@@ -25,6 +25,7 @@ import pykka
 from enact.actors._asks import ActorNotFound, ActorUnavailable, AskTimeout, checked_reply
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred
+from enact.actors._pool import KeyedPool
 from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
 
@@ -105,6 +106,7 @@ class Supervisor:
             for event_type in spec.subscribes:
                 self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), spec.name)
         self._slots: dict[str, ActorSlot] = {}
+        self._pools: dict[str, KeyedPool] = {}
         self._lock = threading.Lock()
         self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
         self._stopped = threading.Event()
@@ -148,14 +150,32 @@ class Supervisor:
             log.warning("actor %s is still starting after %g s", slot.spec.name, _START_TIMEOUT_S)
 
     def spawn(self, spec: ActorSpec, *, family: str) -> None:
-        """Start a dynamic actor (one per conversation, say) unless it runs."""
+        """Start a dynamic actor (one per conversation, say) unless it runs.
+
+        The lock covers only the bookkeeping: an actor's ``on_start`` runs
+        outside it, so a slow start never holds up everyone else's spawns."""
         with self._lock:
             slot = self._slots.get(spec.name)
-            if slot is not None and slot.ref is not None and slot.ref.is_alive():
-                return
-            slot = ActorSlot(spec=spec, family=family)
-            self._slots[spec.name] = slot
-            self._start(slot)
+            starting_elsewhere = slot is not None and slot.ref is None and not slot.stopping
+            if slot is not None and (starting_elsewhere or (slot.ref is not None and slot.ref.is_alive())):
+                mine = None
+            else:
+                mine = slot = ActorSlot(spec=spec, family=family)
+                self._slots[spec.name] = slot
+        if mine is not None:
+            self._start(mine)
+            return
+        with slot.changed:  # another caller is starting it: wait for its ref
+            slot.changed.wait_for(lambda: slot.ref is not None or slot.stopping, timeout=_START_TIMEOUT_S)
+
+    def pool(self, family: str, spec_of: Callable[[str], ActorSpec], *, idle_s: float) -> KeyedPool:
+        """The keyed pool of ``family``, made on first use. The same pool is
+        returned to a restarted caller, with the work its children hold."""
+        with self._lock:
+            found = self._pools.get(family)
+            if found is None:
+                found = self._pools[family] = KeyedPool(self, family=family, spec_of=spec_of, idle_s=idle_s)
+            return found
 
     def retire(self, name: str) -> None:
         """Stop a dynamic actor and forget it (an idle conversation)."""

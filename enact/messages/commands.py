@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,16 @@ class Run(Request["Receipt"]):
     request_id: str = field(default="", metadata=limit(256))
 
 
+class CommandOutcome(enum.Enum):
+    """How a run ended, as data: what metrics and callers branch on."""
+
+    OK = "ok"
+    UNKNOWN_COMMAND = "unknown_command"
+    BAD_ARGS = "bad_args"
+    REFUSED = "refused"
+    FAILED = "failed"
+
+
 @reply("commands.Receipt")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Receipt:
@@ -30,6 +41,7 @@ class Receipt:
     command: str
     ok: bool
     text: str
+    outcome: CommandOutcome
 
 
 @request("commands.ListCommands")

@@ -15,6 +15,11 @@ MAX_ID = 256
 
 
 
+def conversation_key(channel: str, conversation: str) -> str:
+    """A conversation's name across channels: ``channel:conversation``."""
+    return f"{channel}:{conversation}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attachment:
     """Metadata only; the content stays with the channel."""
@@ -42,7 +47,7 @@ class ChatEvent:
 
     @property
     def conversation_key(self) -> str:
-        return f"{self.channel}:{self.conversation}"
+        return conversation_key(self.channel, self.conversation)
 
     @property
     def event_id(self) -> str:
@@ -225,9 +230,3 @@ class Delivered:
     ok: bool
     retryable: bool
     error: str
-
-
-@internal("inbox.IdleCheck")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class IdleCheck:
-    """Time to retire the conversation actors that have been idle."""

@@ -11,7 +11,17 @@ from enact.storage._environment import (
     Store,
     WriteGuard,
 )
-from enact.storage._records import AppendLog, CorruptRecord, Document, Table, decode_document, encode_document
+from enact.storage._records import (
+    AppendLog,
+    CorruptRecord,
+    Document,
+    RecordTable,
+    Table,
+    decode_document,
+    decode_record,
+    encode_document,
+    encode_record,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -20,6 +30,7 @@ __all__ = [
     "Document",
     "Migration",
     "OwnershipError",
+    "RecordTable",
     "SchemaError",
     "Storage",
     "StorageError",
@@ -28,5 +39,7 @@ __all__ = [
     "Table",
     "WriteGuard",
     "decode_document",
+    "decode_record",
     "encode_document",
+    "encode_record",
 ]

@@ -270,14 +270,14 @@ class Store:
         """
         return self._storage._write(fn, guarded=fenced)
 
-    def write_each(self, fns: Sequence[Callable[[lmdb.Transaction], Any]]) -> list[Outcome]:
+    def write_each(self, fns: Sequence[Callable[[lmdb.Transaction], Any]]) -> list[WriteOutcome]:
         """Group commit: run each ``fn`` in its own nested transaction of one
         fenced write transaction, and commit once. A ``fn`` that raises is
         rolled back alone; the others still commit. Returns, in order, each
         result or the exception it raised."""
 
-        def run_all(txn: lmdb.Transaction) -> list[Outcome]:
-            outcomes: list[Outcome] = []
+        def run_all(txn: lmdb.Transaction) -> list[WriteOutcome]:
+            outcomes: list[WriteOutcome] = []
             for fn in fns:
                 child = lmdb.Transaction(self._storage._env, write=True, parent=txn)
                 try:
@@ -287,17 +287,17 @@ class Store:
                     raise  # the whole batch is retried once the map has grown
                 except Exception as error:
                     child.abort()
-                    outcomes.append(Outcome(ok=False, value=error))
+                    outcomes.append(WriteOutcome(ok=False, value=error))
                 else:
                     child.commit()
-                    outcomes.append(Outcome(ok=True, value=result))
+                    outcomes.append(WriteOutcome(ok=True, value=result))
             return outcomes
 
         return self._storage._write(run_all, guarded=True)
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class WriteOutcome:
     """One function's share of a group commit: its result, or what it raised."""
 
     ok: bool

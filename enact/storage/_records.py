@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import lmdb
 import orjson
@@ -12,6 +12,7 @@ import orjson
 Document = dict[str, Any]
 
 _VERSION = "v"
+R = TypeVar("R")
 _SEQUENCE = struct.Struct(">Q")
 
 
@@ -140,3 +141,50 @@ class AppendLog(Table):
 
     def get_at(self, txn: lmdb.Transaction, sequence: int) -> Document | None:
         return self.get(txn, self.key(sequence))
+
+
+def decode_record(cls: type[R], document: Document, *, database: str, key: bytes) -> R:
+    """A stored document as the frozen dataclass ``cls``, checked field by
+    field by the wire's codec; a mismatch is a ``CorruptRecord`` naming the field."""
+    from enact.messages._codec import DecodeError, decode_dataclass
+
+    try:
+        record: R = decode_dataclass(cls, document, path="")
+    except DecodeError as error:
+        raise CorruptRecord(database, key, str(error)) from None
+    return record
+
+
+def encode_record(record: object, *, version: int) -> bytes:
+    """A dataclass record as orjson writes it, with the version field: the
+    same JSON object a document of the same fields is stored as."""
+    raw = orjson.dumps(record)
+    if not raw.startswith(b"{"):
+        raise TypeError(f"a record is a dataclass, not {type(record).__name__}")
+    version_field = orjson.dumps({_VERSION: version})
+    return version_field if raw == b"{}" else raw[:-1] + b"," + version_field[1:]
+
+
+class RecordTable(Generic[R]):
+    """A table whose values are frozen dataclasses of one type."""
+
+    def __init__(self, table: Table, cls: type[R]) -> None:
+        self.table = table
+        self.cls = cls
+
+    def _decode(self, key: bytes, document: Document) -> R:
+        return decode_record(self.cls, document, database=self.table.name, key=key)
+
+    def get(self, txn: lmdb.Transaction, key: bytes) -> R | None:
+        document = self.table.get(txn, key)
+        return None if document is None else self._decode(key, document)
+
+    def put(self, txn: lmdb.Transaction, key: bytes, record: R) -> None:
+        txn.put(key, encode_record(record, version=self.table.version), db=self.table.handle)
+
+    def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
+        return self.table.delete(txn, key)
+
+    def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, R]]:
+        for key, document in self.table.items(txn, prefix=prefix):
+            yield key, self._decode(key, document)
