@@ -30,6 +30,7 @@ process.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -49,7 +50,7 @@ from bench._table import Table, median, percentile, rate, ratio, run_together
 from bench.append_log import _rewrite_atomically
 from bench.control_socket import _start_daemon, _stop
 from enact import __version__, config
-from enact.actors import inbox_records
+from enact.actors import inbox_records, outbox
 from enact.actors.chat_services import ChatServices
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
@@ -62,9 +63,10 @@ from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Outcome, Send
+from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import ScriptedRuntime
-from enact.storage import AppendLog, Document, Storage, Store
+from enact.storage import AppendLog, Document, RecordTable, Storage, Store
 from enact.storage import Table as StoredTable
 
 TITLE = "4. Chat end to end: events/s and send latency vs JSON files rewritten per change"
@@ -83,16 +85,17 @@ def _conversation(index: int) -> str:
     return f"bench-{index}"
 
 
-# -- the documents the inbox writes (enact.actors.inbox_records), with the times set
+# -- the documents the inbox and the outbox write (enact.actors.inbox_records,
+# enact.chat.deliveries), with the times set
 
 
 def _receipt(event: ChatEvent, generation: int, at: float) -> Document:
     return {**inbox_records.new_receipt(event, origin=HUMAN_CLI, generation=generation), "received_at": at}
 
 
-def _delivery(event: ChatEvent, reply: str, state: str, at: float) -> Document:
-    document = inbox_records.delivery_document(inbox_records.event_document(event), reply)
-    return {**document, "state": state, "updated_at": at}
+def _delivery(event: ChatEvent, reply: str, state: DeliveryState, at: float, generation: int) -> DeliveryRecord:
+    return DeliveryRecord(channel=event.channel, conversation=event.conversation, message_id=event.message_id,
+                          text=reply, state=state, attempts=1, error="", updated_at=at, generation=generation)
 
 
 def _complete(receipt: Document, reply: str, at: float) -> Document:
@@ -104,7 +107,7 @@ def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> Document:
     return {**inbox_records.turn_document(completed, "replied"), "time": at}
 
 
-def _history(count: int, generation: int) -> Iterator[tuple[str, Document, Document, Document]]:
+def _history(count: int, generation: int) -> Iterator[tuple[str, Document, DeliveryRecord, Document]]:
     """``count`` finished events: (event id, completed receipt, delivered delivery, turn)."""
     start = time.time() - count
     for n in range(count):
@@ -112,20 +115,23 @@ def _history(count: int, generation: int) -> Iterator[tuple[str, Document, Docum
                           text=_TEXT, sender=HUMAN_CLI)
         at = start + n
         receipt = _complete(_receipt(event, generation, at), _REPLY, at)
-        yield event.event_id, receipt, _delivery(event, _REPLY, "delivered", at), _turn(event.event_id, event,
-                                                                                      _REPLY, at)
+        delivery = _delivery(event, _REPLY, DeliveryState.DELIVERED, at, generation)
+        yield event.event_id, receipt, delivery, _turn(event.event_id, event, _REPLY, at)
 
 
 # -- enact ------------------------------------------------------------------------
 
 
-class _InboxDatabases:
-    def __init__(self, store: Store) -> None:
+class _ChatDatabases:
+    """The inbox's databases and the outbox's, each through its own store."""
+
+    def __init__(self, store: Store, outbox_store: Store) -> None:
         self.store = store
+        self.outbox_store = outbox_store
         self.records = inbox_records.InboxRecords(store)
         self.receipts: StoredTable = self.records.receipts
         self.open: StoredTable = self.records.open
-        self.deliveries: StoredTable = self.records.deliveries
+        self.deliveries = RecordTable(outbox_store.table(outbox.DELIVERIES), DeliveryRecord)
         self.turns: AppendLog = self.records.turns
 
     def prefill(self, count: int, generation: int) -> None:
@@ -135,19 +141,30 @@ class _InboxDatabases:
             if not group:
                 return
 
-            def write(txn: lmdb.Transaction, group: list[tuple[str, Document, Document, Document]] = group) -> None:
-                for event_id, receipt, delivery, _ in group:
+            def write(txn: lmdb.Transaction, group: list[tuple[str, Document, DeliveryRecord, Document]] = group
+                      ) -> list[bytes]:
+                keys = []
+                for event_id, receipt, _, _ in group:
                     key = self.records.create(txn, event_id, receipt)
                     self.open.delete(txn, key)  # finished
-                    self.deliveries.put(txn, key, delivery)
+                    keys.append(key)
                 self.turns.append_many(txn, [turn for *_, turn in group])
+                return keys
 
-            self.store.write(write)
+            def write_deliveries(txn: lmdb.Transaction, keys: list[bytes],
+                                 group: list[tuple[str, Document, DeliveryRecord, Document]] = group) -> None:
+                for key, (_, _, delivery, _) in zip(keys, group, strict=True):
+                    self.deliveries.put(txn, key, delivery)
+
+            keys = self.store.write(write)
+            self.outbox_store.write(lambda txn, keys=keys: write_deliveries(txn, keys))
 
     def counts(self) -> tuple[int, int, int, int]:
         """Receipts, still-open receipts, deliveries and logged turns."""
-        return self.store.read(lambda txn: (self.receipts.count(txn), self.open.count(txn),
-                                            self.deliveries.count(txn), self.turns.last_cursor(txn)))
+        receipts, still_open, turns = self.store.read(
+            lambda txn: (self.receipts.count(txn), self.open.count(txn), self.turns.last_cursor(txn)))
+        deliveries = self.outbox_store.read(self.deliveries.table.count)
+        return receipts, still_open, deliveries, turns
 
 
 class _Enact:
@@ -165,8 +182,9 @@ class _Enact:
         self.supervisor: Supervisor | None = None
         try:
             self.fence.acquire(takeover=False)  # every write runs the fence guard, as in the daemon
-            # The inbox's own store (the supervisor grants it the same one).
-            self.databases = _InboxDatabases(self.storage.grant("inbox", inbox_records.DATABASES))
+            # The inbox's and the outbox's own stores (the supervisor grants them the same).
+            self.databases = _ChatDatabases(self.storage.grant("inbox", inbox_records.DATABASES),
+                                            self.storage.grant("outbox", outbox.DATABASES))
             if history:
                 started = time.perf_counter()
                 self.databases.prefill(history, self.fence.generation)
@@ -260,7 +278,7 @@ class _JsonFiles:
         lines = []
         for event_id, receipt, delivery, turn in _history(history, 1):
             self.receipts[event_id] = receipt
-            self.journal[event_id] = delivery
+            self.journal[event_id] = dataclasses.asdict(delivery)
             lines.append(orjson.dumps(turn))
         _rewrite_atomically(self.receipts_path, list(self.receipts.values()))
         _rewrite_atomically(self.journal_path, list(self.journal.values()))
@@ -288,10 +306,11 @@ class _JsonFiles:
             native_session=self.sessions.get(key), owner_message=_TEXT))
         if result.native_session:
             self.sessions[key] = result.native_session
-        self.journal[event_id] = _delivery(event, result.text, "pending", time.time())
+        pending = _delivery(event, result.text, DeliveryState.PENDING, time.time(), 1)
+        self.journal[event_id] = dataclasses.asdict(pending)
         self._save(self.journal_path, self.journal)  # 2. delivery: pending, with the reply
         # (the local channel with no deliver command delivers by answering the caller)
-        self.journal[event_id] = {**self.journal[event_id], "state": "delivered", "updated_at": time.time()}
+        self.journal[event_id] = {**self.journal[event_id], "state": DeliveryState.DELIVERED, "updated_at": time.time()}
         self._save(self.journal_path, self.journal)  # 3. delivery: delivered
         self.receipts[event_id] = _complete(receipt, result.text, time.time())
         self._save(self.receipts_path, self.receipts)  # 4. receipt: completed
@@ -443,8 +462,8 @@ def run(quick: bool) -> Table:
                f"conversation (8), after {warm} per conversation of warm-up")
     table.note(f"0 history: a fresh home per trial; {history:,} history: one home, pre-filled before the actors "
                f"start (not through the chat path) with {history:,} completed receipts, delivered deliveries and "
-               f"turn-log records written by the inbox's own Store/Table/AppendLog in commits of "
-               f"{PREFILL_GROUP:,} events, in the documents inbox._receive/_finish write ({prefill_s:.1f} s); "
+               f"turn-log records written through the inbox's and the outbox's own stores in commits of "
+               f"{PREFILL_GROUP:,} events, in the records the inbox and the outbox write ({prefill_s:.1f} s); "
                f"it held {full_events:,} events when its trials ended")
     table.note(f"JSON files: per event, receipt (processing), delivery (pending, with the reply), delivery "
                f"(delivered), receipt (completed): each a rewrite of the whole file (temp file, fsync, rename, "

@@ -23,13 +23,14 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, config
-from enact.actors import inbox_records, journal, sessions
+from enact.actors import inbox_records, journal, outbox, sessions
 from enact.actors.chat_services import ChatServices
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
 from enact.actors.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
+from enact.actors.outbox import OutboxActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels.local import LocalChannel
@@ -78,10 +79,17 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             depends_on=("epoch",),
         ),
         ActorSpec(
+            name="outbox",
+            actor=OutboxActor,
+            databases=outbox.DATABASES,
+            depends_on=("epoch",),
+            options={"channels": services.channels},
+        ),
+        ActorSpec(
             name="inbox",
             actor=InboxActor,
             databases=inbox_records.DATABASES,
-            depends_on=("epoch", "journal", "sessions"),
+            depends_on=("epoch", "journal", "sessions", "outbox"),
             options={"services": services},
         ),
     ]

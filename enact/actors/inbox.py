@@ -6,16 +6,18 @@ queued messages share one group commit, see ``_batching``):
 1. ``Receive``: the receipt is committed (``processing``) and the event goes
    to its conversation actor. A redelivery of a completed or in-flight event
    is answered as a duplicate and not processed again.
-2. ``TurnFinished``: the reply is stored on the receipt and its delivery is
-   journaled ``in_flight`` before the channel is called (off this thread).
-   ``TurnFailed``: the failure is recorded and the event retried, at most
-   ``chat.max_attempts`` in all; then one diagnostic reply is delivered.
-3. ``Delivered``: the turn is logged, the receipt completed and the cursor
-   advanced, in one transaction. A failed delivery is retried with back-off.
+2. ``TurnFinished``: the reply is stored on the receipt (``replied``), then
+   the outbox is told to ``Deliver`` it. ``TurnFailed``: the failure is
+   recorded and the event retried, at most ``chat.max_attempts`` in all; then
+   one diagnostic reply is delivered.
+3. ``Delivered`` (the outbox's answer, once the delivery is finished): the
+   turn is logged, the receipt completed and the cursor advanced, in one
+   transaction; then the channel hears the outcome and ``TurnLogged`` is
+   published.
 
-At start-up, unfinished receipts are resumed and unfinished deliveries are
-re-sent, or, where the outcome is unknown and the channel cannot promise
-idempotent delivery, marked "not resent" and reported.
+At start-up, unfinished receipts are resumed, and the outbox is told again to
+deliver every reply not yet completed: its journal makes that idempotent (a
+finished delivery is only reported again).
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ import contextlib
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import lmdb
@@ -38,14 +39,13 @@ from enact.actors.inbox_records import (
     InboxRecords,
     action_documents,
     actions_from,
-    delivery_document,
     event_from,
     last_error,
     new_receipt,
+    sequence_of,
     turn_document,
 )
 from enact.actors.supervisor import ActorSpec
-from enact.channels import Channel, OutgoingReply
 from enact.chat.cursor import Cursors
 from enact.commands import clip
 from enact.messages.common import Rejected
@@ -54,7 +54,6 @@ from enact.messages.inbox import (
     ActionRecord,
     ChatEvent,
     Cursor,
-    Deliver,
     Delivered,
     GetCursor,
     GetOutcome,
@@ -68,9 +67,11 @@ from enact.messages.inbox import (
     Turn,
     TurnFailed,
     TurnFinished,
+    TurnLogged,
     Turns,
     conversation_key,
 )
+from enact.messages.outbox import Deliver, DeliveryOutcome
 from enact.retry import Backoff
 from enact.storage import CorruptRecord, Document
 
@@ -79,9 +80,7 @@ log = logging.getLogger(__name__)
 MAX_ERROR = 2000
 MAX_TURNS_PER_READ = 1000
 _RETRY_FIRST_S = 0.2
-_NOT_RESENT = (
-    "the daemon stopped while the reply was being delivered, and the channel cannot re-send it safely: not resent"
-)
+OUTBOX = "outbox"
 
 
 def conversation_actor_name(conversation_key: str) -> str:
@@ -96,16 +95,12 @@ class InboxActor(EnactActor):
         self._batch = self.batch = WriteBatch(self._store, owner=context.name)
         self._records = InboxRecords(self._store)
         self._receipts = self._records.receipts
-        self._deliveries = self._records.deliveries
         self._cursors = self._records.cursors
         self._turns = self._records.turns
         config = context.config
         self._allowed = frozenset(config["chat.allowed_conversations"])
         self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
-        self._delivery = Backoff(first_s=config["chat.delivery_backoff_s"], factor=2.0,
-                                 attempts=config["chat.delivery_attempts"])
         self._metrics = context.metrics
-        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="enact-deliver")
         self._timers: set[threading.Timer] = set()
         # The conversation actors, and which events they hold: kept by the
         # supervisor, so a restarted inbox sees the work still running.
@@ -126,7 +121,6 @@ class InboxActor(EnactActor):
         super().on_stop()
         for timer in list(self._timers):
             timer.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _schedule(self, delay: float, message: Any) -> None:
         """Tell this actor ``message()`` after ``delay`` (whichever incarnation runs then)."""
@@ -153,8 +147,6 @@ class InboxActor(EnactActor):
                 return self._turn_failed(message)
             case Retry():
                 return self._retry(message.event_id)
-            case Deliver():
-                return self._deliver(message.event_id)
             case Delivered():
                 return self._delivered(message)
             case GetOutcome():
@@ -169,21 +161,10 @@ class InboxActor(EnactActor):
                 return Cursor(channel=message.channel, cursor=stored["cursor"] if stored else 0)
         return super().handle(message)
 
-    # -- in-memory marks of work running in this process ------------------------
-
     def _busy(self, event_id: str) -> bool:
-        if event_id in self._resuming or self._conversations.running(event_id):
-            return True
-        services = self._services
-        with services.lock:
-            return event_id in services.delivering
-
-    def _mark(self, marks: set[str], event_id: str, *, on: bool) -> None:
-        with self._services.lock:
-            if on:
-                marks.add(event_id)
-            else:
-                marks.discard(event_id)
+        """A turn of the event is running in this process (a delivery needs no
+        such mark: the outbox's journal makes a repeated ``Deliver`` harmless)."""
+        return event_id in self._resuming or self._conversations.running(event_id)
 
     # -- 1. receiving -----------------------------------------------------------
 
@@ -204,20 +185,19 @@ class InboxActor(EnactActor):
                 self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
 
-        def write(txn: lmdb.Transaction) -> tuple[bool, Document]:
+        def write(txn: lmdb.Transaction) -> tuple[bool, bytes, Document]:
             found = self._records.find(txn, event_id)
             if found is not None:
-                return True, found[1]
+                return True, *found
             receipt = new_receipt(event, origin=message.origin, generation=self.context.fence.generation)
-            self._records.create(txn, event_id, receipt)
-            return False, receipt
+            return False, self._records.create(txn, event_id, receipt), receipt
 
         reply = Deferred()
 
-        def after(result: tuple[bool, Document]) -> None:
-            duplicate, receipt = result
+        def after(result: tuple[bool, bytes, Document]) -> None:
+            duplicate, key, receipt = result
             if duplicate:
-                reply.resolve(self._duplicate(event_id, receipt))
+                reply.resolve(self._duplicate(event_id, key, receipt))
                 return
             self._metrics.inbox_events.labels(channel=event.channel, outcome="accepted").inc()
             if event.cursor is not None:
@@ -228,12 +208,12 @@ class InboxActor(EnactActor):
         self._batch.stage(write, after, failed=reply.fail)
         return reply
 
-    def _duplicate(self, event_id: str, receipt: Document) -> Accepted:
+    def _duplicate(self, event_id: str, key: bytes, receipt: Document) -> Accepted:
         self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="duplicate").inc()
         finished = receipt["status"] in ("completed", "failed")
         if not finished and not self._busy(event_id):
             # Left unfinished by an earlier daemon and not yet resumed: resume it now.
-            self._resume(event_id, receipt)
+            self._resume(event_id, key, receipt)
         return Accepted(event_id=event_id, duplicate=True, in_flight=not finished)
 
     def _conversation_spec(self, conversation: str) -> ActorSpec:
@@ -286,13 +266,13 @@ class InboxActor(EnactActor):
             return  # a redelivery resumed it already
         self._batch.stage(
             lambda txn: self._records.find(txn, event_id),
-            lambda found: self._resume(event_id, found[1]) if found and not self._busy(event_id) else None,
+            lambda found: self._resume(event_id, *found) if found and not self._busy(event_id) else None,
         )
 
-    def _resume(self, event_id: str, receipt: Document) -> None:
+    def _resume(self, event_id: str, key: bytes, receipt: Document) -> None:
         """Start the next attempt of an unfinished event, or give up on it."""
         if receipt["status"] == "replied":
-            self._deliver(event_id)
+            self._deliver(key, receipt)
             return
         if receipt["status"] != "processing":
             return
@@ -321,135 +301,59 @@ class InboxActor(EnactActor):
         self._batch.stage(write, after, failed=lambda _: self._resuming.discard(event_id))
 
     def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...], *, outcome: str) -> None:
-        """Store the reply and journal its delivery ``in_flight``; the channel
-        is called only once that is durable."""
+        """Store the reply; the outbox is told to deliver it once that is durable."""
         self._conversations.done(event_id)
-        self._mark(self._services.delivering, event_id, on=True)
 
-        def write(txn: lmdb.Transaction) -> tuple[Document, Document] | None:
+        def write(txn: lmdb.Transaction) -> tuple[bytes, Document] | None:
             found = self._records.find(txn, event_id)
             if found is None or found[1]["status"] != "processing":
                 return None
             key, receipt = found
-            receipt.update(status="replied", reply=reply, actions=action_documents(actions), outcome=outcome)
+            receipt.update(status="replied", reply=reply, actions=action_documents(actions), outcome=outcome,
+                           generation=self.context.fence.generation)
             self._receipts.put(txn, key, receipt)
-            delivery = delivery_document(receipt["event"], reply)
-            self._deliveries.put(txn, key, delivery)
-            return receipt, delivery
+            return key, receipt
 
-        def after(result: tuple[Document, Document] | None) -> None:
-            if result is None:
-                self._mark(self._services.delivering, event_id, on=False)
-                return
-            _, delivery = result
-            self._call_channel_later(event_id, delivery)
-
-        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, event_id, on=False))
+        self._batch.stage(write, lambda stored: self._deliver(*stored, first=True) if stored is not None else None)
 
     # -- 3. delivery -----------------------------------------------------------
 
-    def _deliver(self, event_id: str) -> None:
-        """Attempt a pending or retryable delivery again."""
-        if event_id in self._services.delivering:
-            return
-        self._mark(self._services.delivering, event_id, on=True)
-
-        def write(txn: lmdb.Transaction) -> Document | None:
-            key = self._records.key_of(txn, event_id)
-            delivery = None if key is None else self._deliveries.get(txn, key)
-            if delivery is None or delivery["state"] not in ("pending", "retryable_failure"):
-                return None
-            assert key is not None
-            delivery.update(state="in_flight", attempts=delivery["attempts"] + 1, updated_at=time.time())
-            self._deliveries.put(txn, key, delivery)
-            return delivery
-
-        def after(delivery: Document | None) -> None:
-            if delivery is None:
-                self._mark(self._services.delivering, event_id, on=False)
-            else:
-                self._call_channel_later(event_id, delivery)
-
-        # A fenced daemon fails inside the transaction: no channel call follows.
-        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, event_id, on=False))
-
-    def _call_channel_later(self, event_id: str, delivery: Document) -> None:
-        channel = self._services.channels.get(delivery["channel"])
-        if channel is None:
-            self._delivered(Delivered(event_id=event_id, ok=False, retryable=False, error="unknown channel"))
-            return
-        reply = OutgoingReply(
-            event_id=event_id,
-            channel=delivery["channel"],
-            conversation=delivery["conversation"],
-            message_id=delivery["message_id"],
-            text=delivery["text"],
-            attempt=delivery["attempts"],
-        )
-        self._executor.submit(self._call_channel, channel, reply)
-
-    def _call_channel(self, channel: Channel, reply: OutgoingReply) -> None:
-        """Runs on a delivery thread, so a slow channel never blocks the inbox."""
-        try:
-            self.context.fence.check()
-            report = channel.deliver(reply)
-            result = Delivered(event_id=reply.event_id, ok=report.ok, retryable=report.retryable, error=report.error)
-        except Exception as error:
-            problem = f"{type(error).__name__}: {error}"
-            result = Delivered(event_id=reply.event_id, ok=False, retryable=True, error=problem)
-        try:
-            self.context.tell(self.context.name, result)
-        except Exception:
-            log.warning("delivery result of %s arrived while the daemon stops", reply.event_id)
+    def _deliver(self, key: bytes, receipt: Document, *, first: bool = False) -> None:
+        """Tell the outbox to deliver the committed reply: ``first`` right
+        after its commit, else again on resuming the event."""
+        event = receipt["event"]
+        self.context.tell(OUTBOX, Deliver(
+            event_id=receipt["event_id"], sequence=sequence_of(key), channel=event["channel"],
+            conversation=event["conversation"], message_id=event["message_id"], text=receipt["reply"],
+            reply_to=self.context.name, replied_by=receipt["generation"], first=first,
+        ))
 
     def _delivered(self, message: Delivered) -> None:
-        def write(txn: lmdb.Transaction) -> tuple[str, Document]:
-            key = self._records.key_of(txn, message.event_id)
-            delivery = None if key is None else self._deliveries.get(txn, key)
-            if key is None or delivery is None or delivery["state"] != "in_flight":
-                return "stale", {}
-            exhausted = self._delivery.exhausted(delivery["attempts"])
-            if message.ok:
-                delivery["state"] = "delivered"
-            elif message.retryable and not exhausted:
-                delivery["state"] = "retryable_failure"
-            else:
-                delivery["state"] = "terminal_failure"
-            delivery.update(error=clip(message.error, MAX_ERROR), updated_at=time.time())
-            self._deliveries.put(txn, key, delivery)
-            if delivery["state"] == "retryable_failure":
-                return "retry", delivery
-            receipt = self._finish(txn, key, None if message.ok else "delivery_failed", delivery["error"])
-            return "finished", {"delivery": delivery, "receipt": receipt}
+        def write(txn: lmdb.Transaction) -> tuple[Document, int] | None:
+            found = self._records.find(txn, message.event_id)
+            if found is None or found[1]["status"] != "replied":
+                return None  # told again for a delivery whose event is finished
+            failed = message.outcome is not DeliveryOutcome.DELIVERED
+            return self._finish(txn, found[0], message.outcome.value if failed else None, message.error)
 
-        def after(result: tuple[str, Document]) -> None:
-            self._mark(self._services.delivering, message.event_id, on=False)
-            state, document = result
-            if state == "stale":
-                return
-            channel = document["channel"] if state == "retry" else document["delivery"]["channel"]
-            outcome = "ok" if message.ok else "retry" if state == "retry" else "failed"
-            self._metrics.deliveries.labels(channel=channel, outcome=outcome).inc()
-            if state == "retry":
-                log.warning("delivery of %s failed (attempt %d): %s", message.event_id, document["attempts"],
-                            message.error)
-                self._schedule(self._delivery.delay(document["attempts"]), lambda: Deliver(event_id=message.event_id))
-                return
-            self._announce(message.event_id, document["receipt"])
+        def after(finished: tuple[Document, int] | None) -> None:
+            if finished is not None:
+                self._announce(message.event_id, *finished)
 
-        self._batch.stage(write, after, failed=lambda _: self._mark(self._services.delivering, message.event_id,
-                                                                    on=False))
+        self._batch.stage(write, after)
 
     def _finish(self, txn: lmdb.Transaction, key: bytes, delivery_outcome: str | None,
-                delivery_error: str = "") -> Document:
-        """Log the turn, complete the receipt, advance the cursor: one commit."""
+                delivery_error: str = "") -> tuple[Document, int]:
+        """Log the turn, complete the receipt, advance the cursor: one commit.
+        Returns the receipt and the turn's cursor."""
         receipt = self._receipts.get(txn, key)
-        assert receipt is not None
+        if receipt is None:
+            raise CorruptRecord(OPEN, key, "marks a receipt that does not exist")
         event = receipt["event"]
         outcome = delivery_outcome or receipt["outcome"]
         if delivery_outcome:
             receipt["delivery_error"] = delivery_error
-        self._turns.append(txn, turn_document(receipt, outcome))
+        cursor = self._turns.append(txn, turn_document(receipt, outcome))
         receipt.update(
             status="failed" if receipt["outcome"] == "failed" else "completed",
             outcome=outcome,
@@ -459,7 +363,7 @@ class InboxActor(EnactActor):
         self._records.open.delete(txn, key)
         if event["cursor"] is not None:
             self._write_cursor(txn, event["channel"], self._cursor_rule.of(event["channel"]).target(event["cursor"]))
-        return receipt
+        return receipt, cursor
 
     def _write_cursor(self, txn: lmdb.Transaction, channel: str, target: int) -> None:
         key = channel.encode()
@@ -481,7 +385,7 @@ class InboxActor(EnactActor):
             lambda _: self._settle_cursor(channel, cursor),
         )
 
-    def _announce(self, event_id: str, receipt: Document) -> None:
+    def _announce(self, event_id: str, receipt: Document, cursor: int) -> None:
         event = receipt["event"]
         if event["cursor"] is not None:
             self._settle_cursor(event["channel"], event["cursor"])
@@ -489,66 +393,31 @@ class InboxActor(EnactActor):
         channel = self._services.channels.get(event["channel"])
         if channel is not None:
             channel.finished(self._outcome_of(event_id, receipt))
+        self.context.publish(TurnLogged(event_id=event_id, cursor=cursor, outcome=receipt["outcome"],
+                                        conversation_key=conversation_key(event["channel"], event["conversation"])))
 
     # -- start-up recovery --------------------------------------------------
 
     def _recover(self) -> None:
-        def scan(txn: lmdb.Transaction) -> list[tuple[str, Document, Document | None]]:
+        def scan(txn: lmdb.Transaction) -> list[tuple[bytes, Document]]:
             found = []
             for key, _ in self._records.open.items(txn):
                 receipt = self._receipts.get(txn, key)
                 if receipt is None:
                     raise CorruptRecord(OPEN, key, "marks a receipt that does not exist")
-                found.append((receipt["event_id"], receipt, self._deliveries.get(txn, key)))
+                found.append((key, receipt))
             return found
 
-        for event_id, receipt, delivery in self._store.read(scan):
+        for key, receipt in self._store.read(scan):
+            event_id = receipt["event_id"]
             event = receipt["event"]
             if event["cursor"] is not None:
                 self._cursor_rule.of(event["channel"]).received(event["cursor"])
             if self._busy(event_id):
-                continue  # this inbox restarted; the work is still running
+                continue  # this inbox restarted; the turn is still running
             if receipt["status"] == "processing":
                 log.info("resuming event %s (attempt %d so far)", event_id, receipt["attempts"])
-                self._resume(event_id, receipt)
-            elif delivery is not None and delivery["state"] == "in_flight":
-                self._recover_uncertain_delivery(event_id, delivery)
-            else:
-                self._deliver(event_id)
-
-    def _recover_uncertain_delivery(self, event_id: str, delivery: Document) -> None:
-        channel = self._services.channels.get(delivery["channel"])
-        if channel is not None and channel.idempotent_delivery:
-            log.info("re-sending reply of %s: its outcome is unknown and %s is idempotent", event_id, channel.name)
-
-            def reopen(txn: lmdb.Transaction) -> None:
-                key = self._records.key_of(txn, event_id)
-                assert key is not None
-                document = self._deliveries.get(txn, key)
-                assert document is not None
-                self._deliveries.put(txn, key, {**document, "state": "pending"})
-
-            self._batch.stage(reopen, lambda _: self._deliver(event_id))
-            return
-        log.warning(
-            "reply of %s was being delivered when the daemon stopped; its outcome is unknown and the channel "
-            "cannot re-send safely: marked not resent",
-            event_id,
-        )
-
-        def mark(txn: lmdb.Transaction) -> Document:
-            key = self._records.key_of(txn, event_id)
-            assert key is not None
-            document = self._deliveries.get(txn, key)
-            assert document is not None
-            self._deliveries.put(txn, key, {**document, "state": "not_resent", "updated_at": time.time()})
-            return self._finish(txn, key, "delivery_uncertain", _NOT_RESENT)
-
-        def after(receipt: Document) -> None:
-            self._metrics.deliveries.labels(channel=delivery["channel"], outcome="not_resent").inc()
-            self._announce(event_id, receipt)
-
-        self._batch.stage(mark, after)
+            self._resume(event_id, key, receipt)
 
     # -- reading ------------------------------------------------------------
 

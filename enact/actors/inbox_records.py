@@ -1,13 +1,14 @@
 """The inbox's records: its databases, their keys and the documents in them.
 
-Receipts, open marks and deliveries are keyed by the receipt's sequence
-number (big-endian), so the records of events in progress sit together at the
-end of each tree and a commit touches the same few pages however long the
-history grows; ``inbox.ids`` maps an event id to its number.
+Receipts and open marks (and the outbox's deliveries) are keyed by the
+receipt's sequence number (big-endian), so the records of events in progress
+sit together at the end of each tree and a commit touches the same few pages
+however long the history grows; ``inbox.ids`` maps an event id to its number.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 
 import lmdb
@@ -19,10 +20,9 @@ from enact.storage import CorruptRecord, Document, Store
 RECEIPTS = "inbox.receipts"
 IDS = "inbox.ids"
 OPEN = "inbox.open"
-DELIVERIES = "inbox.deliveries"
 CURSORS = "inbox.cursors"
 TURNS = "logs.turns"
-DATABASES = (RECEIPTS, IDS, OPEN, DELIVERIES, CURSORS, TURNS)
+DATABASES = (RECEIPTS, IDS, OPEN, CURSORS, TURNS)
 MAX_REPORTED_ERROR = 500
 """How much of an event's last error its outcome and turn carry."""
 
@@ -33,7 +33,6 @@ class InboxRecords:
         self.ids = store.table(IDS)
         self.receipts = store.log(RECEIPTS)
         self.open = store.table(OPEN)
-        self.deliveries = store.table(DELIVERIES)
         self.cursors = store.table(CURSORS)
         self.turns = store.log(TURNS)
 
@@ -56,6 +55,12 @@ class InboxRecords:
         key = self.receipts.key(sequence)
         self.open.put(txn, key, {})
         return key
+
+
+def sequence_of(key: bytes) -> int:
+    """The receipt number in a receipt's key (the key of its delivery too)."""
+    (sequence,) = struct.unpack(">Q", key)
+    return int(sequence)
 
 
 def actions_from(documents: list[Document]) -> tuple[ActionRecord, ...]:
@@ -88,8 +93,6 @@ def event_from(document: Document) -> ChatEvent:
     return ChatEvent(**fields)
 
 
-
-
 def new_receipt(event: ChatEvent, *, origin: str, generation: int) -> Document:
     return {
         "event_id": event.event_id,
@@ -104,20 +107,6 @@ def new_receipt(event: ChatEvent, *, origin: str, generation: int) -> Document:
         "generation": generation,
         "received_at": time.time(),
         "finished_at": None,
-    }
-
-
-def delivery_document(event: Document, reply: str) -> Document:
-    """A reply's delivery, journaled in flight before the channel is called."""
-    return {
-        "channel": event["channel"],
-        "conversation": event["conversation"],
-        "message_id": event["message_id"],
-        "text": reply,
-        "state": "in_flight",
-        "attempts": 1,
-        "error": "",
-        "updated_at": time.time(),
     }
 
 

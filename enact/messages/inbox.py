@@ -9,6 +9,7 @@ from typing import Any
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Origin, Rejected
+from enact.messages.outbox import DeliveryOutcome
 
 MAX_TEXT = 64 * 1024
 MAX_ID = 256
@@ -215,18 +216,26 @@ class Retry:
     event_id: str
 
 
-@internal("inbox.Deliver")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver:
-    event_id: str
-
-
 @internal("inbox.Delivered")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Delivered:
-    """The channel's answer to one delivery attempt."""
+    """The outbox's answer to ``outbox.Deliver``: how the delivery ended."""
 
     event_id: str
-    ok: bool
-    retryable: bool
+    outcome: DeliveryOutcome
     error: str
+
+
+# -- events the inbox publishes ----------------------------------------------
+
+
+@reply("inbox.TurnLogged")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnLogged:
+    """An event is finished and its turn is in the log at ``cursor`` (read it
+    with ``ReadTurns(since=cursor - 1)``)."""
+
+    event_id: str
+    cursor: int
+    conversation_key: str
+    outcome: str

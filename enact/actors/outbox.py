@@ -1,0 +1,219 @@
+"""The outbox: delivers committed replies through their channels, at most
+once where a channel cannot promise more, with retries.
+
+A repeated attempt is journaled ``in_flight`` (with this daemon's fence
+generation) before its channel is called; a first attempt is marked by the
+inbox's commit of the reply. The channel's answer is journaled before anyone
+hears of it. The state machine is ``enact.chat.deliveries``. The outbox acts only on ``Deliver`` and answers
+only the actor that told it, once the delivery is finished, so it never tells
+an actor that has not started. Each channel is called on a small thread pool
+of its own, so a slow channel never blocks the outbox nor another channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import lmdb
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors._batching import WriteBatch
+from enact.channels import Channel, OutgoingReply
+from enact.chat import deliveries
+from enact.chat.deliveries import Step
+from enact.messages.inbox import Delivered
+from enact.messages.outbox import ChannelAnswered, Deliver, DeliveryRecord, DeliveryState, RetryDelivery
+from enact.retry import Backoff
+from enact.storage import AppendLog, RecordTable
+
+log = logging.getLogger(__name__)
+
+DELIVERIES = "inbox.deliveries"
+"""Keyed by the receipt's number, as the inbox keys its receipts (the name
+predates the outbox; the records are the same)."""
+DATABASES = (DELIVERIES,)
+CALLS_PER_CHANNEL = 4
+
+
+class OutboxActor(EnactActor):
+    def __init__(self, context: ActorContext, *, channels: Mapping[str, Channel]) -> None:
+        super().__init__(context)
+        self._channels = channels
+        store = context.own_store()
+        self.batch = self._batch = WriteBatch(store, owner=context.name)
+        self._journal = RecordTable(store.table(DELIVERIES), DeliveryRecord)
+        config = context.config
+        self._policy = Backoff(first_s=config["chat.delivery_backoff_s"], factor=2.0,
+                               attempts=config["chat.delivery_attempts"])
+        self._metrics = context.metrics
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._timers: set[threading.Timer] = set()
+
+    def on_stop(self) -> None:
+        super().on_stop()
+        # Restarted (not stopping): calls and back-offs already under way
+        # still answer, to the next incarnation, which finds them journaled.
+        # Stopping: what has not begun is left to the next daemon.
+        stopping = self.context.supervisor.stopping
+        if stopping:
+            for timer in list(self._timers):
+                timer.cancel()
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=stopping)
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Deliver():
+                return self._deliver(message)
+            case RetryDelivery():
+                return self._retry(message)
+            case ChannelAnswered():
+                return self._answered(message)
+        return super().handle(message)
+
+    # -- attempts -----------------------------------------------------------
+
+    def _deliver(self, message: Deliver) -> None:
+        key = AppendLog.key(message.sequence)
+        generation = self.context.fence.generation
+        channel = self._channels.get(message.channel)
+        idempotent = channel is not None and channel.idempotent_delivery
+        unsent = deliveries.new_record(channel=message.channel, conversation=message.conversation,
+                                       message_id=message.message_id, text=message.text, generation=generation,
+                                       now=time.time())
+        if message.first:
+            # The common case, without a commit of its own: the reply's commit
+            # marks this attempt, and no other can be running.
+            self._call(message.event_id, message.sequence, message.reply_to, unsent)
+            return
+
+        def write(txn: lmdb.Transaction) -> tuple[Step, DeliveryRecord | None]:
+            record = self._journal.get(txn, key)
+            step = deliveries.on_deliver(record, first=False, replied_by=message.replied_by,
+                                         generation=generation, idempotent=idempotent)
+            if step is Step.SEND:
+                record = deliveries.next_attempt(record or unsent, generation=generation, now=time.time())
+            elif step is Step.GIVE_UP:
+                record = deliveries.given_up(record or unsent, now=time.time())
+            else:
+                return step, record
+            self._journal.put(txn, key, record)
+            return step, record
+
+        def after(result: tuple[Step, DeliveryRecord | None]) -> None:
+            step, record = result
+            if record is None or step is Step.WAIT:
+                return
+            if step is Step.SEND:
+                log.info("re-sending the reply of %s (attempt %d)", message.event_id, record.attempts)
+                self._call(message.event_id, message.sequence, message.reply_to, record)
+                return
+            if step is Step.GIVE_UP:
+                log.warning("reply of %s was being delivered when the daemon stopped; its outcome is unknown "
+                            "and the channel cannot re-send safely: marked not resent", message.event_id)
+                self._metrics.deliveries.labels(channel=record.channel, outcome="not_resent").inc()
+            self._report(message.event_id, message.reply_to, record)
+
+        # A fenced daemon fails inside the transaction: no channel call follows.
+        self._batch.stage(write, after)
+
+    def _retry(self, message: RetryDelivery) -> None:
+        key = AppendLog.key(message.sequence)
+        generation = self.context.fence.generation
+
+        def write(txn: lmdb.Transaction) -> DeliveryRecord | None:
+            record = self._journal.get(txn, key)
+            if record is None or not deliveries.retry_due(record):
+                return None
+            record = deliveries.next_attempt(record, generation=generation, now=time.time())
+            self._journal.put(txn, key, record)
+            return record
+
+        def after(record: DeliveryRecord | None) -> None:
+            if record is not None:
+                self._call(message.event_id, message.sequence, message.reply_to, record)
+
+        self._batch.stage(write, after)
+
+    def _call(self, event_id: str, sequence: int, reply_to: str, record: DeliveryRecord) -> None:
+        channel = self._channels.get(record.channel)
+        if channel is None:
+            self._answered(ChannelAnswered(event_id=event_id, sequence=sequence, reply_to=reply_to, attempt=record,
+                                           ok=False, retryable=False, error="unknown channel"))
+            return
+        reply = OutgoingReply(event_id=event_id, channel=record.channel, conversation=record.conversation,
+                              message_id=record.message_id, text=record.text, attempt=record.attempts)
+        pool = self._pools.get(record.channel)
+        if pool is None:
+            pool = self._pools[record.channel] = ThreadPoolExecutor(
+                max_workers=CALLS_PER_CHANNEL, thread_name_prefix=f"enact-deliver-{record.channel}")
+        pool.submit(self._call_channel, channel, reply, sequence, reply_to, record)
+
+    def _call_channel(self, channel: Channel, reply: OutgoingReply, sequence: int, reply_to: str,
+                      attempt: DeliveryRecord) -> None:
+        """Runs on the channel's delivery thread."""
+        try:
+            self.context.fence.check()
+            report = channel.deliver(reply)
+            ok, retryable, error = report.ok, report.retryable, report.error
+        except Exception as problem:
+            ok, retryable, error = False, True, f"{type(problem).__name__}: {problem}"
+        answer = ChannelAnswered(event_id=reply.event_id, sequence=sequence, reply_to=reply_to, attempt=attempt,
+                                 ok=ok, retryable=retryable, error=error)
+        try:
+            self.context.tell(self.context.name, answer)
+        except Exception:
+            log.warning("delivery result of %s arrived while the daemon stops", reply.event_id)
+
+    # -- answers ------------------------------------------------------------
+
+    def _answered(self, message: ChannelAnswered) -> None:
+        key = AppendLog.key(message.sequence)
+
+        def write(txn: lmdb.Transaction) -> DeliveryRecord | None:
+            if not deliveries.answers(self._journal.get(txn, key), message.attempt):
+                return None  # stale: not the attempt in flight
+            record = deliveries.answered(message.attempt, ok=message.ok, retryable=message.retryable,
+                                         error=message.error, policy=self._policy, now=time.time())
+            self._journal.put(txn, key, record)
+            return record
+
+        def after(record: DeliveryRecord | None) -> None:
+            if record is None:
+                return
+            retrying = record.state is DeliveryState.RETRYABLE_FAILURE
+            outcome = "ok" if message.ok else "retry" if retrying else "failed"
+            self._metrics.deliveries.labels(channel=record.channel, outcome=outcome).inc()
+            if not retrying:
+                self._report(message.event_id, message.reply_to, record)
+                return
+            log.warning("delivery of %s failed (attempt %d): %s", message.event_id, record.attempts, message.error)
+            retry = RetryDelivery(event_id=message.event_id, sequence=message.sequence, reply_to=message.reply_to)
+            self._schedule(self._policy.delay(record.attempts), retry)
+
+        self._batch.stage(write, after)
+
+    def _report(self, event_id: str, reply_to: str, record: DeliveryRecord) -> None:
+        outcome = record.outcome
+        if outcome is None:
+            raise ValueError(f"the delivery of {event_id} is not finished: {record.state}")
+        self.context.tell(reply_to, Delivered(event_id=event_id, outcome=outcome, error=record.error))
+
+    def _schedule(self, delay: float, message: RetryDelivery) -> None:
+        """Tell this actor ``message`` after ``delay`` (whichever incarnation runs then)."""
+
+        def fire() -> None:
+            self._timers.discard(timer)
+            with contextlib.suppress(Exception):  # the daemon is stopping
+                self.context.tell(self.context.name, message)
+
+        timer = threading.Timer(delay, fire)
+        timer.daemon = True
+        self._timers.add(timer)
+        timer.start()

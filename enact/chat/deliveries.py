@@ -1,0 +1,100 @@
+"""A reply's delivery as a state machine: plain code, no threads, no storage.
+
+Each record is the journal entry of one reply, written when its channel
+answers and, for a repeated attempt, before the channel is called::
+
+    (none) ──first attempt──▶ delivered / retryable_failure / terminal_failure
+    retryable_failure ──back-off passed──▶ in_flight ──▶ (the same three)
+
+The first attempt needs no ``in_flight`` commit of its own: the inbox's
+commit of the reply marks it, and ``Deliver`` says which daemon made that
+commit. So an attempt left unanswered by an earlier daemon, whether its
+first (no record) or a later one (``in_flight``), has an unknown outcome: it
+is sent again only where the channel promises idempotent delivery, else it
+becomes ``not_resent``. ``pending`` (journaled, not yet sent) is only read:
+daemons before the outbox wrote it before such a re-send.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+from enact.commands import clip
+from enact.messages.outbox import DeliveryRecord, DeliveryState
+from enact.retry import Backoff
+
+MAX_ERROR = 2000
+NOT_RESENT = (
+    "the daemon stopped while the reply was being delivered, and the channel cannot re-send it safely: not resent"
+)
+
+
+class Step(enum.Enum):
+    """What the outbox does with a ``Deliver``, given the journal's record."""
+
+    SEND = "send"  # call the channel (journaling in_flight first, unless it is the first attempt)
+    REPORT = "report"  # finished already: tell the outcome again
+    WAIT = "wait"  # this daemon's call, or its retry, will answer
+    GIVE_UP = "give_up"  # an earlier daemon's call has an unknown outcome: not resent
+
+
+def on_deliver(record: DeliveryRecord | None, *, first: bool, replied_by: int, generation: int,
+               idempotent: bool) -> Step:
+    """``Deliver`` comes once ``first`` after the reply's commit, and again
+    whenever the inbox resumes the event (at start-up, on a redelivered
+    event); the journal and the generations make it idempotent."""
+    if record is None:
+        if first:
+            return Step.SEND
+        if replied_by == generation:
+            return Step.WAIT  # the first attempt is under way in this daemon
+        return Step.SEND if idempotent else Step.GIVE_UP
+    if record.outcome is not None:
+        return Step.REPORT  # the inbox's commit of it may have been lost
+    if record.generation == generation:
+        return Step.WAIT
+    if record.state is DeliveryState.IN_FLIGHT:
+        return Step.SEND if idempotent else Step.GIVE_UP
+    return Step.SEND  # pending or retryable, left by an earlier daemon
+
+
+def new_record(*, channel: str, conversation: str, message_id: str, text: str, generation: int,
+               now: float) -> DeliveryRecord:
+    """The record of a first attempt, before its answer is applied."""
+    return DeliveryRecord(channel=channel, conversation=conversation, message_id=message_id, text=text,
+                          state=DeliveryState.IN_FLIGHT, attempts=1, error="", updated_at=now, generation=generation)
+
+
+def next_attempt(record: DeliveryRecord, *, generation: int, now: float) -> DeliveryRecord:
+    return dataclasses.replace(record, state=DeliveryState.IN_FLIGHT, attempts=record.attempts + 1,
+                               updated_at=now, generation=generation)
+
+
+def answered(record: DeliveryRecord, *, ok: bool, retryable: bool, error: str, policy: Backoff,
+             now: float) -> DeliveryRecord:
+    """The channel's answer to the attempt in flight."""
+    if ok:
+        state = DeliveryState.DELIVERED
+    elif retryable and not policy.exhausted(record.attempts):
+        state = DeliveryState.RETRYABLE_FAILURE
+    else:
+        state = DeliveryState.TERMINAL_FAILURE
+    return dataclasses.replace(record, state=state, error=clip(error, MAX_ERROR), updated_at=now)
+
+
+def answers(stored: DeliveryRecord | None, attempt: DeliveryRecord) -> bool:
+    """An answer belongs to the attempt the journal holds in flight (none
+    for a first attempt)."""
+    if stored is None:
+        return attempt.attempts == 1
+    return stored.state is DeliveryState.IN_FLIGHT and stored.attempts == attempt.attempts
+
+
+def given_up(record: DeliveryRecord, *, now: float) -> DeliveryRecord:
+    return dataclasses.replace(record, state=DeliveryState.NOT_RESENT, error=NOT_RESENT, updated_at=now)
+
+
+def retry_due(record: DeliveryRecord | None) -> bool:
+    """A retry timer fired: it is still due unless something else ran it."""
+    return record is not None and record.state in (DeliveryState.RETRYABLE_FAILURE, DeliveryState.PENDING)
