@@ -14,6 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
+from enact.actors import inbox_records, outbox
+from enact.home import STATE_DIR
+from enact.messages.outbox import DeliveryRecord, DeliveryState
+from enact.storage import RecordTable, Storage
+
 from conftest import Daemon, DaemonFactory, enact_env
 
 RULES = r'''
@@ -425,6 +430,50 @@ def test_reply_whose_delivery_outcome_is_unknown_is_not_resent(daemons: DaemonFa
     assert deliveries(counter) == 1
     [turn] = turns(restarted)
     assert turn["outcome"] == "delivery_uncertain"
+
+
+def lose_completion(home: Path, event_id: str) -> None:
+    """Undo the inbox's last commit of a finished event (turn logged, receipt
+    completed): the home a kill -9 leaves between the outbox's commit of the
+    delivery and the inbox's."""
+    storage = Storage(home / STATE_DIR)
+    try:
+        inbox_store = storage.grant("inbox", inbox_records.DATABASES)
+        outbox_store = storage.grant("outbox", outbox.DATABASES)
+        records = inbox_records.InboxRecords(inbox_store)
+        journal = RecordTable(outbox_store.table(outbox.DELIVERIES), DeliveryRecord)
+
+        def undo(txn: Any) -> bytes:
+            found = records.find(txn, event_id)
+            assert found is not None and found[1]["status"] == "completed"
+            key, receipt = found
+            records.receipts.put(txn, key, {**receipt, "status": "replied", "finished_at": None})
+            records.open.put(txn, key, {})
+            assert txn.delete(records.turns.key(records.turns.last_cursor(txn)), db=records.turns.handle)
+            return key
+
+        key = inbox_store.write(undo, fenced=False)
+        delivery = outbox_store.read(lambda txn: journal.get(txn, key))
+    finally:
+        storage.close()
+    assert delivery is not None and delivery.state is DeliveryState.DELIVERED
+
+
+def test_delivered_reply_whose_completion_was_lost_is_completed_once_not_resent(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    counter = deliver_with(home, 'echo x >> "$COUNTER"')
+    daemon = daemons.start(home)
+    first = send(daemon, "--message-id", "g-1", "hello")
+    daemon.kill9()
+    lose_completion(home, first["event_id"])
+    restarted = daemons.start(home)
+    wait_for(lambda: len(turns(restarted)) == 1, what="the event to be completed at start-up")
+    outcome = send(restarted, "--message-id", "g-1", "hello")
+    assert outcome["duplicate"] is True and outcome["status"] == "replied"
+    assert outcome["reply"] == first["reply"]
+    assert deliveries(counter) == 1
+    [turn] = turns(restarted)
+    assert turn["message_id"] == "g-1" and turn["outcome"] == "replied"
 
 
 def test_idle_conversation_actor_is_stopped_and_restarted_on_demand(daemons: DaemonFactory) -> None:

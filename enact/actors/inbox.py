@@ -30,7 +30,7 @@ from typing import Any
 
 import lmdb
 
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.chat_services import ChatServices
 from enact.actors.conversation import ConversationActor
@@ -113,9 +113,14 @@ class InboxActor(EnactActor):
 
     # -- life cycle ---------------------------------------------------------
 
-    def on_start(self) -> None:
-        self._recover()
-        self._batch.flush()
+    def on_receive(self, message: Any) -> Any:
+        if message is STARTED:
+            # Recovery runs here, not in on_start: the supervisor asks this
+            # once it can address this actor by name (and waits for it), so
+            # the answers to what recovery tells others find this actor.
+            self._recover()
+            self._batch.flush()
+        return super().on_receive(message)
 
     def on_stop(self) -> None:
         super().on_stop()
