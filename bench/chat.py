@@ -8,14 +8,14 @@ its echo) and the local channel. One sender thread per conversation calls
 ``LocalChannel.send(Send(...))``, which returns once the reply is delivered
 and the turn logged. One event: receipt committed → conversation actor →
 journal read (its steps) → session lookup → runtime → session recorded →
-reply stored and delivery journaled → delivered → turn logged and receipt
-completed, each commit durable before the next step.
+reply stored → outbox: delivered and journaled → inbox: turn logged and
+receipt completed, each commit durable before the next step.
 
 History: sending 100,000 events through the whole path would take minutes,
-so the inbox's databases are pre-filled directly before the actors start,
-with the inbox's own Store, Table and AppendLog in big grouped commits and
-the documents the inbox writes (completed receipts, delivered deliveries,
-turn-log records).
+so the inbox's and the outbox's databases are pre-filled directly before the
+actors start, through their own stores in big grouped commits, with the
+records they write (completed receipts, delivered deliveries, turn-log
+records).
 
 Baseline, the original agent's way: one JSON receipt file and one JSON
 delivery journal, each rewritten atomically per change (temp file, fsync,
@@ -41,7 +41,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import lmdb
 import orjson
@@ -56,6 +56,8 @@ from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.channels import local
 from enact.channels.local import LocalChannel
+from enact.chat import records
+from enact.chat.records import LoggedTurn, Receipt, ReceiptStatus, TurnOutcome
 from enact.cli._client import Client
 from enact.commands import CommandContext, CommandRegistry, builtin_commands
 from enact.daemon import actor_specs, build_runtime, startup_context
@@ -66,8 +68,7 @@ from enact.messages.inbox import ChatEvent, Outcome, Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import ScriptedRuntime
-from enact.storage import AppendLog, Document, RecordTable, Storage, Store
-from enact.storage import Table as StoredTable
+from enact.storage import RecordTable, Storage, Store
 
 TITLE = "4. Chat end to end: events/s and send latency vs JSON files rewritten per change"
 TARGET = 500
@@ -85,12 +86,12 @@ def _conversation(index: int) -> str:
     return f"bench-{index}"
 
 
-# -- the documents the inbox and the outbox write (enact.actors.inbox_records,
-# enact.chat.deliveries), with the times set
+# -- the records the inbox and the outbox write (enact.chat.records,
+# enact.messages.outbox), with the times set
 
 
-def _receipt(event: ChatEvent, generation: int, at: float) -> Document:
-    return {**inbox_records.new_receipt(event, origin=HUMAN_CLI, generation=generation), "received_at": at}
+def _receipt(event: ChatEvent, generation: int, at: float) -> Receipt:
+    return dataclasses.replace(records.new_receipt(event, origin=HUMAN_CLI, generation=generation), received_at=at)
 
 
 def _delivery(event: ChatEvent, reply: str, state: DeliveryState, at: float, generation: int) -> DeliveryRecord:
@@ -98,16 +99,20 @@ def _delivery(event: ChatEvent, reply: str, state: DeliveryState, at: float, gen
                           text=reply, state=state, attempts=1, error="", updated_at=at, generation=generation)
 
 
-def _complete(receipt: Document, reply: str, at: float) -> Document:
-    return {**receipt, "status": "completed", "reply": reply, "outcome": "replied", "finished_at": at}
+def _complete(receipt: Receipt, reply: str, at: float) -> Receipt:
+    return dataclasses.replace(receipt, status=ReceiptStatus.COMPLETED, reply=reply, outcome=TurnOutcome.REPLIED,
+                               finished_at=at)
 
 
-def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> Document:
+def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> LoggedTurn:
     completed = _complete(_receipt(event, 1, at), reply, at)
-    return {**inbox_records.turn_document(completed, "replied"), "time": at}
+    return dataclasses.replace(records.turn_of(completed), time=at)
 
 
-def _history(count: int, generation: int) -> Iterator[tuple[str, Document, DeliveryRecord, Document]]:
+_Row = tuple[str, Receipt, DeliveryRecord, LoggedTurn]
+
+
+def _history(count: int, generation: int) -> Iterator[_Row]:
     """``count`` finished events: (event id, completed receipt, delivered delivery, turn)."""
     start = time.time() - count
     for n in range(count):
@@ -129,10 +134,10 @@ class _ChatDatabases:
         self.store = store
         self.outbox_store = outbox_store
         self.records = inbox_records.InboxRecords(store)
-        self.receipts: StoredTable = self.records.receipts
-        self.open: StoredTable = self.records.open
+        self.receipts = self.records.receipts
+        self.open = self.records.open
         self.deliveries = RecordTable(outbox_store.table(outbox.DELIVERIES), DeliveryRecord)
-        self.turns: AppendLog = self.records.turns
+        self.turns = self.records.turns
 
     def prefill(self, count: int, generation: int) -> None:
         rows = _history(count, generation)
@@ -141,18 +146,17 @@ class _ChatDatabases:
             if not group:
                 return
 
-            def write(txn: lmdb.Transaction, group: list[tuple[str, Document, DeliveryRecord, Document]] = group
-                      ) -> list[bytes]:
+            def write(txn: lmdb.Transaction, group: list[_Row] = group) -> list[bytes]:
                 keys = []
-                for event_id, receipt, _, _ in group:
+                for event_id, receipt, _, turn in group:
                     key = self.records.create(txn, event_id, receipt)
                     self.open.delete(txn, key)  # finished
+                    self.turns.append(txn, turn)
                     keys.append(key)
-                self.turns.append_many(txn, [turn for *_, turn in group])
                 return keys
 
             def write_deliveries(txn: lmdb.Transaction, keys: list[bytes],
-                                 group: list[tuple[str, Document, DeliveryRecord, Document]] = group) -> None:
+                                 group: list[_Row] = group) -> None:
                 for key, (_, _, delivery, _) in zip(keys, group, strict=True):
                     self.deliveries.put(txn, key, delivery)
 
@@ -162,7 +166,7 @@ class _ChatDatabases:
     def counts(self) -> tuple[int, int, int, int]:
         """Receipts, still-open receipts, deliveries and logged turns."""
         receipts, still_open, turns = self.store.read(
-            lambda txn: (self.receipts.count(txn), self.open.count(txn), self.turns.last_cursor(txn)))
+            lambda txn: (self.receipts.table.count(txn), self.open.count(txn), self.turns.log.last_cursor(txn)))
         deliveries = self.outbox_store.read(self.deliveries.table.count)
         return receipts, still_open, deliveries, turns
 
@@ -271,14 +275,14 @@ class _JsonFiles:
         directory.mkdir()
         self.receipts_path = directory / "receipts.json"
         self.journal_path = directory / "journal.json"
-        self.receipts: dict[str, Document] = {}
-        self.journal: dict[str, Document] = {}
+        self.receipts: dict[str, Receipt] = {}
+        self.journal: dict[str, DeliveryRecord] = {}
         self.runtime = ScriptedRuntime(directory / "scripted.toml")  # no rules file: the echo, as on enact's side
         self.sessions: dict[str, str] = {}
         lines = []
         for event_id, receipt, delivery, turn in _history(history, 1):
             self.receipts[event_id] = receipt
-            self.journal[event_id] = dataclasses.asdict(delivery)
+            self.journal[event_id] = delivery
             lines.append(orjson.dumps(turn))
         _rewrite_atomically(self.receipts_path, list(self.receipts.values()))
         _rewrite_atomically(self.journal_path, list(self.journal.values()))
@@ -286,7 +290,7 @@ class _JsonFiles:
         turns_path.write_bytes(b"".join(line + b"\n" for line in lines))
         self._turns: IO[bytes] = open(turns_path, "ab")  # noqa: SIM115 (closed in close())
 
-    def _save(self, path: Path, documents: dict[str, Document]) -> None:
+    def _save(self, path: Path, documents: dict[str, Any]) -> None:
         _rewrite_atomically(path, list(documents.values()))
 
     def event(self, conversation: str) -> float:
@@ -307,10 +311,10 @@ class _JsonFiles:
         if result.native_session:
             self.sessions[key] = result.native_session
         pending = _delivery(event, result.text, DeliveryState.PENDING, time.time(), 1)
-        self.journal[event_id] = dataclasses.asdict(pending)
+        self.journal[event_id] = pending
         self._save(self.journal_path, self.journal)  # 2. delivery: pending, with the reply
         # (the local channel with no deliver command delivers by answering the caller)
-        self.journal[event_id] = {**self.journal[event_id], "state": DeliveryState.DELIVERED, "updated_at": time.time()}
+        self.journal[event_id] = dataclasses.replace(pending, state=DeliveryState.DELIVERED, updated_at=time.time())
         self._save(self.journal_path, self.journal)  # 3. delivery: delivered
         self.receipts[event_id] = _complete(receipt, result.text, time.time())
         self._save(self.receipts_path, self.receipts)  # 4. receipt: completed

@@ -3,6 +3,7 @@ scripted runtime, registered program commands and the local channel."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -15,6 +16,7 @@ import orjson
 import pytest
 
 from enact.actors import inbox_records, outbox
+from enact.chat.records import ReceiptStatus
 from enact.home import STATE_DIR
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.storage import RecordTable, Storage
@@ -445,11 +447,12 @@ def lose_completion(home: Path, event_id: str) -> None:
 
         def undo(txn: Any) -> bytes:
             found = records.find(txn, event_id)
-            assert found is not None and found[1]["status"] == "completed"
+            assert found is not None and found[1].status is ReceiptStatus.COMPLETED
             key, receipt = found
-            records.receipts.put(txn, key, {**receipt, "status": "replied", "finished_at": None})
+            records.receipts.put(txn, key, dataclasses.replace(receipt, status=ReceiptStatus.REPLIED, finished_at=None))
             records.open.put(txn, key, {})
-            assert txn.delete(records.turns.key(records.turns.last_cursor(txn)), db=records.turns.handle)
+            turns = records.turns.log
+            assert txn.delete(turns.key(turns.last_cursor(txn)), db=turns.handle)
             return key
 
         key = inbox_store.write(undo, fenced=False)

@@ -4,6 +4,7 @@ point between the reply's commit and the receipt's completion."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,8 +21,9 @@ from enact.actors.chat_services import ChatServices
 from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import DeliveryReport, OutgoingReply, Submit
-from enact.chat import deliveries
+from enact.chat import deliveries, records
 from enact.chat.deliveries import Step
+from enact.chat.records import ReceiptStatus, TurnOutcome
 from enact.commands import CommandRegistry, builtin_commands
 from enact.daemon import actor_specs
 from enact.fence import Fence
@@ -170,18 +172,18 @@ class Home:
     channel: RecordingChannel
     heard: list[TurnLogged] = field(default_factory=list)
 
-    def leave(self, *, receipt_status: str, delivery: DeliveryRecord | None, generation: int = EARLIER) -> None:
+    def leave(self, *, delivery: DeliveryRecord | None, generation: int = EARLIER) -> None:
         """Write what a daemon killed after committing the reply (and maybe
         the delivery) leaves behind."""
         storage = Storage(self.path / "state")
         try:
             inbox_store = storage.grant("inbox", inbox_records.DATABASES)
             outbox_store = storage.grant("outbox", outbox.DATABASES)
-            records = inbox_records.InboxRecords(inbox_store)
+            inbox = inbox_records.InboxRecords(inbox_store)
             journal = RecordTable(outbox_store.table(outbox.DELIVERIES), DeliveryRecord)
-            receipt = {**inbox_records.new_receipt(EVENT, origin=HUMAN_CLI, generation=generation),
-                       "status": receipt_status, "reply": "hi", "outcome": "replied"}
-            key = inbox_store.write(lambda txn: records.create(txn, EVENT.event_id, receipt))
+            receipt = dataclasses.replace(records.new_receipt(EVENT, origin=HUMAN_CLI, generation=generation),
+                                          status=ReceiptStatus.REPLIED, reply="hi", outcome=TurnOutcome.REPLIED)
+            key = inbox_store.write(lambda txn: inbox.create(txn, EVENT.event_id, receipt))
             if delivery is not None:
                 outbox_store.write(lambda txn: journal.put(txn, key, delivery))
         finally:
@@ -238,7 +240,7 @@ def finished(supervisor: Supervisor, heard: list[TurnLogged]) -> Outcome:
 
 
 def test_a_delivery_committed_before_the_receipt_completed_is_completed_once_not_resent(home: Home) -> None:
-    home.leave(receipt_status="replied", delivery=record(DeliveryState.DELIVERED))
+    home.leave(delivery=record(DeliveryState.DELIVERED))
 
     def check(supervisor: Supervisor) -> None:
         assert finished(supervisor, home.heard).status == "replied"
@@ -258,7 +260,7 @@ def test_a_delivery_committed_before_the_receipt_completed_is_completed_once_not
 @pytest.mark.parametrize("idempotent", [False, True])
 def test_a_first_attempt_left_unanswered_is_resent_only_where_idempotent(home: Home, idempotent: bool) -> None:
     home.channel.idempotent_delivery = idempotent
-    home.leave(receipt_status="replied", delivery=None)
+    home.leave(delivery=None)
 
     def check(supervisor: Supervisor) -> None:
         outcome = finished(supervisor, home.heard)

@@ -23,9 +23,9 @@ finished delivery is only reported again).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
-import time
 from typing import Any
 
 import lmdb
@@ -34,20 +34,12 @@ from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.chat_services import ChatServices
 from enact.actors.conversation import ConversationActor
-from enact.actors.inbox_records import (
-    OPEN,
-    InboxRecords,
-    action_documents,
-    actions_from,
-    event_from,
-    last_error,
-    new_receipt,
-    sequence_of,
-    turn_document,
-)
+from enact.actors.inbox_records import OPEN, InboxRecords, sequence_of
 from enact.actors.supervisor import ActorSpec
+from enact.chat import records
 from enact.chat.cursor import Cursors
-from enact.commands import clip
+from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
+from enact.chat.turns import read_turns
 from enact.messages.common import Rejected
 from enact.messages.inbox import (
     Accepted,
@@ -64,21 +56,16 @@ from enact.messages.inbox import (
     ReadTurns,
     Receive,
     Retry,
-    Turn,
     TurnFailed,
     TurnFinished,
     TurnLogged,
-    Turns,
-    conversation_key,
 )
 from enact.messages.outbox import Deliver, DeliveryOutcome
 from enact.retry import Backoff
-from enact.storage import CorruptRecord, Document
+from enact.storage import CorruptRecord
 
 log = logging.getLogger(__name__)
 
-MAX_ERROR = 2000
-MAX_TURNS_PER_READ = 1000
 _RETRY_FIRST_S = 0.2
 OUTBOX = "outbox"
 
@@ -95,8 +82,6 @@ class InboxActor(EnactActor):
         self._batch = self.batch = WriteBatch(self._store, owner=context.name)
         self._records = InboxRecords(self._store)
         self._receipts = self._records.receipts
-        self._cursors = self._records.cursors
-        self._turns = self._records.turns
         config = context.config
         self._allowed = frozenset(config["chat.allowed_conversations"])
         self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
@@ -128,12 +113,12 @@ class InboxActor(EnactActor):
             timer.cancel()
 
     def _schedule(self, delay: float, message: Any) -> None:
-        """Tell this actor ``message()`` after ``delay`` (whichever incarnation runs then)."""
+        """Tell this actor ``message`` after ``delay`` (whichever incarnation runs then)."""
 
         def fire() -> None:
             self._timers.discard(timer)
             with contextlib.suppress(Exception):  # the daemon is stopping
-                self.context.tell(self.context.name, message())
+                self.context.tell(self.context.name, message)
 
         timer = threading.Timer(delay, fire)
         timer.daemon = True
@@ -147,7 +132,7 @@ class InboxActor(EnactActor):
             case Receive():
                 return self._receive(message)
             case TurnFinished():
-                return self._turn_finished(message.event_id, message.reply, message.actions, outcome="replied")
+                return self._turn_finished(message.event_id, message.reply, message.actions, TurnOutcome.REPLIED)
             case TurnFailed():
                 return self._turn_failed(message)
             case Retry():
@@ -159,11 +144,11 @@ class InboxActor(EnactActor):
                 return self._outcome(message.event_id)
             case ReadTurns():
                 self._batch.flush()
-                return self._read_turns(message)
+                return self._store.read(lambda txn: read_turns(txn, self._records.turns, message))
             case GetCursor():
                 self._batch.flush()
-                stored = self._store.read(lambda txn: self._cursors.get(txn, message.channel.encode()))
-                return Cursor(channel=message.channel, cursor=stored["cursor"] if stored else 0)
+                stored = self._store.read(lambda txn: self._records.cursor(txn, message.channel))
+                return Cursor(channel=message.channel, cursor=stored)
         return super().handle(message)
 
     def _busy(self, event_id: str) -> bool:
@@ -190,16 +175,16 @@ class InboxActor(EnactActor):
                 self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
 
-        def write(txn: lmdb.Transaction) -> tuple[bool, bytes, Document]:
+        def write(txn: lmdb.Transaction) -> tuple[bool, bytes, Receipt]:
             found = self._records.find(txn, event_id)
             if found is not None:
                 return True, *found
-            receipt = new_receipt(event, origin=message.origin, generation=self.context.fence.generation)
+            receipt = records.new_receipt(event, origin=message.origin, generation=self.context.fence.generation)
             return False, self._records.create(txn, event_id, receipt), receipt
 
         reply = Deferred()
 
-        def after(result: tuple[bool, bytes, Document]) -> None:
+        def after(result: tuple[bool, bytes, Receipt]) -> None:
             duplicate, key, receipt = result
             if duplicate:
                 reply.resolve(self._duplicate(event_id, key, receipt))
@@ -213,13 +198,12 @@ class InboxActor(EnactActor):
         self._batch.stage(write, after, failed=reply.fail)
         return reply
 
-    def _duplicate(self, event_id: str, key: bytes, receipt: Document) -> Accepted:
-        self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="duplicate").inc()
-        finished = receipt["status"] in ("completed", "failed")
-        if not finished and not self._busy(event_id):
+    def _duplicate(self, event_id: str, key: bytes, receipt: Receipt) -> Accepted:
+        self._metrics.inbox_events.labels(channel=receipt.event.channel, outcome="duplicate").inc()
+        if not receipt.finished and not self._busy(event_id):
             # Left unfinished by an earlier daemon and not yet resumed: resume it now.
             self._resume(event_id, key, receipt)
-        return Accepted(event_id=event_id, duplicate=True, in_flight=not finished)
+        return Accepted(event_id=event_id, duplicate=True, in_flight=not receipt.finished)
 
     def _conversation_spec(self, conversation: str) -> ActorSpec:
         return ActorSpec(name=conversation_actor_name(conversation), actor=ConversationActor,
@@ -235,36 +219,34 @@ class InboxActor(EnactActor):
     def _turn_failed(self, message: TurnFailed) -> None:
         self._conversations.done(message.event_id)
 
-        def write(txn: lmdb.Transaction) -> Document | None:
+        def write(txn: lmdb.Transaction) -> Receipt | None:
             found = self._records.find(txn, message.event_id)
-            if found is None or found[1]["status"] != "processing":
+            if found is None or found[1].status is not ReceiptStatus.PROCESSING:
                 return None
             key, receipt = found
-            error = clip(f"{message.error_class}: {message.error}", MAX_ERROR)
-            receipt["errors"] = [*receipt["errors"], {"attempt": receipt["attempts"], "error": error}]
+            receipt = records.failed_attempt(receipt, message.error_class, message.error)
             self._receipts.put(txn, key, receipt)
             return receipt
 
-        def after(receipt: Document | None) -> None:
+        def after(receipt: Receipt | None) -> None:
             if receipt is None:
                 return
-            self._metrics.inbox_events.labels(channel=receipt["event"]["channel"], outcome="attempt_failed").inc()
-            log.warning("event %s failed on attempt %d: %s", message.event_id, receipt["attempts"], message.error_class)
-            if not self._attempts.exhausted(receipt["attempts"]):
-                self._schedule(self._attempts.delay(receipt["attempts"]), lambda: Retry(event_id=message.event_id))
+            self._metrics.inbox_events.labels(channel=receipt.event.channel, outcome="attempt_failed").inc()
+            log.warning("event %s failed on attempt %d: %s", message.event_id, receipt.attempts, message.error_class)
+            if not self._attempts.exhausted(receipt.attempts):
+                self._schedule(self._attempts.delay(receipt.attempts), Retry(event_id=message.event_id))
             else:
-                self._give_up(message.event_id, receipt, message.error_class)
+                self._give_up(message.event_id, receipt)
 
         self._batch.stage(write, after)
 
-    def _give_up(self, event_id: str, receipt: Document, error_class: str) -> None:
-        event = receipt["event"]
+    def _give_up(self, event_id: str, receipt: Receipt) -> None:
         diagnostic = (
-            f"enact could not process message {event['message_id']} (event {event_id}) after "
-            f"{receipt['attempts']} attempts; failure class: {error_class}. "
+            f"enact could not process message {receipt.event.message_id} (event {event_id}) after "
+            f"{receipt.attempts} attempts; failure class: {receipt.last_error_class}. "
             "The failure is recorded on the event's receipt; it will not be retried."
         )
-        self._turn_finished(event_id, diagnostic, (), outcome="failed")
+        self._turn_finished(event_id, diagnostic, (), TurnOutcome.FAILED)
 
     def _retry(self, event_id: str) -> None:
         if self._busy(event_id):
@@ -274,48 +256,48 @@ class InboxActor(EnactActor):
             lambda found: self._resume(event_id, *found) if found and not self._busy(event_id) else None,
         )
 
-    def _resume(self, event_id: str, key: bytes, receipt: Document) -> None:
+    def _resume(self, event_id: str, key: bytes, receipt: Receipt) -> None:
         """Start the next attempt of an unfinished event, or give up on it."""
-        if receipt["status"] == "replied":
+        if receipt.status is ReceiptStatus.REPLIED:
             self._deliver(key, receipt)
             return
-        if receipt["status"] != "processing":
+        if receipt.status is not ReceiptStatus.PROCESSING:
             return
-        if self._attempts.exhausted(receipt["attempts"]):
-            last = receipt["errors"][-1]["error"] if receipt["errors"] else "Interrupted: the daemon stopped"
-            self._give_up(event_id, receipt, last.split(":", 1)[0])
+        if self._attempts.exhausted(receipt.attempts):
+            self._give_up(event_id, receipt)
             return
         # Marked at once, so a redelivery meanwhile does not resume it twice.
         self._resuming.add(event_id)
 
-        def write(txn: lmdb.Transaction) -> Document:
-            found = self._records.find(txn, event_id)
-            assert found is not None
-            key, current = found
-            current["attempts"] += 1
-            current["generation"] = self.context.fence.generation
+        def write(txn: lmdb.Transaction) -> Receipt:
+            current = self._receipts.get(txn, key)
+            if current is None:
+                raise CorruptRecord(OPEN, key, "marks a receipt that does not exist")
+            current = dataclasses.replace(current, attempts=current.attempts + 1,
+                                          generation=self.context.fence.generation)
             self._receipts.put(txn, key, current)
             return current
 
-        def after(current: Document) -> None:
-            event = event_from(current["event"])
+        def after(current: Receipt) -> None:
+            event = current.event
             if event.cursor is not None:
                 self._cursor_rule.of(event.channel).received(event.cursor)
-            self._dispatch(event_id, event, attempt=current["attempts"], origin=current["origin"])
+            self._dispatch(event_id, event, attempt=current.attempts, origin=current.origin)
 
         self._batch.stage(write, after, failed=lambda _: self._resuming.discard(event_id))
 
-    def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...], *, outcome: str) -> None:
+    def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...],
+                       outcome: TurnOutcome) -> None:
         """Store the reply; the outbox is told to deliver it once that is durable."""
         self._conversations.done(event_id)
 
-        def write(txn: lmdb.Transaction) -> tuple[bytes, Document] | None:
+        def write(txn: lmdb.Transaction) -> tuple[bytes, Receipt] | None:
             found = self._records.find(txn, event_id)
-            if found is None or found[1]["status"] != "processing":
+            if found is None or found[1].status is not ReceiptStatus.PROCESSING:
                 return None
             key, receipt = found
-            receipt.update(status="replied", reply=reply, actions=action_documents(actions), outcome=outcome,
-                           generation=self.context.fence.generation)
+            receipt = dataclasses.replace(receipt, status=ReceiptStatus.REPLIED, reply=reply, actions=actions,
+                                          outcome=outcome, generation=self.context.fence.generation)
             self._receipts.put(txn, key, receipt)
             return key, receipt
 
@@ -323,58 +305,47 @@ class InboxActor(EnactActor):
 
     # -- 3. delivery -----------------------------------------------------------
 
-    def _deliver(self, key: bytes, receipt: Document, *, first: bool = False) -> None:
+    def _deliver(self, key: bytes, receipt: Receipt, *, first: bool = False) -> None:
         """Tell the outbox to deliver the committed reply: ``first`` right
         after its commit, else again on resuming the event."""
-        event = receipt["event"]
+        event = receipt.event
         self.context.tell(OUTBOX, Deliver(
-            event_id=receipt["event_id"], sequence=sequence_of(key), channel=event["channel"],
-            conversation=event["conversation"], message_id=event["message_id"], text=receipt["reply"],
-            reply_to=self.context.name, replied_by=receipt["generation"], first=first,
+            event_id=receipt.event_id, sequence=sequence_of(key), channel=event.channel,
+            conversation=event.conversation, message_id=event.message_id, text=receipt.reply,
+            reply_to=self.context.name, replied_by=receipt.generation, first=first,
         ))
 
     def _delivered(self, message: Delivered) -> None:
-        def write(txn: lmdb.Transaction) -> tuple[Document, int] | None:
-            found = self._records.find(txn, message.event_id)
-            if found is None or found[1]["status"] != "replied":
-                return None  # told again for a delivery whose event is finished
-            failed = message.outcome is not DeliveryOutcome.DELIVERED
-            return self._finish(txn, found[0], message.outcome.value if failed else None, message.error)
+        failed = None if message.outcome is DeliveryOutcome.DELIVERED else TurnOutcome(message.outcome.value)
 
-        def after(finished: tuple[Document, int] | None) -> None:
+        def write(txn: lmdb.Transaction) -> tuple[Receipt, int] | None:
+            found = self._records.find(txn, message.event_id)
+            if found is None or found[1].status is not ReceiptStatus.REPLIED:
+                return None  # told again for a delivery whose event is finished
+            return self._finish(txn, *found, failed, message.error)
+
+        def after(finished: tuple[Receipt, int] | None) -> None:
             if finished is not None:
-                self._announce(message.event_id, *finished)
+                self._announce(*finished)
 
         self._batch.stage(write, after)
 
-    def _finish(self, txn: lmdb.Transaction, key: bytes, delivery_outcome: str | None,
-                delivery_error: str = "") -> tuple[Document, int]:
+    def _finish(self, txn: lmdb.Transaction, key: bytes, receipt: Receipt, delivery_outcome: TurnOutcome | None,
+                delivery_error: str) -> tuple[Receipt, int]:
         """Log the turn, complete the receipt, advance the cursor: one commit.
         Returns the receipt and the turn's cursor."""
-        receipt = self._receipts.get(txn, key)
-        if receipt is None:
-            raise CorruptRecord(OPEN, key, "marks a receipt that does not exist")
-        event = receipt["event"]
-        outcome = delivery_outcome or receipt["outcome"]
-        if delivery_outcome:
-            receipt["delivery_error"] = delivery_error
-        cursor = self._turns.append(txn, turn_document(receipt, outcome))
-        receipt.update(
-            status="failed" if receipt["outcome"] == "failed" else "completed",
-            outcome=outcome,
-            finished_at=time.time(),
-        )
+        receipt = records.finished(receipt, delivery_outcome, delivery_error)
+        cursor = self._records.turns.append(txn, records.turn_of(receipt))
         self._receipts.put(txn, key, receipt)
         self._records.open.delete(txn, key)
-        if event["cursor"] is not None:
-            self._write_cursor(txn, event["channel"], self._cursor_rule.of(event["channel"]).target(event["cursor"]))
+        event = receipt.event
+        if event.cursor is not None:
+            self._write_cursor(txn, event.channel, self._cursor_rule.of(event.channel).target(event.cursor))
         return receipt, cursor
 
     def _write_cursor(self, txn: lmdb.Transaction, channel: str, target: int) -> None:
-        key = channel.encode()
-        stored = self._cursors.get(txn, key)
-        if target > (stored["cursor"] if stored else 0):
-            self._cursors.put(txn, key, {"cursor": target})
+        if target > self._records.cursor(txn, channel):
+            self._records.cursors.put(txn, channel.encode(), CursorRecord(cursor=target))
 
     def _settle_cursor(self, channel: str, finished: int) -> None:
         """After the commit: forget the finished cursor and tell the channel."""
@@ -390,21 +361,21 @@ class InboxActor(EnactActor):
             lambda _: self._settle_cursor(channel, cursor),
         )
 
-    def _announce(self, event_id: str, receipt: Document, cursor: int) -> None:
-        event = receipt["event"]
-        if event["cursor"] is not None:
-            self._settle_cursor(event["channel"], event["cursor"])
-        self._metrics.inbox_events.labels(channel=event["channel"], outcome=receipt["outcome"]).inc()
-        channel = self._services.channels.get(event["channel"])
+    def _announce(self, receipt: Receipt, cursor: int) -> None:
+        event = receipt.event
+        if event.cursor is not None:
+            self._settle_cursor(event.channel, event.cursor)
+        self._metrics.inbox_events.labels(channel=event.channel, outcome=str(receipt.outcome)).inc()
+        channel = self._services.channels.get(event.channel)
         if channel is not None:
-            channel.finished(self._outcome_of(event_id, receipt))
-        self.context.publish(TurnLogged(event_id=event_id, cursor=cursor, outcome=receipt["outcome"],
-                                        conversation_key=conversation_key(event["channel"], event["conversation"])))
+            channel.finished(receipt.outcome_of())
+        self.context.publish(TurnLogged(event_id=receipt.event_id, cursor=cursor, outcome=str(receipt.outcome),
+                                        conversation_key=event.conversation_key))
 
     # -- start-up recovery --------------------------------------------------
 
     def _recover(self) -> None:
-        def scan(txn: lmdb.Transaction) -> list[tuple[bytes, Document]]:
+        def scan(txn: lmdb.Transaction) -> list[tuple[bytes, Receipt]]:
             found = []
             for key, _ in self._records.open.items(txn):
                 receipt = self._receipts.get(txn, key)
@@ -414,67 +385,17 @@ class InboxActor(EnactActor):
             return found
 
         for key, receipt in self._store.read(scan):
-            event_id = receipt["event_id"]
-            event = receipt["event"]
-            if event["cursor"] is not None:
-                self._cursor_rule.of(event["channel"]).received(event["cursor"])
-            if self._busy(event_id):
+            event = receipt.event
+            if event.cursor is not None:
+                self._cursor_rule.of(event.channel).received(event.cursor)
+            if self._busy(receipt.event_id):
                 continue  # this inbox restarted; the turn is still running
-            if receipt["status"] == "processing":
-                log.info("resuming event %s (attempt %d so far)", event_id, receipt["attempts"])
-            self._resume(event_id, key, receipt)
+            if receipt.status is ReceiptStatus.PROCESSING:
+                log.info("resuming event %s (attempt %d so far)", receipt.event_id, receipt.attempts)
+            self._resume(receipt.event_id, key, receipt)
 
     # -- reading ------------------------------------------------------------
 
-    def _outcome_of(self, event_id: str, receipt: Document) -> Outcome:
-        return Outcome(
-            event_id=event_id,
-            status=receipt["outcome"] or receipt["status"],
-            duplicate=False,
-            reply=receipt["reply"],
-            actions=actions_from(receipt["actions"]),
-            attempts=receipt["attempts"],
-            error=last_error(receipt),
-        )
-
     def _outcome(self, event_id: str) -> Outcome | NoSuchEvent:
         found = self._store.read(lambda txn: self._records.find(txn, event_id))
-        if found is None:
-            return NoSuchEvent(event_id=event_id)
-        return self._outcome_of(event_id, found[1])
-
-    def _read_turns(self, message: ReadTurns) -> Turns:
-        wanted = message.conversation
-
-        def matches(document: Document) -> bool:
-            key = conversation_key(document["channel"], document["conversation"])
-            return not wanted or wanted in (key, document["conversation"])
-
-        def turn_of(sequence: int, document: Document) -> Turn:
-            return Turn(cursor=sequence, **{**document, "actions": actions_from(document["actions"])})
-
-        def read_oldest(txn: lmdb.Transaction) -> Turns:
-            limit = max(0, min(message.limit, MAX_TURNS_PER_READ))
-            turns: list[Turn] = []
-            cursor = message.since
-            for sequence, document in self._turns.iterate_from(txn, message.since):
-                if len(turns) >= limit:
-                    break
-                cursor = sequence
-                if matches(document):
-                    turns.append(turn_of(sequence, document))
-            return Turns(turns=tuple(turns), next_cursor=cursor)
-
-        def read_newest(txn: lmdb.Transaction) -> Turns:
-            count = min(message.last, MAX_TURNS_PER_READ)
-            newest: list[Turn] = []
-            for sequence, document in self._turns.iterate_backwards(txn, down_to=message.since):
-                if len(newest) >= count:
-                    break
-                if matches(document):
-                    newest.append(turn_of(sequence, document))
-            # Everything up to the log's end has been looked at: read on from there.
-            end = max(message.since, self._turns.last_cursor(txn))
-            return Turns(turns=tuple(reversed(newest)), next_cursor=end)
-
-        return self._store.read(read_newest if message.last > 0 else read_oldest)
+        return NoSuchEvent(event_id=event_id) if found is None else found[1].outcome_of()
