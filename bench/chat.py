@@ -186,7 +186,7 @@ class _Enact:
                 actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=self.storage,
                 fence=self.fence, on_fatal=self.fatal.append,
             )
-            commands.bind(CommandContext(supervisor=self.supervisor, fence=self.fence, status=lambda: "bench"))
+            commands.bind(CommandContext(fence=self.fence, status=lambda: "bench"))
             self.supervisor.start()
         except BaseException:
             self.close()

@@ -245,7 +245,7 @@ class _Daemon:
         )
         self.control.serve_locally(Run, self._run_command)
         self.control.serve_locally(ListCommands, lambda _: Catalog(commands=tuple(commands.catalog())))
-        commands.bind(CommandContext(supervisor=self.supervisor, fence=fence, status=self._status_line))
+        commands.bind(CommandContext(fence=fence, status=self._status_line))
 
     def serve(self) -> int:
         # Handlers first: a SIGTERM that arrives while the actors start must

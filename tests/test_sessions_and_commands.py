@@ -91,7 +91,7 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
         on_fatal=lambda _: fatal.set(),
     )
     holder["supervisor"] = supervisor
-    commands.bind(CommandContext(supervisor=supervisor, fence=fence, status=lambda: "fine"))
+    commands.bind(CommandContext(fence=fence, status=lambda: "fine"))
     supervisor.start()
     try:
         yield Harness(supervisor=supervisor, channel=channel, runtime=runtime, services=services)
@@ -171,7 +171,7 @@ def registry_with(command: Command) -> CommandRegistry:
         def is_current(self) -> bool:
             return True
 
-    registry.bind(CommandContext(supervisor=None, fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
+    registry.bind(CommandContext(fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
     return registry
 
 
