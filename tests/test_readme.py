@@ -13,13 +13,15 @@ from pathlib import Path
 import orjson
 
 from enact.cli import main
-from enact.config import SETTINGS
+from enact.components import builtin
 from enact.home import SOCKET_NAME
 from enact.messages._framing import MAX_FRAME_BYTES
 
 from conftest import DaemonFactory, enact_env
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
+SETTINGS = builtin().settings()
+"""The daemon's own settings and those of enact's built-in components."""
 
 
 def test_readme_documents_every_setting_and_its_variable() -> None:
