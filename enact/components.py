@@ -72,7 +72,7 @@ class Component:
         """The actors it adds to the supervisor, started after the core ones."""
         return ()
 
-    def handlers(self, ask: Ask) -> Mapping[type[Any], WireHandler]:
+    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
         """The wire requests it serves, each a registered request named
         ``<component name>.<Type>``; called once the actors exist."""
         return {}

@@ -256,7 +256,7 @@ class _Daemon:
             ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested}),
             ("commands", {Run: self._run_command,
                           ListCommands: lambda _: Catalog(commands=tuple(commands.catalog()))}),
-            *((component.name, component.handlers(ask)) for component in self.components.items),
+            *((component.name, component.handlers(self.settings, ask)) for component in self.components.items),
         ]
 
     def serve(self) -> int:

@@ -169,7 +169,7 @@ class LocalChannelComponent(ChannelComponent):
         )
         return self._channel
 
-    def handlers(self, ask: Ask) -> Mapping[type[Any], WireHandler]:
+    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
         if self._channel is None:
             raise ChannelNotStarted("the local channel is served before it is made")
         return {Send: self._channel.send}
