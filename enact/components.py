@@ -134,7 +134,15 @@ class Components:
         for component in self.items:
             if isinstance(component, RuntimeComponent) and component.name != chosen:
                 continue
-            component.validate_environment(settings)
+            try:
+                component.validate_environment(settings)
+            except ComponentError:
+                raise
+            except Exception as error:  # a third-party check's defect, said in one line all the same
+                raise ComponentError(
+                    f"component {component.name}: its environment check failed: {type(error).__name__}: "
+                    f"{_one_line(error)}"
+                ) from None
 
 
 def builtin() -> Components:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -17,7 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -44,6 +43,7 @@ from enact.home import COMMANDS_NAME, STATE_DIR
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
+from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, ProgramSource, kill_leftover_programs
 from enact.runtime import Runtime
@@ -133,7 +133,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     except (ComponentError, config.ConfigError) as error:
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
-    _configure_logging(settings["daemon.log_level"])
+    configure_logging(settings["daemon.log_level"])
     try:
         installed.validate_environment(settings)
     except ComponentError as error:
@@ -164,7 +164,15 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         storage.close()
         return EXIT_REFUSED
     kill_leftover_programs(home / PROGRAMS_RUN_DIR)  # only now: the home is ours
-    return _Daemon(home, settings, storage, fence, installed, commands, runtime, metrics, metrics_server).serve()
+    try:
+        daemon = _Daemon(home, settings, storage, fence, installed, commands, runtime, metrics, metrics_server)
+    except ComponentError as error:  # a component serving a request that is not its own
+        print(f"enact: {error}", file=sys.stderr)
+        metrics_server.stop()
+        fence.release()
+        storage.close()
+        return EXIT_REFUSED
+    return daemon.serve()
 
 
 def _claim_home(fence: Fence, metrics: Metrics, address: str, *, takeover: bool) -> MetricsServer:
@@ -281,11 +289,11 @@ class _Daemon:
             return EXIT_FATAL
         self.fence.watch(lambda current: self.stop.set(f"taken over by generation {current}", fenced=True))
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
-        _notify_systemd(b"READY=1")
+        notify_systemd(b"READY=1")
         while not self.stop.event.wait(0.5):
             pass
         log.info("stopping: %s", self.stop.reason)
-        _notify_systemd(b"STOPPING=1")
+        notify_systemd(b"STOPPING=1")
         self._shut_down()
         return self.stop.exit_code
 
@@ -392,37 +400,3 @@ class _Daemon:
         yield mailbox
         yield GaugeMetricFamily("enact_storage_map_bytes", "LMDB map size", value=stats.map_bytes)
         yield GaugeMetricFamily("enact_storage_used_bytes", "LMDB pages in use", value=stats.used_bytes)
-
-
-def exit_process(code: int) -> NoReturn:
-    """End the daemon's process once ``run`` has returned. Threads that
-    overran the stop (a delivery program still running, an actor of a fenced
-    daemon) must not keep it alive, so the process ends here without waiting
-    for them; everything durable was committed before ``run`` returned."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-def _notify_systemd(state: bytes) -> None:
-    """sd_notify without a dependency: one datagram to $NOTIFY_SOCKET."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]  # abstract namespace
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.connect(address)
-            sock.sendall(state)
-    except OSError as error:
-        log.warning("could not notify systemd: %s", error)

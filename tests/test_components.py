@@ -160,7 +160,10 @@ def test_an_installed_extension_adds_its_settings_and_serves_its_request(
     daemon = daemons.start(home, env={"PYTHONPATH": hello_path})
     with RawClient(home) as client:
         reply = client.ask({"type": "hello.Greet", "body": {"name": "Ada"}})
-    assert reply == {"type": "hello.Greeting", "body": {"text": "good morning, Ada"}}
+        assert reply == {"type": "hello.Greeting", "body": {"text": "good morning, Ada"}}
+        for pings in (1, 2):  # served by the extension's own actor
+            assert client.ask({"type": "hello.Ping"}) == {"type": "hello.Pong", "body": {"pings": pings}}
+    assert "hello" in [actor["name"] for actor in daemon.cli_json("status", "--json")["actors"]]
     assert daemon.cli_json("send", "--json", "ping")["status"] == "replied"  # the built-in channel still works
     assert daemon.terminate() == 0
 

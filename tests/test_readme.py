@@ -41,6 +41,19 @@ def test_readme_gives_each_settings_allowed_range_as_the_code_checks_it() -> Non
         assert allowed.startswith(setting.allowed), (setting.key, allowed, setting.allowed)
 
 
+def test_readme_names_the_component_that_declares_each_setting() -> None:
+    for setting in SETTINGS:
+        assert _settings_row(setting.key)[5] == setting.component, setting.key
+
+
+def test_readme_says_who_handles_each_wire_prefix() -> None:
+    from enact.messages import Kind, registered
+
+    section = _section("## Architecture")
+    for prefix in sorted({r.actor for r in registered() if r.kind is Kind.REQUEST}):
+        assert re.search(rf"^\|[^|\n]*`{prefix}`[^|\n]*\| ", section, re.MULTILINE), prefix
+
+
 def test_readme_shows_both_forms_of_every_list_valued_variable() -> None:
     for setting in SETTINGS:
         if setting.kind is list:

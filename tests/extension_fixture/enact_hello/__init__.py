@@ -1,5 +1,6 @@
-"""A third-party component: one setting, an environment check and one wire
-request (``hello.Greet``) that it serves."""
+"""A third-party component: its settings, an environment check, one wire
+request it serves itself (``hello.Greet``) and an actor of its own that
+serves another (``hello.Ping``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from enact.actors._base import EnactActor, UnknownMessage
+from enact.actors.supervisor import ActorSpec
 from enact.components import Ask, Component, ComponentError, WireHandler
 from enact.config import Check, Config, Setting
 from enact.messages import reply, request
@@ -27,6 +30,31 @@ class Greeting:
     text: str
 
 
+@request("hello.Ping")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ping:
+    """Ask the hello actor whether it runs."""
+
+
+@reply("hello.Pong")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pong:
+    pings: int
+
+
+class HelloActor(EnactActor):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pings = 0
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Ping():
+                self._pings += 1
+                return Pong(pings=self._pings)
+        raise UnknownMessage(self.context.name, message)
+
+
 class HelloComponent(Component):
     name = "hello"
     settings = (
@@ -39,6 +67,9 @@ class HelloComponent(Component):
         needed = settings["hello.needs_file"]
         if needed and not Path(needed).exists():
             raise ComponentError(f"hello: hello.needs_file {needed} does not exist")
+
+    def actors(self, settings: Config) -> list[ActorSpec]:
+        return [ActorSpec(name="hello", actor=HelloActor)]
 
     def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
         greeting = settings["hello.greeting"]
