@@ -192,7 +192,9 @@ class _Enact:
             )
             commands.bind(CommandContext(supervisor=self.supervisor, fence=self.fence, status=lambda: "bench"))
             self.supervisor.start()
-            self.channel.start(InboxInlet(self.channel.name, lambda message: self._ask_inbox(message, timeout)))
+            self.channel.start(
+                InboxInlet(self.channel.name, lambda message: self._ask_inbox(message, timeout), origin=HUMAN_CLI)
+            )
         except BaseException:
             self.close()
             raise

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
 from enact.config import Config, ConfigError, Setting
+from enact.messages.common import Origin, chat_origin
 
 if TYPE_CHECKING:
     import importlib.metadata
@@ -80,6 +81,10 @@ class Component:
 
 class ChannelComponent(Component):
     """A chat channel; the daemon starts it after the actors, stops it before."""
+
+    def origin(self) -> Origin:
+        """Who the channel's events come from, as the inbox records it."""
+        return chat_origin(self.name)
 
     def make_channel(self, settings: Config) -> Channel:
         raise NotImplementedError

@@ -41,7 +41,7 @@ from enact.commands import (
 from enact.components import ComponentError, Components, WireHandler
 from enact.home import COMMANDS_NAME, STATE_DIR
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
-from enact.messages.common import HUMAN_CLI
+from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
@@ -216,9 +216,11 @@ class _Daemon:
         self.commands = commands
         self.components = installed
         self.channels: dict[str, Channel] = {}
+        self._channel_origins: dict[str, Origin] = {}
         for component in installed.channels():
             channel = component.make_channel(settings)
             self.channels[channel.name] = channel
+            self._channel_origins[channel.name] = component.origin()
         services = ChatServices(
             channels=dict(self.channels),
             runtime=runtime,
@@ -305,7 +307,7 @@ class _Daemon:
             return self.supervisor.ask("inbox", message, timeout=timeout)
 
         for name, channel in self.channels.items():
-            channel.start(InboxInlet(name, ask_inbox))
+            channel.start(InboxInlet(name, ask_inbox, origin=self._channel_origins[name]))
 
     def _stop_channels(self) -> None:
         for channel in self.channels.values():

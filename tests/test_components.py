@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -15,11 +16,11 @@ import pytest
 from control_wire import RawClient
 
 from enact import components
-from enact.channels import InboxInlet
-from enact.components import ComponentError, Components
+from enact.channels import InboxInlet, UnexpectedInboxReply
+from enact.components import ChannelComponent, ComponentError, Components
 from enact.config import ConfigError
 from enact.messages.common import HUMAN_CLI
-from enact.messages.inbox import ChatEvent
+from enact.messages.inbox import ChatEvent, Receive
 
 from conftest import DaemonFactory, enact_env, run_cli
 
@@ -106,13 +107,20 @@ def test_a_request_is_served_only_under_its_own_prefix() -> None:
     assert _one_line(error) == "local cannot serve control.Status: its prefix names another handler"
 
 
-def test_a_channel_submits_only_its_own_events() -> None:
+def test_a_channel_submits_only_its_own_events_under_the_origin_its_component_vouches_for() -> None:
     asked: list[object] = []
-    inlet = InboxInlet("local", asked.append)
+    inlet = InboxInlet("local", asked.append, origin=HUMAN_CLI)
     event = ChatEvent(channel="telegram", conversation="c", message_id="m", text="hi")
     with pytest.raises(ValueError, match="the local channel cannot submit an event of channel 'telegram'"):
-        inlet.submit(event, HUMAN_CLI)
+        inlet.submit(event)
     assert asked == []
+    own = dataclasses.replace(event, channel="local")
+    with pytest.raises(UnexpectedInboxReply):  # nothing answered: asked.append returns None
+        inlet.submit(own)
+    assert asked == [Receive(event=own, origin=HUMAN_CLI)]
+    [local] = components.builtin().channels()
+    assert local.origin() == HUMAN_CLI
+    assert ChannelComponent.origin(local) == "chat:local"  # what any other channel vouches for
 
 
 def test_only_the_chosen_runtime_checks_its_environment(tmp_path: Path) -> None:

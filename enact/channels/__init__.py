@@ -47,19 +47,19 @@ class UnexpectedInboxReply(RuntimeError):
 
 class InboxInlet:
     """What a started channel is handed: its way into the inbox, bound to
-    the channel, so it can submit events of its own channel only."""
+    the channel and to the origin its component vouches for (``chat:<channel>``,
+    or ``human-cli`` for the local channel), so that a channel submits events
+    of its own channel only and cannot choose who it speaks for."""
 
-    def __init__(self, channel: str, ask_inbox: AskInbox) -> None:
+    def __init__(self, channel: str, ask_inbox: AskInbox, *, origin: Origin) -> None:
         self.channel = channel
+        self.origin = origin
         self._ask_inbox = ask_inbox
 
-    def submit(self, event: ChatEvent, origin: Origin) -> Accepted | Ignored:
-        """Hand an event to the inbox with the origin the channel vouches for
-        (``chat:<channel>``; the local channel's owner at a shell is
-        ``human-cli``)."""
+    def submit(self, event: ChatEvent) -> Accepted | Ignored:
         if event.channel != self.channel:
             raise ValueError(f"the {self.channel} channel cannot submit an event of channel {event.channel!r}")
-        reply = self._ask_inbox(Receive(event=event, origin=origin))
+        reply = self._ask_inbox(Receive(event=event, origin=self.origin))
         if not isinstance(reply, Accepted | Ignored):
             raise UnexpectedInboxReply(reply, "inbox.Receive")
         return reply

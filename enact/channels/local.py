@@ -24,7 +24,7 @@ from typing import Any
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
 from enact.components import Ask, ChannelComponent, WireHandler
 from enact.config import Config, Setting
-from enact.messages.common import HUMAN_CLI
+from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.inbox import ChatEvent, Ignored, Outcome
 from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, Send
 
@@ -115,8 +115,7 @@ class LocalChannel:
         with self._lock:
             self._waiters.setdefault(event_id, []).append(future)
         try:
-            # The owner typed this at a shell: the origin is the owner's CLI.
-            accepted = inbox.submit(event, HUMAN_CLI)
+            accepted = inbox.submit(event)
             if isinstance(accepted, Ignored):
                 return accepted
             if accepted.duplicate and not accepted.in_flight:
@@ -161,6 +160,11 @@ class LocalChannelComponent(ChannelComponent):
 
     def __init__(self) -> None:
         self._channel: LocalChannel | None = None
+
+    def origin(self) -> Origin:
+        """Only the owner reaches the 0600 control socket: what it sends is
+        the owner's at a shell."""
+        return HUMAN_CLI
 
     def make_channel(self, settings: Config) -> LocalChannel:
         self._channel = LocalChannel(
