@@ -70,7 +70,9 @@ class Component:
         component as configured: a missing binary, an unset token."""
 
     def actors(self, settings: Config) -> Sequence[ActorSpec]:
-        """The actors it adds to the supervisor, started after the core ones."""
+        """The actors it adds to the supervisor, each named after the
+        component (``<name>`` or ``<name>:<part>``), so that its wire prefix
+        reaches them."""
         return ()
 
     def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
@@ -212,6 +214,22 @@ def check(components: Components) -> None:
                 if what in taken:
                     raise ComponentError(f"component {name}: {what} is already declared by {taken[what]}")
                 taken[what] = name
+
+
+def component_actors(installed: Components, settings: Config, *, taken: Iterable[str]) -> list[ActorSpec]:
+    """Every component's actors; raises ComponentError for an actor not
+    named after its component or whose name is already taken."""
+    names = set(taken)
+    specs = []
+    for component in installed.items:
+        for spec in component.actors(settings):
+            if spec.name != component.name and not spec.name.startswith(f"{component.name}:"):
+                raise ComponentError(f"component {component.name}: its actor {spec.name!r} must be named after it")
+            if spec.name in names:
+                raise ComponentError(f"component {component.name}: the actor name {spec.name!r} is already taken")
+            names.add(spec.name)
+            specs.append(spec)
+    return specs
 
 
 def routes(servers: Iterable[tuple[str, Mapping[type[Any], WireHandler]]]) -> dict[type[Any], WireHandler]:

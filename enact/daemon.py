@@ -166,7 +166,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     kill_leftover_programs(home / PROGRAMS_RUN_DIR)  # only now: the home is ours
     try:
         daemon = _Daemon(home, settings, storage, fence, installed, commands, runtime, metrics, metrics_server)
-    except ComponentError as error:  # a component serving a request that is not its own
+    except ComponentError as error:  # a component's actor or request that is not its own
         print(f"enact: {error}", file=sys.stderr)
         metrics_server.stop()
         fence.release()
@@ -227,8 +227,9 @@ class _Daemon:
             commands=commands,
             startup_context=startup_context(commands),
         )
+        core_actors = actor_specs(services)
         self.supervisor = Supervisor(
-            [*actor_specs(services), *(spec for c in installed.items for spec in c.actors(settings))],
+            [*core_actors, *components.component_actors(installed, settings, taken=(s.name for s in core_actors))],
             home=home,
             config=settings,
             metrics=self.metrics,
@@ -245,10 +246,7 @@ class _Daemon:
             idle_timeout_s=settings["control.idle_timeout_s"],
             request_timeout_s=settings["control.request_timeout_s"],
         )
-        journal_timeout = settings["control.request_timeout_s"]
-        self.journaled_commands = JournaledCommands(
-            commands, lambda message: self.supervisor.ask("journal", message, timeout=journal_timeout)
-        )
+        self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
         commands.bind(CommandContext(supervisor=self.supervisor, fence=fence, status=self._status_line))
@@ -256,18 +254,16 @@ class _Daemon:
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
         """Who serves which prefix in the control connection's thread; any
         other request goes to the actor its prefix names."""
-        timeout = self.settings["control.request_timeout_s"]
-
-        def ask(actor: str, message: object) -> object:
-            return self.supervisor.ask(actor, message, timeout=timeout)
-
         commands = self.commands
         return [
             ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested}),
             ("commands", {Run: self._run_command,
                           ListCommands: lambda _: Catalog(commands=tuple(commands.catalog()))}),
-            *((component.name, component.handlers(self.settings, ask)) for component in self.components.items),
+            *((component.name, component.handlers(self.settings, self._ask)) for component in self.components.items),
         ]
+
+    def _ask(self, actor: str, message: object) -> object:
+        return self.supervisor.ask(actor, message, timeout=self.settings["control.request_timeout_s"])
 
     def serve(self) -> int:
         # Handlers first: a SIGTERM that arrives while the actors start must
@@ -301,13 +297,9 @@ class _Daemon:
 
     def _start_channels(self) -> None:
         """After the actors: each channel's events go straight to the inbox."""
-        timeout = self.settings["control.request_timeout_s"]
-
-        def ask_inbox(message: object) -> object:
-            return self.supervisor.ask("inbox", message, timeout=timeout)
-
         for name, channel in self.channels.items():
-            channel.start(InboxInlet(name, ask_inbox, origin=self._channel_origins[name]))
+            channel.start(InboxInlet(name, lambda message: self._ask("inbox", message),
+                                     origin=self._channel_origins[name]))
 
     def _stop_channels(self) -> None:
         for channel in self.channels.values():

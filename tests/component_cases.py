@@ -4,6 +4,8 @@ the path)."""
 
 from __future__ import annotations
 
+from enact.actors._base import EnactActor
+from enact.actors.supervisor import ActorSpec
 from enact.components import Component, RuntimeComponent
 from enact.config import Config, Setting
 from enact.runtime import RuntimeRequest, RuntimeResult
@@ -40,6 +42,24 @@ class SameKeyAsCore(Component):
     name = "copycat"
     sections = ("daemon",)
     settings = (Setting("daemon.workers", int, 2, "Declared twice"),)
+
+
+class Pong(EnactActor):
+    pass
+
+
+class MisnamedActor(Component):
+    name = "misnamed"
+
+    def actors(self, settings: Config) -> list[ActorSpec]:
+        return [ActorSpec(name="inbox", actor=Pong)]
+
+
+class TwoActors(Component):
+    name = "two"
+
+    def actors(self, settings: Config) -> list[ActorSpec]:
+        return [ActorSpec(name="two", actor=Pong), ActorSpec(name="two:helper", actor=Pong)]
 
 
 class NotAComponent:

@@ -97,6 +97,20 @@ def test_a_broken_extension_is_refused_with_one_line_naming_it(name: str, value:
     assert _one_line(error) == problem
 
 
+def test_a_components_actors_are_named_after_it(tmp_path: Path) -> None:
+    installed = components.load(entry_points=[_entry("two", "component_cases:TwoActors")])
+    settings = installed.load_config(tmp_path, environ={})
+    specs = components.component_actors(installed, settings, taken=["inbox"])
+    assert [spec.name for spec in specs] == ["two", "two:helper"]
+    with pytest.raises(ComponentError) as error:
+        components.component_actors(installed, settings, taken=["two"])
+    assert _one_line(error) == "component two: the actor name 'two' is already taken"
+    misnamed = components.load(entry_points=[_entry("misnamed", "component_cases:MisnamedActor")])
+    with pytest.raises(ComponentError) as error:
+        components.component_actors(misnamed, settings, taken=["inbox"])
+    assert _one_line(error) == "component misnamed: its actor 'inbox' must be named after it"
+
+
 def test_a_request_is_served_only_under_its_own_prefix() -> None:
     from enact.messages.control import Status
     from enact.messages.local import Send
