@@ -112,12 +112,15 @@ def config_group() -> None:
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(home: Path | None, as_json: bool) -> None:
-    """Print the effective configuration and where each value came from."""
-    from enact import config
+    """Print the effective configuration, where each value came from and
+    which component declares it (``core``: the daemon itself)."""
+    from enact import components, config
 
     try:
-        settings = config.load(resolve_home(home))
-    except config.ConfigError as error:
+        # The only command that reads the installed extensions: their
+        # settings are part of the configuration.
+        settings = components.load().load_config(resolve_home(home))
+    except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
     rows = settings.describe()
     if as_json:
@@ -125,7 +128,7 @@ def config_show(home: Path | None, as_json: bool) -> None:
         return
     for row in rows:
         value = orjson.dumps(row["value"]).decode()
-        click.echo(f"{row['key']:<30} {value:<24} ({row['source']})")
+        click.echo(f"{row['key']:<30} {value:<24} {row['component']:<10} ({row['source']})")
 
 
 COMMANDS = [status, call, config_group]
