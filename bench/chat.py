@@ -51,7 +51,6 @@ from bench.control_socket import _start_daemon, _stop
 from enact import __version__, components
 from enact.actors import inbox_records
 from enact.actors.chat_services import ChatServices
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
@@ -64,6 +63,7 @@ from enact.messages import local
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Outcome
 from enact.messages.local import Send
+from enact.metrics import Metrics
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import AppendLog, Document, Storage, Store

@@ -41,7 +41,7 @@ GROUP = "enact.extensions"
 
 RESERVED_NAMES = frozenset(
     {"core", "daemon", "supervisor", "storage", "control", "chat", "runtime", "commands",
-     "common", "epoch", "inbox", "journal", "sessions", "enact"}
+     "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact"}
 )
 """Sections and wire prefixes the daemon itself owns; no component may take one."""
 

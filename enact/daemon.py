@@ -28,7 +28,6 @@ from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
-from enact.actors.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import Channel, InboxInlet
@@ -46,6 +45,7 @@ from enact.messages._registry import Request
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
+from enact.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, ProgramSource, kill_leftover_programs

@@ -13,7 +13,6 @@ import pytest
 
 from enact import config
 from enact.actors.chat_services import ChatServices
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
@@ -32,6 +31,7 @@ from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.messages.inbox import Outcome
 from enact.messages.local import Send
 from enact.messages.sessions import Forget, Lookup, Session
+from enact.metrics import Metrics
 from enact.programs import CommandsFileError, load_program_commands
 from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from enact.actors._asks import ActorNotFound, ActorUnavailable
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.fence import FencedError
 from enact.home import SOCKET_NAME
@@ -32,6 +31,7 @@ from enact.messages._registry import registration_of
 from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Error
 from enact.messages.epoch import Fenced
+from enact.metrics import Metrics
 
 log = logging.getLogger(__name__)
 # sun_path holds 108 bytes including the terminating NUL on Linux.

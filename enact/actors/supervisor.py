@@ -30,9 +30,9 @@ from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
 
 if TYPE_CHECKING:
-    from enact.actors.metrics import Metrics
     from enact.config import Config
     from enact.fence import Fence
+    from enact.metrics import Metrics
     from enact.storage import Storage
 
 log = logging.getLogger(__name__)
