@@ -186,6 +186,13 @@ def test_an_installed_extension_adds_its_settings_and_serves_its_request(
         for pings in (1, 2):  # served by the extension's own actor
             assert client.ask({"type": "hello.Ping"}) == {"type": "hello.Pong", "body": {"pings": pings}}
     assert "hello" in [actor["name"] for actor in daemon.cli_json("status", "--json")["actors"]]
+    # `enact call` reaches an extension's types too, loading extensions only for them.
+    env = {"PYTHONPATH": hello_path}
+    assert daemon.cli_json("call", "hello.Greet", '{"name": "Bo"}', env=env) == {
+        "type": "hello.Greeting", "body": {"text": "good morning, Bo"}
+    }
+    listed = daemon.cli_json("call", "--list", "--json", env=env)
+    assert "hello.Greet" in [described["type"] for described in listed]
     assert daemon.cli_json("send", "--json", "ping")["status"] == "replied"  # the built-in channel still works
     assert daemon.terminate() == 0
 

@@ -64,6 +64,17 @@ def _request_types() -> list[dict[str, Any]]:
     return types
 
 
+def _load_extensions(as_json: bool) -> None:
+    """Import the installed extensions, only when a command needs their types:
+    reading entry points costs every other command nothing."""
+    from enact import components
+
+    try:
+        components.load()
+    except components.ComponentError as error:
+        fail(str(error), as_json=as_json)
+
+
 def _print_request_types(as_json: bool) -> None:
     types = _request_types()
     if as_json:
@@ -86,8 +97,10 @@ def _print_request_types(as_json: bool) -> None:
 @needs_daemon
 def call(home: Path | None, list_types: bool, as_json: bool, type_name: str | None, body: str) -> None:
     """Send any registered message TYPE with fields JSON; print the typed reply."""
-    from enact.messages import DecodeError, from_wire, to_wire
+    from enact.messages import DecodeError, from_wire, lookup, to_wire
 
+    if list_types or (type_name and lookup(type_name) is None):
+        _load_extensions(as_json)  # their wire types register as they load
     if list_types:
         _print_request_types(as_json)
         return
