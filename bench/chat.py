@@ -23,7 +23,7 @@ rename, directory fsync) and never pruned, and turns appended to a JSONL
 file with an fsync. Single-threaded. Its cost grows with the files, so at
 100,000 events only a few events are timed.
 
-Latency: a real ``enact daemon run`` process, asked ``inbox.Send`` through
+Latency: a real ``enact daemon run`` process, asked ``local.Send`` through
 ``enact.cli._client.Client``, and ``python -m enact send hello`` as a whole
 process.
 """
@@ -49,12 +49,11 @@ import orjson
 from bench._table import Table, median, percentile, rate, ratio, run_together
 from bench.append_log import _rewrite_atomically
 from bench.control_socket import _start_daemon, _stop
-from enact import __version__, config
+from enact import __version__, components
 from enact.actors import inbox_records, outbox
 from enact.actors.chat_services import ChatServices
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
-from enact.channels import local
+from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
 from enact.chat import records
 from enact.chat.records import LoggedTurn, Receipt, ReceiptStatus, TurnOutcome
@@ -63,9 +62,12 @@ from enact.commands import CommandContext, CommandRegistry, builtin_commands
 from enact.daemon import actor_specs, build_runtime, startup_context
 from enact.fence import Fence
 from enact.home import STATE_DIR
+from enact.messages import local
 from enact.messages.common import HUMAN_CLI
-from enact.messages.inbox import ChatEvent, Outcome, Send
+from enact.messages.inbox import ChatEvent, Outcome
+from enact.messages.local import Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
+from enact.metrics import Metrics
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import RecordTable, Storage, Store
@@ -180,7 +182,8 @@ class _Enact:
         self.events = history
         self.prefill_s = 0.0
         self.fatal: list[str] = []
-        settings = config.load(home, environ={})
+        installed = components.builtin()
+        settings = installed.load_config(home, environ={})
         self.storage = Storage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20)
         self.fence = Fence(home, self.storage)
         self.supervisor: Supervisor | None = None
@@ -197,10 +200,11 @@ class _Enact:
             for command in builtin_commands(commands):
                 commands.register(command)
             timeout = settings["control.request_timeout_s"]
-            self.channel = LocalChannel(lambda message: self._ask_inbox(message, timeout), wait_timeout_s=timeout)
+            self.channel = LocalChannel(wait_timeout_s=timeout)
             services = ChatServices(
                 channels={self.channel.name: self.channel},
-                runtime=build_runtime(settings),  # the scripted runtime; no rules file, so every reply is an echo
+                # The scripted runtime; no rules file, so every reply is an echo.
+                runtime=build_runtime(installed, settings),
                 commands=commands,
                 startup_context=startup_context(commands),
             )
@@ -208,8 +212,11 @@ class _Enact:
                 actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=self.storage,
                 fence=self.fence, on_fatal=self.fatal.append,
             )
-            commands.bind(CommandContext(supervisor=self.supervisor, fence=self.fence, status=lambda: "bench"))
+            commands.bind(CommandContext(fence=self.fence, status=lambda: "bench"))
             self.supervisor.start()
+            self.channel.start(
+                InboxInlet(self.channel.name, lambda message: self._ask_inbox(message, timeout), origin=HUMAN_CLI)
+            )
         except BaseException:
             self.close()
             raise
@@ -346,7 +353,7 @@ def _baseline(directory: Path, history: int, count: int) -> tuple[list[float], t
 
 
 def _latency(home: Path, log: Path, sends: int, runs: int) -> tuple[list[float], list[float]]:
-    """Seconds of each ``inbox.Send`` over the socket and of each ``enact send`` process."""
+    """Seconds of each ``local.Send`` over the socket and of each ``enact send`` process."""
     daemon = _start_daemon(home, log)
     try:
         with Client(home, timeout=60) as client:
@@ -475,7 +482,7 @@ def run(quick: bool) -> Table:
                f"session file; one thread; documents kept in memory and encoded with orjson (favours it); "
                f"{baseline_counts[0]} events timed at 0 (median of {trials}), {baseline_counts[history]} at "
                f"{history:,} (receipt file {sizes[0]:,.0f} MB, journal {sizes[1]:,.0f} MB)")
-    table.note(f"send over the socket: a real `enact daemon run`, inbox.Send through enact.cli._client.Client, "
+    table.note(f"send over the socket: a real `enact daemon run`, local.Send through enact.cli._client.Client, "
                f"{sends} sequential sends on one connection after warm-up; `enact send` process: "
                f"`python -m enact send {_TEXT}` with ENACT_HOME, {runs} runs (p99 of {runs} is about the "
                f"maximum); {history:,} rows on the home of the events/s rows; a new interpreter costs "

@@ -30,11 +30,11 @@ import pykka
 from bench._table import Table, median, ratio, us
 from enact import config
 from enact.actors._base import ActorContext, EnactActor
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSlot, ActorSpec, Supervisor
 from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages.epoch import Current, RequireCurrent
+from enact.metrics import Metrics
 from enact.storage import Storage
 
 TITLE = "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask"

@@ -22,7 +22,6 @@ from enact.messages.common import HUMAN_CLI, Origin, Rejected, is_human
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 
 if TYPE_CHECKING:
-    from enact.actors.supervisor import Supervisor
     from enact.fence import Fence
 
 log = logging.getLogger(__name__)
@@ -75,7 +74,8 @@ class CommandFailed(Exception):
 
 @dataclass(frozen=True, slots=True)
 class CommandContext:
-    supervisor: Supervisor
+    """What a command handler may use of the daemon."""
+
     fence: Fence
     status: Callable[[], str]
 

@@ -1,15 +1,16 @@
 """Configuration: documented defaults, ``config.toml``, ``ENACT_*`` variables.
 
 Precedence, lowest first: default, file, environment, command line. Every
-key is declared once in ``SETTINGS``; anything else is an error at start-up
-that names the key and where it came from.
+key is declared once: the daemon's own in ``SETTINGS``, a component's by the
+component (``enact.components``); anything else is an error at start-up that
+names the key and where it came from.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,15 +46,15 @@ class Check:
         return None if self.accepts(value) else f"must be {self.allowed}"
 
 
-def _at_least(minimum: float) -> Check:
+def at_least(minimum: float) -> Check:
     return Check(f"at least {minimum}", lambda value: value >= minimum)
 
 
-def _between(low: float, high: float) -> Check:
+def between(low: float, high: float) -> Check:
     return Check(f"between {low} and {high}", lambda value: low <= value <= high)
 
 
-def _one_of(*choices: str) -> Check:
+def one_of(*choices: str) -> Check:
     return Check(f"one of {', '.join(choices)}", lambda value: value in choices)
 
 
@@ -74,6 +75,9 @@ _ANY_OF_KIND = {str: "any text", int: "any integer", float: "any number", bool: 
 _LIST_ITEMS = {str: "strings", int: "integers"}
 
 
+CORE = "core"
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
     key: str
@@ -83,6 +87,8 @@ class Setting:
     check: Check | None = None
     env: str = ""
     item_type: type[Any] = str  # for list settings
+    component: str = CORE
+    """Who declares it: ``core`` (the daemon itself) or a component's name."""
 
     @property
     def env_name(self) -> str:
@@ -101,35 +107,32 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("daemon.metrics_addr", str, "127.0.0.1:9464", "Prometheus endpoint; port 0 picks a free port", _address),
     Setting("daemon.workers", int, 2, "Task workers in the pool; read once the task worker pool lands",
-            _between(1, 64)),
-    Setting("daemon.log_level", str, "info", "Log level", _one_of("debug", "info", "warning", "error")),
-    Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", _at_least(0)),
-    Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", _at_least(1)),
-    Setting("supervisor.restart_window_s", float, 60.0, "The window for max_restarts", _at_least(1)),
-    Setting("storage.map_size_mb", int, 64, "Initial LMDB map size; it grows on demand", _between(1, 1 << 20)),
-    Setting("control.idle_timeout_s", float, 30.0, "Idle control connections are closed after this", _at_least(0.1)),
-    Setting("control.request_timeout_s", float, 120.0, "Longest wait for an actor's reply", _at_least(0.1)),
+            between(1, 64)),
+    Setting("daemon.log_level", str, "info", "Log level", one_of("debug", "info", "warning", "error")),
+    Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", at_least(0)),
+    Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", at_least(1)),
+    Setting("supervisor.restart_window_s", float, 60.0, "The window for max_restarts", at_least(1)),
+    Setting("storage.map_size_mb", int, 64, "Initial LMDB map size; it grows on demand", between(1, 1 << 20)),
+    Setting("control.idle_timeout_s", float, 30.0, "Idle control connections are closed after this", at_least(0.1)),
+    Setting("control.request_timeout_s", float, 120.0, "Longest wait for an actor's reply", at_least(0.1)),
     Setting(
         "chat.allowed_conversations",
         list,
         [],
         "Conversations (channel:id or id) allowed to talk to enact; empty means no lock",
     ),
-    Setting("chat.max_attempts", int, 3, "Processing attempts per chat event", _between(1, 10)),
-    Setting("chat.delivery_attempts", int, 3, "Delivery attempts per reply", _between(1, 10)),
-    Setting("chat.delivery_backoff_s", float, 0.5, "First retry delay of a failed delivery", _between(0, 60)),
-    Setting("chat.max_actions", int, 6, "Model actions per chat event", _between(1, 50)),
-    Setting("chat.conversation_idle_s", float, 300.0, "An idle conversation actor stops after this", _at_least(0.1)),
-    Setting("chat.local_deliver_command", str, "", "Optional program the local channel also hands each reply to"),
-    Setting("runtime.adapter", str, "scripted", "The model runtime", _one_of("scripted")),
-    Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", _at_least(0.1)),
-    Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", _at_least(1)),
-    Setting("scripted.rules", str, "", "Rules file of the scripted runtime (default: <home>/scripted.toml)",
-            env="ENACT_SCRIPTED_RULES"),
-    Setting("scripted.transcript", str, "", "A JSON-lines file the scripted runtime appends every call to"),
+    Setting("chat.max_attempts", int, 3, "Processing attempts per chat event", between(1, 10)),
+    Setting("chat.delivery_attempts", int, 3, "Delivery attempts per reply", between(1, 10)),
+    Setting("chat.delivery_backoff_s", float, 0.5, "First retry delay of a failed delivery", between(0, 60)),
+    Setting("chat.max_actions", int, 6, "Model actions per chat event", between(1, 50)),
+    Setting("chat.conversation_idle_s", float, 300.0, "An idle conversation actor stops after this", at_least(0.1)),
+    # Its choices are the installed runtime components: enact.components fills them in.
+    Setting("runtime.adapter", str, "scripted", "The model runtime"),
+    Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", at_least(0.1)),
+    Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", at_least(1)),
 )
+"""The daemon's own settings; each component declares its own."""
 
-_BY_KEY = {s.key: s for s in SETTINGS}
 _NOT_SETTINGS = frozenset({"ENACT_HOME"})
 """ENACT_* variables that are not configuration keys."""
 
@@ -141,6 +144,7 @@ class Config:
     home: Path
     values: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)
+    settings: tuple[Setting, ...] = SETTINGS
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -150,8 +154,11 @@ class Config:
 
     def describe(self) -> list[dict[str, Any]]:
         return [
-            {"key": s.key, "value": self.values[s.key], "source": self.sources[s.key], "doc": s.doc}
-            for s in SETTINGS
+            {
+                "key": s.key, "value": self.values[s.key], "source": self.sources[s.key], "doc": s.doc,
+                "component": s.component,
+            }
+            for s in self.settings
         ]
 
 
@@ -160,15 +167,21 @@ def load(
     *,
     environ: Mapping[str, str] = os.environ,
     overrides: Mapping[str, Any] | None = None,
+    settings: Sequence[Setting] = SETTINGS,
 ) -> Config:
-    """Read and validate the effective configuration; raises ConfigError."""
-    values = {s.key: s.default for s in SETTINGS}
-    sources = {s.key: "default" for s in SETTINGS}
+    """Read and validate the effective configuration; raises ConfigError.
+
+    ``settings`` are the keys that exist: the daemon's own by default, plus
+    its components' when the daemon or ``config show`` loads them."""
+    by_key = {s.key: s for s in settings}
+    by_env = {s.env_name: s for s in settings}
+    values = {s.key: s.default for s in settings}
+    sources = {s.key: "default" for s in settings}
     path = home / CONFIG_NAME
     if path.exists():
         for key, value in _read_file(path).items():
             where = f"{path}"
-            setting = _BY_KEY.get(key)
+            setting = by_key.get(key)
             if setting is None:
                 raise ConfigError(f"unknown configuration key {key!r} in {where}")
             values[key] = _validate(setting, value, where)
@@ -176,7 +189,7 @@ def load(
     for name, raw in environ.items():
         if not name.startswith("ENACT_") or name in _NOT_SETTINGS:
             continue
-        setting = next((s for s in SETTINGS if s.env_name == name), None)
+        setting = by_env.get(name)
         if setting is None:
             raise ConfigError(f"unknown configuration variable {name} in the environment")
         where = f"environment variable {name}"
@@ -185,10 +198,10 @@ def load(
     for key, value in (overrides or {}).items():
         if value is None:
             continue
-        setting = _BY_KEY[key]
+        setting = by_key[key]
         values[key] = _validate(setting, value, "the command line")
         sources[key] = "command line"
-    return Config(home=home, values=values, sources=sources)
+    return Config(home=home, values=values, sources=sources, settings=tuple(settings))
 
 
 def _read_file(path: Path) -> dict[str, Any]:
@@ -260,3 +273,19 @@ def _validate(setting: Setting, value: Any, where: str) -> Any:
         if problem:
             raise ConfigError(f"{setting.key} from {where}: {problem}, got {value!r}")
     return value
+
+
+def check_declaration(setting: Setting) -> None:
+    """A setting declared by a component must be one this module can read:
+    a ``section.name`` key, a supported kind and a default its own check
+    accepts. Raises ConfigError naming the key."""
+    section, _, name = setting.key.partition(".")
+    if not section or not name or "." in name:
+        raise ConfigError(f"setting {setting.key!r} must be named 'section.name'")
+    if setting.kind not in _ANY_OF_KIND and setting.kind is not list:
+        raise ConfigError(f"setting {setting.key} has a kind enact cannot read: {setting.kind!r}")
+    if setting.kind is list and setting.item_type not in _LIST_ITEMS:
+        raise ConfigError(f"setting {setting.key} is a list of a kind enact cannot read: {setting.item_type!r}")
+    if not setting.doc:
+        raise ConfigError(f"setting {setting.key} has no documentation")
+    _validate(setting, setting.default, "its declared default")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -17,23 +16,22 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from enact import __version__, config
+from enact import __version__, components, config
 from enact.actors import inbox_records, journal, outbox, sessions
 from enact.actors.chat_services import ChatServices
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
-from enact.actors.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.actors.outbox import OutboxActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
-from enact.channels.local import LocalChannel
+from enact.channels import Channel, InboxInlet
 from enact.commands import (
     CommandCall,
     CommandContext,
@@ -41,16 +39,19 @@ from enact.commands import (
     JournaledCommands,
     builtin_commands,
 )
+from enact.components import ComponentError, Components, WireHandler
 from enact.fence import AlreadyRunning, Fence
-from enact.home import COMMANDS_NAME, SCRIPTED_RULES_NAME, STATE_DIR
+from enact.home import COMMANDS_NAME, STATE_DIR
+from enact.messages._registry import Request
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
-from enact.messages.common import HUMAN_CLI
+from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
-from enact.messages.inbox import Send
+from enact.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
+from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, ProgramSource, kill_leftover_programs
 from enact.runtime import Runtime
-from enact.runtime.scripted import RulesError, ScriptedRuntime
+from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
 
 log = logging.getLogger("enact.daemon")
@@ -111,18 +112,12 @@ def startup_context(commands: CommandRegistry) -> str:
     return "\n".join(lines)
 
 
-def build_runtime(settings: config.Config, commands: CommandRegistry | None = None) -> Runtime:
-    """Raises RulesError; a rules file named in the configuration must exist
-    (the default ``<home>/scripted.toml`` may be absent)."""
-    rules = settings["scripted.rules"]
-    transcript = settings["scripted.transcript"]
-    if rules and not Path(rules).expanduser().is_file():
-        raise RulesError(f"scripted.rules ({settings.sources['scripted.rules']}): {rules} does not exist")
-    return ScriptedRuntime(
-        Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME,
-        transcript=Path(transcript).expanduser() if transcript else None,
-        known_commands=commands.names if commands is not None else None,
-    )
+def build_runtime(
+    installed: Components, settings: config.Config, commands: CommandRegistry | None = None
+) -> Runtime:
+    """The runtime ``runtime.adapter`` names, made by its component; raises
+    RulesError (or another ValueError) for a runtime that cannot be made."""
+    return installed.runtime(settings).make_runtime(settings, commands)
 
 
 @dataclass(slots=True)
@@ -144,11 +139,17 @@ class _StopRequest:
 def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: bool = False) -> int:
     """Run the daemon in the foreground until stopped; returns the exit code."""
     try:
-        settings = config.load(home, overrides=overrides)
-    except config.ConfigError as error:
+        installed = components.load()
+        settings = installed.load_config(home, overrides=overrides)
+    except (ComponentError, config.ConfigError) as error:
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
-    _configure_logging(settings["daemon.log_level"])
+    configure_logging(settings["daemon.log_level"])
+    try:
+        installed.validate_environment(settings)
+    except ComponentError as error:
+        print(f"enact: {error}", file=sys.stderr)
+        return EXIT_REFUSED
     try:
         storage = Storage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20)
     except (SchemaError, StorageError) as error:
@@ -159,7 +160,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         for command in builtin_commands(commands):
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
-        runtime = build_runtime(settings, commands)
+        runtime = build_runtime(installed, settings, commands)
     except (CommandsFileError, RulesError, ValueError) as error:
         print(f"enact: {error}", file=sys.stderr)
         storage.close()
@@ -174,7 +175,15 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         storage.close()
         return EXIT_REFUSED
     kill_leftover_programs(home / PROGRAMS_RUN_DIR)  # only now: the home is ours
-    return _Daemon(home, settings, storage, fence, commands, runtime, metrics, metrics_server).serve()
+    try:
+        daemon = _Daemon(home, settings, storage, fence, installed, commands, runtime, metrics, metrics_server)
+    except ComponentError as error:  # a component's actor or request that is not its own
+        print(f"enact: {error}", file=sys.stderr)
+        metrics_server.stop()
+        fence.release()
+        storage.close()
+        return EXIT_REFUSED
+    return daemon.serve()
 
 
 def _claim_home(fence: Fence, metrics: Metrics, address: str, *, takeover: bool) -> MetricsServer:
@@ -198,6 +207,7 @@ class _Daemon:
         settings: config.Config,
         storage: Storage,
         fence: Fence,
+        installed: Components,
         commands: CommandRegistry,
         runtime: Runtime,
         metrics: Metrics,
@@ -215,19 +225,22 @@ class _Daemon:
             self.metrics.record_takeover()
         self.metrics.generation.set(fence.generation)
         self.commands = commands
-        self.local_channel = LocalChannel(
-            lambda message: self.supervisor.ask("inbox", message, timeout=settings["control.request_timeout_s"]),
-            deliver_command=settings["chat.local_deliver_command"],
-            wait_timeout_s=settings["control.request_timeout_s"],
-        )
+        self.components = installed
+        self.channels: dict[str, Channel] = {}
+        self._channel_origins: dict[str, Origin] = {}
+        for component in installed.channels():
+            channel = component.make_channel(settings)
+            self.channels[channel.name] = channel
+            self._channel_origins[channel.name] = component.origin()
         services = ChatServices(
-            channels={self.local_channel.name: self.local_channel},
+            channels=dict(self.channels),
             runtime=runtime,
             commands=commands,
             startup_context=startup_context(commands),
         )
+        core_actors = actor_specs(services)
         self.supervisor = Supervisor(
-            actor_specs(services),
+            [*core_actors, *components.component_actors(installed, settings, taken=(s.name for s in core_actors))],
             home=home,
             config=settings,
             metrics=self.metrics,
@@ -244,16 +257,24 @@ class _Daemon:
             idle_timeout_s=settings["control.idle_timeout_s"],
             request_timeout_s=settings["control.request_timeout_s"],
         )
-        self.control.serve_locally(Status, lambda _: self.status())
-        self.control.serve_locally(Shutdown, self._shutdown_requested)
-        self.control.serve_locally(Send, self.local_channel.send)
-        journal_timeout = settings["control.request_timeout_s"]
-        self.journaled_commands = JournaledCommands(
-            commands, lambda message: self.supervisor.ask("journal", message, timeout=journal_timeout)
-        )
-        self.control.serve_locally(Run, self._run_command)
-        self.control.serve_locally(ListCommands, lambda _: Catalog(commands=tuple(commands.catalog())))
-        commands.bind(CommandContext(supervisor=self.supervisor, fence=fence, status=self._status_line))
+        self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
+        for message_type, handler in components.routes(self._wire_servers()).items():
+            self.control.serve_locally(message_type, handler)
+        commands.bind(CommandContext(fence=fence, status=self._status_line))
+
+    def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
+        """Who serves which prefix in the control connection's thread; any
+        other request goes to the actor its prefix names."""
+        commands = self.commands
+        return [
+            ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested}),
+            ("commands", {Run: self._run_command,
+                          ListCommands: lambda _: Catalog(commands=tuple(commands.catalog()))}),
+            *((component.name, component.handlers(self.settings, self._ask)) for component in self.components.items),
+        ]
+
+    def _ask(self, actor: str, message: Request[Any]) -> object:
+        return self.supervisor.ask(actor, message, timeout=self.settings["control.request_timeout_s"])
 
     def serve(self) -> int:
         # Handlers first: a SIGTERM that arrives while the actors start must
@@ -271,6 +292,7 @@ class _Daemon:
     def _serve(self) -> int:
         try:
             self.supervisor.start()
+            self._start_channels()
             self.control.start()
         except Exception as error:
             log.exception("start-up failed")
@@ -279,13 +301,23 @@ class _Daemon:
             return EXIT_FATAL
         self.fence.watch(lambda current: self.stop.set(f"taken over by generation {current}", fenced=True))
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
-        _notify_systemd(b"READY=1")
+        notify_systemd(b"READY=1")
         while not self.stop.event.wait(0.5):
             pass
         log.info("stopping: %s", self.stop.reason)
-        _notify_systemd(b"STOPPING=1")
+        notify_systemd(b"STOPPING=1")
         self._shut_down()
         return self.stop.exit_code
+
+    def _start_channels(self) -> None:
+        """After the actors: each channel's events go straight to the inbox."""
+        for name, channel in self.channels.items():
+            channel.start(InboxInlet(name, lambda message: self._ask("inbox", message),
+                                     origin=self._channel_origins[name]))
+
+    def _stop_channels(self) -> None:
+        for channel in self.channels.values():
+            channel.stop()
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self.stop.set(f"received {signal.Signals(signum).name}")
@@ -326,7 +358,7 @@ class _Daemon:
         self.control.stop()
         # Before the drain: an `enact send` still waiting is answered
         # "interrupted" at once (its event is durable) rather than cut off.
-        self.local_channel.stop()
+        self._stop_channels()
         self.control.drain(timeout)
         self.supervisor.stop(max(0.0, deadline - time.monotonic()))
         self.metrics_server.stop()
@@ -343,7 +375,7 @@ class _Daemon:
         metrics_stopping = threading.Thread(target=self.metrics_server.stop, name="enact-metrics-stop", daemon=True)
         metrics_stopping.start()
         self.control.stop()
-        self.local_channel.stop()
+        self._stop_channels()
         self.supervisor.halt(_HALT_S)
         metrics_stopping.join(_HALT_S)
         self.fence.release()
@@ -376,37 +408,3 @@ class _Daemon:
         yield mailbox
         yield GaugeMetricFamily("enact_storage_map_bytes", "LMDB map size", value=stats.map_bytes)
         yield GaugeMetricFamily("enact_storage_used_bytes", "LMDB pages in use", value=stats.used_bytes)
-
-
-def exit_process(code: int) -> NoReturn:
-    """End the daemon's process once ``run`` has returned. Threads that
-    overran the stop (a delivery program still running, an actor of a fenced
-    daemon) must not keep it alive, so the process ends here without waiting
-    for them; everything durable was committed before ``run`` returned."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-def _notify_systemd(state: bytes) -> None:
-    """sd_notify without a dependency: one datagram to $NOTIFY_SOCKET."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]  # abstract namespace
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
-            sock.connect(address)
-            sock.sendall(state)
-    except OSError as error:
-        log.warning("could not notify systemd: %s", error)

@@ -118,11 +118,13 @@ class Fence:
         self.generation = owner.generation
         self._storage.set_write_guard(self.guard)
         if self._lock.held:
-            self._record_pid()
+            self._record_pid(self._lock)
         else:
             # The old daemon still holds the lock; take it once it lets go,
             # so that a later plain `daemon run` is refused by the lock too.
-            threading.Thread(target=self._wait_for_lock, name="enact-epoch-lock", daemon=True).start()
+            waiter = threading.Thread(target=self._wait_for_lock, args=(self._lock,), name="enact-epoch-lock")
+            waiter.daemon = True
+            waiter.start()
         return owner
 
     def _next_generation(self, txn: lmdb.Transaction) -> Owner:
@@ -149,22 +151,21 @@ class Fence:
         )
         return owner
 
-    def _wait_for_lock(self) -> None:
-        assert self._lock is not None
+    def _wait_for_lock(self, lock: _Lock) -> None:
         try:
-            fcntl.flock(self._lock.file, fcntl.LOCK_EX)
-        except OSError:
+            fcntl.flock(lock.file, fcntl.LOCK_EX)
+        except (OSError, ValueError):  # released (closed) while waiting
             return
-        self._lock.held = True
+        lock.held = True
         if self.is_current():
-            self._record_pid()
+            self._record_pid(lock)
 
-    def _record_pid(self) -> None:
-        assert self._lock is not None
-        self._lock.file.seek(0)
-        self._lock.file.truncate()
-        self._lock.file.write(f"{os.getpid()}\n".encode())
-        self._lock.file.flush()
+    @staticmethod
+    def _record_pid(lock: _Lock) -> None:
+        lock.file.seek(0)
+        lock.file.truncate()
+        lock.file.write(f"{os.getpid()}\n".encode())
+        lock.file.flush()
 
     def owner(self) -> Owner | None:
         document = self._store.read(lambda txn: self._table.get(txn, _OWNER))

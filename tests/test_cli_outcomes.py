@@ -312,7 +312,7 @@ def test_call_list_names_the_request_types_and_their_fields(daemons: DaemonFacto
     assert not any(line.startswith(("inbox.Outcome", "inbox.HandleEvent")) for line in lines)  # replies, internals
     listed = _json(run_cli(home, "call", "--list", "--json"))
     by_type = {entry["type"]: entry for entry in listed}
-    send_fields = {f["name"]: f for f in by_type["inbox.Send"]["fields"]}
+    send_fields = {f["name"]: f for f in by_type["local.Send"]["fields"]}
     assert send_fields["text"] == {"name": "text", "type": "str", "required": True}
     assert send_fields["conversation"]["default"] == "cli"
     assert "origin" not in send_fields  # the daemon sets it

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
+from enact.components import builtin
 from enact.config import SETTINGS, ConfigError, load
 
 
@@ -43,6 +44,7 @@ def test_every_key_has_a_documented_default(tmp_path: Path) -> None:
     rows = {row["key"]: row for row in config.describe()}
     assert rows["daemon.workers"] == {
         "key": "daemon.workers", "value": 2, "source": "default", "doc": rows["daemon.workers"]["doc"],
+        "component": "core",
     }
 
 
@@ -67,7 +69,7 @@ def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
         "ENACT_HOME": "/elsewhere",  # not a setting, and not an error
         "PATH": "/bin",
     }
-    config = load(home, environ=environ)
+    config = load(home, environ=environ, settings=builtin().settings())
     assert config["daemon.workers"] == 8
     assert config.sources["daemon.workers"] == "environment"
     assert config["supervisor.max_restarts"] == 3
@@ -235,13 +237,16 @@ def test_config_show_json_prints_every_key_with_its_source(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     rows: list[dict[str, Any]] = orjson.loads(result.stdout)
     by_key = {row["key"]: row for row in rows}
-    assert [row["key"] for row in rows] == [s.key for s in SETTINGS]
+    assert [row["key"] for row in rows] == [s.key for s in builtin().settings()]
     assert by_key["daemon.workers"]["value"] == 4 and by_key["daemon.workers"]["source"] == "file"
     assert by_key["supervisor.max_restarts"]["value"] == 7
     assert by_key["supervisor.max_restarts"]["source"] == "environment"
     assert by_key["daemon.log_level"] == {
         "key": "daemon.log_level", "value": "info", "source": "default", "doc": by_key["daemon.log_level"]["doc"],
+        "component": "core",
     }
+    assert by_key["scripted.rules"]["component"] == "scripted"
+    assert by_key["chat.local_deliver_command"]["component"] == "local"
 
 
 def test_config_show_prints_a_table(tmp_path: Path) -> None:

@@ -23,10 +23,10 @@ from control_wire import LENGTH, MAX_FRAME_BYTES, RawClient, example_body, examp
 from home_state import snapshot, values_under
 
 from enact.actors.control import ControlServer, _stamp_origin
-from enact.actors.metrics import Metrics
 from enact.home import SOCKET_NAME
 from enact.messages import Kind, Registration, registered
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
+from enact.metrics import Metrics
 
 from conftest import Daemon, DaemonFactory
 

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from enact import __version__
-from enact.actors import metrics as metric_labels
+from enact import metrics as metric_labels
 from enact.messages.commands import CommandOutcome
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeTimeout
 

@@ -13,13 +13,15 @@ from pathlib import Path
 import orjson
 
 from enact.cli import main
-from enact.config import SETTINGS
+from enact.components import builtin
 from enact.home import SOCKET_NAME
 from enact.messages._framing import MAX_FRAME_BYTES
 
 from conftest import DaemonFactory, enact_env
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
+SETTINGS = builtin().settings()
+"""The daemon's own settings and those of enact's built-in components."""
 
 
 def test_readme_documents_every_setting_and_its_variable() -> None:
@@ -37,6 +39,21 @@ def test_readme_gives_each_settings_allowed_range_as_the_code_checks_it() -> Non
     for setting in SETTINGS:
         allowed = _settings_row(setting.key)[3]
         assert allowed.startswith(setting.allowed), (setting.key, allowed, setting.allowed)
+
+
+def test_readme_names_the_component_that_declares_each_setting() -> None:
+    for setting in SETTINGS:
+        assert _settings_row(setting.key)[5] == setting.component, setting.key
+
+
+def test_readme_says_who_handles_each_wire_prefix() -> None:
+    from enact.messages import Kind, registered
+
+    section = _section("## Architecture")
+    # enact's own requests only: other tests register types of their own.
+    own = {r.actor for r in registered() if r.kind is Kind.REQUEST and r.cls.__module__.startswith("enact.")}
+    for prefix in sorted(own):
+        assert re.search(rf"^\|[^|\n]*`{prefix}`[^|\n]*\| ", section, re.MULTILINE), prefix
 
 
 def test_readme_shows_both_forms_of_every_list_valued_variable() -> None:

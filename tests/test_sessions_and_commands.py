@@ -13,9 +13,9 @@ import pytest
 
 from enact import config
 from enact.actors.chat_services import ChatServices
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
+from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
 from enact.commands import (
     Authority,
@@ -28,8 +28,10 @@ from enact.commands import (
 from enact.daemon import actor_specs, startup_context
 from enact.fence import Fence
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
-from enact.messages.inbox import Outcome, Send
+from enact.messages.inbox import Outcome
+from enact.messages.local import Send
 from enact.messages.sessions import Forget, Lookup, Session
+from enact.metrics import Metrics
 from enact.programs import CommandsFileError, load_program_commands
 from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
@@ -80,8 +82,7 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     for command in builtin_commands(commands):
         commands.register(command)
     runtime = RecordingRuntime(home / "scripted.toml")
-    holder: dict[str, Supervisor] = {}
-    channel = LocalChannel(lambda message: holder["supervisor"].ask("inbox", message, timeout=30))
+    channel = LocalChannel()
     services = ChatServices(
         channels={"local": channel}, runtime=runtime, commands=commands, startup_context=startup_context(commands)
     )
@@ -90,9 +91,9 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
         actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=storage, fence=fence,
         on_fatal=lambda _: fatal.set(),
     )
-    holder["supervisor"] = supervisor
-    commands.bind(CommandContext(supervisor=supervisor, fence=fence, status=lambda: "fine"))
+    commands.bind(CommandContext(fence=fence, status=lambda: "fine"))
     supervisor.start()
+    channel.start(InboxInlet("local", lambda message: supervisor.ask("inbox", message, timeout=30), origin=HUMAN_CLI))
     try:
         yield Harness(supervisor=supervisor, channel=channel, runtime=runtime, services=services)
     finally:
@@ -171,7 +172,7 @@ def registry_with(command: Command) -> CommandRegistry:
         def is_current(self) -> bool:
             return True
 
-    registry.bind(CommandContext(supervisor=None, fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
+    registry.bind(CommandContext(fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
     return registry
 
 

@@ -16,13 +16,13 @@ import pytest
 from enact.actors._asks import ActorNotFound, ActorUnavailable, AskTimeout, UnexpectedReply
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.config import load
 from enact.fence import Fence, FencedError
 from enact.messages import Request
 from enact.messages.control import ActorStatus
 from enact.messages.epoch import Fenced
+from enact.metrics import Metrics
 from enact.storage import OwnershipError, Storage
 
 # --- test actors and their messages -------------------------------------------------

@@ -21,10 +21,10 @@ from enact.messages.epoch import Fenced
 if TYPE_CHECKING:
     from enact.actors._batching import WriteBatch
     from enact.actors._pool import KeyedPool
-    from enact.actors.metrics import Metrics
     from enact.actors.supervisor import ActorSlot, ActorSpec
     from enact.config import Config
     from enact.fence import Fence
+    from enact.metrics import Metrics
     from enact.storage import Store
 
 log = logging.getLogger(__name__)

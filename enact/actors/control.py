@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from enact.actors._asks import ActorNotFound, ActorUnavailable
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import Supervisor
 from enact.fence import FencedError
 from enact.home import SOCKET_NAME
@@ -32,6 +31,7 @@ from enact.messages._registry import registration_of
 from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Error
 from enact.messages.epoch import Fenced
+from enact.metrics import Metrics
 
 log = logging.getLogger(__name__)
 # sun_path holds 108 bytes including the terminating NUL on Linux.
@@ -92,7 +92,7 @@ class ControlServer:
             self._inode = os.stat(self.path).st_ino
         listener.listen(MAX_CONNECTIONS)
         self._listener = listener
-        threading.Thread(target=self._accept, name="enact-control", daemon=True).start()
+        threading.Thread(target=self._accept, args=(listener,), name="enact-control", daemon=True).start()
 
     def stop(self) -> None:
         self._closing.set()
@@ -116,11 +116,10 @@ class ControlServer:
         with self._idle:
             self._idle.wait_for(lambda: self._busy == 0, timeout)
 
-    def _accept(self) -> None:
-        assert self._listener is not None
+    def _accept(self, listener: socket.socket) -> None:
         while not self._closing.is_set():
             try:
-                connection, _ = self._listener.accept()
+                connection, _ = listener.accept()
             except OSError:
                 return
             # One thread per connection; the cap keeps a runaway client from

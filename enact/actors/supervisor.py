@@ -13,26 +13,25 @@ import logging
 import queue
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pykka
 
 from enact.actors._asks import ActorNotFound, ActorUnavailable, AskTimeout, checked_reply
-from enact.actors._base import STARTED, ActorContext, EnactActor
+from enact.actors._base import STARTED, ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._pool import KeyedPool
+from enact.actors._specs import ActorSlot, ActorSpec, dependency_order
 from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
 
 if TYPE_CHECKING:
-    from enact.actors.metrics import Metrics
     from enact.config import Config
     from enact.fence import Fence
+    from enact.metrics import Metrics
     from enact.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -43,34 +42,6 @@ R = TypeVar("R")
 _LIVENESS_INTERVAL_S = 0.5
 _MAX_BACKOFF_S = 5.0
 _START_TIMEOUT_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class ActorSpec:
-    """How to make one actor: its name, what it needs started first, and the
-    databases it owns (granted once, at start-up)."""
-
-    name: str
-    actor: type[EnactActor]
-    databases: tuple[str, ...] = ()
-    depends_on: tuple[str, ...] = ()
-    options: Mapping[str, Any] = field(default_factory=dict)
-    subscribes: tuple[type[Any], ...] = ()
-    """Event types told to this actor whenever an actor publishes one."""
-
-
-@dataclass(slots=True, eq=False)
-class ActorSlot:
-    """The supervisor's record of one named actor; survives its restarts."""
-
-    spec: ActorSpec
-    family: str
-    ref: pykka.ActorRef[Any] | None = None
-    handled: int = 0
-    restarts: int = 0
-    recent_restarts: deque[float] = field(default_factory=deque)
-    stopping: bool = False
-    changed: threading.Condition = field(default_factory=threading.Condition)
 
 
 class ActorStartError(RuntimeError):
@@ -100,7 +71,7 @@ class Supervisor:
         self._on_fatal = on_fatal
         self._max_restarts: int = config["supervisor.max_restarts"]
         self._window_s: float = config["supervisor.restart_window_s"]
-        self._order = _dependency_order(specs)
+        self._order = dependency_order(specs)
         self._subscribers: dict[type[Any], tuple[str, ...]] = {}
         for spec in self._order:
             for event_type in spec.subscribes:
@@ -381,31 +352,9 @@ class Supervisor:
         return depths
 
 
-def _dependency_order(specs: Sequence[ActorSpec]) -> list[ActorSpec]:
-    by_name = {spec.name: spec for spec in specs}
-    if len(by_name) != len(specs):
-        raise ValueError("two actor specs share a name")
-    ordered: list[ActorSpec] = []
-    state: dict[str, str] = {}
-
-    def visit(spec: ActorSpec, path: tuple[str, ...]) -> None:
-        if state.get(spec.name) == "done":
-            return
-        if state.get(spec.name) == "visiting":
-            raise ValueError(f"actor dependency cycle: {' -> '.join((*path, spec.name))}")
-        state[spec.name] = "visiting"
-        for dependency in spec.depends_on:
-            if dependency not in by_name:
-                raise ValueError(f"actor {spec.name} depends on unknown actor {dependency}")
-            visit(by_name[dependency], (*path, spec.name))
-        state[spec.name] = "done"
-        ordered.append(spec)
-
-    for spec in specs:
-        visit(spec, ())
-    return ordered
-
-
 def _queued(ref: pykka.ActorRef[Any]) -> int:
     inbox: Any = ref.actor_inbox  # a queue.Queue for threading actors
     return int(inbox.qsize())
+
+
+__all__ = ["ActorSlot", "ActorSpec", "ActorStartError", "Supervisor"]

@@ -2,18 +2,22 @@
 
 A channel hands events to the inbox, delivers replies, and declares what it
 can promise (``idempotent_delivery``: re-sending a reply whose first delivery
-had an unknown outcome does no harm). This issue ships the ``local`` channel;
-others implement the same small interface.
+had an unknown outcome does no harm). A channel comes with a
+``ChannelComponent`` (``enact.components``); the daemon starts each channel
+once the actors run, handing it an ``InboxInlet``, and stops it before them.
+This issue ships the ``local`` channel; others implement the same small
+interface.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
+from enact.messages._registry import Request
 from enact.messages.common import Origin
-from enact.messages.inbox import ChatEvent, Outcome
+from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Ignored, Outcome, Receive
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -33,16 +37,47 @@ class DeliveryReport:
     error: str = ""
 
 
-Submit = Callable[[ChatEvent, Origin], object]
-"""Hands an event to the inbox with the origin the channel vouches for
-(``chat:<channel>``); returns the inbox's Accepted or Ignored reply."""
+AskInbox = Callable[[Request[Any]], object]
+"""Asks the inbox actor (through the supervisor) and waits for its reply."""
+
+
+class UnexpectedInboxReply(RuntimeError):
+    def __init__(self, reply: object, request: str) -> None:
+        super().__init__(f"unexpected reply {type(reply).__qualname__} to {request}")
+
+
+class InboxInlet:
+    """What a started channel is handed: its way into the inbox, bound to
+    the channel and to the origin its component vouches for (``chat:<channel>``,
+    or ``human-cli`` for the local channel), so that a channel submits events
+    of its own channel only and cannot choose who it speaks for."""
+
+    def __init__(self, channel: str, ask_inbox: AskInbox, *, origin: Origin) -> None:
+        self.channel = channel
+        self.origin = origin
+        self._ask_inbox = ask_inbox
+
+    def submit(self, event: ChatEvent) -> Accepted | Ignored:
+        if event.channel != self.channel:
+            raise ValueError(f"the {self.channel} channel cannot submit an event of channel {event.channel!r}")
+        reply = self._ask_inbox(Receive(event=event, origin=self.origin))
+        if not isinstance(reply, Accepted | Ignored):
+            raise UnexpectedInboxReply(reply, "inbox.Receive")
+        return reply
+
+    def outcome(self, event_id: str) -> Outcome:
+        """The recorded outcome of an event the inbox accepted."""
+        reply = self._ask_inbox(GetOutcome(event_id=event_id))
+        if not isinstance(reply, Outcome):
+            raise UnexpectedInboxReply(reply, "inbox.GetOutcome")
+        return reply
 
 
 class Channel(Protocol):
     name: str
     idempotent_delivery: bool
 
-    def start(self, submit: Submit) -> None:
+    def start(self, inbox: InboxInlet) -> None:
         """Begin receiving events (a polling channel starts its loop here)."""
 
     def stop(self) -> None: ...

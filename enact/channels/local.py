@@ -16,32 +16,26 @@ import shlex
 import subprocess
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Mapping
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from enact.channels import DeliveryReport, OutgoingReply, Submit
-from enact.messages._registry import Request
-from enact.messages.common import HUMAN_CLI
-from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Ignored, Outcome, Receive, Send
+from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
+from enact.components import Ask, ChannelComponent, WireHandler
+from enact.config import Config, Setting
+from enact.messages.common import HUMAN_CLI, Origin
+from enact.messages.inbox import ChatEvent, Ignored, Outcome
+from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, Send
 
-NAME = "local"
-IN_PROGRESS = "in_progress"
-"""The status of a sent event that has no outcome yet when the wait ends."""
-INTERRUPTED = "interrupted"
-"""The status of a sent event whose daemon stopped while ``enact send`` waited;
-the event's receipt is durable, so the next daemon finishes it."""
-
-AskInbox = Callable[[Request[Any]], object]
 _DELIVER_TIMEOUT_S = 30.0
 
 
 class LocalChannel:
     name = NAME
 
-    def __init__(self, ask_inbox: AskInbox, *, deliver_command: str = "", wait_timeout_s: float = 120.0) -> None:
-        self._ask_inbox = ask_inbox
+    def __init__(self, *, deliver_command: str = "", wait_timeout_s: float = 120.0) -> None:
+        self._inbox: InboxInlet | None = None
         self._deliver_argv = shlex.split(deliver_command) if deliver_command else []
         self.idempotent_delivery = not self._deliver_argv
         self._wait_timeout_s = wait_timeout_s
@@ -50,8 +44,9 @@ class LocalChannel:
 
     # -- the Channel interface ---------------------------------------------
 
-    def start(self, submit: Submit) -> None:
+    def start(self, inbox: InboxInlet) -> None:
         """Local events arrive through ``send``, not through a loop."""
+        self._inbox = inbox
 
     def stop(self) -> None:
         with self._lock:
@@ -103,7 +98,10 @@ class LocalChannel:
     # -- enact send ----------------------------------------------------------
 
     def send(self, message: Send) -> Outcome | Ignored:
-        """Serve ``inbox.Send`` in the control connection's thread."""
+        """Serve ``local.Send`` in the control connection's thread."""
+        inbox = self._inbox
+        if inbox is None:
+            raise ChannelNotStarted("the local channel is not started")
         event = ChatEvent(
             channel=NAME,
             conversation=message.conversation or "cli",
@@ -117,16 +115,11 @@ class LocalChannel:
         with self._lock:
             self._waiters.setdefault(event_id, []).append(future)
         try:
-            # The owner typed this at a shell: the origin is the owner's CLI.
-            accepted = self._ask_inbox(Receive(event=event, origin=HUMAN_CLI))
+            accepted = inbox.submit(event)
             if isinstance(accepted, Ignored):
                 return accepted
-            if not isinstance(accepted, Accepted):
-                raise UnexpectedInboxReply(accepted, "inbox.Receive")
             if accepted.duplicate and not accepted.in_flight:
-                outcome = self._ask_inbox(GetOutcome(event_id=event_id))
-                if not isinstance(outcome, Outcome):
-                    raise UnexpectedInboxReply(outcome, "inbox.GetOutcome")
+                outcome = inbox.outcome(event_id)
             else:
                 try:
                     outcome = future.result(timeout=self._wait_timeout_s)
@@ -146,10 +139,41 @@ class LocalChannel:
         return dataclasses.replace(outcome, duplicate=accepted.duplicate)
 
 
-class UnexpectedInboxReply(RuntimeError):
-    def __init__(self, reply: object, request: str) -> None:
-        super().__init__(f"unexpected reply {type(reply).__qualname__} to {request}")
+class ChannelNotStarted(RuntimeError):
+    """A request reached the channel before the daemon started it."""
 
 
 def _unfinished(event_id: str, status: str, *, duplicate: bool) -> Outcome:
     return Outcome(event_id=event_id, status=status, duplicate=duplicate, reply="", actions=(), attempts=0)
+
+
+class LocalChannelComponent(ChannelComponent):
+    """The local channel as a component: its setting, its channel, and the
+    ``local.*`` requests it serves."""
+
+    name = NAME
+    # Its key predates components and stays where config files have it.
+    sections = ("chat",)
+    settings = (
+        Setting("chat.local_deliver_command", str, "", "Optional program the local channel also hands each reply to"),
+    )
+
+    def __init__(self) -> None:
+        self._channel: LocalChannel | None = None
+
+    def origin(self) -> Origin:
+        """Only the owner reaches the 0600 control socket: what it sends is
+        the owner's at a shell."""
+        return HUMAN_CLI
+
+    def make_channel(self, settings: Config) -> LocalChannel:
+        self._channel = LocalChannel(
+            deliver_command=settings["chat.local_deliver_command"],
+            wait_timeout_s=settings["control.request_timeout_s"],
+        )
+        return self._channel
+
+    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
+        if self._channel is None:
+            raise ChannelNotStarted("the local channel is served before it is made")
+        return {Send: self._channel.send}

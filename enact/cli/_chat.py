@@ -22,7 +22,7 @@ _OUTCOME_KEYS = ("event_id", "duplicate", "reply", "actions", "attempts", "statu
 
 def _problem(outcome: Any) -> str:
     """What went wrong with a finished or unfinished event, in one line, or ""."""
-    from enact.channels import local
+    from enact.messages import local
 
     error = " ".join(outcome.error.split())
     match outcome.status:
@@ -55,9 +55,9 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
     is still in progress or its reply was not delivered, 3 if no daemon runs."""
     import uuid
 
-    from enact.channels import local
-    from enact.messages import to_wire
-    from enact.messages.inbox import ChatEvent, Ignored, Outcome, Send
+    from enact.messages import local, to_wire
+    from enact.messages.inbox import ChatEvent, Ignored, Outcome
+    from enact.messages.local import Send
 
     # Chosen here, so that the event id is known even if the daemon goes away.
     message_id = message_id or uuid.uuid4().hex

@@ -64,6 +64,17 @@ def _request_types() -> list[dict[str, Any]]:
     return types
 
 
+def _load_extensions(as_json: bool) -> None:
+    """Import the installed extensions, only when a command needs their types:
+    reading entry points costs every other command nothing."""
+    from enact import components
+
+    try:
+        components.load()
+    except components.ComponentError as error:
+        fail(str(error), as_json=as_json)
+
+
 def _print_request_types(as_json: bool) -> None:
     types = _request_types()
     if as_json:
@@ -86,8 +97,10 @@ def _print_request_types(as_json: bool) -> None:
 @needs_daemon
 def call(home: Path | None, list_types: bool, as_json: bool, type_name: str | None, body: str) -> None:
     """Send any registered message TYPE with fields JSON; print the typed reply."""
-    from enact.messages import DecodeError, from_wire, to_wire
+    from enact.messages import DecodeError, from_wire, lookup, to_wire
 
+    if list_types or (type_name and lookup(type_name) is None):
+        _load_extensions(as_json)  # their wire types register as they load
     if list_types:
         _print_request_types(as_json)
         return
@@ -112,12 +125,15 @@ def config_group() -> None:
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(home: Path | None, as_json: bool) -> None:
-    """Print the effective configuration and where each value came from."""
-    from enact import config
+    """Print the effective configuration, where each value came from and
+    which component declares it (``core``: the daemon itself)."""
+    from enact import components, config
 
     try:
-        settings = config.load(resolve_home(home))
-    except config.ConfigError as error:
+        # The only command that reads the installed extensions: their
+        # settings are part of the configuration.
+        settings = components.load().load_config(resolve_home(home))
+    except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
     rows = settings.describe()
     if as_json:
@@ -125,7 +141,7 @@ def config_show(home: Path | None, as_json: bool) -> None:
         return
     for row in rows:
         value = orjson.dumps(row["value"]).decode()
-        click.echo(f"{row['key']:<30} {value:<24} ({row['source']})")
+        click.echo(f"{row['key']:<30} {value:<24} {row['component']:<10} ({row['source']})")
 
 
 COMMANDS = [status, call, config_group]

@@ -57,7 +57,8 @@ def run_command(
     home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
 ) -> None:
     """Run the daemon in the foreground."""
-    from enact.daemon import exit_process, run
+    from enact.daemon import run
+    from enact.process import exit_process
 
     exit_process(run(resolve_home(home), overrides=_overrides(metrics_addr, workers, log_level), takeover=takeover))
 

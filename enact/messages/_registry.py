@@ -1,8 +1,9 @@
 """The registry of stable wire names for typed messages.
 
 Every message and reply is a frozen, slotted, keyword-only dataclass. Its wire
-name is ``"<actor>.<Class>"``: the part before the dot names the actor that
-handles a request, so routing needs no second table.
+name is ``"<prefix>.<Class>"``: the prefix names who handles a request (an
+actor, a component, or the control server for ``control.*``) and the module
+that declares it, so routing needs no second table.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
     return _register(name, Kind.INTERNAL)
 
 
-PROTOCOLS = ("commands", "common", "control", "epoch", "inbox", "journal", "outbox", "sessions")
+PROTOCOLS = ("commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions")
 """The protocol modules of ``enact.messages``. A wire name's prefix is the
 module that declares it, which is imported when one of its names is first
 looked up: a CLI command loads only the protocols it speaks (a dataclass costs

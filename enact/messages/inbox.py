@@ -118,18 +118,6 @@ class NoSuchEvent:
     event_id: str
 
 
-@request("inbox.Send")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Send(Request["Outcome | Ignored"]):
-    """``enact send``: the local channel's event; answered once it is replied."""
-
-    text: str = field(metadata=limit(MAX_TEXT))
-    conversation: str = field(default="cli", metadata=limit(MAX_ID))
-    message_id: str = field(default="", metadata=limit(MAX_ID))
-    reply_to: str = field(default="", metadata=limit(MAX_TEXT))
-    origin: Origin = ""
-
-
 @request("inbox.GetCursor")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetCursor(Request["Cursor"]):

@@ -13,12 +13,18 @@ import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from enact.components import ComponentError, RuntimeComponent
+from enact.config import Config, Setting
+from enact.home import SCRIPTED_RULES_NAME
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeResult, RuntimeSessionUnknown
 from enact.tables import table_list
+
+if TYPE_CHECKING:
+    from enact.commands import CommandRegistry
 
 log = logging.getLogger(__name__)
 
@@ -225,3 +231,31 @@ class ScriptedRuntime:
             return orjson.dumps({"action": rule.action, "args": rule.args}).decode()
         echo = message if len(message) <= _ECHO_LIMIT else message[:_ECHO_LIMIT] + "…"
         return f"(scripted runtime) You said: {echo}"
+
+
+class ScriptedRuntimeComponent(RuntimeComponent):
+    """The scripted runtime as a component: its settings and how to build it."""
+
+    name = "scripted"
+    settings = (
+        Setting("scripted.rules", str, "", "Rules file of the scripted runtime (default: <home>/scripted.toml)",
+                env="ENACT_SCRIPTED_RULES"),
+        Setting("scripted.transcript", str, "", "A JSON-lines file the scripted runtime appends every call to"),
+    )
+
+    def validate_environment(self, settings: Config) -> None:
+        """A rules file named in the configuration must exist (the default
+        ``<home>/scripted.toml`` may be absent)."""
+        rules = settings["scripted.rules"]
+        if rules and not Path(rules).expanduser().is_file():
+            raise ComponentError(f"scripted.rules ({settings.sources['scripted.rules']}): {rules} does not exist")
+
+    def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ScriptedRuntime:
+        """Raises RulesError for a rules file that does not parse."""
+        rules = settings["scripted.rules"]
+        transcript = settings["scripted.transcript"]
+        return ScriptedRuntime(
+            Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME,
+            transcript=Path(transcript).expanduser() if transcript else None,
+            known_commands=commands.names if commands is not None else None,
+        )

@@ -1,0 +1,68 @@
+"""What the supervisor knows of an actor: how to make it (its spec), its
+record across restarts (its slot), and the order to start a set of them."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pykka
+
+if TYPE_CHECKING:
+    from enact.actors._base import EnactActor
+
+
+@dataclass(frozen=True, slots=True)
+class ActorSpec:
+    """How to make one actor: its name, what it needs started first, and the
+    databases it owns (granted once, at start-up)."""
+
+    name: str
+    actor: type[EnactActor]
+    databases: tuple[str, ...] = ()
+    depends_on: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+    subscribes: tuple[type[Any], ...] = ()
+    """Event types told to this actor whenever an actor publishes one."""
+
+
+@dataclass(slots=True, eq=False)
+class ActorSlot:
+    """The supervisor's record of one named actor; survives its restarts."""
+
+    spec: ActorSpec
+    family: str
+    ref: pykka.ActorRef[Any] | None = None
+    handled: int = 0
+    restarts: int = 0
+    recent_restarts: deque[float] = field(default_factory=deque)
+    stopping: bool = False
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+
+def dependency_order(specs: Sequence[ActorSpec]) -> list[ActorSpec]:
+    by_name = {spec.name: spec for spec in specs}
+    if len(by_name) != len(specs):
+        raise ValueError("two actor specs share a name")
+    ordered: list[ActorSpec] = []
+    state: dict[str, str] = {}
+
+    def visit(spec: ActorSpec, path: tuple[str, ...]) -> None:
+        if state.get(spec.name) == "done":
+            return
+        if state.get(spec.name) == "visiting":
+            raise ValueError(f"actor dependency cycle: {' -> '.join((*path, spec.name))}")
+        state[spec.name] = "visiting"
+        for dependency in spec.depends_on:
+            if dependency not in by_name:
+                raise ValueError(f"actor {spec.name} depends on unknown actor {dependency}")
+            visit(by_name[dependency], (*path, spec.name))
+        state[spec.name] = "done"
+        ordered.append(spec)
+
+    for spec in specs:
+        visit(spec, ())
+    return ordered

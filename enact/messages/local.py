@@ -1,0 +1,34 @@
+"""The local channel's protocol: ``enact send`` over the control socket.
+
+Served by the local channel component (``enact.channels.local``), not by an
+actor: the request waits in the connection's thread for the event's outcome.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from enact.messages._codec import limit
+from enact.messages._registry import Request, request
+from enact.messages.common import Origin
+from enact.messages.inbox import MAX_ID, MAX_TEXT, Ignored, Outcome
+
+NAME = "local"
+"""The channel's name, and its wire prefix."""
+IN_PROGRESS = "in_progress"
+"""The status of a sent event that has no outcome yet when the wait ends."""
+INTERRUPTED = "interrupted"
+"""The status of a sent event whose daemon stopped while ``enact send`` waited;
+the event's receipt is durable, so the next daemon finishes it."""
+
+
+@request("local.Send")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Send(Request["Outcome | Ignored"]):
+    """``enact send``: the local channel's event; answered once it is replied."""
+
+    text: str = field(metadata=limit(MAX_TEXT))
+    conversation: str = field(default="cli", metadata=limit(MAX_ID))
+    message_id: str = field(default="", metadata=limit(MAX_ID))
+    reply_to: str = field(default="", metadata=limit(MAX_TEXT))
+    origin: Origin = ""

@@ -1,0 +1,80 @@
+"""Broken and odd components for tests/test_components.py, loaded through
+entry points made in the test (this module is importable as tests/ is on
+the path)."""
+
+from __future__ import annotations
+
+from enact.actors._base import EnactActor
+from enact.actors.supervisor import ActorSpec
+from enact.components import Component, RuntimeComponent
+from enact.config import Config, Setting
+from enact.runtime import RuntimeRequest, RuntimeResult
+
+
+class Fine(Component):
+    name = "fine"
+    settings = (Setting("fine.level", int, 1, "A level"),)
+
+
+def make_fine() -> Component:
+    return Fine()
+
+
+class Taken(Component):
+    name = "local"
+
+
+class Reserved(Component):
+    name = "inbox"
+
+
+class OutsideItsSection(Component):
+    name = "stray"
+    settings = (Setting("chat.stray", str, "", "A key in the core's section"),)
+
+
+class BadDefault(Component):
+    name = "baddefault"
+    settings = (Setting("baddefault.count", int, "three", "A count whose default is text"),)
+
+
+class SameKeyAsCore(Component):
+    name = "copycat"
+    sections = ("daemon",)
+    settings = (Setting("daemon.workers", int, 2, "Declared twice"),)
+
+
+class Pong(EnactActor):
+    pass
+
+
+class MisnamedActor(Component):
+    name = "misnamed"
+
+    def actors(self, settings: Config) -> list[ActorSpec]:
+        return [ActorSpec(name="inbox", actor=Pong)]
+
+
+class TwoActors(Component):
+    name = "two"
+
+    def actors(self, settings: Config) -> list[ActorSpec]:
+        return [ActorSpec(name="two", actor=Pong), ActorSpec(name="two:helper", actor=Pong)]
+
+
+class NotAComponent:
+    name = "plain"
+
+
+class EchoRuntime:
+    name = "echo"
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        return RuntimeResult(text=request.owner_message)
+
+
+class EchoRuntimeComponent(RuntimeComponent):
+    name = "echo"
+
+    def make_runtime(self, settings: Config, commands: object) -> EchoRuntime:
+        return EchoRuntime()

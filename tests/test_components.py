@@ -1,0 +1,245 @@
+"""Components: enact's own, and a third-party one installed through the
+``enact.extensions`` entry point into a real daemon."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import orjson
+import pytest
+from control_wire import RawClient
+
+from enact import components
+from enact.channels import InboxInlet, UnexpectedInboxReply
+from enact.components import ChannelComponent, ComponentError, Components
+from enact.config import ConfigError
+from enact.messages.common import HUMAN_CLI
+from enact.messages.inbox import ChatEvent, Receive
+
+from conftest import DaemonFactory, enact_env, run_cli
+
+FIXTURE = Path(__file__).parent / "extension_fixture"
+
+
+def _entry(name: str, value: str) -> EntryPoint:
+    return EntryPoint(name=name, value=value, group=components.GROUP)
+
+
+def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:
+    message = str(error.value)
+    assert "\n" not in message, message
+    return message
+
+
+# -- in one process ------------------------------------------------------------
+
+
+def test_enacts_own_components_are_the_local_channel_and_the_scripted_runtime() -> None:
+    installed = components.load(entry_points=[])
+    assert [c.name for c in installed.items] == ["local", "scripted"]
+    assert [c.name for c in installed.channels()] == ["local"]
+    assert list(installed.runtimes()) == ["scripted"]
+    by_key = {s.key: s for s in installed.settings()}
+    assert by_key["scripted.rules"].component == "scripted"
+    assert by_key["chat.local_deliver_command"].component == "local"
+    assert by_key["daemon.workers"].component == "core"
+    assert by_key["runtime.adapter"].allowed == "one of scripted"
+
+
+def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) -> None:
+    installed = components.load(entry_points=[_entry("echo", "component_cases:EchoRuntimeComponent")])
+    assert {s.key: s for s in installed.settings()}["runtime.adapter"].allowed == "one of echo, scripted"
+    settings = installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "echo"})
+    assert installed.runtime(settings).name == "echo"
+    with pytest.raises(ConfigError) as error:
+        installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "codex"})
+    assert str(error.value) == (
+        "runtime.adapter from environment variable ENACT_RUNTIME_ADAPTER: must be one of echo, scripted, got 'codex'"
+    )
+
+
+def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
+    installed = components.load(entry_points=[_entry("fine", "component_cases:make_fine")])
+    assert [c.name for c in installed.items] == ["local", "scripted", "fine"]
+    settings = installed.load_config(tmp_path, environ={"ENACT_FINE_LEVEL": "3"})
+    assert settings["fine.level"] == 3
+    assert {row["key"]: row["component"] for row in settings.describe()}["fine.level"] == "fine"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("gone", "no_such_module_for_enact:Thing",
+         "extension gone (no_such_module_for_enact:Thing) cannot be loaded: ModuleNotFoundError: "
+         "No module named 'no_such_module_for_enact'"),
+        ("plain", "component_cases:NotAComponent",
+         "extension plain (component_cases:NotAComponent) is not an enact Component but NotAComponent"),
+        ("other", "component_cases:Fine",
+         "extension other (component_cases:Fine) declares the name 'fine'; its entry point must have that name"),
+        ("local", "component_cases:Taken", "component local: the name is already taken"),
+        ("inbox", "component_cases:Reserved", "component inbox: the name is already taken"),
+        ("stray", "component_cases:OutsideItsSection",
+         "component stray: setting chat.stray is outside its section [stray]"),
+        ("baddefault", "component_cases:BadDefault",
+         "component baddefault: baddefault.count from its declared default: expected int, got str 'three'"),
+        ("copycat", "component_cases:SameKeyAsCore", "component copycat: daemon.workers is already declared by core"),
+    ],
+)
+def test_a_broken_extension_is_refused_with_one_line_naming_it(name: str, value: str, problem: str) -> None:
+    with pytest.raises(ComponentError) as error:
+        components.load(entry_points=[_entry(name, value)])
+    assert _one_line(error) == problem
+
+
+def test_a_components_actors_are_named_after_it(tmp_path: Path) -> None:
+    installed = components.load(entry_points=[_entry("two", "component_cases:TwoActors")])
+    settings = installed.load_config(tmp_path, environ={})
+    specs = components.component_actors(installed, settings, taken=["inbox"])
+    assert [spec.name for spec in specs] == ["two", "two:helper"]
+    with pytest.raises(ComponentError) as error:
+        components.component_actors(installed, settings, taken=["two"])
+    assert _one_line(error) == "component two: the actor name 'two' is already taken"
+    misnamed = components.load(entry_points=[_entry("misnamed", "component_cases:MisnamedActor")])
+    with pytest.raises(ComponentError) as error:
+        components.component_actors(misnamed, settings, taken=["inbox"])
+    assert _one_line(error) == "component misnamed: its actor 'inbox' must be named after it"
+
+
+def test_a_request_is_served_only_under_its_own_prefix() -> None:
+    from enact.messages.control import Status
+    from enact.messages.local import Send
+
+    assert components.routes([("local", {Send: print})]) == {Send: print}
+    with pytest.raises(ComponentError) as error:
+        components.routes([("local", {Status: print})])
+    assert _one_line(error) == "local cannot serve control.Status: its prefix names another handler"
+
+
+def test_a_channel_submits_only_its_own_events_under_the_origin_its_component_vouches_for() -> None:
+    asked: list[object] = []
+    inlet = InboxInlet("local", asked.append, origin=HUMAN_CLI)
+    event = ChatEvent(channel="telegram", conversation="c", message_id="m", text="hi")
+    with pytest.raises(ValueError, match="the local channel cannot submit an event of channel 'telegram'"):
+        inlet.submit(event)
+    assert asked == []
+    own = dataclasses.replace(event, channel="local")
+    with pytest.raises(UnexpectedInboxReply):  # nothing answered: asked.append returns None
+        inlet.submit(own)
+    assert asked == [Receive(event=own, origin=HUMAN_CLI)]
+    [local] = components.builtin().channels()
+    assert local.origin() == HUMAN_CLI
+    assert ChannelComponent.origin(local) == "chat:local"  # what any other channel vouches for
+
+
+def test_only_the_chosen_runtime_checks_its_environment(tmp_path: Path) -> None:
+    installed = Components(items=components.builtin().items)
+    settings = installed.load_config(tmp_path, environ={"ENACT_SCRIPTED_RULES": str(tmp_path / "absent.toml")})
+    with pytest.raises(ComponentError) as error:
+        installed.validate_environment(settings)
+    assert _one_line(error).endswith("absent.toml does not exist")
+
+
+# -- a real package, installed, in real processes ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hello_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """PYTHONPATH that makes the installed enact-hello package visible."""
+    root = tmp_path_factory.mktemp("hello")
+    source = root / "source"
+    shutil.copytree(FIXTURE, source)  # pip builds in the source tree; keep tests/ clean
+    target = root / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+         "--target", str(target), str(source)],
+        check=True, capture_output=True, timeout=120,
+    )
+    return os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_an_installed_extension_adds_its_settings_and_serves_its_request(
+    daemons: DaemonFactory, hello_path: str
+) -> None:
+    home = daemons.new_home()
+    (home / "config.toml").write_text('[hello]\ngreeting = "good morning"\n')
+    shown = run_cli(home, "config", "show", "--json", env={"PYTHONPATH": hello_path})
+    assert shown.returncode == 0, shown.stderr
+    rows = {row["key"]: row for row in orjson.loads(shown.stdout)}
+    assert rows["hello.greeting"] == {
+        "key": "hello.greeting", "value": "good morning", "source": "file", "component": "hello",
+        "doc": "What the hello extension says",
+    }
+    plain = run_cli(home, "config", "show", env={"PYTHONPATH": hello_path})
+    [line] = [line for line in plain.stdout.splitlines() if line.startswith("hello.greeting")]
+    assert '"good morning"' in line and "hello" in line.split('"good morning"')[1] and "(file)" in line
+
+    daemon = daemons.start(home, env={"PYTHONPATH": hello_path})
+    with RawClient(home) as client:
+        reply = client.ask({"type": "hello.Greet", "body": {"name": "Ada"}})
+        assert reply == {"type": "hello.Greeting", "body": {"text": "good morning, Ada"}}
+        for pings in (1, 2):  # served by the extension's own actor
+            assert client.ask({"type": "hello.Ping"}) == {"type": "hello.Pong", "body": {"pings": pings}}
+    assert "hello" in [actor["name"] for actor in daemon.cli_json("status", "--json")["actors"]]
+    # `enact call` reaches an extension's types too, loading extensions only for them.
+    env = {"PYTHONPATH": hello_path}
+    assert daemon.cli_json("call", "hello.Greet", '{"name": "Bo"}', env=env) == {
+        "type": "hello.Greeting", "body": {"text": "good morning, Bo"}
+    }
+    listed = daemon.cli_json("call", "--list", "--json", env=env)
+    assert "hello.Greet" in [described["type"] for described in listed]
+    assert daemon.cli_json("send", "--json", "ping")["status"] == "replied"  # the built-in channel still works
+    assert daemon.terminate() == 0
+
+
+def test_a_bad_extension_setting_is_refused_with_one_line_naming_the_key(
+    daemons: DaemonFactory, hello_path: str
+) -> None:
+    home = daemons.new_home()
+    env = {"PYTHONPATH": hello_path, "ENACT_HELLO_GREETING": ""}
+    shown = run_cli(home, "config", "show", env=env)
+    assert shown.returncode == 2
+    assert shown.stderr.strip() == (
+        "enact: hello.greeting from environment variable ENACT_HELLO_GREETING: must be 1 to 40 characters, got ''"
+    )
+    daemon = daemons.start(home, env=env, wait=False)
+    assert daemon.wait_exit() == 2
+    [line] = daemon.log_text().strip().splitlines()
+    assert line.startswith("enact: hello.greeting from environment variable ENACT_HELLO_GREETING")
+    assert not (home / "state").exists()
+
+
+def test_an_extensions_environment_check_stops_the_daemon_with_one_line(
+    daemons: DaemonFactory, hello_path: str
+) -> None:
+    home = daemons.new_home()
+    daemon = daemons.start(home, env={"PYTHONPATH": hello_path, "ENACT_HELLO_NEEDS_FILE": "/no/such/file"},
+                           wait=False)
+    assert daemon.wait_exit() == 2
+    [line] = daemon.log_text().strip().splitlines()
+    assert line == "enact: hello: hello.needs_file /no/such/file does not exist"
+
+
+def test_an_extension_that_cannot_be_imported_stops_the_daemon_naming_it(
+    daemons: DaemonFactory, tmp_path: Path
+) -> None:
+    """An installed distribution whose entry point names a missing module."""
+    info = tmp_path / "site" / "enact_broken-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: enact-broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[enact.extensions]\nbroken = enact_broken_gone:Component\n")
+    env = {"PYTHONPATH": str(tmp_path / "site")}
+    home = daemons.new_home()
+    expected = ("enact: extension broken (enact_broken_gone:Component) cannot be loaded: "
+                "ModuleNotFoundError: No module named 'enact_broken_gone'")
+    daemon = daemons.start(home, env=env, wait=False)
+    assert daemon.wait_exit() == 2
+    assert daemon.log_text().strip() == expected
+    shown = subprocess.run([sys.executable, "-m", "enact", "config", "show"], env=enact_env(home, env),
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 2 and shown.stderr.strip() == expected
