@@ -464,9 +464,12 @@ def lose_completion(home: Path, event_id: str) -> None:
 
 def test_delivered_reply_whose_completion_was_lost_is_completed_once_not_resent(daemons: DaemonFactory) -> None:
     home = chat_home(daemons)
-    counter = deliver_with(home, 'echo x >> "$COUNTER"')
+    # Delivered at the second attempt, so the outbox journals it (a first
+    # attempt's success is recorded only by the inbox's completion).
+    counter = deliver_with(home, 'echo x >> "$COUNTER"\n[ "$(wc -l < "$COUNTER")" -ge 2 ]', backoff_s=0.05)
     daemon = daemons.start(home)
     first = send(daemon, "--message-id", "g-1", "hello")
+    assert deliveries(counter) == 2
     daemon.kill9()
     lose_completion(home, first["event_id"])
     restarted = daemons.start(home)
@@ -474,7 +477,7 @@ def test_delivered_reply_whose_completion_was_lost_is_completed_once_not_resent(
     outcome = send(restarted, "--message-id", "g-1", "hello")
     assert outcome["duplicate"] is True and outcome["status"] == "replied"
     assert outcome["reply"] == first["reply"]
-    assert deliveries(counter) == 1
+    assert deliveries(counter) == 2
     [turn] = turns(restarted)
     assert turn["message_id"] == "g-1" and turn["outcome"] == "replied"
 

@@ -18,9 +18,8 @@ from enact import config
 from enact.actors import inbox_records, outbox
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors.chat_services import ChatServices
-from enact.actors.metrics import Metrics
 from enact.actors.supervisor import ActorSpec, Supervisor
-from enact.channels import DeliveryReport, OutgoingReply, Submit
+from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
 from enact.chat import deliveries, records
 from enact.chat.deliveries import Step
 from enact.chat.records import ReceiptStatus, TurnOutcome
@@ -30,6 +29,7 @@ from enact.fence import Fence
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, GetOutcome, Outcome, ReadTurns, Receive, TurnLogged
 from enact.messages.outbox import DeliveryOutcome, DeliveryRecord, DeliveryState
+from enact.metrics import Metrics
 from enact.retry import Backoff
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import RecordTable, Storage, decode_record
@@ -112,6 +112,18 @@ def test_an_answer_counts_only_for_the_attempt_in_flight() -> None:
     assert not deliveries.answers(second, first)
 
 
+def test_only_a_delivery_that_needed_more_than_its_first_attempt_is_journaled() -> None:
+    first = record(DeliveryState.IN_FLIGHT, generation=THIS)
+    policy = Backoff(first_s=1, attempts=3)
+    delivered = deliveries.answered(first, ok=True, retryable=False, error="", policy=policy, now=NOW)
+    failed = deliveries.answered(first, ok=False, retryable=True, error="e", policy=policy, now=NOW)
+    assert deliveries.recorded_by_the_inbox(None, delivered)
+    assert not deliveries.recorded_by_the_inbox(None, failed)
+    second = deliveries.next_attempt(failed, generation=THIS, now=NOW)
+    later = deliveries.answered(second, ok=True, retryable=False, error="", policy=policy, now=NOW)
+    assert not deliveries.recorded_by_the_inbox(second, later)
+
+
 def test_a_record_written_before_the_outbox_reads_as_an_earlier_daemons() -> None:
     old = {"channel": "local", "conversation": "c", "message_id": "m", "text": "hi", "state": "in_flight",
            "attempts": 1, "error": "", "updated_at": NOW}
@@ -132,7 +144,7 @@ class RecordingChannel:
     delivered: list[OutgoingReply] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
 
-    def start(self, submit: Submit) -> None:
+    def start(self, inbox: InboxInlet) -> None:
         pass
 
     def stop(self) -> None:

@@ -2,9 +2,11 @@
 once where a channel cannot promise more, with retries.
 
 A repeated attempt is journaled ``in_flight`` (with this daemon's fence
-generation) before its channel is called; a first attempt is marked by the
-inbox's commit of the reply. The channel's answer is journaled before anyone
-hears of it. The state machine is ``enact.chat.deliveries``. The outbox acts only on ``Deliver`` and answers
+generation) before its channel is called, and the channel's answer is
+journaled before anyone hears of it. A first attempt, the common case, costs
+no commit here: the inbox's commit of the reply marks it in flight, and, if it
+succeeds, the inbox's commit of the completed receipt records that. The state
+machine is ``enact.chat.deliveries``. The outbox acts only on ``Deliver`` and answers
 only the actor that told it, once the delivery is finished, so it never tells
 an actor that has not started. Each channel is called on a small thread pool
 of its own, so a slow channel never blocks the outbox nor another channel.
@@ -45,7 +47,7 @@ class OutboxActor(EnactActor):
     def __init__(self, context: ActorContext, *, channels: Mapping[str, Channel]) -> None:
         super().__init__(context)
         self._channels = channels
-        store = context.own_store()
+        self._store = store = context.own_store()
         self.batch = self._batch = WriteBatch(store, owner=context.name)
         self._journal = RecordTable(store.table(DELIVERIES), DeliveryRecord)
         config = context.config
@@ -175,21 +177,19 @@ class OutboxActor(EnactActor):
 
     def _answered(self, message: ChannelAnswered) -> None:
         key = AppendLog.key(message.sequence)
+        stored = self._store.read(lambda txn: self._journal.get(txn, key))
+        if not deliveries.answers(stored, message.attempt):
+            return  # stale: not the attempt in flight
+        record = deliveries.answered(message.attempt, ok=message.ok, retryable=message.retryable,
+                                     error=message.error, policy=self._policy, now=time.time())
+        retrying = record.state is DeliveryState.RETRYABLE_FAILURE
+        outcome = "ok" if message.ok else "retry" if retrying else "failed"
+        self._metrics.deliveries.labels(channel=record.channel, outcome=outcome).inc()
+        if deliveries.recorded_by_the_inbox(stored, record):
+            self._report(message.event_id, message.reply_to, record)
+            return
 
-        def write(txn: lmdb.Transaction) -> DeliveryRecord | None:
-            if not deliveries.answers(self._journal.get(txn, key), message.attempt):
-                return None  # stale: not the attempt in flight
-            record = deliveries.answered(message.attempt, ok=message.ok, retryable=message.retryable,
-                                         error=message.error, policy=self._policy, now=time.time())
-            self._journal.put(txn, key, record)
-            return record
-
-        def after(record: DeliveryRecord | None) -> None:
-            if record is None:
-                return
-            retrying = record.state is DeliveryState.RETRYABLE_FAILURE
-            outcome = "ok" if message.ok else "retry" if retrying else "failed"
-            self._metrics.deliveries.labels(channel=record.channel, outcome=outcome).inc()
+        def after(_: None) -> None:
             if not retrying:
                 self._report(message.event_id, message.reply_to, record)
                 return
@@ -197,7 +197,7 @@ class OutboxActor(EnactActor):
             retry = RetryDelivery(event_id=message.event_id, sequence=message.sequence, reply_to=message.reply_to)
             self._schedule(self._policy.delay(record.attempts), retry)
 
-        self._batch.stage(write, after)
+        self._batch.stage(lambda txn: self._journal.put(txn, key, record), after)
 
     def _report(self, event_id: str, reply_to: str, record: DeliveryRecord) -> None:
         outcome = record.outcome

@@ -1,17 +1,20 @@
 """A reply's delivery as a state machine: plain code, no threads, no storage.
 
-Each record is the journal entry of one reply, written when its channel
-answers and, for a repeated attempt, before the channel is called::
+Each record is the journal entry of one reply that needed more than its
+first attempt's success::
 
-    (none) ──first attempt──▶ delivered / retryable_failure / terminal_failure
-    retryable_failure ──back-off passed──▶ in_flight ──▶ (the same three)
+    (none) ──first attempt──▶ retryable_failure / terminal_failure
+    retryable_failure ──back-off passed──▶ in_flight ──▶ delivered / retryable_failure / terminal_failure
 
-The first attempt needs no ``in_flight`` commit of its own: the inbox's
-commit of the reply marks it, and ``Deliver`` says which daemon made that
-commit. So an attempt left unanswered by an earlier daemon, whether its
-first (no record) or a later one (``in_flight``), has an unknown outcome: it
-is sent again only where the channel promises idempotent delivery, else it
-becomes ``not_resent``. ``pending`` (journaled, not yet sent) is only read:
+The first attempt costs the outbox no commit (one commit per event, on the
+chat path's hottest step, measured at a quarter of its throughput): the
+inbox's commit of the reply marks it in flight (``Deliver`` says which
+daemon made that commit), and if it succeeds, the inbox's commit of the
+completed receipt records it; the outbox tells the inbox at once. So an
+attempt left unanswered by an earlier daemon, whether its first (no record)
+or a later one (``in_flight``), has an unknown outcome: it is sent again only
+where the channel promises idempotent delivery, else it becomes
+``not_resent``. ``pending`` (journaled, not yet sent) is only read:
 daemons before the outbox wrote it before such a re-send.
 """
 
@@ -89,6 +92,12 @@ def answers(stored: DeliveryRecord | None, attempt: DeliveryRecord) -> bool:
     if stored is None:
         return attempt.attempts == 1
     return stored.state is DeliveryState.IN_FLIGHT and stored.attempts == attempt.attempts
+
+
+def recorded_by_the_inbox(stored: DeliveryRecord | None, record: DeliveryRecord) -> bool:
+    """A first attempt that succeeded needs no record of its own: the inbox
+    completes the event in the commit that logs its turn."""
+    return stored is None and record.state is DeliveryState.DELIVERED
 
 
 def given_up(record: DeliveryRecord, *, now: float) -> DeliveryRecord:
