@@ -4,12 +4,15 @@ once where a channel cannot promise more, with retries.
 A repeated attempt is journaled ``in_flight`` (with this daemon's fence
 generation) before its channel is called, and the channel's answer is
 journaled before anyone hears of it. A first attempt, the common case, costs
-no commit here: the inbox's commit of the reply marks it in flight, and, if it
-succeeds, the inbox's commit of the completed receipt records that. The state
-machine is ``enact.chat.deliveries``. The outbox acts only on ``Deliver`` and answers
-only the actor that told it, once the delivery is finished, so it never tells
-an actor that has not started. Each channel is called on a small thread pool
-of its own, so a slow channel never blocks the outbox nor another channel.
+no commit here: the inbox's commit of the reply marks it in flight, and, if
+it succeeds, the inbox's commit of the completed receipt records that. The
+state machine is ``enact.chat.deliveries``.
+
+The outbox acts only on ``Deliver`` and answers only the actor that told it,
+once the delivery is finished (the inbox tells it only once it can be
+addressed, see ``InboxActor.on_receive``). Each channel is called on a small
+thread pool of its own, so a slow channel never blocks the outbox nor
+another channel.
 """
 
 from __future__ import annotations
