@@ -277,6 +277,11 @@ class _Enact:
 # -- the original agent's way ---------------------------------------------------------
 
 
+def _document(record: object) -> dict[str, Any]:
+    document: dict[str, Any] = orjson.loads(orjson.dumps(record))
+    return document
+
+
 class _JsonFiles:
     """A JSON receipt file and a JSON delivery journal, each rewritten
     atomically per change, and a JSONL turn log appended with an fsync."""
@@ -285,14 +290,16 @@ class _JsonFiles:
         directory.mkdir()
         self.receipts_path = directory / "receipts.json"
         self.journal_path = directory / "journal.json"
-        self.receipts: dict[str, Receipt] = {}
-        self.journal: dict[str, DeliveryRecord] = {}
+        # Plain dicts, as the original agent kept them (orjson writes a
+        # dataclass several times slower than a dict).
+        self.receipts: dict[str, dict[str, Any]] = {}
+        self.journal: dict[str, dict[str, Any]] = {}
         self.runtime = ScriptedRuntime(directory / "scripted.toml")  # no rules file: the echo, as on enact's side
         self.sessions: dict[str, str] = {}
         lines = []
         for event_id, receipt, delivery, turn in _history(history, 1):
-            self.receipts[event_id] = receipt
-            self.journal[event_id] = delivery
+            self.receipts[event_id] = _document(receipt)
+            self.journal[event_id] = _document(delivery)
             lines.append(orjson.dumps(turn))
         _rewrite_atomically(self.receipts_path, list(self.receipts.values()))
         _rewrite_atomically(self.journal_path, list(self.journal.values()))
@@ -312,7 +319,7 @@ class _JsonFiles:
         if event_id in self.receipts:
             raise RuntimeError("a duplicate: fresh message ids never repeat")
         receipt = _receipt(event, 1, time.time())
-        self.receipts[event_id] = receipt
+        self.receipts[event_id] = _document(receipt)
         self._save(self.receipts_path, self.receipts)  # 1. receipt: processing
         key = event.conversation_key
         result = self.runtime.invoke(RuntimeRequest(
@@ -321,12 +328,12 @@ class _JsonFiles:
         if result.native_session:
             self.sessions[key] = result.native_session
         pending = _delivery(event, result.text, DeliveryState.PENDING, time.time(), 1)
-        self.journal[event_id] = pending
+        self.journal[event_id] = _document(pending)
         self._save(self.journal_path, self.journal)  # 2. delivery: pending, with the reply
         # (the local channel with no deliver command delivers by answering the caller)
-        self.journal[event_id] = dataclasses.replace(pending, state=DeliveryState.DELIVERED, updated_at=time.time())
+        self.journal[event_id] = {**self.journal[event_id], "state": "delivered", "updated_at": time.time()}
         self._save(self.journal_path, self.journal)  # 3. delivery: delivered
-        self.receipts[event_id] = _complete(receipt, result.text, time.time())
+        self.receipts[event_id] = _document(_complete(receipt, result.text, time.time()))
         self._save(self.receipts_path, self.receipts)  # 4. receipt: completed
         self._turns.write(orjson.dumps(_turn(event_id, event, result.text, time.time())) + b"\n")
         self._turns.flush()
