@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from enact.chat.records import LoggedTurn, Receipt
 from enact.messages import (
     DecodeError,
     Registration,
@@ -32,10 +33,12 @@ from enact.messages import (
     request,
     to_wire,
 )
-from enact.messages._codec import MAX_LENGTH
+from enact.messages._codec import MAX_LENGTH, _checked_dataclass, _fields, decode_dataclass
+from enact.messages._compiled import decoder
 from enact.messages.common import Done
 from enact.messages.control import ActorStatus, StatusReport, StorageStatus
 from enact.messages.epoch import Current
+from enact.messages.outbox import DeliveryRecord
 
 # --- test-only message types -------------------------------------------------
 # Registered under the "testing" actor so that the codec's handling of every
@@ -490,3 +493,45 @@ def test_fuzz_one_field_replaced_in_a_valid_message(data: st.DataObject, registr
     except DecodeError:
         return
     assert type(decoded) is registration.cls
+
+
+# --- the compiled fast path agrees with the checked decoder ----------------------------
+
+
+def _checked_outcome(cls: type[Any], body: Any) -> tuple[str, Any]:
+    try:
+        return "decoded", _checked_dataclass(cls, body, path="")
+    except DecodeError as error:
+        return "refused", str(error)
+
+
+def _full_outcome(cls: type[Any], body: Any) -> tuple[str, Any]:
+    try:
+        return "decoded", decode_dataclass(cls, body, path="")
+    except DecodeError as error:
+        return "refused", str(error)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), cls=st.sampled_from([*(r.cls for r in REGISTRATIONS), Receipt, LoggedTurn, DeliveryRecord]))
+def test_the_compiled_decoder_accepts_and_refuses_exactly_what_the_checked_one_does(
+    data: st.DataObject, cls: type[Any]
+) -> None:
+    """A valid value, or one with a field swapped for any JSON value: both
+    paths decode it to equal objects, or both refuse it with the same words."""
+    body = to_wire(data.draw(dataclass_strategy(cls)))["body"] if cls in _REGISTERED else _plain_body(data, cls)
+    if data.draw(st.booleans()) and isinstance(body, dict) and body:
+        body[data.draw(st.sampled_from(sorted(body)))] = data.draw(JSON_VALUES)
+    assert _full_outcome(cls, body) == _checked_outcome(cls, body)
+
+
+_REGISTERED = {r.cls for r in REGISTRATIONS}
+
+
+def _plain_body(data: st.DataObject, cls: type[Any]) -> Any:
+    return orjson.loads(orjson.dumps(data.draw(dataclass_strategy(cls))))
+
+
+def test_the_inbox_receipt_takes_the_compiled_path() -> None:
+    compiled = decoder(Receipt, _fields)
+    assert compiled is not None, "the inbox's receipts must take the compiled path"

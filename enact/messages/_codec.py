@@ -15,6 +15,7 @@ from typing import Any, Literal, Union
 
 import orjson
 
+from enact.messages._compiled import Mismatch, decoder
 from enact.messages._registry import lookup, type_name
 
 MAX_LENGTH = "max_length"
@@ -78,6 +79,18 @@ def from_wire(document: object) -> object:
 
 
 def decode_dataclass(cls: type[Any], value: object, *, path: str) -> Any:
+    """``value`` as dataclass ``cls``, every field checked against its hint;
+    raises DecodeError naming the first field that does not match."""
+    compiled = decoder(cls, _fields)
+    if compiled is not None:
+        try:
+            return compiled(value)
+        except Mismatch:
+            pass  # decoded again below, to say which field and why
+    return _checked_dataclass(cls, value, path=path)
+
+
+def _checked_dataclass(cls: type[Any], value: object, *, path: str) -> Any:
     where = path or cls.__name__
     if not isinstance(value, dict):
         raise DecodeError(f"{where}: expected an object, got {_kind(value)}")
@@ -191,7 +204,7 @@ def _decode_value(hint: Any, value: object, path: str, max_length: int | None = 
             raise TypeError(f"only dict[str, X] is supported on the wire, not {hint}")
         return {k: _decode_value(value_hint, v, f"{path}.{k}") for k, v in mapping.items()}
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return decode_dataclass(hint, value, path=path)
+        return _checked_dataclass(hint, value, path=path)
     raise TypeError(f"field {path!r}: type {hint!r} is not supported on the wire")
 
 
