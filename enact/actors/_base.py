@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -133,6 +135,7 @@ class EnactActor(pykka.ThreadingActor):
         # Replies handed out as Deferred and not yet answered: what this
         # actor owes, failed at once if it fails or stops.
         self._owed: list[Deferred] = []
+        self._timers: set[threading.Timer] = set()
 
     def on_receive(self, message: Any) -> Any:
         if message is STARTED:
@@ -176,6 +179,26 @@ class EnactActor(pykka.ThreadingActor):
     def _mailbox_empty(self) -> bool:
         inbox: Any = self.actor_inbox  # a queue.Queue for threading actors
         return bool(inbox.empty())
+
+    def tell_later(self, delay: float, message: object) -> None:
+        """Tell this actor ``message`` after ``delay``, whichever incarnation
+        of it runs then (it is addressed by name, as every caller does)."""
+
+        def fire() -> None:
+            self._timers.discard(timer)
+            with contextlib.suppress(ActorUnavailable):  # the daemon is stopping
+                self.context.tell(self.context.name, message)
+
+        timer = threading.Timer(delay, fire)
+        timer.daemon = True
+        self._timers.add(timer)
+        timer.start()
+
+    def cancel_timers(self) -> None:
+        """Drop every ``tell_later`` not yet told."""
+        for timer in list(self._timers):
+            timer.cancel()
+        self._timers.clear()
 
     def _owe(self, reply: Deferred) -> None:
         if len(self._owed) >= _PRUNE_OWED_AT:

@@ -22,10 +22,8 @@ finished delivery is only reported again).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import threading
 from typing import Any
 
 import lmdb
@@ -86,7 +84,6 @@ class InboxActor(EnactActor):
         self._allowed = frozenset(config["chat.allowed_conversations"])
         self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
         self._metrics = context.metrics
-        self._timers: set[threading.Timer] = set()
         # The conversation actors, and which events they hold: kept by the
         # supervisor, so a restarted inbox sees the work still running.
         self._conversations = context.supervisor.pool(
@@ -109,21 +106,7 @@ class InboxActor(EnactActor):
 
     def on_stop(self) -> None:
         super().on_stop()
-        for timer in list(self._timers):
-            timer.cancel()
-
-    def _schedule(self, delay: float, message: Any) -> None:
-        """Tell this actor ``message`` after ``delay`` (whichever incarnation runs then)."""
-
-        def fire() -> None:
-            self._timers.discard(timer)
-            with contextlib.suppress(Exception):  # the daemon is stopping
-                self.context.tell(self.context.name, message)
-
-        timer = threading.Timer(delay, fire)
-        timer.daemon = True
-        self._timers.add(timer)
-        timer.start()
+        self.cancel_timers()
 
     # -- messages -----------------------------------------------------------
 
@@ -234,7 +217,7 @@ class InboxActor(EnactActor):
             self._metrics.inbox_events.labels(channel=receipt.event.channel, outcome="attempt_failed").inc()
             log.warning("event %s failed on attempt %d: %s", message.event_id, receipt.attempts, message.error_class)
             if not self._attempts.exhausted(receipt.attempts):
-                self._schedule(self._attempts.delay(receipt.attempts), Retry(event_id=message.event_id))
+                self.tell_later(self._attempts.delay(receipt.attempts), Retry(event_id=message.event_id))
             else:
                 self._give_up(message.event_id, receipt)
 

@@ -17,9 +17,7 @@ another channel.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +56,6 @@ class OutboxActor(EnactActor):
                                attempts=config["chat.delivery_attempts"])
         self._metrics = context.metrics
         self._pools: dict[str, ThreadPoolExecutor] = {}
-        self._timers: set[threading.Timer] = set()
 
     def on_stop(self) -> None:
         super().on_stop()
@@ -67,8 +64,7 @@ class OutboxActor(EnactActor):
         # Stopping: what has not begun is left to the next daemon.
         stopping = self.context.supervisor.stopping
         if stopping:
-            for timer in list(self._timers):
-                timer.cancel()
+            self.cancel_timers()
         for pool in self._pools.values():
             pool.shutdown(wait=False, cancel_futures=stopping)
 
@@ -198,7 +194,7 @@ class OutboxActor(EnactActor):
                 return
             log.warning("delivery of %s failed (attempt %d): %s", message.event_id, record.attempts, message.error)
             retry = RetryDelivery(event_id=message.event_id, sequence=message.sequence, reply_to=message.reply_to)
-            self._schedule(self._policy.delay(record.attempts), retry)
+            self.tell_later(self._policy.delay(record.attempts), retry)
 
         self._batch.stage(lambda txn: self._journal.put(txn, key, record), after)
 
@@ -207,16 +203,3 @@ class OutboxActor(EnactActor):
         if outcome is None:
             raise ValueError(f"the delivery of {event_id} is not finished: {record.state}")
         self.context.tell(reply_to, Delivered(event_id=event_id, outcome=outcome, error=record.error))
-
-    def _schedule(self, delay: float, message: RetryDelivery) -> None:
-        """Tell this actor ``message`` after ``delay`` (whichever incarnation runs then)."""
-
-        def fire() -> None:
-            self._timers.discard(timer)
-            with contextlib.suppress(Exception):  # the daemon is stopping
-                self.context.tell(self.context.name, message)
-
-        timer = threading.Timer(delay, fire)
-        timer.daemon = True
-        self._timers.add(timer)
-        timer.start()
