@@ -22,8 +22,7 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import inbox_records, journal, outbox, sessions
-from enact.actors.chat_services import ChatServices
+from enact.actors import journal, outbox, sessions
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
@@ -32,6 +31,8 @@ from enact.actors.outbox import OutboxActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import Channel, InboxInlet
+from enact.chat import inbox_records
+from enact.chat.services import ChatServices
 from enact.commands import (
     CommandCall,
     CommandContext,

@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from enact.actors import inbox_records, outbox
+from enact.actors import outbox
+from enact.chat import inbox_records
 from enact.chat.records import ReceiptStatus
 from enact.home import STATE_DIR
 from enact.messages.outbox import DeliveryRecord, DeliveryState

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from enact import config
-from enact.actors import inbox_records, outbox
+from enact.actors import outbox
 from enact.actors._base import ActorContext, EnactActor
-from enact.actors.chat_services import ChatServices
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
-from enact.chat import deliveries, records
+from enact.chat import deliveries, inbox_records, records
 from enact.chat.deliveries import Step
 from enact.chat.records import ReceiptStatus, TurnOutcome
+from enact.chat.services import ChatServices
 from enact.commands import CommandRegistry, builtin_commands
 from enact.daemon import actor_specs
 from enact.fence import Fence

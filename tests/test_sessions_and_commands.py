@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from enact import config
-from enact.actors.chat_services import ChatServices
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
+from enact.chat.services import ChatServices
 from enact.commands import (
     Authority,
     Command,

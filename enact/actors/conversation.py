@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from enact.actors._base import ActorContext, EnactActor
-from enact.actors.chat_services import ChatServices
 from enact.cancellation import Cancelled
+from enact.chat.services import ChatServices
 from enact.commands import CommandCall, JournaledCommands, clip, interrupted_text
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished

@@ -30,13 +30,13 @@ import lmdb
 
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
-from enact.actors.chat_services import ChatServices
 from enact.actors.conversation import ConversationActor
-from enact.actors.inbox_records import OPEN, InboxRecords, sequence_of
 from enact.actors.supervisor import ActorSpec
 from enact.chat import records
 from enact.chat.cursor import Cursors
+from enact.chat.inbox_records import OPEN, InboxRecords, sequence_of
 from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
+from enact.chat.services import ChatServices
 from enact.chat.turns import read_turns
 from enact.messages.common import Rejected
 from enact.messages.inbox import (

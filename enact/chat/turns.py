@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import lmdb
 
-from enact.actors.inbox_records import RecordLog
+from enact.chat.inbox_records import RecordLog
 from enact.chat.records import LoggedTurn
 from enact.messages.inbox import ReadTurns, Turn, Turns, conversation_key
 
