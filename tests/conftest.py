@@ -173,4 +173,14 @@ def daemons() -> Iterator[DaemonFactory]:
         factory.close()
 
 
+def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "condition") -> None:
+    """Poll ``predicate`` until it holds, or fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 # --- end running daemons --------------------------------------------------------

@@ -7,7 +7,6 @@ import dataclasses
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from enact.home import STATE_DIR
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.storage import RecordTable, Storage
 
-from conftest import Daemon, DaemonFactory, enact_env
+from conftest import Daemon, DaemonFactory, enact_env, wait_for
 
 RULES = r'''
 [[rule]]
@@ -142,15 +141,6 @@ def turns(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
 def metrics_text(daemon: Daemon) -> str:
     address = daemon.cli_json("status", "--json")["metrics_addr"]
     return str(urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode())
-
-
-def wait_for(predicate: Any, timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from enact.programs import CommandsFileError, ProgramSource, kill_leftover_progr
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 
-from conftest import Daemon, DaemonFactory, enact_env
+from conftest import Daemon, DaemonFactory, enact_env, wait_for
 
 
 def program_home(daemons: DaemonFactory, commands: str, rules: str = "") -> Path:
@@ -47,15 +46,6 @@ def bump_home(daemons: DaemonFactory) -> Path:
 def bumps(home: Path) -> int:
     marker = Path((home / "marker").read_text())
     return len(marker.read_text().splitlines()) if marker.exists() else 0
-
-
-def wait_for(predicate: Any, timeout: float = 20, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def send(daemon: Daemon, *args: str) -> dict[str, Any]:
