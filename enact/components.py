@@ -41,7 +41,8 @@ GROUP = "enact.extensions"
 
 RESERVED_NAMES = frozenset(
     {"core", "daemon", "supervisor", "storage", "control", "chat", "runtime", "commands",
-     "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact"}
+     "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact",
+     "accounting"}
 )
 """Sections and wire prefixes the daemon itself owns; no component may take one."""
 
@@ -93,11 +94,27 @@ class ChannelComponent(Component):
         raise NotImplementedError
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeCheck:
+    """What ``enact runtime check`` says of a runtime without calling it."""
+
+    found: str = ""
+    """Where it is: a binary's path, an endpoint, ``built in``."""
+    version: str = ""
+    problems: tuple[str, ...] = ()
+    """Each one line that says what to do; none means it looks usable."""
+    notes: tuple[str, ...] = ()
+
+
 class RuntimeComponent(Component):
     """A model runtime; ``runtime.adapter`` names the one the daemon uses."""
 
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> Runtime:
         raise NotImplementedError
+
+    def check(self, settings: Config) -> RuntimeCheck:
+        """Is the binary or endpoint there, which version; quick, no model call."""
+        return RuntimeCheck(found="built in")
 
 
 @dataclass(frozen=True, slots=True)

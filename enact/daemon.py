@@ -22,7 +22,8 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import journal, outbox, sessions
+from enact.actors import accounting, journal, outbox, sessions
+from enact.actors.accounting import AccountingActor
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
@@ -51,7 +52,8 @@ from enact.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metri
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, ProgramSource, kill_leftover_programs
-from enact.runtime import Runtime
+from enact.runtime import Runtime, Usage
+from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
 
@@ -80,6 +82,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             databases=(sessions.SESSIONS, sessions.HISTORIES),
             depends_on=("epoch",),
         ),
+        ActorSpec(name="accounting", actor=AccountingActor, databases=(accounting.DATABASE,), depends_on=("epoch",)),
         ActorSpec(
             name="outbox",
             actor=OutboxActor,
@@ -235,7 +238,7 @@ class _Daemon:
             self._channel_origins[channel.name] = component.origin()
         services = ChatServices(
             channels=dict(self.channels),
-            runtime=runtime,
+            runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent),
             commands=commands,
             startup_context=startup_context(commands),
         )
@@ -386,8 +389,21 @@ class _Daemon:
 
     # -- reports ----------------------------------------------------------
 
+    def _spent(self, purpose: str, usage: Usage) -> None:
+        from enact.messages.accounting import Spend
+
+        self.supervisor.tell("accounting", Spend(
+            day=time.strftime("%Y-%m-%d"), purpose=purpose, input_tokens=usage.input_tokens,
+            cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens,
+            reasoning_tokens=usage.reasoning_tokens, cost_usd=usage.cost_usd,
+        ))
+
     def status(self) -> StatusReport:
+        from enact.messages.accounting import SpentOn
+
         stats = self.storage.stats()
+        spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
+                                       timeout=self.settings["control.request_timeout_s"])
         return StatusReport(
             version=__version__,
             pid=os.getpid(),
@@ -399,6 +415,7 @@ class _Daemon:
             storage=StorageStatus(
                 path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases
             ),
+            spending=spending.purposes,
         )
 
     def _scrape_gauges(self) -> Iterable[Metric]:

@@ -46,7 +46,11 @@ INBOX_EVENT_OUTCOMES = (
 )
 DELIVERY_OUTCOMES = ("ok", "retry", "failed", "not_resent")
 ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "failed")
-RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled")
+RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled", "session_unknown", "unavailable",
+                         "auth", "rate-limited", "malformed-output")
+RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
+RUNTIME_PURPOSES = ("conversation", "task", "scan", "curation", "probe")
+"""As enact.runtime.PURPOSES (not imported: this module stays light)."""
 CONTROL_ERROR_REASONS = (
     "too_many_connections",
     "idle_timeout",
@@ -105,6 +109,19 @@ class Metrics:
         self.runtime_calls = Counter(
             "enact_runtime_calls", "Runtime calls by adapter and outcome", ["adapter", "outcome"], registry=r
         )
+        self.runtime_call_seconds = Histogram(
+            "enact_runtime_call_seconds",
+            "Duration of one runtime call, as enact saw it",
+            ["adapter"],
+            registry=r,
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
+        )
+        self.runtime_tokens = Counter(
+            "enact_runtime_tokens",
+            "Tokens runtime calls spent, by kind (input, cached_input, output, reasoning) and purpose",
+            ["adapter", "kind", "purpose"],
+            registry=r,
+        )
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
@@ -134,6 +151,10 @@ class Metrics:
         for adapter in adapters:
             for outcome in RUNTIME_CALL_OUTCOMES:
                 self.runtime_calls.labels(adapter=adapter, outcome=outcome)
+            self.runtime_call_seconds.labels(adapter=adapter)
+            for kind in RUNTIME_TOKEN_KINDS:
+                for purpose in RUNTIME_PURPOSES:
+                    self.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose)
         for reason in CONTROL_ERROR_REASONS:
             self.control_errors.labels(reason=reason)
 

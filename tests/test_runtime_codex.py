@@ -83,6 +83,20 @@ def test_a_resume_continues_the_thread_with_its_history(codex: CodexRuntime, ser
     assert "remember the word walnut" in resumed and "first answer" in resumed and "which word?" in resumed
 
 
+def test_a_resumed_turn_reports_its_own_tokens_not_the_threads_total(codex: CodexRuntime, server: ModelServer,
+                                                                     home: Path, tmp_path: Path) -> None:
+    server.script(Reply("a", tokens=Tokens(input=100, cached_input=40, output=10, reasoning=5)),
+                  Reply("b", tokens=Tokens(input=200, cached_input=150, output=20, reasoning=0)),
+                  Reply("c", tokens=Tokens(input=1000, cached_input=0, output=1, reasoning=1)))
+    first = codex.invoke(ask(codex, "one"))
+    second = codex.invoke(ask(codex, "two", native_session=first.native_session))
+    assert second.usage == Usage(input_tokens=200, cached_input_tokens=150, output_tokens=20, reasoning_tokens=0)
+    # A new adapter (the daemon restarted) reads the thread's total from Codex's rollout file.
+    restarted = CodexRuntime(lambda: real_cli("codex"), default_cwd=tmp_path, env=codex_env(home))
+    third = restarted.invoke(ask(restarted, "three", native_session=first.native_session))
+    assert third.usage == Usage(input_tokens=1000, cached_input_tokens=0, output_tokens=1, reasoning_tokens=1)
+
+
 def test_an_isolated_call_is_ephemeral_and_has_no_session(codex: CodexRuntime, server: ModelServer,
                                                           home: Path) -> None:
     server.script(Reply("[]"))

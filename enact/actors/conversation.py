@@ -270,15 +270,9 @@ class ConversationActor(EnactActor):
             cancel=cancel,
         )
         try:
-            result = runtime.invoke(request)
+            result = runtime.invoke(request)  # counted by the metered runtime (enact.runtime.metered)
         except Cancelled as error:
             raise RuntimeCancelled(str(error)) from None
-        except RuntimeSessionUnknown:
-            raise  # not a failed call: the caller starts a fresh session
-        except RuntimeFailure as error:
-            self.context.metrics.runtime_calls.labels(adapter=runtime.name, outcome=error.kind).inc()
-            raise
-        self.context.metrics.runtime_calls.labels(adapter=runtime.name, outcome="ok").inc()
         if session_key and result.native_session:
             # Told, not asked: nothing waits for the mapping to be durable
             # (losing it in a crash only means a fresh session next time), and

@@ -37,6 +37,11 @@ def status(home: Path | None, as_json: bool) -> None:
     for actor in report.actors:
         alive = "yes" if actor.alive else "no"
         click.echo(f"{actor.name:<28} {alive:>5} {actor.mailbox:>8} {actor.handled:>9} {actor.restarts:>9}")
+    click.echo("tokens today" + ("" if report.spending else "  none"))
+    for spent in report.spending:
+        cost = f", ${spent.cost_usd:.4f}" if spent.cost_usd is not None else ""
+        click.echo(f"  {spent.purpose:<14} {spent.input_tokens} in ({spent.cached_input_tokens} cached), "
+                   f"{spent.output_tokens} out ({spent.reasoning_tokens} reasoning), {spent.calls} calls{cost}")
 
 
 def _request_types() -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from enact.messages._registry import Request, reply, request
+from enact.messages.accounting import PurposeSpending
 
 
 @request("control.Status")
@@ -41,6 +42,8 @@ class StatusReport:
     metrics_addr: str
     actors: tuple[ActorStatus, ...]
     storage: StorageStatus
+    spending: tuple[PurposeSpending, ...] = ()
+    """Tokens the runtime spent today (local time), by purpose."""
 
 
 @request("control.Shutdown")

@@ -12,6 +12,8 @@ import os
 import re
 import shutil
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from enact.components import ComponentError, RuntimeComponent
+from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Check, Config, Setting
 from enact.runtime import (
     RuntimeAuthFailed,
@@ -46,6 +48,7 @@ _AUTH = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|not logged in|invalid[
 _RATE = re.compile(r"\b429\b|rate[ _-]?limit|quota|too many requests", re.I)
 _UNKNOWN_SESSION = re.compile(r"no rollout found|no saved session|session .* not found", re.I)
 _PROGRESS_LIMIT = 300
+_NOTHING = Usage()
 
 
 @dataclass(slots=True)
@@ -127,9 +130,73 @@ def _usage(raw: object) -> Usage:
     )
 
 
+def _sum(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
+    )
+
+
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _PROGRESS_LIMIT else text[: _PROGRESS_LIMIT - 1] + "…"
+
+
+def minus(total: Usage, before: Usage) -> Usage:
+    """What one turn spent, from the thread's totals after and before it."""
+    return Usage(
+        input_tokens=max(0, total.input_tokens - before.input_tokens),
+        cached_input_tokens=max(0, total.cached_input_tokens - before.cached_input_tokens),
+        output_tokens=max(0, total.output_tokens - before.output_tokens),
+        reasoning_tokens=max(0, total.reasoning_tokens - before.reasoning_tokens),
+    )
+
+
+class ThreadTotals:
+    """The token totals of each thread as of its last turn. Codex 0.169
+    reports in ``turn.completed`` the *thread's* running total, not the
+    turn's, so a resumed turn's own spending is the difference. Kept in
+    memory for the threads seen since start; for another one (after a
+    restart) the total is read from the last ``token_count`` event of the
+    thread's rollout file under ``$CODEX_HOME/sessions``."""
+
+    def __init__(self, codex_home: Path, *, keep: int = 1024) -> None:
+        self.codex_home = codex_home
+        self._keep = keep
+        self._known: OrderedDict[str, Usage] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def before(self, thread_id: str) -> Usage:
+        with self._lock:
+            known = self._known.get(thread_id)
+        return known if known is not None else self._from_rollout(thread_id)
+
+    def after(self, thread_id: str, total: Usage) -> None:
+        with self._lock:
+            self._known[thread_id] = total
+            self._known.move_to_end(thread_id)
+            while len(self._known) > self._keep:
+                self._known.popitem(last=False)
+
+    def _from_rollout(self, thread_id: str) -> Usage:
+        total = Usage()
+        for rollout in (self.codex_home / "sessions").rglob(f"rollout-*{thread_id}.jsonl"):
+            try:
+                lines = rollout.read_bytes().splitlines()
+            except OSError:
+                continue
+            for line in reversed(lines):
+                if b'"token_count"' not in line:
+                    continue
+                try:
+                    info = orjson.loads(line)["payload"]["info"]
+                except (orjson.JSONDecodeError, KeyError, TypeError):
+                    continue
+                if isinstance(info, dict):
+                    return _usage(info.get("total_token_usage"))
+        return total
 
 
 def classify(evidence: str, *, message: str, usage: Usage) -> RuntimeFailure:
@@ -142,9 +209,12 @@ def classify(evidence: str, *, message: str, usage: Usage) -> RuntimeFailure:
     return RuntimeFailure(message, usage=usage)
 
 
-def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str) -> RuntimeResult:
-    """The result of one call, or the typed failure it ended in."""
+def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str, *,
+              spent_before: Usage = _NOTHING) -> RuntimeResult:
+    """The result of one call, or the typed failure it ended in;
+    ``spent_before`` is the thread's total before this turn."""
     turn = parse_events(output.stdout)
+    turn.usage = minus(turn.usage, spent_before)
     stderr = output.stderr.strip()
     if request.native_session and _UNKNOWN_SESSION.search(stderr):
         raise RuntimeSessionUnknown(f"codex has no session {request.native_session}: {_last_line(stderr)}")
@@ -207,6 +277,8 @@ class CodexRuntime:
         self.reasoning_effort = reasoning_effort
         self.default_cwd = default_cwd
         self._env = env
+        environ = os.environ if env is None else env
+        self.totals = ThreadTotals(Path(environ.get("CODEX_HOME") or Path.home() / ".codex"))
 
     def argv(self, executable: str, request: RuntimeRequest, last_message: Path) -> list[str]:
         sandbox = SANDBOXES.get(request.sandbox)
@@ -229,6 +301,8 @@ class CodexRuntime:
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         executable = self._executable()
+        resumed = request.native_session if request.session_key else None
+        before = self.totals.before(resumed) if resumed else _NOTHING  # read before the turn adds to it
         with tempfile.TemporaryDirectory(prefix="enact-codex-") as scratch:
             last_message = Path(scratch) / "last-message.txt"
             output = run_command(
@@ -243,7 +317,10 @@ class CodexRuntime:
                 written = last_message.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 written = ""
-        return interpret(request, output, written)
+        result = interpret(request, output, written, spent_before=before)
+        if result.native_session:
+            self.totals.after(result.native_session, _sum(before, result.usage))
+        return result
 
     def version(self) -> str:
         """``codex --version``'s answer; raises RuntimeFailure."""
@@ -293,6 +370,24 @@ class CodexRuntimeComponent(RuntimeComponent):
             reasoning_effort=settings["runtime.codex.reasoning_effort"],
             default_cwd=settings.home,
         )
+
+
+    def check(self, settings: Config) -> RuntimeCheck:
+        runtime = self.make_runtime(settings, None)
+        try:
+            found = find_executable(settings["runtime.codex.executable"], where=_where(settings))
+        except RuntimeUnavailable as error:
+            return RuntimeCheck(problems=(str(error),))
+        try:
+            version = runtime.version()
+        except RuntimeFailure as error:
+            return RuntimeCheck(found=found, problems=(f"{error}; reinstall it ({INSTALL_HINT})",))
+        home = runtime.totals.codex_home
+        notes = [f"CODEX_HOME {home}"]
+        if not (home / "auth.json").exists() and not (home / "config.toml").exists():
+            notes.append(f"no login ({home}/auth.json) and no config.toml: run `codex login` unless the "
+                         "environment gives Codex a key; --probe tells whether its model answers")
+        return RuntimeCheck(found=found, version=version, notes=tuple(notes))
 
 
 def _where(settings: Config) -> str:

@@ -1,0 +1,62 @@
+"""Every runtime call is counted in one place: this wrapper around
+``Runtime.invoke``, which the daemon puts around the runtime it makes, so the
+conversation's calls and the background ones (tasks, scans, curation) are
+all seen: calls by outcome, their duration, and tokens by kind and purpose."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from enact.cancellation import Cancelled
+from enact.metrics import Metrics
+from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage
+
+log = logging.getLogger(__name__)
+
+Spent = Callable[[str, Usage], None]
+"""Told ``(purpose, usage)`` after each call, for the day's tally."""
+
+
+class MeteredRuntime:
+    def __init__(self, runtime: Runtime, metrics: Metrics, *, on_spent: Spent | None = None) -> None:
+        self.runtime = runtime
+        self.name = runtime.name
+        self._metrics = metrics
+        self._on_spent = on_spent
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        started = time.monotonic()
+        try:
+            result = self.runtime.invoke(request)
+        except RuntimeFailure as failure:
+            self._count(request, failure.kind, failure.usage, started)
+            raise
+        except Cancelled:
+            self._count(request, "cancelled", Usage(), started)
+            raise
+        except Exception:
+            self._count(request, "failed", Usage(), started)
+            raise
+        self._count(request, "ok", result.usage, started)
+        return result
+
+    def _count(self, request: RuntimeRequest, outcome: str, usage: Usage, started: float) -> None:
+        metrics, adapter = self._metrics, self.name
+        metrics.runtime_calls.labels(adapter=adapter, outcome=outcome).inc()
+        metrics.runtime_call_seconds.labels(adapter=adapter).observe(time.monotonic() - started)
+        spent = {
+            "input": usage.input_tokens,
+            "cached_input": usage.cached_input_tokens,
+            "output": usage.output_tokens,
+            "reasoning": usage.reasoning_tokens,
+        }
+        for kind, count in spent.items():
+            if count:
+                metrics.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=request.purpose).inc(count)
+        if self._on_spent is not None:
+            try:
+                self._on_spent(request.purpose, usage)
+            except Exception:  # the tally is bookkeeping: a failure must not fail the call
+                log.exception("cannot record the tokens a runtime call spent")
