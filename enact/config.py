@@ -130,6 +130,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("runtime.adapter", str, "scripted", "The model runtime"),
     Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", at_least(0.1)),
     Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", at_least(1)),
+    Setting("runtime.allow_full_access", bool, False, "Whether a runtime call may run without a sandbox"),
 )
 """The daemon's own settings; each component declares its own."""
 

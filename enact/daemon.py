@@ -238,7 +238,8 @@ class _Daemon:
             self._channel_origins[channel.name] = component.origin()
         services = ChatServices(
             channels=dict(self.channels),
-            runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent),
+            runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
+                                   allow_full_access=settings["runtime.allow_full_access"]),
             commands=commands,
             startup_context=startup_context(commands),
         )

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from enact.cancellation import Cancelled
 from enact.metrics import Metrics
-from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage
+from enact.runtime import SANDBOX_MODES, Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage
 
 log = logging.getLogger(__name__)
 
@@ -20,15 +20,18 @@ Spent = Callable[[str, Usage], None]
 
 
 class MeteredRuntime:
-    def __init__(self, runtime: Runtime, metrics: Metrics, *, on_spent: Spent | None = None) -> None:
+    def __init__(self, runtime: Runtime, metrics: Metrics, *, on_spent: Spent | None = None,
+                 allow_full_access: bool = False) -> None:
         self.runtime = runtime
         self.name = runtime.name
         self._metrics = metrics
         self._on_spent = on_spent
+        self._allow_full_access = allow_full_access
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         started = time.monotonic()
         try:
+            self._check_sandbox(request.sandbox)
             result = self.runtime.invoke(request)
         except RuntimeFailure as failure:
             self._count(request, failure.kind, failure.usage, started)
@@ -41,6 +44,13 @@ class MeteredRuntime:
             raise
         self._count(request, "ok", result.usage, started)
         return result
+
+    def _check_sandbox(self, sandbox: str) -> None:
+        """The one place a call's sandbox mode is vetted, for every caller."""
+        if sandbox not in SANDBOX_MODES:
+            raise RuntimeFailure(f"unknown sandbox mode {sandbox!r}; expected one of {', '.join(SANDBOX_MODES)}")
+        if sandbox == "full-access" and not self._allow_full_access:
+            raise RuntimeFailure("the full-access sandbox mode needs runtime.allow_full_access = true in the config")
 
     def _count(self, request: RuntimeRequest, outcome: str, usage: Usage, started: float) -> None:
         metrics, adapter = self._metrics, self.name
