@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # alerts for its first occurrence (tests/test_metrics.py checks the code
 # against these lists).
 
-STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox")
+STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "accounting")
 ACTOR_FAMILIES = ("conversation",)
 """Keyed actors are counted by family, not by their per-conversation name."""
 

@@ -282,7 +282,8 @@ def test_the_last_message_file_wins_over_the_agent_message_item() -> None:
 
 
 def test_a_crash_after_some_output_is_a_failure_naming_the_signal() -> None:
-    stdout = _lines({"type": "thread.started", "thread_id": "t-1"})
+    stdout = _lines({"type": "thread.started", "thread_id": "t-1"},
+                    {"type": "item.completed", "item": {"type": "error", "message": "Model metadata not found"}})
     with pytest.raises(RuntimeFailure, match="killed by signal 9") as failure:
         interpret(RuntimeRequest(session_key="k", prompt="p"), _output(stdout, -9), last_message="")
     assert failure.value.kind == "failed"

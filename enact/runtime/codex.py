@@ -235,9 +235,14 @@ def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str,
         )
     how = f"was killed by signal {-output.exit_code}" if output.exit_code < 0 else f"exited {output.exit_code}"
     exited = f"{how}: {_last_line(stderr) or 'nothing on stderr'}"
-    # Shown: what the turn failed with, else the last diagnostic, else how it
-    # ended; classified: all of it (a 401 may show only in the retries).
-    shown = turn.failure or (turn.diagnostics[-1] if turn.diagnostics else exited)
+    # Shown: what the turn failed with, else a kill, else the last diagnostic,
+    # else how it ended; classified: all of it (a 401 may show only in the retries).
+    if turn.failure:
+        shown = turn.failure
+    elif output.exit_code < 0 or not turn.diagnostics:
+        shown = exited
+    else:
+        shown = turn.diagnostics[-1]
     raise classify(" ".join([shown, *turn.diagnostics, stderr]), message=f"codex: {_short(shown)}", usage=turn.usage)
 
 
