@@ -8,12 +8,8 @@ from typing import Any
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Origin, Rejected
+from enact.messages.common import MAX_ID, MAX_TEXT, Origin, Rejected
 from enact.messages.outbox import DeliveryOutcome
-
-MAX_TEXT = 64 * 1024
-MAX_ID = 256
-
 
 
 def conversation_key(channel: str, conversation: str) -> str:
