@@ -130,6 +130,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("runtime.adapter", str, "scripted", "The model runtime"),
     Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", at_least(0.1)),
     Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", at_least(1)),
+    Setting("memory.max_fact_chars", int, 500, "A longer fact is clipped, with a visible mark", between(40, 10000)),
+    Setting("memory.confirm_model_facts", bool, False,
+            "Facts from [MEMORY] markers are held until `enact memory confirm`"),
 )
 """The daemon's own settings; each component declares its own."""
 

@@ -22,11 +22,12 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import journal, outbox, sessions
+from enact.actors import journal, memory, outbox, sessions
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
+from enact.actors.memory import MemoryActor
 from enact.actors.outbox import OutboxActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
@@ -87,11 +88,12 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             depends_on=("epoch",),
             options={"channels": services.channels},
         ),
+        ActorSpec(name="memory", actor=MemoryActor, databases=memory.DATABASES, depends_on=("epoch",)),
         ActorSpec(
             name="inbox",
             actor=InboxActor,
             databases=inbox_records.DATABASES,
-            depends_on=("epoch", "journal", "sessions", "outbox"),
+            depends_on=("epoch", "journal", "sessions", "outbox", "memory"),
             options={"services": services},
         ),
     ]
