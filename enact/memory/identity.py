@@ -8,16 +8,14 @@ the first problem is one line naming the field. The Memory actor stores it.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from enact import __version__
-from enact.credentials import find_credential
+
+# The records are part of the memory protocol, which every memory command
+# imports: the parsers' imports wait until something is parsed.
 
 _SHORT = 100
 _LONG = 2000
@@ -73,12 +71,19 @@ class BodyIdentity:
 
 def body_identity() -> BodyIdentity:
     """The software's own identity, from the package's data file."""
+    import tomllib
+    from importlib import resources
+
     data = tomllib.loads(resources.files("enact.memory").joinpath("body_identity.toml").read_text("utf-8"))
     return BodyIdentity(name=data["name"], version=__version__, lineage=" ".join(data["lineage"].split()))
 
 
 def read_identity_file(path: Path) -> PrivateIdentity:
     """Parse and check a private identity file (``.toml`` or ``.json``)."""
+    import tomllib
+
+    import orjson
+
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".json"):
         raise IdentityError(f"{path}: an identity file is .toml or .json")
@@ -97,6 +102,8 @@ _FIELDS = ("name", "pronouns", "relationships", "personality", "mission", "value
 
 
 def parse_identity(data: object) -> PrivateIdentity:
+    from enact.credentials import find_credential
+
     if not isinstance(data, dict):
         raise IdentityError("an identity is a table (TOML) or an object (JSON) of fields")
     unknown = sorted(set(data) - set(_FIELDS))
