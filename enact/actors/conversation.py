@@ -21,17 +21,19 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.cancellation import Cancelled
 from enact.chat.services import ChatServices
-from enact.commands import CommandCall, JournaledCommands, clip, interrupted_text
+from enact.commands import CommandCall, JournaledCommands, interrupted_text
+from enact.memory.facts import MODEL_MARKER_ORIGIN
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.messages.journal import Step
-from enact.messages.memory import Context, ContextReply
+from enact.messages.memory import Context, ContextReply, Merged, Pending, Refused, Remember, Saved
 from enact.messages.sessions import Forget, Lookup, Record, Session
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown, RuntimeTimeout
 
 log = logging.getLogger(__name__)
 
 _MARKER = re.compile(r"\[MEMORY\](.*?)\[/MEMORY\]", re.DOTALL | re.IGNORECASE)
+MEMORY = "memory"
 _MARKER_TAG = re.compile(r"\[/?MEMORY\]", re.IGNORECASE)
 
 
@@ -168,7 +170,7 @@ class ConversationActor(EnactActor):
         while True:
             parsed = parse_model_reply(answer)
             if isinstance(parsed, str):
-                return self._finish_reply(parsed), actions
+                return self._finish_reply(parsed, request_id), actions
             if actions_run >= self._max_actions:
                 self.context.metrics.actions.labels(outcome="limit").inc()
                 return (
@@ -202,7 +204,7 @@ class ConversationActor(EnactActor):
         into a new session) and the facts recalled for it. Memory that cannot
         answer costs the turn its memories, not the reply."""
         try:
-            return self.context.ask("memory", Context(query=message))
+            return self.context.ask(MEMORY, Context(query=message))
         except ActorUnavailable as error:
             log.warning("no memory context for this turn: %s", error)
             return ContextReply(startup_text="", recall_text="", decisions=())
@@ -289,18 +291,39 @@ class ConversationActor(EnactActor):
 
     # -- markers in the final reply --------------------------------------------------
 
-    def _finish_reply(self, reply: str) -> str:
+    def _finish_reply(self, reply: str, event_id: str) -> str:
         requests = [" ".join(m.group(1).split()) for m in _MARKER.finditer(reply)]
         visible = _MARKER.sub("", reply).strip()
         requests = [r for r in requests if r]
         if not requests:
             return visible
-        notice = self._save_memories(requests)
+        notice = self._save_memories(requests, event_id)
         return f"{visible}\n\n{notice}" if visible else notice
 
-    def _save_memories(self, texts: list[str]) -> str:
-        """Memory requests go to the Memory actor once it exists; until then
-        the owner is told that nothing was saved."""
-        shown = "; ".join(f"“{clip(text, 80)}”" for text in texts)
-        return f"(memory is not available yet; not saved: {shown})"
+    def _save_memories(self, texts: list[str], event_id: str) -> str:
+        """Each marker goes to the Memory actor (origin model-marker: a
+        model's claim, medium confidence by default); the notice says what
+        became of each, and a refusal gives its reason, never the text."""
+        lines = []
+        for text in texts:
+            try:
+                reply = self.context.ask(MEMORY, Remember(text=text, origin=MODEL_MARKER_ORIGIN, refs=(event_id,)))
+            except ActorUnavailable as error:
+                log.warning("event %s: a memory marker was not saved: %s", event_id, error)
+                lines.append("(memory: not saved, the memory is not available right now)")
+                continue
+            lines.append(f"(memory: {memory_notice(reply)})")
+        return "\n".join(lines)
+
+
+def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
+    match reply:
+        case Saved():
+            return f"saved as {reply.id}" + (" (clipped)" if reply.clipped else "")
+        case Merged():
+            return f"merged into {reply.id}"
+        case Pending():
+            return f"held for confirmation as {reply.id} (enact memory confirm {reply.id})"
+        case Refused():
+            return f"not saved, {reply.reason}"
 
