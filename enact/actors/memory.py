@@ -323,10 +323,12 @@ class MemoryActor(EnactActor):
     # -- context and identity (enact.memory.briefing) -------------------------------
 
     def _context(self, message: Context) -> ContextReply:
+        given = None if message.session_facts is None else frozenset(message.session_facts)
         built = self._briefing.context(self._book, change=self._change, query=message.query,
-                                       search=self.index.search, lookup=self._book.get)
+                                       search=self.index.search, lookup=self._book.get, session_facts=given)
         return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
-                            decisions=built.decisions if message.explain else (), unexamined=built.unexamined)
+                            decisions=built.decisions if message.explain else (),
+                            startup_ids=tuple(sorted(built.startup_ids)), unexamined=built.unexamined)
 
     def _install_identity(self, message: InstallIdentity) -> Deferred | Refused:
         if not is_human(message.origin):

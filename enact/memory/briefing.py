@@ -85,13 +85,17 @@ class Briefing:
         query: str,
         search: Callable[[str, int], list[str]],
         lookup: Callable[[str], Fact | None],
+        session_facts: frozenset[str] | None = None,
     ) -> MemoryContext:
+        """``session_facts``: what a resumed session was given at its start
+        (recall leaves those out); None for a new one, given this startup."""
         startup = self.startup(facts, change=change)
-        recall = select_recall(query, search=search, lookup=lookup, startup_ids=startup.fact_ids,
-                               settings=self.settings)
+        given = startup.fact_ids if session_facts is None else session_facts
+        recall = select_recall(query, search=search, lookup=lookup, startup_ids=given, settings=self.settings)
         return MemoryContext(
             startup_text=startup.text,
             recall_text=recall.text,
             decisions=startup.decisions + recall.decisions,
+            startup_ids=startup.fact_ids,
             unexamined=startup.unexamined,
         )

@@ -82,6 +82,7 @@ class MemoryContext:
     startup_text: str
     recall_text: str
     decisions: tuple[Decision, ...]
+    startup_ids: frozenset[str] = frozenset()
     unexamined: int = 0
 
 
@@ -224,5 +225,6 @@ def build_context(
         startup_text=startup.text,
         recall_text=recall.text,
         decisions=startup.decisions + recall.decisions,
+        startup_ids=startup.fact_ids,
         unexamined=startup.unexamined,
     )

@@ -224,6 +224,9 @@ class Context(Request["ContextReply"]):
 
     query: str = field(default="", metadata=limit(MAX_TEXT))
     explain: bool = False
+    session_facts: tuple[str, ...] | None = field(default=None, metadata=limit(100_000))
+    """The facts a resumed session was given at its start, which recall
+    leaves out; None for a new session, which gets ``startup_ids``."""
 
 
 @reply("memory.ContextReply")
@@ -232,5 +235,6 @@ class ContextReply:
     startup_text: str
     recall_text: str
     decisions: tuple[Decision, ...]
+    startup_ids: tuple[str, ...] = ()
     unexamined: int = 0
     """Facts the startup budget was spent before reaching."""
