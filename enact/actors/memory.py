@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,20 +25,31 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
 from enact.memory.admission import TRUNCATION_MARK, Candidate, Refusal, admit, merged, new_fact
-from enact.memory.book import DATABASES, FactBook, FactRecords
+from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords
+from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
+from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
+from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
 from enact.messages.common import MODEL_ACTION, is_human
 from enact.messages.inbox import RedactTurns
 from enact.messages.memory import (
     Change,
+    ClearIdentity,
     Confirm,
     Confirmed,
+    Context,
+    ContextReply,
     Discarded,
     FactList,
     FactShown,
     Forget,
     Forgotten,
+    GetIdentity,
+    Identity,
+    IdentityCleared,
+    IdentityInstalled,
+    InstallIdentity,
     List,
     Merged,
     Pending,
@@ -83,12 +95,15 @@ class MemoryActor(EnactActor):
         self._durable = 0  # the latest change committed to LMDB
         self._index: FactIndex | None = None
         self._commit_due = False
+        self._identity = IdentityRecords(self._store, IDENTITY)
+        self._briefing = Briefing(ContextSettings.from_config(config), None)
 
     # -- life cycle ---------------------------------------------------------
 
     def on_start(self) -> None:
         facts, change = self._store.read(self._records.load)
         self._book = FactBook(facts)
+        self._briefing.set_private(self._store.read(self._identity.get))
         self._change = self._durable = change
         (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
         self._index = FactIndex(self.context.home / INDEX_DIR)
@@ -135,6 +150,14 @@ class MemoryActor(EnactActor):
                 return FactList(facts=tuple(facts[: max(0, message.max_facts)]), total=len(facts))
             case Show():
                 return self._show(message.id)
+            case Context():
+                return self._context(message)
+            case GetIdentity():
+                return Identity(body=self._briefing.body, private=self._briefing.private)
+            case InstallIdentity():
+                return self._install_identity(message)
+            case ClearIdentity():
+                return self._clear_identity(message)
             case _CommitIndex():
                 self._commit_due = False
                 self._commit_index()
@@ -296,3 +319,42 @@ class MemoryActor(EnactActor):
             return self._records.history_of(txn, fact.id)
 
         return FactShown(fact=fact, history=tuple(self._store.read(read)))
+
+    # -- context and identity (enact.memory.briefing) -------------------------------
+
+    def _context(self, message: Context) -> ContextReply:
+        given = None if message.session_facts is None else frozenset(message.session_facts)
+        built = self._briefing.context(self._book, change=self._change, query=message.query,
+                                       search=self.index.search, lookup=self._book.get, session_facts=given)
+        return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
+                            decisions=built.decisions if message.explain else (),
+                            startup_ids=tuple(sorted(built.startup_ids)), unexamined=built.unexamined)
+
+    def _install_identity(self, message: InstallIdentity) -> Deferred | Refused:
+        if not is_human(message.origin):
+            return Refused(reason=_NEEDS_HUMAN.format(verb="install an identity"))
+        try:
+            identity = checked_identity(message.identity)
+        except IdentityError as error:
+            return Refused(reason=f"refused: {error}")
+        reply = IdentityInstalled(name=identity.name, replaced=self._briefing.private is not None)
+        return self._write_identity(lambda txn: self._identity.put(txn, identity), identity, reply)
+
+    def _clear_identity(self, message: ClearIdentity) -> Deferred | Refused:
+        if not is_human(message.origin):
+            return Refused(reason=_NEEDS_HUMAN.format(verb="clear the identity"))
+        reply = IdentityCleared(cleared=self._briefing.private is not None)
+        return self._write_identity(self._identity.delete, None, reply)
+
+    def _write_identity(self, write: Callable[[lmdb.Transaction], object], identity: PrivateIdentity | None,
+                        reply: object) -> Deferred:
+        """One record, one write: the identity is replaced whole or not at all;
+        the startup context uses it from the moment the write is durable."""
+        deferred = Deferred()
+
+        def done(_: object) -> None:
+            self._briefing.set_private(identity)
+            deferred.resolve(reply)
+
+        self._batch.stage(write, done, failed=deferred.fail)
+        return deferred

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from enact.memory.context import Decision
 from enact.memory.facts import Fact
+from enact.memory.identity import BodyIdentity, PrivateIdentity
 from enact.messages._codec import limit
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import Origin
@@ -163,3 +165,76 @@ class Reject(Request["Discarded | Refused"]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Discarded:
     id: str
+
+
+# -- identity and context (branch mem-ctx) -------------------------------------
+
+
+@request("memory.InstallIdentity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallIdentity(Request["IdentityInstalled | Refused"]):
+    """Install the owner's private identity, replacing any earlier one in one
+    write. The actor checks it again field by field. Needs a human origin."""
+
+    identity: PrivateIdentity
+    origin: Origin = ""
+
+
+@reply("memory.IdentityInstalled")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdentityInstalled:
+    name: str
+    replaced: bool
+
+
+@request("memory.GetIdentity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetIdentity(Request["Identity"]):
+    pass
+
+
+@reply("memory.Identity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Identity:
+    body: BodyIdentity
+    private: PrivateIdentity | None
+
+
+@request("memory.ClearIdentity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClearIdentity(Request["IdentityCleared | Refused"]):
+    """Remove the private identity. Needs a human origin."""
+
+    origin: Origin = ""
+
+
+@reply("memory.IdentityCleared")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdentityCleared:
+    cleared: bool
+    """False when there was none."""
+
+
+@request("memory.Context")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context(Request["ContextReply"]):
+    """What a model would be sent from memory: the startup context and the
+    facts recalled for ``query`` (the owner's current message). With
+    ``explain``, why each fact looked at was or was not included."""
+
+    query: str = field(default="", metadata=limit(MAX_TEXT))
+    explain: bool = False
+    session_facts: tuple[str, ...] | None = field(default=None, metadata=limit(100_000))
+    """The facts a resumed session was given at its start, which recall
+    leaves out; None for a new session, which gets ``startup_ids``."""
+
+
+@reply("memory.ContextReply")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextReply:
+    startup_text: str
+    recall_text: str
+    decisions: tuple[Decision, ...]
+    startup_ids: tuple[str, ...] = ()
+    unexamined: int = 0
+    """Facts the startup budget was spent before reaching."""
