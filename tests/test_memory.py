@@ -237,3 +237,18 @@ def test_acknowledged_facts_survive_kill_9_and_are_found_by_search(daemons: Daem
     found, stored = _search_after_stop(home, "cat Miso")
     assert found[0] == late and {early, late} <= stored
     assert _search_after_stop(home, "gravel bike")[0][0] == early
+
+
+def test_a_forgotten_fact_is_gone_from_search_at_once_and_after_kill_9(daemons: DaemonFactory) -> None:
+    home = memory_home(daemons)
+    daemon = daemons.start(home)
+    fact = remember(daemon, "the owner's boat is named Aurora")["id"]
+    marker = home / "memory-index" / "reflects.json"
+    wait_for(lambda: marker.exists() and orjson.loads(marker.read_bytes())["change"] == 1, what="index commit")
+    assert daemon.cli("memory", "forget", fact).returncode == 0
+    context = daemon.cli("memory", "context", "--json", "--query", "boat Aurora")
+    assert context.returncode == 0 and fact not in context.stdout and "Aurora" not in context.stdout
+    daemon.kill9()  # the index still holds the fact: the restart must not bring it back
+    daemons.start(home).terminate()
+    found, stored = _search_after_stop(home, "boat Aurora")
+    assert fact not in found and fact not in stored
