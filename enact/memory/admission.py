@@ -180,16 +180,21 @@ def _enum(cls: type[E], given: str | None, default: E, field: str) -> E | Refusa
         return Refusal(f"refused: unknown {field} {shown!r}; one of {known}")
 
 
+def slug(tag: str) -> str:
+    """Lowercase letters and digits, runs of anything else one hyphen."""
+    return _SLUG_BREAK.sub("-", tag.lower()).strip("-")
+
+
 def normalise_tags(tags: Sequence[str]) -> tuple[str, ...] | Refusal:
     slugs: list[str] = []
     for tag in tags:
-        slug = _SLUG_BREAK.sub("-", tag.lower()).strip("-")
-        if not slug:
+        tag_slug = slug(tag)
+        if not tag_slug:
             continue
-        if len(slug) > MAX_TAG_CHARS:
+        if len(tag_slug) > MAX_TAG_CHARS:
             return Refusal(f"refused: a tag is longer than {MAX_TAG_CHARS} characters")
-        if slug not in slugs:
-            slugs.append(slug)
+        if tag_slug not in slugs:
+            slugs.append(tag_slug)
     if len(slugs) > MAX_TAGS:
         return Refusal(f"refused: {len(slugs)} tags; at most {MAX_TAGS}")
     return tuple(slugs)

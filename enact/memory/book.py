@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import lmdb
 
-from enact.memory.admission import collapse, merge_key
+from enact.memory.admission import merge_key, slug
 from enact.memory.facts import Fact, FactState
 from enact.messages.memory import Change
 from enact.storage import RecordTable, Store
@@ -132,8 +132,8 @@ class FactBook:
         same = self.by_key(wanted)
         if same is not None:
             return same
-        slug = "-".join(collapse(selector).lower().split())
-        matches = [fact for fact in self._by_id.values() if wanted in merge_key(fact.text) or slug in fact.tags]
+        tag = slug(selector)
+        matches = [fact for fact in self._by_id.values() if wanted in merge_key(fact.text) or tag in fact.tags]
         if not matches:
             return "refused: no fact matches; `enact memory list` shows them"
         if len(matches) == 1:
