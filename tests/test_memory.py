@@ -167,13 +167,20 @@ def test_marker_with_a_credential_is_refused_and_reaches_no_reply_log_or_model(d
 
 
 def test_model_facts_are_held_until_confirmed_or_rejected(daemons: DaemonFactory) -> None:
-    daemon = daemons.start(memory_home(daemons, "[memory]\nconfirm_model_facts = true\n"))
+    home = memory_home(daemons, "[memory]\nconfirm_model_facts = true\n")
+    calls = home.parent / "transcript.jsonl"
+    daemon = daemons.start(home, env={"ENACT_SCRIPTED_TRANSCRIPT": str(calls)})
     held = send(daemon, "note the owner prefers tabs")
     fact_id = re.search(r"held for confirmation as (f-[0-9a-f]{8})", held["reply"])
     assert fact_id is not None
     assert [fact["state"] for fact in facts(daemon, "--pending")] == ["pending"]
+    send(daemon, "what about tabs?")
     assert daemon.cli("memory", "confirm", fact_id.group(1)).returncode == 0
     assert facts(daemon, "--pending") == [] and facts(daemon)[0]["state"] == "active"
+    send(daemon, "what about tabs?")
+    prompts = [orjson.loads(line)["prompt"] for line in calls.read_text().splitlines()]
+    # A held fact is never sent to the model; once confirmed it is recalled.
+    assert "prefers tabs" not in prompts[1] and "the owner prefers tabs" in prompts[2]
     again = daemon.cli("memory", "confirm", fact_id.group(1))
     assert again.returncode == 1 and "not held" in again.stderr
     other = re.search(r"as (f-[0-9a-f]{8})", send(daemon, "note the owner uses vim")["reply"])
