@@ -22,11 +22,12 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.cancellation import Cancelled
 from enact.chat.services import ChatServices
 from enact.commands import CommandCall, JournaledCommands, interrupted_text
+from enact.memory.commands import memory_notice
 from enact.memory.facts import MODEL_MARKER_ORIGIN
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.messages.journal import Step
-from enact.messages.memory import Context, ContextReply, Merged, Pending, Refused, Remember, Saved
+from enact.messages.memory import Context, ContextReply, Remember
 from enact.messages.sessions import Forget, Lookup, Record, Session
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown, RuntimeTimeout
 
@@ -328,16 +329,4 @@ class ConversationActor(EnactActor):
                 continue
             lines.append(f"(memory: {memory_notice(reply)})")
         return "\n".join(lines)
-
-
-def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
-    match reply:
-        case Saved():
-            return f"saved as {reply.id}" + (" (clipped)" if reply.clipped else "")
-        case Merged():
-            return f"merged into {reply.id}"
-        case Pending():
-            return f"held for confirmation as {reply.id} (enact memory confirm {reply.id})"
-        case Refused():
-            return f"not saved, {reply.reason}"
 
