@@ -13,6 +13,7 @@ HEADINGS = (
     "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask",
     "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
     "4. Chat end to end: events/s and send latency vs JSON files",
+    "5. Memory: remember, forget, startup context and recall vs one JSON list",
 )
 
 

@@ -98,11 +98,19 @@ def test_an_empty_private_identity_adds_no_section() -> None:
     assert "private identity" not in chosen.text
 
 
-def test_the_budget_spent_leaves_the_rest_unexamined_and_counted() -> None:
-    facts = [fact(f"f{n:03}", "z" * 80, updated_at=n) for n in range(200)]
+def test_every_fact_gets_one_decision_and_the_text_stays_within_the_budget() -> None:
+    facts = [fact(f"f{n:03}", "z" * (40 + n % 50), updated_at=n) for n in range(200)]
     chosen = select_startup(facts, body_identity="", private_identity="", settings=SETTINGS)
     assert len(chosen.text) <= SETTINGS.context_chars
-    assert len(chosen.fact_ids) + chosen.unexamined + sum(not d.included for d in chosen.decisions) == 200
+    assert sorted(d.fact_id for d in chosen.decisions) == sorted(f.id for f in facts)
+    assert {d.fact_id for d in chosen.decisions if d.included} == chosen.fact_ids
+
+
+def test_without_explain_the_same_facts_are_chosen_and_no_decisions_made() -> None:
+    facts = [fact(f"f{n:03}", "z" * (40 + n % 50), updated_at=n) for n in range(200)]
+    explained = select_startup(facts, body_identity="", private_identity="", settings=SETTINGS)
+    quiet = select_startup(facts, body_identity="", private_identity="", settings=SETTINGS, explain=False)
+    assert quiet.text == explained.text and quiet.decisions == ()
 
 
 class FakeSearch:
@@ -174,3 +182,10 @@ def test_build_context_explains_both_sections() -> None:
     assert {(d.fact_id, d.section, d.included) for d in built.decisions} == {
         ("a", "startup", True), ("s", "startup", False), ("a", "recall", False), ("s", "recall", False),
     }
+
+
+def test_the_line_length_is_computed_as_the_line_is_rendered() -> None:
+    from enact.memory.context import line_length
+
+    sample = fact("f-12345678", "some text", confidence=Confidence.MEDIUM)
+    assert line_length(sample) == len(fact_line(sample))

@@ -325,10 +325,11 @@ class MemoryActor(EnactActor):
     def _context(self, message: Context) -> ContextReply:
         given = None if message.session_facts is None else frozenset(message.session_facts)
         built = self._briefing.context(self._book, change=self._change, query=message.query,
-                                       search=self.index.search, lookup=self._book.get, session_facts=given)
+                                       search=self.index.search, lookup=self._book.get, session_facts=given,
+                                       explain=message.explain)
         return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
                             decisions=built.decisions if message.explain else (),
-                            startup_ids=tuple(sorted(built.startup_ids)), unexamined=built.unexamined)
+                            startup_ids=tuple(sorted(built.startup_ids)))
 
     def _install_identity(self, message: InstallIdentity) -> Deferred | Refused:
         if not is_human(message.origin):

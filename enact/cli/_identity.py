@@ -105,8 +105,6 @@ def context(home: Path | None, query: str, as_json: bool) -> None:
     for decision in reply.decisions:
         mark = "+" if decision.included else "-"
         click.echo(f"{mark} {decision.fact_id} [{decision.section}] {decision.reason}")
-    if reply.unexamined:
-        click.echo(f"- {reply.unexamined} more facts [startup] not reached: the budget was spent before their turn")
 
 
 def _indented(text: str) -> str:

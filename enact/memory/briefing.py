@@ -65,17 +65,23 @@ class Briefing:
         self.private = identity
         self._startup = None
 
-    def startup(self, facts: Iterable[Fact], *, change: int) -> StartupContext:
-        """The startup selection for the facts as of ``change``."""
+    def startup(self, facts: Iterable[Fact], *, change: int, explain: bool = False) -> StartupContext:
+        """The startup selection for the facts as of ``change``; explained
+        ones (for a person asking why) are made afresh, never kept."""
+        if explain:
+            return self._select(facts, explain=True)
         if self._startup is None or self._startup[0] != change:
-            selected = select_startup(
-                facts,
-                body_identity=self.body.render(),
-                private_identity=self.private.render() if self.private is not None else "",
-                settings=self.settings,
-            )
-            self._startup = (change, selected)
+            self._startup = (change, self._select(facts, explain=False))
         return self._startup[1]
+
+    def _select(self, facts: Iterable[Fact], *, explain: bool) -> StartupContext:
+        return select_startup(
+            facts,
+            body_identity=self.body.render(),
+            private_identity=self.private.render() if self.private is not None else "",
+            settings=self.settings,
+            explain=explain,
+        )
 
     def context(
         self,
@@ -86,10 +92,16 @@ class Briefing:
         search: Callable[[str, int], list[str]],
         lookup: Callable[[str], Fact | None],
         session_facts: frozenset[str] | None = None,
+        explain: bool = False,
     ) -> MemoryContext:
         """``session_facts``: what a resumed session was given at its start
-        (recall leaves those out); None for a new one, given this startup."""
-        startup = self.startup(facts, change=change)
+        (recall leaves those out, and no startup context is selected: the
+        session has one); None for a new session, which gets this one."""
+        if session_facts is not None and not explain:
+            recall = select_recall(query, search=search, lookup=lookup, startup_ids=session_facts,
+                                   settings=self.settings)
+            return MemoryContext(startup_text="", recall_text=recall.text, decisions=recall.decisions)
+        startup = self.startup(facts, change=change, explain=explain)
         given = startup.fact_ids if session_facts is None else session_facts
         recall = select_recall(query, search=search, lookup=lookup, startup_ids=given, settings=self.settings)
         return MemoryContext(
@@ -97,5 +109,4 @@ class Briefing:
             recall_text=recall.text,
             decisions=startup.decisions + recall.decisions,
             startup_ids=startup.fact_ids,
-            unexamined=startup.unexamined,
         )

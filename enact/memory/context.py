@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from enact.memory.facts import Fact, FactState, Sensitivity
+from enact.memory.facts import Confidence, Fact, FactState, Sensitivity
 
 STARTUP = "startup"
 RECALL = "recall"
@@ -66,9 +66,6 @@ class StartupContext:
     text: str
     fact_ids: frozenset[str]
     decisions: tuple[Decision, ...]
-    unexamined: int
-    """Facts never looked at because the budget was spent before their turn
-    (each would have been skipped as "over budget")."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,11 +80,19 @@ class MemoryContext:
     recall_text: str
     decisions: tuple[Decision, ...]
     startup_ids: frozenset[str] = frozenset()
-    unexamined: int = 0
+
+
+_LINE = "- {text} ({type}, {confidence} confidence; {id})\n"
+_LINE_OVERHEAD = len(_LINE.format(text="", type="", confidence="", id=""))
 
 
 def fact_line(fact: Fact) -> str:
-    return f"- {fact.text} ({fact.type.value}, {fact.confidence.value} confidence; {fact.id})\n"
+    return _LINE.format(text=fact.text, type=fact.type.value, confidence=fact.confidence.value, id=fact.id)
+
+
+def line_length(fact: Fact) -> int:
+    """``len(fact_line(fact))`` without making the line (the enums are str)."""
+    return len(fact.text) + len(fact.type) + len(fact.confidence) + len(fact.id) + _LINE_OVERHEAD
 
 
 def withheld_because(fact: Fact, settings: ContextSettings) -> str | None:
@@ -113,46 +118,73 @@ def _section(title: str, body: str, budget: int) -> str:
 
 
 def select_startup(
-    facts: Iterable[Fact], *, body_identity: str, private_identity: str, settings: ContextSettings
+    facts: Iterable[Fact], *, body_identity: str, private_identity: str, settings: ContextSettings,
+    explain: bool = True,
 ) -> StartupContext:
+    """Without ``explain`` only the included facts are looked at one by one
+    (the conversation's path); with it every fact gets its decision."""
     decisions: list[Decision] = []
-    candidates: list[tuple[int, float, str, Fact]] = []
+    # By line length, each a heap by rank: the best fact that still fits is
+    # found among the heads of the lengths within the budget, without
+    # ordering (or even visiting) the facts the budget never reaches.
+    by_length: dict[int, list[tuple[int, float, str, Fact]]] = {}
+    rank = {confidence: -confidence.rank for confidence in Confidence}
     for fact in facts:
-        withheld = withheld_because(fact, settings)
-        if withheld is not None:
-            decisions.append(Decision(fact_id=fact.id, section=STARTUP, included=False, reason=withheld))
+        if fact.sensitivity is not Sensitivity.NORMAL or fact.state is not FactState.ACTIVE:
+            withheld = withheld_because(fact, settings)
+            if withheld is not None:
+                if explain:
+                    decisions.append(Decision(fact_id=fact.id, section=STARTUP, included=False, reason=withheld))
+                continue
+        item = (rank[fact.confidence], -fact.updated_at, fact.id, fact)
+        length = line_length(fact)
+        heap = by_length.get(length)
+        if heap is None:
+            by_length[length] = [item]
         else:
-            candidates.append((-fact.confidence.rank, -fact.updated_at, fact.id, fact))
-    shortest = min((len(fact_line(c[3])) for c in candidates), default=0)
-    # A heap, not a sort: only the facts the budget reaches are ordered.
-    heapq.heapify(candidates)
+            heap.append(item)
+    for heap in by_length.values():
+        heapq.heapify(heap)
+    lengths = sorted(by_length)
     budget = settings.context_chars - len(STARTUP_HEADING) - len(PREAMBLE) - 2
-    lines: list[str] = []
-    included: set[str] = set()
-    while candidates and budget >= shortest:
-        *_, fact = heapq.heappop(candidates)
-        line = fact_line(fact)
-        rank = f"{fact.confidence.value} confidence, updated {fact.updated_at:.0f}"
-        if len(line) <= budget:
-            budget -= len(line)
-            lines.append(line)
-            included.add(fact.id)
-            decisions.append(Decision(fact_id=fact.id, section=STARTUP, included=True, reason=f"ranked ({rank})"))
-        else:
-            decisions.append(Decision(fact_id=fact.id, section=STARTUP, included=False,
-                                      reason=f"over budget: {len(line)} characters, {budget} left ({rank})"))
+    chosen: list[Fact] = []
+    while True:
+        best: tuple[int, float, str, Fact] | None = None
+        best_length = 0
+        for length in lengths:
+            if length > budget:
+                break
+            heap = by_length[length]
+            if heap and (best is None or heap[0] < best):
+                best, best_length = heap[0], length
+        if best is None:
+            break
+        heapq.heappop(by_length[best_length])
+        chosen.append(best[3])
+        budget -= best_length
+    if explain:
+        decisions += [Decision(fact_id=fact.id, section=STARTUP, included=True, reason=f"ranked ({_rank(fact)})")
+                      for fact in chosen]
+        decisions += [
+            Decision(fact_id=item[2], section=STARTUP, included=False,
+                     reason=f"over budget: {length} characters, more than the {budget} left ({_rank(item[3])})")
+            for length, heap in by_length.items() for item in sorted(heap)
+        ]
     parts = [
         _section("## Who you are (the body identity of this software)", body_identity, settings.identity_chars),
         _section("## Your owner's identity for you (private identity)", private_identity, settings.identity_chars),
     ]
-    if lines:
-        parts.append(f"{STARTUP_HEADING}\n{PREAMBLE}\n{''.join(lines).rstrip()}")
+    if chosen:
+        parts.append(f"{STARTUP_HEADING}\n{PREAMBLE}\n{''.join(map(fact_line, chosen)).rstrip()}")
     return StartupContext(
         text="\n\n".join(p for p in parts if p),
-        fact_ids=frozenset(included),
+        fact_ids=frozenset(fact.id for fact in chosen),
         decisions=tuple(decisions),
-        unexamined=len(candidates),
     )
+
+
+def _rank(fact: Fact) -> str:
+    return f"{fact.confidence.value} confidence, updated {fact.updated_at:.0f}"
 
 
 def select_recall(
@@ -226,5 +258,4 @@ def build_context(
         recall_text=recall.text,
         decisions=startup.decisions + recall.decisions,
         startup_ids=startup.fact_ids,
-        unexamined=startup.unexamined,
     )

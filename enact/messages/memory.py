@@ -226,7 +226,8 @@ class Context(Request["ContextReply"]):
     explain: bool = False
     session_facts: tuple[str, ...] | None = field(default=None, metadata=limit(100_000))
     """The facts a resumed session was given at its start, which recall
-    leaves out; None for a new session, which gets ``startup_ids``."""
+    leaves out (and the reply's ``startup_text`` is then empty: the session
+    has its own); None for a new session, which gets ``startup_ids``."""
 
 
 @reply("memory.ContextReply")
@@ -236,5 +237,4 @@ class ContextReply:
     recall_text: str
     decisions: tuple[Decision, ...]
     startup_ids: tuple[str, ...] = ()
-    unexamined: int = 0
-    """Facts the startup budget was spent before reaching."""
+    """The facts in ``startup_text``."""
