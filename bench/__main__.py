@@ -14,9 +14,9 @@ import time
 import traceback
 from importlib import metadata
 
-from bench import append_log, chat, cli_startup, control_socket, dispatch
+from bench import append_log, chat, cli_startup, control_socket, dispatch, memory
 
-BENCHMARKS = (control_socket, dispatch, append_log, chat, cli_startup)
+BENCHMARKS = (control_socket, dispatch, append_log, chat, cli_startup, memory)
 
 
 def main(argv: list[str] | None = None) -> int:

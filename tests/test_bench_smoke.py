@@ -14,6 +14,7 @@ HEADINGS = (
     "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
     "4. Chat end to end: events/s and send latency vs JSON files",
     "5. CLI start-up: time until a command reaches the daemon",
+    "6. Memory: remember, forget, startup context and recall vs one JSON list",
 )
 
 

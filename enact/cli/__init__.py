@@ -20,6 +20,8 @@ COMMANDS: dict[str, str] = {
     "call": "enact.cli._commands:call",
     "config": "enact.cli._commands:config_group",
     "daemon": "enact.cli._daemon:daemon",
+    "identity": "enact.cli._identity:identity",
+    "memory": "enact.cli._memory:memory",
     "send": "enact.cli._chat:send",
     "status": "enact.cli._commands:status",
     "turns": "enact.cli._chat:turns",

@@ -223,3 +223,25 @@ class TurnLogged:
     cursor: int
     conversation_key: str
     outcome: str
+
+
+# -- redaction, asked by the Memory actor when a fact is forgotten -------------
+
+
+@internal("inbox.RedactTurns")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedactTurns(Request["TurnsRedacted"]):
+    """Replace each of ``texts`` (matched ignoring case and runs of
+    whitespace) by ``tombstone`` in every logged turn and stored receipt:
+    the messages, the replies and the action receipts."""
+
+    texts: tuple[str, ...]
+    tombstone: str
+
+
+@reply("inbox.TurnsRedacted")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnsRedacted:
+    turns: int
+    """Logged turns changed."""
+    receipts: int
