@@ -19,7 +19,7 @@ from enact.runtime import RuntimeRequest
 from enact.runtime._subprocess import run_command
 from enact.runtime.codex import CodexRuntime
 
-TITLE = "5. Runtime adapter overhead: the codex adapter vs the same CLI called directly"
+TITLE = "7. Runtime adapter overhead: the codex adapter vs the same CLI called directly"
 ROOT = Path(__file__).resolve().parent.parent
 CODEX = ROOT / ".tools" / "node_modules" / ".bin" / "codex"
 

@@ -130,6 +130,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("runtime.adapter", str, "scripted", "The model runtime"),
     Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", at_least(0.1)),
     Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", at_least(1)),
+    Setting("memory.max_fact_chars", int, 500, "A longer fact is clipped, with a visible mark", between(40, 10000)),
+    Setting("memory.confirm_model_facts", bool, False,
+            "Facts from [MEMORY] markers are held until `enact memory confirm`"),
+    Setting("memory.context_chars", int, 8000, "Budget of the facts in the startup context", between(0, 1_000_000)),
+    Setting("memory.identity_chars", int, 4000, "Budget of each identity in the startup context",
+            between(0, 100_000)),
+    Setting("memory.send_private", bool, False, "Private facts may be sent to the model (secret ones never are)"),
+    Setting("memory.recall_k", int, 8, "Facts recalled for each owner message", between(0, 100)),
+    Setting("memory.recall_chars", int, 2000, "Budget of the recalled facts", between(0, 100_000)),
     Setting("runtime.allow_full_access", bool, False, "Whether a runtime call may run without a sandbox"),
 )
 """The daemon's own settings; each component declares its own."""

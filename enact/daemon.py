@@ -22,12 +22,13 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import accounting, journal, outbox, sessions
+from enact.actors import accounting, journal, memory, outbox, sessions
 from enact.actors.accounting import AccountingActor
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
+from enact.actors.memory import MemoryActor
 from enact.actors.outbox import OutboxActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
@@ -44,6 +45,7 @@ from enact.commands import (
 from enact.components import ComponentError, Components, WireHandler
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, STATE_DIR
+from enact.memory.commands import memory_commands
 from enact.messages._registry import Request
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI, Origin
@@ -90,11 +92,12 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             depends_on=("epoch",),
             options={"channels": services.channels},
         ),
+        ActorSpec(name="memory", actor=MemoryActor, databases=memory.DATABASES, depends_on=("epoch",)),
         ActorSpec(
             name="inbox",
             actor=InboxActor,
             databases=inbox_records.DATABASES,
-            depends_on=("epoch", "journal", "sessions", "outbox"),
+            depends_on=("epoch", "journal", "sessions", "outbox", "memory"),
             options={"services": services},
         ),
     ]
@@ -161,7 +164,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     try:
         commands = CommandRegistry()
-        for command in builtin_commands(commands):
+        for command in (*builtin_commands(commands), *memory_commands()):
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
         runtime = build_runtime(installed, settings, commands)
@@ -265,7 +268,7 @@ class _Daemon:
         self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
-        commands.bind(CommandContext(fence=fence, status=self._status_line))
+        commands.bind(CommandContext(fence=fence, status=self._status_line, ask=self._ask))
 
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
         """Who serves which prefix in the control connection's thread; any

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 # alerts for its first occurrence (tests/test_metrics.py checks the code
 # against these lists).
 
-STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "accounting")
+STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "memory", "accounting")
 ACTOR_FAMILIES = ("conversation",)
 """Keyed actors are counted by family, not by their per-conversation name."""
 
@@ -62,6 +62,7 @@ CONTROL_ERROR_REASONS = (
     "failed",
     "fenced",
 )
+MEMORY_FACT_STATES = ("active", "pending")
 
 
 class Metrics:
@@ -122,6 +123,7 @@ class Metrics:
             ["adapter", "kind", "purpose"],
             registry=r,
         )
+        self.memory_facts = Gauge("enact_memory_facts", "Remembered facts by state", ["state"], registry=r)
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
@@ -157,6 +159,8 @@ class Metrics:
                     self.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose)
         for reason in CONTROL_ERROR_REASONS:
             self.control_errors.labels(reason=reason)
+        for state in MEMORY_FACT_STATES:
+            self.memory_facts.labels(state=state)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""

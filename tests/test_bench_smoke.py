@@ -13,7 +13,9 @@ HEADINGS = (
     "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask",
     "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
     "4. Chat end to end: events/s and send latency vs JSON files",
-    "5. Runtime adapter overhead: the codex adapter vs the same CLI called directly",
+    "5. CLI start-up: time until a command reaches the daemon",
+    "6. Memory: remember, forget, startup context and recall vs one JSON list",
+    "7. Runtime adapter overhead: the codex adapter vs the same CLI called directly",
 )
 
 

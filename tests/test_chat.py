@@ -4,6 +4,7 @@ scripted runtime, registered program commands and the local channel."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
 import textwrap
@@ -234,11 +235,11 @@ def test_action_that_is_not_json_is_fed_back_and_counted(chat: Daemon) -> None:
     assert chat.process.poll() is None
 
 
-def test_memory_marker_is_removed_and_the_reply_says_it_was_not_saved(chat: Daemon) -> None:
+def test_memory_marker_is_removed_and_the_reply_says_where_it_was_saved(chat: Daemon) -> None:
     outcome = send(chat, "remember the milk")
     assert "[MEMORY]" not in outcome["reply"]
     assert outcome["reply"].startswith("Noted.")
-    assert outcome["reply"].splitlines()[-1] == "(memory is not available yet; not saved: “the milk”)"
+    assert re.fullmatch(r"\(memory: saved as f-[0-9a-f]{8}\)", outcome["reply"].splitlines()[-1])
 
 
 def test_replied_to_text_is_data_not_instructions(chat: Daemon) -> None:
@@ -492,7 +493,8 @@ def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None
                      "body": {"command": "touch", "ok": True, "text": "touched", "outcome": "ok"}}
     assert runs(chat.home) == 1
     catalog = chat.cli_json("call", "commands.ListCommands")
-    assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve"}
+    assert {c["name"] for c in catalog["body"]["commands"]} == {
+        "help", "status", "remember", "memory", "forget", "slow", "touch", "approve"}
 
 
 def test_event_outside_the_lock_still_advances_the_cursor(daemons: DaemonFactory) -> None:

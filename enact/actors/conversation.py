@@ -17,13 +17,17 @@ from typing import Any
 
 import orjson
 
+from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.cancellation import Cancelled
 from enact.chat.services import ChatServices
-from enact.commands import CommandCall, JournaledCommands, clip, interrupted_text
+from enact.commands import CommandCall, JournaledCommands, interrupted_text
+from enact.memory.commands import memory_notice
+from enact.memory.facts import MODEL_MARKER_ORIGIN
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.messages.journal import Step
+from enact.messages.memory import Context, ContextReply, Remember
 from enact.messages.sessions import Forget, Lookup, Record, Session
 from enact.runtime import (
     RuntimeAuthFailed,
@@ -40,6 +44,7 @@ from enact.runtime.advice import owner_advice
 log = logging.getLogger(__name__)
 
 _MARKER = re.compile(r"\[MEMORY\](.*?)\[/MEMORY\]", re.DOTALL | re.IGNORECASE)
+MEMORY = "memory"
 _MARKER_TAG = re.compile(r"\[/?MEMORY\]", re.IGNORECASE)
 
 
@@ -106,6 +111,9 @@ class ConversationActor(EnactActor):
         self._timeout_s: float = config["runtime.timeout_s"]
         self._prompt_version: int = config["runtime.prompt_version"]
         self._locked = bool(config["chat.allowed_conversations"])
+        # The facts the current native session was given at its start, so
+        # recall does not repeat them.
+        self._session_facts: tuple[str | None, tuple[str, ...]] = (None, ())
         self._journal = JournaledCommands(services.commands, lambda message: self.context.ask("journal", message))
 
     def handle(self, message: Any) -> Any:
@@ -169,12 +177,13 @@ class ConversationActor(EnactActor):
         # Planned but never started: it did not run, so it may run now.
         next_index = len(done)
         session_key = event.conversation_key
-        answer = self._ask_model(session_key, self._first_prompt(event, done), event, receipt=None)
+        answer = self._ask_model(session_key, self._first_prompt(event, done), event, receipt=None,
+                                 recall_for=event.text)
         actions_run = len(done)
         while True:
             parsed = parse_model_reply(answer)
             if isinstance(parsed, str):
-                return self._finish_reply(parsed), actions
+                return self._finish_reply(parsed, request_id), actions
             if actions_run >= self._max_actions:
                 self.context.metrics.actions.labels(outcome="limit").inc()
                 return (
@@ -195,13 +204,32 @@ class ConversationActor(EnactActor):
                 f"Receipt of action {command or '(invalid)'}:\n{receipt_text}\n\n"
                 "Answer with a final reply, or with one more action."
             )
-            answer = self._ask_model(session_key, prompt, event, receipt=receipt_text)
+            answer = self._ask_model(session_key, prompt, event, receipt=receipt_text, recall_for=None)
 
     def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent) -> tuple[str, bool]:
         call = self._call(action.command, action.args, origin=MODEL_ACTION, event=message)
         receipt = self._journal.step(call, request_id=request_id, index=index)
         self.context.metrics.actions.labels(outcome=receipt.outcome.value).inc()
         return receipt.text, receipt.ok
+
+    def _memory_context(self, recall_for: str | None, resume: str | None) -> ContextReply:
+        """What memory has for this call: its startup context (used only for
+        a new session) and the facts recalled for the owner's message, less
+        those the session was already given at its start (all of them are
+        recalled when that is not known, e.g. after this actor restarted).
+        Memory that cannot answer costs the turn its memories, not the reply."""
+        nothing = ContextReply(startup_text="", recall_text="", decisions=())
+        if resume is not None and recall_for is None:
+            return nothing
+        if resume is None:
+            given: tuple[str, ...] | None = None
+        else:
+            given = self._session_facts[1] if self._session_facts[0] == resume else ()
+        try:
+            return self.context.ask(MEMORY, Context(query=recall_for or "", session_facts=given))
+        except ActorUnavailable as error:
+            log.warning("no memory context for this turn: %s", error)
+            return nothing
 
     def _first_prompt(self, event: ChatEvent, done: list[Step]) -> str:
         parts = [f"Owner message ({event.channel}, conversation {event.conversation}):\n{event.text}"]
@@ -222,21 +250,23 @@ class ConversationActor(EnactActor):
 
     # -- the runtime, through the session mapping ----------------------------------
 
-    def _ask_model(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None) -> str:
+    def _ask_model(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None,
+                   recall_for: str | None) -> str:
         """The model's answer; or, when only the owner can fix what failed
         (a login, a missing binary), a reply that says what to do."""
         try:
-            return self._resume_or_start(session_key, prompt, event, receipt=receipt)
+            return self._resume_or_start(session_key, prompt, event, receipt=receipt, recall_for=recall_for)
         except (RuntimeAuthFailed, RuntimeUnavailable) as error:
             log.warning("the %s runtime cannot answer (%s): %s", self._services.runtime.name, error.kind, error)
             return owner_advice(error, adapter=self._services.runtime.name)
 
-    def _resume_or_start(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None) -> str:
+    def _resume_or_start(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None,
+                         recall_for: str | None) -> str:
         runtime = self._services.runtime
         mapping = self.context.ask("sessions", Lookup(key=session_key, prompt_version=self._prompt_version))
         resume = mapping.native_id if isinstance(mapping, Session) else None
         try:
-            return self._invoke(session_key, prompt, event, receipt, resume)
+            return self._invoke(session_key, prompt, event, receipt, resume, recall_for)
         except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable):
             raise  # not the session's fault: it is kept, and a fresh one would fail the same way
         except RuntimeSessionUnknown:
@@ -245,20 +275,25 @@ class ConversationActor(EnactActor):
             log.info("session %s is not known to the runtime (expected after a restart of the %s runtime): "
                      "starting a fresh one", session_key, runtime.name)
             self.context.ask("sessions", Forget(key=session_key))
-            return self._invoke(session_key, prompt, event, receipt, None)
+            return self._invoke(session_key, prompt, event, receipt, None, recall_for)
         except RuntimeFailure as error:
             if resume is None:
                 raise
             log.warning("resuming session %s failed (%s): starting a fresh one", session_key, error)
             self.context.metrics.runtime_calls.labels(adapter=runtime.name, outcome="resume_failed").inc()
             self.context.ask("sessions", Forget(key=session_key))
-            return self._invoke(session_key, prompt, event, receipt, None)
+            return self._invoke(session_key, prompt, event, receipt, None, recall_for)
 
     def _invoke(self, session_key: str, prompt: str, event: ChatEvent, receipt: str | None,
-                resume: str | None) -> str:
+                resume: str | None, recall_for: str | None) -> str:
         runtime = self._services.runtime
-        # The startup context goes once into each native session, whoever starts it.
-        text = prompt if resume is not None else f"{self._services.startup_context}\n\n{prompt}"
+        memory = self._memory_context(recall_for, resume)
+        # The startup context (the host's, then memory's) goes once into each
+        # native session, whoever starts it; recall comes with the owner's message.
+        startup = "\n\n".join(part for part in (self._services.startup_context, memory.startup_text) if part)
+        text = prompt if resume is not None else f"{startup}\n\n{prompt}"
+        if memory.recall_text:
+            text = f"{text}\n\n{memory.recall_text}"
         cancel = self.context.fence.token.child()
         request = RuntimeRequest(
             session_key=session_key,
@@ -273,6 +308,8 @@ class ConversationActor(EnactActor):
             result = runtime.invoke(request)  # counted by the metered runtime (enact.runtime.metered)
         except Cancelled as error:
             raise RuntimeCancelled(str(error)) from None
+        if resume is None and result.native_session:
+            self._session_facts = (result.native_session, memory.startup_ids)
         if session_key and result.native_session:
             # Told, not asked: nothing waits for the mapping to be durable
             # (losing it in a crash only means a fresh session next time), and
@@ -283,18 +320,27 @@ class ConversationActor(EnactActor):
 
     # -- markers in the final reply --------------------------------------------------
 
-    def _finish_reply(self, reply: str) -> str:
+    def _finish_reply(self, reply: str, event_id: str) -> str:
         requests = [" ".join(m.group(1).split()) for m in _MARKER.finditer(reply)]
         visible = _MARKER.sub("", reply).strip()
         requests = [r for r in requests if r]
         if not requests:
             return visible
-        notice = self._save_memories(requests)
+        notice = self._save_memories(requests, event_id)
         return f"{visible}\n\n{notice}" if visible else notice
 
-    def _save_memories(self, texts: list[str]) -> str:
-        """Memory requests go to the Memory actor once it exists; until then
-        the owner is told that nothing was saved."""
-        shown = "; ".join(f"“{clip(text, 80)}”" for text in texts)
-        return f"(memory is not available yet; not saved: {shown})"
+    def _save_memories(self, texts: list[str], event_id: str) -> str:
+        """Each marker goes to the Memory actor (origin model-marker: a
+        model's claim, medium confidence by default); the notice says what
+        became of each, and a refusal gives its reason, never the text."""
+        lines = []
+        for text in texts:
+            try:
+                reply = self.context.ask(MEMORY, Remember(text=text, origin=MODEL_MARKER_ORIGIN, refs=(event_id,)))
+            except ActorUnavailable as error:
+                log.warning("event %s: a memory marker was not saved: %s", event_id, error)
+                lines.append("(memory: not saved, the memory is not available right now)")
+                continue
+            lines.append(f"(memory: {memory_notice(reply)})")
+        return "\n".join(lines)
 

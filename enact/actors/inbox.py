@@ -36,6 +36,7 @@ from enact.chat import records
 from enact.chat.cursor import Cursors
 from enact.chat.inbox_records import OPEN, InboxRecords, sequence_of
 from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
+from enact.chat.redaction import pattern_of, redacted_receipt, redacted_turn
 from enact.chat.services import ChatServices
 from enact.chat.turns import read_turns
 from enact.messages.common import Rejected
@@ -53,10 +54,12 @@ from enact.messages.inbox import (
     Outcome,
     ReadTurns,
     Receive,
+    RedactTurns,
     Retry,
     TurnFailed,
     TurnFinished,
     TurnLogged,
+    TurnsRedacted,
 )
 from enact.messages.outbox import Deliver, DeliveryOutcome
 from enact.retry import Backoff
@@ -132,6 +135,8 @@ class InboxActor(EnactActor):
                 self._batch.flush()
                 stored = self._store.read(lambda txn: self._records.cursor(txn, message.channel))
                 return Cursor(channel=message.channel, cursor=stored)
+            case RedactTurns():
+                return self._redact(message)
         return super().handle(message)
 
     def _busy(self, event_id: str) -> bool:
@@ -354,6 +359,28 @@ class InboxActor(EnactActor):
             channel.finished(receipt.outcome_of())
         self.context.publish(TurnLogged(event_id=receipt.event_id, cursor=cursor, outcome=str(receipt.outcome),
                                         conversation_key=event.conversation_key))
+
+    # -- redaction (a fact forgotten with --redact) ------------------------------
+
+    def _redact(self, message: RedactTurns) -> Deferred | TurnsRedacted:
+        pattern = pattern_of(message.texts)
+        if pattern is None:
+            return TurnsRedacted(turns=0, receipts=0)
+
+        def write(txn: lmdb.Transaction) -> TurnsRedacted:
+            turns = [(key, changed) for key, turn in self._records.turns.items(txn)
+                     if (changed := redacted_turn(turn, pattern, message.tombstone)) is not None]
+            receipts = [(key, scrubbed) for key, receipt in self._receipts.items(txn)
+                        if (scrubbed := redacted_receipt(receipt, pattern, message.tombstone)) is not None]
+            for key, turn in turns:
+                self._records.turns.put(txn, key, turn)
+            for key, receipt in receipts:
+                self._receipts.put(txn, key, receipt)
+            return TurnsRedacted(turns=len(turns), receipts=len(receipts))
+
+        reply = Deferred()
+        self._batch.stage(write, reply.resolve, failed=reply.fail)
+        return reply
 
     # -- start-up recovery --------------------------------------------------
 

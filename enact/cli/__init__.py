@@ -1,21 +1,58 @@
 """The ``enact`` command line. Commands talk to the running daemon through its
 control socket; only ``daemon run`` (and ``config show``) work without one.
 
-Each command imports the message modules it needs inside its body, so that
-``enact --version`` and ``--help`` load no more than click."""
+A command's module is imported only when that command runs (``COMMANDS``
+names where each lives), and each command imports the message modules it
+needs inside its body: a command may cost at most 60 ms before it talks to
+the daemon, and click alone takes a good part of that."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import click
 
 from enact import __version__
-from enact.cli import _chat, _commands, _daemon, _runtime
 from enact.cli._options import HOME_HELP, home_type
 
+COMMANDS: dict[str, str] = {
+    "call": "enact.cli._commands:call",
+    "config": "enact.cli._commands:config_group",
+    "daemon": "enact.cli._daemon:daemon",
+    "identity": "enact.cli._identity:identity",
+    "memory": "enact.cli._memory:memory",
+    "runtime": "enact.cli._runtime:runtime_group",
+    "send": "enact.cli._chat:send",
+    "status": "enact.cli._commands:status",
+    "turns": "enact.cli._chat:turns",
+}
+"""Command name -> ``module:attribute`` of its click command."""
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use, so that running one
+    command loads neither the others nor what they import."""
+
+    def __init__(self, *args: object, lazy: dict[str, str], **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self._lazy = lazy
+
+    def list_commands(self, context: click.Context) -> list[str]:
+        return sorted({*super().list_commands(context), *self._lazy})
+
+    def get_command(self, context: click.Context, name: str) -> click.Command | None:
+        target = self._lazy.get(name)
+        if target is None:
+            return super().get_command(context, name)
+        module, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{target} is not a click command")
+        return command
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="enact")
 @click.option("--home", type=home_type(), default=None, help=f"{HOME_HELP} A command's own --home wins.")
 @click.pass_context
@@ -24,9 +61,5 @@ def main(context: click.Context, home: Path | None) -> None:
     context.ensure_object(dict)
     context.obj["home"] = home
 
-
-main.add_command(_daemon.daemon)
-for _command in (*_commands.COMMANDS, *_chat.COMMANDS, *_runtime.COMMANDS):
-    main.add_command(_command)
 
 __all__ = ["main"]

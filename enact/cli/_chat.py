@@ -56,18 +56,21 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
     import uuid
 
     from enact.messages import local, to_wire
-    from enact.messages.inbox import ChatEvent, Ignored, Outcome
     from enact.messages.local import Send
 
     # Chosen here, so that the event id is known even if the daemon goes away.
     message_id = message_id or uuid.uuid4().hex
     conversation = conversation or "cli"
-    event_id = ChatEvent(channel=local.NAME, conversation=conversation, message_id=message_id, text="").event_id
     message = Send(text=" ".join(text), conversation=conversation, message_id=message_id, reply_to=reply_to)
     try:
         reply = _send_to_current_daemon(resolve_home(home), message)
     except ConnectionLost:
-        fail(INTERRUPTED_TEXT, as_json=as_json, event_id=event_id, status=local.INTERRUPTED)
+        from enact.messages.inbox import ChatEvent
+
+        event = ChatEvent(channel=local.NAME, conversation=conversation, message_id=message_id, text="")
+        fail(INTERRUPTED_TEXT, as_json=as_json, event_id=event.event_id, status=local.INTERRUPTED)
+    from enact.messages.inbox import Ignored, Outcome
+
     if isinstance(reply, Ignored):
         fail(f"not processed: {reply.reason}", as_json=as_json, event_id=reply.event_id, status="ignored",
              reason=reply.reason)
@@ -97,9 +100,10 @@ def _send_to_current_daemon(home: Path, message: Any) -> object:
     (a takeover under way), send again to the daemon that replaced it: the
     message id is the same, so the inbox takes the event at most once."""
     from enact.cli._client import NotRunning
-    from enact.messages.epoch import Fenced
 
     reply = request(home, message, timeout=None)
+    from enact.messages.epoch import Fenced
+
     deadline = time.monotonic() + _TAKEOVER_RETRY_S
     while isinstance(reply, Fenced) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -147,6 +151,3 @@ def turns(home: Path | None, conversation: str, since: int, limit: int, last: in
         for line in turn.error.splitlines():
             click.echo(f"  ! {line}")
     click.echo(f"(next cursor: {reply.next_cursor})")
-
-
-COMMANDS: list[click.Command] = [send, turns]

@@ -147,6 +147,3 @@ def config_show(home: Path | None, as_json: bool) -> None:
     for row in rows:
         value = orjson.dumps(row["value"]).decode()
         click.echo(f"{row['key']:<30} {value:<24} {row['component']:<10} ({row['source']})")
-
-
-COMMANDS = [status, call, config_group]

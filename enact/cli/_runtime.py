@@ -93,5 +93,3 @@ def _print(report: dict[str, Any]) -> None:
             click.echo(f"probe    failed ({probe['kind']}): {probe['error']}")
     click.echo("ok" if report["ok"] else "not usable: fix what is listed above")
 
-
-COMMANDS = (runtime_group,)

@@ -43,13 +43,26 @@ def reply_types(cls: type[Any]) -> tuple[type[Any], ...]:
         raise TypeError(f"{cls.__qualname__} does not declare its reply: derive it from Request[...]")
     hint: Any = typing.get_args(declared)[0]
     if isinstance(hint, ForwardRef):
-        hint = eval(hint.__forward_arg__, vars(sys.modules[cls.__module__]))
+        hint = eval(hint.__forward_arg__, vars(sys.modules[cls.__module__]), _ProtocolNames())
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     members: tuple[Any, ...] = typing.get_args(hint) if union else (hint,)
     # isinstance checks the class only: list[str] is checked as list.
     resolved = tuple(type(None) if member is None else typing.get_origin(member) or member for member in members)
     _REPLIES[cls] = resolved
     return resolved
+
+
+class _ProtocolNames(dict[str, Any]):
+    """Resolves a protocol's prefix in a reply hint to its module, imported
+    then: ``Request["inbox.Outcome"]`` lets a request name another
+    protocol's reply without importing it (a CLI command loads only what it
+    sends before it talks to the daemon). The request's own module is
+    searched first, as globals."""
+
+    def __missing__(self, name: str) -> Any:
+        if name not in PROTOCOLS:
+            raise KeyError(name)
+        return importlib.import_module(f"enact.messages.{name}")
 
 
 class Kind(enum.Enum):
@@ -117,8 +130,10 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
     return _register(name, Kind.INTERNAL)
 
 
-PROTOCOLS = ("commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
-             "accounting")
+PROTOCOLS = (
+    "commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
+    "memory", "accounting",
+)
 """The protocol modules of ``enact.messages``. A wire name's prefix is the
 module that declares it, which is imported when one of its names is first
 looked up: a CLI command loads only the protocols it speaks (a dataclass costs

@@ -11,6 +11,11 @@ Origin = str
 ``scheduler`` or ``extension:<name>``. The control socket stamps
 ``human-cli`` itself; a caller cannot choose its own origin."""
 
+MAX_ID = 256
+"""Longest id (conversation, message, sender, event) a chat event may carry."""
+MAX_TEXT = 64 * 1024
+"""Longest text a chat event may carry."""
+
 HUMAN_CLI: Origin = "human-cli"
 MODEL_ACTION: Origin = "model-action"
 

@@ -8,12 +8,8 @@ from typing import Any
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Origin, Rejected
+from enact.messages.common import MAX_ID, MAX_TEXT, Origin, Rejected
 from enact.messages.outbox import DeliveryOutcome
-
-MAX_TEXT = 64 * 1024
-MAX_ID = 256
-
 
 
 def conversation_key(channel: str, conversation: str) -> str:
@@ -227,3 +223,25 @@ class TurnLogged:
     cursor: int
     conversation_key: str
     outcome: str
+
+
+# -- redaction, asked by the Memory actor when a fact is forgotten -------------
+
+
+@internal("inbox.RedactTurns")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedactTurns(Request["TurnsRedacted"]):
+    """Replace each of ``texts`` (matched ignoring case and runs of
+    whitespace) by ``tombstone`` in every logged turn and stored receipt:
+    the messages, the replies and the action receipts."""
+
+    texts: tuple[str, ...]
+    tombstone: str
+
+
+@reply("inbox.TurnsRedacted")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnsRedacted:
+    turns: int
+    """Logged turns changed."""
+    receipts: int

@@ -7,11 +7,14 @@ actor: the request waits in the connection's thread for the event's outcome.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, request
-from enact.messages.common import Origin
-from enact.messages.inbox import MAX_ID, MAX_TEXT, Ignored, Outcome
+from enact.messages.common import MAX_ID, MAX_TEXT, Origin
+
+if TYPE_CHECKING:  # the replies' module is imported when a reply arrives, not before a send
+    from enact.messages import inbox
 
 NAME = "local"
 """The channel's name, and its wire prefix."""
@@ -24,7 +27,7 @@ the event's receipt is durable, so the next daemon finishes it."""
 
 @request("local.Send")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Send(Request["Outcome | Ignored"]):
+class Send(Request["inbox.Outcome | inbox.Ignored"]):
     """``enact send``: the local channel's event; answered once it is replied."""
 
     text: str = field(metadata=limit(MAX_TEXT))

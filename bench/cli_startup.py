@@ -1,0 +1,113 @@
+"""What an ``enact`` command costs before it talks to the daemon.
+
+A command's process is started against a home whose control socket is a
+listener in this process; the figure is the time from starting the process
+to the moment the first byte of its request arrives, so it covers the
+interpreter, the imports and building and encoding the request, and nothing
+the daemon does. The baseline is the least any Python program pays for the
+same: a bare interpreter that imports ``socket``, connects and sends a byte. ``enact --version``
+(which talks to no daemon) is timed whole, beside ``python -c pass``.
+
+Target: at most 60 ms before the daemon is reached.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench._table import Table, median, ratio
+
+TITLE = "5. CLI start-up: time until a command reaches the daemon, vs a bare interpreter connecting"
+TARGET_MS = 60.0
+
+_BARE_CONNECT = "import socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'x')"
+
+
+class _Listener:
+    """A control socket that records when each request's first byte arrives
+    and then hangs up: the command under test exits on its own (it reports a lost
+    connection), which this benchmark does not time."""
+
+    def __init__(self, path: Path) -> None:
+        self._server = socket.socket(socket.AF_UNIX)
+        self._server.bind(str(path))
+        self._server.listen(8)
+        self.arrivals: list[float] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            with connection:
+                if connection.recv(1):
+                    self.arrivals.append(time.monotonic())
+
+    def close(self) -> None:
+        self._server.close()
+
+
+def _until_connected(argv: list[str], listener: _Listener, env: dict[str, str]) -> float:
+    before = len(listener.arrivals)
+    started = time.monotonic()
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process.wait(timeout=30)
+    if len(listener.arrivals) == before:
+        raise RuntimeError(f"{argv[:3]} sent no request (exit {process.returncode})")
+    return listener.arrivals[before] - started
+
+
+def _whole(argv: list[str], env: dict[str, str]) -> float:
+    started = time.monotonic()
+    subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=30)
+    return time.monotonic() - started
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f}"
+
+
+def run(quick: bool) -> Table:
+    runs = 3 if quick else 30
+    enact = str(Path(sys.executable).with_name("enact"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
+    table = Table(TITLE, ["command", "bare Python ms", "enact ms", "enact ÷ bare", f"≤ {TARGET_MS:.0f} ms"])
+    with tempfile.TemporaryDirectory(prefix="enact-bench-cli-") as directory:
+        home = Path(directory)
+        sock = home / "control.sock"
+        listener = _Listener(sock)
+        try:
+            bare = [sys.executable, "-c", _BARE_CONNECT, str(sock)]
+            commands = {
+                "enact status": [enact, "--home", str(home), "status"],
+                "enact send hello": [enact, "--home", str(home), "send", "hello"],
+                "enact turns": [enact, "--home", str(home), "turns"],
+            }
+            samples: dict[str, list[float]] = {name: [] for name in ("bare", *commands)}
+            for _ in range(runs):  # alternated, so drift in the machine's speed hits both alike
+                samples["bare"].append(_until_connected(bare, listener, env))
+                for name, argv in commands.items():
+                    samples[name].append(_until_connected(argv, listener, env))
+        finally:
+            listener.close()
+        floor = median(samples["bare"])
+        for name in commands:
+            cost = median(samples[name])
+            verdict = "PASS" if cost * 1000 <= TARGET_MS else "FAIL"
+            table.add(name, _ms(floor), _ms(cost), ratio(cost / floor), verdict)
+        version = [_whole([enact, "--version"], env) for _ in range(runs)]
+        interpreter = [_whole([sys.executable, "-c", "pass"], env) for _ in range(runs)]
+        table.add("enact --version (whole process)", _ms(median(interpreter)), _ms(median(version)),
+                  ratio(median(version) / median(interpreter)), "")
+    table.note(f"medians of {runs} runs, alternated; bare Python = an interpreter that imports socket and connects")
+    return table

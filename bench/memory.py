@@ -1,0 +1,291 @@
+"""Memory at 1k, 10k and 100k facts: remember (new and merging), forget,
+startup context and recall, median per operation, beside the original
+agent's way measured in the same run.
+
+enact: what the Memory actor does per message, on its own modules in this
+process — admission, the in-memory fact book, one durable LMDB commit per
+operation (the actor groups commits, so this is its slowest case), the fact
+staged in the tantivy index, whose commits are grouped (one every
+``INDEX_GROUP`` operations here, its cost shared among them); startup is a
+fresh selection over every fact, recall one BM25 search plus the selection.
+
+Baseline, the original agent's way: every fact in one JSON list, rewritten
+whole on each change (temp file, fsync, rename); a duplicate found by
+comparing with every fact; startup and recall by sorting every fact (recall
+scored by words shared with the message). Its cost grows with the list, so
+at 100k only a few of its operations are timed.
+
+Also: the index rebuilt from 100k facts, and the RSS of a real ``enact
+daemon run`` holding 100k facts (pre-filled through the actor's own records).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench._table import Table, median, ratio
+from enact.fence import Fence
+from enact.home import STATE_DIR
+from enact.memory.admission import Candidate, Refusal, admit, merge_key, merged, new_fact
+from enact.memory.book import DATABASES, FactBook, FactRecords
+from enact.memory.context import ContextSettings, select_recall, select_startup
+from enact.memory.facts import FactState
+from enact.memory.index import FactIndex
+from enact.messages.memory import Change
+from enact.storage import Storage
+
+TITLE = "6. Memory: remember, forget, startup context and recall vs one JSON list"
+INDEX_GROUP = 100
+_WORDS = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "pe", "ra", "si", "to", "vu", "ze") for b in
+          ("ban", "cor", "dil", "fen", "gar", "hul", "jor", "kem", "lin", "mar", "nor", "pol", "rin", "sal",
+           "tor", "vel", "wix", "yan", "zor", "bel")]
+_TOKEN = re.compile(r"\w+")
+SETTINGS = ContextSettings()
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return f"fact {n}: the owner " + " ".join(rng.choice(_WORDS) for _ in range(8))
+
+
+def _candidate(text: str) -> Candidate:
+    return Candidate(text=text, origin="human-cli", tags=("bench",))
+
+
+class _Enact:
+    """The Memory actor's per-message work, on real LMDB and tantivy."""
+
+    def __init__(self, home: Path, texts: list[str]) -> None:
+        home.mkdir(mode=0o700)
+        self.storage = Storage(home / STATE_DIR)
+        self.fence = Fence(home, self.storage)
+        self.fence.acquire(takeover=False)
+        self.store = self.storage.grant("memory", DATABASES)
+        self.records = FactRecords(self.store)
+        now = time.time()
+        facts = []
+        for n, text in enumerate(texts):
+            admitted = admit(_candidate(text), max_chars=500)
+            assert not isinstance(admitted, Refusal)
+            facts.append(new_fact(admitted, fact_id=f"f-{n:08x}", state=FactState.ACTIVE, now=now + n))
+        self.book = FactBook(facts)
+        self.change = 0
+        entry = Change(at=now, change="created", origin="human-cli")
+
+        def fill(txn: Any) -> None:
+            for fact in facts:
+                self.change += 1
+                self.records.put(txn, fact, entry, change=self.change)
+
+        self.store.write(fill)
+        self.index = FactIndex(home / "memory-index")
+        started = time.perf_counter()
+        self.index.rebuild(self.book, self.change)
+        self.rebuild_s = time.perf_counter() - started
+        self.since_commit = 0
+
+    def _after_write(self) -> None:
+        self.since_commit += 1
+        if self.since_commit >= INDEX_GROUP:
+            self.index.commit(self.change)
+            self.since_commit = 0
+
+    def remember(self, text: str) -> None:
+        admitted = admit(_candidate(text), max_chars=500)
+        assert not isinstance(admitted, Refusal)
+        now = time.time()
+        existing = self.book.by_key(admitted.key)
+        if existing is not None:
+            fact = merged(existing, admitted, state=FactState.ACTIVE, now=now)
+            entry = Change(at=now, change="merged", origin="human-cli")
+        else:
+            fact = new_fact(admitted, fact_id=self.book.new_id(), state=FactState.ACTIVE, now=now)
+            entry = Change(at=now, change="created", origin="human-cli")
+        self.book.put(fact)
+        self.index.stage(fact)
+        self.change += 1
+        change = self.change
+        self.store.write(lambda txn: self.records.put(txn, fact, entry, change=change))
+        self._after_write()
+
+    def forget(self, fact_id: str) -> None:
+        found = self.book.select(fact_id)
+        assert not isinstance(found, str)
+        self.book.remove(found.id)
+        self.index.unstage(found.id)
+        self.change += 1
+        change = self.change
+        self.store.write(lambda txn: self.records.delete(txn, found.id, change=change))
+        self._after_write()
+
+    def startup(self) -> frozenset[str]:
+        return select_startup(self.book, body_identity="enact", private_identity="", settings=SETTINGS,
+                              explain=False).fact_ids
+
+    def recall(self, query: str, startup_ids: frozenset[str]) -> None:
+        select_recall(query, search=self.index.search, lookup=self.book.get, startup_ids=startup_ids,
+                      settings=SETTINGS)
+
+    def close(self) -> None:
+        self.index.close()
+        self.fence.release()
+        self.storage.close()
+
+
+class _Baseline:
+    """The original agent: one JSON list, rewritten whole per change."""
+
+    def __init__(self, directory: Path, texts: list[str]) -> None:
+        directory.mkdir()
+        self.path = directory / "memories.json"
+        now = time.time()
+        self.facts: list[dict[str, Any]] = [
+            {"id": f"m{n}", "text": text, "confidence": "high", "tags": ["bench"], "updated_at": now + n}
+            for n, text in enumerate(texts)
+        ]
+        self._save()
+
+    def _save(self) -> None:
+        temporary = self.path.with_suffix(".tmp")
+        with open(temporary, "wb") as file:
+            file.write(orjson.dumps(self.facts))
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, self.path)
+
+    def remember(self, text: str) -> None:
+        key = merge_key(text)
+        for fact in self.facts:
+            if merge_key(fact["text"]) == key:
+                fact["updated_at"] = time.time()
+                break
+        else:
+            self.facts.append({"id": f"m{len(self.facts)}", "text": text, "confidence": "high",
+                               "tags": ["bench"], "updated_at": time.time()})
+        self._save()
+
+    def forget(self, fact_id: str) -> None:
+        self.facts = [fact for fact in self.facts if fact["id"] != fact_id]
+        self._save()
+
+    def startup(self) -> None:
+        rank = {"high": 3, "medium": 2, "low": 1}
+        ordered = sorted(self.facts, key=lambda f: (rank[f["confidence"]], f["updated_at"]), reverse=True)
+        budget = SETTINGS.context_chars
+        for fact in ordered:
+            if len(fact["text"]) + 3 > budget:
+                break
+            budget -= len(fact["text"]) + 3
+
+    def recall(self, query: str) -> None:
+        words = set(_TOKEN.findall(query.lower()))
+        scored = sorted(self.facts, key=lambda f: len(words & set(_TOKEN.findall(f["text"].lower()))), reverse=True)
+        del scored[SETTINGS.recall_k:]
+
+
+def _median_s(operation: Callable[[int], object], count: int) -> float:
+    samples = []
+    for n in range(count):
+        started = time.perf_counter()
+        operation(n)
+        samples.append(time.perf_counter() - started)
+    return median(samples)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.3f}"
+
+
+def _daemon_rss_mb(home: Path) -> tuple[float, float]:
+    """Start a real daemon on a home whose memory holds the facts already;
+    (seconds until it answers, RSS in MB once it does)."""
+    from enact.cli._client import NotRunning, request
+    from enact.messages.control import Status, StatusReport
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
+    env["ENACT_HOME"] = str(home)
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"the daemon exited with {process.returncode}")
+            try:
+                if isinstance(request(home, Status(), timeout=2), StatusReport):
+                    break
+            except (NotRunning, OSError):
+                pass
+            time.sleep(0.1)
+        ready_s = time.perf_counter() - started
+        status = Path(f"/proc/{process.pid}/status").read_text()
+        rss_kb = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+        return ready_s, rss_kb / 1024
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _measure(enact: _Enact, baseline: _Baseline, texts: list[str], *, size: int, ops: int,
+             rng: random.Random) -> list[tuple[str, float, float]]:
+    """(operation, enact median s, baseline median s) at one size."""
+    baseline_ops = max(3, min(ops, 200_000 // size))
+    queries = [" ".join(rng.choice(_WORDS) for _ in range(4)) + "?" for _ in range(ops)]
+    fresh = [_text(rng, size + n) for n in range(ops)]
+    startup_ids = enact.startup()
+    return [
+        ("remember (new)", _median_s(lambda n: enact.remember(fresh[n]), ops),
+         _median_s(lambda n: baseline.remember(fresh[n]), baseline_ops)),
+        ("remember (merging)", _median_s(lambda n: enact.remember(texts[n].upper()), ops),
+         _median_s(lambda n: baseline.remember(texts[n].upper()), baseline_ops)),
+        ("forget", _median_s(lambda n: enact.forget(f"f-{n + ops:08x}"), ops),
+         _median_s(lambda n: baseline.forget(f"m{n + ops}"), baseline_ops)),
+        ("startup context", _median_s(lambda n: enact.startup(), max(3, ops // 20)),
+         _median_s(lambda n: baseline.startup(), max(3, baseline_ops // 20))),
+        ("recall", _median_s(lambda n: enact.recall(queries[n], startup_ids), ops),
+         _median_s(lambda n: baseline.recall(queries[n]), baseline_ops)),
+    ]
+
+
+def run(quick: bool) -> Table:
+    sizes = [1_000, 2_000] if quick else [1_000, 10_000, 100_000]
+    ops = 20 if quick else 200
+    rng = random.Random(8)
+    directory = Path(tempfile.mkdtemp(prefix="enact-bench-", dir="/tmp"))
+    table = Table(TITLE, ["facts", "operation", "enact ms", "baseline ms", "baseline ÷ enact"])
+    try:
+        for size in sizes:
+            texts = [_text(rng, n) for n in range(size)]
+            enact = _Enact(directory / f"enact-{size}", texts)
+            baseline = _Baseline(directory / f"json-{size}", texts)
+            for name, ours, theirs in _measure(enact, baseline, texts, size=size, ops=ops, rng=rng):
+                table.add(f"{size:,}", name, _ms(ours), _ms(theirs), ratio(theirs / ours))
+            table.add(f"{size:,}", "index rebuild (whole)", _ms(enact.rebuild_s), "", "")
+            enact.close()
+            if size == sizes[-1]:
+                ready_s, rss_mb = _daemon_rss_mb(directory / f"enact-{size}")
+                table.add(f"{size:,}", "daemon start (index current)", _ms(ready_s), "", "")
+                table.add(f"{size:,}", "daemon RSS, MB", f"{rss_mb:,.1f}", "", "")
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    table.note(f"median of {ops} operations (enact) and of up to {ops} (baseline: fewer at large sizes, each "
+               "rewrites the whole list); enact commits LMDB durably per operation and the index once per "
+               f"{INDEX_GROUP} operations (its share included)")
+    table.note("startup context: a fresh selection over every fact, as for a new session (the actor keeps it "
+               "between changes); recall: one BM25 top-k search and the selection, the startup context's facts "
+               "left out")
+    table.note("daemon RSS: `enact daemon run` on the home holding the largest size, read from /proc once it answers")
+    return table

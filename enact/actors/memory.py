@@ -1,0 +1,361 @@
+"""The Memory actor: long-term facts, their admission, merging and forgetting.
+
+A thin front over plain modules: admission (``enact.memory.admission``), the
+facts in LMDB and in memory (``enact.memory.book``), the search index
+(``enact.memory.index``). Writes are group-committed and acknowledged only
+once durable. The index is derived: every write stages the fact in it at
+once (search sees it from memory), and its commits are grouped on a timer;
+at start, an index that does not reflect the facts' change counter (missing,
+stale, corrupt, or a kill between the two commits) is rebuilt from LMDB.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from enact.actors._asks import ActorUnavailable
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors._batching import Deferred, WriteBatch
+from enact.fence import FencedError
+from enact.memory.admission import TRUNCATION_MARK, Candidate, Refusal, admit, merged, new_fact
+from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords
+from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
+from enact.memory.context import ContextSettings
+from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
+from enact.memory.identity import IdentityError, PrivateIdentity
+from enact.memory.index import FactIndex
+from enact.messages.common import MODEL_ACTION, is_human
+from enact.messages.inbox import RedactTurns
+from enact.messages.memory import (
+    Change,
+    ClearIdentity,
+    Confirm,
+    Confirmed,
+    Context,
+    ContextReply,
+    Discarded,
+    FactList,
+    FactShown,
+    Forget,
+    Forgotten,
+    GetIdentity,
+    Identity,
+    IdentityCleared,
+    IdentityInstalled,
+    InstallIdentity,
+    List,
+    Merged,
+    Pending,
+    Refused,
+    Reject,
+    Remember,
+    Saved,
+    Show,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DATABASES", "INDEX_DIR", "MemoryActor"]
+
+INDEX_DIR = "memory-index"
+"""Under ``$ENACT_HOME``: derived data, rebuilt from LMDB when it does not match."""
+INDEX_COMMIT_DELAY_S = 1.0
+"""How long index work is gathered before one tantivy commit (about 8 ms)."""
+_MODEL_ORIGINS = frozenset({MODEL_MARKER_ORIGIN, MODEL_ACTION})
+_NEEDS_HUMAN = "refused: {verb} needs a human; a model cannot {verb}"
+
+
+@dataclass(frozen=True, slots=True)
+class _CommitIndex:
+    """Told to itself: commit the index work gathered since the last commit."""
+
+
+def tombstone(fact_id: str) -> str:
+    return f"[forgotten memory {fact_id}]"
+
+
+class MemoryActor(EnactActor):
+    def __init__(self, context: ActorContext) -> None:
+        super().__init__(context)
+        self._store = context.own_store()
+        self._batch = self.batch = WriteBatch(self._store, owner=context.name)
+        self._records = FactRecords(self._store)
+        config = context.config
+        self._max_chars: int = config["memory.max_fact_chars"]
+        self._hold_model_facts: bool = config["memory.confirm_model_facts"]
+        self._book = FactBook()
+        self._change = 0  # the latest change staged
+        self._durable = 0  # the latest change committed to LMDB
+        self._index: FactIndex | None = None
+        self._commit_due = False
+        self._identity = IdentityRecords(self._store, IDENTITY)
+        self._briefing = Briefing(ContextSettings.from_config(config), None)
+
+    # -- life cycle ---------------------------------------------------------
+
+    def on_start(self) -> None:
+        facts, change = self._store.read(self._records.load)
+        self._book = FactBook(facts)
+        self._briefing.set_private(self._store.read(self._identity.get))
+        self._change = self._durable = change
+        (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+        self._index = FactIndex(self.context.home / INDEX_DIR)
+        reflected = self._index.reflected_change()
+        if reflected != change:
+            started = time.perf_counter()
+            self._index.rebuild(self._book, change)
+            log.info("memory index rebuilt from %d facts in %.2f s (it reflected change %s, the facts are at %d)",
+                     len(self._book), time.perf_counter() - started, reflected, change)
+        self._count()
+
+    def on_stop(self) -> None:
+        super().on_stop()  # flushes the batch
+        self.cancel_timers()
+        if self._index is not None:
+            self._commit_index()
+            self._index.close()
+
+    @property
+    def index(self) -> FactIndex:
+        if self._index is None:
+            raise RuntimeError("the memory index is used before the actor started")
+        return self._index
+
+    @property
+    def book(self) -> FactBook:
+        """Every fact, for the context and recall (``enact.memory.context``)."""
+        return self._book
+
+    # -- messages -----------------------------------------------------------
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Remember():
+                return self._remember(message)
+            case Forget():
+                return self._forget(message)
+            case Confirm():
+                return self._confirm(message)
+            case Reject():
+                return self._reject(message)
+            case List():
+                facts = self._book.listing(tag=message.tag, origin=message.origin_is, pending=message.pending)
+                return FactList(facts=tuple(facts[: max(0, message.max_facts)]), total=len(facts))
+            case Show():
+                return self._show(message.id)
+            case Context():
+                return self._context(message)
+            case GetIdentity():
+                return Identity(body=self._briefing.body, private=self._briefing.private)
+            case InstallIdentity():
+                return self._install_identity(message)
+            case ClearIdentity():
+                return self._clear_identity(message)
+            case _CommitIndex():
+                self._commit_due = False
+                self._commit_index()
+                return None
+        return super().handle(message)
+
+    # -- remembering ----------------------------------------------------------
+
+    def _remember(self, message: Remember) -> Deferred | Refused:
+        candidate = Candidate(text=message.text, origin=message.origin, type=message.type, scope=message.scope,
+                              subject=message.subject, confidence=message.confidence,
+                              sensitivity=message.sensitivity, tags=message.tags, refs=message.refs)
+        admitted = admit(candidate, max_chars=self._max_chars)
+        if isinstance(admitted, Refusal):
+            # The reason names what was wrong, never the text: safe to log.
+            log.info("memory refused a fact from %s: %s", message.origin, admitted.reason)
+            return Refused(reason=admitted.reason)
+        held = self._hold_model_facts and message.origin in _MODEL_ORIGINS
+        state = FactState.PENDING if held else FactState.ACTIVE
+        now = time.time()
+        existing = self._book.by_key(admitted.key)
+        if existing is not None:
+            fact = merged(existing, admitted, state=state, now=now)
+            reply: Saved | Merged | Pending = (
+                Merged(id=fact.id) if fact.state is FactState.ACTIVE else Pending(id=fact.id, merged=True))
+            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs)
+        else:
+            fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
+            reply = Pending(id=fact.id) if held else Saved(id=fact.id, clipped=admitted.clipped)
+            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs)
+        return self._put(fact, entry, reply, previous=existing)
+
+    def _put(self, fact: Fact, entry: Change, reply: object, *, previous: Fact | None) -> Deferred:
+        """Write ``fact`` through: in memory and in the index at once (so the
+        next message sees it), in LMDB at the group commit, answered after."""
+        self._book.put(fact)
+        self.index.stage(fact)
+        self._change += 1
+        change = self._change
+        deferred = Deferred()
+
+        def failed(error: Exception) -> None:
+            self._restore(fact.id, previous)
+            deferred.fail(error)
+
+        self._batch.stage(
+            lambda txn: self._records.put(txn, fact, entry, change=change),
+            lambda _: self._committed(change, deferred, reply),
+            failed=failed,
+        )
+        return deferred
+
+    def _drop(self, fact: Fact, reply: Forgotten | Discarded, *, redact: bool = False) -> Deferred:
+        self._book.remove(fact.id)
+        self.index.unstage(fact.id)
+        self._change += 1
+        change = self._change
+        deferred = Deferred()
+
+        def after(_: None) -> None:
+            self._committed(change, deferred, self._redacted(fact, reply) if redact else reply)
+
+        def failed(error: Exception) -> None:
+            self._restore(fact.id, fact)
+            deferred.fail(error)
+
+        self._batch.stage(lambda txn: self._records.delete(txn, fact.id, change=change), after, failed=failed)
+        return deferred
+
+    def _committed(self, change: int, deferred: Deferred, reply: object) -> None:
+        self._durable = max(self._durable, change)
+        self._count()
+        deferred.resolve(reply)
+        if not self._commit_due:
+            self._commit_due = True
+            self.tell_later(INDEX_COMMIT_DELAY_S, _CommitIndex())
+
+    def _restore(self, fact_id: str, previous: Fact | None) -> None:
+        """A write that did not commit: memory and the index go back to LMDB's word."""
+        if previous is None:
+            self._book.remove(fact_id)
+            self.index.unstage(fact_id)
+        else:
+            self._book.put(previous)
+            self.index.stage(previous)
+        self._count()
+
+    def _commit_index(self) -> None:
+        """One tantivy commit for everything gathered, marked with the change
+        LMDB holds (the batch is flushed first, so every staged fact is durable)."""
+        try:
+            self._batch.flush()
+        except FencedError:
+            return
+        index = self.index
+        if index.pending or index.reflected_change() != self._durable:
+            index.commit(self._durable)
+
+    def _count(self) -> None:
+        gauge = self.context.metrics.memory_facts
+        for state in FactState:
+            gauge.labels(state=state.value).set(self._book.states[state])
+
+    # -- forgetting, confirming -------------------------------------------------
+
+    def _forget(self, message: Forget) -> Deferred | Refused:
+        if not is_human(message.origin):
+            return Refused(reason=_NEEDS_HUMAN.format(verb="forget"))
+        found = self._book.select(message.selector)
+        if isinstance(found, str):
+            return Refused(reason=found)
+        return self._drop(found, Forgotten(id=found.id, redacted=False), redact=message.redact)
+
+    def _redacted(self, fact: Fact, reply: Forgotten | Discarded) -> Forgotten | Discarded:
+        """Ask the Inbox, which owns the turn log, to replace the fact's text
+        there with a tombstone (runs once the forgetting is durable)."""
+        text = fact.text.removesuffix(TRUNCATION_MARK)
+        try:
+            done = self.context.ask("inbox", RedactTurns(texts=(text,), tombstone=tombstone(fact.id)))
+        except ActorUnavailable as error:
+            log.warning("forgot %s but could not redact the turn log: %s", fact.id, error)
+            return Forgotten(id=fact.id, redacted=False, redact_error=f"the turn log was not redacted: {error}")
+        return Forgotten(id=fact.id, redacted=True, turns_redacted=done.turns)
+
+    def _held(self, fact_id: str, origin: str, verb: str) -> Fact | Refused:
+        if not is_human(origin):
+            return Refused(reason=_NEEDS_HUMAN.format(verb=verb))
+        fact = self._book.get(fact_id.strip())
+        if fact is None:
+            return Refused(reason=f"refused: no fact {fact_id.strip()!r}")
+        if fact.state is not FactState.PENDING:
+            return Refused(reason=f"refused: {fact.id} is not held for confirmation")
+        return fact
+
+    def _confirm(self, message: Confirm) -> Deferred | Refused:
+        fact = self._held(message.id, message.origin, "confirm")
+        if isinstance(fact, Refused):
+            return fact
+        now = time.time()
+        confirmed = dataclasses.replace(fact, state=FactState.ACTIVE, updated_at=now)
+        entry = Change(at=now, change="confirmed", origin=message.origin)
+        return self._put(confirmed, entry, Confirmed(id=fact.id), previous=fact)
+
+    def _reject(self, message: Reject) -> Deferred | Refused:
+        fact = self._held(message.id, message.origin, "reject")
+        if isinstance(fact, Refused):
+            return fact
+        return self._drop(fact, Discarded(id=fact.id))
+
+    # -- reading ------------------------------------------------------------
+
+    def _show(self, fact_id: str) -> FactShown | Refused:
+        fact = self._book.get(fact_id.strip())
+        if fact is None:
+            return Refused(reason=f"no fact {fact_id.strip()!r}")
+        self._batch.flush()  # its latest history entry may be staged still
+
+        def read(txn: lmdb.Transaction) -> list[Change]:
+            return self._records.history_of(txn, fact.id)
+
+        return FactShown(fact=fact, history=tuple(self._store.read(read)))
+
+    # -- context and identity (enact.memory.briefing) -------------------------------
+
+    def _context(self, message: Context) -> ContextReply:
+        given = None if message.session_facts is None else frozenset(message.session_facts)
+        built = self._briefing.context(self._book, change=self._change, query=message.query,
+                                       search=self.index.search, lookup=self._book.get, session_facts=given,
+                                       explain=message.explain)
+        return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
+                            decisions=built.decisions if message.explain else (),
+                            startup_ids=tuple(sorted(built.startup_ids)))
+
+    def _install_identity(self, message: InstallIdentity) -> Deferred | Refused:
+        if not is_human(message.origin):
+            return Refused(reason=_NEEDS_HUMAN.format(verb="install an identity"))
+        try:
+            identity = checked_identity(message.identity)
+        except IdentityError as error:
+            return Refused(reason=f"refused: {error}")
+        reply = IdentityInstalled(name=identity.name, replaced=self._briefing.private is not None)
+        return self._write_identity(lambda txn: self._identity.put(txn, identity), identity, reply)
+
+    def _clear_identity(self, message: ClearIdentity) -> Deferred | Refused:
+        if not is_human(message.origin):
+            return Refused(reason=_NEEDS_HUMAN.format(verb="clear the identity"))
+        reply = IdentityCleared(cleared=self._briefing.private is not None)
+        return self._write_identity(self._identity.delete, None, reply)
+
+    def _write_identity(self, write: Callable[[lmdb.Transaction], object], identity: PrivateIdentity | None,
+                        reply: object) -> Deferred:
+        """One record, one write: the identity is replaced whole or not at all;
+        the startup context uses it from the moment the write is durable."""
+        deferred = Deferred()
+
+        def done(_: object) -> None:
+            self._briefing.set_private(identity)
+            deferred.resolve(reply)
+
+        self._batch.stage(write, done, failed=deferred.fail)
+        return deferred

@@ -1,0 +1,228 @@
+"""``enact memory ...``: remember, list, show, forget, confirm and reject facts.
+
+Other memory commands (``memory context``) add themselves to the ``memory``
+group from their own modules.
+"""
+
+from __future__ import annotations
+
+import datetime
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from enact.cli._client import expect, request
+from enact.cli._options import EXIT_FAILED, fail, home_option, needs_daemon, print_json, resolve_home
+
+_TYPES = ("preference", "fact", "decision", "workflow_rule", "person", "project")
+_SCOPES = ("user", "project", "instance")
+_CONFIDENCES = ("high", "medium", "low")
+_SENSITIVITIES = ("normal", "private", "secret")
+
+
+def _json_option(command: Any) -> Any:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(command)
+
+
+@click.group("memory")
+def memory() -> None:
+    """Long-term facts: what enact remembers, and forgetting."""
+
+
+def _unexpected(reply: object, as_json: bool) -> None:
+    fail(f"unexpected reply {type(reply).__name__}", as_json=as_json)
+
+
+@memory.command("remember")
+@click.argument("text")
+@click.option("--type", "fact_type", type=click.Choice(_TYPES), default=None, help="What kind of fact (default fact).")
+@click.option("--tag", "tags", multiple=True, help="A tag; repeat for more (at most 8).")
+@click.option("--confidence", type=click.Choice(_CONFIDENCES), default=None, help="Default high: it is your word.")
+@click.option("--scope", type=click.Choice(_SCOPES), default=None, help="Default user.")
+@click.option("--subject", default="", help="Who or what the fact is about.")
+@click.option("--sensitivity", type=click.Choice(_SENSITIVITIES), default=None,
+              help="private: sent only with memory.send_private; secret: never sent to a model.")
+@home_option
+@_json_option
+@needs_daemon
+def remember(text: str, fact_type: str | None, tags: tuple[str, ...], confidence: str | None, scope: str | None,
+             subject: str, sensitivity: str | None, home: Path | None, as_json: bool) -> None:
+    """Remember TEXT as a fact (merged into an equal one if it exists)."""
+    from enact.messages.memory import Merged, Pending, Refused, Remember, Saved
+
+    reply = request(resolve_home(home), Remember(text=text, type=fact_type, tags=tags, confidence=confidence,
+                                                 scope=scope, subject=subject, sensitivity=sensitivity))
+    if isinstance(reply, Refused):
+        _outcome(as_json, "", "refused", reply.reason, reply.reason, code=EXIT_FAILED)
+    elif isinstance(reply, Saved):
+        clipped = " (clipped: longer than memory.max_fact_chars)" if reply.clipped else ""
+        _outcome(as_json, reply.id, "saved", "clipped" if reply.clipped else "", f"saved as {reply.id}{clipped}")
+    elif isinstance(reply, Merged):
+        _outcome(as_json, reply.id, "merged", "", f"merged into {reply.id}")
+    elif isinstance(reply, Pending):
+        _outcome(as_json, reply.id, "pending", "", f"held for confirmation as {reply.id}")
+    else:
+        _unexpected(reply, as_json)
+
+
+def _outcome(as_json: bool, fact_id: str, outcome: str, reason: str, line: str, *, code: int = 0) -> None:
+    if as_json:
+        print_json({"id": fact_id, "outcome": outcome, "reason": reason})
+    else:
+        click.echo(line, err=code != 0)
+    if code:
+        sys.exit(code)
+
+
+@memory.command("list")
+@click.option("--tag", default="", help="Only facts with this tag.")
+@click.option("--origin", default="", help="Only facts from this origin (human-cli, model-marker, …).")
+@click.option("--pending", is_flag=True, help="Only facts held for confirmation.")
+@home_option
+@_json_option
+@needs_daemon
+def list_facts(tag: str, origin: str, pending: bool, home: Path | None, as_json: bool) -> None:
+    """List facts, most recently updated first."""
+    from enact.messages import to_wire
+    from enact.messages.memory import FactList, List
+
+    reply = request(resolve_home(home), List(tag=tag.lower(), origin_is=origin, pending=pending))
+    if not isinstance(reply, FactList):
+        return _unexpected(reply, as_json)
+    if as_json:
+        print_json(to_wire(reply)["body"])
+        return
+    if not reply.facts:
+        click.echo("no facts")
+    for fact in reply.facts:
+        state = " [pending]" if fact.state == "pending" else ""
+        tags = f"  #{' #'.join(fact.tags)}" if fact.tags else ""
+        click.echo(f"{fact.id}  {fact.type}/{fact.confidence}{state}  {fact.text}{tags}")
+    if reply.total > len(reply.facts):
+        click.echo(f"… and {reply.total - len(reply.facts)} more")
+
+
+@memory.command("show")
+@click.argument("fact_id", metavar="ID")
+@home_option
+@_json_option
+@needs_daemon
+def show(fact_id: str, home: Path | None, as_json: bool) -> None:
+    """Show one fact and its history."""
+    from enact.messages import to_wire
+    from enact.messages.memory import FactShown, Refused, Show
+
+    reply = request(resolve_home(home), Show(id=fact_id))
+    if isinstance(reply, Refused):
+        fail(reply.reason, as_json=as_json)
+    if not isinstance(reply, FactShown):
+        return _unexpected(reply, as_json)
+    if as_json:
+        print_json(to_wire(reply)["body"])
+        return
+    fact = reply.fact
+    click.echo(f"{fact.id}: {fact.text}")
+    for name in ("type", "scope", "subject", "confidence", "sensitivity", "origin", "state"):
+        click.echo(f"  {name:<12} {getattr(fact, name)}")
+    click.echo(f"  {'tags':<12} {', '.join(fact.tags)}")
+    click.echo(f"  {'refs':<12} {', '.join(fact.refs)}")
+    for change in reply.history:
+        refs = f" ({', '.join(change.refs)})" if change.refs else ""
+        click.echo(f"  {_when(change.at)}  {change.change} by {change.origin}{refs}")
+
+
+def _when(at: float) -> str:
+    return datetime.datetime.fromtimestamp(at).isoformat(sep=" ", timespec="seconds")
+
+
+@memory.command("forget")
+@click.argument("selector")
+@click.option("--redact", is_flag=True, help="Also replace the fact's text in the turn log with a tombstone.")
+@home_option
+@_json_option
+@needs_daemon
+def forget(selector: str, redact: bool, home: Path | None, as_json: bool) -> None:
+    """Forget the fact SELECTOR names: its id, or text or a tag matching exactly one fact."""
+    from enact.messages.memory import Forget, Forgotten, Refused
+
+    reply = request(resolve_home(home), Forget(selector=selector, redact=redact))
+    if isinstance(reply, Refused):
+        fail(reply.reason, as_json=as_json)
+    if not isinstance(reply, Forgotten):
+        return _unexpected(reply, as_json)
+    if as_json:
+        print_json({"id": reply.id, "redacted": reply.redacted, "turns_redacted": reply.turns_redacted,
+                    "redact_error": reply.redact_error})
+        return
+    if reply.redacted:
+        detail = f"; the turn log was redacted ({reply.turns_redacted} turns changed)"
+    elif reply.redact_error:
+        detail = f"; {reply.redact_error}"
+    else:
+        detail = "; the turn log was not redacted (use --redact)"
+    click.echo(f"forgot {reply.id}{detail}")
+    if reply.redact_error:
+        sys.exit(EXIT_FAILED)
+
+
+def _decide(fact_id: str, home: Path | None, as_json: bool, *, confirm: bool) -> None:
+    from enact.messages.memory import Confirm, Confirmed, Discarded, Refused, Reject
+
+    message = Confirm(id=fact_id) if confirm else Reject(id=fact_id)
+    reply = request(resolve_home(home), message)
+    if isinstance(reply, Refused):
+        fail(reply.reason, as_json=as_json)
+    if not isinstance(reply, (Confirmed, Discarded)):
+        return _unexpected(reply, as_json)
+    outcome = "confirmed" if confirm else "rejected"
+    if as_json:
+        print_json({"id": reply.id, "outcome": outcome})
+    else:
+        click.echo(f"{outcome} {reply.id}")
+
+
+@memory.command("confirm")
+@click.argument("fact_id", metavar="ID")
+@home_option
+@_json_option
+@needs_daemon
+def confirm(fact_id: str, home: Path | None, as_json: bool) -> None:
+    """Make a fact held for confirmation active."""
+    _decide(fact_id, home, as_json, confirm=True)
+
+
+@memory.command("reject")
+@click.argument("fact_id", metavar="ID")
+@home_option
+@_json_option
+@needs_daemon
+def reject(fact_id: str, home: Path | None, as_json: bool) -> None:
+    """Drop a fact held for confirmation."""
+    _decide(fact_id, home, as_json, confirm=False)
+
+
+@memory.command("context")
+@home_option
+@click.option("--query", default="", help="The owner's message to recall facts for.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def context(home: Path | None, query: str, as_json: bool) -> None:
+    """Exactly what memory would send a model now, and why each fact was or was not included."""
+    from enact.messages import to_wire
+    from enact.messages.memory import Context, ContextReply
+
+    message = Context(query=query, explain=True)
+    reply = expect(request(resolve_home(home), message), ContextReply, message)
+    if as_json:
+        print_json(to_wire(reply)["body"])
+        return
+    click.echo("== startup context (sent once per new session) ==")
+    click.echo(reply.startup_text or "(empty)")
+    click.echo("\n== recall for this message ==")
+    click.echo(reply.recall_text or ("(nothing recalled)" if query else "(no --query given)"))
+    click.echo("\n== decisions ==")
+    for decision in reply.decisions:
+        mark = "+" if decision.included else "-"
+        click.echo(f"{mark} {decision.fact_id} [{decision.section}] {decision.reason}")

@@ -1,0 +1,1 @@
+"""Long-term memory: facts, their admission and merging, the search index, context for the model."""

@@ -1,0 +1,158 @@
+"""The Memory actor's facts: their LMDB layout, and the copy it keeps in memory.
+
+LMDB is the truth. The actor loads every fact at start into a ``FactBook``
+(by id and by merge key), so that admission, merging, selection and the
+context read memory, not disk, at any size; each change is written through.
+
+Databases (keys):
+- ``memory.facts``: fact id → ``Fact``
+- ``memory.history``: fact id, NUL, 4-byte big-endian sequence → ``Change``
+- ``memory.identity``: the owner's private identity (its records are
+  ``enact.memory.context``'s)
+- ``memory.meta``: ``change`` → ``ChangeCounter``, bumped in the same
+  transaction as every write of a fact, so the search index can say which
+  change it reflects.
+"""
+
+from __future__ import annotations
+
+import secrets
+import struct
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import lmdb
+
+from enact.memory.admission import merge_key, slug
+from enact.memory.facts import Fact, FactState
+from enact.messages.memory import Change
+from enact.storage import RecordTable, Store
+
+FACTS = "memory.facts"
+HISTORY = "memory.history"
+IDENTITY = "memory.identity"
+META = "memory.meta"
+DATABASES = (FACTS, HISTORY, IDENTITY, META)
+
+_CHANGE_KEY = b"change"
+_SEQUENCE = struct.Struct(">I")
+_SHOWN_MATCHES = 5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeCounter:
+    change: int
+
+
+class FactRecords:
+    """The facts' databases, opened from the Memory actor's store."""
+
+    def __init__(self, store: Store) -> None:
+        self.facts = RecordTable(store.table(FACTS), Fact)
+        self.history = RecordTable(store.table(HISTORY), Change)
+        self.meta = RecordTable(store.table(META), ChangeCounter)
+
+    def load(self, txn: lmdb.Transaction) -> tuple[list[Fact], int]:
+        counter = self.meta.get(txn, _CHANGE_KEY)
+        return [fact for _, fact in self.facts.items(txn)], counter.change if counter is not None else 0
+
+    def put(self, txn: lmdb.Transaction, fact: Fact, entry: Change, *, change: int) -> None:
+        self.facts.put(txn, fact.id.encode(), fact)
+        prefix = fact.id.encode() + b"\0"
+        sequence = sum(1 for _ in self.history.table.items(txn, prefix=prefix))
+        self.history.put(txn, prefix + _SEQUENCE.pack(sequence), entry)
+        self.meta.put(txn, _CHANGE_KEY, ChangeCounter(change=change))
+
+    def delete(self, txn: lmdb.Transaction, fact_id: str, *, change: int) -> None:
+        """The fact and its history: a forgotten fact leaves nothing behind."""
+        self.facts.delete(txn, fact_id.encode())
+        prefix = fact_id.encode() + b"\0"
+        for key in [key for key, _ in self.history.table.items(txn, prefix=prefix)]:
+            self.history.delete(txn, key)
+        self.meta.put(txn, _CHANGE_KEY, ChangeCounter(change=change))
+
+    def history_of(self, txn: lmdb.Transaction, fact_id: str) -> list[Change]:
+        return [entry for _, entry in self.history.items(txn, prefix=fact_id.encode() + b"\0")]
+
+
+class FactBook:
+    """Every fact, by id and by merge key; counts by state."""
+
+    def __init__(self, facts: Iterable[Fact] = ()) -> None:
+        self._by_id: dict[str, Fact] = {}
+        self._by_key: dict[str, str] = {}
+        self.states: Counter[FactState] = Counter()
+        for fact in facts:
+            self.put(fact)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(self._by_id.values())
+
+    def get(self, fact_id: str) -> Fact | None:
+        return self._by_id.get(fact_id)
+
+    def by_key(self, key: str) -> Fact | None:
+        fact_id = self._by_key.get(key)
+        return None if fact_id is None else self._by_id[fact_id]
+
+    def put(self, fact: Fact) -> None:
+        self.remove(fact.id)
+        self._by_id[fact.id] = fact
+        self._by_key[merge_key(fact.text)] = fact.id
+        self.states[fact.state] += 1
+
+    def remove(self, fact_id: str) -> Fact | None:
+        fact = self._by_id.pop(fact_id, None)
+        if fact is not None:
+            self._by_key.pop(merge_key(fact.text), None)
+            self.states[fact.state] -= 1
+        return fact
+
+    def new_id(self) -> str:
+        while True:
+            fact_id = f"f-{secrets.token_hex(4)}"
+            if fact_id not in self._by_id:
+                return fact_id
+
+    def select(self, selector: str) -> Fact | str:
+        """The one fact ``selector`` names, or why there is none: an exact id
+        wins; then the text it equals once normalised; then the one fact whose
+        text contains it or that carries it as a tag. Several matches are
+        refused, listing them."""
+        exact = self._by_id.get(selector.strip())
+        if exact is not None:
+            return exact
+        wanted = merge_key(selector)
+        if not wanted:
+            return "refused: give a fact id, or text or a tag that names one fact"
+        same = self.by_key(wanted)
+        if same is not None:
+            return same
+        tag = slug(selector)
+        matches = [fact for fact in self._by_id.values() if wanted in merge_key(fact.text) or tag in fact.tags]
+        if not matches:
+            return "refused: no fact matches; `enact memory list` shows them"
+        if len(matches) == 1:
+            return matches[0]
+        matches.sort(key=lambda fact: -fact.updated_at)
+        shown = "; ".join(f"{fact.id} ({_clip(fact.text)})" for fact in matches[:_SHOWN_MATCHES])
+        more = f"; and {len(matches) - _SHOWN_MATCHES} more" if len(matches) > _SHOWN_MATCHES else ""
+        return f"refused: {len(matches)} facts match, forget one by id: {shown}{more}"
+
+    def listing(self, *, tag: str, origin: str, pending: bool) -> list[Fact]:
+        """Most recently updated first."""
+        facts = [
+            fact for fact in self._by_id.values()
+            if (not tag or tag in fact.tags) and (not origin or fact.origin == origin)
+            and (not pending or fact.state is FactState.PENDING)
+        ]
+        facts.sort(key=lambda fact: -fact.updated_at)
+        return facts
+
+
+def _clip(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

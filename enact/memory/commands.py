@@ -1,0 +1,88 @@
+"""The memory's chat commands: ``/remember``, ``/memory``, ``/forget``.
+
+They ask the Memory actor, as the CLI does. ``/forget`` needs a human
+(``Authority.HUMAN``): a model action can never forget; the Memory actor
+checks the origin again.
+"""
+
+from __future__ import annotations
+
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.messages.common import MODEL_ACTION, is_human
+from enact.messages.memory import Merged, Pending, Refused, Saved
+
+MEMORY = "memory"
+_LISTED = 20
+_REDACT_FLAG = "--redact"
+
+
+def memory_commands() -> list[Command]:
+    text = {"text": Param(str, doc="the fact")}
+    return [
+        Command(name="remember", summary="remember a fact (/remember TEXT)", handler=_remember,
+                authority=Authority.EFFECT, params=text),
+        Command(name="memory", summary="list remembered facts (/memory [TAG])", handler=_list,
+                params={"text": Param(str, required=False, doc="a tag")}),
+        Command(name="forget", summary="forget one fact by id, text or tag (/forget [--redact] SELECTOR)",
+                handler=_forget, authority=Authority.HUMAN,
+                params={"text": Param(str, doc="the fact's id, text or tag")}),
+    ]
+
+
+def _remember(call: CommandCall, context: CommandContext) -> str:
+    from enact.messages.memory import Remember
+
+    # A human typed it, or a model asked for it as an action: the fact says which.
+    origin = call.origin if is_human(call.origin) else MODEL_ACTION
+    reply = context.ask(MEMORY, Remember(text=call.args["text"], origin=origin))
+    if not isinstance(reply, (Saved, Merged, Pending, Refused)):
+        raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
+    if isinstance(reply, Refused):
+        raise CommandFailed(f"not saved, {reply.reason}")
+    return memory_notice(reply)
+
+
+def _list(call: CommandCall, context: CommandContext) -> str:
+    from enact.messages.memory import FactList, List
+
+    tag = str(call.args.get("text", "")).strip().lower()
+    reply = context.ask(MEMORY, List(tag=tag, max_facts=_LISTED))
+    if not isinstance(reply, FactList):
+        raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
+    if not reply.facts:
+        return "no facts remembered" + (f" with tag {tag!r}" if tag else "")
+    lines = [f"{fact.id} [{fact.state}] {fact.text}" for fact in reply.facts]
+    if reply.total > len(reply.facts):
+        lines.append(f"… and {reply.total - len(reply.facts)} more (enact memory list)")
+    return "\n".join(lines)
+
+
+def _forget(call: CommandCall, context: CommandContext) -> str:
+    from enact.messages.memory import Forget, Forgotten
+
+    selector = str(call.args["text"]).strip()
+    redact = selector.startswith(_REDACT_FLAG)
+    if redact:
+        selector = selector[len(_REDACT_FLAG):].strip()
+    reply = context.ask(MEMORY, Forget(selector=selector, redact=redact, origin=call.origin))
+    if isinstance(reply, Refused):
+        raise CommandFailed(reply.reason)
+    if not isinstance(reply, Forgotten):
+        raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
+    if reply.redacted:
+        return f"forgot {reply.id}; the turn log was redacted ({reply.turns_redacted} turns)"
+    return f"forgot {reply.id}" + (f"; {reply.redact_error}" if reply.redact_error else "")
+
+
+def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
+    """What became of a fact, in a few words; a refusal gives its reason only."""
+    match reply:
+        case Saved():
+            return f"saved as {reply.id}" + (" (clipped)" if reply.clipped else "")
+        case Merged():
+            return f"merged into {reply.id}"
+        case Pending():
+            return f"held for confirmation as {reply.id} (enact memory confirm {reply.id})"
+        case Refused():
+            return f"not saved, {reply.reason}"
+

@@ -1,0 +1,240 @@
+"""The memory protocol: remembering, listing, showing, forgetting facts.
+
+A refusal (``Refused``) says why in one line and never repeats the refused
+text, which may hold a credential.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from enact.memory.context import Decision
+from enact.memory.facts import Fact
+from enact.memory.identity import BodyIdentity, PrivateIdentity
+from enact.messages._codec import limit
+from enact.messages._registry import Request, reply, request
+from enact.messages.common import Origin
+
+MAX_TEXT = 16 * 1024
+"""Far above ``memory.max_fact_chars``: a longer text is clipped, not refused."""
+MAX_FIELD = 256
+
+
+@request("memory.Remember")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Remember(Request["Saved | Merged | Pending | Refused"]):
+    """Admit ``text`` as a fact (``enact.memory.admission``). An enum left
+    ``None`` takes its default; confidence's depends on the origin."""
+
+    text: str = field(metadata=limit(MAX_TEXT))
+    type: str | None = field(default=None, metadata=limit(64))
+    tags: tuple[str, ...] = field(default=(), metadata=limit(64))
+    confidence: str | None = field(default=None, metadata=limit(64))
+    scope: str | None = field(default=None, metadata=limit(64))
+    subject: str = field(default="", metadata=limit(MAX_FIELD))
+    sensitivity: str | None = field(default=None, metadata=limit(64))
+    refs: tuple[str, ...] = field(default=(), metadata=limit(64))
+    origin: Origin = ""
+
+
+@reply("memory.Saved")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Saved:
+    id: str
+    clipped: bool = False
+    """The text was longer than ``memory.max_fact_chars`` and was clipped."""
+
+
+@reply("memory.Merged")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Merged:
+    """The text equals an existing fact's after normalisation: merged into it."""
+
+    id: str
+
+
+@reply("memory.Pending")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pending:
+    """Held for the owner's confirmation (``memory.confirm_model_facts``);
+    never sent to a model until confirmed."""
+
+    id: str
+    merged: bool = False
+
+
+@reply("memory.Refused")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused:
+    reason: str
+
+
+@request("memory.List")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class List(Request["FactList"]):
+    """Facts, most recently updated first. Filters combine; ``pending``
+    lists only the facts held for confirmation."""
+
+    tag: str = field(default="", metadata=limit(MAX_FIELD))
+    origin_is: str = field(default="", metadata=limit(MAX_FIELD))
+    pending: bool = False
+    max_facts: int = 1000
+
+
+@reply("memory.FactList")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactList:
+    facts: tuple[Fact, ...]
+    total: int
+    """How many matched, ``facts`` holding the first ``max_facts`` of them."""
+
+
+@request("memory.Show")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Show(Request["FactShown | Refused"]):
+    id: str = field(metadata=limit(MAX_FIELD))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One entry of a fact's history. No text: a forgotten fact's history
+    goes with it, and a merge's text equals the fact's anyway."""
+
+    at: float
+    change: str
+    """``created``, ``merged``, ``confirmed``."""
+    origin: str
+    refs: tuple[str, ...] = ()
+
+
+@reply("memory.FactShown")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactShown:
+    fact: Fact
+    history: tuple[Change, ...]
+
+
+@request("memory.Forget")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forget(Request["Forgotten | Refused"]):
+    """Forget one fact: an exact id wins over any text match; otherwise a
+    text or tag selector must match exactly one fact. Needs a human origin.
+    ``redact`` also replaces the fact's text in the turn log."""
+
+    selector: str = field(metadata=limit(MAX_TEXT))
+    redact: bool = False
+    origin: Origin = ""
+
+
+@reply("memory.Forgotten")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Forgotten:
+    id: str
+    redacted: bool
+    """The turn log was searched and the text replaced where found."""
+    turns_redacted: int = 0
+    redact_error: str = ""
+    """Why redaction did not happen although it was asked for."""
+
+
+@request("memory.Confirm")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confirm(Request["Confirmed | Refused"]):
+    """Make a held (pending) fact active. Needs a human origin."""
+
+    id: str = field(metadata=limit(MAX_FIELD))
+    origin: Origin = ""
+
+
+@reply("memory.Confirmed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confirmed:
+    id: str
+
+
+@request("memory.Reject")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reject(Request["Discarded | Refused"]):
+    """Drop a held (pending) fact. Needs a human origin."""
+
+    id: str = field(metadata=limit(MAX_FIELD))
+    origin: Origin = ""
+
+
+@reply("memory.Discarded")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Discarded:
+    id: str
+
+
+# -- identity and context (branch mem-ctx) -------------------------------------
+
+
+@request("memory.InstallIdentity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InstallIdentity(Request["IdentityInstalled | Refused"]):
+    """Install the owner's private identity, replacing any earlier one in one
+    write. The actor checks it again field by field. Needs a human origin."""
+
+    identity: PrivateIdentity
+    origin: Origin = ""
+
+
+@reply("memory.IdentityInstalled")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdentityInstalled:
+    name: str
+    replaced: bool
+
+
+@request("memory.GetIdentity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetIdentity(Request["Identity"]):
+    pass
+
+
+@reply("memory.Identity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Identity:
+    body: BodyIdentity
+    private: PrivateIdentity | None
+
+
+@request("memory.ClearIdentity")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClearIdentity(Request["IdentityCleared | Refused"]):
+    """Remove the private identity. Needs a human origin."""
+
+    origin: Origin = ""
+
+
+@reply("memory.IdentityCleared")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IdentityCleared:
+    cleared: bool
+    """False when there was none."""
+
+
+@request("memory.Context")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Context(Request["ContextReply"]):
+    """What a model would be sent from memory: the startup context and the
+    facts recalled for ``query`` (the owner's current message). With
+    ``explain``, why each fact looked at was or was not included."""
+
+    query: str = field(default="", metadata=limit(MAX_TEXT))
+    explain: bool = False
+    session_facts: tuple[str, ...] | None = field(default=None, metadata=limit(100_000))
+    """The facts a resumed session was given at its start, which recall
+    leaves out (and the reply's ``startup_text`` is then empty: the session
+    has its own); None for a new session, which gets ``startup_ids``."""
+
+
+@reply("memory.ContextReply")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextReply:
+    startup_text: str
+    recall_text: str
+    decisions: tuple[Decision, ...]
+    startup_ids: tuple[str, ...] = ()
+    """The facts in ``startup_text``."""
