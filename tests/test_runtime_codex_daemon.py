@@ -75,8 +75,9 @@ def test_codex_answers_resumes_and_recovers_from_a_lost_session(daemon: Daemon, 
 def test_a_memory_marker_in_codexs_answer_is_handled(daemon: Daemon, server: ModelServer) -> None:
     server.script(Reply("Noted. [MEMORY]the owner drinks green tea[/MEMORY]"))
     reply = send(daemon, "I drink green tea")
-    assert reply.startswith("Noted.")
-    assert "[MEMORY]" not in reply and "green tea" in reply
+    assert reply.startswith("Noted.") and "[MEMORY]" not in reply
+    assert "(memory: saved as" in reply
+    assert "the owner drinks green tea" in daemon.cli("memory", "list", "--json").stdout
 
 
 def test_a_refused_login_reaches_the_owner_with_what_to_do(daemon: Daemon, server: ModelServer) -> None:
