@@ -41,7 +41,7 @@ GROUP = "enact.extensions"
 
 RESERVED_NAMES = frozenset(
     {"core", "daemon", "supervisor", "storage", "control", "chat", "runtime", "commands",
-     "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact"}
+     "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact", "channel", "channels"}
 )
 """Sections and wire prefixes the daemon itself owns; no component may take one."""
 
@@ -89,8 +89,17 @@ class ChannelComponent(Component):
         """Who the channel's events come from, as the inbox records it."""
         return chat_origin(self.name)
 
+    def enabled(self, settings: Config) -> bool:
+        """Whether the daemon runs this channel; a disabled one is only listed."""
+        return True
+
     def make_channel(self, settings: Config) -> Channel:
         raise NotImplementedError
+
+    def check(self, settings: Config) -> str:
+        """``enact channel check``: try the channel's credentials and say how
+        it went in one line; raise ComponentError if they do not work."""
+        return f"the {self.name} channel has nothing to check"
 
 
 class RuntimeComponent(Component):
@@ -156,9 +165,10 @@ class Components:
 def builtin() -> Components:
     """enact's own components, without reading any entry point."""
     from enact.channels.local import LocalChannelComponent
+    from enact.channels.telegram_component import TelegramChannelComponent
     from enact.runtime.scripted import ScriptedRuntimeComponent
 
-    return Components(items=(LocalChannelComponent(), ScriptedRuntimeComponent()))
+    return Components(items=(LocalChannelComponent(), TelegramChannelComponent(), ScriptedRuntimeComponent()))
 
 
 def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:

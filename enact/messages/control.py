@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from enact.messages._registry import Request, reply, request
+from enact.messages.channel import ChannelState
 
 
 @request("control.Status")
@@ -41,6 +42,7 @@ class StatusReport:
     metrics_addr: str
     actors: tuple[ActorStatus, ...]
     storage: StorageStatus
+    channels: tuple[ChannelState, ...] = ()
 
 
 @request("control.Shutdown")

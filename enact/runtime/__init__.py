@@ -27,6 +27,7 @@ class RuntimeRequest:
     cwd: Path | None = None
     timeout_s: float = 600.0
     cancel: CancellationToken = field(default_factory=CancellationToken)
+    images: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
