@@ -119,12 +119,12 @@ def test_a_nested_table_names_its_keys_by_their_whole_path(tmp_path: Path) -> No
 
 
 def test_a_secret_is_shown_as_set_or_unset_and_never_read_from_the_file(tmp_path: Path) -> None:
-    secret = Setting("vault.key", str, "", "A credential", env="VAULT_KEY_FOR_TEST", secret=True)
-    shown = load(_home(tmp_path, ""), environ={"VAULT_KEY_FOR_TEST": "s3cr3t"}, settings=(secret,))
+    secret = Setting("vault.key", str, "", "A credential", env="ENACT_VAULT_KEY", secret=True)
+    shown = load(_home(tmp_path, ""), environ={"ENACT_VAULT_KEY": "s3cr3t"}, settings=(secret,))
     assert shown["vault.key"] == "s3cr3t"
     assert [row["value"] for row in shown.describe()] == ["set"]
     assert [row["value"] for row in load(tmp_path / "home", environ={}, settings=(secret,)).describe()] == ["unset"]
-    with pytest.raises(ConfigError, match="a secret is not read from the config file; set VAULT_KEY_FOR_TEST"):
+    with pytest.raises(ConfigError, match="a secret is not read from the config file; set ENACT_VAULT_KEY"):
         load(_home(tmp_path, '[vault]\nkey = "s3cr3t"\n'), environ={}, settings=(secret,))
 
 
