@@ -48,6 +48,7 @@ class FakeBotApi:
         self._sent_ids = itertools.count(9001)
         self._failures: dict[str, list[dict[str, Any]]] = {}
         self._blocked: set[int] = set()
+        self._sent_by_chat: dict[object, int] = {}
         self._files: dict[str, tuple[str, bytes]] = {}
         self._changed = threading.Condition()
         self._server = _QuietServer(("127.0.0.1", 0), self._handler())
@@ -122,6 +123,17 @@ class FakeBotApi:
         return [c.params for c in self.of("sendMessage")
                 if c.answer.get("ok") and (chat is None or c.params.get("chat_id") == chat)]
 
+    def wait_sent(self, chat: int, count: int, timeout: float = 30.0) -> bool:
+        """Wait until the bot has sent ``count`` messages to ``chat``."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while self._sent_by_chat.get(chat, 0) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(left)
+            return True
+
     def of(self, method: str) -> list[Call]:
         return [c for c in list(self.calls) if c.method == method]
 
@@ -154,6 +166,9 @@ class FakeBotApi:
                 return {"ok": False, "error_code": 400, "description": "Bad Request: message text is empty"}
             if len(params["text"].encode("utf-16-le")) // 2 > 4096:
                 return {"ok": False, "error_code": 400, "description": "Bad Request: message is too long"}
+            with self._changed:
+                self._sent_by_chat[chat] = self._sent_by_chat.get(chat, 0) + 1
+                self._changed.notify_all()
             return _ok({"message_id": next(self._sent_ids), "date": int(time.time()),
                         "chat": {"id": chat, "type": "private"}, "text": params["text"]})
         if method == "sendChatAction":
@@ -192,6 +207,7 @@ class FakeBotApi:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
 
             def log_message(self, format: str, *args: Any) -> None:
                 """Quiet: the tests read ``calls``."""

@@ -99,6 +99,8 @@ class TelegramChannel:
         self._threads: list[threading.Thread] = []
         self._latest_ids: list[int] = []
         """The update ids of the latest ``getUpdates`` answer."""
+        self._polled_from = 0
+        """The acknowledged cursor when the latest poll was sent."""
 
     # -- the Channel interface ---------------------------------------------
 
@@ -172,8 +174,10 @@ class TelegramChannel:
         log.info("telegram: polling stopped")
 
     def _wait_for_acknowledgement(self) -> None:
+        """Until the cursor moves on from where the latest poll started (it
+        may have moved already), or for at most a moment."""
         with self._lock:
-            before = self._acknowledged
+            before = self._polled_from
             self._lock.wait_for(lambda: self._acknowledged != before or self._stopping.is_set(),
                                 timeout=_REPOLL_WHILE_UNFINISHED_S)
 
@@ -200,6 +204,7 @@ class TelegramChannel:
         """The acknowledged cursor plus one, stepped over the updates of the
         latest answer that are finished here."""
         with self._lock:
+            self._polled_from = self._acknowledged
             offset = self._acknowledged + 1 if self._acknowledged else 0
             for update_id in sorted(self._latest_ids):
                 if update_id < offset:
