@@ -25,6 +25,14 @@ EXTRA_RULES = f'''
 [[rule]]
 match = "long answer"
 reply = """{LONG}"""
+
+[[rule]]
+match = "in bold"
+reply = "<b>bold</b> &amp; <i>fine</i>"
+
+[[rule]]
+match = "in markdown"
+reply = "*not* <html> & _sure_"
 '''
 
 
@@ -177,6 +185,19 @@ def test_blocked_bot_is_reported_in_status_and_metrics(daemons: DaemonFactory, b
     assert 'enact_channel_delivery_errors_total{channel="telegram",reason="forbidden"} 1.0' in metrics_text(daemon)
     listed = daemon.cli("channel", "list")
     assert "blocked" in listed.stdout and listed.returncode == 0
+    assert "telegram: up, 1 replies refused; last error: delivery to chat" in daemon.cli("status").stdout
+
+
+def test_reply_valid_for_the_parse_mode_uses_it_and_any_other_is_plain_text(daemons: DaemonFactory,
+                                                                             bot: FakeBotApi) -> None:
+    start(daemons, telegram_home(daemons, bot, 'parse_mode = "HTML"\n'))
+    bot.message(OWNER, "in bold")
+    wait_for(lambda: answered(bot, OWNER), what="the HTML reply")
+    bot.message(OWNER, "in markdown")
+    wait_for(lambda: answered(bot, OWNER, 2), what="the plain reply")
+    html, plain = bot.sent(OWNER)
+    assert html["parse_mode"] == "HTML" and html["text"] == "<b>bold</b> &amp; <i>fine</i>"
+    assert "parse_mode" not in plain and plain["text"] == "*not* <html> & _sure_"
 
 
 def test_chat_outside_the_lock_gets_no_reply(daemons: DaemonFactory, bot: FakeBotApi) -> None:

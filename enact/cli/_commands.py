@@ -37,6 +37,10 @@ def status(home: Path | None, as_json: bool) -> None:
     for actor in report.actors:
         alive = "yes" if actor.alive else "no"
         click.echo(f"{actor.name:<28} {alive:>5} {actor.mailbox:>8} {actor.handled:>9} {actor.restarts:>9}")
+    for channel in report.channels:
+        refused = f", {channel.delivery_failures} replies refused" if channel.delivery_failures else ""
+        error = f"; last error: {channel.last_error}" if channel.last_error else ""
+        click.echo(f"channel  {channel.name}: {channel.state}{refused}{error}")
 
 
 def _request_types() -> list[dict[str, Any]]:
