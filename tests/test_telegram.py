@@ -240,6 +240,18 @@ def test_photo_over_the_size_cap_is_not_fetched(daemons: DaemonFactory, bot: Fak
         (home / "attachments" / "telegram" / str(OWNER)).iterdir())
 
 
+def test_photo_telegram_refuses_to_hand_over_does_not_hold_up_the_chat(daemons: DaemonFactory,
+                                                                        bot: FakeBotApi) -> None:
+    start(daemons, telegram_home(daemons, bot))
+    gone = {"file_id": "expired", "file_unique_id": "x", "file_size": 10, "width": 9, "height": 9}
+    bot.update({"message": {"message_id": 77, "date": 0, "chat": {"id": OWNER, "type": "private"},
+                            "from": {"id": OWNER}, "photo": [gone], "caption": "look"}})
+    wait_for(lambda: answered(bot, OWNER), what="the reply without the photo")
+    later = bot.message(OWNER, "and this")
+    wait_for(lambda: answered(bot, OWNER, 2), what="the next reply")
+    wait_for(lambda: bot.confirmed > later["update_id"], what="the offset to pass both")
+
+
 def test_channel_check_says_whether_the_token_works(daemons: DaemonFactory, bot: FakeBotApi) -> None:
     home = telegram_home(daemons, bot)
     good = run_cli(home, "channel", "check", "telegram", env=ENV)

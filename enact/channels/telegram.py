@@ -30,19 +30,19 @@ from typing import Any
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
 from enact.channels.telegram_api import (
     BAD_REQUEST,
+    BAD_RESPONSE,
     RATE_LIMITED,
-    TOO_LARGE,
     BotApi,
     BotApiError,
 )
 from enact.channels.telegram_text import split_reply, valid_html
+from enact.channels.telegram_updates import NAME, UpdateReader
 from enact.messages.channel import DOWN, STARTING, STOPPED, UP, ChannelState
-from enact.messages.inbox import Accepted, Attachment, ChatEvent, Ignored, Outcome
+from enact.messages.inbox import Accepted, Ignored, Outcome
 from enact.retry import Backoff
 
 log = logging.getLogger(__name__)
 
-NAME = "telegram"
 ALLOWED_UPDATES = ("message",)
 _POLL_BACKOFF = Backoff(first_s=1.0, factor=2.0, max_s=60.0)
 _REPOLL_WHILE_UNFINISHED_S = 0.5
@@ -52,6 +52,9 @@ _TYPING_EVERY_S = 4.5
 _MAX_RETRY_AFTER_S = 60.0
 """A 429 asking to wait longer than this is handed to the outbox's retries."""
 _RATE_LIMIT_WAITS = 3
+
+
+_EMPTY_REPLY = "(the reply has no text)"
 
 
 @dataclass(slots=True)
@@ -77,9 +80,8 @@ class TelegramChannel:
     def __init__(self, api: BotApi, *, attachments: Path, poll_timeout_s: int, max_photo_bytes: int,
                  parse_mode: str = "plain") -> None:
         self._api = api
-        self._attachments = attachments
+        self._reader = UpdateReader(api, attachments=attachments, max_photo_bytes=max_photo_bytes)
         self._poll_timeout_s = poll_timeout_s
-        self._max_photo_bytes = max_photo_bytes
         self._parse_mode = parse_mode
         self._inbox: InboxInlet | None = None
         self._lock = threading.Condition()
@@ -158,9 +160,13 @@ class TelegramChannel:
         while not self._halted():
             try:
                 waiting_only = self._poll_once()
-            except BotApiError as error:
+            except Exception as problem:  # whatever fails, the poller backs off and goes on
                 if self._halted():
                     break
+                error = problem if isinstance(problem, BotApiError) else BotApiError(
+                    BAD_RESPONSE, self._api.redact(f"{type(problem).__name__}: {problem}"))
+                if not isinstance(problem, BotApiError):
+                    log.error("telegram: an update could not be read: %s", error)
                 failures += 1
                 delay = _POLL_BACKOFF.delay(failures)
                 if error.reason == RATE_LIMITED and error.retry_after_s is not None:
@@ -192,7 +198,7 @@ class TelegramChannel:
         if self._halted():
             return False  # a fenced daemon hands nothing more to its inbox
         if not isinstance(updates, list):
-            raise BotApiError("bad_response", "getUpdates: the result is not a list")
+            raise BotApiError(BAD_RESPONSE, "getUpdates: the result is not a list")
         self._up()
         taken = False
         for update in sorted((u for u in updates if isinstance(u, dict)), key=lambda u: int(u.get("update_id", 0))):
@@ -223,7 +229,7 @@ class TelegramChannel:
             if update_id <= self._acknowledged or update_id in self._in_flight.values() \
                     or update_id in self._locally_done:
                 return False
-        event = self._event_of(update_id, update)
+        event = self._reader.event_of(update_id, update)
         if event is None:
             with self._lock:
                 self._locally_done.add(update_id)
@@ -245,58 +251,6 @@ class TelegramChannel:
                                                        since=now)
         return True
 
-    def _event_of(self, update_id: int, update: dict[str, Any]) -> ChatEvent | None:
-        message = update.get("message")
-        if not isinstance(message, dict) or not isinstance(message.get("chat"), dict):
-            log.info("telegram: update %d dropped: not a message", update_id)
-            return None
-        text = message.get("text") or message.get("caption") or ""
-        attachments: tuple[Attachment, ...] = ()
-        photos = message.get("photo")
-        if isinstance(photos, list) and photos:
-            attachments = (self._photo(message, photos),)
-        if not text and not attachments:
-            log.info("telegram: update %d dropped: no text, caption or photo", update_id)
-            return None
-        replied = message.get("reply_to_message")
-        reply_to = (replied.get("text") or replied.get("caption") or "") if isinstance(replied, dict) else ""
-        sender = message.get("from")
-        thread = message.get("message_thread_id") if message.get("is_topic_message") else None
-        return ChatEvent(
-            channel=NAME, conversation=str(message["chat"].get("id")), message_id=str(message.get("message_id")),
-            text=text, sender=str(sender.get("id", "")) if isinstance(sender, dict) else "", cursor=update_id,
-            thread_id=str(thread) if thread is not None else "", reply_to=reply_to, attachments=attachments,
-        )
-
-    def _photo(self, message: dict[str, Any], photos: list[Any]) -> Attachment:
-        """The largest size, fetched into the home (at most ``max_photo_bytes``)."""
-        sizes = [p for p in photos if isinstance(p, dict) and p.get("file_id")]
-        largest = max(sizes, key=lambda p: (p.get("file_size") or 0, (p.get("width") or 0) * (p.get("height") or 0)))
-        declared = int(largest.get("file_size") or 0)
-        not_fetched = Attachment(kind="photo", name="photo (not fetched: larger than channels.telegram."
-                                 "max_photo_bytes)", mime_type="image/jpeg", size=declared)
-        if declared > self._max_photo_bytes:
-            return not_fetched
-        found = self._api.call("getFile", {"file_id": largest["file_id"]})
-        file_path = found.get("file_path") if isinstance(found, dict) else None
-        if not isinstance(file_path, str) or not file_path:
-            raise BotApiError("bad_response", "getFile: no file_path in the answer")
-        unique = str(largest.get("file_unique_id") or largest["file_id"])[:64]
-        suffix = Path(file_path).suffix or ".jpg"
-        destination = (self._attachments / str(message["chat"].get("id"))
-                       / f"{message.get('message_id')}-{unique}{suffix}")
-        if destination.is_file():
-            size = destination.stat().st_size  # a redelivery: fetched already
-        else:
-            try:
-                size = self._api.download(file_path, destination, max_bytes=self._max_photo_bytes)
-            except BotApiError as error:
-                if error.reason != TOO_LARGE:
-                    raise
-                return not_fetched
-        return Attachment(kind="photo", name=destination.name, mime_type="image/jpeg", size=size,
-                          path=str(destination))
-
     # -- delivery -----------------------------------------------------------
 
     def deliver(self, reply: OutgoingReply) -> DeliveryReport:
@@ -304,7 +258,8 @@ class TelegramChannel:
         with self._lock:
             self._typing.pop(reply.event_id, None)
             first = self._parts_sent.get(reply.event_id, 0)
-        parts = split_reply(reply.text)
+        # Telegram refuses an empty message; a reply with nothing visible says so.
+        parts = split_reply(reply.text if reply.text.strip() else _EMPTY_REPLY)
         for index in range(first, len(parts)):
             try:
                 sent = self._send_part(reply, parts[index], first=index == 0)

@@ -3,8 +3,9 @@ its token, its environment check and ``enact channel check telegram``."""
 
 from __future__ import annotations
 
-from enact.channels.telegram import NAME, TelegramChannel
+from enact.channels.telegram import TelegramChannel
 from enact.channels.telegram_api import UNAUTHORIZED, BotApi, BotApiError, TokenError, read_token
+from enact.channels.telegram_updates import NAME
 from enact.components import ChannelComponent, ComponentError
 from enact.config import Check, Config, Setting, at_least, between, one_of
 
