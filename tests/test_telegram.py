@@ -97,6 +97,18 @@ def test_text_message_is_answered_with_reply_to_set(daemons: DaemonFactory, bot:
     assert telegram_state(daemon)["cursor"] == update["update_id"]
 
 
+def test_update_without_text_or_photo_is_acknowledged_and_dropped(daemons: DaemonFactory, bot: FakeBotApi) -> None:
+    daemon = start(daemons, telegram_home(daemons, bot, lock=(OWNER, -100200)))
+    sticker = bot.update({"message": {"message_id": 55, "date": 0, "chat": {"id": OWNER, "type": "private"},
+                                      "from": {"id": OWNER}, "sticker": {"file_id": "s"}}})
+    wait_for(lambda: bot.confirmed > sticker["update_id"], what="the offset to pass the dropped update")
+    assert bot.sent(OWNER) == []
+    assert f"update {sticker['update_id']} dropped: no text, caption or photo" in daemon.log_text()
+    topic = bot.message(-100200, "in a topic", thread=7)
+    wait_for(lambda: answered(bot, -100200), what="the reply in the topic")
+    assert bot.sent(-100200)[0]["reply_to_message_id"] == topic["message"]["message_id"]
+
+
 def test_redelivered_update_is_answered_once(daemons: DaemonFactory, bot: FakeBotApi) -> None:
     daemon = start(daemons, telegram_home(daemons, bot))
     update = bot.message(OWNER, "touch it")
