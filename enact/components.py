@@ -42,7 +42,7 @@ GROUP = "enact.extensions"
 RESERVED_NAMES = frozenset(
     {"core", "daemon", "supervisor", "storage", "control", "chat", "runtime", "commands",
      "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact",
-     "accounting"}
+     "accounting", "channel", "channels"}
 )
 """Sections and wire prefixes the daemon itself owns; no component may take one."""
 
@@ -90,8 +90,17 @@ class ChannelComponent(Component):
         """Who the channel's events come from, as the inbox records it."""
         return chat_origin(self.name)
 
+    def enabled(self, settings: Config) -> bool:
+        """Whether the daemon runs this channel; a disabled one is only listed."""
+        return True
+
     def make_channel(self, settings: Config) -> Channel:
         raise NotImplementedError
+
+    def check(self, settings: Config) -> str:
+        """``enact channel check``: try the channel's credentials and say how
+        it went in one line; raise ComponentError if they do not work."""
+        return f"the {self.name} channel has nothing to check"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,10 +182,12 @@ class Components:
 def builtin() -> Components:
     """enact's own components, without reading any entry point."""
     from enact.channels.local import LocalChannelComponent
+    from enact.channels.telegram_component import TelegramChannelComponent
     from enact.runtime.codex import CodexRuntimeComponent
     from enact.runtime.scripted import ScriptedRuntimeComponent
 
-    return Components(items=(LocalChannelComponent(), ScriptedRuntimeComponent(), CodexRuntimeComponent()))
+    return Components(items=(LocalChannelComponent(), TelegramChannelComponent(), ScriptedRuntimeComponent(),
+                             CodexRuntimeComponent()))
 
 
 def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:

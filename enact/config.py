@@ -89,6 +89,8 @@ class Setting:
     item_type: type[Any] = str  # for list settings
     component: str = CORE
     """Who declares it: ``core`` (the daemon itself) or a component's name."""
+    secret: bool = False
+    """A credential: read from the environment only, shown as set/unset."""
 
     @property
     def env_name(self) -> str:
@@ -165,11 +167,18 @@ class Config:
     def describe(self) -> list[dict[str, Any]]:
         return [
             {
-                "key": s.key, "value": self.values[s.key], "source": self.sources[s.key], "doc": s.doc,
-                "component": s.component,
+                "key": s.key, "value": shown_value(s, self.values[s.key]), "source": self.sources[s.key],
+                "doc": s.doc, "component": s.component,
             }
             for s in self.settings
         ]
+
+
+def shown_value(setting: Setting, value: Any) -> Any:
+    """What may be shown of a value: a secret only says whether it is set."""
+    if setting.secret:
+        return "set" if value else "unset"
+    return value
 
 
 def load(
@@ -194,6 +203,9 @@ def load(
             setting = by_key.get(key)
             if setting is None:
                 raise ConfigError(f"unknown configuration key {key!r} in {where}")
+            if setting.secret:
+                raise ConfigError(f"{key} in {where}: a secret is not read from the config file; "
+                                  f"set {setting.env_name} instead")
             values[key] = _validate(setting, value, where)
             sources[key] = "file"
     for name, raw in environ.items():
@@ -225,14 +237,18 @@ def _read_file(path: Path) -> dict[str, Any]:
     for section, table in document.items():
         if not isinstance(table, dict):
             raise ConfigError(f"unknown configuration key {section!r} in {path} (settings live in sections)")
-        for name, value in table.items():
-            # One level of sub-table, for a component's keys inside a core
-            # section: [runtime.codex] executable = ... is runtime.codex.executable.
-            if isinstance(value, dict):
-                flat.update((f"{section}.{name}.{sub}", item) for sub, item in value.items())
-            else:
-                flat[f"{section}.{name}"] = value
+        _flatten(section, table, flat)
     return flat
+
+
+def _flatten(prefix: str, table: dict[str, Any], flat: dict[str, Any]) -> None:
+    """``[channels.telegram]`` nests a table in a table: its keys are
+    ``channels.telegram.<name>``. No setting's value is itself a table."""
+    for name, value in table.items():
+        if isinstance(value, dict):
+            _flatten(f"{prefix}.{name}", value, flat)
+        else:
+            flat[f"{prefix}.{name}"] = value
 
 
 def _from_text(setting: Setting, raw: str, where: str) -> Any:
@@ -292,8 +308,8 @@ def _validate(setting: Setting, value: Any, where: str) -> Any:
 
 def check_declaration(setting: Setting) -> None:
     """A setting declared by a component must be one this module can read:
-    a ``section.name`` key, a supported kind and a default its own check
-    accepts. Raises ConfigError naming the key."""
+    a ``section.name`` (or ``section.table.name``) key, a supported kind and
+    a default its own check accepts. Raises ConfigError naming the key."""
     parts = setting.key.split(".")
     if not 2 <= len(parts) <= 3 or not all(parts):
         raise ConfigError(f"setting {setting.key!r} must be named 'section.name' or 'section.table.name'")

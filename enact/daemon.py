@@ -47,6 +47,8 @@ from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, STATE_DIR
 from enact.memory.commands import memory_commands
 from enact.messages._registry import Request
+from enact.messages.channel import DISABLED, Channels, ChannelState
+from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
@@ -227,7 +229,6 @@ class _Daemon:
         self.started = time.monotonic()
         self.stop = _StopRequest(event=threading.Event())
         self.metrics = metrics
-        self.metrics.initialise(adapters=(runtime.name,))
         if fence.took_over:
             self.metrics.record_takeover()
         self.metrics.generation.set(fence.generation)
@@ -236,9 +237,13 @@ class _Daemon:
         self.channels: dict[str, Channel] = {}
         self._channel_origins: dict[str, Origin] = {}
         for component in installed.channels():
+            if not component.enabled(settings):
+                continue
             channel = component.make_channel(settings)
             self.channels[channel.name] = channel
             self._channel_origins[channel.name] = component.origin()
+        self.metrics.initialise(channels=tuple(self.channels), adapters=(runtime.name,),
+                                polling_channels=tuple(name for name in self.channels if name != "local"))
         services = ChatServices(
             channels=dict(self.channels),
             runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
@@ -276,6 +281,7 @@ class _Daemon:
         commands = self.commands
         return [
             ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested}),
+            ("channel", {ListChannels: lambda _: Channels(channels=self._channel_states())}),
             ("commands", {Run: self._run_command,
                           ListCommands: lambda _: Catalog(commands=tuple(commands.catalog()))}),
             *((component.name, component.handlers(self.settings, self._ask)) for component in self.components.items),
@@ -321,7 +327,7 @@ class _Daemon:
         """After the actors: each channel's events go straight to the inbox."""
         for name, channel in self.channels.items():
             channel.start(InboxInlet(name, lambda message: self._ask("inbox", message),
-                                     origin=self._channel_origins[name]))
+                                     origin=self._channel_origins[name], fence=self.fence, metrics=self.metrics))
 
     def _stop_channels(self) -> None:
         for channel in self.channels.values():
@@ -420,6 +426,14 @@ class _Daemon:
                 path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases
             ),
             spending=spending.purposes,
+            channels=self._channel_states(),
+        )
+
+    def _channel_states(self) -> tuple[ChannelState, ...]:
+        """Every installed channel: a running one says how it runs."""
+        return tuple(
+            self.channels[c.name].state() if c.name in self.channels else ChannelState(name=c.name, state=DISABLED)
+            for c in self.components.channels()
         )
 
     def _scrape_gauges(self) -> Iterable[Metric]:

@@ -51,6 +51,12 @@ RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled"
 RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
 RUNTIME_PURPOSES = ("conversation", "task", "scan", "curation", "probe")
 """As enact.runtime.PURPOSES (not imported: this module stays light)."""
+CHANNEL_POLL_ERROR_REASONS = (
+    "network", "server_error", "rate_limited", "unauthorized", "conflict", "bad_request", "forbidden",
+    "bad_response", "too_large", "inbox",
+)
+"""Why a polling channel's poll failed (the Telegram reasons of enact.channels.telegram_api, and ``inbox``)."""
+CHANNEL_DELIVERY_ERROR_REASONS = CHANNEL_POLL_ERROR_REASONS[:-1]
 CONTROL_ERROR_REASONS = (
     "too_many_connections",
     "idle_timeout",
@@ -124,6 +130,16 @@ class Metrics:
             registry=r,
         )
         self.memory_facts = Gauge("enact_memory_facts", "Remembered facts by state", ["state"], registry=r)
+        self.channel_poll_errors = Counter(
+            "enact_channel_poll_errors", "Failed polls of a polling channel, by reason", ["channel", "reason"],
+            registry=r,
+        )
+        self.channel_delivery_errors = Counter(
+            "enact_channel_delivery_errors", "Failed channel calls while delivering a reply, by reason",
+            ["channel", "reason"], registry=r,
+        )
+        self.channel_up = Gauge("enact_channel_up", "1 while a polling channel's last poll worked", ["channel"],
+                                registry=r)
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
@@ -136,6 +152,7 @@ class Metrics:
         *,
         actors: Sequence[str] = STATIC_ACTORS + ACTOR_FAMILIES,
         channels: Sequence[str] = ("local",),
+        polling_channels: Sequence[str] = (),
         adapters: Sequence[str] = (),
     ) -> None:
         """Create every known labelled series at 0, so the first incident after
@@ -143,6 +160,12 @@ class Metrics:
         for actor in actors:
             self.restarts.labels(actor=actor)
             self.callback_errors.labels(actor=actor)
+        for channel in polling_channels:
+            self.channel_up.labels(channel=channel)
+            for reason in CHANNEL_POLL_ERROR_REASONS:
+                self.channel_poll_errors.labels(channel=channel, reason=reason)
+            for reason in CHANNEL_DELIVERY_ERROR_REASONS:
+                self.channel_delivery_errors.labels(channel=channel, reason=reason)
         for channel in channels:
             for outcome in INBOX_EVENT_OUTCOMES:
                 self.inbox_events.labels(channel=channel, outcome=outcome)

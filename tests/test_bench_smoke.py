@@ -16,6 +16,7 @@ HEADINGS = (
     "5. CLI start-up: time until a command reaches the daemon",
     "6. Memory: remember, forget, startup context and recall vs one JSON list",
     "7. Runtime adapter overhead: the codex adapter vs the same CLI called directly",
+    "8. Telegram channel: events/s and latency per event beside the local channel",
 )
 
 

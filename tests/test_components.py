@@ -40,10 +40,10 @@ def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:
 # -- in one process ------------------------------------------------------------
 
 
-def test_enacts_own_components_are_the_local_channel_and_the_built_in_runtimes() -> None:
+def test_enacts_own_components_are_the_local_and_telegram_channels_and_the_built_in_runtimes() -> None:
     installed = components.load(entry_points=[])
-    assert [c.name for c in installed.items][:2] == ["local", "scripted"]
-    assert [c.name for c in installed.channels()] == ["local"]
+    assert [c.name for c in installed.items][:3] == ["local", "telegram", "scripted"]
+    assert [c.name for c in installed.channels()] == ["local", "telegram"]
     assert {"scripted", "codex"} <= set(installed.runtimes())
     by_key = {s.key: s for s in installed.settings()}
     assert by_key["scripted.rules"].component == "scripted"
@@ -67,7 +67,7 @@ def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) ->
 
 def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
     installed = components.load(entry_points=[_entry("fine", "component_cases:make_fine")])
-    assert [c.name for c in installed.items] == ["local", "scripted", "codex", "fine"]
+    assert [c.name for c in installed.items] == ["local", "telegram", "scripted", "codex", "fine"]
     settings = installed.load_config(tmp_path, environ={"ENACT_FINE_LEVEL": "3"})
     assert settings["fine.level"] == 3
     assert {row["key"]: row["component"] for row in settings.describe()}["fine.level"] == "fine"
@@ -133,8 +133,9 @@ def test_a_channel_submits_only_its_own_events_under_the_origin_its_component_vo
     with pytest.raises(UnexpectedInboxReply):  # nothing answered: asked.append returns None
         inlet.submit(own)
     assert asked == [Receive(event=own, origin=HUMAN_CLI)]
-    [local] = components.builtin().channels()
+    local, telegram = components.builtin().channels()
     assert local.origin() == HUMAN_CLI
+    assert telegram.origin() == "chat:telegram"
     assert ChannelComponent.origin(local) == "chat:local"  # what any other channel vouches for
 
 

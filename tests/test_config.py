@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from enact.components import builtin
-from enact.config import SETTINGS, ConfigError, load
+from enact.config import SETTINGS, ConfigError, Setting, load
 
 
 def _home(tmp_path: Path, toml: str | None = None) -> Path:
@@ -116,6 +116,16 @@ def test_an_unknown_section_is_an_unknown_key(tmp_path: Path) -> None:
 def test_a_nested_table_no_component_declares_is_an_unknown_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"unknown configuration key 'daemon.extra.x'"):
         load(_home(tmp_path, "[daemon.extra]\nx = 1\n"), environ={})
+
+
+def test_a_secret_is_shown_as_set_or_unset_and_never_read_from_the_file(tmp_path: Path) -> None:
+    secret = Setting("vault.key", str, "", "A credential", env="ENACT_VAULT_KEY", secret=True)
+    shown = load(_home(tmp_path, ""), environ={"ENACT_VAULT_KEY": "s3cr3t"}, settings=(secret,))
+    assert shown["vault.key"] == "s3cr3t"
+    assert [row["value"] for row in shown.describe()] == ["set"]
+    assert [row["value"] for row in load(tmp_path / "home", environ={}, settings=(secret,)).describe()] == ["unset"]
+    with pytest.raises(ConfigError, match="a secret is not read from the config file; set ENACT_VAULT_KEY"):
+        load(_home(tmp_path, '[vault]\nkey = "s3cr3t"\n'), environ={}, settings=(secret,))
 
 
 def test_a_top_level_value_is_refused(tmp_path: Path) -> None:

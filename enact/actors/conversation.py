@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -303,6 +304,7 @@ class ConversationActor(EnactActor):
             receipt=receipt,
             timeout_s=self._timeout_s,
             cancel=cancel,
+            images=tuple(Path(a.path) for a in event.attachments if a.kind == "photo" and a.path),
         )
         try:
             result = runtime.invoke(request)  # counted by the metered runtime (enact.runtime.metered)

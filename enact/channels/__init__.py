@@ -5,19 +5,23 @@ can promise (``idempotent_delivery``: re-sending a reply whose first delivery
 had an unknown outcome does no harm). A channel comes with a
 ``ChannelComponent`` (``enact.components``); the daemon starts each channel
 once the actors run, handing it an ``InboxInlet``, and stops it before them.
-This issue ships the ``local`` channel; others implement the same small
-interface.
+The ``local`` and ``telegram`` channels implement this small interface.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from enact.messages._registry import Request
+from enact.messages.channel import ChannelState
 from enact.messages.common import Origin
-from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Ignored, Outcome, Receive
+from enact.messages.inbox import Accepted, ChatEvent, Cursor, GetCursor, GetOutcome, Ignored, Outcome, Receive
+
+if TYPE_CHECKING:
+    from enact.fence import Fence
+    from enact.metrics import Metrics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,10 +56,14 @@ class InboxInlet:
     or ``human-cli`` for the local channel), so that a channel submits events
     of its own channel only and cannot choose who it speaks for."""
 
-    def __init__(self, channel: str, ask_inbox: AskInbox, *, origin: Origin) -> None:
+    def __init__(self, channel: str, ask_inbox: AskInbox, *, origin: Origin, fence: Fence | None = None,
+                 metrics: Metrics | None = None) -> None:
         self.channel = channel
         self.origin = origin
         self._ask_inbox = ask_inbox
+        self.fence = fence
+        """The daemon's epoch fence: a polling channel stops once it trips."""
+        self.metrics = metrics
 
     def submit(self, event: ChatEvent) -> Accepted | Ignored:
         if event.channel != self.channel:
@@ -64,6 +72,13 @@ class InboxInlet:
         if not isinstance(reply, Accepted | Ignored):
             raise UnexpectedInboxReply(reply, "inbox.Receive")
         return reply
+
+    def cursor(self) -> int:
+        """The channel's cursor as the inbox last committed it (0: none yet)."""
+        reply = self._ask_inbox(GetCursor(channel=self.channel))
+        if not isinstance(reply, Cursor):
+            raise UnexpectedInboxReply(reply, "inbox.GetCursor")
+        return reply.cursor
 
     def outcome(self, event_id: str) -> Outcome:
         """The recorded outcome of an event the inbox accepted."""
@@ -90,3 +105,6 @@ class Channel(Protocol):
 
     def finished(self, outcome: Outcome) -> None:
         """An event is done (replied and logged, or terminally failed)."""
+
+    def state(self) -> ChannelState:
+        """How the channel runs, for ``enact channel list`` and ``enact status``."""

@@ -24,6 +24,7 @@ from typing import Any
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
 from enact.components import Ask, ChannelComponent, WireHandler
 from enact.config import Config, Setting
+from enact.messages.channel import STOPPED, UP, ChannelState
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.inbox import ChatEvent, Ignored, Outcome
 from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, Send
@@ -87,6 +88,10 @@ class LocalChannel:
 
     def acknowledge(self, cursor: int) -> None:
         """Local events carry no cursor; nothing to acknowledge."""
+
+    def state(self) -> ChannelState:
+        """Always up while the daemon runs: it has nothing to poll."""
+        return ChannelState(name=NAME, state=UP if self._inbox is not None else STOPPED)
 
     def finished(self, outcome: Outcome) -> None:
         with self._lock:

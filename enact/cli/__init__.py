@@ -18,6 +18,7 @@ from enact.cli._options import HOME_HELP, home_type
 
 COMMANDS: dict[str, str] = {
     "call": "enact.cli._commands:call",
+    "channel": "enact.cli._channel:channel_group",
     "config": "enact.cli._commands:config_group",
     "daemon": "enact.cli._daemon:daemon",
     "identity": "enact.cli._identity:identity",

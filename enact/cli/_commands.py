@@ -42,6 +42,10 @@ def status(home: Path | None, as_json: bool) -> None:
         cost = f", ${spent.cost_usd:.4f}" if spent.cost_usd is not None else ""
         click.echo(f"  {spent.purpose:<14} {spent.input_tokens} in ({spent.cached_input_tokens} cached), "
                    f"{spent.output_tokens} out ({spent.reasoning_tokens} reasoning), {spent.calls} calls{cost}")
+    for channel in report.channels:
+        refused = f", {channel.delivery_failures} replies refused" if channel.delivery_failures else ""
+        error = f"; last error: {channel.last_error}" if channel.last_error else ""
+        click.echo(f"channel  {channel.name}: {channel.state}{refused}{error}")
 
 
 def _request_types() -> list[dict[str, Any]]:

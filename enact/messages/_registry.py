@@ -131,7 +131,7 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
 
 
 PROTOCOLS = (
-    "commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
+    "channel", "commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
     "memory", "accounting",
 )
 """The protocol modules of ``enact.messages``. A wire name's prefix is the

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from enact.messages._registry import Request, reply, request
 from enact.messages.accounting import PurposeSpending
+from enact.messages.channel import ChannelState
 
 
 @request("control.Status")
@@ -44,6 +45,7 @@ class StatusReport:
     storage: StorageStatus
     spending: tuple[PurposeSpending, ...] = ()
     """Tokens the runtime spent today (local time), by purpose."""
+    channels: tuple[ChannelState, ...] = ()
 
 
 @request("control.Shutdown")

@@ -19,12 +19,14 @@ def conversation_key(channel: str, conversation: str) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attachment:
-    """Metadata only; the content stays with the channel."""
+    """Metadata only; the content stays with the channel (at ``path``, if fetched)."""
 
     kind: str = field(metadata=limit(64))
     name: str = field(default="", metadata=limit(MAX_ID))
     mime_type: str = field(default="", metadata=limit(128))
     size: int = 0
+    path: str = field(default="", metadata=limit(4096))
+    """Where the channel stored the content in the home; "" if it did not fetch it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

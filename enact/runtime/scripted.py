@@ -190,6 +190,7 @@ class ScriptedRuntime:
             "resumed": request.native_session,
             "session": native,
             "prompt": request.prompt,
+            "images": [str(image) for image in request.images],
             "answer": answer,
         }
         with self._lock, open(self.transcript, "ab") as transcript:

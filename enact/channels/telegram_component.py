@@ -1,0 +1,80 @@
+"""The Telegram channel as a component: its settings (``[channels.telegram]``),
+its token, its environment check and ``enact channel check telegram``."""
+
+from __future__ import annotations
+
+from enact.channels.telegram import TelegramChannel
+from enact.channels.telegram_api import UNAUTHORIZED, BotApi, BotApiError, TokenError, read_token
+from enact.channels.telegram_updates import NAME
+from enact.components import ChannelComponent, ComponentError
+from enact.config import Check, Config, Setting, at_least, between, one_of
+
+ATTACHMENTS_DIR = "attachments"
+
+_TOKEN = "channels.telegram.token"
+
+
+def _is_http_url(value: str) -> bool:
+    return value.startswith(("http://", "https://")) and len(value) > len("https://")
+
+
+class TelegramChannelComponent(ChannelComponent):
+    name = NAME
+    sections = ("channels",)
+    settings = (
+        Setting("channels.telegram.enabled", bool, False, "Run the Telegram channel"),
+        Setting(_TOKEN, str, "", "The bot token; from the environment only, shown as set or unset",
+                env="ENACT_TELEGRAM_TOKEN", secret=True),
+        Setting("channels.telegram.token_file", str, "",
+                "A file holding the bot token (mode 0600), read when ENACT_TELEGRAM_TOKEN is unset"),
+        Setting("channels.telegram.api_base", str, "https://api.telegram.org",
+                "The Bot API's base URL (a local Bot API server, or a test server)",
+                Check("an http:// or https:// URL", _is_http_url)),
+        Setting("channels.telegram.poll_timeout_s", int, 25, "Long-polling timeout of one getUpdates",
+                between(0, 50)),
+        Setting("channels.telegram.max_photo_bytes", int, 10 << 20,
+                "Largest photo fetched into the home for the runtime", at_least(0)),
+        Setting("channels.telegram.parse_mode", str, "plain",
+                "Replies valid for this parse mode are sent with it; others as plain text",
+                one_of("plain", "HTML")),
+    )
+
+    def enabled(self, settings: Config) -> bool:
+        return bool(settings["channels.telegram.enabled"])
+
+    def _api(self, settings: Config) -> BotApi:
+        try:
+            token = read_token(settings[_TOKEN], settings["channels.telegram.token_file"])
+        except TokenError as error:
+            raise ComponentError(f"telegram: {error}") from None
+        return BotApi(settings["channels.telegram.api_base"], token)
+
+    def validate_environment(self, settings: Config) -> None:
+        """An enabled channel needs a token it may read."""
+        if self.enabled(settings):
+            self._api(settings)
+
+    def make_channel(self, settings: Config) -> TelegramChannel:
+        return TelegramChannel(
+            self._api(settings),
+            attachments=settings.home / ATTACHMENTS_DIR / NAME,
+            poll_timeout_s=settings["channels.telegram.poll_timeout_s"],
+            max_photo_bytes=settings["channels.telegram.max_photo_bytes"],
+            parse_mode=settings["channels.telegram.parse_mode"],
+        )
+
+    def check(self, settings: Config) -> str:
+        """``getMe``: whether Telegram takes the token, and which bot it is."""
+        api = self._api(settings)
+        try:
+            me = api.call("getMe", {}, timeout_s=15.0)
+        except BotApiError as error:
+            if error.reason == UNAUTHORIZED:
+                raise ComponentError(f"telegram: the bot token was refused by Telegram ({error}); "
+                                     "check it with @BotFather") from None
+            raise ComponentError(f"telegram: cannot reach the Bot API at {settings['channels.telegram.api_base']}"
+                                 f": {error}") from None
+        if not isinstance(me, dict):
+            raise ComponentError("telegram: getMe answered something that is not a bot")
+        username = me.get("username", "")
+        return f"the token works: bot @{username} (id {me.get('id')})"
