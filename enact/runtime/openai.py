@@ -10,6 +10,7 @@ it cannot edit files or run commands, so it is not ``agentic``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import mimetypes
 import random
@@ -158,27 +159,30 @@ class OpenAIRuntime:
         connection_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         connection = connection_type(url.hostname or "", url.port, timeout=timeout_s)
         stopped: list[str] = []
+        sockets: list[socket.socket] = []  # the response keeps reading it after http.client lets go
 
         def stop(why: str) -> None:
             stopped.append(why)
-            sock = connection.sock
-            if sock is not None:
-                try:
+            for sock in sockets:
+                with contextlib.suppress(OSError):  # already closed
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # already closed
 
         watchdog = threading.Timer(timeout_s, stop, args=("timeout",))
         watchdog.daemon = True
-        watchdog.start()
-        request.cancel.on_cancel(lambda reason: stop("cancelled"))
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         try:
+            connection.connect()
+            if connection.sock is not None:
+                sockets.append(connection.sock)
+            watchdog.start()
+            request.cancel.on_cancel(lambda reason: stop("cancelled"))
             connection.request("POST", f"{url.path}/chat/completions", body=body, headers=headers)
             response = connection.getresponse()
             data = response.read()
+            if stopped:
+                raise TimeoutError  # a shut-down socket can read as a short body
             return _Answer(response.status, data, retry_after(response.getheader("Retry-After")))
         except (OSError, http.client.HTTPException) as error:
             if request.cancel.cancelled:
