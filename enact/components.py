@@ -156,9 +156,12 @@ class Components:
 def builtin() -> Components:
     """enact's own components, without reading any entry point."""
     from enact.channels.local import LocalChannelComponent
+    from enact.runtime.claude import ClaudeRuntimeComponent
+    from enact.runtime.openai import OpenAIRuntimeComponent
     from enact.runtime.scripted import ScriptedRuntimeComponent
 
-    return Components(items=(LocalChannelComponent(), ScriptedRuntimeComponent()))
+    return Components(items=(LocalChannelComponent(), ScriptedRuntimeComponent(), ClaudeRuntimeComponent(),
+                             OpenAIRuntimeComponent()))
 
 
 def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:
