@@ -208,3 +208,8 @@ def test_the_component_needs_a_model_and_reads_its_variables(tmp_path: Path) -> 
     assert (runtime.base_url, runtime.model, runtime.agentic) == ("http://10.0.0.2:8000/v1", "qwen", False)
     with pytest.raises(ConfigError, match="http"):
         installed.load_config(tmp_path, environ={"ENACT_OPENAI_BASE_URL": "ftp://x"})
+
+
+def test_trimming_keeps_the_answer_to_the_first_message_when_all_fits() -> None:
+    history = [HistoryMessage(role="user", content="startup"), HistoryMessage(role="assistant", content="hi")]
+    assert trim(history, 1000) == tuple(history)

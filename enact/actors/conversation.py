@@ -24,8 +24,9 @@ from enact.commands import CommandCall, JournaledCommands, clip, interrupted_tex
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.messages.journal import Step
-from enact.messages.sessions import Forget, Lookup, Record, Session
+from enact.messages.sessions import Forget, HistoryMessage, Lookup, ReadHistory, Record, Session
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown, RuntimeTimeout
+from enact.runtime.history import host_keeps_history
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +242,11 @@ class ConversationActor(EnactActor):
         # The startup context goes once into each native session, whoever starts it.
         text = prompt if resume is not None else f"{self._services.startup_context}\n\n{prompt}"
         cancel = self.context.fence.token.child()
+        history: tuple[HistoryMessage, ...] = ()
+        if host_keeps_history(runtime) and session_key and resume is not None:
+            history = self.context.ask("sessions", ReadHistory(key=session_key, native_id=resume)).messages
         request = RuntimeRequest(
+            history=history,
             session_key=session_key,
             prompt=text,
             native_session=resume,
@@ -264,8 +269,13 @@ class ConversationActor(EnactActor):
             # Told, not asked: nothing waits for the mapping to be durable
             # (losing it in a crash only means a fresh session next time), and
             # the sessions actor reads its own staged writes.
+            exchange = (
+                (HistoryMessage(role="user", content=text), HistoryMessage(role="assistant", content=result.text))
+                if host_keeps_history(runtime) else ()
+            )
             self.context.tell("sessions", Record(key=session_key, native_id=result.native_session,
-                                                prompt_version=self._prompt_version))
+                                                prompt_version=self._prompt_version, exchange=exchange,
+                                                history_chars=getattr(runtime, "history_chars", 0)))
         return result.text
 
     # -- markers in the final reply --------------------------------------------------

@@ -12,6 +12,12 @@ from collections.abc import Sequence
 from enact.messages.sessions import HistoryMessage
 
 
+def host_keeps_history(runtime: object) -> bool:
+    """A runtime that says ``keeps_history = False`` gets its session's
+    history from the host with each call (and ``history_chars`` bounds it)."""
+    return getattr(runtime, "keeps_history", True) is False
+
+
 def trim(messages: Sequence[HistoryMessage], budget_chars: int) -> tuple[HistoryMessage, ...]:
     """The first message and the newest others whose contents fit in
     ``budget_chars`` together with it (the first is kept even alone over it)."""
@@ -26,8 +32,8 @@ def trim(messages: Sequence[HistoryMessage], budget_chars: int) -> tuple[History
             break
         kept.append(message)
     kept.reverse()
-    # A history that starts with an assistant answer after the first message
-    # reads as an answer to the startup context; drop that orphan.
-    while kept and kept[0].role == "assistant":
+    # An answer whose question was trimmed away would read as an answer to
+    # the first message: drop such orphans.
+    while kept and kept[0].role == "assistant" and len(kept) < len(rest):
         kept.pop(0)
     return (first, *kept)

@@ -85,12 +85,14 @@ class OpenAIRuntime:
         *,
         model: str,
         api_key: str = "",
+        history_chars: int = 60_000,
         retries: Backoff = RETRIES,
         jitter: Callable[[], float] = random.random,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
         self._api_key = api_key
+        self.history_chars = history_chars
         self._retries = retries
         self._jitter = jitter
         parsed = urllib.parse.urlsplit(self.base_url)
@@ -307,4 +309,5 @@ class OpenAIRuntimeComponent(RuntimeComponent):
             settings["runtime.openai.base_url"],
             model=settings["runtime.openai.model"],
             api_key=settings["runtime.openai.api_key"],
+            history_chars=settings["runtime.openai.history_chars"],
         )
