@@ -33,9 +33,10 @@ def send(daemon: Daemon, text: str) -> dict[str, Any]:
 def test_openai_answers_and_sends_the_history_with_the_second_message(
     daemons: DaemonFactory, server: ModelServer
 ) -> None:
-    daemon = daemons.start(env={"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
-                                "ENACT_OPENAI_MODEL": "llama-test"})
-    server.script(Reply("first answer"), Reply("second answer"))
+    env = {"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
+           "ENACT_OPENAI_MODEL": "llama-test"}
+    daemon = daemons.start(env=env)
+    server.script(Reply("first answer"), Reply("second answer"), Reply("third answer"))
     assert send(daemon, "the first question")["reply"] == "first answer"
     assert send(daemon, "the second question")["reply"] == "second answer"
     first, second = (r.json()["messages"] for r in server.model_requests())
@@ -43,6 +44,13 @@ def test_openai_answers_and_sends_the_history_with_the_second_message(
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[0] == first[0] and second[1]["content"] == "first answer"
     assert "the second question" in second[2]["content"] and "You are enact" not in second[2]["content"]
+    # The history is in LMDB: a restarted daemon sends it all the same.
+    daemon.terminate()
+    daemon = daemons.start(daemon.home, env=env)
+    assert send(daemon, "the third question")["reply"] == "third answer"
+    third = server.model_requests()[2].json()["messages"]
+    assert len(third) == 5 and third[0] == first[0]
+    assert [m["content"] for m in third[1:4]] == ["first answer", second[2]["content"], "second answer"]
 
 
 def claude_env(tmp: Path, server: ModelServer) -> dict[str, str]:
