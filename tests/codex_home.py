@@ -17,7 +17,7 @@ from pathlib import Path
 
 SCRATCH = Path(__file__).resolve().parent.parent / ".tools" / "scratch"
 
-FAKE_KEY_VARIABLE = "ENACT_TEST_FAKE_MODEL_KEY"
+FAKE_KEY_VARIABLE = "FAKE_MODEL_KEY"
 
 
 @contextlib.contextmanager
