@@ -81,3 +81,13 @@ def test_claude_answers_resumes_and_recovers_from_a_lost_session(
     assert send(daemon, "the third question")["reply"] == "fresh answer"
     fresh = server.model_requests()[-1].body
     assert b"You are enact" in fresh and b"the first question" not in fresh
+
+
+def test_openai_refusing_the_key_tells_the_owner_what_to_set(daemons: DaemonFactory, server: ModelServer) -> None:
+    from model_server import Status
+
+    daemon = daemons.start(env={"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
+                                "ENACT_OPENAI_MODEL": "llama-test"})
+    server.script(Status(401, "invalid api key"))
+    reply = send(daemon, "hello")["reply"]
+    assert "invalid api key" in reply and "ENACT_OPENAI_API_KEY" in reply
