@@ -183,11 +183,13 @@ def builtin() -> Components:
     """enact's own components, without reading any entry point."""
     from enact.channels.local import LocalChannelComponent
     from enact.channels.telegram_component import TelegramChannelComponent
+    from enact.runtime.claude import ClaudeRuntimeComponent
     from enact.runtime.codex import CodexRuntimeComponent
+    from enact.runtime.openai import OpenAIRuntimeComponent
     from enact.runtime.scripted import ScriptedRuntimeComponent
 
     return Components(items=(LocalChannelComponent(), TelegramChannelComponent(), ScriptedRuntimeComponent(),
-                             CodexRuntimeComponent()))
+                             CodexRuntimeComponent(), ClaudeRuntimeComponent(), OpenAIRuntimeComponent()))
 
 
 def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:

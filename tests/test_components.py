@@ -44,30 +44,31 @@ def test_enacts_own_components_are_the_local_and_telegram_channels_and_the_built
     installed = components.load(entry_points=[])
     assert [c.name for c in installed.items][:3] == ["local", "telegram", "scripted"]
     assert [c.name for c in installed.channels()] == ["local", "telegram"]
-    assert {"scripted", "codex"} <= set(installed.runtimes())
+    assert {"scripted", "codex", "claude", "openai"} <= set(installed.runtimes())
     by_key = {s.key: s for s in installed.settings()}
     assert by_key["scripted.rules"].component == "scripted"
     assert by_key["chat.local_deliver_command"].component == "local"
     assert by_key["daemon.workers"].component == "core"
-    assert by_key["runtime.adapter"].allowed == "one of codex, scripted"
+    assert by_key["runtime.adapter"].allowed == "one of claude, codex, openai, scripted"
 
 
 def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) -> None:
     installed = components.load(entry_points=[_entry("echo", "component_cases:EchoRuntimeComponent")])
-    assert {s.key: s for s in installed.settings()}["runtime.adapter"].allowed == "one of codex, echo, scripted"
+    allowed = {s.key: s for s in installed.settings()}["runtime.adapter"].allowed
+    assert allowed == "one of claude, codex, echo, openai, scripted"
     settings = installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "echo"})
     assert installed.runtime(settings).name == "echo"
     with pytest.raises(ConfigError) as error:
         installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "nope"})
     assert str(error.value) == (
-        "runtime.adapter from environment variable ENACT_RUNTIME_ADAPTER: must be one of codex, echo, scripted, "
-        "got 'nope'"
+        "runtime.adapter from environment variable ENACT_RUNTIME_ADAPTER: must be one of claude, codex, echo, "
+        "openai, scripted, got 'nope'"
     )
 
 
 def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
     installed = components.load(entry_points=[_entry("fine", "component_cases:make_fine")])
-    assert [c.name for c in installed.items] == ["local", "telegram", "scripted", "codex", "fine"]
+    assert [c.name for c in installed.items] == ["local", "telegram", "scripted", "codex", "claude", "openai", "fine"]
     settings = installed.load_config(tmp_path, environ={"ENACT_FINE_LEVEL": "3"})
     assert settings["fine.level"] == 3
     assert {row["key"]: row["component"] for row in settings.describe()}["fine.level"] == "fine"

@@ -29,7 +29,7 @@ from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.messages.journal import Step
 from enact.messages.memory import Context, ContextReply, Remember
-from enact.messages.sessions import Forget, Lookup, Record, Session
+from enact.messages.sessions import Forget, HistoryMessage, Lookup, ReadHistory, Record, Session
 from enact.runtime import (
     RuntimeAuthFailed,
     RuntimeCancelled,
@@ -41,6 +41,7 @@ from enact.runtime import (
     RuntimeUnavailable,
 )
 from enact.runtime.advice import owner_advice
+from enact.runtime.history import host_keeps_history
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +297,11 @@ class ConversationActor(EnactActor):
         if memory.recall_text:
             text = f"{text}\n\n{memory.recall_text}"
         cancel = self.context.fence.token.child()
+        history: tuple[HistoryMessage, ...] = ()
+        if host_keeps_history(runtime) and session_key and resume is not None:
+            history = self.context.ask("sessions", ReadHistory(key=session_key, native_id=resume)).messages
         request = RuntimeRequest(
+            history=history,
             session_key=session_key,
             prompt=text,
             native_session=resume,
@@ -316,8 +321,13 @@ class ConversationActor(EnactActor):
             # Told, not asked: nothing waits for the mapping to be durable
             # (losing it in a crash only means a fresh session next time), and
             # the sessions actor reads its own staged writes.
+            exchange = (
+                (HistoryMessage(role="user", content=text), HistoryMessage(role="assistant", content=result.text))
+                if host_keeps_history(runtime) else ()
+            )
             self.context.tell("sessions", Record(key=session_key, native_id=result.native_session,
-                                                prompt_version=self._prompt_version))
+                                                prompt_version=self._prompt_version, exchange=exchange,
+                                                history_chars=getattr(runtime, "history_chars", 0)))
         return result.text
 
     # -- markers in the final reply --------------------------------------------------

@@ -9,6 +9,14 @@ from enact.messages._registry import Request, reply, request
 from enact.messages.common import Done
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryMessage:
+    """One message of a session's history, as chat completions take it."""
+
+    role: str  # "user" or "assistant"
+    content: str
+
+
 @request("sessions.Lookup")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Lookup(Request["Session | NoSession"]):
@@ -43,6 +51,10 @@ class Record(Request["Done"]):
     key: str = field(metadata=limit(512))
     native_id: str = field(metadata=limit(512))
     prompt_version: int
+    exchange: tuple[HistoryMessage, ...] = ()
+    """For a runtime that keeps no history (``openai``): the turn's messages,
+    appended to the session's history, which is then trimmed to ``history_chars``."""
+    history_chars: int = 0
 
 
 @request("sessions.Forget")
@@ -56,3 +68,19 @@ class Forget(Request["Forgotten"]):
 class Forgotten:
     key: str
     existed: bool
+
+
+@request("sessions.ReadHistory")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadHistory(Request["History"]):
+    """The message history of ``key`` if it belongs to ``native_id`` (else empty)."""
+
+    key: str = field(metadata=limit(512))
+    native_id: str = field(metadata=limit(512))
+
+
+@reply("sessions.History")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class History:
+    key: str
+    messages: tuple[HistoryMessage, ...]

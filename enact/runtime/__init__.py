@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Protocol
 
 from enact.cancellation import CancellationToken
+from enact.messages.sessions import HistoryMessage
 
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 """``read-only`` for conversation and scans, ``workspace-write`` for task
@@ -47,6 +48,8 @@ class RuntimeRequest:
     cancel: CancellationToken = field(default_factory=CancellationToken)
     images: tuple[Path, ...] = ()
     purpose: str = "conversation"
+    history: tuple[HistoryMessage, ...] = ()
+    """The session's earlier messages, for a runtime that keeps none (``keeps_history = False``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,6 +7,8 @@ from enact.runtime import RuntimeFailure
 
 LOGIN_HINTS = {
     "codex": "log Codex in (`codex login`), or give the model provider in its config.toml a valid key",
+    "claude": "log Claude Code in (`claude /login`), or set ANTHROPIC_API_KEY in the daemon's environment",
+    "openai": "set ENACT_OPENAI_API_KEY (runtime.openai.api_key) to a key the endpoint accepts",
 }
 """How to fix a refused login, per adapter; others get the general advice."""
 

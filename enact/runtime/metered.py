@@ -28,6 +28,14 @@ class MeteredRuntime:
         self._on_spent = on_spent
         self._allow_full_access = allow_full_access
 
+    def __getattr__(self, name: str) -> object:
+        # What a runtime declares of itself (keeps_history, history_chars,
+        # agentic, ...) reads through the wrapper: callers ask the runtime
+        # they were handed, which is this one.
+        if name == "runtime":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.runtime, name)
+
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         started = time.monotonic()
         try:

@@ -1,0 +1,229 @@
+"""The ``claude`` runtime: the Claude Code CLI in print mode.
+
+``claude -p --output-format json [--resume ID] [--model M]`` with the prompt
+on standard input prints one result object. Claude Code keeps its sessions
+per working directory, so a conversation (which has no directory of its own)
+always runs in the same one, ``<home>/claude``, or a resume would not find
+its session.
+
+Measured with the real CLI (2.1.328): against a server answering 401 it
+retries for minutes by default, so its retries are bounded
+(``CLAUDE_CODE_MAX_RETRIES=1``: it exits 1 after about 4 s with
+``api_error_status: 401``) and enact retries by its own policy. Without a key
+it answers ``is_error`` with "Not logged in"; an unreachable server gives
+"Can't reach the API server" and no status; a resume of an unknown session
+exits 1 with an empty stdout and "No conversation found with session ID" on
+stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from enact.components import ComponentError, RuntimeComponent
+from enact.config import Config, Setting
+from enact.runtime import (
+    RuntimeAuthFailed,
+    RuntimeFailure,
+    RuntimeMalformedOutput,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeResult,
+    RuntimeSessionUnknown,
+    RuntimeUnavailable,
+    Usage,
+)
+from enact.runtime._subprocess import CommandOutput, run_command
+
+if TYPE_CHECKING:
+    from enact.commands import CommandRegistry
+
+EDIT_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit")
+"""Claude Code's tools that change files or run commands."""
+
+_SANDBOX_FLAGS: dict[str, tuple[str, ...]] = {
+    # Not offered to the model at all (nor to its subagents).
+    "read-only": ("--permission-mode", "dontAsk", "--disallowedTools", *EDIT_TOOLS),
+    # acceptEdits lets it edit inside the working directory only; the listed
+    # tools run without asking (print mode cannot ask).
+    "workspace-write": ("--permission-mode", "acceptEdits", "--allowedTools", *EDIT_TOOLS),
+    "full-access": ("--permission-mode", "bypassPermissions"),
+}
+
+_MESSAGE_LIMIT = 300
+
+
+def sandbox_flags(sandbox: str) -> tuple[str, ...]:
+    try:
+        return _SANDBOX_FLAGS[sandbox]
+    except KeyError:
+        raise ValueError(f"unknown sandbox mode {sandbox!r}") from None
+
+
+def command_line(executable: str, request: RuntimeRequest, *, model: str) -> list[str]:
+    argv = [executable, "-p", "--output-format", "json", *sandbox_flags(request.sandbox)]
+    if request.native_session is not None:
+        argv += ["--resume", request.native_session]
+    if model:
+        argv += ["--model", model]
+    # Variadic tool lists end here: what follows would be read as a tool name.
+    return argv
+
+
+def prompt_text(request: RuntimeRequest) -> str:
+    if not request.images:
+        return request.prompt
+    # Claude Code reads an image from its path with its Read tool.
+    paths = "\n".join(f"- {image}" for image in request.images)
+    return f"{request.prompt}\n\nAttached images (read them from these paths):\n{paths}"
+
+
+def parse_output(output: CommandOutput, *, resumed: str | None) -> RuntimeResult:
+    """The result object Claude Code printed, or the typed failure it says."""
+    document = _result_object(output.stdout)
+    if document is None:
+        stderr = _clip(output.stderr)
+        if resumed is not None and "no conversation found" in output.stderr.lower():
+            raise RuntimeSessionUnknown(f"claude has no session {resumed}: {stderr}")
+        if output.exit_code != 0:
+            raise RuntimeFailure(f"claude exited with {output.exit_code}: {stderr or 'no output'}")
+        raise RuntimeMalformedOutput(f"claude printed no result object: {_clip(output.stdout) or 'nothing'}")
+    usage = _usage(document)
+    result = document.get("result")
+    if document.get("is_error") or output.exit_code != 0:
+        raise classify(document, usage)
+    if not isinstance(result, str) or not isinstance(document.get("session_id"), str):
+        raise RuntimeMalformedOutput(f"claude's result object lacks result or session_id: {_clip(output.stdout)}",
+                                     usage=usage)
+    duration_ms = document.get("duration_ms")
+    return RuntimeResult(
+        text=result,
+        native_session=document["session_id"],
+        usage=usage,
+        duration_s=duration_ms / 1000 if isinstance(duration_ms, (int, float)) else output.duration_s,
+    )
+
+
+def classify(document: dict[str, Any], usage: Usage) -> RuntimeFailure:
+    """From ``api_error_status`` first, then the words of the result."""
+    status = document.get("api_error_status")
+    text = document.get("result") if isinstance(document.get("result"), str) else ""
+    detail = f"{document.get('subtype')}, {document.get('terminal_reason')}"
+    if status is not None:
+        detail = f"HTTP {status}, {detail}"
+    message = f"claude: {_clip(str(text)) or 'failed'} ({detail})"
+    lowered = str(text).lower()
+    if status in (401, 403) or "not logged in" in lowered or "invalid api key" in lowered:
+        return RuntimeAuthFailed(f"{message}; set ANTHROPIC_API_KEY or run `claude /login`", usage=usage)
+    if status == 429:
+        return RuntimeRateLimited(message, usage=usage)
+    if status is None and "can't reach the api server" in lowered:
+        return RuntimeUnavailable(message, usage=usage)
+    return RuntimeFailure(message, usage=usage)
+
+
+def _result_object(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            document = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(document, dict) and document.get("type") == "result":
+            return document
+    return None
+
+
+def _usage(document: dict[str, Any]) -> Usage:
+    usage = document.get("usage")
+    table = usage if isinstance(usage, dict) else {}
+
+    def number(key: str) -> int:
+        value = table.get(key)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    cost = document.get("total_cost_usd")
+    # Anthropic counts cached input apart; enact's input counts all of it, as Codex and OpenAI do.
+    cached = number("cache_read_input_tokens")
+    return Usage(
+        input_tokens=number("input_tokens") + cached + number("cache_creation_input_tokens"),
+        cached_input_tokens=cached,
+        output_tokens=number("output_tokens"),
+        cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+    )
+
+
+def _clip(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _MESSAGE_LIMIT else flat[:_MESSAGE_LIMIT] + "…"
+
+
+class ClaudeRuntime:
+    name = "claude"
+    agentic = True
+    keeps_history = True
+
+    def __init__(self, executable: str, *, model: str = "", conversation_dir: Path,
+                 environ: Mapping[str, str] | None = None) -> None:
+        self.executable = executable
+        self.model = model
+        self.conversation_dir = conversation_dir
+        self._environ = environ
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        cwd = request.cwd
+        if cwd is None:
+            self.conversation_dir.mkdir(parents=True, exist_ok=True)
+            cwd = self.conversation_dir
+        environ = os.environ if self._environ is None else self._environ
+        output = run_command(
+            command_line(self.executable, request, model=self.model),
+            stdin_text=prompt_text(request),
+            cwd=cwd,
+            env={**environ, "CLAUDE_CODE_MAX_RETRIES": "1"},
+            timeout_s=request.timeout_s,
+            cancel=request.cancel,
+        )
+        return parse_output(output, resumed=request.native_session)
+
+
+def find_executable(settings: Config) -> str:
+    """``runtime.claude.executable`` (``ENACT_CLAUDE_BIN``) if set, which must
+    exist, else ``claude`` on PATH; raises ComponentError saying what to do."""
+    named = settings["runtime.claude.executable"]
+    if named:
+        path = Path(named).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            source = settings.sources["runtime.claude.executable"]
+            raise ComponentError(f"runtime.claude.executable ({source}): {named} is not an executable file")
+        return str(path)
+    found = shutil.which("claude")
+    if found is None:
+        raise ComponentError("the claude CLI is not on PATH: install it (npm install -g @anthropic-ai/claude-code) "
+                             "or set ENACT_CLAUDE_BIN")
+    return found
+
+
+class ClaudeRuntimeComponent(RuntimeComponent):
+    """The Claude Code CLI as a component."""
+
+    name = "claude"
+    sections = ("runtime",)
+    settings = (
+        Setting("runtime.claude.executable", str, "", "The claude CLI (default: claude on PATH)",
+                env="ENACT_CLAUDE_BIN"),
+        Setting("runtime.claude.model", str, "", "Model Claude Code uses (default: its own choice)",
+                env="ENACT_CLAUDE_MODEL"),
+    )
+
+    def validate_environment(self, settings: Config) -> None:
+        find_executable(settings)
+
+    def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ClaudeRuntime:
+        return ClaudeRuntime(find_executable(settings), model=settings["runtime.claude.model"],
+                             conversation_dir=settings.home / "claude")

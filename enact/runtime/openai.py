@@ -1,0 +1,313 @@
+"""The ``openai`` runtime: any OpenAI-compatible chat-completions endpoint
+(Ollama, vLLM, llama.cpp's server, hosted APIs) over plain HTTP.
+
+The endpoint keeps no state, so a session is enact's own: its id is made
+here, and the Sessions actor keeps its message history (``runtime.histories``)
+and hands it back with each request. The adapter answers conversation only:
+it cannot edit files or run commands, so it is not ``agentic``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import http.client
+import mimetypes
+import random
+import socket
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from enact.components import ComponentError, RuntimeComponent
+from enact.config import Check, Config, Setting, at_least
+from enact.retry import Backoff
+from enact.runtime import (
+    RuntimeAuthFailed,
+    RuntimeCancelled,
+    RuntimeFailure,
+    RuntimeMalformedOutput,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeResult,
+    RuntimeSessionUnknown,
+    RuntimeTimeout,
+    RuntimeUnavailable,
+    Usage,
+)
+
+if TYPE_CHECKING:
+    from enact.commands import CommandRegistry
+
+DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
+"""A local Ollama's OpenAI-compatible endpoint."""
+
+RETRIES = Backoff(first_s=0.5, factor=2.0, max_s=8.0, attempts=3)
+"""Connection errors, 429 and 5xx are retried: three attempts in all."""
+
+_MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    status: int
+    body: bytes
+    retry_after_s: float | None
+
+
+class _Retryable(Exception):
+    """One attempt failed in a way another attempt may not."""
+
+    def __init__(self, failure: RuntimeFailure, wait_s: float | None = None) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.wait_s = wait_s  # what the server asked for (Retry-After), else None
+
+
+class OpenAIRuntime:
+    name = "openai"
+    agentic = False
+    """Conversation only: task work needs a runtime that edits and runs commands."""
+    keeps_history = False
+    """The endpoint forgets each call: the caller sends the session's history."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str,
+        api_key: str = "",
+        history_chars: int = 60_000,
+        retries: Backoff = RETRIES,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self._api_key = api_key
+        self.history_chars = history_chars
+        self._retries = retries
+        self._jitter = jitter
+        parsed = urllib.parse.urlsplit(self.base_url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"runtime.openai.base_url: not an http(s) URL: {base_url!r}")
+        self._url = parsed
+
+    # -- a call ------------------------------------------------------------------
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        started = time.monotonic()
+        if request.cancel.cancelled:
+            raise RuntimeCancelled(request.cancel.reason)
+        native = None
+        if request.session_key:
+            if request.native_session is not None and not request.history:
+                # The mapping outlived its history (trimmed away or written by
+                # an older enact): a fresh session gets the startup context.
+                raise RuntimeSessionUnknown(f"no message history is kept for session {request.native_session!r}")
+            native = request.native_session or f"openai-{uuid.uuid4().hex}"
+        messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in request.history]
+        messages.append({"role": "user", "content": _content(request.prompt, request.images)})
+        body = orjson.dumps({"model": self.model, "messages": messages, "stream": False})
+        deadline = started + request.timeout_s
+        answer = self._post_with_retries(body, deadline, request)
+        text, usage = parse_completion(answer.body)
+        return RuntimeResult(text=text, native_session=native, usage=usage, duration_s=time.monotonic() - started)
+
+    def _post_with_retries(self, body: bytes, deadline: float, request: RuntimeRequest) -> _Answer:
+        attempt = 1
+        while True:
+            try:
+                return self._attempt(body, deadline, request)
+            except _Retryable as retryable:
+                if self._retries.exhausted(attempt):
+                    raise retryable.failure from None
+                wait = retryable.wait_s
+                if wait is None:
+                    wait = self._retries.delay(attempt) * (0.5 + self._jitter() / 2)
+                if time.monotonic() + wait >= deadline:
+                    raise retryable.failure from None  # the wait alone would outlast the call's timeout
+                if request.cancel.wait(wait):
+                    raise RuntimeCancelled(request.cancel.reason) from None
+                attempt += 1
+
+    def _attempt(self, body: bytes, deadline: float, request: RuntimeRequest) -> _Answer:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RuntimeTimeout(f"no answer from {self.base_url} within {request.timeout_s:g} s")
+        answer = self._exchange(body, remaining, request)
+        if answer.status == 200:
+            return answer
+        message = f"{self.base_url} answered {answer.status}: {error_message(answer.body)}"
+        if answer.status in (401, 403):
+            raise RuntimeAuthFailed(f"{message} (check ENACT_OPENAI_API_KEY)")
+        if answer.status == 429:
+            raise _Retryable(RuntimeRateLimited(message, retry_after_s=answer.retry_after_s), answer.retry_after_s)
+        if answer.status >= 500:
+            raise _Retryable(RuntimeFailure(message))
+        raise RuntimeFailure(message)
+
+    def _exchange(self, body: bytes, timeout_s: float, request: RuntimeRequest) -> _Answer:
+        """One POST. A cancellation or the deadline shuts the socket down from
+        another thread, which wakes the blocked read at once."""
+        url = self._url
+        connection_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+        connection = connection_type(url.hostname or "", url.port, timeout=timeout_s)
+        stopped: list[str] = []
+        sockets: list[socket.socket] = []  # the response keeps reading it after http.client lets go
+
+        def stop(why: str) -> None:
+            stopped.append(why)
+            for sock in sockets:
+                with contextlib.suppress(OSError):  # already closed
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        watchdog = threading.Timer(timeout_s, stop, args=("timeout",))
+        watchdog.daemon = True
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        try:
+            connection.connect()
+            if connection.sock is not None:
+                sockets.append(connection.sock)
+            watchdog.start()
+            request.cancel.on_cancel(lambda reason: stop("cancelled"))
+            connection.request("POST", f"{url.path}/chat/completions", body=body, headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+            if stopped:
+                raise TimeoutError  # a shut-down socket can read as a short body
+            return _Answer(response.status, data, retry_after(response.getheader("Retry-After")))
+        except (OSError, http.client.HTTPException) as error:
+            if request.cancel.cancelled:
+                raise RuntimeCancelled(request.cancel.reason) from None
+            if stopped or isinstance(error, TimeoutError):
+                raise RuntimeTimeout(f"no answer from {self.base_url} within {request.timeout_s:g} s") from None
+            raise _Retryable(RuntimeUnavailable(f"cannot reach {self.base_url}: {_describe(error)}")) from None
+        finally:
+            watchdog.cancel()
+            connection.close()
+
+
+def _content(prompt: str, images: tuple[Path, ...]) -> str | list[dict[str, Any]]:
+    """Plain text, or text and images as data URLs (the vision message form)."""
+    if not images:
+        return prompt
+    parts: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+    for image in images:
+        kind = mimetypes.guess_type(image.name)[0] or "image/png"
+        data = base64.b64encode(image.read_bytes()).decode()
+        parts.append({"type": "image_url", "image_url": {"url": f"data:{kind};base64,{data}"}})
+    return parts
+
+
+def parse_completion(body: bytes) -> tuple[str, Usage]:
+    """The answer and usage of a chat-completions reply; raises
+    RuntimeMalformedOutput for anything else."""
+    try:
+        document = orjson.loads(body)
+        content = document["choices"][0]["message"]["content"]
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+        raise RuntimeMalformedOutput(f"not a chat completion: {_clip(body)}") from None
+    if not isinstance(content, str):
+        raise RuntimeMalformedOutput(f"the completion has no text content: {_clip(body)}")
+    usage = document.get("usage") if isinstance(document, dict) else None
+    return content, _usage(usage if isinstance(usage, dict) else {})
+
+
+def _usage(usage: dict[str, Any]) -> Usage:
+    def number(table: Any, key: str) -> int:
+        value = table.get(key) if isinstance(table, dict) else None
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    return Usage(
+        input_tokens=number(usage, "prompt_tokens"),
+        cached_input_tokens=number(usage.get("prompt_tokens_details"), "cached_tokens"),
+        output_tokens=number(usage, "completion_tokens"),
+        reasoning_tokens=number(usage.get("completion_tokens_details"), "reasoning_tokens"),
+    )
+
+
+def error_message(body: bytes) -> str:
+    """The server's own words: OpenAI's ``{"error": {"message": ...}}``,
+    Ollama's ``{"error": "..."}``, else the body itself, clipped."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return _clip(body)
+    error = document.get("error") if isinstance(document, dict) else None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return _clip(error["message"].encode())
+    if isinstance(error, str):
+        return _clip(error.encode())
+    return _clip(body)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta seconds or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _clip(body: bytes) -> str:
+    text = " ".join(body.decode("utf-8", "replace").split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
+
+
+def _describe(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _is_http_url(value: str) -> bool:
+    parsed = urllib.parse.urlsplit(value)
+    return parsed.scheme in ("http", "https") and bool(parsed.hostname)
+
+
+class OpenAIRuntimeComponent(RuntimeComponent):
+    """The chat-completions runtime as a component."""
+
+    name = "openai"
+    sections = ("runtime",)
+    settings = (
+        Setting("runtime.openai.base_url", str, DEFAULT_BASE_URL,
+                "Base URL of the OpenAI-compatible endpoint (default: a local Ollama)",
+                Check("an http(s) URL", _is_http_url), env="ENACT_OPENAI_BASE_URL"),
+        Setting("runtime.openai.api_key", str, "", "Bearer key for the endpoint; local servers need none",
+                env="ENACT_OPENAI_API_KEY"),
+        Setting("runtime.openai.model", str, "", "Model the endpoint runs (e.g. llama3.2)",
+                env="ENACT_OPENAI_MODEL"),
+        Setting("runtime.openai.history_chars", int, 60_000,
+                "Characters of a session's message history sent with each call (the startup context is kept)",
+                at_least(1000)),
+    )
+
+    def validate_environment(self, settings: Config) -> None:
+        if not settings["runtime.openai.model"]:
+            raise ComponentError("runtime.openai.model is not set: name the endpoint's model "
+                                 "(ENACT_OPENAI_MODEL=llama3.2, for instance)")
+
+    def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> OpenAIRuntime:
+        return OpenAIRuntime(
+            settings["runtime.openai.base_url"],
+            model=settings["runtime.openai.model"],
+            api_key=settings["runtime.openai.api_key"],
+            history_chars=settings["runtime.openai.history_chars"],
+        )

@@ -1,0 +1,93 @@
+"""End to end: a running daemon with the claude and the openai runtimes
+answers `enact send` through the scripted model server and resumes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import model_anthropic  # noqa: F401  (registers /v1/messages)
+import model_chat  # noqa: F401  (registers /v1/chat/completions)
+import orjson
+import pytest
+from model_server import ModelServer, Reply
+
+from conftest import Daemon, DaemonFactory, real_cli
+
+
+@pytest.fixture
+def server() -> ModelServer:
+    with ModelServer() as running:
+        yield running  # type: ignore[misc]
+
+
+def send(daemon: Daemon, text: str) -> dict[str, Any]:
+    result = daemon.cli("send", "--json", text, timeout=90)
+    assert result.returncode == 0, (result, daemon.log_text())
+    outcome: dict[str, Any] = orjson.loads(result.stdout)
+    return outcome
+
+
+def test_openai_answers_and_sends_the_history_with_the_second_message(
+    daemons: DaemonFactory, server: ModelServer
+) -> None:
+    env = {"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
+           "ENACT_OPENAI_MODEL": "llama-test"}
+    daemon = daemons.start(env=env)
+    server.script(Reply("first answer"), Reply("second answer"), Reply("third answer"))
+    assert send(daemon, "the first question")["reply"] == "first answer"
+    assert send(daemon, "the second question")["reply"] == "second answer"
+    first, second = (r.json()["messages"] for r in server.model_requests())
+    assert len(first) == 1 and "You are enact" in first[0]["content"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]
+    assert second[0] == first[0] and second[1]["content"] == "first answer"
+    assert "the second question" in second[2]["content"] and "You are enact" not in second[2]["content"]
+    # The history is in LMDB: a restarted daemon sends it all the same.
+    daemon.terminate()
+    daemon = daemons.start(daemon.home, env=env)
+    assert send(daemon, "the third question")["reply"] == "third answer"
+    third = server.model_requests()[2].json()["messages"]
+    assert len(third) == 5 and third[0] == first[0]
+    assert [m["content"] for m in third[1:4]] == ["first answer", second[2]["content"], "second answer"]
+
+
+def claude_env(tmp: Path, server: ModelServer) -> dict[str, str]:
+    home = tmp / "claude-home"
+    home.mkdir(exist_ok=True)
+    return {
+        "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+        "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), "PATH": os.environ["PATH"],
+        "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-test",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def test_claude_answers_resumes_and_recovers_from_a_lost_session(
+    daemons: DaemonFactory, server: ModelServer
+) -> None:
+    home = daemons.new_home()
+    env = claude_env(home.parent, server)
+    daemon = daemons.start(home, env=env)
+    server.script(Reply("first answer"), Reply("second answer"), Reply("fresh answer"))
+    assert send(daemon, "the first question")["reply"] == "first answer"
+    assert send(daemon, "the second question")["reply"] == "second answer"
+    resumed = server.model_requests()[1].body
+    assert b"the first question" in resumed and b"first answer" in resumed
+    assert (home / "claude").is_dir()  # conversations run in one directory, so resumes find their sessions
+    # Claude Code's session store is wiped: the resume fails, enact starts afresh.
+    shutil.rmtree(Path(env["CLAUDE_CONFIG_DIR"]) / "projects")
+    assert send(daemon, "the third question")["reply"] == "fresh answer"
+    fresh = server.model_requests()[-1].body
+    assert b"You are enact" in fresh and b"the first question" not in fresh
+
+
+def test_openai_refusing_the_key_tells_the_owner_what_to_set(daemons: DaemonFactory, server: ModelServer) -> None:
+    from model_server import Status
+
+    daemon = daemons.start(env={"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
+                                "ENACT_OPENAI_MODEL": "llama-test"})
+    server.script(Status(401, "invalid api key"))
+    reply = send(daemon, "hello")["reply"]
+    assert "invalid api key" in reply and "ENACT_OPENAI_API_KEY" in reply
