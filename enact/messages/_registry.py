@@ -117,7 +117,8 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
     return _register(name, Kind.INTERNAL)
 
 
-PROTOCOLS = ("commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions", "reviews")
+PROTOCOLS = ("commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
+             "tasks", "reviews", "scheduler")
 """The protocol modules of ``enact.messages``. A wire name's prefix is the
 module that declares it, which is imported when one of its names is first
 looked up: a CLI command loads only the protocols it speaks (a dataclass costs
