@@ -47,6 +47,9 @@ class RuntimeRequest:
     cancel: CancellationToken = field(default_factory=CancellationToken)
     images: tuple[Path, ...] = ()
     purpose: str = "conversation"
+    confine: tuple[str, ...] = ()
+    """An argv prefix (bubblewrap's, from ``enact.tasks.confine``) that every
+    subprocess the runtime starts for this call runs under; () unconfined."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
