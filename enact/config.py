@@ -130,6 +130,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("runtime.adapter", str, "scripted", "The model runtime"),
     Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", at_least(0.1)),
     Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", at_least(1)),
+    Setting("tasks.default_repo", str, "", "The repository a task works on when none is named"),
+    Setting("tasks.lease_ttl_s", float, 60.0, "A worker's lease on a task lapses unless renewed within this",
+            between(1, 3600)),
     # Task workers (enact.tasks): the doctor, protected paths, confinement, kept worktrees.
     Setting("tasks.doctor_command", str, "", "Test command of a repository without a [doctor] in its .enact.toml"),
     Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", at_least(1)),

@@ -22,7 +22,7 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import journal, outbox, sessions
+from enact.actors import journal, outbox, sessions, tasks
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
@@ -30,6 +30,7 @@ from enact.actors.journal import JournalActor
 from enact.actors.outbox import OutboxActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
+from enact.actors.tasks import TaskQueueActor
 from enact.channels import Channel, InboxInlet
 from enact.chat import inbox_records
 from enact.chat.services import ChatServices
@@ -93,6 +94,13 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             databases=inbox_records.DATABASES,
             depends_on=("epoch", "journal", "sessions", "outbox"),
             options={"services": services},
+        ),
+        ActorSpec(
+            name="tasks",
+            actor=TaskQueueActor,
+            databases=tasks.DATABASES,
+            depends_on=("epoch",),
+            options={"agentic": getattr(services.runtime, "agentic", True)},
         ),
     ]
 

@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from enact import __version__
 from enact.config import parse_address
 from enact.messages.epoch import Owner
+from enact.tasks.records import EventKind
 
 if TYPE_CHECKING:
     import threading
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 # alerts for its first occurrence (tests/test_metrics.py checks the code
 # against these lists).
 
-STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox")
+STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "tasks")
 ACTOR_FAMILIES = ("conversation",)
 """Keyed actors are counted by family, not by their per-conversation name."""
 
@@ -47,6 +48,7 @@ INBOX_EVENT_OUTCOMES = (
 DELIVERY_OUTCOMES = ("ok", "retry", "failed", "not_resent")
 ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "failed")
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled")
+TASK_EVENTS = tuple(kind.value for kind in EventKind)
 CONTROL_ERROR_REASONS = (
     "too_many_connections",
     "idle_timeout",
@@ -105,6 +107,9 @@ class Metrics:
         self.runtime_calls = Counter(
             "enact_runtime_calls", "Runtime calls by adapter and outcome", ["adapter", "outcome"], registry=r
         )
+        self.task_events = Counter(
+            "enact_task_events", "Task lifecycle events by kind", ["event"], registry=r
+        )
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
@@ -136,6 +141,8 @@ class Metrics:
                 self.runtime_calls.labels(adapter=adapter, outcome=outcome)
         for reason in CONTROL_ERROR_REASONS:
             self.control_errors.labels(reason=reason)
+        for event in TASK_EVENTS:
+            self.task_events.labels(event=event)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""
