@@ -11,7 +11,7 @@ import click
 import orjson
 
 from enact.cli._client import UnexpectedReply, expect, request
-from enact.cli._options import EXIT_FAILED, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
 _STATES = ("queued", "running", "succeeded", "failed", "cancelled", "paused")
 _WATCH_POLL_S = 0.25
@@ -40,7 +40,7 @@ def _get(home: Path, task_id: int, as_json: bool) -> Any:
     message = Get(task_id=task_id)
     reply = request(home, message)
     if isinstance(reply, NotFound):
-        fail(f"no task {task_id} (see `enact task list`)", as_json=as_json, status="not_found")
+        fail(f"no task {task_id} (see `enact task list`)", as_json=as_json, code=EXIT_USAGE, status="not_found")
     return expect(reply, Found, message).task
 
 
@@ -62,7 +62,7 @@ def _refused(reply: Any, as_json: bool) -> None:
     from enact.messages.tasks import Refused
 
     if isinstance(reply, Refused):
-        fail(reply.reason, as_json=as_json, status="refused")
+        fail(reply.reason, as_json=as_json, code=EXIT_USAGE, status="refused")
 
 
 def _line(task: Any) -> str:
@@ -96,7 +96,7 @@ def add(home: Path | None, repo: Path | None, repairs: int, deadline: int, as_js
     if repo is not None:
         repo = repo.expanduser().absolute()
         if not (repo / ".git").exists():
-            fail(f"{repo} is not a git repository", as_json=as_json, status="refused")
+            fail(f"{repo} is not a git repository", as_json=as_json, code=EXIT_USAGE, status="refused")
         repo_text = str(repo)
     message = Submit(request=" ".join(text), repo=repo_text, origin=HUMAN_CLI, repairs=repairs, deadline_s=deadline)
     reply = request(resolve_home(home), message)

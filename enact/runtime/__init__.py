@@ -8,6 +8,24 @@ from typing import Protocol
 
 from enact.cancellation import CancellationToken
 
+SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
+"""``read-only`` for conversation and scans, ``workspace-write`` for task
+work; ``full-access`` only when the owner sets it in config."""
+
+PURPOSES = ("conversation", "task", "scan", "curation", "probe")
+"""Why a call is made; labels the token metrics, so background spending shows."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens a call spent, as the runtime reported them (0 when it did not)."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost_usd: float | None = None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuntimeRequest:
@@ -27,18 +45,32 @@ class RuntimeRequest:
     cwd: Path | None = None
     timeout_s: float = 600.0
     cancel: CancellationToken = field(default_factory=CancellationToken)
+    images: tuple[Path, ...] = ()
+    purpose: str = "conversation"
+    confine: tuple[str, ...] = ()
+    """An argv prefix (bubblewrap's, from ``enact.tasks.confine``) that every
+    subprocess the runtime starts for this call runs under; () unconfined."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RuntimeResult:
     text: str
     native_session: str | None = None
+    usage: Usage = Usage()
+    duration_s: float = 0.0
+    progress: tuple[str, ...] = ()
+    """Items that are not the answer (command executions, …), for the task log."""
 
 
 class RuntimeFailure(Exception):
-    """The runtime did not answer. Subclasses say why."""
+    """The runtime did not answer. Subclasses say why; ``usage`` is what the
+    failed call spent all the same."""
 
     kind = "failed"
+
+    def __init__(self, message: str = "", *, usage: Usage | None = None) -> None:
+        super().__init__(message)
+        self.usage = usage if usage is not None else Usage()
 
 
 class RuntimeTimeout(RuntimeFailure):
@@ -55,6 +87,32 @@ class RuntimeSessionUnknown(RuntimeFailure):
     the caller starts a fresh session and does not count a failure."""
 
     kind = "session_unknown"
+
+
+class RuntimeUnavailable(RuntimeFailure):
+    """The binary or the endpoint is not there."""
+
+    kind = "unavailable"
+
+
+class RuntimeAuthFailed(RuntimeFailure):
+    """Not logged in, or the key was refused."""
+
+    kind = "auth"
+
+
+class RuntimeRateLimited(RuntimeFailure):
+    kind = "rate-limited"
+
+    def __init__(self, message: str = "", *, usage: Usage | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message, usage=usage)
+        self.retry_after_s = retry_after_s
+
+
+class RuntimeMalformedOutput(RuntimeFailure):
+    """The runtime answered something that is not what it promises to print."""
+
+    kind = "malformed-output"
 
 
 class Runtime(Protocol):
