@@ -5,23 +5,20 @@ doctor passed on the merged result.
 The merge is made and checked in a temporary worktree, detached, so the
 owner's checkout changes only at the very end, by a fast-forward to a
 result that passed. Every refusal leaves the checkout and its branch as
-they were. git runs through ``sh``.
+they were. git runs through ``sh`` (``enact.tasks.worktrees.git``).
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-import sh
-
 from enact.messages.reviews import LandRefusal
+from enact.tasks.worktrees import WorktreeError, authoritative_head, git
 
-AUTHOR = ("enact", "enact@localhost")
 _MAX_REASON = 600
 
 
@@ -37,10 +34,6 @@ class DoctorVerdict(Protocol):
 
 Doctor = Callable[[Path], DoctorVerdict]
 """Runs the repository's checks in the given checkout."""
-
-
-class GitFailed(Exception):
-    """A git command failed; the message is one line."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,43 +68,12 @@ def _clip(text: str) -> str:
     return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 1] + "…"
 
 
-def _env() -> dict[str, str]:
-    # An inherited GIT_DIR (from a hook, say) must not point git elsewhere,
-    # and a merge commit needs an identity where the owner configured none.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-    name, email = AUTHOR
-    env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
-               GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0")
-    return env
-
-
-def git(cwd: Path, *args: str) -> str:
-    """``git ARGS`` in ``cwd``: its standard output, or GitFailed."""
-    try:
-        output = sh.git(*args, _cwd=str(cwd), _env=_env(), _err_to_out=False, _tty_out=False)
-    except sh.ErrorReturnCode as error:
-        detail = (error.stderr or error.stdout or b"").decode(errors="replace").strip()
-        last = detail.splitlines()[-1] if detail else f"exit code {error.exit_code}"
-        raise GitFailed(f"git {args[0]} failed: {last}") from None
-    except sh.CommandNotFound:
-        raise GitFailed("git is not installed") from None
-    return str(output)
-
-
 def _succeeds(cwd: Path, *args: str) -> bool:
     try:
         git(cwd, *args)
-    except GitFailed:
+    except WorktreeError:
         return False
     return True
-
-
-def target_branch(repo: Path) -> str:
-    """The branch the repository has checked out; GitFailed on a detached HEAD."""
-    try:
-        return git(repo, "symbolic-ref", "--quiet", "--short", "HEAD").strip()
-    except GitFailed:
-        raise GitFailed(f"{repo} has no branch checked out (detached HEAD): nothing to land into") from None
 
 
 def dirty_paths(repo: Path) -> list[str]:
@@ -130,13 +92,12 @@ def land(plan: LandPlan, *, scratch: Path, doctor: Doctor, current: Callable[[],
     owner's checkout is changed."""
     repo = plan.repo
     try:
-        target = target_branch(repo)
-        tip = git(repo, "rev-parse", "--verify", f"refs/heads/{target}").strip()
-    except GitFailed as error:
+        target, tip = authoritative_head(repo)
+    except WorktreeError as error:
         return refused(LandRefusal.GIT_FAILED, str(error))
     try:
         head = git(repo, "rev-parse", "--verify", "--quiet", f"{plan.head}^{{commit}}").strip()
-    except GitFailed:
+    except WorktreeError:
         return refused(LandRefusal.GIT_FAILED, f"revision {plan.head} is not in {repo}", target=target)
     dirty = dirty_paths(repo)
     if dirty:
@@ -146,7 +107,7 @@ def land(plan: LandPlan, *, scratch: Path, doctor: Doctor, current: Callable[[],
     try:
         git(repo, "worktree", "prune")  # forget temporary worktrees a crash left behind
         git(repo, "worktree", "add", "--detach", str(scratch), tip)
-    except GitFailed as error:
+    except WorktreeError as error:
         return refused(LandRefusal.GIT_FAILED, str(error), target=target)
     try:
         return _merge_and_check(plan, scratch, doctor, current, target=target, tip=tip, head=head,
@@ -164,7 +125,7 @@ def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Cal
     else:
         try:
             git(scratch, "merge", "--no-ff", "--no-edit", "--quiet", "-m", plan.message, head)
-        except GitFailed:
+        except WorktreeError:
             conflicted = git(scratch, "diff", "--name-only", "--diff-filter=U").split()
             return refused(LandRefusal.CONFLICT, f"{plan.head[:12]} does not merge cleanly into {target}"
                            + (f" (conflicts in {', '.join(conflicted[:5])})" if conflicted else ""), target=target)
@@ -175,8 +136,7 @@ def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Cal
                        target=target, doctor_summary=verdict.summary)
     # The doctor took a while: land only onto the tip it checked, and only
     # into a checkout that is still clean.
-    now = git(repo, "rev-parse", "--verify", f"refs/heads/{target}").strip()
-    if now != tip or target_branch(repo) != target:
+    if authoritative_head(repo) != (target, tip):
         return refused(LandRefusal.TARGET_MOVED, f"{target} moved while the doctor ran; land again",
                        target=target, doctor_summary=verdict.summary)
     dirty = dirty_paths(repo)
@@ -188,7 +148,7 @@ def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Cal
                        target=target, doctor_summary=verdict.summary)
     try:
         git(repo, "merge", "--ff-only", "--quiet", merged)
-    except GitFailed as error:
+    except WorktreeError as error:
         return refused(LandRefusal.GIT_FAILED, str(error), target=target, doctor_summary=verdict.summary)
     return LandOutcome(landed=True, target=target, revision=merged, fast_forward=fast_forward,
                        doctor_summary=verdict.summary)

@@ -5,7 +5,8 @@ them, keeps the clock and asks the queue.
 A schedule is an interval (``every 10m``, ``every 2h``, ``every 1d``; also
 ``s`` for seconds) counted from when it was added, or a five-field cron
 expression (``0 9 * * 1-5``) in the daemon's local time, evaluated by
-``croniter``. Each due time submits one task with the idempotency key
+``croniter`` (imported when first needed: the CLI loads this module for
+its records). Each due time submits one task with the idempotency key
 ``cron:<schedule id>:<due time>``, so a submission repeated after a crash
 finds the task already queued. Due times that pass while the schedule's
 previous task is unfinished are skipped, and any number of due times missed
@@ -18,8 +19,6 @@ import datetime
 import enum
 import re
 from dataclasses import dataclass, replace
-
-from croniter import croniter
 
 MAX_SPEC = 200
 MAX_TEXT = 20_000
@@ -69,6 +68,8 @@ def check_spec(spec: str) -> str:
         return spec.lower()
     if spec.lower().startswith("every"):
         raise ScheduleError(f"{spec!r}: an interval is 'every N' with a unit s, m, h or d (every 10m)")
+    from croniter import croniter
+
     if len(spec.split()) != 5 or not croniter.is_valid(spec):
         raise ScheduleError(f"{spec!r} is neither an interval (every 10m) nor a five-field cron expression")
     return spec
@@ -84,6 +85,8 @@ def next_due(spec: str, after: float) -> float:
     seconds = interval_s(spec)
     if seconds is not None:
         return after + seconds
+    from croniter import croniter
+
     return float(croniter(spec, _local(after)).get_next(float))
 
 
@@ -100,6 +103,8 @@ def latest_due(schedule: Schedule, now: float) -> float | None:
         return None
     # Straight to the latest: a long downtime on "* * * * *" must not step
     # through every minute it missed.
+    from croniter import croniter
+
     latest = float(croniter(schedule.spec, _local(now + 1)).get_prev(float))
     return max(first, latest)
 
