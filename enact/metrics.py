@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 # alerts for its first occurrence (tests/test_metrics.py checks the code
 # against these lists).
 
-STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "tasks")
+STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "tasks", "reviews", "scheduler")
 ACTOR_FAMILIES = ("conversation",)
 """Keyed actors are counted by family, not by their per-conversation name."""
 
@@ -49,6 +49,10 @@ DELIVERY_OUTCOMES = ("ok", "retry", "failed", "not_resent")
 ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "failed")
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled")
 TASK_EVENTS = tuple(kind.value for kind in EventKind)
+LAND_OUTCOMES = ("landed", "not-human", "not-open", "dirty-target", "conflict", "doctor-failed", "target-moved",
+                 "git-failed", "fenced")
+"""``landed`` or a refusal (``enact.messages.reviews.LandRefusal``)."""
+CRON_OUTCOMES = ("submitted", "skipped-busy", "refused")
 CONTROL_ERROR_REASONS = (
     "too_many_connections",
     "idle_timeout",
@@ -110,6 +114,12 @@ class Metrics:
         self.task_events = Counter(
             "enact_task_events", "Task lifecycle events by kind", ["event"], registry=r
         )
+        self.review_lands = Counter(
+            "enact_review_lands", "Review land requests by outcome", ["outcome"], registry=r
+        )
+        self.cron_runs = Counter(
+            "enact_cron_runs", "Due times of cron schedules by what they did", ["outcome"], registry=r
+        )
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
@@ -143,6 +153,10 @@ class Metrics:
             self.control_errors.labels(reason=reason)
         for event in TASK_EVENTS:
             self.task_events.labels(event=event)
+        for outcome in LAND_OUTCOMES:
+            self.review_lands.labels(outcome=outcome)
+        for outcome in CRON_OUTCOMES:
+            self.cron_runs.labels(outcome=outcome)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import textwrap
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from git_repos import commit, git, make_repo, task_branch
 from enact.cancellation import CancellationToken
 from enact.commands import CommandCall, CommandContext, CommandRegistry
 from enact.messages.common import MODEL_ACTION
+from enact.messages.reviews import LandRefusal
+from enact.metrics import LAND_OUTCOMES
 from enact.tasks.review_commands import review_commands
 
 from conftest import Daemon, DaemonFactory
@@ -91,6 +94,14 @@ def test_land_refuses_on_a_failing_doctor_and_lands_on_a_passing_one(daemons: Da
     again_code, again = land(daemon, 2)
     assert again_code == 2 and again["refusal"] == "not-open"
     assert not any((daemon.home / "reviews" / "landing").iterdir())  # no temporary worktree left
+    address = daemon.cli_json("status", "--json")["metrics_addr"]
+    metrics = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    for outcome, count in (("doctor-failed", 1), ("landed", 1), ("not-open", 1), ("conflict", 0)):
+        assert f'enact_review_lands_total{{outcome="{outcome}"}} {count}.0' in metrics
+
+
+def test_every_land_refusal_is_a_counted_outcome() -> None:
+    assert set(LAND_OUTCOMES) == {"landed"} | {refusal.value for refusal in LandRefusal}
 
 
 def test_land_refuses_a_dirty_target_and_a_conflict(daemons: DaemonFactory, tmp_path: Path) -> None:

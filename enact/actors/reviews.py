@@ -218,6 +218,12 @@ class ReviewsActor(EnactActor):
         return None
 
     def _land(self, message: Land) -> Landed | LandRefused | UnknownReview | Deferred:
+        reply = self._start_land(message)
+        if isinstance(reply, LandRefused):
+            self.context.metrics.review_lands.labels(outcome=reply.refusal.value).inc()
+        return reply
+
+    def _start_land(self, message: Land) -> Landed | LandRefused | UnknownReview | Deferred:
         review = self._get(message.review_id)
         refused = self._refusal(review, message.review_id, message.origin, "land")
         if isinstance(refused, tuple):
@@ -257,8 +263,10 @@ class ReviewsActor(EnactActor):
             return
         if not outcome.landed or outcome.refusal is not None:
             refusal = outcome.refusal or LandRefusal.GIT_FAILED
+            self.context.metrics.review_lands.labels(outcome=refusal.value).inc()
             message.reply.resolve(LandRefused(review_id=review.id, refusal=refusal, reason=outcome.reason))
             return
+        self.context.metrics.review_lands.labels(outcome="landed").inc()
         how = "fast-forward" if outcome.fast_forward else "merge commit"
         landed = self._put(dataclasses.replace(
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,

@@ -196,6 +196,8 @@ class SchedulerActor(EnactActor):
             reply = self.context.ask("tasks", Submit(
                 request=schedule.request, repo=schedule.repo, origin=ORIGIN,
                 idempotency_key=scheduling.idempotency_key(schedule.id, step.due)))
+            self.context.metrics.cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
+                                                  else "submitted").inc()
             if isinstance(reply, Refused):
                 # Refused for good (a repository that is gone, say): the due
                 # time is spent, or the schedule would ask again every tick.
@@ -204,6 +206,7 @@ class SchedulerActor(EnactActor):
             else:
                 task_id = reply.task.id
         elif step.decision is Decision.SKIP_BUSY:
+            self.context.metrics.cron_runs.labels(outcome="skipped-busy").inc()
             log.info("schedule %d (%s): task %s is unfinished; this run is skipped", schedule.id, schedule.spec,
                      schedule.last_task)
         after = scheduling.handled(schedule, step, task_id)
