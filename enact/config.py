@@ -106,8 +106,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("daemon.metrics_addr", str, "127.0.0.1:9464", "Prometheus endpoint; port 0 picks a free port", _address),
-    Setting("daemon.workers", int, 2, "Task workers in the pool",
-            between(1, 64)),
+    Setting("daemon.workers", int, 2, "Task workers in the pool; 0: none in this daemon",
+            between(0, 64)),
     Setting("daemon.log_level", str, "info", "Log level", one_of("debug", "info", "warning", "error")),
     Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", at_least(0)),
     Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", at_least(1)),

@@ -31,6 +31,7 @@ from enact.actors.outbox import OutboxActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.actors.tasks import TaskQueueActor
+from enact.actors.worker import WorkersActor
 from enact.channels import Channel, InboxInlet
 from enact.chat import inbox_records
 from enact.chat.services import ChatServices
@@ -48,6 +49,7 @@ from enact.messages._registry import Request
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
+from enact.messages.tasks import TaskChanged
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
@@ -101,6 +103,13 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             databases=tasks.DATABASES,
             depends_on=("epoch",),
             options={"agentic": getattr(services.runtime, "agentic", True)},
+        ),
+        ActorSpec(
+            name="workers",
+            actor=WorkersActor,
+            depends_on=("epoch", "tasks"),
+            options={"runtime": services.runtime},
+            subscribes=(TaskChanged,),
         ),
     ]
 
