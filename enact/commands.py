@@ -72,12 +72,18 @@ class CommandFailed(Exception):
     """The command ran and failed; the message is the receipt."""
 
 
+def _no_actors(actor: str, message: Request[Any]) -> object:
+    raise RuntimeError(f"cannot ask {actor!r}: the command registry was bound without the actors")
+
+
 @dataclass(frozen=True, slots=True)
 class CommandContext:
     """What a command handler may use of the daemon."""
 
     fence: Fence
     status: Callable[[], str]
+    ask: Callable[[str, Request[Any]], object] = _no_actors
+    """Ask an actor by name (its reply checked against the request's)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -142,6 +142,9 @@ SETTINGS: tuple[Setting, ...] = (
             one_of("auto", "off")),
     Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",
             at_least(0)),
+    # Backlog and cron (the Scheduler actor).
+    Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
+    Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
 )
 """The daemon's own settings; each component declares its own."""
 

@@ -22,12 +22,14 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import journal, outbox, sessions, tasks
+from enact.actors import journal, outbox, reviews, scheduler, sessions, tasks
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
 from enact.actors.outbox import OutboxActor
+from enact.actors.reviews import ReviewsActor
+from enact.actors.scheduler import SchedulerActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.actors.tasks import TaskQueueActor
@@ -57,6 +59,7 @@ from enact.programs import CommandsFileError, ProgramSource, kill_leftover_progr
 from enact.runtime import Runtime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
+from enact.tasks.review_commands import review_commands
 
 log = logging.getLogger("enact.daemon")
 
@@ -104,10 +107,12 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             depends_on=("epoch",),
             options={"agentic": getattr(services.runtime, "agentic", True)},
         ),
+        ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
+        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
         ActorSpec(
             name="workers",
             actor=WorkersActor,
-            depends_on=("epoch", "tasks"),
+            depends_on=("epoch", "tasks", "reviews"),
             options={"runtime": services.runtime},
             subscribes=(TaskChanged,),
         ),
@@ -176,6 +181,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     try:
         commands = CommandRegistry()
         for command in builtin_commands(commands):
+            commands.register(command)
+        for command in review_commands():
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
         runtime = build_runtime(installed, settings, commands)
@@ -278,7 +285,7 @@ class _Daemon:
         self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
-        commands.bind(CommandContext(fence=fence, status=self._status_line))
+        commands.bind(CommandContext(fence=fence, status=self._status_line, ask=self._ask))
 
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
         """Who serves which prefix in the control connection's thread; any

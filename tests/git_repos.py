@@ -1,0 +1,50 @@
+"""Small real git repositories for the review and landing tests."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+IDENTITY = ("-c", "user.name=Owner", "-c", "user.email=owner@example.invalid")
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *IDENTITY, *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def commit(repo: Path, files: dict[str, str], message: str) -> str:
+    for name, text in files.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "add", "--", *files)
+    git(repo, "commit", "--quiet", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+def make_repo(path: Path, *, doctor: str = "test -f ok") -> Path:
+    """A repository on branch ``main`` whose doctor (``.enact.toml``) runs
+    ``doctor``; by default it passes while a file ``ok`` exists."""
+    path.mkdir(parents=True)
+    git(path, "init", "--quiet", "--initial-branch=main")
+    commit(path, {"ok": "", "app.txt": "one\n", ".enact.toml": f'[doctor]\ncommand = "{doctor}"\ntimeout = 30\n'},
+           "start")
+    return path
+
+
+def task_branch(repo: Path, branch: str, files: dict[str, str], *, deleted: tuple[str, ...] = ()) -> tuple[str, str]:
+    """A branch from ``main`` with one commit, as a worker captures it, made
+    without touching the repository's checkout; returns (base, head)."""
+    base = git(repo, "rev-parse", "main")
+    worktree = repo.parent / f"wt-{branch.replace('/', '-')}"
+    git(repo, "worktree", "add", "--quiet", "-b", branch, str(worktree), base)
+    for name in deleted:
+        git(worktree, "rm", "--quiet", name)
+    if files:
+        commit(worktree, files, f"{branch}: change")
+    else:
+        git(worktree, "commit", "--quiet", "-m", f"{branch}: change")
+    head = git(worktree, "rev-parse", "HEAD")
+    git(repo, "worktree", "remove", "--force", str(worktree))
+    return base, head
