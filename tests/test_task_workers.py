@@ -167,8 +167,8 @@ def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_co
     repo = make_repo(tmp_path / "repo", doctor="exit 1")
     outside = Path(__file__).parent / f"escaped-{os.getpid()}-{tmp_path.name}.txt"
     home = daemons.new_home()
-    probe = home.parent / "probe.py"
-    probe.write_text(
+    # Inline: a file under /tmp would not be there inside (it gets a private /tmp).
+    probe = (
         "import socket, sys\n"
         "report = open('report.txt', 'w')\n"
         "for target in sys.argv[1:3]:\n"
@@ -182,7 +182,7 @@ def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_co
         "    s.connect(sys.argv[3]); report.write('reached the socket\\n')\n"
         "except OSError as error:\n"
         "    report.write(f'socket refused {type(error).__name__}\\n')\n")
-    run = orjson.dumps([shutil.which("python3") or "python3", str(probe), str(outside),
+    run = orjson.dumps([shutil.which("python3") or "python3", "-c", probe, str(outside),
                         str(home / "state" / "escaped"), str(home / "control.sock")]).decode()
     (home / "scripted.toml").write_text(rules(f'match = "probe"\nrun = {run}\nreply = "probed"'))
     daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "auto"})
