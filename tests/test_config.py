@@ -113,8 +113,8 @@ def test_an_unknown_section_is_an_unknown_key(tmp_path: Path) -> None:
         load(_home(tmp_path, "[nope]\nx = 1\n"), environ={})
 
 
-def test_a_nested_table_is_an_unknown_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"unknown configuration key 'daemon.extra'"):
+def test_a_nested_table_no_component_declares_is_an_unknown_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown configuration key 'daemon.extra.x'"):
         load(_home(tmp_path, "[daemon.extra]\nx = 1\n"), environ={})
 
 
