@@ -232,12 +232,18 @@ class TaskAttempt:
         self._report(Phase.WORKSPACE)
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
         writable = tuple(getattr(self.services.runtime, "state_dirs", ()))
+        runtime = self.services.runtime
         with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
                          writable=writable) as confined:
-            self._confined = confined.confined
+            # Confined means the runtime's commands too: a runtime that does
+            # not start them under the prefix leaves the task unconfined
+            # (its doctor still is).
+            self._confined = confined.confined and bool(getattr(runtime, "confines_subprocesses", False))
+            how = ("confined" if self._confined else
+                   f"doctor confined, the {runtime.name} runtime is not" if confined.confined else "not confined")
             self._report(Phase.WORKSPACE, summary=f"worktree {tree.path} on {tree.branch} from {tree.base_branch} "
-                                                  f"at {tree.base[:12]} ({'' if confined.confined else 'not '}"
-                                                  "confined)", worktree=str(tree.path), confined=confined.confined)
+                                                  f"at {tree.base[:12]} ({how})", worktree=str(tree.path),
+                         confined=self._confined)
             return self._work(tree, confined)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
