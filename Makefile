@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint pytest bench clean install uninstall
+.PHONY: run test lint pytest bench clean install uninstall tools
 
 # The stamp files re-install only when the packaging metadata changes.
 $(BIN)/python:
@@ -24,16 +24,33 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check enact tests bench
 	$(BIN)/mypy --strict enact
 
-pytest: $(VENV)/.installed-test
+pytest: $(VENV)/.installed-test $(TOOLS_STAMP)
 	$(BIN)/pytest -q
 
 test: lint pytest
+
+# The real model CLIs the runtime tests drive (pinned), in a git-ignored
+# folder; npm keeps its cache in its default place (~/.npm), outside the
+# checkout. The stamp names the versions, so a rerun does nothing and a
+# changed pin reinstalls.
+TOOLS := .tools
+CODEX_VERSION := 0.169.0
+CLAUDE_VERSION := 2.1.328
+TOOLS_STAMP := $(TOOLS)/.installed-codex-$(CODEX_VERSION)-claude-$(CLAUDE_VERSION)
+
+tools: $(TOOLS_STAMP)
+
+$(TOOLS_STAMP):
+	rm -f $(TOOLS)/.installed-*
+	npm install --prefix $(TOOLS) --no-audit --no-fund --loglevel=error \
+		@openai/codex@$(CODEX_VERSION) @anthropic-ai/claude-code@$(CLAUDE_VERSION)
+	touch $@
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(TOOLS) build *.egg-info
 
 # `make install` puts enact where the systemd unit starts it
 # (deploy/systemd/enact.service: %h/.local/bin/enact): a virtualenv of its own

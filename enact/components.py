@@ -156,9 +156,10 @@ class Components:
 def builtin() -> Components:
     """enact's own components, without reading any entry point."""
     from enact.channels.local import LocalChannelComponent
+    from enact.runtime.codex import CodexRuntimeComponent
     from enact.runtime.scripted import ScriptedRuntimeComponent
 
-    return Components(items=(LocalChannelComponent(), ScriptedRuntimeComponent()))
+    return Components(items=(LocalChannelComponent(), ScriptedRuntimeComponent(), CodexRuntimeComponent()))
 
 
 def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:

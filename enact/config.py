@@ -106,8 +106,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("daemon.metrics_addr", str, "127.0.0.1:9464", "Prometheus endpoint; port 0 picks a free port", _address),
-    Setting("daemon.workers", int, 2, "Task workers in the pool",
-            between(1, 64)),
+    Setting("daemon.workers", int, 2, "Task workers in the pool; 0: none in this daemon",
+            between(0, 64)),
     Setting("daemon.log_level", str, "info", "Log level", one_of("debug", "info", "warning", "error")),
     Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", at_least(0)),
     Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", at_least(1)),
@@ -231,7 +231,12 @@ def _read_file(path: Path) -> dict[str, Any]:
         if not isinstance(table, dict):
             raise ConfigError(f"unknown configuration key {section!r} in {path} (settings live in sections)")
         for name, value in table.items():
-            flat[f"{section}.{name}"] = value
+            # One level of sub-table, for a component's keys inside a core
+            # section: [runtime.codex] executable = ... is runtime.codex.executable.
+            if isinstance(value, dict):
+                flat.update((f"{section}.{name}.{sub}", item) for sub, item in value.items())
+            else:
+                flat[f"{section}.{name}"] = value
     return flat
 
 
@@ -294,9 +299,9 @@ def check_declaration(setting: Setting) -> None:
     """A setting declared by a component must be one this module can read:
     a ``section.name`` key, a supported kind and a default its own check
     accepts. Raises ConfigError naming the key."""
-    section, _, name = setting.key.partition(".")
-    if not section or not name or "." in name:
-        raise ConfigError(f"setting {setting.key!r} must be named 'section.name'")
+    parts = setting.key.split(".")
+    if not 2 <= len(parts) <= 3 or not all(parts):
+        raise ConfigError(f"setting {setting.key!r} must be named 'section.name' or 'section.table.name'")
     if setting.kind not in _ANY_OF_KIND and setting.kind is not list:
         raise ConfigError(f"setting {setting.key} has a kind enact cannot read: {setting.kind!r}")
     if setting.kind is list and setting.item_type not in _LIST_ITEMS:

@@ -33,6 +33,7 @@ from enact.actors.scheduler import SchedulerActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.actors.tasks import TaskQueueActor
+from enact.actors.worker import WorkersActor
 from enact.channels import Channel, InboxInlet
 from enact.chat import inbox_records
 from enact.chat.services import ChatServices
@@ -50,6 +51,7 @@ from enact.messages._registry import Request
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
+from enact.messages.tasks import TaskChanged
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
@@ -107,6 +109,13 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
         ),
         ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
         ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
+        ActorSpec(
+            name="workers",
+            actor=WorkersActor,
+            depends_on=("epoch", "tasks", "reviews"),
+            options={"runtime": services.runtime},
+            subscribes=(TaskChanged,),
+        ),
     ]
 
 

@@ -43,6 +43,26 @@ def require_binary() -> Callable[[str], str]:
 # --- end require_binary -------------------------------------------------------
 
 
+# --- real_cli: the pinned model CLIs that `make tools` installs ----------------
+
+TOOLS_BIN = Path(__file__).resolve().parent.parent / ".tools" / "node_modules" / ".bin"
+
+
+def real_cli(name: str) -> str:
+    """The path of the real ``codex`` or ``claude`` CLI; skips the test when
+    it is not installed, fails it under CI=true."""
+    path = TOOLS_BIN / name
+    if path.exists():
+        return str(path)
+    reason = f"{name!r} is not installed in {TOOLS_BIN}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}, and CI=true requires it (run `make tools`)", pytrace=False)
+    pytest.skip(f"{reason}; run `make tools`")
+
+
+# --- end real_cli -----------------------------------------------------------------
+
+
 # --- running daemons ------------------------------------------------------------
 # End-to-end tests start real `enact daemon run` processes on a home in a short
 # temporary directory (a Unix socket path must fit in 107 bytes).

@@ -13,6 +13,7 @@ HEADINGS = (
     "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask",
     "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
     "4. Chat end to end: events/s and send latency vs JSON files",
+    "8. Task workers: trivial tasks completed per minute",
 )
 
 
@@ -24,7 +25,7 @@ def test_quick_bench_runs_and_prints_every_comparison() -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     for heading in HEADINGS:

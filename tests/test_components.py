@@ -40,33 +40,34 @@ def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:
 # -- in one process ------------------------------------------------------------
 
 
-def test_enacts_own_components_are_the_local_channel_and_the_scripted_runtime() -> None:
+def test_enacts_own_components_are_the_local_channel_and_the_built_in_runtimes() -> None:
     installed = components.load(entry_points=[])
-    assert [c.name for c in installed.items] == ["local", "scripted"]
+    assert [c.name for c in installed.items][:2] == ["local", "scripted"]
     assert [c.name for c in installed.channels()] == ["local"]
-    assert list(installed.runtimes()) == ["scripted"]
+    assert {"scripted", "codex"} <= set(installed.runtimes())
     by_key = {s.key: s for s in installed.settings()}
     assert by_key["scripted.rules"].component == "scripted"
     assert by_key["chat.local_deliver_command"].component == "local"
     assert by_key["daemon.workers"].component == "core"
-    assert by_key["runtime.adapter"].allowed == "one of scripted"
+    assert by_key["runtime.adapter"].allowed == "one of codex, scripted"
 
 
 def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) -> None:
     installed = components.load(entry_points=[_entry("echo", "component_cases:EchoRuntimeComponent")])
-    assert {s.key: s for s in installed.settings()}["runtime.adapter"].allowed == "one of echo, scripted"
+    assert {s.key: s for s in installed.settings()}["runtime.adapter"].allowed == "one of codex, echo, scripted"
     settings = installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "echo"})
     assert installed.runtime(settings).name == "echo"
     with pytest.raises(ConfigError) as error:
-        installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "codex"})
+        installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "nope"})
     assert str(error.value) == (
-        "runtime.adapter from environment variable ENACT_RUNTIME_ADAPTER: must be one of echo, scripted, got 'codex'"
+        "runtime.adapter from environment variable ENACT_RUNTIME_ADAPTER: must be one of codex, echo, scripted, "
+        "got 'nope'"
     )
 
 
 def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
     installed = components.load(entry_points=[_entry("fine", "component_cases:make_fine")])
-    assert [c.name for c in installed.items] == ["local", "scripted", "fine"]
+    assert [c.name for c in installed.items] == ["local", "scripted", "codex", "fine"]
     settings = installed.load_config(tmp_path, environ={"ENACT_FINE_LEVEL": "3"})
     assert settings["fine.level"] == 3
     assert {row["key"]: row["component"] for row in settings.describe()}["fine.level"] == "fine"

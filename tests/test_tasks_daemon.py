@@ -27,7 +27,9 @@ from enact.tasks.records import FailureClass, Outcome, Phase, Task, TaskState, t
 
 from conftest import Daemon, DaemonFactory, wait_for
 
-SHORT_LEASE = {"ENACT_TASKS_LEASE_TTL_S": "1"}
+NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
+"""This test plays the worker: the daemon's own workers must not claim."""
+SHORT_LEASE = {"ENACT_TASKS_LEASE_TTL_S": "1", **NO_WORKERS}
 
 
 @pytest.fixture
@@ -56,7 +58,7 @@ def task_of(daemon: Daemon, task_id: int) -> Task:
 
 
 def test_add_list_and_show_through_the_cli(daemons: DaemonFactory, repo: Path) -> None:
-    daemon = daemons.start()
+    daemon = daemons.start(env=NO_WORKERS)
     added = add(daemon, repo, "--repairs", "3", "--deadline", "120")
     assert added["id"] == 1 and added["state"] == "queued" and added["existing"] is False
     assert added["repo"] == str(repo) and added["repairs"] == 3 and added["deadline_s"] == 120
@@ -77,7 +79,7 @@ def test_add_list_and_show_through_the_cli(daemons: DaemonFactory, repo: Path) -
 ])
 def test_bad_input_is_refused_in_one_line_and_queues_nothing(daemons: DaemonFactory, repo: Path,
                                                             args: tuple[str, ...], words: str) -> None:
-    daemon = daemons.start()
+    daemon = daemons.start(env=NO_WORKERS)
     result = daemon.cli("task", "add", "--repo", str(repo), "--json", *args, "x")
     assert result.returncode == 2 and words in orjson.loads(result.stdout)["error"]
     plain = daemon.cli("task", "add", "--repo", str(repo.parent), "x")
@@ -90,7 +92,7 @@ def test_bad_input_is_refused_in_one_line_and_queues_nothing(daemons: DaemonFact
 
 def test_a_worker_runs_a_task_under_its_lease_and_watch_shows_the_outcome(daemons: DaemonFactory,
                                                                          repo: Path) -> None:
-    daemon = daemons.start()
+    daemon = daemons.start(env=NO_WORKERS)
     add(daemon, repo)
     running = claim(daemon, "w1")
     assert isinstance(daemon.request(Claim(worker_id="w2")), NothingQueued)  # never two holders
@@ -138,7 +140,7 @@ def test_a_task_running_when_the_daemon_is_killed_runs_again_after_restart(daemo
 
 def test_cancel_of_a_running_task_reaches_its_worker_on_its_next_heartbeat(daemons: DaemonFactory,
                                                                           repo: Path) -> None:
-    daemon = daemons.start()
+    daemon = daemons.start(env=NO_WORKERS)
     add(daemon, repo)
     running = claim(daemon)
     cancelled = daemon.cli("task", "cancel", "1")
@@ -156,7 +158,7 @@ def test_cancel_of_a_running_task_reaches_its_worker_on_its_next_heartbeat(daemo
 
 
 def test_a_queued_task_is_cancelled_at_once(daemons: DaemonFactory, repo: Path) -> None:
-    daemon = daemons.start()
+    daemon = daemons.start(env=NO_WORKERS)
     add(daemon, repo)
     assert daemon.cli_json("task", "cancel", "1", "--json")["at_once"] is True
     assert task_of(daemon, 1).state is TaskState.CANCELLED
@@ -164,7 +166,7 @@ def test_a_queued_task_is_cancelled_at_once(daemons: DaemonFactory, repo: Path) 
 
 
 def test_an_auth_failure_pauses_the_task_until_resume(daemons: DaemonFactory, repo: Path) -> None:
-    daemon = daemons.start()
+    daemon = daemons.start(env=NO_WORKERS)
     add(daemon, repo)
     running = claim(daemon)
     daemon.request(Finish(task_id=1, worker_id="w1", attempt=running.attempt, outcome=Outcome.FAILED,
@@ -177,7 +179,7 @@ def test_an_auth_failure_pauses_the_task_until_resume(daemons: DaemonFactory, re
 
 
 def test_task_log_prints_the_workers_log_file(daemons: DaemonFactory, repo: Path) -> None:
-    daemon = daemons.start()
+    daemon = daemons.start(env=NO_WORKERS)
     add(daemon, repo)
     missing = daemon.cli("task", "log", "1")
     assert missing.returncode == 1 and "no log yet" in missing.stderr

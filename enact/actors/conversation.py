@@ -25,7 +25,17 @@ from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.messages.journal import Step
 from enact.messages.sessions import Forget, Lookup, Record, Session
-from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown, RuntimeTimeout
+from enact.runtime import (
+    RuntimeAuthFailed,
+    RuntimeCancelled,
+    RuntimeFailure,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeSessionUnknown,
+    RuntimeTimeout,
+    RuntimeUnavailable,
+)
+from enact.runtime.advice import owner_advice
 
 log = logging.getLogger(__name__)
 
@@ -213,13 +223,22 @@ class ConversationActor(EnactActor):
     # -- the runtime, through the session mapping ----------------------------------
 
     def _ask_model(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None) -> str:
+        """The model's answer; or, when only the owner can fix what failed
+        (a login, a missing binary), a reply that says what to do."""
+        try:
+            return self._resume_or_start(session_key, prompt, event, receipt=receipt)
+        except (RuntimeAuthFailed, RuntimeUnavailable) as error:
+            log.warning("the %s runtime cannot answer (%s): %s", self._services.runtime.name, error.kind, error)
+            return owner_advice(error, adapter=self._services.runtime.name)
+
+    def _resume_or_start(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None) -> str:
         runtime = self._services.runtime
         mapping = self.context.ask("sessions", Lookup(key=session_key, prompt_version=self._prompt_version))
         resume = mapping.native_id if isinstance(mapping, Session) else None
         try:
             return self._invoke(session_key, prompt, event, receipt, resume)
-        except (RuntimeTimeout, RuntimeCancelled):
-            raise  # neither forgets the session nor retries
+        except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable):
+            raise  # not the session's fault: it is kept, and a fresh one would fail the same way
         except RuntimeSessionUnknown:
             if resume is None:
                 raise

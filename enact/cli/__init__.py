@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from enact import __version__
-from enact.cli import _chat, _commands, _daemon, _reviews, _schedule, _tasks
+from enact.cli import _chat, _commands, _daemon, _reviews, _schedule, _tasks, _worktrees
 from enact.cli._options import HOME_HELP, home_type
 
 
@@ -27,7 +27,7 @@ def main(context: click.Context, home: Path | None) -> None:
 
 main.add_command(_daemon.daemon)
 for _command in (*_commands.COMMANDS, *_chat.COMMANDS, *_tasks.COMMANDS, *_reviews.COMMANDS,
-                 *_schedule.COMMANDS):
+                 *_schedule.COMMANDS, *_worktrees.COMMANDS):
     main.add_command(_command)
 
 __all__ = ["main"]

@@ -118,7 +118,7 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
 
 
 PROTOCOLS = ("commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
-             "tasks", "reviews", "scheduler")
+             "tasks", "reviews", "scheduler", "workers")
 """The protocol modules of ``enact.messages``. A wire name's prefix is the
 module that declares it, which is imported when one of its names is first
 looked up: a CLI command loads only the protocols it speaks (a dataclass costs

@@ -113,6 +113,8 @@ def _check_groups(pattern: re.Pattern[str], template: str, where: str) -> None:
 
 class ScriptedRuntime:
     name = "scripted"
+    confines_subprocesses = True
+    """Its ``run`` rules start under ``RuntimeRequest.confine``."""
 
     def __init__(
         self,

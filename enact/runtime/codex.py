@@ -1,0 +1,302 @@
+"""The Codex CLI as a runtime: ``codex exec --json``, resumed by thread id.
+
+What is sent: the prompt, on the CLI's standard input; Codex itself talks to
+its model provider as its own configuration (``$CODEX_HOME/config.toml``,
+its login) says. What comes back is read from its JSON lines (see
+``parse_events``) and from the file ``--output-last-message`` writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from enact.components import ComponentError, RuntimeComponent
+from enact.config import Check, Config, Setting
+from enact.runtime import (
+    RuntimeAuthFailed,
+    RuntimeFailure,
+    RuntimeMalformedOutput,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeResult,
+    RuntimeSessionUnknown,
+    RuntimeUnavailable,
+    Usage,
+)
+from enact.runtime._subprocess import CommandOutput, run_command
+
+if TYPE_CHECKING:
+    from enact.commands import CommandRegistry
+
+SANDBOXES = {"read-only": "read-only", "workspace-write": "workspace-write", "full-access": "danger-full-access"}
+"""enact's sandbox modes in Codex's words."""
+
+INSTALL_HINT = "install it (npm install -g @openai/codex) or set ENACT_CODEX_BIN to its path"
+
+_AUTH = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|not logged in|invalid[ _]api[ _]key|codex login", re.I)
+_RATE = re.compile(r"\b429\b|rate[ _-]?limit|quota|too many requests", re.I)
+_UNKNOWN_SESSION = re.compile(r"no rollout found|no saved session|session .* not found", re.I)
+_PROGRESS_LIMIT = 300
+
+
+@dataclass(slots=True)
+class CodexTurn:
+    """What the JSON lines of one ``codex exec`` said."""
+
+    thread_id: str | None = None
+    completed: bool = False
+    failure: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    answer: str | None = None
+    diagnostics: list[str] = field(default_factory=list)
+    progress: list[str] = field(default_factory=list)
+    unreadable_lines: int = 0
+
+
+def parse_events(stdout: str) -> CodexTurn:
+    """Read the events; unknown event types are ignored, so a newer Codex
+    that adds some still works."""
+    turn = CodexTurn()
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            turn.unreadable_lines += 1
+            continue
+        if isinstance(event, dict):
+            _apply(turn, event)
+    return turn
+
+
+def _apply(turn: CodexTurn, event: dict[str, Any]) -> None:
+    match event.get("type"):
+        case "thread.started":
+            turn.thread_id = str(event.get("thread_id") or "") or turn.thread_id
+        case "turn.completed":
+            turn.completed, turn.failure = True, None
+            turn.usage = _usage(event.get("usage"))
+        case "turn.failed":
+            error = event.get("error")
+            turn.failure = str(error.get("message") if isinstance(error, dict) else error or "the turn failed")
+        case "error":
+            # The CLI reports its retries ("Reconnecting... 2/5") this way and may still complete.
+            turn.diagnostics.append(str(event.get("message", "")))
+        case "item.completed":
+            item = event.get("item")
+            if isinstance(item, dict):
+                _item(turn, item)
+
+
+def _item(turn: CodexTurn, item: dict[str, Any]) -> None:
+    kind = item.get("type")
+    if kind == "agent_message":
+        turn.answer = str(item.get("text", ""))
+    elif kind == "error":
+        turn.diagnostics.append(str(item.get("message", "")))
+    elif kind == "command_execution":
+        turn.progress.append(_short(f"ran {item.get('command', '?')} (exit {item.get('exit_code')})"))
+    else:
+        detail = item.get("text") or {k: v for k, v in item.items() if k not in ("id", "type")}
+        turn.progress.append(_short(f"{kind}: {detail}"))
+
+
+def _usage(raw: object) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+
+    def count(name: str) -> int:
+        value = raw.get(name)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    return Usage(
+        input_tokens=count("input_tokens"),
+        cached_input_tokens=count("cached_input_tokens"),
+        output_tokens=count("output_tokens"),
+        reasoning_tokens=count("reasoning_output_tokens"),
+    )
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _PROGRESS_LIMIT else text[: _PROGRESS_LIMIT - 1] + "…"
+
+
+def classify(evidence: str, *, message: str, usage: Usage) -> RuntimeFailure:
+    """The failure ``evidence`` (what the CLI said) describes: auth,
+    rate-limited, else failed; ``message`` is what it says to the owner."""
+    if _AUTH.search(evidence):
+        return RuntimeAuthFailed(message, usage=usage)
+    if _RATE.search(evidence):
+        return RuntimeRateLimited(message, usage=usage)
+    return RuntimeFailure(message, usage=usage)
+
+
+def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str) -> RuntimeResult:
+    """The result of one call, or the typed failure it ended in."""
+    turn = parse_events(output.stdout)
+    stderr = output.stderr.strip()
+    if request.native_session and _UNKNOWN_SESSION.search(stderr):
+        raise RuntimeSessionUnknown(f"codex has no session {request.native_session}: {_last_line(stderr)}")
+    if turn.completed and output.exit_code == 0:
+        answer = last_message.strip() or (turn.answer or "").strip()
+        if not answer:
+            raise RuntimeMalformedOutput("codex completed the turn without an answer", usage=turn.usage)
+        return RuntimeResult(
+            text=answer,
+            native_session=None if not request.session_key else turn.thread_id or request.native_session,
+            usage=turn.usage,
+            duration_s=output.duration_s,
+            progress=tuple(turn.progress),
+        )
+    if turn.failure is None and output.exit_code == 0 and not turn.diagnostics:
+        raise RuntimeMalformedOutput(
+            f"codex exited 0 without finishing a turn ({turn.unreadable_lines} unreadable lines)", usage=turn.usage
+        )
+    how = f"was killed by signal {-output.exit_code}" if output.exit_code < 0 else f"exited {output.exit_code}"
+    exited = f"{how}: {_last_line(stderr) or 'nothing on stderr'}"
+    # Shown: what the turn failed with, else the last diagnostic, else how it
+    # ended; classified: all of it (a 401 may show only in the retries).
+    shown = turn.failure or (turn.diagnostics[-1] if turn.diagnostics else exited)
+    raise classify(" ".join([shown, *turn.diagnostics, stderr]), message=f"codex: {_short(shown)}", usage=turn.usage)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return _short(lines[-1]) if lines else ""
+
+
+def find_executable(explicit: str, *, where: str) -> str:
+    """An explicit path must exist (never a silent fallback to PATH); else
+    ``codex`` on PATH. Raises RuntimeUnavailable saying what to do."""
+    if explicit:
+        path = Path(explicit).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise RuntimeUnavailable(f"{where}: {explicit} is not an executable file; fix it or unset it")
+        return str(path)
+    found = shutil.which("codex")
+    if found is None:
+        raise RuntimeUnavailable(f"codex is not on PATH: {INSTALL_HINT}")
+    return found
+
+
+class CodexRuntime:
+    name = "codex"
+
+    def __init__(
+        self,
+        executable: Callable[[], str],
+        *,
+        model: str = "",
+        reasoning_effort: str = "",
+        default_cwd: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._executable = executable
+        self.model = model
+        self.reasoning_effort = reasoning_effort
+        self.default_cwd = default_cwd
+        self._env = env
+
+    def argv(self, executable: str, request: RuntimeRequest, last_message: Path) -> list[str]:
+        sandbox = SANDBOXES.get(request.sandbox)
+        if sandbox is None:
+            raise RuntimeFailure(f"unknown sandbox mode {request.sandbox!r}; expected one of {', '.join(SANDBOXES)}")
+        common = ["--json", "--output-last-message", str(last_message), "--skip-git-repo-check"]
+        if self.model:
+            common += ["--model", self.model]
+        if self.reasoning_effort:
+            common += ["-c", f'model_reasoning_effort="{self.reasoning_effort}"']
+        for image in request.images:
+            common += ["--image", str(image)]
+        if request.native_session and request.session_key:
+            return [executable, "exec", "resume", request.native_session, *common,
+                    "-c", f'sandbox_mode="{sandbox}"', "-"]
+        cwd = request.cwd or self.default_cwd
+        isolated = [] if request.session_key else ["--ephemeral"]
+        return [executable, "exec", "--cd", str(cwd), "--sandbox", sandbox, "--color", "never", *common,
+                *isolated, "-"]
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        executable = self._executable()
+        with tempfile.TemporaryDirectory(prefix="enact-codex-") as scratch:
+            last_message = Path(scratch) / "last-message.txt"
+            output = run_command(
+                self.argv(executable, request, last_message),
+                stdin_text=request.prompt,
+                cwd=request.cwd or self.default_cwd,
+                env=self._env,
+                timeout_s=request.timeout_s,
+                cancel=request.cancel,
+            )
+            try:
+                written = last_message.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                written = ""
+        return interpret(request, output, written)
+
+    def version(self) -> str:
+        """``codex --version``'s answer; raises RuntimeFailure."""
+        from enact.cancellation import CancellationToken
+
+        output = run_command([self._executable(), "--version"], stdin_text="", cwd=None, env=self._env,
+                             timeout_s=30, cancel=CancellationToken())
+        if output.exit_code != 0:
+            raise RuntimeFailure(f"codex --version exited {output.exit_code}: {_last_line(output.stderr)}")
+        return output.stdout.strip()
+
+
+EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
+
+
+class CodexRuntimeComponent(RuntimeComponent):
+    """The Codex CLI, selected by ``runtime.adapter = "codex"``."""
+
+    name = "codex"
+    sections = ("runtime",)
+    settings = (
+        Setting("runtime.codex.executable", str, "", "Path of the codex CLI (default: codex on PATH)",
+                env="ENACT_CODEX_BIN"),
+        Setting("runtime.codex.model", str, "", "Model codex is asked for (default: its own configuration's)",
+                env="ENACT_CODEX_MODEL"),
+        Setting("runtime.codex.reasoning_effort", str, "", "Reasoning effort codex is asked for (default: its own)",
+                Check(f"empty or one of {', '.join(EFFORTS)}", lambda value: value in ("", *EFFORTS)),
+                env="ENACT_CODEX_REASONING_EFFORT"),
+    )
+
+    def validate_environment(self, settings: Config) -> None:
+        """An explicit executable that is not there stops the daemon at start;
+        codex missing from PATH does not (each call then tells the owner
+        what to install, and ``enact runtime check`` says so too)."""
+        explicit = settings["runtime.codex.executable"]
+        if explicit:
+            try:
+                find_executable(explicit, where=_where(settings))
+            except RuntimeUnavailable as error:
+                raise ComponentError(str(error)) from None
+
+    def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> CodexRuntime:
+        explicit, where = settings["runtime.codex.executable"], _where(settings)
+        return CodexRuntime(
+            lambda: find_executable(explicit, where=where),
+            model=settings["runtime.codex.model"],
+            reasoning_effort=settings["runtime.codex.reasoning_effort"],
+            default_cwd=settings.home,
+        )
+
+
+def _where(settings: Config) -> str:
+    source = settings.sources["runtime.codex.executable"]
+    if source == "environment":
+        return "ENACT_CODEX_BIN"
+    return f"runtime.codex.executable ({source})"
