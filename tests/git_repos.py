@@ -1,16 +1,16 @@
-"""Small real git repositories for the review and landing tests."""
+"""Branches on the task repositories (``tests.task_repos``), as a worker
+captures them, for the review and landing tests."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-IDENTITY = ("-c", "user.name=Owner", "-c", "user.email=owner@example.invalid")
+import task_repos
 
 
 def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *IDENTITY, *args], cwd=repo, capture_output=True, text=True, check=True)
-    return done.stdout.strip()
+    """``git ARGS`` in ``repo``: its output, stripped."""
+    return task_repos.git(repo, *args).strip()
 
 
 def commit(repo: Path, files: dict[str, str], message: str) -> str:
@@ -24,13 +24,10 @@ def commit(repo: Path, files: dict[str, str], message: str) -> str:
 
 
 def make_repo(path: Path, *, doctor: str = "test -f ok") -> Path:
-    """A repository on branch ``main`` whose doctor (``.enact.toml``) runs
-    ``doctor``; by default it passes while a file ``ok`` exists."""
-    path.mkdir(parents=True)
-    git(path, "init", "--quiet", "--initial-branch=main")
-    commit(path, {"ok": "", "app.txt": "one\n", ".enact.toml": f'[doctor]\ncommand = "{doctor}"\ntimeout = 30\n'},
-           "start")
-    return path
+    """A task repository (``tests.task_repos``) whose doctor runs ``doctor``;
+    by default it passes while a file ``ok`` exists, and ``app.txt`` is there
+    to change."""
+    return task_repos.make_repo(path, doctor=doctor, files={"ok": "", "app.txt": "one\n"})
 
 
 def task_branch(repo: Path, branch: str, files: dict[str, str], *, deleted: tuple[str, ...] = ()) -> tuple[str, str]:

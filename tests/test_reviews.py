@@ -20,7 +20,7 @@ from enact.messages.reviews import LandRefusal
 from enact.metrics import LAND_OUTCOMES
 from enact.tasks.review_commands import review_commands
 
-from conftest import Daemon, DaemonFactory
+from conftest import Daemon, DaemonFactory, wait_for
 
 LAND_RULES = """
 [[rule]]
@@ -102,6 +102,24 @@ def test_land_refuses_on_a_failing_doctor_and_lands_on_a_passing_one(daemons: Da
 
 def test_every_land_refusal_is_a_counted_outcome() -> None:
     assert set(LAND_OUTCOMES) == {"landed"} | {refusal.value for refusal in LandRefusal}
+
+
+def test_a_workers_review_lands_the_task_into_the_repository(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text('[[rule]]\nmatch = "change app"\nrun = ["sh", "-c", "echo two > app.txt"]\n'
+                                        'reply = "changed"\n')
+    daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off"})
+    task = daemon.cli_json("task", "add", "change app.txt to two", "--repo", str(repo), "--json")
+    wait_for(lambda: daemon.cli_json("task", "show", str(task["id"]), "--json")["state"] == "succeeded",
+             timeout=60, what="the task to succeed")
+    [review] = reviews(daemon)
+    assert review["task_id"] == task["id"] and review["state"] == "open" and "app.txt" in review["diffstat"]
+    assert (repo / "app.txt").read_text() == "one\n"
+    code, landed = land(daemon, review["id"])
+    assert code == 0, landed
+    assert (repo / "app.txt").read_text() == "two\n"
+    assert git(repo, "rev-parse", "main") == review["head"] == landed["landed_revision"]
 
 
 def test_land_refuses_a_dirty_target_and_a_conflict(daemons: DaemonFactory, tmp_path: Path) -> None:
