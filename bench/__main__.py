@@ -14,9 +14,9 @@ import time
 import traceback
 from importlib import metadata
 
-from bench import append_log, chat, control_socket, dispatch
+from bench import append_log, chat, control_socket, dispatch, tasks
 
-BENCHMARKS = (control_socket, dispatch, append_log, chat)
+BENCHMARKS = (control_socket, dispatch, append_log, chat, tasks)
 
 
 def main(argv: list[str] | None = None) -> int:
