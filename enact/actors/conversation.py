@@ -142,6 +142,7 @@ class ConversationActor(EnactActor):
             locked=self._locked,
             cancel=self.context.fence.token.child(),
             conversation=event.event.conversation_key,
+            request_id=event.event_id,
         )
 
     def _action_loop(self, message: HandleEvent) -> tuple[str, list[ActionRecord]]:
