@@ -218,7 +218,8 @@ def run(quick: bool) -> Table:
         shutil.rmtree(directory, ignore_errors=True)
     for note in notes:
         table.note(note)
-    table.note(f"median of {repeats} runs of enact, {baseline_repeats} of each baseline; both sides durable per change (LMDB: fsync on commit, with the fence "
-               "guard; JSON: flock, parse, temp file fsync, rename, directory fsync); \"JSON\" encodes with "
-               "Python's json module, as the original does, \"orjson\" with orjson, which favours the baseline")
+    table.note(f"median of {repeats} runs of enact, {baseline_repeats} of each baseline; both sides durable per "
+               "change (LMDB: fsync on commit, with the fence guard; JSON: flock, parse, temp file fsync, rename, "
+               "directory fsync); \"JSON\" encodes with Python's json module, as the original does, \"orjson\" "
+               "with orjson, which favours the baseline")
     return table
