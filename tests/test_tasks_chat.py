@@ -170,3 +170,38 @@ def test_task_add_is_refused_when_the_runtime_is_not_agentic(commands: Any) -> N
     receipt = registry(agentic=False).run(call("event-1"))
     assert not receipt.ok and "not agentic" in receipt.text
     assert queue.list(None, 10, None).tasks == ()
+
+
+def test_the_owner_hears_the_outcome_on_the_conversation_and_its_session_gets_a_note(
+        daemons: DaemonFactory, repo: Path) -> None:
+    from enact.messages.tasks import Claim, Claimed, Finish
+    from enact.tasks.records import Outcome
+
+    from conftest import wait_for
+
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(rules(repo))
+    transcript = home.parent / "transcript.jsonl"
+    (home / "config.toml").write_text(LOCKED + f'[scripted]\ntranscript = "{transcript}"\n')
+    chat = daemons.start(home)
+    send(chat, "please fix the typo")
+    claimed = chat.request(Claim(worker_id="w1"))
+    assert isinstance(claimed, Claimed)
+    chat.request(Finish(task_id=1, worker_id="w1", attempt=claimed.task.attempt, outcome=Outcome.SUCCEEDED,
+                        summary="fixed the typo", review_id="r1"))
+
+    def notices() -> list[dict[str, Any]]:
+        turns = chat.cli_json("turns", "--json")
+        return [t for t in turns if t["message_id"].startswith("notice:")]
+
+    wait_for(lambda: notices(), what="the task's outcome notice")
+    [notice] = notices()
+    assert notice["conversation"] == "owner" and notice["outcome"] == "replied"
+    assert notice["reply"].startswith("Task 1 succeeded: fixed the typo.") and "Review r1" in notice["reply"]
+
+    def noted() -> list[dict[str, Any]]:
+        calls = [orjson.loads(line) for line in transcript.read_text().splitlines()] if transcript.exists() else []
+        return [c for c in calls if c["session_key"] == "local:owner" and "Context note" in c["prompt"]]
+
+    wait_for(lambda: noted(), what="the note in the conversation's session")
+    assert "Task 1 (fix the README typo) succeeded: fixed the typo" in noted()[0]["prompt"]

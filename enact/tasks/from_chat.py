@@ -21,8 +21,9 @@ import orjson
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
 from enact.messages._registry import Request
+from enact.messages.inbox import Notify
 from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown
-from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, clip
+from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, clip
 
 BRIEF_MARKER = "[task brief]"
 """Leads the brief request's owner message, so scripted rules can tell it apart."""
@@ -209,6 +210,21 @@ def session_call(runtime: Runtime, ask: Ask, *, prompt_version: int, timeout_s: 
             return invoke(session_key, prompt, owner_message, None)
 
     return call
+
+
+def outcome_notice(task: Task) -> Notify | None:
+    """What the owner is told, on the conversation a task came from, once it
+    ended or paused; None for any other change, or a task not from chat."""
+    if task.conversation is None or not (task.state.ended or task.state is TaskState.PAUSED):
+        return None
+    review = f" Review {task.review_id}: `enact review show {task.review_id}`." if task.review_id else ""
+    worktree = f" Its worktree is kept at {task.worktree}." if task.worktree and task.state is not \
+        TaskState.SUCCEEDED else ""
+    text = f"Task {task.id} {task.state}: {task.summary or 'no summary'}.{review}{worktree}"
+    note = f"Task {task.id} ({clip(task.request, 200)}) {task.state}: {clip(task.summary, 300)}{review}"
+    return Notify(channel=task.conversation.channel, conversation=task.conversation.conversation,
+                  notice_id=f"task:{task.id}:{task.attempt}:{task.state}", text=text, session_note=note,
+                  origin=task.origin)
 
 
 def task_commands() -> list[Command]:
