@@ -27,8 +27,9 @@ from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages.tasks import Claimed, Finish, Found, ReportPhase, Submit
 from enact.storage import Storage
-from enact.tasks.queue import DATABASES, TaskQueue
+from enact.tasks.queue import TaskQueue
 from enact.tasks.records import Outcome, Phase
+from enact.tasks.tables import DATABASES
 
 TITLE = "7. Task queue: LMDB TaskQueue vs one JSON file rewritten per change"
 REQUEST = "Make the retry back-off configurable and cover it with a test. " * 3

@@ -124,7 +124,8 @@ def commands(tmp_path: Path) -> Any:
     from enact.messages.tasks import Submit
     from enact.storage import Storage
     from enact.tasks.from_chat import task_commands
-    from enact.tasks.queue import DATABASES, TaskQueue
+    from enact.tasks.queue import TaskQueue
+    from enact.tasks.tables import DATABASES
 
     home = tmp_path / "home"
     home.mkdir()

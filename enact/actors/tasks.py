@@ -30,8 +30,9 @@ from enact.messages.tasks import (
     Submit,
 )
 from enact.tasks.from_chat import outcome_notice
-from enact.tasks.queue import DATABASES, TaskQueue
+from enact.tasks.queue import TaskQueue
 from enact.tasks.records import Task
+from enact.tasks.tables import DATABASES
 
 __all__ = ["DATABASES", "TaskQueueActor"]
 
