@@ -14,9 +14,9 @@ import time
 import traceback
 from importlib import metadata
 
-from bench import append_log, chat, control_socket, dispatch, task_workers
+from bench import append_log, chat, control_socket, dispatch, task_workers, tasks
 
-BENCHMARKS = (control_socket, dispatch, append_log, chat, task_workers)
+BENCHMARKS = (control_socket, dispatch, append_log, chat, tasks, task_workers)
 
 
 def main(argv: list[str] | None = None) -> int:

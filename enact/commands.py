@@ -62,6 +62,8 @@ class CommandCall:
     locked: bool
     cancel: CancellationToken
     conversation: str = ""
+    request_id: str = ""
+    """The request (chat event) it runs for; "" when there is none."""
 
 
 Handler = Callable[[CommandCall, "CommandContext"], str]
@@ -72,18 +74,18 @@ class CommandFailed(Exception):
     """The command ran and failed; the message is the receipt."""
 
 
-def _no_actors(actor: str, message: Request[Any]) -> object:
-    raise RuntimeError(f"cannot ask {actor!r}: the command registry was bound without the actors")
-
-
 @dataclass(frozen=True, slots=True)
 class CommandContext:
     """What a command handler may use of the daemon."""
 
     fence: Fence
     status: Callable[[], str]
-    ask: Callable[[str, Request[Any]], object] = _no_actors
-    """Ask an actor by name (its reply checked against the request's)."""
+    ask: Callable[[str, Request[Any]], object] | None = None
+    """Ask an actor by name (the task commands ask the queue)."""
+    converse: Callable[[str, str, str], str] | None = None
+    """A call on a conversation's own session: (session key, prompt, owner message) -> answer."""
+    agentic: bool = True
+    """Whether the selected runtime can work in a repository."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

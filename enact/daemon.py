@@ -59,6 +59,7 @@ from enact.programs import CommandsFileError, ProgramSource, kill_leftover_progr
 from enact.runtime import Runtime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
+from enact.tasks.from_chat import session_call, task_commands
 from enact.tasks.review_commands import review_commands
 
 log = logging.getLogger("enact.daemon")
@@ -180,9 +181,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     try:
         commands = CommandRegistry()
-        for command in builtin_commands(commands):
-            commands.register(command)
-        for command in review_commands():
+        for command in (*builtin_commands(commands), *task_commands(), *review_commands()):
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
         runtime = build_runtime(installed, settings, commands)
@@ -285,7 +284,10 @@ class _Daemon:
         self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
-        commands.bind(CommandContext(fence=fence, status=self._status_line, ask=self._ask))
+        converse = session_call(runtime, self._ask, prompt_version=settings["runtime.prompt_version"],
+                                timeout_s=settings["runtime.timeout_s"], startup_context=services.startup_context)
+        commands.bind(CommandContext(fence=fence, status=self._status_line, ask=self._ask, converse=converse,
+                                     agentic=getattr(runtime, "agentic", True)))
 
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
         """Who serves which prefix in the control connection's thread; any
@@ -357,8 +359,9 @@ class _Daemon:
             event_origin=HUMAN_CLI,
             locked=bool(self.settings["chat.allowed_conversations"]),
             cancel=self.fence.token.child(),
+            request_id=f"commands.Run:{message.request_id}" if message.request_id else "",
         )
-        request_id = f"commands.Run:{message.request_id or uuid.uuid4().hex}"
+        request_id = call.request_id or f"commands.Run:{uuid.uuid4().hex}"
         return self.journaled_commands.once(call, request_id=request_id, subject=message.name,
                                             resumed=bool(message.request_id))
 

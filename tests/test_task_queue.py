@@ -27,7 +27,7 @@ from enact.messages.tasks import (
     Submitted,
 )
 from enact.storage import Storage
-from enact.tasks.queue import DATABASES, TaskQueue
+from enact.tasks.queue import TaskQueue
 from enact.tasks.records import (
     EventKind,
     FailureClass,
@@ -37,6 +37,7 @@ from enact.tasks.records import (
     TaskState,
     retry_delay_s,
 )
+from enact.tasks.tables import DATABASES
 
 T0 = 1_000_000.0
 TTL = 60.0

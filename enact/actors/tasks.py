@@ -1,7 +1,8 @@
 """The task queue actor: a thin front over ``enact.tasks.queue``.
 
-It answers owners and workers, expires leases on its own timer, and
-publishes ``tasks.TaskChanged`` after each committed change. It never waits
+It answers owners and workers, expires leases on its own timer, publishes
+``tasks.TaskChanged`` after each committed change, and tells the inbox the
+outcome of a task that came from chat (a notice on its conversation). It never waits
 on another actor: workers do the long work and only send it messages."""
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ from enact.messages.tasks import (
     Retry,
     Submit,
 )
-from enact.tasks.queue import DATABASES, TaskQueue
+from enact.tasks.from_chat import outcome_notice
+from enact.tasks.queue import TaskQueue
 from enact.tasks.records import Task
+from enact.tasks.tables import DATABASES
 
 __all__ = ["DATABASES", "TaskQueueActor"]
 
+INBOX = "inbox"
 _SWEEPS_PER_TTL = 4
 """Leases are checked this many times per TTL: one expires at most a quarter
 of its TTL late."""
@@ -72,6 +76,9 @@ class TaskQueueActor(EnactActor):
             for change in self.queue.take_changes():
                 self._events.labels(event=change.event.event.kind.value).inc()
                 self.context.publish(change)
+                notice = outcome_notice(change.task)
+                if notice is not None:
+                    self.context.tell(INBOX, notice)
 
     def _handle(self, message: Any, now: float) -> Any:
         queue = self.queue

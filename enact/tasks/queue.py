@@ -5,27 +5,20 @@
 tests drive the clock) and returns the reply the protocol declares. The
 changes it committed are collected for the actor to publish.
 
-Databases (owned by the ``tasks`` actor):
-
-- ``tasks.queue``: task id (8 bytes, big-endian) → ``Task``.
-- ``tasks.events``: an append log of ``TaskEvent`` (cursor = sequence).
-- ``tasks.index``: ``k<idempotency key>`` → task id; ``s<state>\\0<id>`` for
-  each task (listing by state, finding queued and running tasks);
-  ``e<id><sequence>`` for each event (one task's events by cursor).
+Its databases and their keys are in ``enact.tasks.tables``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import struct
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import lmdb
 
 from enact.messages.common import Done
 from enact.messages.tasks import (
+    MAX_PAGE,
     CancelAccepted,
     Claimed,
     EventAt,
@@ -45,7 +38,7 @@ from enact.messages.tasks import (
     TaskChanged,
     TaskPage,
 )
-from enact.storage import AppendLog, RecordTable, Store, Table
+from enact.storage import Store
 from enact.tasks.records import (
     MAX_ATTEMPTS,
     WORKER_EVENTS,
@@ -62,36 +55,16 @@ from enact.tasks.records import (
     resume_hint,
     retry_delay_s,
 )
-
-QUEUE = "tasks.queue"
-EVENTS = "tasks.events"
-INDEX = "tasks.index"
-DATABASES = (QUEUE, EVENTS, INDEX)
-
-_ID = struct.Struct(">Q")
-_KEY = b"k"
-_STATE = b"s"
-_EVENT = b"e"
+from enact.tasks.tables import TaskTables
 
 _FINISHED_STATE = {Outcome.SUCCEEDED: TaskState.SUCCEEDED, Outcome.CANCELLED: TaskState.CANCELLED,
                    Outcome.PAUSED: TaskState.PAUSED, Outcome.FAILED: TaskState.FAILED}
 
 
-def _id_key(task_id: int) -> bytes:
-    return _ID.pack(task_id)
-
-
-def _state_prefix(state: TaskState) -> bytes:
-    return _STATE + state.value.encode() + b"\0"
-
-
 class TaskQueue:
     def __init__(self, store: Store, *, default_repo: str, lease_ttl_s: float) -> None:
         self._store = store
-        self._tasks = RecordTable(store.table(QUEUE), Task)
-        self._log = store.log(EVENTS)
-        self._events = RecordTable(self._log, TaskEvent)
-        self._index: Table = store.table(INDEX)
+        self._tables = TaskTables(store)
         self.default_repo = default_repo
         self.lease_ttl_s = lease_ttl_s
         self._changes: list[TaskChanged] = []
@@ -114,28 +87,14 @@ class TaskQueue:
         self._changes.extend(pending)
         return result
 
-    def _save(self, txn: lmdb.Transaction, before: Task | None, task: Task) -> None:
-        key = _id_key(task.id)
-        if before is not None and before.state is not task.state:
-            txn.delete(_state_prefix(before.state) + key, db=self._index.handle)
-        if before is None or before.state is not task.state:
-            txn.put(_state_prefix(task.state) + key, b"", db=self._index.handle)
-        self._tasks.put(txn, key, task)
-
     def _record(self, txn: lmdb.Transaction, pending: list[TaskChanged], before: Task | None, task: Task,
                 kind: EventKind, summary: str, now: float, worker: str = "") -> Task:
-        self._save(txn, before, task)
+        self._tables.save(txn, before, task)
         event = TaskEvent(task_id=task.id, kind=kind, time=now, worker=worker or task.worker,
                           attempt=task.attempt, summary=clip(summary), state=task.state)
-        sequence = self._log.last_cursor(txn) + 1
-        self._events.put(txn, AppendLog.key(sequence), event)
-        txn.put(_EVENT + _id_key(task.id) + _ID.pack(sequence), b"", db=self._index.handle)
+        sequence = self._tables.append_event(txn, event)
         pending.append(TaskChanged(task=task, event=EventAt(cursor=sequence, event=event)))
         return task
-
-    def _next_id(self, txn: lmdb.Transaction) -> int:
-        cursor = txn.cursor(db=self._tasks.table.handle)
-        return int(_ID.unpack(cursor.key())[0]) + 1 if cursor.last() else 1
 
     # -- owners -------------------------------------------------------------
 
@@ -150,19 +109,17 @@ class TaskQueue:
         key = message.idempotency_key or f"fresh:{uuid.uuid4().hex}"
 
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Submitted:
-            existing = txn.get(_KEY + key.encode(), db=self._index.handle)
+            existing = self._tables.by_key(txn, key)
             if existing is not None:
-                task = self._tasks.get(txn, bytes(existing))
-                if task is not None:
-                    return Submitted(task=task, existing=True)
-            task = Task(id=self._next_id(txn), request=message.request, brief=message.brief, repo=repo,
+                return Submitted(task=existing, existing=True)
+            task = Task(id=self._tables.next_id(txn), request=message.request, brief=message.brief, repo=repo,
                         origin=message.origin, idempotency_key=key, repairs=message.repairs,
                         deadline_s=message.deadline_s, attempt=1, parent=message.parent, state=TaskState.QUEUED,
                         phase=Phase.NONE, repair=0, confined=None, review_id="", worktree="",
                         conversation=message.conversation, worker="", lease_expires_at=None,
                         cancel_requested=False, not_before=0.0, failure_class=None, summary="",
                         created_at=now, updated_at=now, started_at=None, finished_at=None)
-            txn.put(_KEY + key.encode(), _id_key(task.id), db=self._index.handle)
+            self._tables.claim_key(txn, key, task.id)
             provenance = f"retry of task {task.parent}" if task.parent else f"from {task.origin}"
             self._record(txn, pending, None, task, EventKind.QUEUED, provenance, now)
             return Submitted(task=task, existing=False)
@@ -172,7 +129,7 @@ class TaskQueue:
 
     def cancel(self, task_id: int, now: float) -> CancelAccepted | Refused:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> CancelAccepted | Refused:
-            task = self._tasks.get(txn, _id_key(task_id))
+            task = self._tables.get(txn, task_id)
             if task is None:
                 return Refused(reason=f"no task {task_id}")
             if task.state.ended:
@@ -205,7 +162,7 @@ class TaskQueue:
 
     def resume(self, task_id: int, now: float) -> Task | Refused:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Task | Refused:
-            task = self._tasks.get(txn, _id_key(task_id))
+            task = self._tables.get(txn, task_id)
             if task is None:
                 return Refused(reason=f"no task {task_id}")
             if task.state is not TaskState.PAUSED:
@@ -222,7 +179,7 @@ class TaskQueue:
     def claim(self, worker_id: str, now: float) -> Claimed | NothingQueued:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Claimed | NothingQueued:
             next_due: float | None = None
-            for task in self._in_state(txn, TaskState.QUEUED):
+            for task in self._tables.in_state(txn, TaskState.QUEUED):
                 if task.not_before > now:
                     wait = task.not_before - now
                     next_due = wait if next_due is None else min(next_due, wait)
@@ -239,7 +196,7 @@ class TaskQueue:
         return result
 
     def _held(self, txn: lmdb.Transaction, task_id: int, worker_id: str, attempt: int) -> Task | LeaseLost:
-        task = self._tasks.get(txn, _id_key(task_id))
+        task = self._tables.get(txn, task_id)
         if task is None:
             return LeaseLost(task_id=task_id, reason=f"no task {task_id}")
         if task.state is not TaskState.RUNNING or task.worker != worker_id or task.attempt != attempt:
@@ -253,7 +210,7 @@ class TaskQueue:
             if isinstance(task, LeaseLost):
                 return task
             expires = now + self.lease_ttl_s
-            self._save(txn, task, dataclasses.replace(task, lease_expires_at=expires, updated_at=now))
+            self._tables.save(txn, task, dataclasses.replace(task, lease_expires_at=expires, updated_at=now))
             return LeaseRenewed(lease_expires_at=expires, cancel_requested=task.cancel_requested)
 
         result: LeaseRenewed | LeaseLost = self._write(write)
@@ -316,7 +273,7 @@ class TaskQueue:
         or fail ``worker-lost`` after their last attempt. Returns how many."""
 
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> int:
-            expired = [t for t in self._in_state(txn, TaskState.RUNNING)
+            expired = [t for t in self._tables.in_state(txn, TaskState.RUNNING)
                        if t.lease_expires_at is not None and t.lease_expires_at <= now]
             for task in expired:
                 lost = f"the lease of {task.worker} expired (attempt {task.attempt})"
@@ -336,103 +293,26 @@ class TaskQueue:
                     self._record(txn, pending, task, queued, EventKind.LEASE_EXPIRED, lost, now, task.worker)
             return len(expired)
 
-        if not self._store.read(lambda txn: any(True for _ in self._ids_in_state(txn, TaskState.RUNNING))):
+        if not self._store.read(lambda txn: any(True for _ in self._tables.ids_in_state(txn, TaskState.RUNNING))):
             return 0  # nothing running: no write transaction for an idle timer
         result: int = self._write(write)
         return result
 
     # -- reading ------------------------------------------------------------
 
-    def _ids_in_state(self, txn: lmdb.Transaction, state: TaskState, *, newest_first: bool = False,
-                      before: int | None = None) -> Iterator[int]:
-        prefix = _state_prefix(state)
-        cursor = txn.cursor(db=self._index.handle)
-        if newest_first:
-            start = prefix + _id_key(before) if before is not None else prefix + b"\xff" * 8
-            # set_range lands on the first key >= start: step back from there.
-            found = cursor.set_range(start)
-            found = cursor.prev() if found else cursor.last()
-            while found and bytes(cursor.key()).startswith(prefix):
-                task_id = int(_ID.unpack(bytes(cursor.key())[len(prefix):])[0])
-                if before is None or task_id < before:
-                    yield task_id
-                found = cursor.prev()
-            return
-        if not cursor.set_range(prefix):
-            return
-        for raw in cursor.iternext(values=False):
-            key = bytes(raw)
-            if not key.startswith(prefix):
-                return
-            yield int(_ID.unpack(key[len(prefix):])[0])
-
-    def _in_state(self, txn: lmdb.Transaction, state: TaskState) -> Iterator[Task]:
-        for task_id in list(self._ids_in_state(txn, state)):
-            task = self._tasks.get(txn, _id_key(task_id))
-            if task is not None:
-                yield task
-
     def get(self, task_id: int) -> Found | NotFound:
-        task = self._store.read(lambda txn: self._tasks.get(txn, _id_key(task_id)))
+        task = self._store.read(lambda txn: self._tables.get(txn, task_id))
         return NotFound(task_id=task_id) if task is None else Found(task=task)
 
     def list(self, state: TaskState | None, limit: int, before: int | None) -> TaskPage:
-        limit = max(1, min(limit, 1_000))
-
-        def read(txn: lmdb.Transaction) -> TaskPage:
-            ids: list[int] = []
-            if state is not None:
-                for task_id in self._ids_in_state(txn, state, newest_first=True, before=before):
-                    ids.append(task_id)
-                    if len(ids) > limit:
-                        break
-            else:
-                cursor = txn.cursor(db=self._tasks.table.handle)
-                if before is None:
-                    found = cursor.last()
-                else:  # the first key at or after `before`, then one back
-                    found = cursor.prev() if cursor.set_range(_id_key(before)) else cursor.last()
-                while found and len(ids) <= limit:
-                    ids.append(int(_ID.unpack(cursor.key())[0]))
-                    found = cursor.prev()
-            tasks = [t for t in (self._tasks.get(txn, _id_key(i)) for i in ids[:limit]) if t is not None]
-            more = len(ids) > limit
-            return TaskPage(tasks=tuple(tasks), next_before=tasks[-1].id if more and tasks else None)
-
-        result: TaskPage = self._store.read(read)
-        return result
+        tasks, more = self._store.read(lambda txn: self._tables.page(txn, state, _bounded(limit), before))
+        return TaskPage(tasks=tuple(tasks), next_before=tasks[-1].id if more and tasks else None)
 
     def events(self, task_id: int | None, cursor: int, limit: int) -> EventPage | NotFound:
-        limit = max(1, min(limit, 1_000))
-
         def read(txn: lmdb.Transaction) -> EventPage | NotFound:
-            found: list[EventAt] = []
-            more = False
-            if task_id is None:
-                for sequence, _ in self._log.iterate_from(txn, cursor):
-                    if len(found) == limit:
-                        more = True
-                        break
-                    event = self._events.get(txn, AppendLog.key(sequence))
-                    if event is not None:
-                        found.append(EventAt(cursor=sequence, event=event))
-                return EventPage(events=tuple(found), next_cursor=found[-1].cursor if found else cursor, more=more)
-            if self._tasks.get(txn, _id_key(task_id)) is None:
+            if task_id is not None and self._tables.get(txn, task_id) is None:
                 return NotFound(task_id=task_id)
-            prefix = _EVENT + _id_key(task_id)
-            position = txn.cursor(db=self._index.handle)
-            if position.set_range(prefix + _ID.pack(cursor + 1)):
-                for raw in position.iternext(values=False):
-                    key = bytes(raw)
-                    if not key.startswith(prefix):
-                        break
-                    if len(found) == limit:
-                        more = True
-                        break
-                    sequence = int(_ID.unpack(key[len(prefix):])[0])
-                    event = self._events.get(txn, AppendLog.key(sequence))
-                    if event is not None:
-                        found.append(EventAt(cursor=sequence, event=event))
+            found, more = self._tables.events(txn, task_id, cursor, _bounded(limit))
             return EventPage(events=tuple(found), next_cursor=found[-1].cursor if found else cursor, more=more)
 
         result: EventPage | NotFound = self._store.read(read)
@@ -443,17 +323,13 @@ class TaskQueue:
             leases = tuple(
                 Lease(task_id=t.id, worker_id=t.worker, attempt=t.attempt, expires_at=t.lease_expires_at or 0.0,
                       progress=t.progress, started_at=t.started_at or t.updated_at)
-                for t in self._in_state(txn, TaskState.RUNNING))
-            queued = sum(1 for _ in self._ids_in_state(txn, TaskState.QUEUED))
+                for t in self._tables.in_state(txn, TaskState.RUNNING))
+            queued = sum(1 for _ in self._tables.ids_in_state(txn, TaskState.QUEUED))
             return LeaseTable(leases=leases, queued=queued)
 
         result: LeaseTable = self._store.read(read)
         return result
 
-    def next_lease_expiry(self) -> float | None:
-        def read(txn: lmdb.Transaction) -> float | None:
-            times = [t.lease_expires_at for t in self._in_state(txn, TaskState.RUNNING) if t.lease_expires_at]
-            return min(times) if times else None
 
-        result: float | None = self._store.read(read)
-        return result
+def _bounded(limit: int) -> int:
+    return max(1, min(limit, MAX_PAGE))

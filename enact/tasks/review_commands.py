@@ -8,7 +8,10 @@ model action, and here a chat origin counts only in a locked conversation
 
 from __future__ import annotations
 
+from typing import Any
+
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.messages._registry import Request
 from enact.messages.common import HUMAN_CLI, Rejected
 from enact.messages.reviews import (
     Close,
@@ -41,12 +44,18 @@ def _owner_only(call: CommandCall, verb: str) -> None:
                             "(chat.allowed_conversations), so that only the owner can; or use `enact review`")
 
 
+def _ask_reviews(context: CommandContext, message: Request[Any]) -> object:
+    if context.ask is None:
+        raise CommandFailed("reviews are not available in this daemon")
+    return context.ask("reviews", message)
+
+
 def _line(review: Review) -> str:
     return f"#{review.id} {review.state.value}: task {review.task_id}, {review.branch} in {review.repo}"
 
 
 def _list(_: CommandCall, context: CommandContext) -> str:
-    reply = context.ask("reviews", List(state=ReviewState.OPEN, limit=20))
+    reply = _ask_reviews(context, List(state=ReviewState.OPEN, limit=20))
     if not isinstance(reply, ReviewList):
         raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     if not reply.reviews:
@@ -57,7 +66,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 
 def _show(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
-    reply = context.ask("reviews", Get(review_id=review_id))
+    reply = _ask_reviews(context, Get(review_id=review_id))
     if isinstance(reply, UnknownReview):
         raise CommandFailed(f"no review {review_id}")
     if not isinstance(reply, Found):
@@ -72,7 +81,7 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 def _land(call: CommandCall, context: CommandContext) -> str:
     _owner_only(call, "land")
     review_id = _review_id(call)
-    reply = context.ask("reviews", Land(review_id=review_id, origin=call.origin))
+    reply = _ask_reviews(context, Land(review_id=review_id, origin=call.origin))
     if isinstance(reply, UnknownReview):
         raise CommandFailed(f"no review {review_id}")
     if isinstance(reply, LandRefused):
@@ -85,7 +94,7 @@ def _land(call: CommandCall, context: CommandContext) -> str:
 def _close(call: CommandCall, context: CommandContext) -> str:
     _owner_only(call, "close")
     review_id = _review_id(call)
-    reply = context.ask("reviews", Close(review_id=review_id, origin=call.origin, reason="closed from chat"))
+    reply = _ask_reviews(context, Close(review_id=review_id, origin=call.origin, reason="closed from chat"))
     if isinstance(reply, UnknownReview):
         raise CommandFailed(f"no review {review_id}")
     if isinstance(reply, Rejected):
