@@ -59,6 +59,7 @@ from enact.programs import CommandsFileError, ProgramSource, kill_leftover_progr
 from enact.runtime import Runtime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
+from enact.tasks.backlog_commands import backlog_commands
 from enact.tasks.from_chat import session_call, task_commands
 from enact.tasks.review_commands import review_commands
 
@@ -181,7 +182,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     try:
         commands = CommandRegistry()
-        for command in (*builtin_commands(commands), *task_commands(), *review_commands()):
+        for command in (*builtin_commands(commands), *task_commands(), *review_commands(), *backlog_commands()):
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
         runtime = build_runtime(installed, settings, commands)

@@ -494,8 +494,9 @@ def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None
     catalog = chat.cli_json("call", "commands.ListCommands")
     tasks = {"task.add", "task.list", "task.show", "task.cancel", "task.retry", "task.resume"}
     reviews = {"review.list", "review.show", "review.land", "review.close"}
+    later = {"backlog.list", "backlog.add", "backlog.promote", "cron.list"}
     assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve", *tasks,
-                                                                *reviews}
+                                                                *reviews, *later}
 
 
 def test_event_outside_the_lock_still_advances_the_cursor(daemons: DaemonFactory) -> None:

@@ -138,3 +138,21 @@ def test_auto_promote_promotes_the_first_item_only_while_the_queue_is_idle(daemo
     promoted = [task for task in tasks_of(daemon) if task["id"] != busy["id"]]
     assert promoted[0]["request"] == "urgent" and promoted[0]["origin"] == "scheduler"
     assert len(promoted) == 1 or promoted[1]["request"] == "minor"
+
+
+def test_the_backlog_from_chat(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = daemons.start(env={"ENACT_TASKS_DEFAULT_REPO": str(repo)})
+
+    def say(text: str) -> str:
+        reply: str = daemon.cli_json("send", "--json", text)["reply"]
+        return reply
+
+    assert say("/backlog.add p0: fix the docs") == "backlog item 1 (p0)"
+    assert say("/backlog.add tidy up") == "backlog item 2 (p1)"
+    assert say("/backlog.list") == "Backlog:\n#1 p0 fix the docs\n#2 p1 tidy up"
+    promoted = say("/backlog.promote 2")
+    assert promoted.startswith("backlog item 2 is task ")
+    [task] = tasks_of(daemon)
+    assert task["request"] == "tidy up" and promoted.endswith(str(task["id"]))
+    assert say("/cron.list") == "no schedules"
