@@ -156,3 +156,26 @@ def test_the_backlog_from_chat(daemons: DaemonFactory, tmp_path: Path) -> None:
     [task] = tasks_of(daemon)
     assert task["request"] == "tidy up" and promoted.endswith(str(task["id"]))
     assert say("/cron.list") == "no schedules"
+
+
+def test_runs_missed_while_the_daemon_was_down_coalesce_into_one_at_start(daemons: DaemonFactory,
+                                                                          tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first = daemons.start(env=FAST_TICKS)
+    first.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
+    assert first.terminate() == 0
+    stopped = time.time()
+
+    def due_times(daemon: Any) -> list[int]:
+        return sorted(int(task["idempotency_key"].rsplit(":", 1)[1]) for task in tasks_of(daemon))
+
+    # The clock, not a race: let at least three due times pass while no daemon runs.
+    time.sleep(max(0.0, stopped + 6.5 - time.time()))
+    restarting = time.time()
+    second = daemons.start(first.home, env=FAST_TICKS)
+    wait_for(lambda: any(due > stopped for due in due_times(second)), what="the run at start")
+    after = [due for due in due_times(second) if due > stopped]
+    # One run for all the missed due times, the latest before the start (a
+    # replay of each would begin right after the stop); later ones follow.
+    assert restarting - 3 < after[0], (stopped, restarting, after)
+    assert all(later - earlier >= 2 for earlier, later in itertools.pairwise(after))
