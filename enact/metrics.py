@@ -50,7 +50,7 @@ ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled")
 TASK_EVENTS = tuple(kind.value for kind in EventKind)
 LAND_OUTCOMES = ("landed", "not-human", "not-open", "dirty-target", "conflict", "doctor-failed", "target-moved",
-                 "git-failed", "fenced")
+                 "busy", "git-failed", "fenced")
 """``landed`` or a refusal (``enact.messages.reviews.LandRefusal``)."""
 CRON_OUTCOMES = ("submitted", "skipped-busy", "refused")
 CONTROL_ERROR_REASONS = (

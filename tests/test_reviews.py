@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 import textwrap
 import urllib.request
 from pathlib import Path
@@ -20,7 +22,7 @@ from enact.messages.reviews import LandRefusal
 from enact.metrics import LAND_OUTCOMES
 from enact.tasks.review_commands import review_commands
 
-from conftest import Daemon, DaemonFactory, wait_for
+from conftest import Daemon, DaemonFactory, enact_env, wait_for
 
 LAND_RULES = """
 [[rule]]
@@ -120,6 +122,32 @@ def test_a_workers_review_lands_the_task_into_the_repository(daemons: DaemonFact
     assert code == 0, landed
     assert (repo / "app.txt").read_text() == "two\n"
     assert git(repo, "rev-parse", "main") == review["head"] == landed["landed_revision"]
+
+
+def test_while_one_land_runs_its_doctor_the_reviews_answer_and_a_second_land_is_refused(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    repo = make_repo(tmp_path / "repo", doctor=f"while [ ! -e {release} ]; do sleep 0.05; done")
+    base, first = task_branch(repo, "enact/task-1", {"app.txt": "two\n"})
+    _, second = task_branch(repo, "enact/task-2", {"other.txt": "x\n"})
+    daemon = daemons.start(env={"ENACT_TASKS_CONFINEMENT": "off"})
+    open_review(daemon, 1, repo, "enact/task-1", base, first)
+    open_review(daemon, 2, repo, "enact/task-2", base, second)
+    landing = subprocess.Popen([sys.executable, "-m", "enact", "review", "land", "1", "--json"],
+                               env=enact_env(daemon.home), stdout=subprocess.PIPE, text=True)
+    try:
+        scratch = daemon.home / "reviews" / "landing"
+        wait_for(lambda: scratch.is_dir() and any(scratch.iterdir()), what="the first land's doctor")
+        assert [r["state"] for r in reviews(daemon)] == ["open", "open"]  # the actor answers meanwhile
+        code, refused = land(daemon, 2)
+        assert code == 2 and refused["refusal"] == "busy", refused
+        release.touch()
+        out, _ = landing.communicate(timeout=60)
+    finally:
+        if landing.poll() is None:
+            landing.kill()
+    assert landing.returncode == 0 and json.loads(out)["state"] == "landed"
+    assert git(repo, "rev-parse", "main") == first
 
 
 def test_land_refuses_a_dirty_target_and_a_conflict(daemons: DaemonFactory, tmp_path: Path) -> None:

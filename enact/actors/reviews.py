@@ -88,7 +88,8 @@ class ReviewsActor(EnactActor):
         self._log = self._store.log(RECORDS)
         self._records = RecordTable(self._log, Review)
         self._tasks = self._store.table(TASKS)
-        self._landing: set[int] = set()
+        self._landing: dict[int, str] = {}
+        """Reviews being landed now, and their repositories."""
 
     def on_start(self) -> None:
         # A landing cut short by a crash left its temporary worktree; its
@@ -233,7 +234,12 @@ class ReviewsActor(EnactActor):
         if not self.context.fence.is_current():
             return LandRefused(review_id=review.id, refusal=LandRefusal.FENCED,
                                reason="this daemon was taken over (fenced)")
-        self._landing.add(review.id)
+        if review.repo in self._landing.values():
+            # One land per repository at a time: the second would only find
+            # the target moved under it once the first is done.
+            return LandRefused(review_id=review.id, refusal=LandRefusal.BUSY,
+                               reason=f"another review is being landed into {review.repo}; land again after it")
+        self._landing[review.id] = review.repo
         reply = Deferred()
         plan = landing.LandPlan(repo=Path(review.repo), head=review.head,
                                 message=f"Land review {review.id} (task {review.task_id}, {review.branch})")
@@ -255,7 +261,7 @@ class ReviewsActor(EnactActor):
         self.context.tell(self.context.name, _LandFinished(review_id=review.id, outcome=outcome, reply=reply))
 
     def _land_finished(self, message: _LandFinished) -> None:
-        self._landing.discard(message.review_id)
+        self._landing.pop(message.review_id, None)
         outcome = message.outcome
         review = self._get(message.review_id)
         if review is None:  # cannot happen: reviews are never deleted

@@ -36,6 +36,7 @@ class LandRefusal(enum.Enum):
     CONFLICT = "conflict"  # the branch does not merge cleanly
     DOCTOR_FAILED = "doctor-failed"  # the merged result fails the repository's checks
     TARGET_MOVED = "target-moved"  # the target branch moved while the doctor ran
+    BUSY = "busy"  # another land into the same repository is running
     GIT_FAILED = "git-failed"  # the repository, branch or revision is not usable
     FENCED = "fenced"  # this daemon was taken over
 
