@@ -14,9 +14,22 @@ import time
 import traceback
 from importlib import metadata
 
-from bench import append_log, chat, cli_startup, control_socket, dispatch, memory, runtimes, telegram
+from bench import (
+    append_log,
+    chat,
+    cli_startup,
+    control_socket,
+    dispatch,
+    memory,
+    runtimes,
+    task_workers,
+    tasks,
+    telegram,
+)
 
-BENCHMARKS = (control_socket, dispatch, append_log, chat, cli_startup, memory, runtimes, telegram)
+BENCHMARKS = (
+    control_socket, dispatch, append_log, chat, cli_startup, memory, runtimes, telegram, tasks, task_workers,
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,6 +62,8 @@ class CommandCall:
     locked: bool
     cancel: CancellationToken
     conversation: str = ""
+    request_id: str = ""
+    """The request (chat event) it runs for; "" when there is none."""
 
 
 Handler = Callable[[CommandCall, "CommandContext"], str]
@@ -84,6 +86,10 @@ class CommandContext:
     status: Callable[[], str]
     ask: Callable[[str, Request[Any]], object] = _no_actors
     """Ask an actor by name (``Supervisor.ask`` with the control deadline)."""
+    converse: Callable[[str, str, str], str] | None = None
+    """A call on a conversation's own session: (session key, prompt, owner message) -> answer."""
+    agentic: bool = True
+    """Whether the selected runtime can work in a repository."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -108,8 +108,8 @@ class Setting:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("daemon.metrics_addr", str, "127.0.0.1:9464", "Prometheus endpoint; port 0 picks a free port", _address),
-    Setting("daemon.workers", int, 2, "Task workers in the pool; read once the task worker pool lands",
-            between(1, 64)),
+    Setting("daemon.workers", int, 2, "Task workers in the pool; 0: none in this daemon",
+            between(0, 64)),
     Setting("daemon.log_level", str, "info", "Log level", one_of("debug", "info", "warning", "error")),
     Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", at_least(0)),
     Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", at_least(1)),
@@ -142,6 +142,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.recall_k", int, 8, "Facts recalled for each owner message", between(0, 100)),
     Setting("memory.recall_chars", int, 2000, "Budget of the recalled facts", between(0, 100_000)),
     Setting("runtime.allow_full_access", bool, False, "Whether a runtime call may run without a sandbox"),
+    Setting("tasks.default_repo", str, "", "The repository a task works on when none is named"),
+    Setting("tasks.lease_ttl_s", float, 60.0, "A worker's lease on a task lapses unless renewed within this",
+            between(1, 3600)),
+    # Task workers (enact.tasks): the doctor, protected paths, confinement, kept worktrees.
+    Setting("tasks.doctor_command", str, "", "Test command of a repository without a [doctor] in its .enact.toml"),
+    Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", at_least(1)),
+    Setting("tasks.protected_paths", list, ["tests/", ".ci/", ".github/", ".enact.toml"],
+            "Paths a task may change only when its request or brief names them"),
+    Setting("tasks.confinement", str, "auto", "auto: confine runtime and doctor with bwrap when installed",
+            one_of("auto", "off")),
+    Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",
+            at_least(0)),
+    # Backlog and cron (the Scheduler actor).
+    Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
+    Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
 )
 """The daemon's own settings; each component declares its own."""
 

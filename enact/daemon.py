@@ -22,7 +22,7 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import accounting, journal, memory, outbox, sessions
+from enact.actors import accounting, journal, memory, outbox, reviews, scheduler, sessions, tasks
 from enact.actors.accounting import AccountingActor
 from enact.actors.control import ControlServer
 from enact.actors.epoch import EpochFenceActor
@@ -30,8 +30,12 @@ from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
 from enact.actors.memory import MemoryActor
 from enact.actors.outbox import OutboxActor
+from enact.actors.reviews import ReviewsActor
+from enact.actors.scheduler import SchedulerActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec, Supervisor
+from enact.actors.tasks import TaskQueueActor
+from enact.actors.worker import WorkersActor
 from enact.channels import Channel, InboxInlet
 from enact.chat import inbox_records
 from enact.chat.services import ChatServices
@@ -52,6 +56,7 @@ from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
+from enact.messages.tasks import TaskChanged
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
@@ -60,6 +65,9 @@ from enact.runtime import Runtime, Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
+from enact.tasks.backlog_commands import backlog_commands
+from enact.tasks.from_chat import session_call, task_commands
+from enact.tasks.review_commands import review_commands
 
 log = logging.getLogger("enact.daemon")
 
@@ -101,6 +109,22 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             databases=inbox_records.DATABASES,
             depends_on=("epoch", "journal", "sessions", "outbox", "memory"),
             options={"services": services},
+        ),
+        ActorSpec(
+            name="tasks",
+            actor=TaskQueueActor,
+            databases=tasks.DATABASES,
+            depends_on=("epoch",),
+            options={"agentic": getattr(services.runtime, "agentic", True)},
+        ),
+        ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
+        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
+        ActorSpec(
+            name="workers",
+            actor=WorkersActor,
+            depends_on=("epoch", "tasks", "reviews"),
+            options={"runtime": services.runtime},
+            subscribes=(TaskChanged,),
         ),
     ]
 
@@ -166,7 +190,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     try:
         commands = CommandRegistry()
-        for command in (*builtin_commands(commands), *memory_commands()):
+        for command in (*builtin_commands(commands), *memory_commands(), *task_commands(), *review_commands(),
+                        *backlog_commands()):
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
         runtime = build_runtime(installed, settings, commands)
@@ -273,7 +298,10 @@ class _Daemon:
         self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
-        commands.bind(CommandContext(fence=fence, status=self._status_line, ask=self._ask))
+        converse = session_call(runtime, self._ask, prompt_version=settings["runtime.prompt_version"],
+                                timeout_s=settings["runtime.timeout_s"], startup_context=services.startup_context)
+        commands.bind(CommandContext(fence=fence, status=self._status_line, ask=self._ask, converse=converse,
+                                     agentic=getattr(runtime, "agentic", True)))
 
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
         """Who serves which prefix in the control connection's thread; any
@@ -346,8 +374,9 @@ class _Daemon:
             event_origin=HUMAN_CLI,
             locked=bool(self.settings["chat.allowed_conversations"]),
             cancel=self.fence.token.child(),
+            request_id=f"commands.Run:{message.request_id}" if message.request_id else "",
         )
-        request_id = f"commands.Run:{message.request_id or uuid.uuid4().hex}"
+        request_id = call.request_id or f"commands.Run:{uuid.uuid4().hex}"
         return self.journaled_commands.once(call, request_id=request_id, subject=message.name,
                                             resumed=bool(message.request_id))
 

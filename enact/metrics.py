@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 from enact import __version__
 from enact.config import parse_address
 from enact.messages.epoch import Owner
+from enact.tasks.records import EventKind
 
 if TYPE_CHECKING:
     import threading
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 # alerts for its first occurrence (tests/test_metrics.py checks the code
 # against these lists).
 
-STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "memory", "accounting")
+STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "memory", "accounting", "tasks", "reviews",
+                 "scheduler")
 ACTOR_FAMILIES = ("conversation",)
 """Keyed actors are counted by family, not by their per-conversation name."""
 
@@ -57,6 +59,11 @@ CHANNEL_POLL_ERROR_REASONS = (
 )
 """Why a polling channel's poll failed (the Telegram reasons of enact.channels.telegram_api, and ``inbox``)."""
 CHANNEL_DELIVERY_ERROR_REASONS = CHANNEL_POLL_ERROR_REASONS[:-1]
+TASK_EVENTS = tuple(kind.value for kind in EventKind)
+LAND_OUTCOMES = ("landed", "not-human", "not-open", "dirty-target", "conflict", "doctor-failed", "target-moved",
+                 "busy", "git-failed", "fenced")
+"""``landed`` or a refusal (``enact.messages.reviews.LandRefusal``)."""
+CRON_OUTCOMES = ("submitted", "skipped-busy", "refused")
 CONTROL_ERROR_REASONS = (
     "too_many_connections",
     "idle_timeout",
@@ -140,6 +147,15 @@ class Metrics:
         )
         self.channel_up = Gauge("enact_channel_up", "1 while a polling channel's last poll worked", ["channel"],
                                 registry=r)
+        self.task_events = Counter(
+            "enact_task_events", "Task lifecycle events by kind", ["event"], registry=r
+        )
+        self.review_lands = Counter(
+            "enact_review_lands", "Review land requests by outcome", ["outcome"], registry=r
+        )
+        self.cron_runs = Counter(
+            "enact_cron_runs", "Due times of cron schedules by what they did", ["outcome"], registry=r
+        )
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
@@ -184,6 +200,12 @@ class Metrics:
             self.control_errors.labels(reason=reason)
         for state in MEMORY_FACT_STATES:
             self.memory_facts.labels(state=state)
+        for event in TASK_EVENTS:
+            self.task_events.labels(event=event)
+        for outcome in LAND_OUTCOMES:
+            self.review_lands.labels(outcome=outcome)
+        for outcome in CRON_OUTCOMES:
+            self.cron_runs.labels(outcome=outcome)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""

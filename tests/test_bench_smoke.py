@@ -17,6 +17,8 @@ HEADINGS = (
     "6. Memory: remember, forget, startup context and recall vs one JSON list",
     "7. Runtime adapter overhead: the codex adapter vs the same CLI called directly",
     "8. Telegram channel: events/s and latency per event beside the local channel",
+    "9. Task queue: LMDB TaskQueue vs one JSON file rewritten per change",
+    "10. Task workers: trivial tasks completed per minute",
 )
 
 
@@ -28,7 +30,7 @@ def test_quick_bench_runs_and_prints_every_comparison() -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     for heading in HEADINGS:

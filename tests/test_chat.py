@@ -493,8 +493,12 @@ def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None
                      "body": {"command": "touch", "ok": True, "text": "touched", "outcome": "ok"}}
     assert runs(chat.home) == 1
     catalog = chat.cli_json("call", "commands.ListCommands")
-    assert {c["name"] for c in catalog["body"]["commands"]} == {
-        "help", "status", "remember", "memory", "forget", "slow", "touch", "approve"}
+    tasks = {"task.add", "task.list", "task.show", "task.cancel", "task.retry", "task.resume"}
+    reviews = {"review.list", "review.show", "review.land", "review.close"}
+    later = {"backlog.list", "backlog.add", "backlog.promote", "cron.list"}
+    memory = {"remember", "memory", "forget"}
+    assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve", *memory,
+                                                                *tasks, *reviews, *later}
 
 
 def test_event_outside_the_lock_still_advances_the_cursor(daemons: DaemonFactory) -> None:

@@ -292,7 +292,7 @@ def test_daemon_start_on_a_running_home_is_one_line_exit_2_without_old_log_lines
 def test_daemon_start_whose_daemon_refuses_exits_2_with_only_its_own_lines(daemons: DaemonFactory) -> None:
     home = daemons.new_home()
     (home / LOG_NAME).write_text("an old line from an earlier start\n")
-    (home / "config.toml").write_text("[daemon]\nworkers = 0\n")
+    (home / "config.toml").write_text("[daemon]\nworkers = 65\n")
     result = run_cli(home, "daemon", "start", "--metrics-addr", "127.0.0.1:0", timeout=60)
     assert result.returncode == 2, result
     [line] = _lines(result.stdout + result.stderr)

@@ -95,8 +95,8 @@ def test_the_command_line_wins(tmp_path: Path) -> None:
 
 def test_an_out_of_range_command_line_value_names_it(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
-        load(_home(tmp_path), environ={}, overrides={"daemon.workers": 0})
-    assert "daemon.workers from the command line: must be between 1 and 64, got 0" in _one_line(error)
+        load(_home(tmp_path), environ={}, overrides={"daemon.workers": 65})
+    assert "daemon.workers from the command line: must be between 0 and 64, got 65" in _one_line(error)
 
 
 def test_an_unknown_key_in_the_file_names_key_and_file(tmp_path: Path) -> None:
@@ -182,14 +182,14 @@ def test_a_wrong_type_in_the_environment_names_key_and_variable(tmp_path: Path, 
 @pytest.mark.parametrize(
     ("toml", "environ", "expected"),
     [
-        ("[daemon]\nworkers = 0\n", {}, "daemon.workers from {path}: must be between 1 and 64, got 0"),
-        ("[daemon]\nworkers = 65\n", {}, "daemon.workers from {path}: must be between 1 and 64, got 65"),
+        ("[daemon]\nworkers = -1\n", {}, "daemon.workers from {path}: must be between 0 and 64, got -1"),
+        ("[daemon]\nworkers = 65\n", {}, "daemon.workers from {path}: must be between 0 and 64, got 65"),
         ('[daemon]\nlog_level = "loud"\n', {}, "daemon.log_level from {path}: must be one of debug, info"),
         ('[daemon]\nmetrics_addr = "nowhere"\n', {}, "daemon.metrics_addr from {path}: must be HOST:PORT"),
         ('[daemon]\nmetrics_addr = "h:70000"\n', {}, "daemon.metrics_addr from {path}: must be HOST:PORT"),
         ("[supervisor]\nmax_restarts = 0\n", {}, "supervisor.max_restarts from {path}: must be at least 1"),
         (None, {"ENACT_DAEMON_WORKERS": "100"},
-         "daemon.workers from environment variable ENACT_DAEMON_WORKERS: must be between 1 and 64, got 100"),
+         "daemon.workers from environment variable ENACT_DAEMON_WORKERS: must be between 0 and 64, got 100"),
         (None, {"ENACT_DAEMON_SHUTDOWN_TIMEOUT_S": "-1"},
          "daemon.shutdown_timeout_s from environment variable ENACT_DAEMON_SHUTDOWN_TIMEOUT_S: must be at least 0"),
     ],
@@ -206,7 +206,7 @@ def test_an_out_of_range_value_names_key_and_source(
 def test_the_environment_is_validated_even_when_the_file_is_fine(tmp_path: Path) -> None:
     home = _home(tmp_path, "[daemon]\nworkers = 4\n")
     with pytest.raises(ConfigError, match="ENACT_DAEMON_WORKERS"):
-        load(home, environ={"ENACT_DAEMON_WORKERS": "0"})
+        load(home, environ={"ENACT_DAEMON_WORKERS": "65"})
 
 
 @pytest.mark.parametrize(

@@ -77,6 +77,10 @@ def test_every_known_labelled_series_is_exported_at_zero_from_the_start(daemons:
         assert value(text, "enact_conversation_actions_total", outcome=outcome) == 0
     for outcome in metric_labels.RUNTIME_CALL_OUTCOMES:
         assert value(text, "enact_runtime_calls_total", adapter="scripted", outcome=outcome) == 0
+    for outcome in metric_labels.LAND_OUTCOMES:
+        assert value(text, "enact_review_lands_total", outcome=outcome) == 0
+    for outcome in metric_labels.CRON_OUTCOMES:
+        assert value(text, "enact_cron_runs_total", outcome=outcome) == 0
     for reason in metric_labels.CONTROL_ERROR_REASONS:
         assert value(text, "enact_control_errors_total", reason=reason) == 0
 
@@ -96,6 +100,8 @@ def test_every_outcome_the_code_counts_is_declared_for_initialisation() -> None:
         *metric_labels.DELIVERY_OUTCOMES,
         *metric_labels.ACTION_OUTCOMES,
         *metric_labels.RUNTIME_CALL_OUTCOMES,
+        *metric_labels.LAND_OUTCOMES,
+        *metric_labels.CRON_OUTCOMES,
     }
     assert _counted_literals("outcome") <= declared
     assert _counted_literals("reason") <= set(metric_labels.CONTROL_ERROR_REASONS)

@@ -21,12 +21,13 @@ import orjson
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.cancellation import Cancelled
+from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
 from enact.commands import CommandCall, JournaledCommands, interrupted_text
 from enact.memory.commands import memory_notice
 from enact.memory.facts import MODEL_MARKER_ORIGIN
 from enact.messages.common import MODEL_ACTION
-from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
+from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, SessionNote, TurnFailed, TurnFinished
 from enact.messages.journal import Step
 from enact.messages.memory import Context, ContextReply, Remember
 from enact.messages.sessions import Forget, HistoryMessage, Lookup, ReadHistory, Record, Session
@@ -122,7 +123,18 @@ class ConversationActor(EnactActor):
         match message:
             case HandleEvent():
                 return self._handle_event(message)
+            case SessionNote():
+                return self._take_note(message)
         return super().handle(message)
+
+    def _take_note(self, message: SessionNote) -> None:
+        """Recent context for the session, between turns; its answer is dropped."""
+        channel, _, conversation = message.conversation_key.partition(":")
+        event = ChatEvent(channel=channel, conversation=conversation, message_id="", text=message.text)
+        try:
+            self._ask_model(message.conversation_key, NOTE_PROMPT + message.text, event, receipt=None, recall_for=None)
+        except RuntimeFailure as error:
+            log.warning("the note for %s did not reach its session: %s", message.conversation_key, error)
 
     def _handle_event(self, message: HandleEvent) -> None:
         try:
@@ -162,6 +174,7 @@ class ConversationActor(EnactActor):
             locked=self._locked,
             cancel=self.context.fence.token.child(),
             conversation=event.event.conversation_key,
+            request_id=event.event_id,
         )
 
     def _action_loop(self, message: HandleEvent) -> tuple[str, list[ActionRecord]]:

@@ -35,6 +35,7 @@ from enact.actors.supervisor import ActorSpec
 from enact.chat import records
 from enact.chat.cursor import Cursors
 from enact.chat.inbox_records import OPEN, InboxRecords, sequence_of
+from enact.chat.notices import notice_event, notice_receipt
 from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.redaction import pattern_of, redacted_receipt, redacted_turn
 from enact.chat.services import ChatServices
@@ -51,11 +52,13 @@ from enact.messages.inbox import (
     HandleEvent,
     Ignored,
     NoSuchEvent,
+    Notify,
     Outcome,
     ReadTurns,
     Receive,
     RedactTurns,
     Retry,
+    SessionNote,
     TurnFailed,
     TurnFinished,
     TurnLogged,
@@ -131,6 +134,8 @@ class InboxActor(EnactActor):
             case ReadTurns():
                 self._batch.flush()
                 return self._store.read(lambda txn: read_turns(txn, self._records.turns, message))
+            case Notify():
+                return self._notify(message)
             case GetCursor():
                 self._batch.flush()
                 stored = self._store.read(lambda txn: self._records.cursor(txn, message.channel))
@@ -290,6 +295,30 @@ class InboxActor(EnactActor):
             return key, receipt
 
         self._batch.stage(write, lambda stored: self._deliver(*stored, first=True) if stored is not None else None)
+
+    def _notify(self, message: Notify) -> None:
+        """A notice is a receipt already replied: delivered like a reply."""
+        if message.channel not in self._services.channels:
+            log.warning("notice %s not sent: unknown channel %r", message.notice_id, message.channel)
+            return
+        event_id = notice_event(message).event_id
+
+        def write(txn: lmdb.Transaction) -> tuple[bytes, Receipt] | None:
+            if self._records.find(txn, event_id) is not None:
+                return None  # told again: sent (or being sent) already
+            receipt = notice_receipt(message, generation=self.context.fence.generation)
+            return self._records.create(txn, event_id, receipt), receipt
+
+        def after(stored: tuple[bytes, Receipt] | None) -> None:
+            if stored is None:
+                return
+            self._deliver(*stored, first=True)
+            if message.session_note:
+                key = notice_event(message).conversation_key
+                self._conversations.tell(key, event_id, SessionNote(conversation_key=key, text=message.session_note))
+                self._conversations.done(event_id)  # nothing waits for the note
+
+        self._batch.stage(write, after)
 
     # -- 3. delivery -----------------------------------------------------------
 

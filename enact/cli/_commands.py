@@ -21,11 +21,15 @@ def status(home: Path | None, as_json: bool) -> None:
     """Show the running daemon: generation, actors, storage."""
     from enact.messages import to_wire
     from enact.messages.control import Status, StatusReport
+    from enact.messages.tasks import Leases, LeaseTable
 
     message = Status()
-    report = expect(request(resolve_home(home), message), StatusReport, message)
+    where = resolve_home(home)
+    report = expect(request(where, message), StatusReport, message)
+    # The queue knows which worker holds which task (its leases).
+    leases = expect(request(where, Leases()), LeaseTable, Leases())
     if as_json:
-        print_json(to_wire(report)["body"])
+        print_json({**to_wire(report)["body"], "tasks": to_wire(leases)["body"]})
         return
     click.echo(f"enact {report.version}  pid {report.pid}  generation {report.generation}  up {report.uptime_s:.0f} s")
     click.echo(f"home     {report.home}")
@@ -46,6 +50,9 @@ def status(home: Path | None, as_json: bool) -> None:
         refused = f", {channel.delivery_failures} replies refused" if channel.delivery_failures else ""
         error = f"; last error: {channel.last_error}" if channel.last_error else ""
         click.echo(f"channel  {channel.name}: {channel.state}{refused}{error}")
+    held = ", ".join(f"{lease.worker_id} on task {lease.task_id}" + (f" ({lease.progress})" if lease.progress else "")
+                     for lease in leases.leases)
+    click.echo(f"workers  {held or 'idle: no task held'}; {leases.queued} task(s) queued")
 
 
 def _request_types() -> list[dict[str, Any]]:

@@ -247,3 +247,32 @@ class TurnsRedacted:
     turns: int
     """Logged turns changed."""
     receipts: int
+
+
+# -- notices: what enact tells the owner unasked ---------------------------------
+
+
+@internal("inbox.Notify")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notify:
+    """Tell the owner ``text`` on a conversation, unasked (a task's outcome),
+    through the same journaled delivery as a reply, and give that
+    conversation's session ``session_note`` as recent context (not a
+    request). Once per ``notice_id``: told again, nothing is sent again."""
+
+    channel: str
+    conversation: str
+    notice_id: str
+    text: str
+    session_note: str
+    origin: Origin
+
+
+@internal("inbox.SessionNote")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionNote:
+    """For a conversation actor: put ``text`` into the conversation's
+    session as context; the session's answer is not shown to anyone."""
+
+    conversation_key: str
+    text: str

@@ -50,6 +50,9 @@ class RuntimeRequest:
     purpose: str = "conversation"
     history: tuple[HistoryMessage, ...] = ()
     """The session's earlier messages, for a runtime that keeps none (``keeps_history = False``)."""
+    confine: tuple[str, ...] = ()
+    """An argv prefix (bubblewrap's, from ``enact.tasks.confine``) that every
+    subprocess the runtime starts for this call runs under; () unconfined."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

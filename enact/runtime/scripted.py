@@ -7,6 +7,7 @@ without a network. Its replies say that they come from the scripted runtime.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 import uuid
@@ -21,6 +22,7 @@ from enact.components import ComponentError, RuntimeComponent
 from enact.config import Config, Setting
 from enact.home import SCRIPTED_RULES_NAME
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeResult, RuntimeSessionUnknown
+from enact.runtime._subprocess import run_command
 from enact.tables import table_list
 
 if TYPE_CHECKING:
@@ -43,12 +45,15 @@ class Rule:
     args: dict[str, Any] = field(default_factory=dict)
     then: str | None = None
     fail: str | None = None
+    run: tuple[str, ...] = ()
+    """A command run in the request's working directory before ``reply``:
+    what a model's tool call would do in a task's worktree."""
     where: str = ""  # "<file>: rule #N", for messages about the rule
 
 
 def parse_rules(text: str, *, source: str) -> list[Rule]:
     rules = []
-    keys = frozenset({"match", "reply", "action", "args", "then", "fail"})
+    keys = frozenset({"match", "reply", "action", "args", "then", "fail", "run"})
     for where, table in table_list(text, source=source, name="rule", keys=keys, error=RulesError):
         if not isinstance(table.get("match"), str):
             raise RulesError(f"{where}: 'match' must be a string")
@@ -66,6 +71,11 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
             raise RulesError(f"{where}: 'args' must be a table")
         if has_reply and ("args" in table or "then" in table):
             raise RulesError(f"{where}: 'args' and 'then' belong to an action rule")
+        run = table.get("run", [])
+        if not isinstance(run, list) or not all(isinstance(part, str) for part in run) or ("run" in table and not run):
+            raise RulesError(f"{where}: 'run' must be a non-empty list of strings (a command and its arguments)")
+        if run and not has_reply:
+            raise RulesError(f"{where}: 'run' goes with 'reply' (the command runs, then the rule replies)")
         for key in ("reply", "then"):
             if key in table:
                 _check_groups(pattern, table[key], f"{where}: {key!r}")
@@ -78,6 +88,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
                 args=dict(table.get("args", {})),
                 then=table.get("then"),
                 fail=table.get("fail"),
+                run=tuple(run),
             )
         )
     return rules
@@ -102,6 +113,8 @@ def _check_groups(pattern: re.Pattern[str], template: str, where: str) -> None:
 
 class ScriptedRuntime:
     name = "scripted"
+    confines_subprocesses = True
+    """Its ``run`` rules start under ``RuntimeRequest.confine``."""
 
     def __init__(
         self,
@@ -224,6 +237,8 @@ class ScriptedRuntime:
                 continue
             if rule.fail is not None:
                 raise RuntimeFailure(f"scripted failure: {rule.fail}")
+            if rule.run:
+                _run_in_workdir(rule, request)
             if rule.reply is not None:
                 return match.expand(rule.reply)
             if request.receipt is not None and rule.then is not None:
@@ -232,6 +247,19 @@ class ScriptedRuntime:
             return orjson.dumps({"action": rule.action, "args": rule.args}).decode()
         echo = message if len(message) <= _ECHO_LIMIT else message[:_ECHO_LIMIT] + "…"
         return f"(scripted runtime) You said: {echo}"
+
+
+def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> None:
+    """Run a rule's command in the request's working directory, confined as
+    the request says; its exit code does not fail the call (a model's tool
+    call may fail too), but a timeout or a cancellation does."""
+    if request.cwd is None:
+        raise RuntimeFailure(f"scripted failure: {rule.where} has 'run' but the request has no working directory")
+    # The daemon's own settings stay out of the command's environment.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("ENACT_")}
+    output = run_command([*request.confine, *rule.run], stdin_text="", cwd=request.cwd, env=env,
+                         timeout_s=request.timeout_s, cancel=request.cancel)
+    log.info("%s ran %s in %s: exit %d", rule.where, rule.run[0], request.cwd, output.exit_code)
 
 
 class ScriptedRuntimeComponent(RuntimeComponent):

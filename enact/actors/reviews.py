@@ -1,0 +1,307 @@
+"""Local reviews: a task's committed branch, waiting for its owner to land
+or close it.
+
+Owns ``reviews.records`` (key: the review id, 8 bytes big-endian, so the
+newest sit last) and ``reviews.tasks`` (key: the task id, same form; value:
+its review id), which makes opening idempotent per task. Landing runs the
+doctor, which can take minutes, so it runs on a thread of its own and the
+actor stays responsive; the outcome comes back as a message and is recorded
+by the actor. The merge itself is ``enact.tasks.landing``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors._batching import Deferred
+from enact.messages.common import Rejected, is_human
+from enact.messages.reviews import (
+    MAX_LIST,
+    Close,
+    Closed,
+    Diff,
+    Found,
+    Get,
+    Land,
+    Landed,
+    LandRefusal,
+    LandRefused,
+    List,
+    Open,
+    Opened,
+    Review,
+    ReviewDiff,
+    ReviewList,
+    ReviewState,
+    UnknownReview,
+)
+from enact.storage import AppendLog, RecordTable, decode_record
+from enact.tasks import landing
+from enact.tasks.worktrees import WorktreeError
+
+log = logging.getLogger(__name__)
+
+RECORDS = "reviews.records"
+TASKS = "reviews.tasks"
+DATABASES = (RECORDS, TASKS)
+REVIEWS_DIR = "reviews"
+MAX_DIFF_CHARS = 300_000
+"""A diff longer than this is cut (a control frame holds at most 1 MiB)."""
+
+_ID = struct.Struct(">Q")
+
+
+@dataclass(frozen=True, slots=True)
+class _LandFinished:
+    """A land's thread is done: record its outcome, then answer."""
+
+    review_id: int
+    outcome: landing.LandOutcome
+    reply: Deferred
+
+
+def landing_dir(home: Path) -> Path:
+    """Where the temporary worktrees of landings live (one per landing)."""
+    return home / REVIEWS_DIR / "landing"
+
+
+def doctor_log_path(home: Path, review_id: int) -> Path:
+    return home / REVIEWS_DIR / str(review_id) / "land-doctor.log"
+
+
+class ReviewsActor(EnactActor):
+    def __init__(self, context: ActorContext) -> None:
+        super().__init__(context)
+        self._store = context.own_store()
+        self._log = self._store.log(RECORDS)
+        self._records = RecordTable(self._log, Review)
+        self._tasks = self._store.table(TASKS)
+        self._landing: dict[int, str] = {}
+        """Reviews being landed now, and their repositories."""
+
+    def on_start(self) -> None:
+        # A landing cut short by a crash left its temporary worktree; its
+        # repository forgets it at the next land (``git worktree prune``).
+        directory = landing_dir(self.context.home)
+        if directory.is_dir():
+            for leftover in directory.iterdir():
+                landing.remove_scratch(leftover)
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Open():
+                return self._open(message)
+            case List():
+                return self._list(message)
+            case Get():
+                review = self._get(message.review_id)
+                return Found(review=review) if review else UnknownReview(review_id=message.review_id)
+            case Diff():
+                return self._diff(message)
+            case Land():
+                return self._land(message)
+            case _LandFinished():
+                return self._land_finished(message)
+            case Close():
+                return self._close(message)
+        return super().handle(message)
+
+    # -- records ----------------------------------------------------------
+
+    def _get(self, review_id: int) -> Review | None:
+        if review_id < 1:
+            return None
+        return self._store.read(lambda txn: self._records.get(txn, AppendLog.key(review_id)))
+
+    def _put(self, review: Review) -> Review:
+        self._store.write(lambda txn: self._records.put(txn, AppendLog.key(review.id), review))
+        return review
+
+    def _open(self, message: Open) -> Opened | Rejected:
+        if message.task_id < 1:
+            return Rejected(reason=f"task id {message.task_id} is not a task's id")
+        task_key = _ID.pack(message.task_id)
+
+        def write(txn: lmdb.Transaction) -> Opened | Rejected:
+            now = time.time()
+            known = self._tasks.get(txn, task_key)
+            if known is not None:
+                review = self._records.get(txn, AppendLog.key(int(known["review_id"])))
+                if review is None:
+                    raise RuntimeError(f"reviews.tasks names review {known['review_id']}, which is not stored")
+                if review.head == message.head:
+                    return Opened(review_id=review.id, existing=True)
+                if review.state is not ReviewState.OPEN:
+                    return Rejected(reason=f"task {message.task_id}'s review {review.id} is {review.state.value}"
+                                           "; it cannot take a new head")
+                # The task ran again (after a crash) and captured anew: its
+                # review shows the latest capture, never a second review.
+                replaced = dataclasses.replace(review, branch=message.branch, base=message.base, head=message.head,
+                                               diffstat=message.diffstat, doctor_summary=message.doctor_summary,
+                                               updated_at=now)
+                self._records.put(txn, AppendLog.key(review.id), replaced)
+                return Opened(review_id=review.id, existing=True)
+            review_id = self._log.last_cursor(txn) + 1
+            review = Review(id=review_id, task_id=message.task_id, repo=message.repo, branch=message.branch,
+                            base=message.base, head=message.head, diffstat=message.diffstat,
+                            doctor_summary=message.doctor_summary, state=ReviewState.OPEN, created_at=now,
+                            updated_at=now)
+            self._records.put(txn, AppendLog.key(review_id), review)
+            self._tasks.put(txn, task_key, {"review_id": review_id})
+            return Opened(review_id=review_id, existing=False)
+
+        return self._store.write(write)
+
+    def _list(self, message: List) -> ReviewList | Rejected:
+        if not 1 <= message.limit <= MAX_LIST:
+            return Rejected(reason=f"limit must be between 1 and {MAX_LIST}")
+
+        def read(txn: lmdb.Transaction) -> ReviewList:
+            found: list[Review] = []
+            candidates: Iterable[Review]
+            if message.task_id is not None:
+                known = self._tasks.get(txn, _ID.pack(message.task_id)) if message.task_id > 0 else None
+                review = self._records.get(txn, AppendLog.key(int(known["review_id"]))) if known else None
+                candidates = [review] if review is not None else []
+            else:
+                candidates = (decode_record(Review, document, database=RECORDS, key=AppendLog.key(sequence))
+                              for sequence, document in self._log.iterate_backwards(txn))
+            for review in candidates:
+                if message.before is not None and review.id >= message.before:
+                    continue
+                if message.state is not None and review.state is not message.state:
+                    continue
+                if len(found) == message.limit:
+                    return ReviewList(reviews=tuple(found), more=True)
+                found.append(review)
+            return ReviewList(reviews=tuple(found), more=False)
+
+        return self._store.read(read)
+
+    # -- reading the change -----------------------------------------------
+
+    def _diff(self, message: Diff) -> ReviewDiff | UnknownReview | Rejected:
+        review = self._get(message.review_id)
+        if review is None:
+            return UnknownReview(review_id=message.review_id)
+        try:
+            text, truncated = landing.diff(Path(review.repo), review.base, review.head, max_chars=MAX_DIFF_CHARS)
+        except WorktreeError as error:
+            return Rejected(reason=f"review {review.id}: {error}")
+        return ReviewDiff(review_id=review.id, text=text, truncated=truncated)
+
+    # -- landing and closing ----------------------------------------------
+
+    def _refusal(self, review: Review | None, review_id: int, origin: str,
+                 verb: str) -> tuple[LandRefusal, str] | UnknownReview | None:
+        """Why ``verb`` (land, close) may not go ahead, or None."""
+        if not is_human(origin):
+            return LandRefusal.NOT_HUMAN, f"to {verb} a review needs a human (the owner's CLI or chat), " \
+                                          f"not {origin or 'an unnamed origin'}"
+        if review is None:
+            return UnknownReview(review_id=review_id)
+        if review.state is not ReviewState.OPEN:
+            return LandRefusal.NOT_OPEN, f"review {review_id} is {review.state.value}"
+        if review_id in self._landing:
+            return LandRefusal.NOT_OPEN, f"review {review_id} is being landed now"
+        return None
+
+    def _land(self, message: Land) -> Landed | LandRefused | UnknownReview | Deferred:
+        reply = self._start_land(message)
+        if isinstance(reply, LandRefused):
+            self.context.metrics.review_lands.labels(outcome=reply.refusal.value).inc()
+        return reply
+
+    def _start_land(self, message: Land) -> Landed | LandRefused | UnknownReview | Deferred:
+        review = self._get(message.review_id)
+        refused = self._refusal(review, message.review_id, message.origin, "land")
+        if isinstance(refused, tuple):
+            return LandRefused(review_id=message.review_id, refusal=refused[0], reason=refused[1])
+        if refused is not None or review is None:
+            return refused or UnknownReview(review_id=message.review_id)
+        if not self.context.fence.is_current():
+            return LandRefused(review_id=review.id, refusal=LandRefusal.FENCED,
+                               reason="this daemon was taken over (fenced)")
+        if review.repo in self._landing.values():
+            # One land per repository at a time: the second would only find
+            # the target moved under it once the first is done.
+            return LandRefused(review_id=review.id, refusal=LandRefusal.BUSY,
+                               reason=f"another review is being landed into {review.repo}; land again after it")
+        self._landing[review.id] = review.repo
+        reply = Deferred()
+        plan = landing.LandPlan(repo=Path(review.repo), head=review.head,
+                                message=f"Land review {review.id} (task {review.task_id}, {review.branch})")
+        thread = threading.Thread(target=self._run_land, args=(review, plan, reply),
+                                  name=f"enact-land-{review.id}", daemon=True)
+        thread.start()
+        return reply
+
+    def _run_land(self, review: Review, plan: landing.LandPlan, reply: Deferred) -> None:
+        home = self.context.home
+        scratch = landing_dir(home) / f"review-{review.id}-{uuid.uuid4().hex[:8]}"
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        doctor = _doctor(self.context, doctor_log_path(home, review.id))
+        try:
+            outcome = landing.land(plan, scratch=scratch, doctor=doctor, current=self.context.fence.is_current)
+        except Exception as error:  # a defect, or the doctor cancelled by the fence
+            log.exception("landing review %d failed", review.id)
+            outcome = landing.refused(LandRefusal.GIT_FAILED, f"landing failed: {type(error).__name__}: {error}")
+        self.context.tell(self.context.name, _LandFinished(review_id=review.id, outcome=outcome, reply=reply))
+
+    def _land_finished(self, message: _LandFinished) -> None:
+        self._landing.pop(message.review_id, None)
+        outcome = message.outcome
+        review = self._get(message.review_id)
+        if review is None:  # cannot happen: reviews are never deleted
+            message.reply.fail(RuntimeError(f"review {message.review_id} vanished while it was landed"))
+            return
+        if not outcome.landed or outcome.refusal is not None:
+            refusal = outcome.refusal or LandRefusal.GIT_FAILED
+            self.context.metrics.review_lands.labels(outcome=refusal.value).inc()
+            message.reply.resolve(LandRefused(review_id=review.id, refusal=refusal, reason=outcome.reason))
+            return
+        self.context.metrics.review_lands.labels(outcome="landed").inc()
+        how = "fast-forward" if outcome.fast_forward else "merge commit"
+        landed = self._put(dataclasses.replace(
+            review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,
+            note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}); doctor: {outcome.doctor_summary}",
+            updated_at=time.time()))
+        message.reply.resolve(Landed(review=landed, fast_forward=outcome.fast_forward))
+
+    def _close(self, message: Close) -> Closed | UnknownReview | Rejected:
+        review = self._get(message.review_id)
+        refused = self._refusal(review, message.review_id, message.origin, "close")
+        if isinstance(refused, tuple):
+            return Rejected(reason=refused[1])
+        if refused is not None or review is None:
+            return refused or UnknownReview(review_id=message.review_id)
+        note = f"closed: {message.reason}" if message.reason else "closed without landing"
+        closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note, updated_at=time.time()))
+        return Closed(review=closed)
+
+
+def _doctor(context: ActorContext, log_path: Path) -> landing.Doctor:
+    """The repository's doctor (``enact.tasks.doctor``) on a merged result,
+    confined like a task's (``tasks.confinement``): the merged code is the
+    model's too. Cancelled with the daemon's long calls when it is fenced."""
+    from enact.tasks.confine import confinement
+    from enact.tasks.doctor import run_doctor
+
+    def check(worktree: Path) -> landing.DoctorVerdict:
+        with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree) as confine:
+            return run_doctor(worktree, settings=context.config, log_path=log_path,
+                              cancel=context.fence.token.child(), confine=confine)
+
+    return check

@@ -1,0 +1,275 @@
+"""The Scheduler: the clock for cron schedules and backlog promotion.
+
+Owns ``scheduler.schedules`` and ``scheduler.backlog`` (key: the record's
+id, 8 bytes big-endian) and ``scheduler.counters`` (the next id of each, so
+an id is never reused after a removal: a schedule's id is part of its tasks'
+idempotency keys). The rules are ``enact.tasks.scheduling``; this actor
+keeps the clock (its own timer, ``scheduler.tick_s``), asks the task queue
+and stores what it did. Every tick first checks the epoch fence: a fenced
+daemon submits nothing (and the queue refuses a fenced write anyway).
+
+The backlog lives here rather than in an actor of its own: its only effect
+besides its own records is the promotion, which is a tick's business when
+``tasks.auto_promote`` is on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import struct
+import time
+from typing import Any, TypeVar
+
+import lmdb
+
+from enact.actors._asks import ActorUnavailable
+from enact.actors._base import ActorContext, EnactActor
+from enact.messages.common import Rejected
+from enact.messages.scheduler import (
+    AddItem,
+    AddSchedule,
+    Backlog,
+    Drop,
+    Dropped,
+    ItemAdded,
+    ListItems,
+    ListSchedules,
+    Promote,
+    Promoted,
+    RemoveSchedule,
+    ScheduleAdded,
+    ScheduleEntry,
+    ScheduleList,
+    ScheduleRemoved,
+    Tick,
+    UnknownItem,
+    UnknownSchedule,
+)
+from enact.messages.tasks import Found, Get, Leases, Refused, Submit
+from enact.storage import RecordTable
+from enact.tasks import scheduling
+from enact.tasks.scheduling import BacklogItem, Decision, Schedule, ScheduleError
+
+log = logging.getLogger(__name__)
+
+SCHEDULES = "scheduler.schedules"
+BACKLOG = "scheduler.backlog"
+COUNTERS = "scheduler.counters"
+DATABASES = (SCHEDULES, BACKLOG, COUNTERS)
+ORIGIN = "scheduler"
+MAX_ITEMS = 10_000
+
+_ID = struct.Struct(">Q")
+R = TypeVar("R")
+
+
+def _key(record_id: int) -> bytes:
+    return _ID.pack(record_id)
+
+
+class SchedulerActor(EnactActor):
+    def __init__(self, context: ActorContext) -> None:
+        super().__init__(context)
+        self._store = context.own_store()
+        self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule)
+        self._backlog = RecordTable(self._store.table(BACKLOG), BacklogItem)
+        self._ids = self._store.table(COUNTERS)
+        self._tick_s = float(context.config["scheduler.tick_s"])
+        self._auto_promote = bool(context.config["tasks.auto_promote"])
+        self._fenced_logged = False
+
+    def on_start(self) -> None:
+        # At once: due times missed while the daemon was down run now, once.
+        # (Its own ref: the supervisor names it only once on_start is done.)
+        self.actor_ref.tell(Tick())
+
+    def on_stop(self) -> None:
+        self.cancel_timers()
+        super().on_stop()
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Tick():
+                return self._tick()
+            case AddSchedule():
+                return self._add_schedule(message)
+            case ListSchedules():
+                return self._list_schedules()
+            case RemoveSchedule():
+                return self._remove_schedule(message.schedule_id)
+            case AddItem():
+                return self._add_item(message)
+            case ListItems():
+                return Backlog(items=tuple(self._items()))
+            case Promote():
+                return self._promote(message.item_id, origin=message.origin)
+            case Drop():
+                return self._drop(message.item_id)
+        return super().handle(message)
+
+    # -- records ----------------------------------------------------------
+
+    def _next_id(self, txn: lmdb.Transaction, kind: str) -> int:
+        key = kind.encode()
+        counter = self._ids.get(txn, key)
+        next_id = int(counter["next"]) if counter else 1
+        self._ids.put(txn, key, {"next": next_id + 1})
+        return next_id
+
+    def _all(self, table: RecordTable[R]) -> list[R]:
+        return self._store.read(lambda txn: [record for _, record in table.items(txn)])
+
+    def _items(self) -> list[BacklogItem]:
+        return sorted(self._all(self._backlog), key=lambda item: (item.priority.value, item.created_at, item.id))
+
+    # -- cron -------------------------------------------------------------
+
+    def _add_schedule(self, message: AddSchedule) -> ScheduleAdded | Rejected:
+        try:
+            spec = scheduling.check_spec(message.spec)
+        except ScheduleError as error:
+            return Rejected(reason=str(error))
+        if not message.request.strip():
+            return Rejected(reason="a schedule needs a request (what its tasks should do)")
+        now = time.time()
+
+        def write(txn: lmdb.Transaction) -> Schedule:
+            schedule = Schedule(id=self._next_id(txn, "schedule"), spec=spec, request=message.request,
+                                repo=message.repo, created_at=now)
+            self._schedules.put(txn, _key(schedule.id), schedule)
+            return schedule
+
+        schedule = self._store.write(write)
+        return ScheduleAdded(schedule=schedule, next_due=scheduling.next_due(spec, now))
+
+    def _list_schedules(self) -> ScheduleList:
+        entries = []
+        for schedule in self._all(self._schedules):
+            anchor = schedule.last_due if schedule.last_due is not None else schedule.created_at
+            entries.append(ScheduleEntry(schedule=schedule, next_due=scheduling.next_due(schedule.spec, anchor)))
+        return ScheduleList(schedules=tuple(entries))
+
+    def _remove_schedule(self, schedule_id: int) -> ScheduleRemoved | UnknownSchedule:
+        def write(txn: lmdb.Transaction) -> Schedule | None:
+            schedule = self._schedules.get(txn, _key(schedule_id)) if schedule_id > 0 else None
+            if schedule is not None:
+                self._schedules.delete(txn, _key(schedule_id))
+            return schedule
+
+        removed = self._store.write(write)
+        return ScheduleRemoved(schedule=removed) if removed else UnknownSchedule(schedule_id=schedule_id)
+
+    # -- the clock --------------------------------------------------------
+
+    def _tick(self) -> None:
+        if not self.context.fence.is_current():
+            if not self._fenced_logged:
+                log.info("scheduler: this daemon is fenced; it submits nothing")
+                self._fenced_logged = True
+            return  # and no next tick: a fenced daemon is stopping
+        try:
+            for schedule in self._all(self._schedules):
+                self._run_schedule(schedule)
+            if self._auto_promote:
+                self._promote_when_idle()
+        except ActorUnavailable as error:
+            # The queue is restarting or slow: what is due is due next tick too.
+            log.warning("scheduler: the task queue did not answer (%s); trying again next tick", error)
+        finally:
+            if not self.context.supervisor.stopping:
+                self.tell_later(self._tick_s, Tick())
+
+    def _unfinished(self, task_id: int | None) -> bool:
+        if task_id is None:
+            return False
+        reply = self.context.ask("tasks", Get(task_id=task_id))
+        return isinstance(reply, Found) and not reply.task.state.ended
+
+    def _run_schedule(self, schedule: Schedule) -> None:
+        now = time.time()
+        if scheduling.latest_due(schedule, now) is None:
+            return
+        step = scheduling.decide(schedule, now, previous_unfinished=self._unfinished(schedule.last_task))
+        task_id: int | None = None
+        if step.decision is Decision.SUBMIT and step.due is not None:
+            reply = self.context.ask("tasks", Submit(
+                request=schedule.request, repo=schedule.repo, origin=ORIGIN,
+                idempotency_key=scheduling.idempotency_key(schedule.id, step.due)))
+            self.context.metrics.cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
+                                                  else "submitted").inc()
+            if isinstance(reply, Refused):
+                # Refused for good (a repository that is gone, say): the due
+                # time is spent, or the schedule would ask again every tick.
+                log.warning("schedule %d (%s): the queue refused its task: %s", schedule.id, schedule.spec,
+                            reply.reason)
+            else:
+                task_id = reply.task.id
+        elif step.decision is Decision.SKIP_BUSY:
+            self.context.metrics.cron_runs.labels(outcome="skipped-busy").inc()
+            log.info("schedule %d (%s): task %s is unfinished; this run is skipped", schedule.id, schedule.spec,
+                     schedule.last_task)
+        after = scheduling.handled(schedule, step, task_id)
+        if step.decision is Decision.SUBMIT and task_id is None:
+            after = dataclasses.replace(after, last_task=schedule.last_task)
+
+        def write(txn: lmdb.Transaction) -> None:
+            # Removed meanwhile (by a request between two of this tick's
+            # asks): stays removed.
+            if self._schedules.get(txn, _key(schedule.id)) is not None:
+                self._schedules.put(txn, _key(schedule.id), after)
+
+        self._store.write(write)
+
+    # -- the backlog ------------------------------------------------------
+
+    def _add_item(self, message: AddItem) -> ItemAdded | Rejected:
+        if not message.text.strip():
+            return Rejected(reason="a backlog item needs text (what should be done)")
+        now = time.time()
+
+        def write(txn: lmdb.Transaction) -> ItemAdded | Rejected:
+            if self._backlog.table.count(txn) >= MAX_ITEMS:
+                return Rejected(reason=f"the backlog holds {MAX_ITEMS} items; promote or drop some first")
+            item = BacklogItem(id=self._next_id(txn, "item"), text=message.text, priority=message.priority,
+                               repo=message.repo, created_at=now)
+            self._backlog.put(txn, _key(item.id), item)
+            return ItemAdded(item=item)
+
+        return self._store.write(write)
+
+    def _promote(self, item_id: int, *, origin: str) -> Promoted | UnknownItem | Rejected:
+        item = self._store.read(lambda txn: self._backlog.get(txn, _key(item_id))) if item_id > 0 else None
+        if item is None:
+            return UnknownItem(item_id=item_id)
+        # The key makes a promotion repeated after a crash (submitted, not
+        # yet dropped) find its task instead of queuing a second one.
+        reply = self.context.ask("tasks", Submit(request=item.text, repo=item.repo, origin=origin or ORIGIN,
+                                                 idempotency_key=f"backlog:{item.id}"))
+        if isinstance(reply, Refused):
+            return Rejected(reason=f"backlog item {item.id} stays: {reply.reason}")
+        self._store.write(lambda txn: self._backlog.delete(txn, _key(item.id)))
+        return Promoted(item=item, submitted=reply)
+
+    def _drop(self, item_id: int) -> Dropped | UnknownItem:
+        def write(txn: lmdb.Transaction) -> BacklogItem | None:
+            item = self._backlog.get(txn, _key(item_id)) if item_id > 0 else None
+            if item is not None:
+                self._backlog.delete(txn, _key(item_id))
+            return item
+
+        dropped = self._store.write(write)
+        return Dropped(item=dropped) if dropped else UnknownItem(item_id=item_id)
+
+    def _promote_when_idle(self) -> None:
+        items = self._items()
+        if not items:
+            return
+        table = self.context.ask("tasks", Leases())
+        if table.leases or table.queued:
+            return
+        promoted = self._promote(items[0].id, origin=ORIGIN)
+        if isinstance(promoted, Promoted):
+            log.info("backlog item %d promoted to task %d (nothing was queued or running)", promoted.item.id,
+                     promoted.submitted.task.id)
+

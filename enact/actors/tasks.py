@@ -1,0 +1,123 @@
+"""The task queue actor: a thin front over ``enact.tasks.queue``.
+
+It answers owners and workers, expires leases on its own timer, publishes
+``tasks.TaskChanged`` after each committed change, and tells the inbox the
+outcome of a task that came from chat (a notice on its conversation). It never waits
+on another actor: workers do the long work and only send it messages."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.messages.common import is_human
+from enact.messages.tasks import (
+    Cancel,
+    Claim,
+    Events,
+    ExpireLeases,
+    Finish,
+    Get,
+    Heartbeat,
+    Leases,
+    List,
+    Refused,
+    ReportPhase,
+    Resume,
+    Resumed,
+    Retry,
+    Submit,
+)
+from enact.tasks.from_chat import outcome_notice
+from enact.tasks.queue import TaskQueue
+from enact.tasks.records import Task
+from enact.tasks.tables import DATABASES
+
+__all__ = ["DATABASES", "TaskQueueActor"]
+
+INBOX = "inbox"
+_SWEEPS_PER_TTL = 4
+"""Leases are checked this many times per TTL: one expires at most a quarter
+of its TTL late."""
+
+
+class TaskQueueActor(EnactActor):
+    """Owns ``tasks.queue``, ``tasks.events`` and ``tasks.index``.
+
+    ``agentic``: whether the selected runtime can edit a worktree; with a
+    chat-only runtime every submission is refused."""
+
+    def __init__(self, context: ActorContext, *, agentic: bool = True) -> None:
+        super().__init__(context)
+        settings = context.config
+        self._lease_ttl_s = float(settings["tasks.lease_ttl_s"])
+        self.queue = TaskQueue(context.own_store(), default_repo=str(settings["tasks.default_repo"]),
+                               lease_ttl_s=self._lease_ttl_s)
+        self._agentic = agentic
+        self._runtime = str(settings["runtime.adapter"])
+        self._events = context.metrics.task_events
+
+    def on_start(self) -> None:
+        self._sweep_later()
+
+    def on_stop(self) -> None:
+        self.cancel_timers()
+        super().on_stop()
+
+    def _sweep_later(self) -> None:
+        self.tell_later(self._lease_ttl_s / _SWEEPS_PER_TTL, ExpireLeases())
+
+    def handle(self, message: Any) -> Any:
+        now = time.time()
+        try:
+            return self._handle(message, now)
+        finally:
+            for change in self.queue.take_changes():
+                self._events.labels(event=change.event.event.kind.value).inc()
+                self.context.publish(change)
+                notice = outcome_notice(change.task)
+                if notice is not None:
+                    self.context.tell(INBOX, notice)
+
+    def _handle(self, message: Any, now: float) -> Any:
+        queue = self.queue
+        match message:
+            case Submit():
+                if not self._agentic:
+                    return Refused(reason=f"the runtime {self._runtime!r} cannot work in a repository (it is not "
+                                          "agentic); select an agentic runtime such as codex or claude for tasks")
+                return queue.submit(message, now)
+            case Claim():
+                return queue.claim(message.worker_id, now)
+            case Heartbeat():
+                return queue.heartbeat(message.task_id, message.worker_id, message.attempt, now)
+            case ReportPhase():
+                return queue.report_phase(message, now)
+            case Finish():
+                return queue.finish(message, now)
+            case Cancel() | Retry() | Resume() if not is_human(message.origin):
+                return Refused(reason=f"{type(message).__name__.lower()} needs the owner (origin "
+                                      f"{message.origin!r} is not a person)")
+            case Cancel():
+                return queue.cancel(message.task_id, now)
+            case Retry():
+                return queue.retry(message.task_id, message.origin, now)
+            case Resume():
+                resumed = queue.resume(message.task_id, now)
+                return Resumed(task=resumed) if isinstance(resumed, Task) else resumed
+            case Get():
+                return queue.get(message.task_id)
+            case List():
+                return queue.list(message.state, message.limit, message.before)
+            case Events():
+                return queue.events(message.task_id, message.cursor, message.limit)
+            case Leases():
+                return queue.leases()
+            case ExpireLeases():
+                try:
+                    queue.expire_leases(now)
+                finally:
+                    self._sweep_later()
+                return None
+        return super().handle(message)

@@ -1,0 +1,180 @@
+"""Task workers: a pool of ``daemon.workers`` worker actors, and ``workers``,
+the actor that starts them, wakes them when a task is queued and keeps the
+task worktrees (list, clean up, prune).
+
+A worker's thread is busy for a whole attempt (``enact.tasks.worker``); its
+heartbeats run on a thread of their own, so nothing waits on a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors._pool import KeyedPool
+from enact.actors._specs import ActorSpec
+from enact.messages.tasks import Claim, Claimed, Found, Get, NothingQueued, TaskChanged
+from enact.messages.workers import (
+    CleanedUp,
+    CleanupRefused,
+    CleanupWorktree,
+    ListWorktrees,
+    Poll,
+    PruneWorktrees,
+    WorktreeEntry,
+    WorktreeList,
+)
+from enact.runtime import Runtime
+from enact.tasks import worktrees
+from enact.tasks.records import EventKind, TaskState
+from enact.tasks.worker import TaskAttempt, WorkerServices
+
+log = logging.getLogger(__name__)
+
+FAMILY = "worker"
+IDLE_POLL_S = 2.0
+"""An idle worker claims at least this often: a wake-up may be missed (the
+queue restarting), and a retried task becomes due without an event."""
+PRUNE_EVERY_S = 3_600.0
+_WAKING_EVENTS = frozenset({EventKind.QUEUED, EventKind.LEASE_EXPIRED, EventKind.RETRYING, EventKind.RESUMED})
+_NEVER_IDLE_S = 365 * 86400.0
+"""Workers are not retired when idle: each waits for work."""
+
+
+class WorkerActor(EnactActor):
+    def __init__(self, context: ActorContext, *, runtime: Runtime, worker_id: str) -> None:
+        super().__init__(context)
+        self._services = WorkerServices(home=context.home, settings=context.config, runtime=runtime,
+                                        ask=context.ask)
+        self._worker_id = worker_id
+        self._last_claim = 0.0
+        self._timer_pending = False
+
+    def on_start(self) -> None:
+        # Also after a restart: nobody else would wake this worker. Its own
+        # ref, since it is not addressable by name until on_start returns.
+        self.actor_ref.tell(Poll(sent_at=time.monotonic()))
+
+    def on_stop(self) -> None:
+        self.cancel_timers()
+        super().on_stop()
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Poll():
+                return self._poll(message)
+        return super().handle(message)
+
+    def _poll(self, message: Poll) -> None:
+        if message.timer:
+            self._timer_pending = False
+        if message.sent_at < self._last_claim or self.context.supervisor.stopping:
+            return  # stale: this worker claimed since it was sent
+        self._last_claim = time.monotonic()
+        claimed = self.context.ask("tasks", Claim(worker_id=self._worker_id))
+        if isinstance(claimed, NothingQueued):
+            self._poll_later(claimed.next_due_in_s)
+            return
+        self._run(claimed)
+        self.context.tell(self.context.name, Poll(sent_at=time.monotonic()))
+
+    def _poll_later(self, due_in_s: float | None) -> None:
+        if self._timer_pending:
+            return
+        self._timer_pending = True
+        delay = IDLE_POLL_S if due_in_s is None else max(0.05, min(IDLE_POLL_S, due_in_s))
+        self.tell_later(delay, Poll(sent_at=time.monotonic() + delay, timer=True))
+
+    def _run(self, claimed: Claimed) -> None:
+        task = claimed.task
+        log.info("%s runs task %d (attempt %d)", self._worker_id, task.id, task.attempt)
+        TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
+                    parent=self.context.fence.token).run()
+
+
+class WorkersActor(EnactActor):
+    """Starts the pool, wakes it on ``tasks.TaskChanged``, keeps the worktrees."""
+
+    def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
+        super().__init__(context)
+        self._runtime = runtime
+        self._count = int(context.config["daemon.workers"])
+        self._keep_days = float(context.config["tasks.keep_failed_worktrees_days"])
+        self._pool: KeyedPool | None = None
+
+    def _spec_of(self, key: str) -> ActorSpec:
+        worker_id = f"{FAMILY}:{key}@g{self.context.fence.generation}"
+        return ActorSpec(name=f"{FAMILY}:{key}", actor=WorkerActor,
+                         options={"runtime": self._runtime, "worker_id": worker_id})
+
+    def on_start(self) -> None:
+        pool = self._pool = self.context.supervisor.pool(FAMILY, self._spec_of, idle_s=_NEVER_IDLE_S)
+        for index in range(self._count):
+            pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=time.monotonic()))
+        self.tell_later(1.0, PruneWorktrees())
+
+    def on_stop(self) -> None:
+        self.cancel_timers()
+        super().on_stop()
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case TaskChanged():
+                if message.task.state is TaskState.QUEUED and message.event.event.kind in _WAKING_EVENTS:
+                    self._wake()
+                return None
+            case ListWorktrees():
+                return WorktreeList(worktrees=tuple(self._entry(item) for item in
+                                                    worktrees.list_worktrees(self.context.home)))
+            case CleanupWorktree():
+                return self._cleanup(message)
+            case PruneWorktrees():
+                try:
+                    self._prune()
+                finally:
+                    self.tell_later(PRUNE_EVERY_S, PruneWorktrees())
+                return None
+        return super().handle(message)
+
+    def _wake(self) -> None:
+        if self._pool is None:
+            return
+        now = time.monotonic()
+        for index in range(self._count):
+            self.context.tell(self._pool.name_of(str(index)), Poll(sent_at=now))
+
+    def _task_state(self, task_id: int) -> str:
+        found = self.context.ask("tasks", Get(task_id=task_id))
+        return found.task.state.value if isinstance(found, Found) else ""
+
+    def _entry(self, item: worktrees.WorktreeInfo) -> WorktreeEntry:
+        return WorktreeEntry(task_id=item.task_id, path=str(item.path), repo=str(item.repo or ""),
+                             branch=item.branch, dirty=item.dirty, task_state=self._task_state(item.task_id),
+                             modified_at=item.modified_at)
+
+    def _cleanup(self, message: CleanupWorktree) -> CleanedUp | CleanupRefused:
+        item = worktrees.info(self.context.home, message.task_id)
+        if item is None:
+            return CleanupRefused(task_id=message.task_id, reason=f"task {message.task_id} has no worktree")
+        refusal = worktrees.cleanup_refusal(item, task_state=self._task_state(item.task_id) or None,
+                                            force=message.force)
+        if refusal is not None:
+            return CleanupRefused(task_id=message.task_id, reason=refusal)
+        worktrees.cleanup(item)
+        return CleanedUp(task_id=message.task_id, path=str(item.path))
+
+    def _prune(self) -> None:
+        """Kept worktrees of ended tasks (failed, cancelled) past the keep
+        period go; a worktree with uncommitted changes goes too: the period
+        was the owner's time to look at it."""
+        for item in worktrees.list_worktrees(self.context.home):
+            if not worktrees.expired(item, keep_days=self._keep_days):
+                continue
+            state = self._task_state(item.task_id)
+            if state in (TaskState.FAILED.value, TaskState.CANCELLED.value, TaskState.SUCCEEDED.value, ""):
+                log.info("pruning the kept worktree of task %d (%s): %s", item.task_id, state or "unknown",
+                         Path(item.path))
+                worktrees.cleanup(item)

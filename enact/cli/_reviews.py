@@ -1,0 +1,165 @@
+"""``enact review list|show|diff|land|close``: the local reviews of tasks' work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from enact.cli._client import expect, request
+from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+
+if TYPE_CHECKING:
+    from enact.messages.reviews import Review
+
+def review_json(review: Review) -> dict[str, Any]:
+    from enact.messages import to_wire
+    from enact.messages.reviews import Found
+
+    body: dict[str, Any] = to_wire(Found(review=review))["body"]["review"]
+    return body
+
+
+def _show(review: Review) -> None:
+    click.echo(f"review {review.id}  {review.state.value}  task {review.task_id}")
+    click.echo(f"repo     {review.repo}")
+    click.echo(f"branch   {review.branch}  {review.base[:12]}..{review.head[:12]}")
+    if review.doctor_summary:
+        click.echo(f"doctor   {review.doctor_summary}")
+    if review.note:
+        click.echo(f"note     {review.note}")
+    if review.diffstat:
+        click.echo(review.diffstat.rstrip())
+
+
+def _get(home: Path, review_id: int, as_json: bool) -> Review:
+    from enact.messages.reviews import Found, Get, UnknownReview
+
+    message = Get(review_id=review_id)
+    reply = request(home, message)
+    if isinstance(reply, UnknownReview):
+        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    return expect(reply, Found, message).review
+
+
+@click.group("review")
+def review() -> None:
+    """Local reviews: a task's committed change, waiting to be landed or closed."""
+
+
+@review.command("list")
+@home_option
+@click.option("--state", type=click.Choice(["open", "landed", "closed"]), default=None, help="Only this state.")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of reviews).")
+@needs_daemon
+def list_reviews(home: Path | None, state: str | None, limit: int, as_json: bool) -> None:
+    """The reviews, newest first."""
+    from enact.messages.common import Rejected
+    from enact.messages.reviews import List, ReviewList, ReviewState
+
+    message = List(state=ReviewState(state) if state else None, limit=limit)
+    reply = request(resolve_home(home), message)
+    if isinstance(reply, Rejected):
+        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    reviews = expect(reply, ReviewList, message).reviews
+    if as_json:
+        print_json([review_json(item) for item in reviews])
+        return
+    if not reviews:
+        click.echo("no reviews")
+    for item in reviews:
+        click.echo(f"{item.id:>5}  {item.state.value:<7} task {item.task_id:<6} {item.branch}  {item.repo}")
+
+
+@review.command("show")
+@click.argument("review_id", type=int)
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def show(review_id: int, home: Path | None, as_json: bool) -> None:
+    """One review: task, repository, branch, revisions, diff stat, doctor."""
+    found = _get(resolve_home(home), review_id, as_json)
+    if as_json:
+        print_json(review_json(found))
+    else:
+        _show(found)
+
+
+@review.command("diff")
+@click.argument("review_id", type=int)
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def diff(review_id: int, home: Path | None, as_json: bool) -> None:
+    """The review's change as a unified diff."""
+    from enact.messages.common import Rejected
+    from enact.messages.reviews import Diff, ReviewDiff, UnknownReview
+
+    message = Diff(review_id=review_id)
+    reply = request(resolve_home(home), message)
+    if isinstance(reply, UnknownReview):
+        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    if isinstance(reply, Rejected):
+        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    found = expect(reply, ReviewDiff, message)
+    if as_json:
+        print_json({"id": review_id, "diff": found.text, "truncated": found.truncated})
+        return
+    click.echo(found.text, nl=False)
+    if found.truncated:
+        click.echo("\n[diff cut here; see the branch for the rest]", err=True)
+
+
+@review.command("land")
+@click.argument("review_id", type=int)
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def land(review_id: int, home: Path | None, as_json: bool) -> None:
+    """Merge the review's branch into its repository's checked-out branch,
+    once the doctor passed on the merged result."""
+    from enact.messages.reviews import Land, Landed, LandRefused, UnknownReview
+
+    message = Land(review_id=review_id)
+    # The answer waits for the doctor on the merged result; one that runs past
+    # control.request_timeout_s ends this wait, not the land (see `review show`).
+    reply = request(resolve_home(home), message)
+    if isinstance(reply, UnknownReview):
+        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    if isinstance(reply, LandRefused):
+        fail(f"review {review_id} not landed: {reply.reason}", as_json=as_json, status="refused",
+             refusal=reply.refusal.value, code=EXIT_USAGE)
+    landed = expect(reply, Landed, message)
+    if as_json:
+        print_json({**review_json(landed.review), "fast_forward": landed.fast_forward})
+        return
+    click.echo(f"review {review_id} {landed.review.note}")
+
+
+@review.command("close")
+@click.argument("review_id", type=int)
+@click.option("--reason", default="", help="Why it is closed (kept on the review).")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def close(review_id: int, reason: str, home: Path | None, as_json: bool) -> None:
+    """Close the review without landing it (the branch stays)."""
+    from enact.messages.common import Rejected
+    from enact.messages.reviews import Close, Closed, UnknownReview
+
+    message = Close(review_id=review_id, reason=reason)
+    reply = request(resolve_home(home), message)
+    if isinstance(reply, UnknownReview):
+        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    if isinstance(reply, Rejected):
+        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    closed = expect(reply, Closed, message)
+    if as_json:
+        print_json(review_json(closed.review))
+        return
+    click.echo(f"review {review_id} closed")
+
+
+COMMANDS = (review,)

@@ -1,0 +1,66 @@
+"""``enact worktree ...``: the task worktrees the workers keep."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from enact.cli._client import expect, request
+from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+
+
+@click.group("worktree")
+def worktree() -> None:
+    """The task worktrees under $ENACT_HOME/worktrees."""
+
+
+@worktree.command("list")
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def list_worktrees(home: Path | None, as_json: bool) -> None:
+    """Every task worktree, with its task's state and whether it has uncommitted changes."""
+    import orjson
+
+    from enact.messages.workers import ListWorktrees, WorktreeList
+
+    message = ListWorktrees()
+    listed = expect(request(resolve_home(home), message), WorktreeList, message)
+    if as_json:
+        print_json([orjson.loads(orjson.dumps(entry)) for entry in listed.worktrees])
+        return
+    if not listed.worktrees:
+        click.echo("no worktrees")
+        return
+    for entry in listed.worktrees:
+        changed = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.modified_at))
+        dirty = ", uncommitted changes" if entry.dirty else ""
+        click.echo(f"task {entry.task_id:<5} {entry.task_state or 'unknown':<9} {entry.path}  ({entry.branch} "
+                   f"of {entry.repo or '?'}; changed {changed}{dirty})")
+
+
+@worktree.command("cleanup")
+@home_option
+@click.argument("task_id", type=click.IntRange(min=1))
+@click.option("--force", is_flag=True, help="Remove it even with uncommitted changes.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def cleanup(home: Path | None, task_id: int, force: bool, as_json: bool) -> None:
+    """Remove TASK_ID's kept worktree (its branch stays)."""
+    from enact.messages.common import HUMAN_CLI
+    from enact.messages.workers import CleanedUp, CleanupRefused, CleanupWorktree
+
+    message = CleanupWorktree(task_id=task_id, force=force, origin=HUMAN_CLI)
+    reply = request(resolve_home(home), message)
+    if isinstance(reply, CleanupRefused):
+        fail(reply.reason, as_json=as_json, code=EXIT_USAGE, status="refused")
+    done = expect(reply, CleanedUp, message)
+    if as_json:
+        print_json({"task_id": done.task_id, "path": done.path, "removed": True})
+        return
+    click.echo(f"removed {done.path}")
+
+
+COMMANDS = (worktree,)

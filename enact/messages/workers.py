@@ -1,0 +1,76 @@
+"""The task workers' protocol (actor ``workers``): the worktrees they keep,
+and the wake-ups that tell a worker to claim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from enact.messages._registry import Request, internal, reply, request
+from enact.messages.common import Origin
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorktreeEntry:
+    task_id: int
+    path: str
+    repo: str
+    branch: str
+    dirty: bool
+    """Uncommitted changes in it."""
+    task_state: str
+    """The task's state, or "" when the queue has no such task."""
+    modified_at: float
+
+
+@request("workers.ListWorktrees")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListWorktrees(Request["WorktreeList"]):
+    """Every task worktree under ``$ENACT_HOME/worktrees``, by task id."""
+
+
+@reply("workers.WorktreeList")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorktreeList:
+    worktrees: tuple[WorktreeEntry, ...]
+
+
+@request("workers.CleanupWorktree")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanupWorktree(Request["CleanedUp | CleanupRefused"]):
+    """Remove a kept worktree (its branch stays). Refused while its task is
+    queued, running or paused, and with uncommitted changes unless ``force``."""
+
+    task_id: int
+    force: bool = False
+    origin: Origin = ""
+
+
+@reply("workers.CleanedUp")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanedUp:
+    task_id: int
+    path: str
+
+
+@reply("workers.CleanupRefused")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanupRefused:
+    task_id: int
+    reason: str
+
+
+@internal("workers.Poll")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Poll:
+    """Claim a task if one is queued. ``sent_at`` (monotonic): a wake-up sent
+    before the worker's latest claim is stale and dropped."""
+
+    sent_at: float
+    timer: bool = False
+    """Sent by the worker's own idle timer."""
+
+
+@internal("workers.PruneWorktrees")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneWorktrees:
+    """The workers' own timer: remove kept worktrees past ``tasks.keep_failed_worktrees_days``."""

@@ -1,0 +1,1 @@
+"""Task work: the queue's records and rules, worktrees, the doctor, confinement."""

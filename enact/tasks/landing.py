@@ -1,0 +1,168 @@
+"""Landing a review: merge its head into the repository's authoritative
+branch (the branch its checkout has out), but only once the repository's
+doctor passed on the merged result.
+
+The merge is made and checked in a temporary worktree, detached, so the
+owner's checkout changes only at the very end, by a fast-forward to a
+result that passed. Every refusal leaves the checkout and its branch as
+they were. git runs through ``sh`` (``enact.tasks.worktrees.git``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from enact.messages.reviews import LandRefusal
+from enact.tasks.worktrees import WorktreeError, authoritative_head, git
+
+_MAX_REASON = 600
+
+
+class DoctorVerdict(Protocol):
+    """What landing needs of a doctor's result (``enact.tasks.doctor.DoctorResult``)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    @property
+    def summary(self) -> str: ...
+
+
+Doctor = Callable[[Path], DoctorVerdict]
+"""Runs the repository's checks in the given checkout."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LandPlan:
+    """What landing will merge: ``head`` into ``target`` of ``repo``."""
+
+    repo: Path
+    head: str
+    message: str
+    """The merge commit's message, when the merge is not a fast-forward."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LandOutcome:
+    landed: bool
+    target: str = ""
+    revision: str = ""
+    """The target's revision after landing."""
+    fast_forward: bool = False
+    doctor_summary: str = ""
+    refusal: LandRefusal | None = None
+    reason: str = ""
+
+
+def refused(refusal: LandRefusal, reason: str, *, target: str = "", doctor_summary: str = "") -> LandOutcome:
+    return LandOutcome(landed=False, refusal=refusal, reason=_clip(reason), target=target,
+                       doctor_summary=doctor_summary)
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 1] + "…"
+
+
+def _succeeds(cwd: Path, *args: str) -> bool:
+    try:
+        git(cwd, *args)
+    except WorktreeError:
+        return False
+    return True
+
+
+def dirty_paths(repo: Path) -> list[str]:
+    """Tracked paths with uncommitted changes (untracked files do not count:
+    a merge that would overwrite one fails and says so)."""
+    status = git(repo, "status", "--porcelain", "--untracked-files=no")
+    return [line[3:] for line in status.splitlines() if line.strip()]
+
+
+def land(plan: LandPlan, *, scratch: Path, doctor: Doctor, current: Callable[[], bool]) -> LandOutcome:
+    """Merge ``plan.head`` into the repository's checked-out branch if the
+    doctor passes on the result; otherwise refuse with the reason.
+    ``scratch`` is a directory that does not exist yet (the temporary
+    worktree), removed again whatever happens. ``current`` says whether this
+    daemon still holds the home (the epoch fence), asked right before the
+    owner's checkout is changed."""
+    repo = plan.repo
+    try:
+        target, tip = authoritative_head(repo)
+    except WorktreeError as error:
+        return refused(LandRefusal.GIT_FAILED, str(error))
+    try:
+        head = git(repo, "rev-parse", "--verify", "--quiet", f"{plan.head}^{{commit}}").strip()
+    except WorktreeError:
+        return refused(LandRefusal.GIT_FAILED, f"revision {plan.head} is not in {repo}", target=target)
+    dirty = dirty_paths(repo)
+    if dirty:
+        return refused(LandRefusal.DIRTY_TARGET, f"{repo} has uncommitted changes ({', '.join(dirty[:5])}"
+                       f"{', …' if len(dirty) > 5 else ''}); commit or stash them first", target=target)
+    fast_forward = _succeeds(repo, "merge-base", "--is-ancestor", tip, head)
+    try:
+        git(repo, "worktree", "prune")  # forget temporary worktrees a crash left behind
+        git(repo, "worktree", "add", "--detach", str(scratch), tip)
+    except WorktreeError as error:
+        return refused(LandRefusal.GIT_FAILED, str(error), target=target)
+    try:
+        return _merge_and_check(plan, scratch, doctor, current, target=target, tip=tip, head=head,
+                                fast_forward=fast_forward)
+    finally:
+        if not _succeeds(repo, "worktree", "remove", "--force", str(scratch)):
+            remove_scratch(scratch)
+
+
+def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Callable[[], bool], *,
+                     target: str, tip: str, head: str, fast_forward: bool) -> LandOutcome:
+    repo = plan.repo
+    if fast_forward:
+        git(scratch, "merge", "--ff-only", "--quiet", head)
+    else:
+        try:
+            git(scratch, "merge", "--no-ff", "--no-edit", "--quiet", "-m", plan.message, head)
+        except WorktreeError:
+            conflicted = git(scratch, "diff", "--name-only", "--diff-filter=U").split()
+            return refused(LandRefusal.CONFLICT, f"{plan.head[:12]} does not merge cleanly into {target}"
+                           + (f" (conflicts in {', '.join(conflicted[:5])})" if conflicted else ""), target=target)
+    merged = git(scratch, "rev-parse", "HEAD").strip()
+    verdict = doctor(scratch)
+    if not verdict.passed:
+        return refused(LandRefusal.DOCTOR_FAILED, f"the doctor failed on the merged result: {verdict.summary}",
+                       target=target, doctor_summary=verdict.summary)
+    # The doctor took a while: land only onto the tip it checked, and only
+    # into a checkout that is still clean.
+    if authoritative_head(repo) != (target, tip):
+        return refused(LandRefusal.TARGET_MOVED, f"{target} moved while the doctor ran; land again",
+                       target=target, doctor_summary=verdict.summary)
+    dirty = dirty_paths(repo)
+    if dirty:
+        return refused(LandRefusal.DIRTY_TARGET, f"{repo} got uncommitted changes while the doctor ran "
+                       f"({', '.join(dirty[:5])})", target=target, doctor_summary=verdict.summary)
+    if not current():
+        return refused(LandRefusal.FENCED, "this daemon was taken over (fenced) while the doctor ran",
+                       target=target, doctor_summary=verdict.summary)
+    try:
+        git(repo, "merge", "--ff-only", "--quiet", merged)
+    except WorktreeError as error:
+        return refused(LandRefusal.GIT_FAILED, str(error), target=target, doctor_summary=verdict.summary)
+    return LandOutcome(landed=True, target=target, revision=merged, fast_forward=fast_forward,
+                       doctor_summary=verdict.summary)
+
+
+def remove_scratch(scratch: Path) -> None:
+    """Delete a temporary worktree's directory; its repository forgets it at
+    its next ``git worktree prune`` (every land starts with one)."""
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def diff(repo: Path, base: str, head: str, *, max_chars: int) -> tuple[str, bool]:
+    """The unified diff ``base``..``head`` and whether it was cut at ``max_chars``."""
+    text = git(repo, "diff", "--no-color", "--no-ext-diff", f"{base}..{head}")
+    if len(text) <= max_chars:
+        return text, False
+    return text[:max_chars], True

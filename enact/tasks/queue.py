@@ -1,0 +1,335 @@
+"""The task queue's rules over its LMDB databases, without threads.
+
+``TaskQueue`` is what the ``tasks`` actor runs: each method is one durable
+(fenced) write transaction or one read, takes the time as an argument (so
+tests drive the clock) and returns the reply the protocol declares. The
+changes it committed are collected for the actor to publish.
+
+Its databases and their keys are in ``enact.tasks.tables``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any
+
+import lmdb
+
+from enact.messages.common import Done
+from enact.messages.tasks import (
+    MAX_PAGE,
+    CancelAccepted,
+    Claimed,
+    EventAt,
+    EventPage,
+    Finish,
+    Found,
+    Lease,
+    LeaseLost,
+    LeaseRenewed,
+    LeaseTable,
+    NotFound,
+    NothingQueued,
+    Refused,
+    ReportPhase,
+    Submit,
+    Submitted,
+    TaskChanged,
+    TaskPage,
+)
+from enact.storage import Store
+from enact.tasks.records import (
+    MAX_ATTEMPTS,
+    WORKER_EVENTS,
+    WORKER_LOST,
+    EventKind,
+    FailureClass,
+    Outcome,
+    Phase,
+    Task,
+    TaskEvent,
+    TaskState,
+    check_limits,
+    clip,
+    resume_hint,
+    retry_delay_s,
+)
+from enact.tasks.tables import TaskTables
+
+_FINISHED_STATE = {Outcome.SUCCEEDED: TaskState.SUCCEEDED, Outcome.CANCELLED: TaskState.CANCELLED,
+                   Outcome.PAUSED: TaskState.PAUSED, Outcome.FAILED: TaskState.FAILED}
+
+
+class TaskQueue:
+    def __init__(self, store: Store, *, default_repo: str, lease_ttl_s: float) -> None:
+        self._store = store
+        self._tables = TaskTables(store)
+        self.default_repo = default_repo
+        self.lease_ttl_s = lease_ttl_s
+        self._changes: list[TaskChanged] = []
+
+    def take_changes(self) -> list[TaskChanged]:
+        """The changes committed since the last call, for publishing."""
+        changes, self._changes = self._changes, []
+        return changes
+
+    # -- writing ------------------------------------------------------------
+
+    def _write(self, fn: Any) -> Any:
+        pending: list[TaskChanged] = []
+
+        def run(txn: lmdb.Transaction) -> Any:
+            pending.clear()  # a transaction retried after the map grew starts over
+            return fn(txn, pending)
+
+        result = self._store.write(run)
+        self._changes.extend(pending)
+        return result
+
+    def _record(self, txn: lmdb.Transaction, pending: list[TaskChanged], before: Task | None, task: Task,
+                kind: EventKind, summary: str, now: float, worker: str = "") -> Task:
+        self._tables.save(txn, before, task)
+        event = TaskEvent(task_id=task.id, kind=kind, time=now, worker=worker or task.worker,
+                          attempt=task.attempt, summary=clip(summary), state=task.state)
+        sequence = self._tables.append_event(txn, event)
+        pending.append(TaskChanged(task=task, event=EventAt(cursor=sequence, event=event)))
+        return task
+
+    # -- owners -------------------------------------------------------------
+
+    def submit(self, message: Submit, now: float) -> Submitted | Refused:
+        why = check_limits(request=message.request, brief=message.brief, repairs=message.repairs,
+                           deadline_s=message.deadline_s)
+        repo = message.repo or self.default_repo
+        if why is None and not repo:
+            why = "no repository named: pass --repo PATH or set tasks.default_repo"
+        if why is not None:
+            return Refused(reason=why)
+        key = message.idempotency_key or f"fresh:{uuid.uuid4().hex}"
+
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Submitted:
+            existing = self._tables.by_key(txn, key)
+            if existing is not None:
+                return Submitted(task=existing, existing=True)
+            task = Task(id=self._tables.next_id(txn), request=message.request, brief=message.brief, repo=repo,
+                        origin=message.origin, idempotency_key=key, repairs=message.repairs,
+                        deadline_s=message.deadline_s, attempt=1, parent=message.parent, state=TaskState.QUEUED,
+                        phase=Phase.NONE, repair=0, confined=None, review_id="", worktree="",
+                        conversation=message.conversation, worker="", lease_expires_at=None,
+                        cancel_requested=False, not_before=0.0, failure_class=None, summary="",
+                        created_at=now, updated_at=now, started_at=None, finished_at=None)
+            self._tables.claim_key(txn, key, task.id)
+            provenance = f"retry of task {task.parent}" if task.parent else f"from {task.origin}"
+            self._record(txn, pending, None, task, EventKind.QUEUED, provenance, now)
+            return Submitted(task=task, existing=False)
+
+        result: Submitted = self._write(write)
+        return result
+
+    def cancel(self, task_id: int, now: float) -> CancelAccepted | Refused:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> CancelAccepted | Refused:
+            task = self._tables.get(txn, task_id)
+            if task is None:
+                return Refused(reason=f"no task {task_id}")
+            if task.state.ended:
+                return Refused(reason=f"task {task_id} has already ended ({task.state})")
+            if task.state is TaskState.RUNNING:
+                if task.cancel_requested:
+                    return CancelAccepted(task=task, at_once=False)
+                marked = dataclasses.replace(task, cancel_requested=True, updated_at=now)
+                self._record(txn, pending, task, marked, EventKind.CANCEL_REQUESTED,
+                             "cancel requested; the worker stops at its next heartbeat", now)
+                return CancelAccepted(task=marked, at_once=False)
+            ended = dataclasses.replace(task, state=TaskState.CANCELLED, phase=Phase.NONE, repair=0,
+                                        summary="cancelled before it ran", updated_at=now, finished_at=now)
+            self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now)
+            return CancelAccepted(task=ended, at_once=True)
+
+        result: CancelAccepted | Refused = self._write(write)
+        return result
+
+    def retry(self, task_id: int, origin: str, now: float) -> Submitted | Refused:
+        parent = self.get(task_id)
+        if not isinstance(parent, Found):
+            return Refused(reason=f"no task {task_id}")
+        task = parent.task
+        if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
+            return Refused(reason=f"task {task_id} is {task.state}; only a failed or cancelled task is retried")
+        return self.submit(Submit(request=task.request, brief=task.brief, repo=task.repo, origin=origin,
+                                  idempotency_key=f"retry:{task_id}:{uuid.uuid4().hex}", repairs=task.repairs,
+                                  deadline_s=task.deadline_s, parent=task_id, conversation=task.conversation), now)
+
+    def resume(self, task_id: int, now: float) -> Task | Refused:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Task | Refused:
+            task = self._tables.get(txn, task_id)
+            if task is None:
+                return Refused(reason=f"no task {task_id}")
+            if task.state is not TaskState.PAUSED:
+                return Refused(reason=f"task {task_id} is {task.state}; only a paused task is resumed")
+            queued = dataclasses.replace(task, state=TaskState.QUEUED, attempt=task.attempt + 1, not_before=0.0,
+                                         failure_class=None, updated_at=now, finished_at=None)
+            return self._record(txn, pending, task, queued, EventKind.RESUMED, "resumed by its owner", now)
+
+        result: Task | Refused = self._write(write)
+        return result
+
+    # -- workers ------------------------------------------------------------
+
+    def claim(self, worker_id: str, now: float) -> Claimed | NothingQueued:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Claimed | NothingQueued:
+            next_due: float | None = None
+            for task in self._tables.in_state(txn, TaskState.QUEUED):
+                if task.not_before > now:
+                    wait = task.not_before - now
+                    next_due = wait if next_due is None else min(next_due, wait)
+                    continue
+                expires = now + self.lease_ttl_s
+                claimed = dataclasses.replace(task, state=TaskState.RUNNING, worker=worker_id,
+                                              lease_expires_at=expires, phase=Phase.NONE, repair=0,
+                                              cancel_requested=False, started_at=now, updated_at=now)
+                self._record(txn, pending, task, claimed, EventKind.CLAIMED, f"attempt {task.attempt}", now)
+                return Claimed(task=claimed, lease_expires_at=expires, lease_ttl_s=self.lease_ttl_s)
+            return NothingQueued(next_due_in_s=next_due)
+
+        result: Claimed | NothingQueued = self._write(write)
+        return result
+
+    def _held(self, txn: lmdb.Transaction, task_id: int, worker_id: str, attempt: int) -> Task | LeaseLost:
+        task = self._tables.get(txn, task_id)
+        if task is None:
+            return LeaseLost(task_id=task_id, reason=f"no task {task_id}")
+        if task.state is not TaskState.RUNNING or task.worker != worker_id or task.attempt != attempt:
+            holder = f"held by {task.worker} for attempt {task.attempt}" if task.worker else str(task.state)
+            return LeaseLost(task_id=task_id, reason=f"task {task_id} is no longer this worker's ({holder})")
+        return task
+
+    def heartbeat(self, task_id: int, worker_id: str, attempt: int, now: float) -> LeaseRenewed | LeaseLost:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> LeaseRenewed | LeaseLost:
+            task = self._held(txn, task_id, worker_id, attempt)
+            if isinstance(task, LeaseLost):
+                return task
+            expires = now + self.lease_ttl_s
+            self._tables.save(txn, task, dataclasses.replace(task, lease_expires_at=expires, updated_at=now))
+            return LeaseRenewed(lease_expires_at=expires, cancel_requested=task.cancel_requested)
+
+        result: LeaseRenewed | LeaseLost = self._write(write)
+        return result
+
+    def report_phase(self, message: ReportPhase, now: float) -> Done | LeaseLost:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Done | LeaseLost:
+            task = self._held(txn, message.task_id, message.worker_id, message.attempt)
+            if isinstance(task, LeaseLost):
+                return task
+            kind = message.event if message.event in WORKER_EVENTS else EventKind.PHASE
+            changed = dataclasses.replace(
+                task, phase=message.phase, repair=message.repair if message.phase is Phase.REPAIR else 0,
+                confined=task.confined if message.confined is None else message.confined,
+                worktree=message.worktree or task.worktree, review_id=message.review_id or task.review_id,
+                lease_expires_at=now + self.lease_ttl_s, updated_at=now)
+            summary = message.summary or changed.progress
+            self._record(txn, pending, task, changed, kind, summary, now)
+            return Done()
+
+        result: Done | LeaseLost = self._write(write)
+        return result
+
+    def finish(self, message: Finish, now: float) -> Done | LeaseLost:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Done | LeaseLost:
+            task = self._held(txn, message.task_id, message.worker_id, message.attempt)
+            if isinstance(task, LeaseLost):
+                return task
+            base = dataclasses.replace(
+                task, worker="", lease_expires_at=None, phase=Phase.NONE, repair=0, cancel_requested=False,
+                confined=task.confined if message.confined is None else message.confined,
+                worktree=message.worktree or task.worktree, review_id=message.review_id or task.review_id,
+                failure_class=message.failure_class, summary=clip(message.summary), updated_at=now)
+            outcome = message.outcome
+            if outcome is Outcome.FAILED and message.failure_class is FailureClass.AUTH:
+                outcome = Outcome.PAUSED
+            if outcome is Outcome.PAUSED:
+                paused = dataclasses.replace(base, state=TaskState.PAUSED,
+                                             summary=clip(f"{message.summary or 'paused'}; {resume_hint(task.id)}"))
+                self._record(txn, pending, task, paused, EventKind.PAUSED, paused.summary, now, message.worker_id)
+            elif outcome is Outcome.FAILED and message.failure_class is FailureClass.TRANSIENT \
+                    and task.attempt < MAX_ATTEMPTS:
+                delay = max(retry_delay_s(task.attempt), message.retry_after_s or 0.0)
+                queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1,
+                                             not_before=now + delay)
+                self._record(txn, pending, task, queued, EventKind.RETRYING,
+                             f"{message.summary}; retrying in {delay:.0f} s", now, message.worker_id)
+            else:
+                state = _FINISHED_STATE[outcome]
+                ended = dataclasses.replace(base, state=state, finished_at=now)
+                self._record(txn, pending, task, ended, EventKind(state.value), ended.summary, now,
+                             message.worker_id)
+            return Done()
+
+        result: Done | LeaseLost = self._write(write)
+        return result
+
+    def expire_leases(self, now: float) -> int:
+        """Running tasks whose lease ran out go back to the queue (attempt + 1),
+        or fail ``worker-lost`` after their last attempt. Returns how many."""
+
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> int:
+            expired = [t for t in self._tables.in_state(txn, TaskState.RUNNING)
+                       if t.lease_expires_at is not None and t.lease_expires_at <= now]
+            for task in expired:
+                lost = f"the lease of {task.worker} expired (attempt {task.attempt})"
+                base = dataclasses.replace(task, worker="", lease_expires_at=None, phase=Phase.NONE, repair=0,
+                                           updated_at=now)
+                if task.cancel_requested:
+                    ended = dataclasses.replace(base, state=TaskState.CANCELLED, finished_at=now,
+                                                summary=f"cancelled; {lost}")
+                    self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now, task.worker)
+                elif task.attempt >= MAX_ATTEMPTS:
+                    ended = dataclasses.replace(base, state=TaskState.FAILED, finished_at=now,
+                                                failure_class=FailureClass.PERMANENT,
+                                                summary=f"{WORKER_LOST}: {lost}, after {task.attempt} attempts")
+                    self._record(txn, pending, task, ended, EventKind.FAILED, ended.summary, now, task.worker)
+                else:
+                    queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1)
+                    self._record(txn, pending, task, queued, EventKind.LEASE_EXPIRED, lost, now, task.worker)
+            return len(expired)
+
+        if not self._store.read(lambda txn: any(True for _ in self._tables.ids_in_state(txn, TaskState.RUNNING))):
+            return 0  # nothing running: no write transaction for an idle timer
+        result: int = self._write(write)
+        return result
+
+    # -- reading ------------------------------------------------------------
+
+    def get(self, task_id: int) -> Found | NotFound:
+        task = self._store.read(lambda txn: self._tables.get(txn, task_id))
+        return NotFound(task_id=task_id) if task is None else Found(task=task)
+
+    def list(self, state: TaskState | None, limit: int, before: int | None) -> TaskPage:
+        tasks, more = self._store.read(lambda txn: self._tables.page(txn, state, _bounded(limit), before))
+        return TaskPage(tasks=tuple(tasks), next_before=tasks[-1].id if more and tasks else None)
+
+    def events(self, task_id: int | None, cursor: int, limit: int) -> EventPage | NotFound:
+        def read(txn: lmdb.Transaction) -> EventPage | NotFound:
+            if task_id is not None and self._tables.get(txn, task_id) is None:
+                return NotFound(task_id=task_id)
+            found, more = self._tables.events(txn, task_id, cursor, _bounded(limit))
+            return EventPage(events=tuple(found), next_cursor=found[-1].cursor if found else cursor, more=more)
+
+        result: EventPage | NotFound = self._store.read(read)
+        return result
+
+    def leases(self) -> LeaseTable:
+        def read(txn: lmdb.Transaction) -> LeaseTable:
+            leases = tuple(
+                Lease(task_id=t.id, worker_id=t.worker, attempt=t.attempt, expires_at=t.lease_expires_at or 0.0,
+                      progress=t.progress, started_at=t.started_at or t.updated_at)
+                for t in self._tables.in_state(txn, TaskState.RUNNING))
+            queued = sum(1 for _ in self._tables.ids_in_state(txn, TaskState.QUEUED))
+            return LeaseTable(leases=leases, queued=queued)
+
+        result: LeaseTable = self._store.read(read)
+        return result
+
+
+def _bounded(limit: int) -> int:
+    return max(1, min(limit, MAX_PAGE))

@@ -1,0 +1,218 @@
+"""The task queue's records: a task, its lifecycle events, and the limits
+and rules every party of the queue protocol shares (the queue, its workers,
+the CLI, chat).
+
+A task is stored as the ``Task`` the queue answers with, so a worker in
+another process gets the same record over the wire as the actor holds.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_REQUEST = 20_000
+MAX_BRIEF = 3_000
+MAX_SUMMARY = 500
+"""How much of a summary an event or a task keeps."""
+MAX_KEY = 512
+
+REPAIRS_DEFAULT = 2
+REPAIRS_RANGE = (0, 5)
+DEADLINE_DEFAULT_S = 600
+DEADLINE_RANGE_S = (60, 7_200)
+
+LEASE_TTL_DEFAULT_S = 60.0
+MAX_ATTEMPTS = 3
+"""Attempts a task gets before a lost worker or a transient failure fails it."""
+RETRY_BASE_S = 30.0
+RETRY_CAP_S = 300.0
+
+WORKER_LOST = "worker-lost"
+TASKS_DIR = "tasks"
+LOG_NAME = "task.log"
+
+
+class TaskState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+
+    @property
+    def ended(self) -> bool:
+        """Succeeded, failed or cancelled: only a retry (a new task) runs it
+        again. A paused task has not ended: it waits for its owner."""
+        return self in _ENDED
+
+
+_ENDED = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
+
+
+class Outcome(enum.StrEnum):
+    """How a worker says an attempt ended (``tasks.Finish``)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+
+
+class FailureClass(enum.StrEnum):
+    """What a failed attempt means for the task: transient failures (rate
+    limit, runtime unavailable, network) are retried with back-off;
+    permanent ones (validation failed after repairs, protected path changed,
+    merge conflict, invalid request, deadline exceeded) fail it; ``auth``
+    pauses it until its owner resumes it."""
+
+    TRANSIENT = "transient"
+    PERMANENT = "permanent"
+    AUTH = "auth"
+
+
+class Phase(enum.StrEnum):
+    """Where a running task is; ``repair`` is shown with its count (``repair 1/2``)."""
+
+    NONE = ""
+    WORKSPACE = "workspace"
+    MODEL = "model"
+    VALIDATE = "validate"
+    REPAIR = "repair"
+    CAPTURE = "capture"
+    REVIEW = "review"
+
+
+class EventKind(enum.StrEnum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    PHASE = "phase"
+    LEASE_EXPIRED = "lease-expired"
+    RETRYING = "retrying"
+    VALIDATED = "validated"
+    REPAIRED = "repaired"
+    CAPTURED = "captured"
+    REVIEW_OPENED = "review-opened"
+    CANCEL_REQUESTED = "cancel-requested"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+
+
+WORKER_EVENTS = frozenset({EventKind.PHASE, EventKind.VALIDATED, EventKind.REPAIRED, EventKind.CAPTURED,
+                           EventKind.REVIEW_OPENED})
+"""The events a worker may report with ``tasks.ReportPhase``; the others are the queue's."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationRef:
+    """The chat conversation a task came from: where its outcome is told."""
+
+    channel: str
+    conversation: str
+    session_key: str = ""
+    """The conversation's runtime session, which gets a note of the outcome."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    id: int
+    request: str
+    brief: str
+    repo: str
+    origin: str
+    idempotency_key: str
+    repairs: int
+    deadline_s: int
+    attempt: int
+    """1 for the first run; a lost lease or a transient failure adds one."""
+    parent: int | None
+    state: TaskState
+    phase: Phase
+    repair: int
+    """The repair round running (with ``phase`` ``repair``), else 0."""
+    confined: bool | None
+    """Whether the worker ran it confined; None until a worker says."""
+    review_id: str
+    worktree: str
+    conversation: ConversationRef | None
+    worker: str
+    """The worker holding the lease while running; "" otherwise."""
+    lease_expires_at: float | None
+    cancel_requested: bool
+    not_before: float
+    """A queued task retried after a transient failure waits until then."""
+    failure_class: FailureClass | None
+    summary: str
+    """The latest outcome or failure, bounded."""
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    """When the current attempt was claimed."""
+    finished_at: float | None
+
+    @property
+    def progress(self) -> str:
+        """The phase as shown: ``model``, ``repair 1/2``, or "" when not running."""
+        if self.phase is Phase.REPAIR:
+            return f"repair {self.repair}/{self.repairs}"
+        return str(self.phase)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskEvent:
+    """One change of a task, as ``tasks.events`` stores it; its cursor is its key."""
+
+    task_id: int
+    kind: EventKind
+    time: float
+    worker: str
+    attempt: int
+    summary: str
+    state: TaskState
+    """The task's state after the change."""
+
+
+def clip(text: str, limit: int = MAX_SUMMARY) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def retry_delay_s(attempt: int) -> float:
+    """The back-off before retrying after ``attempt`` failed transiently:
+    min(300 s, 30 s * 2^(attempt - 1))."""
+    return min(RETRY_CAP_S, RETRY_BASE_S * float(2 ** max(0, attempt - 1)))
+
+
+def check_limits(*, request: str, brief: str, repairs: int, deadline_s: int) -> str | None:
+    """Why a submission is refused, in one line; None when it is acceptable."""
+    if not request.strip():
+        return "a task needs a request (what should be done)"
+    if len(request) > MAX_REQUEST:
+        return f"the request is {len(request)} characters; at most {MAX_REQUEST} are accepted"
+    if len(brief) > MAX_BRIEF:
+        return f"the brief is {len(brief)} characters; at most {MAX_BRIEF} are accepted"
+    low, high = REPAIRS_RANGE
+    if not low <= repairs <= high:
+        return f"repairs must be between {low} and {high}, not {repairs}"
+    low, high = DEADLINE_RANGE_S
+    if not low <= deadline_s <= high:
+        return f"the deadline must be between {low} and {high} seconds, not {deadline_s}"
+    return None
+
+
+def task_dir(home: Path, task_id: int) -> Path:
+    return home / TASKS_DIR / str(task_id)
+
+
+def task_log_path(home: Path, task_id: int) -> Path:
+    """Where the worker writes a task's full log (model progress, doctor
+    output), which ``enact task log ID`` prints: ``$ENACT_HOME/tasks/<id>/task.log``."""
+    return task_dir(home, task_id) / LOG_NAME
+
+
+def resume_hint(task_id: int) -> str:
+    return f"run `enact task resume {task_id}` once the runtime's credentials work again"

@@ -1,0 +1,159 @@
+"""The task queue's databases, their keys, and the walks over them.
+
+- ``tasks.queue``: task id (8 bytes, big-endian) → ``Task``.
+- ``tasks.events``: an append log of ``TaskEvent`` (cursor = sequence).
+- ``tasks.index``: ``k<idempotency key>`` → task id; ``s<state>\\0<id>`` for
+  each task (listing by state, finding queued and running tasks);
+  ``e<id><sequence>`` for each event (one task's events by cursor).
+
+Every function here runs inside a transaction its caller opened, so a
+change and its index entries commit together.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+import lmdb
+
+from enact.messages.tasks import EventAt
+from enact.storage import AppendLog, RecordTable, Store
+from enact.tasks.records import Task, TaskEvent, TaskState
+
+QUEUE = "tasks.queue"
+EVENTS = "tasks.events"
+INDEX = "tasks.index"
+DATABASES = (QUEUE, EVENTS, INDEX)
+
+_ID = struct.Struct(">Q")
+_KEY = b"k"
+_STATE = b"s"
+_EVENT = b"e"
+_LAST_ID = b"\xff" * 8
+
+
+def _id_key(task_id: int) -> bytes:
+    return _ID.pack(task_id)
+
+
+def _state_prefix(state: TaskState) -> bytes:
+    return _STATE + state.value.encode() + b"\0"
+
+
+class TaskTables:
+    def __init__(self, store: Store) -> None:
+        self._tasks = RecordTable(store.table(QUEUE), Task)
+        self._queue = store.table(QUEUE).handle
+        self._log = store.log(EVENTS)
+        self._events = RecordTable(self._log, TaskEvent)
+        self._index = store.table(INDEX).handle
+
+    # -- tasks --------------------------------------------------------------
+
+    def get(self, txn: lmdb.Transaction, task_id: int) -> Task | None:
+        return self._tasks.get(txn, _id_key(task_id))
+
+    def next_id(self, txn: lmdb.Transaction) -> int:
+        cursor = txn.cursor(db=self._queue)
+        return int(_ID.unpack(cursor.key())[0]) + 1 if cursor.last() else 1
+
+    def save(self, txn: lmdb.Transaction, before: Task | None, task: Task) -> None:
+        """Store ``task`` (``before``: as it was) and move its state entry."""
+        key = _id_key(task.id)
+        if before is not None and before.state is not task.state:
+            txn.delete(_state_prefix(before.state) + key, db=self._index)
+        if before is None or before.state is not task.state:
+            txn.put(_state_prefix(task.state) + key, b"", db=self._index)
+        self._tasks.put(txn, key, task)
+
+    def by_key(self, txn: lmdb.Transaction, idempotency_key: str) -> Task | None:
+        raw = txn.get(_KEY + idempotency_key.encode(), db=self._index)
+        return None if raw is None else self._tasks.get(txn, bytes(raw))
+
+    def claim_key(self, txn: lmdb.Transaction, idempotency_key: str, task_id: int) -> None:
+        txn.put(_KEY + idempotency_key.encode(), _id_key(task_id), db=self._index)
+
+    def ids_in_state(self, txn: lmdb.Transaction, state: TaskState, *, newest_first: bool = False,
+                     before: int | None = None) -> Iterator[int]:
+        prefix = _state_prefix(state)
+        cursor = txn.cursor(db=self._index)
+        if newest_first:
+            # set_range lands on the first key at or after the start: step back from there.
+            found = cursor.set_range(prefix + (_id_key(before) if before is not None else _LAST_ID))
+            found = cursor.prev() if found else cursor.last()
+            while found and bytes(cursor.key()).startswith(prefix):
+                yield int(_ID.unpack(bytes(cursor.key())[len(prefix):])[0])
+                found = cursor.prev()
+            return
+        if not cursor.set_range(prefix):
+            return
+        for raw in cursor.iternext(values=False):
+            key = bytes(raw)
+            if not key.startswith(prefix):
+                return
+            yield int(_ID.unpack(key[len(prefix):])[0])
+
+    def in_state(self, txn: lmdb.Transaction, state: TaskState) -> list[Task]:
+        """Oldest first; read in full before the caller changes any of them."""
+        found = (self.get(txn, task_id) for task_id in list(self.ids_in_state(txn, state)))
+        return [task for task in found if task is not None]
+
+    def page(self, txn: lmdb.Transaction, state: TaskState | None, limit: int,
+             before: int | None) -> tuple[list[Task], bool]:
+        """Up to ``limit`` tasks older than ``before``, newest first, and
+        whether more follow."""
+        ids: list[int] = []
+        if state is not None:
+            for task_id in self.ids_in_state(txn, state, newest_first=True, before=before):
+                ids.append(task_id)
+                if len(ids) > limit:
+                    break
+        else:
+            cursor = txn.cursor(db=self._queue)
+            found = cursor.prev() if before is not None and cursor.set_range(_id_key(before)) else cursor.last()
+            while found and len(ids) <= limit:
+                ids.append(int(_ID.unpack(cursor.key())[0]))
+                found = cursor.prev()
+        tasks = [task for task in (self.get(txn, task_id) for task_id in ids[:limit]) if task is not None]
+        return tasks, len(ids) > limit
+
+    # -- events -------------------------------------------------------------
+
+    def append_event(self, txn: lmdb.Transaction, event: TaskEvent) -> int:
+        sequence = self._log.last_cursor(txn) + 1
+        self._events.put(txn, AppendLog.key(sequence), event)
+        txn.put(_EVENT + _id_key(event.task_id) + _ID.pack(sequence), b"", db=self._index)
+        return sequence
+
+    def _event_at(self, txn: lmdb.Transaction, sequence: int) -> EventAt | None:
+        event = self._events.get(txn, AppendLog.key(sequence))
+        return None if event is None else EventAt(cursor=sequence, event=event)
+
+    def _sequences(self, txn: lmdb.Transaction, task_id: int | None, cursor: int) -> Iterator[int]:
+        if task_id is None:
+            for sequence, _ in self._log.iterate_from(txn, cursor):
+                yield sequence
+            return
+        prefix = _EVENT + _id_key(task_id)
+        position = txn.cursor(db=self._index)
+        if not position.set_range(prefix + _ID.pack(cursor + 1)):
+            return
+        for raw in position.iternext(values=False):
+            key = bytes(raw)
+            if not key.startswith(prefix):
+                return
+            yield int(_ID.unpack(key[len(prefix):])[0])
+
+    def events(self, txn: lmdb.Transaction, task_id: int | None, cursor: int,
+               limit: int) -> tuple[list[EventAt], bool]:
+        """Events after ``cursor``, oldest first, of one task or of all; and
+        whether more follow."""
+        found: list[EventAt] = []
+        for sequence in self._sequences(txn, task_id, cursor):
+            if len(found) == limit:
+                return found, True
+            event = self._event_at(txn, sequence)
+            if event is not None:
+                found.append(event)
+        return found, False

@@ -1,0 +1,324 @@
+"""One task attempt, from claim to finish: the worker's logic, apart from its actor.
+
+The worker speaks to the queue and the reviews only through typed messages
+(``ask``), so this runs the same in the daemon's worker actors and in any
+other process that can reach them. The steps, each reported as it starts:
+workspace (a fresh worktree), model (the agentic runtime, confined), then
+validate (the doctor) and up to ``repairs`` rounds of repair in the same
+session, capture (a commit on the task branch) and review.
+
+A cancellation token ends the attempt early; its reason says who: the owner
+(the next heartbeat says ``cancel_requested``: outcome ``cancelled``), the
+deadline (failed, permanent), a lost lease or the daemon stopping (nothing is
+reported: the task is no longer this worker's to finish).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from enact.actors._asks import ActorUnavailable
+from enact.cancellation import CancellationToken
+from enact.messages._registry import Request
+from enact.messages.common import Rejected
+from enact.messages.reviews import Open
+from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
+from enact.runtime import (
+    Runtime,
+    RuntimeAuthFailed,
+    RuntimeCancelled,
+    RuntimeFailure,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeResult,
+)
+from enact.tasks import doctor, worktrees
+from enact.tasks.confine import Confinement, confinement
+from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
+from enact.tasks.worktrees import Worktree, WorktreeError
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+CANCELLED_BY_OWNER = "cancelled by the owner"
+DEADLINE_EXCEEDED = "deadline exceeded"
+LEASE_LOST = "lease lost"
+NOTES_FILE = "AGENTS.md"
+_NOTES_LIMIT = 4_000
+_HEARTBEAT_MAX_S = 1.0
+"""Heartbeats come at least this often, so a cancel is seen within about a second."""
+
+
+class Asker(Protocol):
+    def __call__(self, actor: str, message: Request[R]) -> R: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerServices:
+    home: Path
+    settings: Any
+    """The daemon's Config."""
+    runtime: Runtime
+    ask: Asker
+
+
+class _Stop(Exception):
+    """The attempt ends without a Finish from this worker (lease lost, daemon stopping)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    outcome: Outcome
+    summary: str
+    failure_class: FailureClass | None = None
+    retry_after_s: float | None = None
+    review_id: str = ""
+    keep_worktree: bool = True
+
+
+def task_prompt(task: Task, tree: Worktree, plan: doctor.DoctorPlan, protected: tuple[str, ...]) -> str:
+    notes_path = tree.path / NOTES_FILE
+    notes = clip(notes_path.read_text(encoding="utf-8", errors="replace"), _NOTES_LIMIT) \
+        if notes_path.is_file() else "(none)"
+    checks = f"`{plan.command}` (from {plan.source})" if plan.command else "no test command"
+    return "\n".join([
+        f"You are working on task {task.id} in a git worktree of {tree.repo} (branch {tree.branch}, made from "
+        f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only; do not commit: "
+        "the host commits your change and hands it to the owner for review.",
+        "", "Request:", task.request,
+        "", "Brief:", task.brief or "(none)",
+        "", f"Repository notes ({NOTES_FILE}):", notes,
+        "", f"Validation: the host then runs {checks}; a change to {', '.join(protected)} fails validation "
+        "unless the request names that path.",
+    ])
+
+
+def repair_prompt(round_: int, repairs: int, result: doctor.DoctorResult) -> str:
+    return (f"repair {round_}/{repairs}: validation failed: {result.summary}\n\nThe checks' output (head and "
+            f"tail):\n{result.head_tail}\n\nFix the cause in the worktree and answer when done.")
+
+
+class TaskAttempt:
+    """Runs one claimed attempt to its end; ``run`` returns once the queue
+    has its Finish (or the attempt is no longer this worker's)."""
+
+    def __init__(self, claimed: Claimed, *, worker_id: str, services: WorkerServices,
+                 parent: CancellationToken) -> None:
+        self.task = claimed.task
+        self.worker_id = worker_id
+        self.services = services
+        self.cancel = parent.child()
+        self.log_path = task_log_path(services.home, self.task.id)
+        self._deadline = time.monotonic() + self.task.deadline_s
+        self._heartbeat_s = min(_HEARTBEAT_MAX_S, claimed.lease_ttl_s / 3)
+        self._phase = Phase.WORKSPACE
+        self._native_session: str | None = None
+        self._confined = False
+        self._tree: Worktree | None = None
+
+    # -- talking to the queue -------------------------------------------------
+
+    def _report(self, phase: Phase, *, event: EventKind = EventKind.PHASE, repair: int = 0, summary: str = "",
+                worktree: str = "", review_id: str = "", confined: bool | None = None) -> None:
+        self._phase = phase
+        reply = self.services.ask("tasks", ReportPhase(
+            task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt, phase=phase, repair=repair,
+            event=event, summary=clip(summary), worktree=worktree, review_id=review_id, confined=confined))
+        if isinstance(reply, LeaseLost):
+            self.cancel.cancel(LEASE_LOST)
+            raise _Stop(reply.reason)
+
+    def _heartbeats(self, stopped: threading.Event) -> None:
+        while not stopped.wait(self._heartbeat_s):
+            try:
+                reply = self.services.ask("tasks", Heartbeat(task_id=self.task.id, worker_id=self.worker_id,
+                                                             attempt=self.task.attempt))
+            except Exception as error:  # the queue restarting: the next beat may reach it
+                log.warning("task %d: heartbeat failed: %s", self.task.id, error)
+                continue
+            if isinstance(reply, LeaseLost):
+                self.cancel.cancel(LEASE_LOST)
+                return
+            if isinstance(reply, LeaseRenewed) and reply.cancel_requested:
+                self.cancel.cancel(CANCELLED_BY_OWNER)
+                return
+
+    def _log(self, text: str) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "a", encoding="utf-8") as log_file:
+            log_file.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text.rstrip()}\n")
+
+    # -- the attempt ------------------------------------------------------------
+
+    def run(self) -> None:
+        stopped = threading.Event()
+        beating = threading.Thread(target=self._heartbeats, args=(stopped,), name=f"heartbeat-task-{self.task.id}",
+                                   daemon=True)
+        deadline = threading.Timer(self.task.deadline_s, self.cancel.cancel, args=(DEADLINE_EXCEEDED,))
+        deadline.daemon = True
+        beating.start()
+        deadline.start()
+        self._log(f"attempt {self.task.attempt} claimed by {self.worker_id}")
+        try:
+            ending = self._attempt()
+        except _Stop as stop:
+            log.info("task %d: attempt %d stops without finishing: %s", self.task.id, self.task.attempt, stop)
+            self._log(f"attempt {self.task.attempt} stopped: {stop}")
+            return
+        finally:
+            stopped.set()
+            deadline.cancel()
+        self._finish(ending)
+
+    def _finish(self, ending: _Ending) -> None:
+        worktree = str(self._tree.path) if self._tree is not None and ending.keep_worktree else ""
+        self._log(f"attempt {self.task.attempt} ends {ending.outcome.value}: {ending.summary}")
+        reply = self.services.ask("tasks", Finish(
+            task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt, outcome=ending.outcome,
+            failure_class=ending.failure_class, summary=clip(ending.summary), review_id=ending.review_id,
+            worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s))
+        if isinstance(reply, LeaseLost):
+            log.info("task %d: finish refused, the lease is lost: %s", self.task.id, reply.reason)
+
+    def _attempt(self) -> _Ending:
+        try:
+            return self._steps()
+        except _Stop:
+            raise
+        except RuntimeCancelled:
+            return self._cancelled()
+        except RuntimeAuthFailed as error:
+            return _Ending(Outcome.FAILED, f"the runtime refused its credentials: {error}", FailureClass.AUTH)
+        except RuntimeRateLimited as error:
+            return _Ending(Outcome.FAILED, f"rate limited: {error}", FailureClass.TRANSIENT,
+                           retry_after_s=error.retry_after_s)
+        except RuntimeFailure as error:
+            if self.cancel.cancelled:
+                return self._cancelled()
+            # Unavailable, timed out, malformed output or a failed call: the
+            # runtime or its network, worth another attempt after a while.
+            return _Ending(Outcome.FAILED, f"the runtime failed ({error.kind}): {error}", FailureClass.TRANSIENT)
+        except (WorktreeError, doctor.DoctorConfigError) as error:
+            return _Ending(Outcome.FAILED, str(error), FailureClass.PERMANENT)
+        except Exception as error:
+            if self.cancel.cancelled:
+                return self._cancelled()
+            log.exception("task %d: attempt %d failed unexpectedly", self.task.id, self.task.attempt)
+            failure_class, text = classify_unexpected(error)
+            return _Ending(Outcome.FAILED, text, failure_class)
+
+    def _cancelled(self) -> _Ending:
+        reason = self.cancel.reason
+        where = f"; its worktree is kept at {self._tree.path}" if self._tree is not None else ""
+        if reason == CANCELLED_BY_OWNER:
+            return _Ending(Outcome.CANCELLED, f"cancelled by the owner{where}")
+        if reason == DEADLINE_EXCEEDED:
+            return _Ending(Outcome.FAILED, f"deadline of {self.task.deadline_s} s exceeded in {self._phase.value}"
+                                           f"{where}", FailureClass.PERMANENT)
+        raise _Stop(reason or "cancelled")
+
+    def _steps(self) -> _Ending:
+        task, settings = self.task, self.services.settings
+        named = task.repo or settings["tasks.default_repo"]
+        if not named:
+            return _Ending(Outcome.FAILED, "no repository: name one or set tasks.default_repo",
+                           FailureClass.PERMANENT)
+        self._report(Phase.WORKSPACE)
+        tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
+        writable = tuple(getattr(self.services.runtime, "state_dirs", ()))
+        runtime = self.services.runtime
+        with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
+                         writable=writable) as confined:
+            # Confined means the runtime's commands too: a runtime that does
+            # not start them under the prefix leaves the task unconfined
+            # (its doctor still is).
+            self._confined = confined.confined and bool(getattr(runtime, "confines_subprocesses", False))
+            how = ("confined" if self._confined else
+                   f"doctor confined, the {runtime.name} runtime is not" if confined.confined else "not confined")
+            self._report(Phase.WORKSPACE, summary=f"worktree {tree.path} on {tree.branch} from {tree.base_branch} "
+                                                  f"at {tree.base[:12]} ({how})", worktree=str(tree.path),
+                         confined=self._confined)
+            return self._work(tree, confined)
+
+    def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
+        if self.cancel.cancelled:
+            raise RuntimeCancelled(self.cancel.reason)
+        remaining = self._deadline - time.monotonic()
+        result = self.services.runtime.invoke(RuntimeRequest(
+            session_key=f"task:{self.task.id}", prompt=prompt, native_session=self._native_session,
+            owner_message=owner_message, sandbox="workspace-write", cwd=tree.path,
+            timeout_s=max(1.0, min(float(self.services.settings["runtime.timeout_s"]), remaining)),
+            cancel=self.cancel, purpose="task", confine=confined.prefix))
+        self._native_session = result.native_session or self._native_session
+        for item in result.progress:
+            self._log(f"model: {item}")
+        self._log(f"model answered: {clip(result.text, 2_000)}")
+        return result
+
+    def _work(self, tree: Worktree, confined: Confinement) -> _Ending:
+        task, settings = self.task, self.services.settings
+        protected = tuple(settings["tasks.protected_paths"])
+        plan = doctor.plan(tree.path, settings=settings)
+        self._report(Phase.MODEL)
+        self._invoke(tree, confined, task_prompt(task, tree, plan, protected), task.request)
+        changed = worktrees.changed_paths(tree)
+        if not changed:
+            worktrees.remove(tree, delete_branch=True)
+            self._tree = None
+            return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
+        asked = f"{task.request}\n{task.brief}"
+        self._report(Phase.VALIDATE, summary=f"{len(changed)} changed: {', '.join(changed)}")
+        result = self._doctor(tree, confined, changed, asked)
+        round_ = 0
+        while not result.passed and not result.protected_changed and round_ < task.repairs:
+            round_ += 1
+            self._report(Phase.REPAIR, repair=round_, summary=f"repair {round_}/{task.repairs}: {result.summary}")
+            self._invoke(tree, confined, repair_prompt(round_, task.repairs, result),
+                         f"repair {round_}/{task.repairs}: {result.summary}")
+            changed = worktrees.changed_paths(tree)
+            result = self._doctor(tree, confined, changed, asked)
+            if result.passed:
+                self._report(Phase.REPAIR, repair=round_, event=EventKind.REPAIRED, summary=result.summary)
+        if not result.passed:
+            why = (f"validation failed after {round_} of {task.repairs} repairs: {result.summary}"
+                   if not result.protected_changed else result.summary)
+            return _Ending(Outcome.FAILED, f"{why}; the worktree is kept at {tree.path}", FailureClass.PERMANENT)
+        self._report(self._phase, event=EventKind.VALIDATED, repair=round_, summary=result.summary)
+        return self._hand_over(tree, result)
+
+    def _doctor(self, tree: Worktree, confined: Confinement, changed: list[str], asked: str) -> doctor.DoctorResult:
+        return doctor.run_doctor(tree.path, settings=self.services.settings, log_path=self.log_path,
+                                 cancel=self.cancel, confine=confined, changed=changed, asked=asked)
+
+    def _hand_over(self, tree: Worktree, result: doctor.DoctorResult) -> _Ending:
+        self._report(Phase.CAPTURE)
+        head = worktrees.capture(tree, self.task.request)
+        stat = worktrees.diffstat(tree, head)
+        self._report(Phase.CAPTURE, event=EventKind.CAPTURED, summary=f"{head[:12]} on {tree.branch}")
+        self._report(Phase.REVIEW)
+        opened = self.services.ask("reviews", Open(
+            task_id=self.task.id, repo=str(tree.repo), branch=tree.branch, base=tree.base, head=head,
+            diffstat=stat, doctor_summary=result.summary))
+        if isinstance(opened, Rejected):
+            return _Ending(Outcome.FAILED, f"the review was refused: {opened.reason}", FailureClass.PERMANENT)
+        review_id = str(opened.review_id)
+        self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
+                     summary=f"review {review_id}: {stat.splitlines()[-1].strip() if stat else head[:12]}")
+        # The branch holds the change; the worktree is not needed any more.
+        worktrees.remove(tree, delete_branch=False)
+        return _Ending(Outcome.SUCCEEDED, f"review {review_id} opened: {result.summary}", review_id=review_id,
+                       keep_worktree=False)
+
+
+def classify_unexpected(error: BaseException) -> tuple[FailureClass, str]:
+    """An error no step expected (a bug, a full disk): a full disk or a lost
+    actor may pass, anything else would fail again."""
+    transient = isinstance(error, OSError | ActorUnavailable)
+    return (FailureClass.TRANSIENT if transient else FailureClass.PERMANENT), f"{type(error).__name__}: {error}"
+

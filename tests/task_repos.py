@@ -1,0 +1,40 @@
+"""Real git repositories for the task tests: a tiny Python project whose
+test passes in well under a second."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "owner", "GIT_AUTHOR_EMAIL": "owner@example.invalid",
+    "GIT_COMMITTER_NAME": "owner", "GIT_COMMITTER_EMAIL": "owner@example.invalid",
+    "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent",
+}
+
+LIB = "def answer():\n    return 42\n"
+TEST = "from lib import answer\n\n\ndef test_answer():\n    assert answer() == 42\n"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def make_repo(path: Path, *, doctor: str | None = f"{sys.executable} -m pytest -q -p no:cacheprovider",
+              files: dict[str, str] | None = None) -> Path:
+    """A repository on branch ``main`` with lib.py and a passing test; with
+    ``doctor``, an .enact.toml naming that command."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    contents = {"lib.py": LIB, "tests/test_lib.py": TEST, **(files or {})}
+    if doctor is not None:
+        contents[".enact.toml"] = f'[doctor]\ncommand = "{doctor}"\ntimeout = 60\n'
+    for name, text in contents.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    (path / ".gitignore").write_text("__pycache__/\n.pytest_cache/\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path

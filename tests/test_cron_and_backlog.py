@@ -1,0 +1,181 @@
+"""Cron and the backlog in a running daemon: a due schedule submits its task
+(never while the previous one is unfinished), a fenced daemon submits
+nothing, backlog items are promoted by hand or when the queue is idle."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+from git_repos import make_repo
+from home_state import snapshot
+
+from conftest import DaemonFactory, enact_env, wait_for
+
+FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
+FAST_TICKS = {"ENACT_SCHEDULER_TICK_S": "0.1"}
+
+
+def tasks_of(daemon: Any) -> list[dict[str, Any]]:
+    listed: list[dict[str, Any]] = daemon.cli_json("task", "list", "--limit", "100", "--json")
+    return sorted(listed, key=lambda task: task["id"])
+
+
+def test_a_due_schedule_submits_its_task_and_nothing_while_that_task_is_unfinished(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = daemons.start(env=FAST_TICKS)
+    added = daemon.cli_json("cron", "add", "every 1s", "tidy the notes", "--repo", str(repo), "--json")
+    assert added["spec"] == "every 1s" and added["next_due"] > added["created_at"]
+
+    def schedule() -> dict[str, Any]:
+        [only] = daemon.cli_json("cron", "list", "--json")
+        return dict(only)
+
+    # Either due times pass while its task waits (skipped), or, where a worker
+    # finishes tasks quickly, the schedule goes on submitting: in both cases
+    # no two of its tasks are ever unfinished at once.
+    wait_for(lambda: schedule()["skipped"] >= 2 or len(tasks_of(daemon)) >= 3, timeout=30, what="due times")
+    last_task = schedule()["last_task"]
+    tasks = tasks_of(daemon)
+    assert tasks and all(task["origin"] == "scheduler" for task in tasks)
+    assert all(task["idempotency_key"].startswith("cron:1:") for task in tasks)
+    assert len({task["idempotency_key"] for task in tasks}) == len(tasks)
+    for earlier, later in itertools.pairwise(tasks):
+        assert earlier["finished_at"] is not None and later["created_at"] >= earlier["finished_at"]
+    assert last_task in {task["id"] for task in tasks}
+
+    removed = daemon.cli_json("cron", "remove", "1", "--json")
+    assert removed["id"] == 1 and daemon.cli_json("cron", "list", "--json") == []
+    bad = daemon.cli("cron", "add", "every fortnight", "x", "--json")
+    assert bad.returncode == 2 and "every" in orjson.loads(bad.stdout)["error"]
+
+
+def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(daemons: DaemonFactory,
+                                                                     tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = daemons.start(env=FAST_TICKS)
+    added = daemon.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
+    os.kill(daemon.pid, signal.SIGSTOP)  # frozen before the due time: it cannot notice the takeover yet
+    newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(daemon.home), "takeover"],
+                             env=enact_env(daemon.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert newer.stdout is not None
+        assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
+        # The clock, not a race: the schedule must be due when the old daemon wakes.
+        time.sleep(max(0.0, added["next_due"] + 0.5 - time.time()))
+        os.kill(daemon.pid, signal.SIGCONT)
+        assert daemon.wait_exit(15) == 0, daemon.log_text()
+    finally:
+        if daemon.process.poll() is None:
+            os.kill(daemon.pid, signal.SIGCONT)
+        assert newer.stdin is not None
+        newer.stdin.close()
+        newer.wait(15)
+    assert "this daemon is fenced" in daemon.log_text()
+    assert snapshot(daemon.home).databases.get(b"tasks.queue", {}) == {}
+
+
+def test_backlog_items_wait_in_priority_order_and_promote_into_tasks(daemons: DaemonFactory,
+                                                                      tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = daemons.start()
+    for text, priority in (("later", "p2"), ("soon", "p1"), ("now", "p0"), ("also soon", "p1")):
+        daemon.cli_json("backlog", "add", text, "--priority", priority, "--repo", str(repo), "--json")
+    listed = daemon.cli_json("backlog", "list", "--json")
+    assert [item["text"] for item in listed] == ["now", "soon", "also soon", "later"]
+    assert tasks_of(daemon) == []  # items are not tasks
+    promoted = daemon.cli_json("backlog", "promote", "2", "--json")
+    assert promoted["item"]["text"] == "soon" and promoted["existing"] is False
+    [task] = tasks_of(daemon)
+    assert task["id"] == promoted["task_id"] and task["request"] == "soon"
+    assert task["idempotency_key"] == "backlog:2"
+    dropped = daemon.cli_json("backlog", "drop", "4", "--json")
+    assert dropped["text"] == "also soon"
+    assert [item["text"] for item in daemon.cli_json("backlog", "list", "--json")] == ["now", "later"]
+    gone = daemon.cli("backlog", "promote", "4", "--json")
+    assert gone.returncode == 2 and orjson.loads(gone.stdout)["status"] == "unknown"
+
+
+def ticks(daemon: Any) -> float:
+    """Ticks the scheduler has handled, from the daemon's metrics."""
+    address = daemon.cli_json("status", "--json")["metrics_addr"]
+    text = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    prefix = 'enact_actor_messages_total{actor="scheduler",type="scheduler.Tick"} '
+    return next((float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix)), 0.0)
+
+
+def test_auto_promote_promotes_the_first_item_only_while_the_queue_is_idle(daemons: DaemonFactory,
+                                                                           tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    release = tmp_path / "release"
+    home = daemons.new_home()
+    # The first task holds a worker until the test lets it go.
+    (home / "scripted.toml").write_text(
+        f'[[rule]]\nmatch = "hold"\nrun = ["sh", "-c", "while [ ! -e {release} ]; do sleep 0.05; done"]\n'
+        'reply = "held"\n')
+    daemon = daemons.start(home, env={**FAST_TICKS, "ENACT_TASKS_AUTO_PROMOTE": "true",
+                                      "ENACT_TASKS_CONFINEMENT": "off"})
+    busy = daemon.cli_json("task", "add", "hold the queue", "--repo", str(repo), "--json")
+    wait_for(lambda: daemon.cli_json("task", "show", str(busy["id"]), "--json")["state"] == "running",
+             what="the holding task to run")
+    for text, priority in (("minor", "p2"), ("urgent", "p0")):
+        daemon.cli_json("backlog", "add", text, "--priority", priority, "--repo", str(repo), "--json")
+    seen = ticks(daemon)
+    wait_for(lambda: ticks(daemon) >= seen + 5, what="five more ticks")
+    assert len(daemon.cli_json("backlog", "list", "--json")) == 2  # nothing promoted while a task runs
+    assert [task["id"] for task in tasks_of(daemon)] == [busy["id"]]
+    release.touch()
+    wait_for(lambda: any(task["request"] == "urgent" for task in tasks_of(daemon)), what="urgent promoted")
+    promoted = [task for task in tasks_of(daemon) if task["id"] != busy["id"]]
+    assert promoted[0]["request"] == "urgent" and promoted[0]["origin"] == "scheduler"
+    assert len(promoted) == 1 or promoted[1]["request"] == "minor"
+
+
+def test_the_backlog_from_chat(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = daemons.start(env={"ENACT_TASKS_DEFAULT_REPO": str(repo)})
+
+    def say(text: str) -> str:
+        reply: str = daemon.cli_json("send", "--json", text)["reply"]
+        return reply
+
+    assert say("/backlog.add p0: fix the docs") == "backlog item 1 (p0)"
+    assert say("/backlog.add tidy up") == "backlog item 2 (p1)"
+    assert say("/backlog.list") == "Backlog:\n#1 p0 fix the docs\n#2 p1 tidy up"
+    promoted = say("/backlog.promote 2")
+    assert promoted.startswith("backlog item 2 is task ")
+    [task] = tasks_of(daemon)
+    assert task["request"] == "tidy up" and promoted.endswith(str(task["id"]))
+    assert say("/cron.list") == "no schedules"
+
+
+def test_runs_missed_while_the_daemon_was_down_coalesce_into_one_at_start(daemons: DaemonFactory,
+                                                                          tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first = daemons.start(env=FAST_TICKS)
+    first.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
+    assert first.terminate() == 0
+    stopped = time.time()
+
+    def due_times(daemon: Any) -> list[int]:
+        return sorted(int(task["idempotency_key"].rsplit(":", 1)[1]) for task in tasks_of(daemon))
+
+    # The clock, not a race: let at least three due times pass while no daemon runs.
+    time.sleep(max(0.0, stopped + 6.5 - time.time()))
+    restarting = time.time()
+    second = daemons.start(first.home, env=FAST_TICKS)
+    wait_for(lambda: any(due > stopped for due in due_times(second)), what="the run at start")
+    after = [due for due in due_times(second) if due > stopped]
+    # One run for all the missed due times, the latest before the start (a
+    # replay of each would begin right after the stop); later ones follow.
+    assert restarting - 3 < after[0], (stopped, restarting, after)
+    assert all(later - earlier >= 2 for earlier, later in itertools.pairwise(after))

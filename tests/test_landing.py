@@ -1,0 +1,112 @@
+"""Landing a review's branch into a real git repository (enact.tasks.landing)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from git_repos import commit, git, make_repo, task_branch
+
+from enact.messages.reviews import LandRefusal
+from enact.tasks.landing import LandPlan, land
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    summary: str
+
+
+def shell_doctor(command: str, seen: list[Path] | None = None) -> Callable[[Path], Verdict]:
+    """A doctor that runs ``command`` in the checkout it is given."""
+
+    def check(worktree: Path) -> Verdict:
+        if seen is not None:
+            seen.append(worktree)
+        done = subprocess.run(["sh", "-c", command], cwd=worktree, capture_output=True, text=True)
+        return Verdict(passed=done.returncode == 0, summary=f"`{command}` exit {done.returncode}")
+
+    return check
+
+
+def always() -> bool:
+    return True
+
+
+def test_land_fast_forwards_target_when_doctor_passes_on_the_result(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    _, head = task_branch(repo, "enact/task-1", {"app.txt": "two\n"})
+    seen: list[Path] = []
+    outcome = land(LandPlan(repo=repo, head=head, message="land"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor("grep -q two app.txt", seen), current=always)
+    assert outcome.landed and outcome.fast_forward and outcome.target == "main"
+    assert outcome.revision == head == git(repo, "rev-parse", "main")
+    assert (repo / "app.txt").read_text() == "two\n"  # the checkout moved with its branch
+    assert seen == [tmp_path / "scratch"] and not seen[0].exists()  # checked apart, then removed
+    assert str(tmp_path / "scratch") not in git(repo, "worktree", "list")
+
+
+def test_land_refuses_on_failing_doctor_and_leaves_target_untouched(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    before = git(repo, "rev-parse", "main")
+    _, head = task_branch(repo, "enact/task-1", {"app.txt": "two\n"}, deleted=("ok",))
+    outcome = land(LandPlan(repo=repo, head=head, message="land"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor("test -f ok"), current=always)
+    assert not outcome.landed and outcome.refusal is LandRefusal.DOCTOR_FAILED
+    assert "exit 1" in outcome.reason
+    assert git(repo, "rev-parse", "main") == before and (repo / "app.txt").read_text() == "one\n"
+    assert (repo / "ok").exists() and not (tmp_path / "scratch").exists()
+
+
+def test_land_refuses_a_dirty_target_without_running_the_doctor(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    _, head = task_branch(repo, "enact/task-1", {"app.txt": "two\n"})
+    (repo / "app.txt").write_text("owner's edit\n")
+    seen: list[Path] = []
+    outcome = land(LandPlan(repo=repo, head=head, message="land"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor("true", seen), current=always)
+    assert outcome.refusal is LandRefusal.DIRTY_TARGET and "app.txt" in outcome.reason
+    assert seen == [] and (repo / "app.txt").read_text() == "owner's edit\n"
+
+
+def test_land_refuses_a_conflict_and_names_the_path(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    _, head = task_branch(repo, "enact/task-1", {"app.txt": "two\n"})
+    before = commit(repo, {"app.txt": "owner's two\n"}, "owner moved on")
+    outcome = land(LandPlan(repo=repo, head=head, message="land"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor("true"), current=always)
+    assert outcome.refusal is LandRefusal.CONFLICT and "app.txt" in outcome.reason
+    assert git(repo, "rev-parse", "main") == before and git(repo, "status", "--porcelain") == ""
+    assert not (tmp_path / "scratch").exists()
+
+
+def test_land_merges_onto_a_target_that_moved_on_when_it_merges_cleanly(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    _, head = task_branch(repo, "enact/task-1", {"feature.txt": "new\n"})
+    moved = commit(repo, {"app.txt": "owner's two\n"}, "owner moved on")
+    outcome = land(LandPlan(repo=repo, head=head, message="Land review 1"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor("test -f feature.txt && grep -q owner app.txt"), current=always)
+    assert outcome.landed and not outcome.fast_forward
+    assert git(repo, "rev-parse", "main") == outcome.revision
+    assert git(repo, "log", "-1", "--format=%P", "main").split() == [moved, head]
+    assert git(repo, "log", "-1", "--format=%s", "main") == "Land review 1"
+    assert (repo / "feature.txt").exists()
+
+
+def test_land_changes_nothing_once_the_daemon_is_fenced(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    before = git(repo, "rev-parse", "main")
+    _, head = task_branch(repo, "enact/task-1", {"app.txt": "two\n"})
+    outcome = land(LandPlan(repo=repo, head=head, message="land"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor("true"), current=lambda: False)
+    assert outcome.refusal is LandRefusal.FENCED
+    assert git(repo, "rev-parse", "main") == before
+
+
+def test_land_refuses_an_unknown_revision(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    outcome = land(LandPlan(repo=repo, head="0" * 40, message="land"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor("true"), current=always)
+    assert outcome.refusal is LandRefusal.GIT_FAILED and "0000000" in outcome.reason

@@ -1,0 +1,175 @@
+"""The doctor and confinement on real repositories and real processes."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from task_repos import make_repo
+
+from enact import config
+from enact.cancellation import CancellationToken
+from enact.runtime import RuntimeCancelled
+from enact.runtime._subprocess import run_command
+from enact.tasks import doctor, worktrees
+from enact.tasks.confine import confinement
+
+from conftest import wait_for
+
+
+def settings(home: Path, **values: object) -> config.Config:
+    home.mkdir(parents=True, exist_ok=True)
+    return config.load(home, environ={}, overrides=values)
+
+
+def test_plan_prefers_the_repository_then_the_setting_then_pytest_when_there_are_tests(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    own = make_repo(tmp_path / "own", doctor="make check")
+    assert doctor.plan(own, settings=settings(home)) == doctor.DoctorPlan(
+        command="make check", timeout_s=60.0, source=".enact.toml")
+    plain = make_repo(tmp_path / "plain", doctor=None)
+    configured = settings(home, **{"tasks.doctor_command": "tox -q", "tasks.doctor_timeout_s": 30.0})
+    assert doctor.plan(plain, settings=configured).command == "tox -q"
+    assert doctor.plan(plain, settings=settings(home)).command == "python -m pytest -q"
+    shutil.rmtree(plain / "tests")
+    assert doctor.plan(plain, settings=settings(home)).command == ""
+
+
+def test_a_bad_repository_config_is_one_clear_error(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", doctor=None)
+    (repo / ".enact.toml").write_text('[doctor]\ncommand = "x"\ntimeout = "soon"\n')
+    with pytest.raises(doctor.DoctorConfigError, match="timeout must be a positive number"):
+        doctor.plan(repo, settings=settings(tmp_path / "home"))
+
+
+def test_protected_paths_fail_unless_the_request_names_them() -> None:
+    guards = ("tests/", ".ci/", ".github/", ".enact.toml")
+    changed = ["lib.py", "tests/test_lib.py", ".enact.toml", "tests_extra.py"]
+    assert doctor.protected_changes(changed, guards, "fix lib") == ("tests/test_lib.py", ".enact.toml")
+    assert doctor.protected_changes(changed, guards, "fix lib and update tests/ for it") == (".enact.toml",)
+
+
+def test_passing_and_failing_runs_log_everything_and_show_the_model_a_bounded_head_and_tail(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    repo = make_repo(tmp_path / "repo")
+    log = home / "tasks" / "1" / "task.log"
+    passed = doctor.run_doctor(repo, settings=settings(home), log_path=log, cancel=CancellationToken())
+    assert passed.passed and "passed" in passed.summary
+    (repo / ".enact.toml").write_text(
+        '[doctor]\ncommand = "python3 -c \'print(\\"x\\" * 100000)\'; echo the-end; exit 3"\n')
+    failed = doctor.run_doctor(repo, settings=settings(home), log_path=log, cancel=CancellationToken())
+    assert not failed.passed and "exit 3" in failed.summary
+    assert len(failed.head_tail) <= doctor.HEAD_TAIL_LIMIT
+    assert failed.head_tail.startswith("xxx") and "the-end" in failed.head_tail[-100:]
+    assert "characters omitted" in failed.head_tail
+    assert "x" * 100000 in log.read_text()
+
+
+def test_protected_change_fails_before_the_command_runs(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    log = tmp_path / "task.log"
+    result = doctor.run_doctor(repo, settings=settings(tmp_path / "home"), log_path=log,
+                               cancel=CancellationToken(), changed=["tests/test_lib.py"], asked="make it 43")
+    assert not result.passed
+    assert result.protected_changed == ("tests/test_lib.py",)
+    assert "tests/test_lib.py" in result.summary
+
+
+def test_timeout_fails_the_run(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", doctor="sleep 30")
+    (repo / ".enact.toml").write_text('[doctor]\ncommand = "sleep 30"\ntimeout = 0.5\n')
+    started = time.monotonic()
+    result = doctor.run_doctor(repo, settings=settings(tmp_path / "home"), log_path=tmp_path / "log",
+                               cancel=CancellationToken())
+    assert not result.passed and "timed out" in result.summary
+    assert time.monotonic() - started < 5
+
+
+def test_cancel_kills_the_doctors_process_tree(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    repo = make_repo(tmp_path / "repo", doctor=None)
+    (repo / ".enact.toml").write_text(f'[doctor]\ncommand = "sh -c \'echo $$ > {pid_file}; sleep 60\' & wait"\n')
+    cancel = CancellationToken()
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            doctor.run_doctor(repo, settings=settings(tmp_path / "home"), log_path=tmp_path / "log", cancel=cancel)
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the grandchild started")
+    grandchild = int(pid_file.read_text())
+    cancel.cancel("the owner cancelled the task")
+    thread.join(5)
+    assert not thread.is_alive() and isinstance(errors[0], RuntimeCancelled)
+    wait_for(lambda: not Path(f"/proc/{grandchild}").exists() or "Z" in _state(grandchild),
+             what="the grandchild to be killed")
+
+
+def _state(pid: int) -> str:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "Z"
+    return stat[stat.rfind(")") + 2]
+
+
+def test_confined_command_writes_only_its_worktree_and_cannot_reach_the_control_socket(
+        tmp_path: Path, require_binary: object) -> None:
+    require_binary("bwrap")  # type: ignore[operator]
+    home = Path(__import__("tempfile").mkdtemp(prefix="enact-c-", dir="/tmp")) / "h"
+    home.mkdir()
+    try:
+        control = home / "control.sock"
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(control))
+        server.listen()
+        outside = Path(__file__).parent / f"escaped-{home.parent.name}.txt"
+        repo = make_repo(tmp_path / "repo", doctor=None)
+        tree = worktrees.prepare(repo, home, 9)
+        script = (
+            "import socket, sys\n"
+            "open('inside.txt', 'w').write('ok')\n"
+            "for target in sys.argv[1:3]:\n"
+            "    try:\n"
+            "        open(target, 'w').write('escaped')\n"
+            "        print('wrote', target)\n"
+            "    except OSError as error:\n"
+            "        print('refused', target, type(error).__name__)\n"
+            "s = socket.socket(socket.AF_UNIX)\n"
+            "try:\n"
+            "    s.connect(sys.argv[3]); print('reached the socket')\n"
+            "except OSError as error:\n"
+            "    print('socket refused', type(error).__name__)\n"
+            "import os; print('home visible:', os.listdir(sys.argv[4]))\n"
+        )
+        with confinement("auto", home=home, worktree=tree.path) as confined:
+            assert confined.confined
+            argv = confined.wrap([sys.executable, "-c", script, str(outside), str(home / "state.mdb"),
+                                  str(control), str(home)])
+            output = run_command(argv, stdin_text="", cwd=tree.path, env=confined.env, timeout_s=30,
+                                 cancel=CancellationToken())
+        assert output.exit_code == 0, output.stderr
+        assert (tree.path / "inside.txt").read_text() == "ok"
+        assert not outside.exists() and not (home / "state.mdb").exists()
+        assert "reached the socket" not in output.stdout and "socket refused" in output.stdout
+        assert "wrote" not in output.stdout and output.stdout.count("refused") == 3
+        assert "home visible: ['worktrees']" in output.stdout  # only the way to its own worktree
+        server.close()
+    finally:
+        shutil.rmtree(home.parent, ignore_errors=True)
+
+
+def test_without_confinement_the_command_runs_and_says_so(tmp_path: Path) -> None:
+    with confinement("off", home=tmp_path / "home", worktree=tmp_path) as unconfined:
+        assert not unconfined.confined and unconfined.wrap(["true"]) == ["true"]
+        assert unconfined.tmp is not None and unconfined.tmp.is_dir()
+        assert not any(key.startswith("ENACT_") for key in unconfined.env)

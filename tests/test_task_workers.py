@@ -1,0 +1,237 @@
+"""Task workers in a running daemon: the scripted runtime edits real git
+repositories made by the test; the doctor runs their real tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from task_repos import git, make_repo
+
+from conftest import Daemon, DaemonFactory, wait_for
+
+UNCONFINED = {"ENACT_TASKS_CONFINEMENT": "off"}
+
+
+def rules(*tables: str) -> str:
+    return "".join(f"[[rule]]\n{table.strip()}\n\n" for table in tables)
+
+
+def start(daemons: DaemonFactory, rule_text: str, env: dict[str, str] | None = None) -> Daemon:
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(rule_text)
+    return daemons.start(home, env={**UNCONFINED, **(env or {})})
+
+
+def add(daemon: Daemon, repo: Path, text: str, *extra: str) -> int:
+    added: dict[str, Any] = daemon.cli_json("task", "add", "--repo", str(repo), "--json", *extra, text)
+    return int(added["id"])
+
+
+def show(daemon: Daemon, task_id: int) -> dict[str, Any]:
+    shown: dict[str, Any] = daemon.cli_json("task", "show", str(task_id), "--json")
+    return shown
+
+
+def wait_ended(daemon: Daemon, task_id: int, timeout: float = 60) -> dict[str, Any]:
+    wait_for(lambda: show(daemon, task_id)["state"] in ("succeeded", "failed", "cancelled", "paused"),
+             timeout=timeout, what=f"task {task_id} to end")
+    return show(daemon, task_id)
+
+
+def kinds(shown: dict[str, Any]) -> list[str]:
+    return [event["kind"] for event in shown["events"]]
+
+
+def phases(shown: dict[str, Any]) -> list[str]:
+    return [event["summary"].split(":")[0] for event in shown["events"] if event["kind"] == "phase"]
+
+
+def reviews(daemon: Daemon) -> list[dict[str, Any]]:
+    listed: list[dict[str, Any]] = daemon.cli_json("review", "list", "--json")
+    return listed
+
+
+CHECKED = 'match = "mark the answer"\nrun = ["sh", "-c", "echo \'# checked\' >> lib.py"]\nreply = "done"'
+
+
+def test_a_task_is_validated_captured_and_handed_over_as_a_review(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = start(daemons, rules(CHECKED))
+    task_id = add(daemon, repo, "mark the answer as checked")
+    shown = wait_ended(daemon, task_id)
+    assert shown["state"] == "succeeded", shown
+    assert kinds(shown)[:2] == ["queued", "claimed"]
+    assert {"validated", "captured", "review-opened", "succeeded"} <= set(kinds(shown))
+    assert shown["confined"] is False
+    [review] = reviews(daemon)
+    assert review["task_id"] == task_id and str(review["id"]) == str(shown["review"])
+    assert git(repo, "log", "-1", "--format=%s", f"enact/task-{task_id}").strip() == \
+        f"enact task {task_id}: mark the answer as checked"
+    assert "# checked" in git(repo, "show", f"enact/task-{task_id}:lib.py")
+    assert "# checked" not in (repo / "lib.py").read_text()  # nothing lands without the owner
+    assert not (daemon.home / "worktrees" / f"task-{task_id}").exists()
+    log = daemon.cli("task", "log", str(task_id))
+    assert "passed" in log.stdout
+
+
+def test_a_task_that_changes_nothing_succeeds_with_no_changes_and_leaves_no_worktree(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = start(daemons, rules('match = "look"\nrun = ["true"]\nreply = "nothing to do"'))
+    task_id = add(daemon, repo, "look around")
+    shown = wait_ended(daemon, task_id)
+    assert (shown["state"], shown["summary"]) == ("succeeded", "no changes")
+    assert not (daemon.home / "worktrees" / f"task-{task_id}").exists()
+    assert f"enact/task-{task_id}" not in git(repo, "branch", "--list")
+
+
+def test_a_repair_in_the_same_session_fixes_a_failing_test(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = start(daemons, rules(
+        'match = "^repair 1/2"\nrun = ["sed", "-i", "s/return 41/return 42/", "lib.py"]\nreply = "fixed"',
+        'match = "tune"\nrun = ["sed", "-i", "s/return 42/return 41  # tuned/", "lib.py"]\nreply = "tuned"',
+    ))
+    task_id = add(daemon, repo, "tune the answer")
+    shown = wait_ended(daemon, task_id)
+    assert shown["state"] == "succeeded", shown
+    assert "repaired" in kinds(shown) and "repair 1/2" in phases(shown)
+    assert "return 42  # tuned" in git(repo, "show", f"enact/task-{task_id}:lib.py")
+    assert len(reviews(daemon)) == 1
+    log = daemon.cli("task", "log", str(task_id)).stdout
+    assert "failed (exit 1)" in log and "passed" in log
+
+
+def test_failure_after_the_repair_limit_keeps_the_worktree_and_says_where(daemons: DaemonFactory,
+                                                                          tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = start(daemons, rules('match = "."\nrun = ["sed", "-i", "s/return 4[12]/return 41/", "lib.py"]\n'
+                                  'reply = "tried"'))
+    task_id = add(daemon, repo, "break the answer", "--repairs", "1")
+    shown = wait_ended(daemon, task_id)
+    kept = daemon.home / "worktrees" / f"task-{task_id}"
+    assert shown["state"] == "failed"
+    assert "validation failed after 1 of 1 repairs" in shown["summary"] and str(kept) in shown["summary"]
+    assert "return 41" in (kept / "lib.py").read_text()
+    assert reviews(daemon) == []
+    [listed] = daemon.cli_json("worktree", "list", "--json")
+    assert (listed["task_id"], listed["dirty"], listed["task_state"]) == (task_id, True, "failed")
+    refused = daemon.cli("worktree", "cleanup", str(task_id), "--json")
+    assert refused.returncode != 0 and "uncommitted changes" in orjson.loads(refused.stdout)["error"]
+    assert daemon.cli("worktree", "cleanup", str(task_id), "--force").returncode == 0
+    assert not kept.exists()
+
+
+def test_a_change_to_tests_is_rejected_listing_the_path(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = start(daemons, rules('match = "answer"\nrun = ["sh", "-c", "echo \'# weakened\' >> '
+                                  'tests/test_lib.py"]\nreply = "done"'))
+    task_id = add(daemon, repo, "make the answer pass")
+    shown = wait_ended(daemon, task_id)
+    assert shown["state"] == "failed" and "tests/test_lib.py" in shown["summary"]
+    assert "protected paths changed" in shown["summary"]
+    assert reviews(daemon) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+def test_cancel_of_a_running_task_kills_its_subprocess_tree(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    pid_file = tmp_path / "sleeper.pid"
+    daemon = start(daemons, rules(f'match = "wait"\nrun = ["sh", "-c", "sh -c \'echo $$ > {pid_file}; '
+                                  f'exec sleep 300\' & wait"]\nreply = "woke"'))
+    task_id = add(daemon, repo, "wait for a long time")
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the runtime's grandchild")
+    sleeper = int(pid_file.read_text())
+    assert _alive(sleeper)
+    assert daemon.cli("task", "cancel", str(task_id)).returncode == 0
+    shown = wait_ended(daemon, task_id, timeout=20)
+    assert shown["state"] == "cancelled"
+    wait_for(lambda: not _alive(sleeper), timeout=10, what="the grandchild to be killed")
+    assert (daemon.home / "worktrees" / f"task-{task_id}").is_dir()  # kept
+
+
+def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_control_socket(
+        daemons: DaemonFactory, tmp_path: Path, require_binary: Any) -> None:
+    require_binary("bwrap")
+    repo = make_repo(tmp_path / "repo", doctor="exit 1")
+    outside = Path(__file__).parent / f"escaped-{os.getpid()}-{tmp_path.name}.txt"
+    home = daemons.new_home()
+    # Inline: a file under /tmp would not be there inside (it gets a private /tmp).
+    probe = (
+        "import socket, sys\n"
+        "report = open('report.txt', 'w')\n"
+        "for target in sys.argv[1:3]:\n"
+        "    try:\n"
+        "        open(target, 'w').write('escaped')\n"
+        "        report.write(f'wrote {target}\\n')\n"
+        "    except OSError as error:\n"
+        "        report.write(f'refused {type(error).__name__}\\n')\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.connect(sys.argv[3]); report.write('reached the socket\\n')\n"
+        "except OSError as error:\n"
+        "    report.write(f'socket refused {type(error).__name__}\\n')\n")
+    run = orjson.dumps([shutil.which("python3") or "python3", "-c", probe, str(outside),
+                        str(home / "state" / "escaped"), str(home / "control.sock")]).decode()
+    (home / "scripted.toml").write_text(rules(f'match = "probe"\nrun = {run}\nreply = "probed"'))
+    daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "auto"})
+    task_id = add(daemon, repo, "probe the sandbox", "--repairs", "0")
+    shown = wait_ended(daemon, task_id)
+    assert shown["confined"] is True
+    report = (home / "worktrees" / f"task-{task_id}" / "report.txt").read_text()
+    assert "wrote" not in report and "reached the socket" not in report
+    assert report.count("refused") == 3
+    assert not outside.exists() and not (home / "state" / "escaped").exists()
+
+
+def test_two_workers_never_hold_one_task(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    runs = tmp_path / "runs.txt"
+    daemon = start(daemons, rules(f'match = "count"\nrun = ["sh", "-c", "basename $PWD >> {runs}"]\n'
+                                  'reply = "counted"'), env={"ENACT_DAEMON_WORKERS": "2"})
+    ids = [add(daemon, repo, f"count me {n}") for n in range(8)]
+    for task_id in ids:
+        assert wait_ended(daemon, task_id)["state"] == "succeeded"
+    assert sorted(runs.read_text().split()) == sorted(f"task-{task_id}" for task_id in ids)
+    workers = set()
+    for task_id in ids:
+        claims = [event for event in show(daemon, task_id)["events"] if event["kind"] == "claimed"]
+        assert len(claims) == 1
+        workers.add(claims[0]["worker"])
+    assert len(workers) == 2  # both worked, each on tasks of its own
+
+
+def test_kill_9_mid_task_then_restart_runs_it_again_with_exactly_one_review(daemons: DaemonFactory,
+                                                                           tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    marker = tmp_path / "first-attempt"
+    script = f"if [ -e {marker} ]; then echo '# checked' >> lib.py; else touch {marker}; exec sleep 300; fi"
+    rule = rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"')
+    lease = {"ENACT_TASKS_LEASE_TTL_S": "2"}
+    daemon = start(daemons, rule, env=lease)
+    task_id = add(daemon, repo, "mark the answer")
+    wait_for(marker.exists, what="the first attempt to be under way")
+    daemon.kill9()
+    restarted = daemons.start(daemon.home, env={**UNCONFINED, **lease})
+    shown = wait_ended(restarted, task_id)
+    assert shown["state"] == "succeeded", shown
+    assert "lease-expired" in kinds(shown) and shown["attempt"] == 2
+    assert [review["task_id"] for review in reviews(restarted)] == [task_id]
+
+
+@pytest.fixture(autouse=True)
+def _no_escape_files() -> Any:
+    yield
+    for leftover in Path(__file__).parent.glob("escaped-*"):
+        leftover.unlink()

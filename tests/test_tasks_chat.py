@@ -1,0 +1,208 @@
+"""Tasks from chat: the model action ``task.add`` with a brief from the
+conversation's own session, a clarification question that stops it, one task
+per chat event however often it is delivered, and the task chat commands."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from enact.tasks.from_chat import BRIEF_MARKER, Brief, Question, parse_brief, task_key
+
+from conftest import Daemon, DaemonFactory
+
+LOCKED = '[chat]\nallowed_conversations = ["local:owner"]\n'
+
+
+def rules(repo: Path) -> str:
+    marker = BRIEF_MARKER.replace("[", "\\\\[").replace("]", "\\\\]")
+    return textwrap.dedent(f"""
+        [[rule]]
+        match = "^{marker} .*unclear"
+        reply = '{{"question": "Which file holds the typo?"}}'
+
+        [[rule]]
+        match = "^{marker}"
+        reply = '{{"brief": "Outcome: the README typo is fixed. Ruled out: other edits."}}'
+
+        [[rule]]
+        match = "please (fix .+)"
+        action = "task.add"
+        args = {{text = "fix the README typo", repo = "{repo}"}}
+        then = "{{receipt}}"
+
+        [[rule]]
+        match = "something unclear"
+        action = "task.add"
+        args = {{text = "something unclear", repo = "{repo}"}}
+        then = "{{receipt}}"
+        """)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = tmp_path / "repo"
+    path.mkdir()
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    return path
+
+
+@pytest.fixture
+def chat(daemons: DaemonFactory, repo: Path) -> Daemon:
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(rules(repo))
+    (home / "config.toml").write_text(LOCKED)
+    return daemons.start(home)
+
+
+def send(daemon: Daemon, *args: str) -> dict[str, Any]:
+    result = daemon.cli("send", "--conversation", "owner", "--json", *args)
+    outcome: dict[str, Any] = orjson.loads(result.stdout)
+    return outcome
+
+
+def test_a_model_action_queues_a_task_with_the_sessions_brief(chat: Daemon, repo: Path) -> None:
+    outcome = send(chat, "please fix the typo in the README")
+    assert "queued task 1" in outcome["reply"]
+    shown = chat.cli_json("task", "show", "1", "--json")
+    assert shown["request"] == "fix the README typo" and shown["repo"] == str(repo)
+    assert shown["brief"] == "Outcome: the README typo is fixed. Ruled out: other edits."
+    assert shown["origin"] == "model-action"
+    assert shown["conversation"] == {"channel": "local", "conversation": "owner", "session_key": "local:owner"}
+
+
+def test_a_duplicate_delivery_of_the_chat_event_queues_one_task(chat: Daemon) -> None:
+    first = send(chat, "--message-id", "m-1", "please fix the typo")
+    again = send(chat, "--message-id", "m-1", "please fix the typo")
+    assert "queued task 1" in first["reply"] and again["duplicate"] is True
+    assert [t["id"] for t in chat.cli_json("task", "list", "--json")] == [1]
+
+
+def test_a_clarification_question_stops_the_queueing_and_reaches_the_owner(chat: Daemon) -> None:
+    outcome = send(chat, "something unclear")
+    assert "Which file holds the typo?" in outcome["reply"] and "Not queued" in outcome["reply"]
+    assert chat.cli_json("task", "list", "--json") == []
+
+
+def test_task_chat_commands_list_show_and_cancel(chat: Daemon, repo: Path) -> None:
+    send(chat, "please fix the typo")
+    assert "task 1 queued" in send(chat, "/task.list")["reply"]
+    assert "request: fix the README typo" in send(chat, "/task.show 1")["reply"]
+    assert "task 1 cancelled" in send(chat, "/task.cancel 1")["reply"]
+    assert "needs a task id" in send(chat, "/task.show one")["reply"]
+    assert chat.cli_json("task", "show", "1", "--json")["state"] == "cancelled"
+
+
+def test_the_sessions_answer_is_read_as_a_brief_or_a_question() -> None:
+    assert parse_brief('{"brief": "do X"}') == Brief("do X")
+    assert parse_brief('{"question": "which one?"}') == Question("which one?")
+    assert parse_brief("plain words") == Brief("plain words")
+    assert len(parse_brief("x" * 5000).text) == 3000
+
+
+def test_the_idempotency_key_follows_the_event_and_the_request() -> None:
+    assert task_key("e1", "fix it") == task_key("e1", "fix it")
+    assert task_key("e1", "fix it") != task_key("e2", "fix it")
+    assert task_key("e1", "fix it") != task_key("e1", "fix that")
+    assert task_key("", "fix it") == ""
+
+
+@pytest.fixture
+def commands(tmp_path: Path) -> Any:
+    """The task commands bound to the real queue rules on real LMDB (the
+    queue's logic, called in this thread instead of through its actor)."""
+    import time
+
+    from enact.cancellation import CancellationToken
+    from enact.commands import CommandCall, CommandContext, CommandRegistry
+    from enact.fence import Fence
+    from enact.messages.tasks import Submit
+    from enact.storage import Storage
+    from enact.tasks.from_chat import task_commands
+    from enact.tasks.queue import TaskQueue
+    from enact.tasks.tables import DATABASES
+
+    home = tmp_path / "home"
+    home.mkdir()
+    storage = Storage(home / "state")
+    fence = Fence(home, storage)
+    fence.acquire(takeover=False)
+    queue = TaskQueue(storage.grant("tasks", DATABASES), default_repo="/repo", lease_ttl_s=60)
+
+    def ask(actor: str, message: Any) -> object:
+        assert actor == "tasks" and isinstance(message, Submit)
+        return queue.submit(message, time.time())
+
+    def registry(agentic: bool = True) -> CommandRegistry:
+        made = CommandRegistry()
+        for command in task_commands():
+            made.register(command)
+        made.bind(CommandContext(fence=fence, status=lambda: "", ask=ask,
+                                 converse=lambda key, prompt, owner: '{"brief": "b"}', agentic=agentic))
+        return made
+
+    def call(request_id: str) -> CommandCall:
+        return CommandCall(name="task.add", args={"text": "fix it"}, origin="model-action",
+                           event_origin="chat:local", locked=True, cancel=CancellationToken(),
+                           conversation="local:owner", request_id=request_id)
+
+    yield registry, call, queue
+    fence.release()
+    storage.close()
+
+
+def test_the_same_chat_event_run_twice_submits_one_task(commands: Any) -> None:
+    registry, call, queue = commands
+    made = registry()
+    first, again = made.run(call("event-1")), made.run(call("event-1"))
+    assert first.ok and "queued task 1" in first.text
+    assert again.ok and "task 1 was already queued" in again.text
+    assert "queued task 2" in made.run(call("event-2")).text
+    assert [t.id for t in queue.list(None, 10, None).tasks] == [2, 1]
+
+
+def test_task_add_is_refused_when_the_runtime_is_not_agentic(commands: Any) -> None:
+    registry, call, queue = commands
+    receipt = registry(agentic=False).run(call("event-1"))
+    assert not receipt.ok and "not agentic" in receipt.text
+    assert queue.list(None, 10, None).tasks == ()
+
+
+def test_the_owner_hears_the_outcome_on_the_conversation_and_its_session_gets_a_note(
+        daemons: DaemonFactory, repo: Path) -> None:
+    from enact.messages.tasks import Claim, Claimed, Finish
+    from enact.tasks.records import Outcome
+
+    from conftest import wait_for
+
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(rules(repo))
+    transcript = home.parent / "transcript.jsonl"
+    (home / "config.toml").write_text(LOCKED + f'[scripted]\ntranscript = "{transcript}"\n')
+    chat = daemons.start(home)
+    send(chat, "please fix the typo")
+    claimed = chat.request(Claim(worker_id="w1"))
+    assert isinstance(claimed, Claimed)
+    chat.request(Finish(task_id=1, worker_id="w1", attempt=claimed.task.attempt, outcome=Outcome.SUCCEEDED,
+                        summary="fixed the typo", review_id="r1"))
+
+    def notices() -> list[dict[str, Any]]:
+        turns = chat.cli_json("turns", "--json")
+        return [t for t in turns if t["message_id"].startswith("notice:")]
+
+    wait_for(lambda: notices(), what="the task's outcome notice")
+    [notice] = notices()
+    assert notice["conversation"] == "owner" and notice["outcome"] == "replied"
+    assert notice["reply"].startswith("Task 1 succeeded: fixed the typo.") and "Review r1" in notice["reply"]
+
+    def noted() -> list[dict[str, Any]]:
+        calls = [orjson.loads(line) for line in transcript.read_text().splitlines()] if transcript.exists() else []
+        return [c for c in calls if c["session_key"] == "local:owner" and "Context note" in c["prompt"]]
+
+    wait_for(lambda: noted(), what="the note in the conversation's session")
+    assert "Task 1 (fix the README typo) succeeded: fixed the typo" in noted()[0]["prompt"]
