@@ -235,3 +235,18 @@ def _no_escape_files() -> Any:
     yield
     for leftover in Path(__file__).parent.glob("escaped-*"):
         leftover.unlink()
+
+
+def test_kept_worktrees_of_failed_tasks_are_pruned_after_the_keep_period(daemons: DaemonFactory,
+                                                                        tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", doctor="exit 1")
+    daemon = start(daemons, rules('match = "."\nrun = ["sh", "-c", "echo x >> lib.py"]\nreply = "tried"'))
+    task_id = add(daemon, repo, "try once", "--repairs", "0")
+    assert wait_ended(daemon, task_id)["state"] == "failed"
+    kept = daemon.home / "worktrees" / f"task-{task_id}"
+    assert kept.is_dir()
+    assert daemon.terminate() == 0
+    restarted = daemons.start(daemon.home, env={**UNCONFINED, "ENACT_TASKS_KEEP_FAILED_WORKTREES_DAYS": "0"})
+    wait_for(lambda: not kept.exists(), what="the kept worktree to be pruned")
+    assert restarted.cli_json("worktree", "list", "--json") == []
+    assert f"enact/task-{task_id}" in git(repo, "branch", "--list")
