@@ -231,7 +231,7 @@ class TaskAttempt:
                            FailureClass.PERMANENT)
         self._report(Phase.WORKSPACE)
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
-        writable = tuple(getattr(self.services.runtime, "state_dirs", ()))
+        writable = tuple(path for path in getattr(self.services.runtime, "state_dirs", ()) if path.is_dir())
         runtime = self.services.runtime
         with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
                          writable=writable) as confined:
