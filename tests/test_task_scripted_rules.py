@@ -26,6 +26,8 @@ def test_a_run_rule_executes_in_the_request_cwd_then_replies(tmp_path: Path) -> 
     ('run = "echo"\nreply = "x"', "'run' must be a non-empty list"),
     ('run = []\nreply = "x"', "'run' must be a non-empty list"),
     ('run = ["true"]\naction = "x"', "'run' goes with 'reply'"),
+    ('fail = "x"\nfail_as = "sleepy"', "'fail_as' goes with 'fail' and is one of"),
+    ('reply = "x"\nfail_as = "auth"', "'fail_as' goes with 'fail'"),
 ])
 def test_bad_run_rules_are_refused_naming_the_rule(rule: str, problem: str) -> None:
     with pytest.raises(RulesError, match=problem):

@@ -235,3 +235,33 @@ def _no_escape_files() -> Any:
     yield
     for leftover in Path(__file__).parent.glob("escaped-*"):
         leftover.unlink()
+
+
+def test_kept_worktrees_of_failed_tasks_are_pruned_after_the_keep_period(daemons: DaemonFactory,
+                                                                        tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", doctor="exit 1")
+    daemon = start(daemons, rules('match = "."\nrun = ["sh", "-c", "echo x >> lib.py"]\nreply = "tried"'))
+    task_id = add(daemon, repo, "try once", "--repairs", "0")
+    assert wait_ended(daemon, task_id)["state"] == "failed"
+    kept = daemon.home / "worktrees" / f"task-{task_id}"
+    assert kept.is_dir()
+    assert daemon.terminate() == 0
+    restarted = daemons.start(daemon.home, env={**UNCONFINED, "ENACT_TASKS_KEEP_FAILED_WORKTREES_DAYS": "0"})
+    wait_for(lambda: not kept.exists(), what="the kept worktree to be pruned")
+    assert restarted.cli_json("worktree", "list", "--json") == []
+    assert f"enact/task-{task_id}" in git(repo, "branch", "--list")
+
+
+@pytest.mark.parametrize(("fail_as", "state", "event"), [
+    ("unavailable", "queued", "retrying"),  # transient: queued again after the back-off
+    ("auth", "paused", "paused"),  # paused until the owner resumes it
+])
+def test_runtime_failures_are_classified_for_the_queue(daemons: DaemonFactory, tmp_path: Path, fail_as: str,
+                                                      state: str, event: str) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = start(daemons, rules(f'match = "."\nfail = "the model is away"\nfail_as = "{fail_as}"'))
+    task_id = add(daemon, repo, "anything")
+    wait_for(lambda: event in kinds(show(daemon, task_id)), what=f"the {event} event")
+    shown = show(daemon, task_id)
+    assert shown["state"] == state and "the model is away" in shown["summary"]
+    assert (daemon.home / "worktrees" / f"task-{task_id}").is_dir()

@@ -285,6 +285,16 @@ class CodexRuntime:
         environ = os.environ if env is None else env
         self.totals = ThreadTotals(Path(environ.get("CODEX_HOME") or Path.home() / ".codex"))
 
+    confines_subprocesses = True
+    """A confined call (``RuntimeRequest.confine``) runs codex under the prefix."""
+
+    @property
+    def state_dirs(self) -> tuple[Path, ...]:
+        """What codex writes besides the worktree: its home (sessions, logs),
+        kept writable when a task is confined."""
+        environ = self._env if self._env is not None else os.environ
+        return (Path(environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser(),)
+
     def argv(self, executable: str, request: RuntimeRequest, last_message: Path) -> list[str]:
         sandbox = SANDBOXES.get(request.sandbox)
         if sandbox is None:
@@ -308,10 +318,12 @@ class CodexRuntime:
         executable = self._executable()
         resumed = request.native_session if request.session_key else None
         before = self.totals.before(resumed) if resumed else _NOTHING  # read before the turn adds to it
-        with tempfile.TemporaryDirectory(prefix="enact-codex-") as scratch:
+        # Confined, codex sees a private /tmp: its answer file goes where it may write.
+        scratch_parent = self.state_dirs[0] if request.confine else None
+        with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=scratch_parent) as scratch:
             last_message = Path(scratch) / "last-message.txt"
             output = run_command(
-                self.argv(executable, request, last_message),
+                [*request.confine, *self.argv(executable, request, last_message)],
                 stdin_text=request.prompt,
                 cwd=request.cwd or self.default_cwd,
                 env=self._env,

@@ -21,7 +21,16 @@ import orjson
 from enact.components import ComponentError, RuntimeComponent
 from enact.config import Config, Setting
 from enact.home import SCRIPTED_RULES_NAME
-from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeRequest, RuntimeResult, RuntimeSessionUnknown
+from enact.runtime import (
+    RuntimeAuthFailed,
+    RuntimeCancelled,
+    RuntimeFailure,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeResult,
+    RuntimeSessionUnknown,
+    RuntimeUnavailable,
+)
 from enact.runtime._subprocess import run_command
 from enact.tables import table_list
 
@@ -31,6 +40,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _ECHO_LIMIT = 200
+
+
+_FAILURES: dict[str, type[RuntimeFailure]] = {
+    "failed": RuntimeFailure, "auth": RuntimeAuthFailed, "rate-limited": RuntimeRateLimited,
+    "unavailable": RuntimeUnavailable,
+}
+"""What a ``fail`` rule raises, by its ``fail_as``: how a real runtime fails, offline."""
 
 
 class RulesError(ValueError):
@@ -45,6 +61,8 @@ class Rule:
     args: dict[str, Any] = field(default_factory=dict)
     then: str | None = None
     fail: str | None = None
+    fail_as: str = "failed"
+    """The failure's kind (``RuntimeFailure.kind``): failed, auth, rate-limited, unavailable."""
     run: tuple[str, ...] = ()
     """A command run in the request's working directory before ``reply``:
     what a model's tool call would do in a task's worktree."""
@@ -53,7 +71,7 @@ class Rule:
 
 def parse_rules(text: str, *, source: str) -> list[Rule]:
     rules = []
-    keys = frozenset({"match", "reply", "action", "args", "then", "fail", "run"})
+    keys = frozenset({"match", "reply", "action", "args", "then", "fail", "fail_as", "run"})
     for where, table in table_list(text, source=source, name="rule", keys=keys, error=RulesError):
         if not isinstance(table.get("match"), str):
             raise RulesError(f"{where}: 'match' must be a string")
@@ -74,6 +92,8 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
         run = table.get("run", [])
         if not isinstance(run, list) or not all(isinstance(part, str) for part in run) or ("run" in table and not run):
             raise RulesError(f"{where}: 'run' must be a non-empty list of strings (a command and its arguments)")
+        if "fail_as" in table and ("fail" not in table or table["fail_as"] not in _FAILURES):
+            raise RulesError(f"{where}: 'fail_as' goes with 'fail' and is one of {', '.join(_FAILURES)}")
         if run and not has_reply:
             raise RulesError(f"{where}: 'run' goes with 'reply' (the command runs, then the rule replies)")
         for key in ("reply", "then"):
@@ -89,6 +109,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
                 then=table.get("then"),
                 fail=table.get("fail"),
                 run=tuple(run),
+                fail_as=table.get("fail_as", "failed"),
             )
         )
     return rules
@@ -236,7 +257,7 @@ class ScriptedRuntime:
             if match is None:
                 continue
             if rule.fail is not None:
-                raise RuntimeFailure(f"scripted failure: {rule.fail}")
+                raise _FAILURES[rule.fail_as](f"scripted failure: {rule.fail}")
             if rule.run:
                 _run_in_workdir(rule, request)
             if rule.reply is not None:

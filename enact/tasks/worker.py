@@ -133,6 +133,8 @@ class TaskAttempt:
         if isinstance(reply, LeaseLost):
             self.cancel.cancel(LEASE_LOST)
             raise _Stop(reply.reason)
+        if event is EventKind.PHASE and self.cancel.cancelled:  # between steps: the next does not start
+            raise RuntimeCancelled(self.cancel.reason)
 
     def _heartbeats(self, stopped: threading.Event) -> None:
         while not stopped.wait(self._heartbeat_s):
@@ -231,7 +233,7 @@ class TaskAttempt:
                            FailureClass.PERMANENT)
         self._report(Phase.WORKSPACE)
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
-        writable = tuple(getattr(self.services.runtime, "state_dirs", ()))
+        writable = tuple(path for path in getattr(self.services.runtime, "state_dirs", ()) if path.is_dir())
         runtime = self.services.runtime
         with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
                          writable=writable) as confined:
@@ -269,9 +271,7 @@ class TaskAttempt:
         self._invoke(tree, confined, task_prompt(task, tree, plan, protected), task.request)
         changed = worktrees.changed_paths(tree)
         if not changed:
-            worktrees.remove(tree, delete_branch=True)
-            self._tree = None
-            return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
+            return self._no_changes(tree)
         asked = f"{task.request}\n{task.brief}"
         self._report(Phase.VALIDATE, summary=f"{len(changed)} changed: {', '.join(changed)}")
         result = self._doctor(tree, confined, changed, asked)
@@ -282,6 +282,8 @@ class TaskAttempt:
             self._invoke(tree, confined, repair_prompt(round_, task.repairs, result),
                          f"repair {round_}/{task.repairs}: {result.summary}")
             changed = worktrees.changed_paths(tree)
+            if not changed:  # the repair undid the change: nothing is left to validate
+                return self._no_changes(tree)
             result = self._doctor(tree, confined, changed, asked)
             if result.passed:
                 self._report(Phase.REPAIR, repair=round_, event=EventKind.REPAIRED, summary=result.summary)
@@ -291,6 +293,11 @@ class TaskAttempt:
             return _Ending(Outcome.FAILED, f"{why}; the worktree is kept at {tree.path}", FailureClass.PERMANENT)
         self._report(self._phase, event=EventKind.VALIDATED, repair=round_, summary=result.summary)
         return self._hand_over(tree, result)
+
+    def _no_changes(self, tree: Worktree) -> _Ending:
+        worktrees.remove(tree, delete_branch=True)
+        self._tree = None
+        return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
 
     def _doctor(self, tree: Worktree, confined: Confinement, changed: list[str], asked: str) -> doctor.DoctorResult:
         return doctor.run_doctor(tree.path, settings=self.services.settings, log_path=self.log_path,
