@@ -153,7 +153,7 @@ def show(home: Path | None, as_json: bool, task_id: int) -> None:
     click.echo(_line(found))
     click.echo(f"repo      {found.repo}")
     click.echo(f"origin    {found.origin}" + (f" (retry of #{found.parent})" if found.parent else ""))
-    confined = {None: "not run yet", True: "yes", False: "no (bubblewrap unavailable)"}[found.confined]
+    confined = {None: "not run yet", True: "yes", False: "no"}[found.confined]
     click.echo(f"confined  {confined}")
     click.echo(f"repairs   {found.repairs}, deadline {found.deadline_s} s")
     if found.worktree:

@@ -179,7 +179,11 @@ class TaskQueue:
     def claim(self, worker_id: str, now: float) -> Claimed | NothingQueued:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Claimed | NothingQueued:
             next_due: float | None = None
-            for task in self._tables.in_state(txn, TaskState.QUEUED):
+            # Read one at a time: the oldest due task is usually the first.
+            for task_id in self._tables.ids_in_state(txn, TaskState.QUEUED):
+                task = self._tables.get(txn, task_id)
+                if task is None:
+                    continue
                 if task.not_before > now:
                     wait = task.not_before - now
                     next_due = wait if next_due is None else min(next_due, wait)
