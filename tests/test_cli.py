@@ -341,3 +341,29 @@ def test_a_daemon_that_hangs_up_inside_its_reply_counts_as_not_running(daemons: 
         with pytest.raises(NotRunning):
             request(home, Status(), timeout=10)
         peer.join(10)
+
+
+def test_every_command_group_in_enact_cli_is_reachable_from_enact() -> None:
+    """The top-level commands are loaded lazily from a table: a command
+    module whose group is missing from it would be unreachable."""
+    import importlib
+    import pkgutil
+
+    import click
+
+    import enact.cli
+    from enact.cli import COMMANDS, main
+
+    reachable = {id(main.get_command(click.Context(main), name)) for name in COMMANDS}
+    subcommands: set[int] = set()
+    top_level: dict[str, click.Command] = {}
+    for module_info in pkgutil.iter_modules(enact.cli.__path__):
+        module = importlib.import_module(f"enact.cli.{module_info.name}")
+        for name, value in vars(module).items():
+            if isinstance(value, click.Command) and getattr(value.callback, "__module__", "") == module.__name__:
+                top_level[f"{module.__name__}:{name}"] = value
+                if isinstance(value, click.Group):
+                    subcommands |= {id(sub) for sub in value.commands.values()}
+    unreachable = [target for target, command in top_level.items()
+                   if id(command) not in reachable and id(command) not in subcommands]
+    assert unreachable == []

@@ -17,16 +17,21 @@ from enact import __version__
 from enact.cli._options import HOME_HELP, home_type
 
 COMMANDS: dict[str, str] = {
+    "backlog": "enact.cli._schedule:backlog",
     "call": "enact.cli._commands:call",
     "channel": "enact.cli._channel:channel_group",
     "config": "enact.cli._commands:config_group",
+    "cron": "enact.cli._schedule:cron",
     "daemon": "enact.cli._daemon:daemon",
     "identity": "enact.cli._identity:identity",
     "memory": "enact.cli._memory:memory",
+    "review": "enact.cli._reviews:review",
     "runtime": "enact.cli._runtime:runtime_group",
     "send": "enact.cli._chat:send",
     "status": "enact.cli._commands:status",
+    "task": "enact.cli._tasks:task",
     "turns": "enact.cli._chat:turns",
+    "worktree": "enact.cli._worktrees:worktree",
 }
 """Command name -> ``module:attribute`` of its click command."""
 

@@ -160,6 +160,3 @@ def close(review_id: int, reason: str, home: Path | None, as_json: bool) -> None
         print_json(review_json(closed.review))
         return
     click.echo(f"review {review_id} closed")
-
-
-COMMANDS = (review,)

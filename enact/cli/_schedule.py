@@ -194,6 +194,3 @@ def cron_remove(schedule_id: int, home: Path | None, as_json: bool) -> None:
         print_json(_plain(removed))
         return
     click.echo(f"schedule {schedule_id} removed")
-
-
-COMMANDS = (backlog, cron)

@@ -270,5 +270,3 @@ def _owner_action(name: str, doc: str) -> click.Command:
 task.add_command(_owner_action("cancel", "Cancel a task: at once if queued, cooperatively if running."))
 task.add_command(_owner_action("retry", "Queue a failed or cancelled task again, as a new child task."))
 task.add_command(_owner_action("resume", "Queue a paused task again."))
-
-COMMANDS: list[click.Command] = [task]

@@ -61,6 +61,3 @@ def cleanup(home: Path | None, task_id: int, force: bool, as_json: bool) -> None
         print_json({"task_id": done.task_id, "path": done.path, "removed": True})
         return
     click.echo(f"removed {done.path}")
-
-
-COMMANDS = (worktree,)
