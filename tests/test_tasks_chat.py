@@ -18,6 +18,9 @@ from conftest import Daemon, DaemonFactory
 
 LOCKED = '[chat]\nallowed_conversations = ["local:owner"]\n'
 
+NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
+"""The test plays the worker (it claims and finishes the task itself)."""
+
 
 def rules(repo: Path) -> str:
     marker = BRIEF_MARKER.replace("[", "\\\\[").replace("]", "\\\\]")
@@ -57,7 +60,7 @@ def chat(daemons: DaemonFactory, repo: Path) -> Daemon:
     home = daemons.new_home()
     (home / "scripted.toml").write_text(rules(repo))
     (home / "config.toml").write_text(LOCKED)
-    return daemons.start(home)
+    return daemons.start(home, env=NO_WORKERS)
 
 
 def send(daemon: Daemon, *args: str) -> dict[str, Any]:
@@ -184,7 +187,7 @@ def test_the_owner_hears_the_outcome_on_the_conversation_and_its_session_gets_a_
     (home / "scripted.toml").write_text(rules(repo))
     transcript = home.parent / "transcript.jsonl"
     (home / "config.toml").write_text(LOCKED + f'[scripted]\ntranscript = "{transcript}"\n')
-    chat = daemons.start(home)
+    chat = daemons.start(home, env=NO_WORKERS)
     send(chat, "please fix the typo")
     claimed = chat.request(Claim(worker_id="w1"))
     assert isinstance(claimed, Claimed)
