@@ -47,6 +47,8 @@ class FakeBotApi:
         self._message_ids = itertools.count(101)
         self._sent_ids = itertools.count(9001)
         self._failures: dict[str, list[dict[str, Any]]] = {}
+        self._stalls: dict[str, list[tuple[int, float]]] = {}
+        self._closing = threading.Event()
         self._blocked: set[int] = set()
         self._sent_by_chat: dict[object, int] = {}
         self._files: dict[str, tuple[str, bytes]] = {}
@@ -65,6 +67,7 @@ class FakeBotApi:
         return self
 
     def __exit__(self, *_: object) -> None:
+        self._closing.set()
         with self._changed:
             self._changed.notify_all()
         self._server.shutdown()
@@ -111,6 +114,12 @@ class FakeBotApi:
         if retry_after is not None:
             answer["parameters"] = {"retry_after": retry_after}
         self._failures.setdefault(method, []).append(answer)
+
+    def stall(self, method: str, *, call: int, seconds: float) -> None:
+        """The ``call``-th call of ``method`` from now (1: the next) takes
+        effect at once, but its answer is held back ``seconds`` (or until the
+        server closes): a client that stops meanwhile never learns it worked."""
+        self._stalls.setdefault(method, []).append((len(self.of(method)) + call, seconds))
 
     def block(self, chat: int) -> None:
         """The user blocked the bot: sending to ``chat`` is forbidden."""
@@ -199,6 +208,12 @@ class FakeBotApi:
             again, self._redelivered = self._redelivered, []
             return (again + self._updates)[:limit]
 
+    def _hold_back(self, method: str) -> None:
+        count = len(self.of(method))
+        for stall in [s for s in self._stalls.get(method, []) if s[0] == count]:
+            self._stalls[method].remove(stall)
+            self._closing.wait(stall[1])
+
     def _file(self, path: str) -> bytes | None:
         return next((content for stored, content in self._files.values() if stored == path), None)
 
@@ -236,6 +251,7 @@ class FakeBotApi:
                 call = Call(method=method, params=params, at=time.monotonic())
                 server.calls.append(call)
                 call.answer = server._answer(method, params)
+                server._hold_back(method)
                 status = 200 if call.answer.get("ok") else int(call.answer.get("error_code", 400))
                 self._reply(status, orjson.dumps(call.answer))
 

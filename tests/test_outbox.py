@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from enact import config
@@ -32,7 +33,7 @@ from enact.messages.outbox import DeliveryOutcome, DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
 from enact.retry import Backoff
 from enact.runtime.scripted import ScriptedRuntime
-from enact.storage import RecordTable, Storage, decode_record
+from enact.storage import RecordTable, Storage, decode_record, encode_record
 
 NOW = 1_700_000_000.0
 THIS, EARLIER = 7, 6
@@ -124,6 +125,53 @@ def test_only_a_delivery_that_needed_more_than_its_first_attempt_is_journaled() 
     assert not deliveries.recorded_by_the_inbox(second, later)
 
 
+def test_each_sent_part_puts_the_next_in_flight_and_the_last_ends_the_reply() -> None:
+    policy = Backoff(first_s=1, attempts=3)
+    first = dataclasses.replace(record(DeliveryState.IN_FLIGHT, generation=THIS), parts=3)
+    second = deliveries.answered(first, ok=True, retryable=False, error="", policy=policy, now=NOW)
+    assert (second.state, second.part, second.attempts) == (DeliveryState.IN_FLIGHT, 1, 1)
+    assert deliveries.sends_next_part(second) and not deliveries.recorded_by_the_inbox(None, second)
+    assert deliveries.answers(second, second) and not deliveries.answers(second, first)
+    failed = deliveries.answered(second, ok=False, retryable=True, error="e", policy=policy, now=NOW)
+    assert (failed.state, failed.part, failed.error) == (DeliveryState.RETRYABLE_FAILURE, 1, "part 2 of 3: e")
+    retried = deliveries.next_attempt(failed, generation=THIS, now=NOW)
+    third = deliveries.answered(retried, ok=True, retryable=False, error="", policy=policy, now=NOW)
+    assert (third.part, third.attempts) == (2, 1)
+    done = deliveries.answered(third, ok=True, retryable=False, error="", policy=policy, now=NOW)
+    assert done.outcome is DeliveryOutcome.DELIVERED and not deliveries.sends_next_part(done)
+
+
+def test_a_part_left_in_flight_is_not_resent_and_the_parts_after_it_are_sent() -> None:
+    policy = Backoff(first_s=1, attempts=3)
+    left = dataclasses.replace(record(DeliveryState.IN_FLIGHT), parts=3, part=1)
+    assert step(left) is Step.GIVE_UP
+    resumed = deliveries.given_up(left, generation=THIS, now=NOW)
+    assert (resumed.state, resumed.part, resumed.unsure_parts, resumed.generation) == (
+        DeliveryState.IN_FLIGHT, 2, (1,), THIS)
+    assert step(resumed) is Step.WAIT  # this daemon sends it
+    done = deliveries.answered(resumed, ok=True, retryable=False, error="", policy=policy, now=NOW)
+    assert done.outcome is DeliveryOutcome.UNCERTAIN
+    assert done.error.startswith("part 2 of 3: the daemon stopped") and "other parts were delivered" in done.error
+    last = dataclasses.replace(record(DeliveryState.IN_FLIGHT), parts=3, part=2)
+    ended = deliveries.given_up(last, generation=THIS, now=NOW)
+    assert ended.outcome is DeliveryOutcome.UNCERTAIN and ended.error.startswith("part 3 of 3:")
+    whole = deliveries.given_up(record(DeliveryState.IN_FLIGHT), generation=THIS, now=NOW)
+    assert whole.outcome is DeliveryOutcome.UNCERTAIN and whole.error == deliveries.NOT_RESENT
+
+
+def test_a_retry_waits_at_least_as_long_as_the_channel_asked() -> None:
+    policy = Backoff(first_s=0.5, factor=2.0, attempts=3)
+    assert deliveries.retry_delay(policy, 1, 0.0) == policy.delay(1)
+    assert deliveries.retry_delay(policy, 1, 90.0) == 90.0
+
+
+def test_a_record_in_parts_survives_the_journal() -> None:
+    stored = dataclasses.replace(record(DeliveryState.IN_FLIGHT), parts=3, part=2, unsure_parts=(1,))
+    raw = orjson.loads(encode_record(stored, version=1))
+    raw.pop("v")
+    assert decode_record(DeliveryRecord, raw, database=outbox.DELIVERIES, key=b"k") == stored
+
+
 def test_a_record_written_before_the_outbox_reads_as_an_earlier_daemons() -> None:
     old = {"channel": "local", "conversation": "c", "message_id": "m", "text": "hi", "state": "in_flight",
            "attempts": 1, "error": "", "updated_at": NOW}
@@ -141,6 +189,7 @@ class RecordingChannel:
 
     name: str = "test"
     idempotent_delivery: bool = False
+    max_message_length: int = 0
     delivered: list[OutgoingReply] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +172,28 @@ def test_long_reply_is_split_into_numbered_parts(daemons: DaemonFactory, bot: Fa
     assert [("reply_to_message_id" in s) for s in bot.sent(OWNER)] == [True, False, False]
 
 
+def test_kill_9_between_parts_sends_each_part_once_and_reports_the_unknown_one(daemons: DaemonFactory,
+                                                                                bot: FakeBotApi) -> None:
+    home = telegram_home(daemons, bot)
+    daemon = start(daemons, home)
+    bot.stall("sendMessage", call=2, seconds=60)  # part 2 reaches the chat; its answer never reaches enact
+    update = bot.message(OWNER, "long answer please")
+    wait_for(lambda: len(bot.of("sendMessage")) == 2, what="part 2 to be sent")
+    daemon.kill9()
+    restarted = start(daemons, home)
+    wait_for(lambda: bot.confirmed > update["update_id"], what="the event to finish after the restart")
+    sent = bot.sent(OWNER)
+    assert [s["text"].split("\n", 1)[0] for s in sent] == ["(1/3)", "(2/3)", "(3/3)"]  # each once
+    assert [("reply_to_message_id" in s) for s in sent] == [True, False, False]
+    [turn] = restarted.cli_json("turns", "--json")
+    assert turn["outcome"] == "delivery_uncertain"
+    assert turn["error"].startswith("part 2 of 3: the daemon stopped while it was being delivered")
+    assert "the other parts were delivered" in turn["error"]
+    listed = restarted.cli("turns").stdout
+    assert "[delivery_uncertain]" in listed and "! part 2 of 3: the daemon stopped" in listed
+    assert "part 2 of 3) was being delivered when the daemon stopped" in restarted.log_text()
+
+
 def test_rate_limit_is_honoured(daemons: DaemonFactory, bot: FakeBotApi) -> None:
     daemon = start(daemons, telegram_home(daemons, bot))
     bot.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
@@ -182,6 +205,22 @@ def test_rate_limit_is_honoured(daemons: DaemonFactory, bot: FakeBotApi) -> None
     assert len(bot.sent(OWNER)) == 1
     text = metrics_text(daemon)
     assert 'enact_channel_delivery_errors_total{channel="telegram",reason="rate_limited"} 1.0' in text
+
+
+def test_rate_limit_over_a_minute_is_left_to_the_outbox_which_waits_as_asked(daemons: DaemonFactory,
+                                                                               bot: FakeBotApi) -> None:
+    daemon = start(daemons, telegram_home(daemons, bot))  # the outbox's own back-off starts at 0.5 s
+    bot.fail_next("sendMessage", 429, "Too Many Requests: retry after 90", retry_after=90)
+    bot.message(OWNER, "hello")
+    wait_for(lambda: "trying again in 90 s" in daemon.log_text(), what="the outbox to schedule the retry")
+    [limited] = bot.of("sendMessage")
+    bot.message(OTHER, "hello")
+    wait_for(lambda: answered(bot, OTHER), what="a later reply, while the first one waits")
+    # Three times the outbox's own first back-off: nothing more is sent to the rate-limited chat.
+    wait_for(lambda: time.monotonic() - limited.at > 1.5, what="the outbox's own back-off to pass")
+    assert bot.sent(OWNER) == [] and len([c for c in bot.of("sendMessage") if c.params["chat_id"] == OWNER]) == 1
+    turns = daemon.cli_json("turns", "--json")
+    assert [t["conversation"] for t in turns] == [str(OTHER)]  # the first is still waiting to be delivered
 
 
 def test_blocked_bot_is_reported_in_status_and_metrics(daemons: DaemonFactory, bot: FakeBotApi) -> None:

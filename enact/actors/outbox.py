@@ -6,7 +6,10 @@ generation) before its channel is called, and the channel's answer is
 journaled before anyone hears of it. A first attempt, the common case, costs
 no commit here: the inbox's commit of the reply marks it in flight, and, if
 it succeeds, the inbox's commit of the completed receipt records that. The
-state machine is ``enact.chat.deliveries``.
+state machine is ``enact.chat.deliveries``; a reply longer than its
+channel takes goes out as numbered parts (``enact.chat.parts``), each part
+journaled in flight before it is sent, so a crash between parts loses
+neither the parts sent nor the parts still to send.
 
 The outbox acts only on ``Deliver`` and answers only the actor that told it,
 once the delivery is finished (the inbox tells it only once it can be
@@ -30,6 +33,7 @@ from enact.actors._batching import WriteBatch
 from enact.channels import Channel, OutgoingReply
 from enact.chat import deliveries
 from enact.chat.deliveries import Step
+from enact.chat.parts import split_reply
 from enact.messages.inbox import Delivered
 from enact.messages.outbox import ChannelAnswered, Deliver, DeliveryRecord, DeliveryState, RetryDelivery
 from enact.retry import Backoff
@@ -85,9 +89,10 @@ class OutboxActor(EnactActor):
         generation = self.context.fence.generation
         channel = self._channels.get(message.channel)
         idempotent = channel is not None and channel.idempotent_delivery
+        parts = len(self._parts(channel, message.text))
         unsent = deliveries.new_record(channel=message.channel, conversation=message.conversation,
-                                       message_id=message.message_id, text=message.text, generation=generation,
-                                       now=time.time())
+                                       message_id=message.message_id, text=message.text, parts=parts,
+                                       generation=generation, now=time.time())
         if message.first:
             # The common case, without a commit of its own: the reply's commit
             # marks this attempt, and no other can be running.
@@ -101,7 +106,7 @@ class OutboxActor(EnactActor):
             if step is Step.SEND:
                 record = deliveries.next_attempt(record or unsent, generation=generation, now=time.time())
             elif step is Step.GIVE_UP:
-                record = deliveries.given_up(record or unsent, now=time.time())
+                record = deliveries.given_up(record or unsent, generation=generation, now=time.time())
             else:
                 return step, record
             self._journal.put(txn, key, record)
@@ -116,9 +121,14 @@ class OutboxActor(EnactActor):
                 self._call(message.event_id, message.sequence, message.reply_to, record)
                 return
             if step is Step.GIVE_UP:
-                log.warning("reply of %s was being delivered when the daemon stopped; its outcome is unknown "
-                            "and the channel cannot re-send safely: marked not resent", message.event_id)
+                unsure = record.unsure_parts[-1] + 1
+                log.warning("reply of %s (part %d of %d) was being delivered when the daemon stopped; its outcome "
+                            "is unknown and the channel cannot re-send safely: marked not resent", message.event_id,
+                            unsure, record.parts)
                 self._metrics.deliveries.labels(channel=record.channel, outcome="not_resent").inc()
+                if deliveries.sends_next_part(record):
+                    self._call(message.event_id, message.sequence, message.reply_to, record)
+                    return
             self._report(message.event_id, message.reply_to, record)
 
         # A fenced daemon fails inside the transaction: no channel call follows.
@@ -144,17 +154,26 @@ class OutboxActor(EnactActor):
 
     def _call(self, event_id: str, sequence: int, reply_to: str, record: DeliveryRecord) -> None:
         channel = self._channels.get(record.channel)
-        if channel is None:
+        parts = self._parts(channel, record.text)
+        if channel is None or len(parts) != record.parts:
+            error = "unknown channel" if channel is None else "the channel's message limit changed since the " \
+                "reply was split into parts"
             self._answered(ChannelAnswered(event_id=event_id, sequence=sequence, reply_to=reply_to, attempt=record,
-                                           ok=False, retryable=False, error="unknown channel"))
+                                           ok=False, retryable=False, error=error))
             return
         reply = OutgoingReply(event_id=event_id, channel=record.channel, conversation=record.conversation,
-                              message_id=record.message_id, text=record.text, attempt=record.attempts)
+                              message_id=record.message_id, text=parts[record.part], attempt=record.attempts,
+                              part=record.part, parts=record.parts)
         pool = self._pools.get(record.channel)
         if pool is None:
             pool = self._pools[record.channel] = ThreadPoolExecutor(
                 max_workers=CALLS_PER_CHANNEL, thread_name_prefix=f"enact-deliver-{record.channel}")
         pool.submit(self._call_channel, channel, reply, sequence, reply_to, record)
+
+    @staticmethod
+    def _parts(channel: Channel | None, text: str) -> list[str]:
+        """The messages a reply goes out as, through ``channel``."""
+        return split_reply(text, channel.max_message_length if channel is not None else 0)
 
     def _call_channel(self, channel: Channel, reply: OutgoingReply, sequence: int, reply_to: str,
                       attempt: DeliveryRecord) -> None:
@@ -162,11 +181,11 @@ class OutboxActor(EnactActor):
         try:
             self.context.fence.check()
             report = channel.deliver(reply)
-            ok, retryable, error = report.ok, report.retryable, report.error
+            ok, retryable, error, retry_after_s = report.ok, report.retryable, report.error, report.retry_after_s
         except Exception as problem:
-            ok, retryable, error = False, True, f"{type(problem).__name__}: {problem}"
+            ok, retryable, error, retry_after_s = False, True, f"{type(problem).__name__}: {problem}", 0.0
         answer = ChannelAnswered(event_id=reply.event_id, sequence=sequence, reply_to=reply_to, attempt=attempt,
-                                 ok=ok, retryable=retryable, error=error)
+                                 ok=ok, retryable=retryable, error=error, retry_after_s=retry_after_s)
         try:
             self.context.tell(self.context.name, answer)
         except Exception:
@@ -182,19 +201,25 @@ class OutboxActor(EnactActor):
         record = deliveries.answered(message.attempt, ok=message.ok, retryable=message.retryable,
                                      error=message.error, policy=self._policy, now=time.time())
         retrying = record.state is DeliveryState.RETRYABLE_FAILURE
-        outcome = "ok" if message.ok else "retry" if retrying else "failed"
-        self._metrics.deliveries.labels(channel=record.channel, outcome=outcome).inc()
+        if not deliveries.sends_next_part(record):  # a reply in parts counts once, when its last is sent
+            outcome = "ok" if message.ok else "retry" if retrying else "failed"
+            self._metrics.deliveries.labels(channel=record.channel, outcome=outcome).inc()
         if deliveries.recorded_by_the_inbox(stored, record):
             self._report(message.event_id, message.reply_to, record)
             return
 
         def after(_: None) -> None:
+            if deliveries.sends_next_part(record):
+                self._call(message.event_id, message.sequence, message.reply_to, record)
+                return
             if not retrying:
                 self._report(message.event_id, message.reply_to, record)
                 return
-            log.warning("delivery of %s failed (attempt %d): %s", message.event_id, record.attempts, message.error)
+            delay = deliveries.retry_delay(self._policy, record.attempts, message.retry_after_s)
+            log.warning("delivery of %s failed (attempt %d): %s; trying again in %g s", message.event_id,
+                        record.attempts, message.error, delay)
             retry = RetryDelivery(event_id=message.event_id, sequence=message.sequence, reply_to=message.reply_to)
-            self.tell_later(self._policy.delay(record.attempts), retry)
+            self.tell_later(delay, retry)
 
         self._batch.stage(lambda txn: self._journal.put(txn, key, record), after)
 

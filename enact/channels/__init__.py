@@ -2,7 +2,7 @@
 
 A channel hands events to the inbox, delivers replies, and declares what it
 can promise (``idempotent_delivery``: re-sending a reply whose first delivery
-had an unknown outcome does no harm). A channel comes with a
+had an unknown outcome does no harm) and take (``max_message_length``). A channel comes with a
 ``ChannelComponent`` (``enact.components``); the daemon starts each channel
 once the actors run, handing it an ``InboxInlet``, and stops it before them.
 The ``local`` and ``telegram`` channels implement this small interface.
@@ -31,7 +31,11 @@ class OutgoingReply:
     conversation: str
     message_id: str
     text: str
+    """The text of this message: the whole reply, or one of its parts."""
     attempt: int
+    part: int = 0
+    """Which part of the reply (from 0) this is, of ``parts``."""
+    parts: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +43,8 @@ class DeliveryReport:
     ok: bool
     retryable: bool = False
     error: str = ""
+    retry_after_s: float = 0.0
+    """The channel asked to wait at least this long before a retry."""
 
 
 AskInbox = Callable[[Request[Any]], object]
@@ -91,6 +97,9 @@ class InboxInlet:
 class Channel(Protocol):
     name: str
     idempotent_delivery: bool
+    max_message_length: int
+    """The longest message the channel takes (0: no limit); the outbox sends a
+    longer reply as numbered parts (``enact.chat.parts``), each journaled."""
 
     def start(self, inbox: InboxInlet) -> None:
         """Begin receiving events (a polling channel starts its loop here)."""
@@ -98,7 +107,8 @@ class Channel(Protocol):
     def stop(self) -> None: ...
 
     def deliver(self, reply: OutgoingReply) -> DeliveryReport:
-        """Deliver one reply. May block; the inbox calls it off its thread."""
+        """Deliver one message (a reply, or one part of it). May block; the
+        outbox calls it off its thread."""
 
     def acknowledge(self, cursor: int) -> None:
         """Every event up to ``cursor`` is finished; the channel may drop them."""

@@ -34,6 +34,7 @@ _DELIVER_TIMEOUT_S = 30.0
 
 class LocalChannel:
     name = NAME
+    max_message_length = 0
 
     def __init__(self, *, deliver_command: str = "", wait_timeout_s: float = 120.0) -> None:
         self._inbox: InboxInlet | None = None

@@ -14,7 +14,10 @@ again, rather than spin.
 
 ``sendMessage`` is not idempotent, so the channel does not claim idempotent
 delivery: a reply whose outcome a crash left unknown is reported, not sent
-twice. Poll errors never stop the daemon: the poller backs off (1 s doubling
+twice. A reply over 4,096 characters reaches ``deliver`` as numbered parts,
+one call each, from the outbox, which journals every part. A 429 asking to
+wait up to a minute is waited out here; a longer one is handed to the
+outbox's retries with its ``retry_after``. Poll errors never stop the daemon: the poller backs off (1 s doubling
 to 60 s) and keeps trying; a fenced daemon stops polling at once.
 """
 
@@ -35,7 +38,7 @@ from enact.channels.telegram_api import (
     BotApi,
     BotApiError,
 )
-from enact.channels.telegram_text import split_reply, valid_html
+from enact.channels.telegram_text import MAX_MESSAGE, valid_html
 from enact.channels.telegram_updates import NAME, UpdateReader
 from enact.messages.channel import DOWN, STARTING, STOPPED, UP, ChannelState
 from enact.messages.inbox import Accepted, Ignored, Outcome
@@ -76,6 +79,7 @@ def chat_id(conversation: str) -> int | str:
 class TelegramChannel:
     name = NAME
     idempotent_delivery = False
+    max_message_length = MAX_MESSAGE
 
     def __init__(self, api: BotApi, *, attachments: Path, poll_timeout_s: int, max_photo_bytes: int,
                  parse_mode: str = "plain") -> None:
@@ -93,7 +97,6 @@ class TelegramChannel:
         self._in_flight: dict[str, int] = {}
         """Event id → update id of the events this daemon handed to the inbox, unfinished."""
         self._typing: dict[str, _Typing] = {}
-        self._parts_sent: dict[str, int] = {}
         self._state = STARTING
         self._last_error = ""
         self._last_error_at: float | None = None
@@ -140,7 +143,6 @@ class TelegramChannel:
         with self._lock:
             self._in_flight.pop(outcome.event_id, None)
             self._typing.pop(outcome.event_id, None)
-            self._parts_sent.pop(outcome.event_id, None)
 
     def state(self) -> ChannelState:
         with self._lock:
@@ -254,25 +256,20 @@ class TelegramChannel:
     # -- delivery -----------------------------------------------------------
 
     def deliver(self, reply: OutgoingReply) -> DeliveryReport:
-        """Each part is sent once: a retry resumes after the last part sent."""
+        """One ``sendMessage``: the reply, or one of its parts."""
         with self._lock:
             self._typing.pop(reply.event_id, None)
-            first = self._parts_sent.get(reply.event_id, 0)
         # Telegram refuses an empty message; a reply with nothing visible says so.
-        parts = split_reply(reply.text if reply.text.strip() else _EMPTY_REPLY)
-        for index in range(first, len(parts)):
-            try:
-                sent = self._send_part(reply, parts[index], first=index == 0)
-            except BotApiError as error:
-                self._delivery_failed(reply, error)
-                return DeliveryReport(ok=False, retryable=not error.terminal, error=str(error))
-            with self._lock:
-                self._parts_sent[reply.event_id] = index + 1
-            if len(parts) > 1:
-                log.info("telegram: reply of %s, part %d of %d sent as message %s", reply.event_id, index + 1,
-                         len(parts), sent)
-        with self._lock:
-            self._parts_sent.pop(reply.event_id, None)
+        text = reply.text if reply.text.strip() else _EMPTY_REPLY
+        try:
+            sent = self._send_part(reply, text, first=reply.part == 0)
+        except BotApiError as error:
+            self._delivery_failed(reply, error)
+            return DeliveryReport(ok=False, retryable=not error.terminal, error=str(error),
+                                  retry_after_s=error.retry_after_s or 0.0)
+        if reply.parts > 1:
+            log.info("telegram: reply of %s, part %d of %d sent as message %s", reply.event_id, reply.part + 1,
+                     reply.parts, sent)
         return DeliveryReport(ok=True)
 
     def _send_part(self, reply: OutgoingReply, text: str, *, first: bool) -> object:

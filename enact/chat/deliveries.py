@@ -16,6 +16,15 @@ or a later one (``in_flight``), has an unknown outcome: it is sent again only
 where the channel promises idempotent delivery, else it becomes
 ``not_resent``. ``pending`` (journaled, not yet sent) is only read:
 daemons before the outbox wrote it before such a re-send.
+
+A reply longer than its channel takes goes out as numbered parts
+(``enact.chat.parts``), one message each, in order. The record names the
+part its state is about: each part's success is journaled together with the
+next part going in flight (one commit per part after the first), so a part
+known sent is never sent again. A part an earlier daemon left in flight is
+given up as above (noted in ``unsure_parts``) and the parts after it, which
+never started, are sent; the reply then ends ``not_resent``, saying which
+part's outcome is unknown.
 """
 
 from __future__ import annotations
@@ -30,6 +39,10 @@ from enact.retry import Backoff
 MAX_ERROR = 2000
 NOT_RESENT = (
     "the daemon stopped while the reply was being delivered, and the channel cannot re-send it safely: not resent"
+)
+PARTS_NOT_RESENT = (
+    "{which} of {parts}: the daemon stopped while it was being delivered, and the channel cannot re-send it "
+    "safely: not resent; the other parts were delivered"
 )
 
 
@@ -62,11 +75,12 @@ def on_deliver(record: DeliveryRecord | None, *, first: bool, replied_by: int, g
     return Step.SEND  # pending or retryable, left by an earlier daemon
 
 
-def new_record(*, channel: str, conversation: str, message_id: str, text: str, generation: int,
+def new_record(*, channel: str, conversation: str, message_id: str, text: str, parts: int, generation: int,
                now: float) -> DeliveryRecord:
-    """The record of a first attempt, before its answer is applied."""
+    """The record of a first attempt (of the first part), before its answer is applied."""
     return DeliveryRecord(channel=channel, conversation=conversation, message_id=message_id, text=text,
-                          state=DeliveryState.IN_FLIGHT, attempts=1, error="", updated_at=now, generation=generation)
+                          state=DeliveryState.IN_FLIGHT, attempts=1, error="", updated_at=now, generation=generation,
+                          parts=parts)
 
 
 def next_attempt(record: DeliveryRecord, *, generation: int, now: float) -> DeliveryRecord:
@@ -76,22 +90,38 @@ def next_attempt(record: DeliveryRecord, *, generation: int, now: float) -> Deli
 
 def answered(record: DeliveryRecord, *, ok: bool, retryable: bool, error: str, policy: Backoff,
              now: float) -> DeliveryRecord:
-    """The channel's answer to the attempt in flight."""
+    """The channel's answer to the attempt in flight: its end state, or, for
+    a part sent with parts after it, the next part in flight."""
+    if ok and record.part + 1 < record.parts:
+        return _next_part(record, generation=record.generation, now=now)
     if ok:
-        state = DeliveryState.DELIVERED
-    elif retryable and not policy.exhausted(record.attempts):
+        return _finished(record, now=now)
+    if retryable and not policy.exhausted(record.attempts):
         state = DeliveryState.RETRYABLE_FAILURE
     else:
         state = DeliveryState.TERMINAL_FAILURE
+    if record.parts > 1:
+        error = f"part {record.part + 1} of {record.parts}: {error}"
     return dataclasses.replace(record, state=state, error=clip(error, MAX_ERROR), updated_at=now)
+
+
+def sends_next_part(record: DeliveryRecord) -> bool:
+    """The answered or given-up record has the next part in flight: send it."""
+    return record.state is DeliveryState.IN_FLIGHT
+
+
+def retry_delay(policy: Backoff, attempts: int, retry_after_s: float) -> float:
+    """The back-off before a retry, never shorter than the channel asked."""
+    return max(policy.delay(attempts), retry_after_s)
 
 
 def answers(stored: DeliveryRecord | None, attempt: DeliveryRecord) -> bool:
     """An answer belongs to the attempt the journal holds in flight (none
-    for a first attempt)."""
+    for a first attempt of the first part)."""
     if stored is None:
-        return attempt.attempts == 1
-    return stored.state is DeliveryState.IN_FLIGHT and stored.attempts == attempt.attempts
+        return attempt.attempts == 1 and attempt.part == 0
+    return stored.state is DeliveryState.IN_FLIGHT and stored.attempts == attempt.attempts \
+        and stored.part == attempt.part
 
 
 def recorded_by_the_inbox(stored: DeliveryRecord | None, record: DeliveryRecord) -> bool:
@@ -100,8 +130,31 @@ def recorded_by_the_inbox(stored: DeliveryRecord | None, record: DeliveryRecord)
     return stored is None and record.state is DeliveryState.DELIVERED
 
 
-def given_up(record: DeliveryRecord, *, now: float) -> DeliveryRecord:
-    return dataclasses.replace(record, state=DeliveryState.NOT_RESENT, error=NOT_RESENT, updated_at=now)
+def given_up(record: DeliveryRecord, *, generation: int, now: float) -> DeliveryRecord:
+    """The part in flight had an unknown outcome: not resent; the next part
+    goes in flight (by this daemon), or, after the last, the reply ends."""
+    record = dataclasses.replace(record, unsure_parts=(*record.unsure_parts, record.part))
+    if record.part + 1 < record.parts:
+        return _next_part(record, generation=generation, now=now)
+    return _finished(record, now=now)
+
+
+def _next_part(record: DeliveryRecord, *, generation: int, now: float) -> DeliveryRecord:
+    return dataclasses.replace(record, state=DeliveryState.IN_FLIGHT, part=record.part + 1, attempts=1, error="",
+                               updated_at=now, generation=generation)
+
+
+def _finished(record: DeliveryRecord, *, now: float) -> DeliveryRecord:
+    """Every part sent or given up."""
+    if not record.unsure_parts:
+        return dataclasses.replace(record, state=DeliveryState.DELIVERED, error="", updated_at=now)
+    if record.parts == 1:
+        error = NOT_RESENT
+    else:
+        numbers = [str(part + 1) for part in record.unsure_parts]
+        which = f"part {numbers[0]}" if len(numbers) == 1 else f"parts {', '.join(numbers)}"
+        error = PARTS_NOT_RESENT.format(which=which, parts=record.parts)
+    return dataclasses.replace(record, state=DeliveryState.NOT_RESENT, error=error, updated_at=now)
 
 
 def retry_due(record: DeliveryRecord | None) -> bool:

@@ -49,6 +49,12 @@ class DeliveryRecord:
     generation: int = 0
     """The daemon (fence generation) that made the latest attempt; 0 in records
     written before it was stored, which were all written by earlier daemons."""
+    part: int = 0
+    """The part (from 0) the state is about, of a reply sent in ``parts``
+    (``enact.chat.parts``); a delivered reply's last part."""
+    parts: int = 1
+    unsure_parts: tuple[int, ...] = ()
+    """Parts whose outcome a stopped daemon left unknown, not resent."""
 
     @property
     def outcome(self) -> DeliveryOutcome | None:
@@ -100,3 +106,5 @@ class ChannelAnswered:
     ok: bool
     retryable: bool
     error: str
+    retry_after_s: float = 0.0
+    """The channel asked to wait at least this long before a retry."""
