@@ -18,6 +18,7 @@ not carry that key.
 from __future__ import annotations
 
 import itertools
+import socket
 import threading
 import time
 from collections import deque
@@ -160,6 +161,14 @@ def responses_api(answer: Reply | ToolCall, request: RecordedRequest, server: Mo
     ])
 
 
+def closed_port_url() -> str:
+    """A loopback base URL (``.../v1``) on which nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"  # free again once the socket is closed
+
+
 # --- the server ----------------------------------------------------------------------
 
 
@@ -288,5 +297,5 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
 __all__ = [
     "LISTINGS", "ROUTES", "Answer", "Malformed", "ModelServer", "RecordedRequest", "Rendered", "Renderer", "Reply",
-    "Stall", "Status", "Tokens", "ToolCall", "listing", "route", "sse",
+    "Stall", "Status", "Tokens", "ToolCall", "closed_port_url", "listing", "route", "sse",
 ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ import model_chat  # noqa: F401  (registers /v1/chat/completions and /v1/models)
 import orjson
 import pytest
 from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
-from model_server import ModelServer, Reply, Status
+from model_server import ModelServer, Reply, Status, closed_port_url
 
 from conftest import real_cli, run_cli
 
@@ -83,13 +82,6 @@ def test_a_probe_refused_by_the_model_says_auth(tmp_path: Path, server: ModelSer
 
 
 REPORT_KEYS = {"adapter", "source", "found", "version", "problems", "notes", "ok"}
-
-
-def closed_port_url() -> str:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"  # nothing listens once the socket is closed
 
 
 def openai_vars(base_url: str, **extra: str) -> dict[str, str]:

@@ -11,7 +11,8 @@ retries for minutes by default, so its retries are bounded
 (``CLAUDE_CODE_MAX_RETRIES=1``: it exits 1 after about 4 s with
 ``api_error_status: 401``) and enact retries by its own policy. Without a key
 it answers ``is_error`` with "Not logged in"; an unreachable server gives
-"Can't reach the API server" and no status; a resume of an unknown session
+"Can't reach the API server" or "Connection refused … (ECONNREFUSED)" and
+no status; a resume of an unknown session
 exits 1 with an empty stdout and "No conversation found with session ID" on
 stderr.
 """
@@ -60,6 +61,10 @@ INSTALL_HINT = "install it (npm install -g @anthropic-ai/claude-code) or set ENA
 
 CHECK_TIMEOUT_S = 15.0
 """``claude --version`` and ``claude auth status`` read local files only (about 0.6 s)."""
+
+_UNREACHABLE = ("can't reach the api server", "econnrefused", "enotfound", "connection refused")
+"""How Claude Code says its API cannot be reached (2.1.328: "API Error: Connection
+refused … (ECONNREFUSED)" for a closed port), which is ``unavailable``."""
 
 _MESSAGE_LIMIT = 300
 
@@ -128,7 +133,7 @@ def classify(document: dict[str, Any], usage: Usage) -> RuntimeFailure:
         return RuntimeAuthFailed(f"{message}; set ANTHROPIC_API_KEY or run `claude auth login`", usage=usage)
     if status == 429:
         return RuntimeRateLimited(message, usage=usage)
-    if status is None and "can't reach the api server" in lowered:
+    if status is None and any(words in lowered for words in _UNREACHABLE):
         return RuntimeUnavailable(message, usage=usage)
     return RuntimeFailure(message, usage=usage)
 
