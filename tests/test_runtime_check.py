@@ -106,6 +106,8 @@ def test_openai_endpoint_down_says_to_start_it_or_set_the_base_url(tmp_path: Pat
     assert set(report) == REPORT_KEYS and report["found"] == "" and report["ok"] is False
     [problem] = report["problems"]
     assert problem.startswith(f"cannot reach {base}: ") and "ENACT_OPENAI_BASE_URL" in problem
+    unset = check(tmp_path, env=openai_vars(base), code=1)
+    assert unset["problems"][1:] == ["no model is set: set ENACT_OPENAI_MODEL (runtime.openai.model), e.g. llama3.2"]
 
 
 def test_openai_refusing_the_key_names_the_key_variable(tmp_path: Path) -> None:

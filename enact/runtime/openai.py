@@ -309,30 +309,33 @@ def model_names(body: bytes) -> list[str]:
 
 def check_endpoint(base_url: str, *, api_key: str, model: str) -> RuntimeCheck:
     """What ``enact runtime check`` says of an endpoint: reachable, the key
-    taken, a model named (and offered, when the endpoint lists its models)."""
+    taken, a model named (and offered, when the endpoint lists its models).
+    Every problem found is listed, so one run tells all that is missing."""
+    unset = () if model else (_model_unset("llama3.2"),)
     try:
         status, body = list_models(base_url, api_key=api_key)
     except (OSError, http.client.HTTPException) as error:
         return RuntimeCheck(problems=(
             f"cannot reach {base_url}: {_describe(error)}; start the server (`ollama serve` for a local Ollama) "
-            "or set ENACT_OPENAI_BASE_URL to one that answers",))
+            "or set ENACT_OPENAI_BASE_URL to one that answers", *unset))
     if status in (401, 403):
         fix = ("set ENACT_OPENAI_API_KEY to a key it accepts" if api_key
                else "it needs a key: set ENACT_OPENAI_API_KEY")
         what = "refused the key" if api_key else "refused a call without a key"
         return RuntimeCheck(found=base_url, problems=(
-            f"{base_url} {what} ({status}: {error_message(body)}); {fix}",))
+            f"{base_url} {what} ({status}: {error_message(body)}); {fix}", *unset))
     names = model_names(body) if status == 200 else []
     notes = [f"models offered: {', '.join(names[:10])}{' …' if len(names) > 10 else ''}"] if names else []
     if status != 200:
         notes.append(f"GET {base_url}/models answered {status}; some endpoints list no models, --probe tells")
-    problems = []
-    if not model:
-        example = names[0] if names else "llama3.2"
-        problems.append(f"no model is set: set ENACT_OPENAI_MODEL (runtime.openai.model), e.g. {example}")
-    elif names and model not in names:
+    if model and names and model not in names:
         notes.append(f"{model} is not among the models the endpoint lists")
-    return RuntimeCheck(found=base_url, problems=tuple(problems), notes=tuple(notes))
+    problems = (_model_unset(names[0]),) if unset and names else unset
+    return RuntimeCheck(found=base_url, problems=problems, notes=tuple(notes))
+
+
+def _model_unset(example: str) -> str:
+    return f"no model is set: set ENACT_OPENAI_MODEL (runtime.openai.model), e.g. {example}"
 
 
 def _is_http_url(value: str) -> bool:
