@@ -1,14 +1,14 @@
 """OpenAI's chat completions on the scripted model server (what the
 ``openai`` runtime calls): ``POST /v1/chat/completions``, one JSON body.
 A ``ToolCall`` becomes a ``tool_calls`` message without text, which the
-``openai`` runtime cannot use."""
+``openai`` runtime cannot use. ``GET /v1/models`` lists the server's models."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import orjson
-from model_server import ModelServer, RecordedRequest, Rendered, Reply, ToolCall, route
+from model_server import ModelServer, RecordedRequest, Rendered, Reply, ToolCall, listing, route
 
 
 @route("/v1/chat/completions")
@@ -31,3 +31,9 @@ def chat_completions(answer: Reply | ToolCall, request: RecordedRequest, server:
             "completion_tokens_details": {"reasoning_tokens": tokens.reasoning},
         },
     })
+
+
+@listing("/v1/models")
+def models(server: ModelServer) -> Rendered:
+    return "application/json", orjson.dumps({"object": "list", "data": [
+        {"id": name, "object": "model", "owned_by": "scripted"} for name in server.models]})

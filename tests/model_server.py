@@ -10,11 +10,15 @@ every route; a route renders only what a model says (``Reply``,
 Routes live in ``ROUTES`` (path → renderer). The Responses API (Codex) is
 here; other protocols register theirs from their own module with
 ``@route("/v1/messages")`` and are used once that module is imported.
+``LISTINGS`` are read-only routes (a models listing) that take no scripted
+answer. A server made with ``api_key`` answers 401 to any request that does
+not carry that key.
 """
 
 from __future__ import annotations
 
 import itertools
+import socket
 import threading
 import time
 from collections import deque
@@ -101,12 +105,25 @@ Renderer = Callable[["Reply | ToolCall", RecordedRequest, "ModelServer"], Render
 
 ROUTES: dict[str, Renderer] = {}
 
+LISTINGS: dict[str, Callable[[ModelServer], Rendered]] = {}
+"""Read-only routes (path without its query → what they answer)."""
+
 
 def route(path: str) -> Callable[[Renderer], Renderer]:
     """Register the renderer of a model route (the path without its query)."""
 
     def register(renderer: Renderer) -> Renderer:
         ROUTES[path] = renderer
+        return renderer
+
+    return register
+
+
+def listing(path: str) -> Callable[[Callable[[ModelServer], Rendered]], Callable[[ModelServer], Rendered]]:
+    """Register a read-only route, which takes no scripted answer."""
+
+    def register(renderer: Callable[[ModelServer], Rendered]) -> Callable[[ModelServer], Rendered]:
+        LISTINGS[path] = renderer
         return renderer
 
     return register
@@ -144,6 +161,14 @@ def responses_api(answer: Reply | ToolCall, request: RecordedRequest, server: Mo
     ])
 
 
+def closed_port_url() -> str:
+    """A loopback base URL (``.../v1``) on which nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"  # free again once the socket is closed
+
+
 # --- the server ----------------------------------------------------------------------
 
 
@@ -151,8 +176,11 @@ class ModelServer:
     """``with ModelServer() as server: server.script(...)``; ``server.url``
     is ``http://127.0.0.1:PORT`` (append ``/v1`` for a base URL)."""
 
-    def __init__(self, *, default: Answer | None = None) -> None:
+    def __init__(self, *, default: Answer | None = None, api_key: str | None = None,
+                 models: tuple[str, ...] = ("llama-test",)) -> None:
         self.default = default
+        self.api_key = api_key
+        self.models = models
         self.requests: list[RecordedRequest] = []
         self._answers: deque[Answer] = deque()
         self._lock = threading.Lock()
@@ -191,10 +219,16 @@ class ModelServer:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         self.close()
 
+    def authorized(self, request: RecordedRequest) -> bool:
+        if self.api_key is None:
+            return True
+        given = {request.headers.get("authorization", ""), request.headers.get("x-api-key", "")}
+        return f"Bearer {self.api_key}" in given or self.api_key in given
+
     def _take(self, request: RecordedRequest) -> Answer | None:
         with self._lock:
             self.requests.append(request)
-            if request.path.partition("?")[0] not in ROUTES:
+            if request.path.partition("?")[0] not in ROUTES or not self.authorized(request):
                 return None
             return self._answers.popleft() if self._answers else self.default
 
@@ -219,8 +253,14 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
                 body=self.rfile.read(length) if length else b"",
             )
             answer = server._take(request)
-            renderer = ROUTES.get(self.path.partition("?")[0])
-            if renderer is None:
+            path = self.path.partition("?")[0]
+            renderer = ROUTES.get(path)
+            if not server.authorized(request):
+                body = orjson.dumps({"error": {"message": "invalid api key", "type": "authentication_error"}})
+                self._send(401, "application/json", body)
+            elif path in LISTINGS:
+                self._send(200, *LISTINGS[path](server))
+            elif renderer is None:
                 self._send(404, "application/json", orjson.dumps({"error": {"message": f"no route {self.path}"}}))
             elif answer is None:
                 self._send(500, "application/json", orjson.dumps({"error": {"message": "no scripted answer left"}}))
@@ -256,6 +296,6 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
 
 __all__ = [
-    "ROUTES", "Answer", "Malformed", "ModelServer", "RecordedRequest", "Rendered", "Renderer", "Reply", "Stall",
-    "Status", "Tokens", "ToolCall", "route", "sse",
+    "LISTINGS", "ROUTES", "Answer", "Malformed", "ModelServer", "RecordedRequest", "Rendered", "Renderer", "Reply",
+    "Stall", "Status", "Tokens", "ToolCall", "closed_port_url", "listing", "route", "sse",
 ]

@@ -15,7 +15,7 @@ HEADINGS = (
     "4. Chat end to end: events/s and send latency vs JSON files",
     "5. CLI start-up: time until a command reaches the daemon",
     "6. Memory: remember, forget, startup context and recall vs one JSON list",
-    "7. Runtime adapter overhead: the codex adapter vs the same CLI called directly",
+    "7. Runtime adapter overhead: each adapter vs the same call made directly",
     "8. Telegram channel: events/s and latency per event beside the local channel",
     "9. Task queue: LMDB TaskQueue vs one JSON file rewritten per change",
     "10. Task workers: trivial tasks completed per minute",

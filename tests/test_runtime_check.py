@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import model_anthropic  # noqa: F401  (registers /v1/messages)
+import model_chat  # noqa: F401  (registers /v1/chat/completions and /v1/models)
 import orjson
 import pytest
 from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
-from model_server import ModelServer, Reply, Status
+from model_server import ModelServer, Reply, Status, closed_port_url
 
 from conftest import real_cli, run_cli
 
@@ -77,3 +79,91 @@ def test_a_probe_refused_by_the_model_says_auth(tmp_path: Path, server: ModelSer
     report = check(tmp_path, "--probe", env=codex_vars, code=1)
     assert report["probe"]["ok"] is False and report["probe"]["kind"] == "auth"
     assert os.path.exists(codex_vars["ENACT_CODEX_BIN"])
+
+
+REPORT_KEYS = {"adapter", "source", "found", "version", "problems", "notes", "ok"}
+
+
+def openai_vars(base_url: str, **extra: str) -> dict[str, str]:
+    return {"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": base_url, **extra}
+
+
+def test_openai_endpoint_up_lists_its_models_and_a_probe_answers(tmp_path: Path, server: ModelServer) -> None:
+    server.script(Reply("ready"))
+    report = check(tmp_path, "--probe", env=openai_vars(f"{server.url}/v1", ENACT_OPENAI_MODEL="llama-test"))
+    assert set(report) == REPORT_KEYS | {"probe"}
+    assert (report["adapter"], report["found"], report["problems"], report["ok"]) == (
+        "openai", f"{server.url}/v1", [], True)
+    assert report["notes"] == ["models offered: llama-test"]
+    assert report["probe"]["ok"] is True and report["probe"]["reply"] == "ready"
+    assert [r.path for r in server.requests] == ["/v1/models", "/v1/chat/completions"]
+    assert server.model_requests()[0].json()["model"] == "llama-test"
+
+
+def test_openai_endpoint_down_says_to_start_it_or_set_the_base_url(tmp_path: Path) -> None:
+    base = closed_port_url()
+    report = check(tmp_path, "--probe", env=openai_vars(base, ENACT_OPENAI_MODEL="llama-test"), code=1)
+    assert set(report) == REPORT_KEYS and report["found"] == "" and report["ok"] is False
+    [problem] = report["problems"]
+    assert problem.startswith(f"cannot reach {base}: ") and "ENACT_OPENAI_BASE_URL" in problem
+    unset = check(tmp_path, env=openai_vars(base), code=1)
+    assert unset["problems"][1:] == ["no model is set: set ENACT_OPENAI_MODEL (runtime.openai.model), e.g. llama3.2"]
+
+
+def test_openai_refusing_the_key_names_the_key_variable(tmp_path: Path) -> None:
+    with ModelServer(api_key="the-right-key") as guarded:
+        base = f"{guarded.url}/v1"
+        wrong = check(tmp_path, env=openai_vars(base, ENACT_OPENAI_MODEL="m", ENACT_OPENAI_API_KEY="wrong"), code=1)
+        missing = check(tmp_path, env=openai_vars(base, ENACT_OPENAI_MODEL="m"), code=1)
+        right = check(tmp_path, env=openai_vars(base, ENACT_OPENAI_MODEL="llama-test",
+                                                ENACT_OPENAI_API_KEY="the-right-key"))
+        assert guarded.requests[0].headers["authorization"] == "Bearer wrong"
+    assert wrong["problems"] == [f"{base} refused the key (401: invalid api key); "
+                                 "set ENACT_OPENAI_API_KEY to a key it accepts"]
+    assert missing["problems"] == [f"{base} refused a call without a key (401: invalid api key); "
+                                   "it needs a key: set ENACT_OPENAI_API_KEY"]
+    assert right["ok"] is True
+
+
+def test_openai_without_a_model_says_which_variable_to_set(tmp_path: Path, server: ModelServer) -> None:
+    report = check(tmp_path, "--probe", env=openai_vars(f"{server.url}/v1"), code=1)
+    assert report["problems"] == ["no model is set: set ENACT_OPENAI_MODEL (runtime.openai.model), e.g. llama-test"]
+    assert "probe" not in report and server.model_requests() == []
+    text = run_cli(tmp_path, "runtime", "check", env=openai_vars(f"{server.url}/v1"))
+    assert text.returncode == 1 and "missing  no model is set: set ENACT_OPENAI_MODEL" in text.stdout
+
+
+def claude_vars(tmp_path: Path, server: ModelServer, *, key: str = "sk-ant-test") -> dict[str, str]:
+    home = tmp_path / "claude-home"
+    home.mkdir(exist_ok=True)
+    return {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"), "HOME": str(home),
+            "CLAUDE_CONFIG_DIR": str(home / ".claude"), "ANTHROPIC_BASE_URL": server.url,
+            "ANTHROPIC_API_KEY": key, "ANTHROPIC_AUTH_TOKEN": "", "CLAUDE_CODE_OAUTH_TOKEN": "",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+
+
+def test_claude_found_with_its_version_login_and_a_probe_that_answers(tmp_path: Path, server: ModelServer) -> None:
+    server.script(Reply("ready"))
+    env = claude_vars(tmp_path, server)
+    report = check(tmp_path / "enact", "--probe", env=env)
+    assert set(report) == REPORT_KEYS | {"probe"}
+    assert (report["found"], report["version"], report["problems"]) == (
+        env["ENACT_CLAUDE_BIN"], "2.1.328 (Claude Code)", [])
+    assert report["notes"] == ["login: api_key from ANTHROPIC_API_KEY"]
+    assert report["probe"]["ok"] is True and report["probe"]["reply"] == "ready"
+    assert "connectivity check" in server.model_requests()[-1].body.decode()
+
+
+def test_claude_without_a_login_or_key_says_how_to_log_in(tmp_path: Path, server: ModelServer) -> None:
+    report = check(tmp_path / "enact", env=claude_vars(tmp_path, server, key=""), code=1)
+    assert report["version"] == "2.1.328 (Claude Code)"
+    assert report["problems"] == ["Claude Code is not logged in and has no key: run `claude auth login`, "
+                                  "or set ANTHROPIC_API_KEY in the daemon's environment"]
+    assert server.requests == []  # the login is read from local state, not asked of the model
+
+
+def test_an_explicit_claude_path_that_does_not_exist_is_the_problem(tmp_path: Path) -> None:
+    env = {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": "/nowhere/claude"}
+    report = check(tmp_path, "--probe", env=env, code=1)
+    assert set(report) == REPORT_KEYS and report["found"] == ""
+    assert report["problems"] == ["ENACT_CLAUDE_BIN: /nowhere/claude is not an executable file; fix it or unset it"]

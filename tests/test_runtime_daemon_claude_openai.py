@@ -12,7 +12,9 @@ import model_anthropic  # noqa: F401  (registers /v1/messages)
 import model_chat  # noqa: F401  (registers /v1/chat/completions)
 import orjson
 import pytest
-from model_server import ModelServer, Reply
+from model_server import ModelServer, Reply, closed_port_url
+
+from enact.runtime.advice import LOGIN_HINTS, UNAVAILABLE_HINTS
 
 from conftest import Daemon, DaemonFactory, real_cli
 
@@ -90,4 +92,30 @@ def test_openai_refusing_the_key_tells_the_owner_what_to_set(daemons: DaemonFact
                                 "ENACT_OPENAI_MODEL": "llama-test"})
     server.script(Status(401, "invalid api key"))
     reply = send(daemon, "hello")["reply"]
-    assert "invalid api key" in reply and "ENACT_OPENAI_API_KEY" in reply
+    assert "invalid api key" in reply and f"To fix it, {LOGIN_HINTS['openai']}" in reply
+
+
+def test_openai_endpoint_down_tells_the_owner_to_start_it(daemons: DaemonFactory) -> None:
+    daemon = daemons.start(env={"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": closed_port_url(),
+                                "ENACT_OPENAI_MODEL": "llama-test"})
+    reply = send(daemon, "hello")["reply"]
+    assert "is not available (cannot reach" in reply and f"To fix it, {UNAVAILABLE_HINTS['openai']}" in reply
+
+
+def test_claude_refused_by_its_model_tells_the_owner_how_to_log_in(daemons: DaemonFactory, tmp_path: Path,
+                                                                   server: ModelServer) -> None:
+    from model_server import Status
+
+    server.default = Status(401, "invalid x-api-key")
+    daemon = daemons.start(env=claude_env(tmp_path, server))
+    reply = send(daemon, "hello")["reply"]
+    assert "was refused by its model" in reply and f"To fix it, {LOGIN_HINTS['claude']}" in reply
+    assert "claude auth login" in LOGIN_HINTS["claude"] and "ANTHROPIC_API_KEY" in LOGIN_HINTS["claude"]
+
+
+def test_claude_unable_to_reach_its_api_tells_the_owner_what_to_check(daemons: DaemonFactory, tmp_path: Path,
+                                                                      server: ModelServer) -> None:
+    env = {**claude_env(tmp_path, server), "ANTHROPIC_BASE_URL": closed_port_url().removesuffix("/v1")}
+    daemon = daemons.start(env=env)
+    reply = send(daemon, "hello")["reply"]
+    assert "is not available" in reply and f"To fix it, {UNAVAILABLE_HINTS['claude']}" in reply

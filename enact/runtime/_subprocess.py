@@ -50,11 +50,14 @@ def run_command(
     env: Mapping[str, str] | None,
     timeout_s: float,
     cancel: CancellationToken,
+    tty_out: bool = True,
 ) -> CommandOutput:
     """Run ``argv`` to its end and return what it printed, whatever its exit
     code. Raises RuntimeUnavailable when the program is not found,
     RuntimeTimeout after ``timeout_s``, RuntimeCancelled when ``cancel``
-    fires; in those two cases the group is terminated (see the module doc)."""
+    fires; in those two cases the group is terminated (see the module doc).
+    ``tty_out=False`` gives the command a pipe for its output instead of a
+    terminal, for a program that decorates what it prints to a terminal."""
     if cancel.cancelled:
         raise RuntimeCancelled(cancel.reason)
     try:
@@ -72,6 +75,7 @@ def run_command(
             _bg=True,
             _bg_exc=False,
             _new_session=True,
+            _tty_out=tty_out,
             _preexec_fn=_die_with_parent(os.getpid()),
             _done=lambda *_: wake.set(),
         )

@@ -11,7 +11,8 @@ retries for minutes by default, so its retries are bounded
 (``CLAUDE_CODE_MAX_RETRIES=1``: it exits 1 after about 4 s with
 ``api_error_status: 401``) and enact retries by its own policy. Without a key
 it answers ``is_error`` with "Not logged in"; an unreachable server gives
-"Can't reach the API server" and no status; a resume of an unknown session
+"Can't reach the API server" or "Connection refused … (ECONNREFUSED)" and
+no status; a resume of an unknown session
 exits 1 with an empty stdout and "No conversation found with session ID" on
 stderr.
 """
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from enact.components import ComponentError, RuntimeComponent
+from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Config, Setting
 from enact.runtime import (
     RuntimeAuthFailed,
@@ -55,6 +56,15 @@ _SANDBOX_FLAGS: dict[str, tuple[str, ...]] = {
     "workspace-write": ("--permission-mode", "acceptEdits", "--allowedTools", *EDIT_TOOLS),
     "full-access": ("--permission-mode", "bypassPermissions"),
 }
+
+INSTALL_HINT = "install it (npm install -g @anthropic-ai/claude-code) or set ENACT_CLAUDE_BIN to its path"
+
+CHECK_TIMEOUT_S = 15.0
+"""``claude --version`` and ``claude auth status`` read local files only (about 0.6 s)."""
+
+_UNREACHABLE = ("can't reach the api server", "econnrefused", "enotfound", "connection refused")
+"""How Claude Code says its API cannot be reached (2.1.328: "API Error: Connection
+refused … (ECONNREFUSED)" for a closed port), which is ``unavailable``."""
 
 _MESSAGE_LIMIT = 300
 
@@ -120,10 +130,10 @@ def classify(document: dict[str, Any], usage: Usage) -> RuntimeFailure:
     message = f"claude: {_clip(str(text)) or 'failed'} ({detail})"
     lowered = str(text).lower()
     if status in (401, 403) or "not logged in" in lowered or "invalid api key" in lowered:
-        return RuntimeAuthFailed(f"{message}; set ANTHROPIC_API_KEY or run `claude /login`", usage=usage)
+        return RuntimeAuthFailed(f"{message}; set ANTHROPIC_API_KEY or run `claude auth login`", usage=usage)
     if status == 429:
         return RuntimeRateLimited(message, usage=usage)
-    if status is None and "can't reach the api server" in lowered:
+    if status is None and any(words in lowered for words in _UNREACHABLE):
         return RuntimeUnavailable(message, usage=usage)
     return RuntimeFailure(message, usage=usage)
 
@@ -200,13 +210,45 @@ def find_executable(settings: Config) -> str:
         path = Path(named).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
             source = settings.sources["runtime.claude.executable"]
-            raise ComponentError(f"runtime.claude.executable ({source}): {named} is not an executable file")
+            where = "ENACT_CLAUDE_BIN" if source == "environment" else f"runtime.claude.executable ({source})"
+            raise ComponentError(f"{where}: {named} is not an executable file; fix it or unset it")
         return str(path)
     found = shutil.which("claude")
     if found is None:
-        raise ComponentError("the claude CLI is not on PATH: install it (npm install -g @anthropic-ai/claude-code) "
-                             "or set ENACT_CLAUDE_BIN")
+        raise ComponentError(f"the claude CLI is not on PATH: {INSTALL_HINT}")
     return found
+
+
+def login_state(executable: str) -> tuple[bool | None, str]:
+    """``claude auth status --json``, which reads only local state: whether
+    Claude Code has a login or a key (None when it cannot tell), and how.
+    Its output must be a pipe: on a terminal it prints its JSON with cursor moves."""
+    from enact.cancellation import CancellationToken
+
+    try:
+        output = run_command([executable, "auth", "status", "--json"], stdin_text="", cwd=None, env=None,
+                             timeout_s=CHECK_TIMEOUT_S, cancel=CancellationToken(), tty_out=False)
+        document = orjson.loads(output.stdout)
+    except (RuntimeFailure, orjson.JSONDecodeError) as error:
+        return None, f"`claude auth status` did not say: {_clip(str(error))}"
+    if not isinstance(document, dict) or not isinstance(document.get("loggedIn"), bool):
+        return None, f"`claude auth status` did not say: {_clip(output.stdout) or 'no output'}"
+    how = str(document.get("authMethod", ""))
+    source = document.get("apiKeySource")
+    return document["loggedIn"], f"{how} from {source}" if isinstance(source, str) else how
+
+
+def version_of(executable: str) -> str:
+    """``claude --version`` (``2.1.328 (Claude Code)``); raises RuntimeFailure."""
+    from enact.cancellation import CancellationToken
+
+    output = run_command([executable, "--version"], stdin_text="", cwd=None, env=None,
+                         timeout_s=CHECK_TIMEOUT_S, cancel=CancellationToken())
+    version = output.stdout.strip()
+    if output.exit_code != 0 or not version:
+        raise RuntimeFailure(f"{executable} --version exited with {output.exit_code}: "
+                             f"{_clip(output.stderr) or 'no output'}")
+    return version
 
 
 class ClaudeRuntimeComponent(RuntimeComponent):
@@ -227,3 +269,19 @@ class ClaudeRuntimeComponent(RuntimeComponent):
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ClaudeRuntime:
         return ClaudeRuntime(find_executable(settings), model=settings["runtime.claude.model"],
                              conversation_dir=settings.home / "claude")
+
+    def check(self, settings: Config) -> RuntimeCheck:
+        try:
+            found = find_executable(settings)
+            version = version_of(found)
+        except ComponentError as error:
+            return RuntimeCheck(problems=(str(error),))
+        except RuntimeFailure as error:
+            return RuntimeCheck(found=found, problems=(f"{error}; reinstall it ({INSTALL_HINT})",))
+        logged_in, how = login_state(found)
+        if logged_in is False:
+            return RuntimeCheck(found=found, version=version, problems=(
+                "Claude Code is not logged in and has no key: run `claude auth login`, or set ANTHROPIC_API_KEY "
+                "in the daemon's environment",))
+        notes = (f"login: {how}",) if logged_in else (f"login unknown: {how}; --probe tells",)
+        return RuntimeCheck(found=found, version=version, notes=notes)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from enact.components import ComponentError, RuntimeComponent
+from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Check, Config, Setting, at_least
 from enact.retry import Backoff
 from enact.runtime import (
@@ -52,6 +52,9 @@ DEFAULT_BASE_URL = "http://127.0.0.1:11434/v1"
 
 RETRIES = Backoff(first_s=0.5, factor=2.0, max_s=8.0, attempts=3)
 """Connection errors, 429 and 5xx are retried: three attempts in all."""
+
+CHECK_TIMEOUT_S = 5.0
+"""How long ``enact runtime check`` waits for the endpoint's model list."""
 
 _MESSAGE_LIMIT = 300
 
@@ -276,6 +279,65 @@ def _describe(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
+def list_models(base_url: str, *, api_key: str, timeout_s: float = CHECK_TIMEOUT_S) -> tuple[int, bytes]:
+    """``GET {base_url}/models`` (with the key if there is one): the status
+    and body. Raises OSError or HTTPException when the endpoint cannot be reached."""
+    url = urllib.parse.urlsplit(base_url.rstrip("/"))
+    connection_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
+    connection = connection_type(url.hostname or "", url.port, timeout=timeout_s)
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    try:
+        connection.request("GET", f"{url.path}/models", headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def model_names(body: bytes) -> list[str]:
+    """The ids of a ``/models`` listing (OpenAI's ``{"data": [{"id": ...}]}``)."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return []
+    listed = document.get("data") if isinstance(document, dict) else None
+    return [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)] \
+        if isinstance(listed, list) else []
+
+
+def check_endpoint(base_url: str, *, api_key: str, model: str) -> RuntimeCheck:
+    """What ``enact runtime check`` says of an endpoint: reachable, the key
+    taken, a model named (and offered, when the endpoint lists its models).
+    Every problem found is listed, so one run tells all that is missing."""
+    unset = () if model else (_model_unset("llama3.2"),)
+    try:
+        status, body = list_models(base_url, api_key=api_key)
+    except (OSError, http.client.HTTPException) as error:
+        return RuntimeCheck(problems=(
+            f"cannot reach {base_url}: {_describe(error)}; start the server (`ollama serve` for a local Ollama) "
+            "or set ENACT_OPENAI_BASE_URL to one that answers", *unset))
+    if status in (401, 403):
+        fix = ("set ENACT_OPENAI_API_KEY to a key it accepts" if api_key
+               else "it needs a key: set ENACT_OPENAI_API_KEY")
+        what = "refused the key" if api_key else "refused a call without a key"
+        return RuntimeCheck(found=base_url, problems=(
+            f"{base_url} {what} ({status}: {error_message(body)}); {fix}", *unset))
+    names = model_names(body) if status == 200 else []
+    notes = [f"models offered: {', '.join(names[:10])}{' …' if len(names) > 10 else ''}"] if names else []
+    if status != 200:
+        notes.append(f"GET {base_url}/models answered {status}; some endpoints list no models, --probe tells")
+    if model and names and model not in names:
+        notes.append(f"{model} is not among the models the endpoint lists")
+    problems = (_model_unset(names[0]),) if unset and names else unset
+    return RuntimeCheck(found=base_url, problems=problems, notes=tuple(notes))
+
+
+def _model_unset(example: str) -> str:
+    return f"no model is set: set ENACT_OPENAI_MODEL (runtime.openai.model), e.g. {example}"
+
+
 def _is_http_url(value: str) -> bool:
     parsed = urllib.parse.urlsplit(value)
     return parsed.scheme in ("http", "https") and bool(parsed.hostname)
@@ -311,3 +373,7 @@ class OpenAIRuntimeComponent(RuntimeComponent):
             api_key=settings["runtime.openai.api_key"],
             history_chars=settings["runtime.openai.history_chars"],
         )
+
+    def check(self, settings: Config) -> RuntimeCheck:
+        return check_endpoint(settings["runtime.openai.base_url"], api_key=settings["runtime.openai.api_key"],
+                              model=settings["runtime.openai.model"])
