@@ -265,3 +265,17 @@ def test_runtime_failures_are_classified_for_the_queue(daemons: DaemonFactory, t
     shown = show(daemon, task_id)
     assert shown["state"] == state and "the model is away" in shown["summary"]
     assert (daemon.home / "worktrees" / f"task-{task_id}").is_dir()
+
+
+def test_status_lists_every_worker_idle_or_with_the_task_it_holds(daemons: DaemonFactory, tmp_path: Path) -> None:
+    slow = 'match = "take your time"\nrun = ["sleep", "30"]\nreply = "done"'
+    daemon = start(daemons, rules(slow))
+    wait_for(lambda: "worker:0 idle, worker:1 idle" in daemon.cli("status").stdout, timeout=30)
+    task_id = add(daemon, make_repo(tmp_path / "repo"), "take your time")
+    wait_for(lambda: show(daemon, task_id)["phase"] == "model", timeout=30)
+    workers = daemon.cli_json("status", "--json")["workers"]
+    assert sorted(w["task"] is None for w in workers) == [False, True]
+    busy = next(w for w in workers if w["task"] is not None)
+    assert busy["task"] == task_id and busy["progress"].startswith("model")
+    assert f"{busy['name']} on task {task_id} (model" in daemon.cli("status").stdout
+    daemon.cli("task", "cancel", str(task_id))

@@ -28,8 +28,9 @@ def status(home: Path | None, as_json: bool) -> None:
     report = expect(request(where, message), StatusReport, message)
     # The queue knows which worker holds which task (its leases).
     leases = expect(request(where, Leases()), LeaseTable, Leases())
+    workers = _workers(report, leases)
     if as_json:
-        print_json({**to_wire(report)["body"], "tasks": to_wire(leases)["body"]})
+        print_json({**to_wire(report)["body"], "tasks": to_wire(leases)["body"], "workers": workers})
         return
     click.echo(f"enact {report.version}  pid {report.pid}  generation {report.generation}  up {report.uptime_s:.0f} s")
     click.echo(f"home     {report.home}")
@@ -50,9 +51,29 @@ def status(home: Path | None, as_json: bool) -> None:
         refused = f", {channel.delivery_failures} replies refused" if channel.delivery_failures else ""
         error = f"; last error: {channel.last_error}" if channel.last_error else ""
         click.echo(f"channel  {channel.name}: {channel.state}{refused}{error}")
-    held = ", ".join(f"{lease.worker_id} on task {lease.task_id}" + (f" ({lease.progress})" if lease.progress else "")
-                     for lease in leases.leases)
-    click.echo(f"workers  {held or 'idle: no task held'}; {leases.queued} task(s) queued")
+    shown = ", ".join(
+        f"{worker['name']} idle" if worker["task"] is None
+        else f"{worker['name']} on task {worker['task']}" + (f" ({worker['progress']})" if worker["progress"] else "")
+        for worker in workers
+    )
+    click.echo(f"workers  {shown or 'none (daemon.workers = 0)'}; {leases.queued} task(s) queued")
+
+
+def _workers(report: Any, leases: Any) -> list[dict[str, Any]]:
+    """Each worker of the pool, idle or with the task it holds; a lease held
+    by a worker that is not running (a worker of the daemon this one
+    replaced, until the lease expires) is listed under its own id."""
+    running = sorted((a.name for a in report.actors if a.name.startswith("worker:")),
+                     key=lambda name: (len(name), name))
+    held = {}
+    for lease in leases.leases:
+        name = lease.worker_id.partition("@")[0]
+        held[name if name in running and name not in held else lease.worker_id] = lease
+    return [
+        {"name": name, "task": held[name].task_id if name in held else None,
+         "progress": held[name].progress if name in held else ""}
+        for name in [*running, *(name for name in held if name not in running)]
+    ]
 
 
 def _request_types() -> list[dict[str, Any]]:
