@@ -65,7 +65,8 @@ def test_a_fact_in_the_old_document_form_is_still_read_and_rewritten_compact(sto
     (b'"just text"', "neither a fact row nor a fact document"),
     (b'[2,"f-00000001","text"]', "not a fact record of form 2"),
     (encode_fact(_fact("f-00000001")).replace(b'"preference"', b'"hobby"'), "not a fact record of form 2"),
-    (encode_fact(_fact("f-00000001")).replace(b'"drinks"', b"7"), "not a fact record of form 2"),
+    (encode_fact(_fact("f-00000001")).replace(b'["drinks","home"]', b'"drinks"'), "not a fact record of form 2"),
+    (b'[2,"f-00000001"],[2,"f-00000002"]', "not valid JSON"),
     (b"[2,", "not valid JSON"),
 ])
 def test_a_record_this_code_cannot_read_is_refused_naming_its_key(store: Store, raw: bytes, says: str) -> None:

@@ -25,7 +25,7 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
 from enact.memory.admission import TRUNCATION_MARK, Candidate, Refusal, admit, merged, new_fact
-from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords
+from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
@@ -77,6 +77,12 @@ class _CommitIndex:
     """Told to itself: commit the index work gathered since the last commit."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Warm:
+    """Told to itself at start: make the fact book's lookups (by text, by
+    tag, the startup ranking) once the daemon is up, not before it answers."""
+
+
 def tombstone(fact_id: str) -> str:
     return f"[forgotten memory {fact_id}]"
 
@@ -101,8 +107,8 @@ class MemoryActor(EnactActor):
     # -- life cycle ---------------------------------------------------------
 
     def on_start(self) -> None:
-        facts, change = self._store.read(self._records.load)
-        self._book = FactBook(facts)
+        self._book, change = load_book(self._store, self._records)
+        self.actor_ref.tell(_Warm())
         self._briefing.set_private(self._store.read(self._identity.get))
         self._change = self._durable = change
         (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
@@ -158,6 +164,9 @@ class MemoryActor(EnactActor):
                 return self._install_identity(message)
             case ClearIdentity():
                 return self._clear_identity(message)
+            case _Warm():
+                self._book.warm()
+                return None
             case _CommitIndex():
                 self._commit_due = False
                 self._commit_index()

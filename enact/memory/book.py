@@ -17,10 +17,12 @@ Databases (keys):
 
 from __future__ import annotations
 
+import gc
 import secrets
 import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import lmdb
@@ -47,6 +49,27 @@ _SHOWN_MATCHES = 5
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChangeCounter:
     change: int
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Loading makes a few hundred thousand objects that all live on; the
+    cyclic collector would walk the growing heap again and again meanwhile
+    (most of the cost of a load at 100,000 facts)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def load_book(store: Store, records: FactRecords) -> tuple[FactBook, int]:
+    """Every fact from LMDB into a book, and the change counter they are at."""
+    with collector_paused():
+        facts, change = store.read(records.load)
+        return FactBook(facts), change
 
 
 class FactRecords:
@@ -95,13 +118,40 @@ class FactBook:
 
     def __init__(self, facts: Iterable[Fact] = ()) -> None:
         self._by_id: dict[str, Fact] = {fact.id: fact for fact in facts}
-        self._by_key: dict[str, str] = {merge_key(fact.text): fact.id for fact in self._by_id.values()}
-        self._by_tag: dict[str, set[str]] = {}
-        for fact in self._by_id.values():
-            for tag in fact.tags:
-                self._by_tag.setdefault(tag, set()).add(fact.id)
         self.states: Counter[FactState] = Counter(fact.state for fact in self._by_id.values())
-        self.ranking = StartupRanking(self._by_id.values())
+        # Made when first asked for (a daemon starts without waiting for
+        # them; ``warm`` makes them all), then kept through every change.
+        self._by_key: dict[str, str] | None = None
+        self._by_tag: dict[str, set[str]] | None = None
+        self._ranking: StartupRanking | None = None
+
+    def warm(self) -> None:
+        """Make every lookup now, rather than on the first question."""
+        with collector_paused():
+            _ = self.keys, self.by_tag, self.ranking
+
+    @property
+    def keys(self) -> dict[str, str]:
+        """Merge key → the id of the fact with that text."""
+        if self._by_key is None:
+            self._by_key = {merge_key(fact.text): fact.id for fact in self._by_id.values()}
+        return self._by_key
+
+    @property
+    def ranking(self) -> StartupRanking:
+        if self._ranking is None:
+            self._ranking = StartupRanking(self._by_id.values())
+        return self._ranking
+
+    @property
+    def by_tag(self) -> dict[str, set[str]]:
+        """Tag → the ids of the facts carrying it."""
+        if self._by_tag is None:
+            self._by_tag = {}
+            for fact in self._by_id.values():
+                for tag in fact.tags:
+                    self._by_tag.setdefault(tag, set()).add(fact.id)
+        return self._by_tag
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -113,29 +163,35 @@ class FactBook:
         return self._by_id.get(fact_id)
 
     def by_key(self, key: str) -> Fact | None:
-        fact_id = self._by_key.get(key)
+        fact_id = self.keys.get(key)
         return None if fact_id is None else self._by_id[fact_id]
 
     def put(self, fact: Fact) -> None:
         self.remove(fact.id)
         self._by_id[fact.id] = fact
-        self._by_key[merge_key(fact.text)] = fact.id
-        for tag in fact.tags:
-            self._by_tag.setdefault(tag, set()).add(fact.id)
         self.states[fact.state] += 1
-        self.ranking.add(fact)
+        if self._by_key is not None:
+            self._by_key[merge_key(fact.text)] = fact.id
+        if self._by_tag is not None:
+            for tag in fact.tags:
+                self._by_tag.setdefault(tag, set()).add(fact.id)
+        if self._ranking is not None:
+            self._ranking.add(fact)
 
     def remove(self, fact_id: str) -> Fact | None:
         fact = self._by_id.pop(fact_id, None)
         if fact is not None:
-            self._by_key.pop(merge_key(fact.text), None)
-            for tag in fact.tags:
-                tagged = self._by_tag[tag]
-                tagged.discard(fact_id)
-                if not tagged:
-                    del self._by_tag[tag]
             self.states[fact.state] -= 1
-            self.ranking.remove(fact_id)
+            if self._by_key is not None:
+                self._by_key.pop(merge_key(fact.text), None)
+            if self._by_tag is not None:
+                for tag in fact.tags:
+                    tagged = self._by_tag[tag]
+                    tagged.discard(fact_id)
+                    if not tagged:
+                        del self._by_tag[tag]
+            if self._ranking is not None:
+                self._ranking.remove(fact_id)
         return fact
 
     def new_id(self) -> str:
@@ -160,8 +216,8 @@ class FactBook:
             return same
         # A substring may fall anywhere in a word, so it is looked for in
         # every stored merge key (no key is recomputed); a tag is looked up.
-        matching = {fact_id for key, fact_id in self._by_key.items() if wanted in key}
-        matching |= self._by_tag.get(slug(selector), set())
+        matching = {fact_id for key, fact_id in self.keys.items() if wanted in key}
+        matching |= self.by_tag.get(slug(selector), set())
         if not matching:
             return "refused: no fact matches; `enact memory list` shows them"
         if len(matching) == 1:
@@ -173,7 +229,7 @@ class FactBook:
 
     def listing(self, *, tag: str, origin: str, pending: bool) -> list[Fact]:
         """Most recently updated first."""
-        candidates = (self._by_id[fact_id] for fact_id in self._by_tag.get(tag, ())) if tag else self._by_id.values()
+        candidates = (self._by_id[fact_id] for fact_id in self.by_tag.get(tag, ())) if tag else self._by_id.values()
         facts = [
             fact for fact in candidates
             if (not tag or tag in fact.tags) and (not origin or fact.origin == origin)

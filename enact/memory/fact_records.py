@@ -24,6 +24,7 @@ from enact.storage import CorruptRecord, decode_record
 FORM = 2
 _OLD_FORM = 1
 _VERSION_KEY = "v"
+_CHUNK = 4096
 _TYPES = {member.value: member for member in FactType}
 _SCOPES = {member.value: member for member in Scope}
 _CONFIDENCES = {member.value: member for member in Confidence}
@@ -48,18 +49,25 @@ def decode_fact(raw: bytes | memoryview, *, database: str, key: bytes) -> Fact:
 
 
 def decode_facts(rows: Iterable[tuple[bytes | memoryview, bytes | memoryview]], *, database: str) -> list[Fact]:
-    """Every row at once: one JSON parse for all of them (the per-row parse
-    names the key of a row that does not parse)."""
+    """The rows a chunk at a time, each chunk one JSON parse (a row that
+    does not parse is then found, and named, by parsing each alone)."""
     keys: list[bytes] = []
     raws: list[bytes | memoryview] = []
     for key, raw in rows:
         keys.append(bytes(key))
         raws.append(raw)
-    try:
-        parsed = orjson.loads(b"[" + b",".join(raws) + b"]")
-    except orjson.JSONDecodeError:
-        return [decode_fact(raw, database=database, key=key) for key, raw in zip(keys, raws, strict=True)]
-    return [_fact(row, database=database, key=key) for key, row in zip(keys, parsed, strict=True)]
+    facts: list[Fact] = []
+    for start in range(0, len(raws), _CHUNK):
+        chunk, chunk_keys = raws[start:start + _CHUNK], keys[start:start + _CHUNK]
+        try:
+            parsed = orjson.loads(b"[" + b",".join(chunk) + b"]")
+        except orjson.JSONDecodeError:
+            parsed = None
+        if parsed is None or len(parsed) != len(chunk):  # a damaged row: found and named one by one
+            facts += [decode_fact(raw, database=database, key=key) for key, raw in zip(chunk_keys, chunk, strict=True)]
+        else:
+            facts += [_fact(row, database=database, key=key) for key, row in zip(chunk_keys, parsed, strict=True)]
+    return facts
 
 
 def _fact(row: Any, *, database: str, key: bytes) -> Fact:
@@ -80,17 +88,30 @@ def _fact(row: Any, *, database: str, key: bytes) -> Fact:
     raise CorruptRecord(database, key, "neither a fact row nor a fact document")
 
 
+_ROW_FIELDS = ("id", "text", "type", "scope", "subject", "confidence", "sensitivity", "tags", "refs", "origin",
+               "state", "created_at", "updated_at")
+if tuple(Fact.__dataclass_fields__) != _ROW_FIELDS:
+    raise RuntimeError("enact.memory.fact_records: Fact's fields changed; give the row a new form")
+_ROW_LENGTH = 1 + len(_ROW_FIELDS)
+# Each field set through its slot: the same object ``Fact(...)`` makes (there
+# is no __post_init__), without the frozen __init__'s cost per field, which
+# is most of the start of a memory of 100,000 facts.
+_SETTERS = tuple(getattr(Fact, name).__set__ for name in _ROW_FIELDS)
+_new = object.__new__
+
+
 def _from_row(row: list[Any]) -> Fact:
+    if len(row) != _ROW_LENGTH:
+        raise ValueError(f"{len(row)} items, not {_ROW_LENGTH}")
     (_, fact_id, text, type_, scope, subject, confidence, sensitivity, tags, refs, origin, state, created_at,
      updated_at) = row
-    for value in (fact_id, text, subject, origin, *tags, *refs):
-        if not isinstance(value, str):
-            raise TypeError(f"{value!r} is not a string")
-    if isinstance(created_at, bool) or isinstance(updated_at, bool):
-        raise TypeError("a time is not a number")
-    return Fact(
-        id=fact_id, text=text, type=_TYPES[type_], scope=_SCOPES[scope], subject=subject,
-        confidence=_CONFIDENCES[confidence], sensitivity=_SENSITIVITIES[sensitivity], tags=tuple(tags),
-        refs=tuple(refs), origin=origin, state=_STATES[state], created_at=float(created_at),
-        updated_at=float(updated_at),
-    )
+    if not (type(fact_id) is str and type(text) is str and type(subject) is str and type(origin) is str
+            and type(tags) is list and type(refs) is list):
+        raise TypeError("a text field is not a string, or tags or refs not a list")
+    values = (fact_id, text, _TYPES[type_], _SCOPES[scope], subject, _CONFIDENCES[confidence],
+              _SENSITIVITIES[sensitivity], tuple(tags), tuple(refs), origin, _STATES[state], float(created_at),
+              float(updated_at))
+    fact: Fact = _new(Fact)
+    for set_field, value in zip(_SETTERS, values, strict=True):
+        set_field(fact, value)
+    return fact
