@@ -73,3 +73,23 @@ def test_a_removed_or_rewritten_fact_is_no_longer_found_by_its_old_tag() -> None
     assert "no fact matches" in str(book.select("home-lab"))
     assert [f.id for f in book.listing(tag="garage", origin="", pending=False)] == ["f-1"]
     assert book.listing(tag="home-lab", origin="", pending=False) == []
+
+
+def test_lookups_made_after_changes_agree_with_lookups_kept_through_them() -> None:
+    def changed(book: FactBook) -> FactBook:
+        book.put(_fact("f-3", "plays chess", tags=("games",), updated_at=3.0))
+        book.remove("f-1")
+        book.put(_fact("f-2", "likes green tea", tags=("drinks",), updated_at=4.0))
+        return book
+
+    def seen(book: FactBook) -> object:
+        return (getattr(book.by_key("likes green tea"), "id", None), book.by_key("likes tea"),
+                {tag: sorted(ids) for tag, ids in book.by_tag.items()},
+                book.ranking.select(1000, send_private=False), getattr(book.select("games"), "id", None))
+
+    facts = [_fact("f-1", "likes tea", tags=("drinks",)), _fact("f-2", "likes green tea", updated_at=2.0)]
+    later = changed(FactBook(facts))
+    warmed = FactBook(facts)
+    warmed.warm()
+    assert seen(later) == seen(changed(warmed))
+    assert seen(later)[:3] == ("f-2", None, {"drinks": ["f-2"], "games": ["f-3"]})

@@ -78,9 +78,8 @@ class _CommitIndex:
 
 
 @dataclass(frozen=True, slots=True)
-class _Warm:
-    """Told to itself at start: make the fact book's lookups (by text, by
-    tag, the startup ranking) once the daemon is up, not before it answers."""
+class _Load:
+    """Told to itself at start: load the facts once the daemon is up."""
 
 
 def tombstone(fact_id: str) -> str:
@@ -107,19 +106,32 @@ class MemoryActor(EnactActor):
     # -- life cycle ---------------------------------------------------------
 
     def on_start(self) -> None:
-        self._book, change = load_book(self._store, self._records)
-        self.actor_ref.tell(_Warm())
         self._briefing.set_private(self._store.read(self._identity.get))
+        # The facts are loaded by the first message, this one, so that the
+        # daemon does not wait for them to answer; whatever asks meanwhile
+        # waits in the mailbox (``handle`` loads first, whichever comes first).
+        self.actor_ref.tell(_Load())
+
+    def _load(self) -> None:
+        """Every fact into memory, the index checked against them (rebuilt
+        when it does not reflect their change), the lookups made. A record
+        that cannot be read fails the actor, naming it; the supervisor's
+        restarts then stop the daemon saying so."""
+        started = time.perf_counter()
+        self._book, change = load_book(self._store, self._records)
         self._change = self._durable = change
         (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
-        self._index = FactIndex(self.context.home / INDEX_DIR)
-        reflected = self._index.reflected_change()
+        index = FactIndex(self.context.home / INDEX_DIR)
+        reflected = index.reflected_change()
         if reflected != change:
-            started = time.perf_counter()
-            self._index.rebuild(self._book, change)
+            rebuilt = time.perf_counter()
+            index.rebuild(self._book, change)
             log.info("memory index rebuilt from %d facts in %.2f s (it reflected change %s, the facts are at %d)",
-                     len(self._book), time.perf_counter() - started, reflected, change)
+                     len(self._book), time.perf_counter() - rebuilt, reflected, change)
+        self._index = index  # from here on the actor is loaded
+        self._book.warm()
         self._count()
+        log.info("memory: %d facts ready in %.2f s", len(self._book), time.perf_counter() - started)
 
     def on_stop(self) -> None:
         super().on_stop()  # flushes the batch
@@ -142,6 +154,8 @@ class MemoryActor(EnactActor):
     # -- messages -----------------------------------------------------------
 
     def handle(self, message: Any) -> Any:
+        if self._index is None:
+            self._load()
         match message:
             case Remember():
                 return self._remember(message)
@@ -164,8 +178,7 @@ class MemoryActor(EnactActor):
                 return self._install_identity(message)
             case ClearIdentity():
                 return self._clear_identity(message)
-            case _Warm():
-                self._book.warm()
+            case _Load():
                 return None
             case _CommitIndex():
                 self._commit_due = False
