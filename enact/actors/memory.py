@@ -21,7 +21,7 @@ from typing import Any
 import lmdb
 
 from enact.actors._asks import ActorUnavailable
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
 from enact.memory.admission import TRUNCATION_MARK, Candidate, Refusal, admit, merged, new_fact
@@ -107,10 +107,16 @@ class MemoryActor(EnactActor):
 
     def on_start(self) -> None:
         self._briefing.set_private(self._store.read(self._identity.get))
-        # The facts are loaded by the first message, this one, so that the
-        # daemon does not wait for them to answer; whatever asks meanwhile
-        # waits in the mailbox (``handle`` loads first, whichever comes first).
-        self.actor_ref.tell(_Load())
+
+    def on_receive(self, message: Any) -> Any:
+        reply = super().on_receive(message)
+        if message is STARTED and self._index is None:
+            # The facts are loaded by a message told once the supervisor
+            # knows this actor started, so the daemon does not wait for them
+            # to answer; whatever asks meanwhile waits in the mailbox
+            # (``handle`` loads first, whichever message comes first).
+            self.actor_ref.tell(_Load())
+        return reply
 
     def _load(self) -> None:
         """Every fact into memory, the index checked against them (rebuilt
@@ -120,6 +126,7 @@ class MemoryActor(EnactActor):
         started = time.perf_counter()
         self._book, change = load_book(self._store, self._records)
         self._change = self._durable = change
+        loaded = time.perf_counter()
         (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
         index = FactIndex(self.context.home / INDEX_DIR)
         reflected = index.reflected_change()
@@ -129,9 +136,12 @@ class MemoryActor(EnactActor):
             log.info("memory index rebuilt from %d facts in %.2f s (it reflected change %s, the facts are at %d)",
                      len(self._book), time.perf_counter() - rebuilt, reflected, change)
         self._index = index  # from here on the actor is loaded
+        indexed = time.perf_counter()
         self._book.warm()
         self._count()
-        log.info("memory: %d facts ready in %.2f s", len(self._book), time.perf_counter() - started)
+        done = time.perf_counter()
+        log.info("memory: %d facts ready in %.2f s (read %.2f s, index %.2f s, lookups %.2f s)", len(self._book),
+                 done - started, loaded - started, indexed - loaded, done - indexed)
 
     def on_stop(self) -> None:
         super().on_stop()  # flushes the batch
