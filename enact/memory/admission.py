@@ -125,7 +125,7 @@ def admit(candidate: Candidate, *, max_chars: int) -> Admitted | Refusal:
         return Refusal("refused: the text is empty")
     subject = collapse(candidate.subject)
     for part, value in (("text", text), ("subject", subject), ("tags", " ".join(candidate.tags))):
-        kind = find_credential(value)
+        kind = find_credential(value) if value else None
         if kind is not None:
             return Refusal(f"refused: the {part} contains a credential ({kind}); secrets are never kept in memory")
     steering = steering_attempt(f"{text}\n{subject}")
