@@ -56,3 +56,40 @@ def test_listing_filters_and_counts_follow_puts_and_removals() -> None:
     book.remove("f-1")
     assert (book.states[FactState.ACTIVE], book.states[FactState.PENDING]) == (1, 0)
     assert book.by_key("a") is None and getattr(book.by_key("b"), "id", None) == "f-2"
+
+
+def test_a_tag_on_one_fact_and_the_text_of_another_are_several_matches() -> None:
+    book = FactBook([_fact("f-1", "likes tea", updated_at=2.0), _fact("f-2", "rides a bike", tags=("tea",))])
+    refused = book.select("tea")
+    assert isinstance(refused, str) and refused.startswith("refused: 2 facts match")
+
+
+def test_a_removed_or_rewritten_fact_is_no_longer_found_by_its_old_tag() -> None:
+    book = FactBook([_fact("f-1", "rides a bike", tags=("home-lab",)), _fact("f-2", "likes tea", tags=("home-lab",))])
+    assert "2 facts match" in str(book.select("home-lab"))
+    book.remove("f-2")
+    assert getattr(book.select("home-lab"), "id", None) == "f-1"
+    book.put(_fact("f-1", "rides a bike", tags=("garage",)))
+    assert "no fact matches" in str(book.select("home-lab"))
+    assert [f.id for f in book.listing(tag="garage", origin="", pending=False)] == ["f-1"]
+    assert book.listing(tag="home-lab", origin="", pending=False) == []
+
+
+def test_lookups_made_after_changes_agree_with_lookups_kept_through_them() -> None:
+    def changed(book: FactBook) -> FactBook:
+        book.put(_fact("f-3", "plays chess", tags=("games",), updated_at=3.0))
+        book.remove("f-1")
+        book.put(_fact("f-2", "likes green tea", tags=("drinks",), updated_at=4.0))
+        return book
+
+    def seen(book: FactBook) -> object:
+        return (getattr(book.by_key("likes green tea"), "id", None), book.by_key("likes tea"),
+                {tag: sorted(ids) for tag, ids in book.by_tag.items()},
+                book.ranking.select(1000, send_private=False), getattr(book.select("games"), "id", None))
+
+    facts = [_fact("f-1", "likes tea", tags=("drinks",)), _fact("f-2", "likes green tea", updated_at=2.0)]
+    later = changed(FactBook(facts))
+    warmed = FactBook(facts)
+    warmed.warm()
+    assert seen(later) == seen(changed(warmed))
+    assert seen(later)[:3] == ("f-2", None, {"drinks": ["f-2"], "games": ["f-3"]})

@@ -21,11 +21,11 @@ from typing import Any
 import lmdb
 
 from enact.actors._asks import ActorUnavailable
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
 from enact.memory.admission import TRUNCATION_MARK, Candidate, Refusal, admit, merged, new_fact
-from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords
+from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
@@ -77,6 +77,11 @@ class _CommitIndex:
     """Told to itself: commit the index work gathered since the last commit."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Load:
+    """Told to itself at start: load the facts once the daemon is up."""
+
+
 def tombstone(fact_id: str) -> str:
     return f"[forgotten memory {fact_id}]"
 
@@ -101,19 +106,42 @@ class MemoryActor(EnactActor):
     # -- life cycle ---------------------------------------------------------
 
     def on_start(self) -> None:
-        facts, change = self._store.read(self._records.load)
-        self._book = FactBook(facts)
         self._briefing.set_private(self._store.read(self._identity.get))
+
+    def on_receive(self, message: Any) -> Any:
+        reply = super().on_receive(message)
+        if message is STARTED and self._index is None:
+            # The facts are loaded by a message told once the supervisor
+            # knows this actor started, so the daemon does not wait for them
+            # to answer; whatever asks meanwhile waits in the mailbox
+            # (``handle`` loads first, whichever message comes first).
+            self.actor_ref.tell(_Load())
+        return reply
+
+    def _load(self) -> None:
+        """Every fact into memory, the index checked against them (rebuilt
+        when it does not reflect their change), the lookups made. A record
+        that cannot be read fails the actor, naming it; the supervisor's
+        restarts then stop the daemon saying so."""
+        started = time.perf_counter()
+        self._book, change = load_book(self._store, self._records)
         self._change = self._durable = change
+        loaded = time.perf_counter()
         (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
-        self._index = FactIndex(self.context.home / INDEX_DIR)
-        reflected = self._index.reflected_change()
+        index = FactIndex(self.context.home / INDEX_DIR)
+        reflected = index.reflected_change()
         if reflected != change:
-            started = time.perf_counter()
-            self._index.rebuild(self._book, change)
+            rebuilt = time.perf_counter()
+            index.rebuild(self._book, change)
             log.info("memory index rebuilt from %d facts in %.2f s (it reflected change %s, the facts are at %d)",
-                     len(self._book), time.perf_counter() - started, reflected, change)
+                     len(self._book), time.perf_counter() - rebuilt, reflected, change)
+        self._index = index  # from here on the actor is loaded
+        indexed = time.perf_counter()
+        self._book.warm()
         self._count()
+        done = time.perf_counter()
+        log.info("memory: %d facts ready in %.2f s (read %.2f s, index %.2f s, lookups %.2f s)", len(self._book),
+                 done - started, loaded - started, indexed - loaded, done - indexed)
 
     def on_stop(self) -> None:
         super().on_stop()  # flushes the batch
@@ -136,6 +164,8 @@ class MemoryActor(EnactActor):
     # -- messages -----------------------------------------------------------
 
     def handle(self, message: Any) -> Any:
+        if self._index is None:
+            self._load()
         match message:
             case Remember():
                 return self._remember(message)
@@ -158,6 +188,8 @@ class MemoryActor(EnactActor):
                 return self._install_identity(message)
             case ClearIdentity():
                 return self._clear_identity(message)
+            case _Load():
+                return None
             case _CommitIndex():
                 self._commit_due = False
                 self._commit_index()

@@ -55,6 +55,9 @@ _STEERING = tuple(
         ("to speak as the system", r"^\s*(?:system|assistant)\s*:|<\s*/?\s*system\s*>"),
     )
 )
+# All of them at once first: a text that steers nowhere (nearly every text)
+# is searched once.
+_ANY_STEERING = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _STEERING), re.IGNORECASE)
 
 _TRAILING_PUNCTUATION = ".!?;:,…"
 _SLUG_BREAK = re.compile(r"[^a-z0-9]+")
@@ -125,7 +128,7 @@ def admit(candidate: Candidate, *, max_chars: int) -> Admitted | Refusal:
         return Refusal("refused: the text is empty")
     subject = collapse(candidate.subject)
     for part, value in (("text", text), ("subject", subject), ("tags", " ".join(candidate.tags))):
-        kind = find_credential(value)
+        kind = find_credential(value) if value else None
         if kind is not None:
             return Refusal(f"refused: the {part} contains a credential ({kind}); secrets are never kept in memory")
     steering = steering_attempt(f"{text}\n{subject}")
@@ -159,6 +162,8 @@ def admit(candidate: Candidate, *, max_chars: int) -> Admitted | Refusal:
 
 def steering_attempt(text: str) -> str | None:
     """What an instruction-like text tries ("to override its instructions"), or None."""
+    if not _ANY_STEERING.search(text):
+        return None
     for why, pattern in _STEERING:
         if pattern.search(text):
             return why

@@ -8,10 +8,11 @@ every turn's recall, which is the part that costs per message.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import lmdb
 
+from enact.memory.book import FactBook
 from enact.memory.context import ContextSettings, MemoryContext, StartupContext, select_recall, select_startup
 from enact.memory.facts import Fact
 from enact.memory.identity import BodyIdentity, PrivateIdentity, body_identity, parse_identity
@@ -65,7 +66,7 @@ class Briefing:
         self.private = identity
         self._startup = None
 
-    def startup(self, facts: Iterable[Fact], *, change: int, explain: bool = False) -> StartupContext:
+    def startup(self, facts: FactBook, *, change: int, explain: bool = False) -> StartupContext:
         """The startup selection for the facts as of ``change``; explained
         ones (for a person asking why) are made afresh, never kept."""
         if explain:
@@ -74,18 +75,19 @@ class Briefing:
             self._startup = (change, self._select(facts, explain=False))
         return self._startup[1]
 
-    def _select(self, facts: Iterable[Fact], *, explain: bool) -> StartupContext:
+    def _select(self, facts: FactBook, *, explain: bool) -> StartupContext:
         return select_startup(
             facts,
             body_identity=self.body.render(),
             private_identity=self.private.render() if self.private is not None else "",
             settings=self.settings,
             explain=explain,
+            ranking=facts.ranking,
         )
 
     def context(
         self,
-        facts: Iterable[Fact],
+        facts: FactBook,
         *,
         change: int,
         query: str,

@@ -13,12 +13,13 @@ pending ones never. Every fact looked at gets a decision that says why.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from enact.memory.facts import Confidence, Fact, FactState, Sensitivity
+from enact.memory.facts import Fact, FactState, Sensitivity
+from enact.memory.ranking import StartupRanking, fact_line
+from enact.memory.ranking import line_length as line_length  # where callers have found it
 
 STARTUP = "startup"
 RECALL = "recall"
@@ -82,19 +83,6 @@ class MemoryContext:
     startup_ids: frozenset[str] = frozenset()
 
 
-_LINE = "- {text} ({type}, {confidence} confidence; {id})\n"
-_LINE_OVERHEAD = len(_LINE.format(text="", type="", confidence="", id=""))
-
-
-def fact_line(fact: Fact) -> str:
-    return _LINE.format(text=fact.text, type=fact.type.value, confidence=fact.confidence.value, id=fact.id)
-
-
-def line_length(fact: Fact) -> int:
-    """``len(fact_line(fact))`` without making the line (the enums are str)."""
-    return len(fact.text) + len(fact.type) + len(fact.confidence) + len(fact.id) + _LINE_OVERHEAD
-
-
 def withheld_because(fact: Fact, settings: ContextSettings) -> str | None:
     """Why a fact may not be sent to a model at all, or None."""
     if fact.state is FactState.PENDING:
@@ -119,56 +107,30 @@ def _section(title: str, body: str, budget: int) -> str:
 
 def select_startup(
     facts: Iterable[Fact], *, body_identity: str, private_identity: str, settings: ContextSettings,
-    explain: bool = True,
+    explain: bool = True, ranking: StartupRanking | None = None,
 ) -> StartupContext:
-    """Without ``explain`` only the included facts are looked at one by one
-    (the conversation's path); with it every fact gets its decision."""
+    """``ranking``: the facts' ranking kept as they change (the Memory
+    actor's), made here from ``facts`` when not given. Without ``explain``
+    only the facts chosen are looked at (the conversation's path); with it
+    every fact gets its decision."""
+    if ranking is None:
+        facts = list(facts)
+        ranking = StartupRanking(facts)
+    budget = settings.context_chars - len(STARTUP_HEADING) - len(PREAMBLE) - 2
+    chosen, left = ranking.select(budget, send_private=settings.send_private)
     decisions: list[Decision] = []
-    # By line length, each a heap by rank: the best fact that still fits is
-    # found among the heads of the lengths within the budget, without
-    # ordering (or even visiting) the facts the budget never reaches.
-    by_length: dict[int, list[tuple[int, float, str, Fact]]] = {}
-    rank = {confidence: -confidence.rank for confidence in Confidence}
-    for fact in facts:
-        if fact.sensitivity is not Sensitivity.NORMAL or fact.state is not FactState.ACTIVE:
+    if explain:
+        for fact in facts:
             withheld = withheld_because(fact, settings)
             if withheld is not None:
-                if explain:
-                    decisions.append(Decision(fact_id=fact.id, section=STARTUP, included=False, reason=withheld))
-                continue
-        item = (rank[fact.confidence], -fact.updated_at, fact.id, fact)
-        length = line_length(fact)
-        heap = by_length.get(length)
-        if heap is None:
-            by_length[length] = [item]
-        else:
-            heap.append(item)
-    for heap in by_length.values():
-        heapq.heapify(heap)
-    lengths = sorted(by_length)
-    budget = settings.context_chars - len(STARTUP_HEADING) - len(PREAMBLE) - 2
-    chosen: list[Fact] = []
-    while True:
-        best: tuple[int, float, str, Fact] | None = None
-        best_length = 0
-        for length in lengths:
-            if length > budget:
-                break
-            heap = by_length[length]
-            if heap and (best is None or heap[0] < best):
-                best, best_length = heap[0], length
-        if best is None:
-            break
-        heapq.heappop(by_length[best_length])
-        chosen.append(best[3])
-        budget -= best_length
-    if explain:
+                decisions.append(Decision(fact_id=fact.id, section=STARTUP, included=False, reason=withheld))
         decisions += [Decision(fact_id=fact.id, section=STARTUP, included=True, reason=f"ranked ({_rank(fact)})")
                       for fact in chosen]
+        taken = {fact.id for fact in chosen}
         decisions += [
-            Decision(fact_id=item[2], section=STARTUP, included=False,
-                     reason=f"over budget: {length} characters, more than the {budget} left ({_rank(item[3])})")
-            for length, heap in by_length.items() for item in sorted(heap)
+            Decision(fact_id=fact.id, section=STARTUP, included=False,
+                     reason=f"over budget: {length} characters, more than the {left} left ({_rank(fact)})")
+            for length, fact in ranking.ranked(send_private=settings.send_private) if fact.id not in taken
         ]
     parts = [
         _section("## Who you are (the body identity of this software)", body_identity, settings.identity_chars),
