@@ -21,11 +21,12 @@ def status(home: Path | None, as_json: bool) -> None:
     """Show the running daemon: generation, actors, storage."""
     from enact.messages import to_wire
     from enact.messages.control import Status, StatusReport
-    from enact.messages.tasks import Leases, LeaseTable
 
     message = Status()
     where = resolve_home(home)
     report = expect(request(where, message), StatusReport, message)
+    from enact.messages.tasks import Leases, LeaseTable  # after the first request: it costs a start-up
+
     # The queue knows which worker holds which task (its leases).
     leases = expect(request(where, Leases()), LeaseTable, Leases())
     workers = _workers(report, leases)
