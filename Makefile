@@ -29,7 +29,7 @@ lint: $(VENV)/.installed-test
 	$(BIN)/mypy --strict enact
 
 pytest: $(VENV)/.installed-test $(TOOLS_STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2
 
 test: lint pytest
 
