@@ -1,6 +1,6 @@
 """Chat end to end: events/s and ``send`` latency vs the original JSON files.
 
-enact, events/s: the daemon's own actors (``enact.daemon.actor_specs``:
+enact, events/s: the daemon's own actors (``enact.roster.actor_specs``:
 epoch, journal, sessions, inbox, and one conversation actor per
 conversation) assembled in this process with a Supervisor on real LMDB with
 durable commits, the scripted runtime with no rules file (every message gets
@@ -59,7 +59,7 @@ from enact.chat.records import LoggedTurn, Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.services import ChatServices
 from enact.cli._client import Client
 from enact.commands import CommandContext, CommandRegistry, builtin_commands
-from enact.daemon import actor_specs, build_runtime, startup_context
+from enact.daemon import build_runtime, startup_context
 from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages import local
@@ -68,6 +68,7 @@ from enact.messages.inbox import ChatEvent, Outcome
 from enact.messages.local import Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
+from enact.roster import actor_specs
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import RecordTable, Storage, Store

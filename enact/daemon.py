@@ -22,22 +22,9 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
-from enact.actors import accounting, journal, memory, outbox, reviews, scheduler, sessions, tasks
-from enact.actors.accounting import AccountingActor
 from enact.actors.control import ControlServer
-from enact.actors.epoch import EpochFenceActor
-from enact.actors.inbox import InboxActor
-from enact.actors.journal import JournalActor
-from enact.actors.memory import MemoryActor
-from enact.actors.outbox import OutboxActor
-from enact.actors.reviews import ReviewsActor
-from enact.actors.scheduler import SchedulerActor
-from enact.actors.sessions import SessionsActor
-from enact.actors.supervisor import ActorSpec, Supervisor
-from enact.actors.tasks import TaskQueueActor
-from enact.actors.worker import WorkersActor
+from enact.actors.supervisor import Supervisor
 from enact.channels import Channel, InboxInlet
-from enact.chat import inbox_records
 from enact.chat.services import ChatServices
 from enact.commands import (
     CommandCall,
@@ -56,11 +43,11 @@ from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Receipt, Run
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport, StorageStatus
-from enact.messages.tasks import TaskChanged
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable, bind_metrics, wait_for_metrics
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, ProgramSource, kill_leftover_programs
+from enact.roster import actor_specs
 from enact.runtime import Runtime, Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
@@ -81,52 +68,6 @@ _HALT_S = 0.4
 METRICS_TAKEOVER_WAIT_S = 10.0
 """How long a new daemon waits for the daemon it replaced to let go of the
 metrics address; a fenced daemon lets go within about a second."""
-
-
-def actor_specs(services: ChatServices) -> list[ActorSpec]:
-    """Every actor of the daemon and what it owns; later issues add theirs."""
-    return [
-        ActorSpec(name="epoch", actor=EpochFenceActor),
-        ActorSpec(name="journal", actor=JournalActor, databases=(journal.DATABASE,), depends_on=("epoch",)),
-        ActorSpec(
-            name="sessions",
-            actor=SessionsActor,
-            databases=(sessions.SESSIONS, sessions.HISTORIES),
-            depends_on=("epoch",),
-        ),
-        ActorSpec(name="accounting", actor=AccountingActor, databases=(accounting.DATABASE,), depends_on=("epoch",)),
-        ActorSpec(
-            name="outbox",
-            actor=OutboxActor,
-            databases=outbox.DATABASES,
-            depends_on=("epoch",),
-            options={"channels": services.channels},
-        ),
-        ActorSpec(name="memory", actor=MemoryActor, databases=memory.DATABASES, depends_on=("epoch",)),
-        ActorSpec(
-            name="inbox",
-            actor=InboxActor,
-            databases=inbox_records.DATABASES,
-            depends_on=("epoch", "journal", "sessions", "outbox", "memory"),
-            options={"services": services},
-        ),
-        ActorSpec(
-            name="tasks",
-            actor=TaskQueueActor,
-            databases=tasks.DATABASES,
-            depends_on=("epoch",),
-            options={"agentic": getattr(services.runtime, "agentic", True)},
-        ),
-        ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
-        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
-        ActorSpec(
-            name="workers",
-            actor=WorkersActor,
-            depends_on=("epoch", "tasks", "reviews"),
-            options={"runtime": services.runtime},
-            subscribes=(TaskChanged,),
-        ),
-    ]
 
 
 def startup_context(commands: CommandRegistry) -> str:

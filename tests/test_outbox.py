@@ -25,13 +25,13 @@ from enact.chat.deliveries import Step
 from enact.chat.records import ReceiptStatus, TurnOutcome
 from enact.chat.services import ChatServices
 from enact.commands import CommandRegistry, builtin_commands
-from enact.daemon import actor_specs
 from enact.fence import Fence
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, GetOutcome, Outcome, ReadTurns, Receive, TurnLogged
 from enact.messages.outbox import DeliveryOutcome, DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
 from enact.retry import Backoff
+from enact.roster import actor_specs
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import RecordTable, Storage, decode_record, encode_record
 

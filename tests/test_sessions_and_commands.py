@@ -25,7 +25,7 @@ from enact.commands import (
     CommandRegistry,
     builtin_commands,
 )
-from enact.daemon import actor_specs, startup_context
+from enact.daemon import startup_context
 from enact.fence import Fence
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.messages.inbox import Outcome
@@ -33,6 +33,7 @@ from enact.messages.local import Send
 from enact.messages.sessions import Forget, Lookup, Session
 from enact.metrics import Metrics
 from enact.programs import CommandsFileError, load_program_commands
+from enact.roster import actor_specs
 from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 from enact.storage import Storage

@@ -1,0 +1,71 @@
+"""The daemon's actors: who exists, what each owns and what it needs first.
+
+The one table of them, read by the daemon (and by tests and benchmarks that
+run the same actors without a daemon); the supervisor starts them in
+dependency order.
+"""
+
+from __future__ import annotations
+
+from enact.actors import accounting, journal, memory, outbox, reviews, scheduler, sessions, tasks
+from enact.actors.accounting import AccountingActor
+from enact.actors.epoch import EpochFenceActor
+from enact.actors.inbox import InboxActor
+from enact.actors.journal import JournalActor
+from enact.actors.memory import MemoryActor
+from enact.actors.outbox import OutboxActor
+from enact.actors.reviews import ReviewsActor
+from enact.actors.scheduler import SchedulerActor
+from enact.actors.sessions import SessionsActor
+from enact.actors.supervisor import ActorSpec
+from enact.actors.tasks import TaskQueueActor
+from enact.actors.worker import WorkersActor
+from enact.chat import inbox_records
+from enact.chat.services import ChatServices
+from enact.messages.tasks import TaskChanged
+
+
+def actor_specs(services: ChatServices) -> list[ActorSpec]:
+    """Every actor of the daemon and what it owns."""
+    return [
+        ActorSpec(name="epoch", actor=EpochFenceActor),
+        ActorSpec(name="journal", actor=JournalActor, databases=(journal.DATABASE,), depends_on=("epoch",)),
+        ActorSpec(
+            name="sessions",
+            actor=SessionsActor,
+            databases=(sessions.SESSIONS, sessions.HISTORIES),
+            depends_on=("epoch",),
+        ),
+        ActorSpec(name="accounting", actor=AccountingActor, databases=(accounting.DATABASE,), depends_on=("epoch",)),
+        ActorSpec(
+            name="outbox",
+            actor=OutboxActor,
+            databases=outbox.DATABASES,
+            depends_on=("epoch",),
+            options={"channels": services.channels},
+        ),
+        ActorSpec(name="memory", actor=MemoryActor, databases=memory.DATABASES, depends_on=("epoch",)),
+        ActorSpec(
+            name="inbox",
+            actor=InboxActor,
+            databases=inbox_records.DATABASES,
+            depends_on=("epoch", "journal", "sessions", "outbox", "memory"),
+            options={"services": services},
+        ),
+        ActorSpec(
+            name="tasks",
+            actor=TaskQueueActor,
+            databases=tasks.DATABASES,
+            depends_on=("epoch",),
+            options={"agentic": getattr(services.runtime, "agentic", True)},
+        ),
+        ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
+        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
+        ActorSpec(
+            name="workers",
+            actor=WorkersActor,
+            depends_on=("epoch", "tasks", "reviews"),
+            options={"runtime": services.runtime},
+            subscribes=(TaskChanged,),
+        ),
+    ]
