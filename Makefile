@@ -28,11 +28,6 @@ lint: $(VENV)/.installed-test
 	$(BIN)/ruff check enact tests bench
 	$(BIN)/mypy --strict enact
 
-pytest: $(VENV)/.installed-test $(TOOLS_STAMP)
-	$(BIN)/pytest -q -n 2
-
-test: lint pytest
-
 # The real model CLIs the runtime tests drive (pinned), in a git-ignored
 # folder; npm keeps its cache in its default place (~/.npm), outside the
 # checkout. The stamp names the versions, so a rerun does nothing and a
@@ -41,6 +36,13 @@ TOOLS := .tools
 CODEX_VERSION := 0.169.0
 CLAUDE_VERSION := 2.1.328
 TOOLS_STAMP := $(TOOLS)/.installed-codex-$(CODEX_VERSION)-claude-$(CLAUDE_VERSION)
+# (defined before the rules that name it: make reads a rule's prerequisites
+# as it meets them)
+
+pytest: $(VENV)/.installed-test $(TOOLS_STAMP)
+	$(BIN)/pytest -q -n 2
+
+test: lint pytest
 
 tools: $(TOOLS_STAMP)
 

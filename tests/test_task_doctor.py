@@ -17,7 +17,7 @@ from enact.cancellation import CancellationToken
 from enact.runtime import RuntimeCancelled
 from enact.runtime._subprocess import run_command
 from enact.tasks import doctor, worktrees
-from enact.tasks.confine import confinement
+from enact.tasks.confine import confinement, tools_under_tmp
 
 from conftest import wait_for
 
@@ -166,6 +166,36 @@ def test_confined_command_writes_only_its_worktree_and_cannot_reach_the_control_
         server.close()
     finally:
         shutil.rmtree(home.parent, ignore_errors=True)
+
+
+def test_tools_under_the_real_tmp_are_found_for_the_confined_command(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    found = tools_under_tmp({"PATH": f"/usr/bin:{tools}:/tmp:{tmp_path / 'missing'}"})
+    assert tools.resolve() in found and Path("/tmp") not in found
+    assert all(path.is_relative_to("/tmp") for path in found)
+
+
+def test_a_confined_command_runs_a_program_that_lives_under_the_real_tmp(
+        tmp_path: Path, require_binary: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The private /tmp hides the real one: a checkout, a virtualenv or a
+    tool installed there must still run (they are bound back, read-only)."""
+    require_binary("bwrap")  # type: ignore[operator]
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    program = tools / "hello-from-tmp"
+    program.write_text("#!/bin/sh\necho hello from tmp\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{__import__('os').environ['PATH']}")
+    worktree = tmp_path / "home" / "worktrees" / "task-1"
+    worktree.mkdir(parents=True)
+    with confinement("auto", home=tmp_path / "home", worktree=worktree) as confined:
+        output = run_command(confined.wrap(["hello-from-tmp"]), stdin_text="", cwd=worktree, env=confined.env,
+                             timeout_s=30, cancel=CancellationToken())
+        refused = run_command(confined.wrap(["sh", "-c", f"echo x > {program}"]), stdin_text="", cwd=worktree,
+                              env=confined.env, timeout_s=30, cancel=CancellationToken())
+    assert output.exit_code == 0 and "hello from tmp" in output.stdout, output.stderr
+    assert refused.exit_code != 0 and "hello from tmp" in program.read_text()  # bound back read-only
 
 
 def test_without_confinement_the_command_runs_and_says_so(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -46,15 +47,33 @@ class Confinement:
         return [*self.prefix, *argv]
 
 
+def tools_under_tmp(environ: Mapping[str, str] = os.environ) -> tuple[Path, ...]:
+    """What a task's commands run that lives under the real /tmp, which the
+    private /tmp would hide: this interpreter's installation (a checkout or
+    virtualenv there) and the directories on PATH."""
+    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent]
+    candidates += [Path(entry) for entry in environ.get("PATH", "").split(os.pathsep) if entry]
+    found: list[Path] = []
+    for candidate in candidates:
+        path = candidate.resolve()
+        if path.is_relative_to("/tmp") and path != Path("/tmp") and path.is_dir() and path not in found:
+            found.append(path)
+    return tuple(found)
+
+
 def bwrap_prefix(
-    bwrap: str, *, worktree: Path, private_tmp: Path, hidden: Sequence[Path], writable: Sequence[Path] = ()
+    bwrap: str, *, worktree: Path, private_tmp: Path, hidden: Sequence[Path], writable: Sequence[Path] = (),
+    tools: Sequence[Path] = (),
 ) -> tuple[str, ...]:
     """The bwrap argv up to ``--``. Mount order matters: the private /tmp
-    first, then the hidden directories as empty tmpfs (which may lie under
-    /tmp), then the worktree and the writable paths bound into place (inside
-    a hidden directory, if that is where they live); last, each hidden tmpfs
+    first, the ``tools`` that lived under the real /tmp bound back read-only,
+    then the hidden directories as empty tmpfs (which may lie under /tmp),
+    then the worktree and the writable paths bound into place (inside a
+    hidden directory, if that is where they live); last, each hidden tmpfs
     is made read-only, so nothing can be left there either."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(private_tmp), "/tmp"]
+    for path in tools:
+        argv += ["--ro-bind", str(path), str(path)]
     for path in hidden:
         argv += ["--tmpfs", str(path)]
     for path in (worktree, *writable):
@@ -90,7 +109,7 @@ def confinement(
             yield Confinement(tmp=tmp, env=task_environment(tmp))
         else:
             prefix = bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home.resolve(),),
-                                  writable=writable)
+                                  writable=writable, tools=tools_under_tmp())
             yield Confinement(prefix=prefix, tmp=tmp, env=task_environment(Path("/tmp")))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
