@@ -1,9 +1,10 @@
 """A CODEX_HOME that points the real Codex CLI at a ModelServer.
 
-It lives in the checkout's git-ignored ``.tools/scratch``, not under /tmp:
-Codex refuses to set up its sandbox helpers in a CODEX_HOME inside the
-temporary directory, and then every tool call fails ("bwrap: execvp
-codex-linux-sandbox: No such file or directory").
+It lives in the checkout's git-ignored ``.tools/scratch``, or, when the
+checkout itself is under /tmp, in ``~/.cache/enact-tests``: Codex refuses to
+set up its sandbox helpers in a CODEX_HOME inside the temporary directory,
+and then every tool call fails ("bwrap: execvp codex-linux-sandbox: No such
+file or directory").
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-SCRATCH = Path(__file__).resolve().parent.parent / ".tools" / "scratch"
+
+def _scratch() -> Path:
+    in_checkout = Path(__file__).resolve().parent.parent / ".tools" / "scratch"
+    temporary = (Path("/tmp"), Path(tempfile.gettempdir()).resolve())
+    if any(in_checkout.is_relative_to(directory) for directory in temporary):
+        return Path.home() / ".cache" / "enact-tests" / "codex-homes"
+    return in_checkout
+
+
+SCRATCH = _scratch()
 
 FAKE_KEY_VARIABLE = "FAKE_MODEL_KEY"
 

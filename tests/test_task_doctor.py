@@ -17,7 +17,7 @@ from enact.cancellation import CancellationToken
 from enact.runtime import RuntimeCancelled
 from enact.runtime._subprocess import run_command
 from enact.tasks import doctor, worktrees
-from enact.tasks.confine import confinement, tools_under_tmp
+from enact.tasks.confine import confinement, install_root, tools_under_tmp
 
 from conftest import wait_for
 
@@ -174,6 +174,19 @@ def test_tools_under_the_real_tmp_are_found_for_the_confined_command(tmp_path: P
     found = tools_under_tmp({"PATH": f"/usr/bin:{tools}:/tmp:{tmp_path / 'missing'}"})
     assert tools.resolve() in found and Path("/tmp") not in found
     assert all(path.is_relative_to("/tmp") for path in found)
+
+
+def test_an_npm_installed_cli_runs_from_its_prefix_and_any_other_from_its_directory(tmp_path: Path) -> None:
+    package = tmp_path / "tools" / "node_modules" / "@openai" / "codex" / "bin"
+    package.mkdir(parents=True)
+    (package / "codex.js").write_text("")
+    (tmp_path / "tools" / "node_modules" / ".bin").mkdir()
+    link = tmp_path / "tools" / "node_modules" / ".bin" / "codex"
+    link.symlink_to(package / "codex.js")
+    assert install_root(link) == (tmp_path / "tools").resolve()
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "tool").write_text("")
+    assert install_root(tmp_path / "bin" / "tool") == (tmp_path / "bin").resolve()
 
 
 def test_a_confined_command_runs_a_program_that_lives_under_the_real_tmp(

@@ -295,6 +295,17 @@ class CodexRuntime:
         environ = self._env if self._env is not None else os.environ
         return (Path(environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser(),)
 
+    @property
+    def program_dirs(self) -> tuple[Path, ...]:
+        """Where codex runs from (its npm prefix), kept visible to a
+        confined call even when it lies under the private /tmp's place."""
+        from enact.tasks.confine import install_root
+
+        try:
+            return (install_root(Path(self._executable())),)
+        except RuntimeUnavailable:
+            return ()
+
     def argv(self, executable: str, request: RuntimeRequest, last_message: Path) -> list[str]:
         sandbox = SANDBOXES.get(request.sandbox)
         if sandbox is None:

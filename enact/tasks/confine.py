@@ -47,11 +47,23 @@ class Confinement:
         return [*self.prefix, *argv]
 
 
-def tools_under_tmp(environ: Mapping[str, str] = os.environ) -> tuple[Path, ...]:
+def install_root(executable: Path) -> Path:
+    """The directory a program runs from: for an npm-installed CLI, the
+    prefix holding its ``node_modules`` (its native parts live in sibling
+    packages), else the directory of the resolved executable."""
+    resolved = executable.resolve()
+    parts = resolved.parts
+    if "node_modules" in parts:
+        return Path(*parts[: parts.index("node_modules")])
+    return resolved.parent
+
+
+def tools_under_tmp(environ: Mapping[str, str] = os.environ, programs: Sequence[Path] = ()) -> tuple[Path, ...]:
     """What a task's commands run that lives under the real /tmp, which the
     private /tmp would hide: this interpreter's installation (a checkout or
-    virtualenv there) and the directories on PATH."""
-    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent]
+    virtualenv there), the directories on PATH, and ``programs`` (where the
+    runtime runs from)."""
+    candidates = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).resolve().parent, *programs]
     candidates += [Path(entry) for entry in environ.get("PATH", "").split(os.pathsep) if entry]
     found: list[Path] = []
     for candidate in candidates:
@@ -98,10 +110,11 @@ def task_environment(tmp: Path | None) -> dict[str, str]:
 
 @contextmanager
 def confinement(
-    mode: str, *, home: Path, worktree: Path, writable: Sequence[Path] = ()
+    mode: str, *, home: Path, worktree: Path, writable: Sequence[Path] = (), programs: Sequence[Path] = ()
 ) -> Iterator[Confinement]:
     """The task's confinement for as long as the task runs; its private
-    temporary directory is removed afterwards."""
+    temporary directory is removed afterwards. ``programs``: where the
+    runtime runs from, kept visible (read-only)."""
     tmp = Path(tempfile.mkdtemp(prefix=f"enact-{worktree.name}-"))
     try:
         bwrap = find_bwrap() if mode == "auto" else None
@@ -109,7 +122,7 @@ def confinement(
             yield Confinement(tmp=tmp, env=task_environment(tmp))
         else:
             prefix = bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home.resolve(),),
-                                  writable=writable, tools=tools_under_tmp())
+                                  writable=writable, tools=tools_under_tmp(programs=programs))
             yield Confinement(prefix=prefix, tmp=tmp, env=task_environment(Path("/tmp")))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

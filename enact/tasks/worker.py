@@ -235,8 +235,9 @@ class TaskAttempt:
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
         writable = tuple(path for path in getattr(self.services.runtime, "state_dirs", ()) if path.is_dir())
         runtime = self.services.runtime
+        programs = tuple(getattr(runtime, "program_dirs", ()))
         with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
-                         writable=writable) as confined:
+                         writable=writable, programs=programs) as confined:
             # Confined means the runtime's commands too: a runtime that does
             # not start them under the prefix leaves the task unconfined
             # (its doctor still is).
