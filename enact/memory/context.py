@@ -13,6 +13,7 @@ pending ones never. Every fact looked at gets a decision that says why.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -146,7 +147,8 @@ def select_startup(
 
 
 def _rank(fact: Fact) -> str:
-    return f"{fact.confidence.value} confidence, updated {fact.updated_at:.0f}"
+    updated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(fact.updated_at))
+    return f"{fact.confidence.value} confidence, updated {updated}"
 
 
 def select_recall(
