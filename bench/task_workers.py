@@ -119,7 +119,7 @@ def _baseline_per_minute(base: Path, count: int) -> float:
                                    changed=changed)
         if not result.passed:
             raise RuntimeError(result.summary)
-        worktrees.capture(tree, f"touch {task_id}")
+        worktrees.capture(tree, f"touch {task_id}", worktrees.changed_paths(tree))
         worktrees.remove(tree, delete_branch=False)
     return count / (time.perf_counter() - started) * 60
 

@@ -33,7 +33,7 @@ MAX_RECEIPT = 4000
 class Authority(enum.Enum):
     READ = "read"  # looks, changes nothing: anyone in an accepted conversation
     EFFECT = "effect"  # changes something: needs the conversation lock or the owner's CLI
-    HUMAN = "human"  # approve, land, merge, remove: never a model action
+    HUMAN = "human"  # approve, land, merge, remove: never a model action; from chat only with the lock
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +319,11 @@ def _check_args(command: Command, args: dict[str, Any]) -> str:
 def _check_authority(command: Command, call: CommandCall) -> str:
     if command.authority is Authority.HUMAN and not is_human(call.origin):
         return f"refused: {command.name} needs a human; a model action cannot run it"
+    if command.authority is Authority.HUMAN and not (call.locked or call.event_origin == HUMAN_CLI):
+        # A person's word, and an effect too: from chat only where the lock
+        # says the person is the owner.
+        return (f"refused: {command.name} needs the conversation lock (chat.allowed_conversations) when asked "
+                "from chat, so that only the owner can; or use the CLI")
     if command.authority is Authority.EFFECT and not (call.locked or call.event_origin == HUMAN_CLI):
         return (
             f"refused: {command.name} changes things, and with no conversation lock configured "

@@ -31,6 +31,11 @@ RULES = textwrap.dedent(rf'''
     reply = "Noted. [MEMORY]\\1[/MEMORY]"
 
     [[rule]]
+    match = "what do you remember"
+    action = "memory"
+    then = "Got: {{receipt}}"
+
+    [[rule]]
     match = "forget it all"
     action = "forget"
     args = {{ text = "tea" }}
@@ -201,6 +206,20 @@ def test_chat_commands_remember_list_and_forget_and_a_model_cannot_forget(daemon
     assert len(facts(daemon)) == 1
     assert send(daemon, "/forget tea")["reply"].startswith("forgot f-")
     assert facts(daemon) == []
+
+
+def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts(daemon: Daemon) -> None:
+    remember(daemon, "the owner likes green tea")
+    remember(daemon, "the owner's safe combination is kept at home", "--sensitivity", "secret")
+    remember(daemon, "the owner sees a therapist on fridays", "--sensitivity", "private")
+    listed = send(daemon, "what do you remember")
+    receipt = listed["actions"][0]["receipt"]
+    assert "green tea" in receipt
+    assert "safe combination" not in receipt and "therapist" not in receipt
+    assert "2 pending, private or secret facts not shown to a model" in receipt
+    # The owner's own /memory shows everything.
+    shown = send(daemon, "/memory")["reply"]
+    assert "safe combination" in shown and "therapist" in shown
 
 
 def test_memory_facts_metric_counts_by_state(daemon: Daemon) -> None:

@@ -36,3 +36,9 @@ def test_a_turn_without_the_text_is_left_alone() -> None:
     pattern = pattern_of(["blue seven"])
     assert pattern is not None and redacted_turn(_turn("blue eight"), pattern, "[gone]") is None
     assert pattern_of(["  ", "..."]) is None
+
+
+def test_only_whole_words_are_redacted() -> None:
+    pattern = pattern_of(["Bob"])
+    assert pattern is not None
+    assert pattern.sub("[x]", "Bob went bobsledding with bob.") == "[x] went bobsledding with [x]."

@@ -201,6 +201,20 @@ def test_a_model_action_cannot_land_but_the_owner_in_a_locked_chat_can(daemons: 
     assert daemon.cli_json("review", "show", "1", "--json")["state"] == "landed"
 
 
+def test_chat_without_the_conversation_lock_cannot_cancel_retry_or_resume_a_task() -> None:
+    from enact.tasks.from_chat import task_commands
+
+    registry = CommandRegistry()
+    for command in task_commands():
+        registry.register(command)
+    registry.bind(CommandContext(fence=AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
+    for name in ("task.cancel", "task.retry", "task.resume"):
+        call = CommandCall(name=name, args={"text": "1"}, origin="chat:telegram", event_origin="chat:telegram",
+                           locked=False, cancel=CancellationToken())
+        refused = registry.run(call)
+        assert not refused.ok and "needs the conversation lock" in refused.text, refused
+
+
 def test_chat_without_the_conversation_lock_cannot_land_or_close() -> None:
     registry = CommandRegistry()
     for command in review_commands():

@@ -90,6 +90,16 @@ def test_a_task_that_changes_nothing_succeeds_with_no_changes_and_leaves_no_work
     assert f"enact/task-{task_id}" not in git(repo, "branch", "--list")
 
 
+def test_a_test_run_that_rewrites_what_it_validated_fails_the_task(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", doctor="sh -c 'echo injected >> lib.py'")
+    daemon = start(daemons, rules(CHECKED))
+    task_id = add(daemon, repo, "mark the answer as checked")
+    shown = wait_ended(daemon, task_id)
+    assert shown["state"] == "failed", shown
+    assert "the test run changed the files it validated" in shown["events"][-1]["summary"]
+    assert reviews(daemon) == []
+
+
 def test_a_repair_in_the_same_session_fixes_a_failing_test(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     daemon = start(daemons, rules(

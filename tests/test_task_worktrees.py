@@ -58,7 +58,7 @@ def test_changed_paths_see_edits_new_files_deletions_and_runtime_commits(repo: P
 def test_capture_commits_on_the_task_branch_naming_the_task(repo: Path, tmp_path: Path) -> None:
     tree = worktrees.prepare(repo, tmp_path / "home", 12)
     (tree.path / "lib.py").write_text("def answer():\n    return 42  # checked\n")
-    head = worktrees.capture(tree, "Mark the answer as checked\nmore words")
+    head = worktrees.capture(tree, "Mark the answer as checked\nmore words", worktrees.changed_paths(tree))
     assert git(repo, "rev-parse", "enact/task-12").strip() == head
     assert git(repo, "log", "-1", "--format=%s", head).strip() == "enact task 12: Mark the answer as checked"
     assert git(repo, "rev-parse", "main").strip() == tree.base  # the authoritative branch did not move
@@ -107,3 +107,35 @@ def test_expired_counts_days_since_the_worktree_last_changed(repo: Path, tmp_pat
     assert item is not None
     assert worktrees.expired(item, keep_days=7)
     assert not worktrees.expired(item, keep_days=9)
+
+
+def test_the_host_never_follows_a_git_file_the_task_rewrote(repo: Path, tmp_path: Path) -> None:
+    """A task may write its worktree's .git file: pointed at a git directory
+    of its own, with an fsmonitor command and a post-commit hook, it would
+    have the host's git run them unconfined. The host uses the git directory
+    it read when it made the worktree, with hooks and fsmonitor off."""
+    tree = worktrees.prepare(repo, tmp_path / "home", 9)
+    planted = tmp_path / "planted-ran"
+    fake = tree.path / "fakegit"
+    git(tmp_path, "init", "-q", "--bare", str(fake))
+    git(fake, "config", "core.fsmonitor", f"touch {planted}")
+    (fake / "hooks" / "post-commit").write_text(f"#!/bin/sh\ntouch {planted}\n")
+    (fake / "hooks" / "post-commit").chmod(0o755)
+    (tree.path / ".git").write_text(f"gitdir: {fake}\n")
+    (tree.path / "lib.py").write_text("def answer():\n    return 42  # changed\n")
+    changed = worktrees.changed_paths(tree)
+    assert "lib.py" in changed
+    head = worktrees.capture(tree, "change the answer", ["lib.py"])
+    assert not planted.exists()
+    assert git(repo, "show", f"{head}:lib.py").endswith("# changed\n")
+    assert not any(name.startswith("fakegit") for name in git(repo, "ls-tree", "-r", "--name-only", head).split())
+
+
+def test_capture_commits_only_the_validated_paths(repo: Path, tmp_path: Path) -> None:
+    tree = worktrees.prepare(repo, tmp_path / "home", 10)
+    (tree.path / "lib.py").write_text("def answer():\n    return 42  # changed\n")
+    validated = worktrees.changed_paths(tree)
+    (tree.path / "left-by-the-test-run.txt").write_text("not validated\n")
+    head = worktrees.capture(tree, "change the answer", validated)
+    committed = git(repo, "ls-tree", "-r", "--name-only", head).split()
+    assert "lib.py" in committed and "left-by-the-test-run.txt" not in committed

@@ -291,6 +291,22 @@ def test_photo_over_the_size_cap_is_not_fetched(daemons: DaemonFactory, bot: Fak
         (home / "attachments" / "telegram" / str(OWNER)).iterdir())
 
 
+def test_photo_whose_fetch_keeps_failing_goes_on_without_it_after_three_polls(daemons: DaemonFactory,
+                                                                               bot: FakeBotApi) -> None:
+    home = telegram_home(daemons, bot)
+    transcript = record_runtime_calls(home)
+    start(daemons, home)
+    for _ in range(3):
+        bot.fail_next("getFile", 502, "Bad Gateway")
+    bot.message(OWNER, photo=b"\xff\xd8\xff" + os.urandom(100), caption="flaky")
+    later = bot.message(OWNER, "and this")
+    wait_for(lambda: answered(bot, OWNER, 2), timeout=60, what="both replies")
+    calls = [orjson.loads(line) for line in transcript.read_bytes().splitlines()]
+    flaky = next(call for call in calls if "flaky" in call["prompt"])
+    assert flaky["images"] == [] and "not fetched" in flaky["prompt"]
+    wait_for(lambda: bot.confirmed > later["update_id"], what="the offset to pass both")
+
+
 def test_photo_telegram_refuses_to_hand_over_does_not_hold_up_the_chat(daemons: DaemonFactory,
                                                                         bot: FakeBotApi) -> None:
     start(daemons, telegram_home(daemons, bot))

@@ -201,13 +201,13 @@ class BotApi:
         try:
             connection.request(verb, path, body=body, headers=headers)
             return connection.getresponse()
-        except (OSError, http.client.HTTPException) as error:
+        except Exception as error:  # any of them may quote the path, which holds the token
             raise self._network_error(error) from None
 
     def _read(self, response: http.client.HTTPResponse, size: int) -> bytes:
         try:
             return response.read(size) if size >= 0 else response.read()
-        except (OSError, http.client.HTTPException) as error:
+        except Exception as error:  # any of them may quote the path, which holds the token
             raise self._network_error(error) from None
 
     def _network_error(self, error: Exception) -> BotApiError:

@@ -14,6 +14,9 @@ from enact.messages.inbox import Attachment, ChatEvent
 log = logging.getLogger("enact.channels.telegram")
 
 NAME = "telegram"
+PHOTO_FETCH_ATTEMPTS = 3
+"""Polls in which a photo's fetch may fail before its update goes on without
+it: a photo Telegram keeps failing to serve must not hold up the chat."""
 
 
 def _not_fetched(size: int, why: str) -> Attachment:
@@ -28,6 +31,8 @@ class UpdateReader:
         self._api = api
         self._attachments = attachments
         self._max_photo_bytes = max_photo_bytes
+        self._fetch_failures: dict[str, int] = {}
+        """file_id -> fetches failed so far (this daemon's run)."""
 
     def event_of(self, update_id: int, update: dict[str, Any]) -> ChatEvent | None:
         message = update.get("message")
@@ -55,18 +60,26 @@ class UpdateReader:
     def _photo(self, message: dict[str, Any], photos: list[Any]) -> Attachment:
         """The largest size, fetched into the home (at most ``max_photo_bytes``)."""
         sizes = [p for p in photos if isinstance(p, dict) and p.get("file_id")]
+        if not sizes:
+            return _not_fetched(0, "no size of it has a file id")
         largest = max(sizes, key=lambda p: (p.get("file_size") or 0, (p.get("width") or 0) * (p.get("height") or 0)))
         declared = int(largest.get("file_size") or 0)
         too_large = "larger than channels.telegram.max_photo_bytes"
         if declared > self._max_photo_bytes:
             return _not_fetched(declared, too_large)
+        file_id = str(largest["file_id"])
         try:
-            return self._fetch(message, largest)
+            fetched = self._fetch(message, largest)
         except BotApiError as error:
-            if not error.terminal:
+            failures = self._fetch_failures[file_id] = self._fetch_failures.get(file_id, 0) + 1
+            if not error.terminal and failures < PHOTO_FETCH_ATTEMPTS:
                 raise  # the network or Telegram: this update is polled again later
-            # Refused for good (an expired file, too large once read): the event goes on without it.
+            # Refused for good (an expired file, too large once read), or failing
+            # poll after poll: the event goes on without it.
+            self._fetch_failures.pop(file_id, None)
             return _not_fetched(declared, too_large if error.reason == TOO_LARGE else str(error))
+        self._fetch_failures.pop(file_id, None)
+        return fetched
 
     def _fetch(self, message: dict[str, Any], largest: dict[str, Any]) -> Attachment:
         found = self._api.call("getFile", {"file_id": largest["file_id"]})

@@ -26,7 +26,8 @@ def pattern_of(texts: Sequence[str]) -> re.Pattern[str] | None:
         return None
     # Longest first, so a text that contains another is replaced whole.
     alternatives.sort(key=len, reverse=True)
-    return re.compile("|".join(alternatives), re.IGNORECASE)
+    # Whole words only: forgetting "Bob" must not rewrite "bobsled".
+    return re.compile(r"(?<!\w)(?:" + "|".join(alternatives) + r")(?!\w)", re.IGNORECASE)
 
 
 def _scrub(value: Any, pattern: re.Pattern[str], tombstone: str) -> Any:

@@ -8,6 +8,7 @@ checks the origin again.
 from __future__ import annotations
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.memory.facts import FactState, Sensitivity
 from enact.messages.common import MODEL_ACTION, is_human
 from enact.messages.memory import Merged, Pending, Refused, Saved
 
@@ -49,12 +50,24 @@ def _list(call: CommandCall, context: CommandContext) -> str:
     reply = context.ask(MEMORY, List(tag=tag, max_facts=_LISTED))
     if not isinstance(reply, FactList):
         raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
-    if not reply.facts:
-        return "no facts remembered" + (f" with tag {tag!r}" if tag else "")
-    lines = [f"{fact.id} [{fact.state}] {fact.text}" for fact in reply.facts]
+    facts = reply.facts
+    withheld = 0
+    if not is_human(call.origin):
+        # The receipt goes to the model: what memory never sends a model
+        # (pending, secret, private facts) is left out here too.
+        facts = tuple(fact for fact in facts if fact.state is FactState.ACTIVE
+                      and fact.sensitivity is Sensitivity.NORMAL)
+        withheld = len(reply.facts) - len(facts)
+    if not facts:
+        return "no facts remembered" + (f" with tag {tag!r}" if tag else "") + _withheld_note(withheld)
+    lines = [f"{fact.id} [{fact.state}] {fact.text}" for fact in facts]
     if reply.total > len(reply.facts):
         lines.append(f"… and {reply.total - len(reply.facts)} more (enact memory list)")
-    return "\n".join(lines)
+    return "\n".join(lines) + _withheld_note(withheld)
+
+
+def _withheld_note(withheld: int) -> str:
+    return f"\n({withheld} pending, private or secret facts not shown to a model)" if withheld else ""
 
 
 def _forget(call: CommandCall, context: CommandContext) -> str:

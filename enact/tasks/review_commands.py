@@ -12,7 +12,7 @@ from typing import Any
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
 from enact.messages._registry import Request
-from enact.messages.common import HUMAN_CLI, Rejected
+from enact.messages.common import Rejected
 from enact.messages.reviews import (
     Close,
     Closed,
@@ -36,12 +36,6 @@ def _review_id(call: CommandCall) -> int:
     if not text.isdigit():
         raise CommandFailed(f"/{call.name} needs a review id, e.g. /{call.name} 3")
     return int(text)
-
-
-def _owner_only(call: CommandCall, verb: str) -> None:
-    if call.origin != HUMAN_CLI and not call.locked:
-        raise CommandFailed(f"refused: to {verb} a review from chat needs the conversation lock "
-                            "(chat.allowed_conversations), so that only the owner can; or use `enact review`")
 
 
 def _ask_reviews(context: CommandContext, message: Request[Any]) -> object:
@@ -77,7 +71,6 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
 
 def _land(call: CommandCall, context: CommandContext) -> str:
-    _owner_only(call, "land")
     review_id = _review_id(call)
     reply = _ask_reviews(context, Land(review_id=review_id, origin=call.origin))
     if isinstance(reply, UnknownReview):
@@ -90,7 +83,6 @@ def _land(call: CommandCall, context: CommandContext) -> str:
 
 
 def _close(call: CommandCall, context: CommandContext) -> str:
-    _owner_only(call, "close")
     review_id = _review_id(call)
     reply = _ask_reviews(context, Close(review_id=review_id, origin=call.origin, reason="closed from chat"))
     if isinstance(reply, UnknownReview):

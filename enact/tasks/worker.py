@@ -121,6 +121,8 @@ class TaskAttempt:
         self._native_session: str | None = None
         self._confined = False
         self._tree: Worktree | None = None
+        self._validated: dict[str, str] = {}
+        """The content hashes of the changed paths as the last doctor run found them."""
 
     # -- talking to the queue -------------------------------------------------
 
@@ -292,8 +294,13 @@ class TaskAttempt:
             why = (f"validation failed after {round_} of {task.repairs} repairs: {result.summary}"
                    if not result.protected_changed else result.summary)
             return _Ending(Outcome.FAILED, f"{why}; the worktree is kept at {tree.path}", FailureClass.PERMANENT)
+        if worktrees.content_of(tree, changed) != self._validated:
+            # The test run itself rewrote what it validated: what would be
+            # committed is not what passed.
+            return _Ending(Outcome.FAILED, f"the test run changed the files it validated; the worktree is kept at "
+                                           f"{tree.path}", FailureClass.PERMANENT)
         self._report(self._phase, event=EventKind.VALIDATED, repair=round_, summary=result.summary)
-        return self._hand_over(tree, result)
+        return self._hand_over(tree, result, changed)
 
     def _no_changes(self, tree: Worktree) -> _Ending:
         worktrees.remove(tree, delete_branch=True)
@@ -301,12 +308,13 @@ class TaskAttempt:
         return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
 
     def _doctor(self, tree: Worktree, confined: Confinement, changed: list[str], asked: str) -> doctor.DoctorResult:
+        self._validated = worktrees.content_of(tree, changed)
         return doctor.run_doctor(tree.path, settings=self.services.settings, log_path=self.log_path,
                                  cancel=self.cancel, confine=confined, changed=changed, asked=asked)
 
-    def _hand_over(self, tree: Worktree, result: doctor.DoctorResult) -> _Ending:
+    def _hand_over(self, tree: Worktree, result: doctor.DoctorResult, validated: list[str]) -> _Ending:
         self._report(Phase.CAPTURE)
-        head = worktrees.capture(tree, self.task.request)
+        head = worktrees.capture(tree, self.task.request, validated)
         stat = worktrees.diffstat(tree, head)
         self._report(Phase.CAPTURE, event=EventKind.CAPTURED, summary=f"{head[:12]} on {tree.branch}")
         self._report(Phase.REVIEW)

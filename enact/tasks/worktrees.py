@@ -41,6 +41,14 @@ class Worktree:
     base_branch: str
     base: str
     """The commit the worktree was made from."""
+    git_dir: Path
+    """The worktree's git directory, read when it was made: the ``.git``
+    file inside is the task's to write, so the host never trusts it."""
+
+    def git(self, *args: str) -> str:
+        """git in this worktree, with its own git directory and no hooks."""
+        return git(self.path, *args, options=(f"--git-dir={self.git_dir}", f"--work-tree={self.path}",
+                                              *SAFE_OPTIONS))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,10 +84,16 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def git(cwd: Path, *args: str) -> str:
-    """Run ``git ARGS`` in ``cwd``; its standard output, or WorktreeError."""
+SAFE_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+"""For git run by the host in a worktree a task's runtime could write: no
+hook and no fsmonitor command it might have planted runs outside the
+confinement."""
+
+
+def git(cwd: Path, *args: str, options: tuple[str, ...] = ()) -> str:
+    """Run ``git [OPTIONS] ARGS`` in ``cwd``; its standard output, or WorktreeError."""
     try:
-        output = sh.git(*args, _cwd=str(cwd), _env=_git_env(), _tty_out=False)
+        output = sh.git(*options, *args, _cwd=str(cwd), _env=_git_env(), _tty_out=False)
     except sh.ErrorReturnCode as error:
         detail = error.stderr.decode(errors="replace").strip().splitlines()
         raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else error.exit_code}") from None
@@ -116,7 +130,9 @@ def prepare(repo: Path, home: Path, task_id: int) -> Worktree:
     path.parent.mkdir(parents=True, exist_ok=True)
     git(repo, "worktree", "prune")
     git(repo, "worktree", "add", "--quiet", "-B", branch, str(path), base)
-    return Worktree(task_id=task_id, path=path, repo=repo, branch=branch, base_branch=base_branch, base=base)
+    git_dir = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
+    return Worktree(task_id=task_id, path=path, repo=repo, branch=branch, base_branch=base_branch, base=base,
+                    git_dir=git_dir)
 
 
 def _split_z(output: str) -> list[str]:
@@ -126,9 +142,19 @@ def _split_z(output: str) -> list[str]:
 def changed_paths(worktree: Worktree) -> list[str]:
     """Every path that differs from the base: edited, added, deleted or
     renamed, committed by the runtime or not; sorted."""
-    tracked = _split_z(git(worktree.path, "diff", "--name-only", "-z", "--no-renames", worktree.base))
-    untracked = _split_z(git(worktree.path, "ls-files", "--others", "--exclude-standard", "-z"))
+    tracked = _split_z(worktree.git("diff", "--name-only", "-z", "--no-renames", worktree.base))
+    untracked = _split_z(worktree.git("ls-files", "--others", "--exclude-standard", "-z"))
     return sorted(set(tracked) | set(untracked))
+
+
+def content_of(worktree: Worktree, paths: list[str]) -> dict[str, str]:
+    """Each path's content hash (``gone`` for a deleted one): what was
+    validated, to hold the commit to it."""
+    hashes = {}
+    for relative in paths:
+        file = worktree.path / relative
+        hashes[relative] = worktree.git("hash-object", "--", relative).strip() if file.is_file() else "gone"
+    return hashes
 
 
 def commit_subject(task_id: int, request: str) -> str:
@@ -137,20 +163,22 @@ def commit_subject(task_id: int, request: str) -> str:
     return subject if len(subject) <= _SUBJECT_LIMIT else subject[: _SUBJECT_LIMIT - 1] + "…"
 
 
-def capture(worktree: Worktree, request: str) -> str:
-    """Commit every change on the task branch; the head commit. Changes the
-    runtime committed itself stay as they are."""
-    git(worktree.path, "add", "--all")
-    staged = git(worktree.path, "diff", "--cached", "--name-only").strip()
+def capture(worktree: Worktree, request: str, paths: list[str]) -> str:
+    """Commit the validated ``paths`` on the task branch (nothing the test
+    run left behind); the head commit. Changes the runtime committed itself
+    stay as they are."""
+    if paths:
+        worktree.git("add", "--all", "--", *paths)
+    staged = worktree.git("diff", "--cached", "--name-only").strip()
     if staged:
         body = f"{request.strip()}\n\nTask {worktree.task_id}, from {worktree.base_branch} at {worktree.base[:12]}."
-        git(worktree.path, "commit", "--quiet", "--no-verify", "-m", commit_subject(worktree.task_id, request),
-            "-m", body)
-    return git(worktree.path, "rev-parse", "HEAD").strip()
+        worktree.git("commit", "--quiet", "--no-verify", "-m", commit_subject(worktree.task_id, request),
+                     "-m", body)
+    return worktree.git("rev-parse", "HEAD").strip()
 
 
 def diffstat(worktree: Worktree, head: str) -> str:
-    return git(worktree.path, "diff", "--stat", worktree.base, head).strip()
+    return worktree.git("diff", "--stat", worktree.base, head).strip()
 
 
 def remove(worktree: Worktree, *, delete_branch: bool) -> None:
@@ -201,7 +229,7 @@ def info(home: Path, task_id: int) -> WorktreeInfo | None:
     if not path.is_dir():
         return None
     try:
-        dirty = bool(git(path, "status", "--porcelain", "--untracked-files=all").strip())
+        dirty = bool(git(path, "status", "--porcelain", "--untracked-files=all", options=SAFE_OPTIONS).strip())
     except WorktreeError:
         dirty = False  # not a worktree git knows any more: nothing in it is tracked
     return WorktreeInfo(task_id=task_id, path=path, repo=repo_of(path), branch=branch_of(task_id),
