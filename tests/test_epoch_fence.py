@@ -121,9 +121,11 @@ def test_takeover_fences_the_old_daemon_which_exits(daemons: DaemonFactory) -> N
     assert old.wait_exit(10) == 0, old.log_text()
     assert time.monotonic() - ready < 5, "the old daemon took too long to notice the takeover"
     # It noticed within a second of the new daemon committing its generation.
+    # The new daemon logs its line just after the commit, so the old one may
+    # log a few milliseconds earlier.
     took_over = _logged_at(new.log_text(), "as generation 2")
     noticed = _logged_at(old.log_text(), "stopping: taken over by generation 2")
-    assert 0 <= (noticed - took_over).total_seconds() < 1.0, (took_over, noticed)
+    assert -0.1 <= (noticed - took_over).total_seconds() < 1.0, (took_over, noticed)
     prober.wait_closed(10)
     assert "epoch.Current" not in prober.types_sent_after(ready), prober.replies
 
