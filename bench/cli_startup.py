@@ -1,10 +1,13 @@
 """What an ``enact`` command costs before it talks to the daemon.
 
 A command's process is started against a home whose control socket is a
-listener in this process; the figure is the time from starting the process
-to the moment the first byte of its request arrives, so it covers the
-interpreter, the imports and building and encoding the request, and nothing
-the daemon does. The baseline is the least any Python program pays for the
+listener in this process and whose command server (``enact.cli._server``, as
+the daemon starts it) is running; the figure is the time from starting the
+process to the moment the first byte of its request arrives, so it covers
+the interpreter, the hand-off to the command server, the fork there and
+building and encoding the request, and nothing the daemon does. The same
+commands in their own process (``ENACT_COMMAND_SERVER=off``: no daemon's
+command server, or another version) are shown beside. The baseline is the least any Python program pays for the
 same: a bare interpreter that imports ``socket``, connects and sends a byte. ``enact --version``
 (which talks to no daemon) is timed whole, beside ``python -c pass``.
 
@@ -13,6 +16,7 @@ Target: at most 60 ms before the daemon is reached.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -20,9 +24,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from bench._table import Table, median, ratio
+from enact.cli._handoff import DISABLE_VARIABLE
+from enact.home import CLI_SOCKET_NAME
 
 TITLE = "5. CLI start-up: time until a command reaches the daemon, vs a bare interpreter connecting"
 TARGET_MS = 60.0
@@ -67,6 +74,27 @@ def _until_connected(argv: list[str], listener: _Listener, env: dict[str, str]) 
     return listener.arrivals[before] - started
 
 
+def _alone(commands: dict[str, list[str]]) -> dict[str, str]:
+    return {name: f"{name} (own process)" for name in commands}
+
+
+@contextlib.contextmanager
+def _command_server(home: Path) -> Iterator[None]:
+    """The daemon's command server for ``home``, until it listens."""
+    server = subprocess.Popen([sys.executable, "-m", "enact.cli._server", str(home)], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while not (home / CLI_SOCKET_NAME).exists():
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the command server did not start")
+            time.sleep(0.05)
+        yield
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=30)
+
+
 def _whole(argv: list[str], env: dict[str, str]) -> float:
     started = time.monotonic()
     subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=30)
@@ -93,21 +121,25 @@ def run(quick: bool) -> Table:
                 "enact send hello": [enact, "--home", str(home), "send", "hello"],
                 "enact turns": [enact, "--home", str(home), "turns"],
             }
-            samples: dict[str, list[float]] = {name: [] for name in ("bare", *commands)}
-            for _ in range(runs):  # alternated, so drift in the machine's speed hits both alike
-                samples["bare"].append(_until_connected(bare, listener, env))
-                for name, argv in commands.items():
-                    samples[name].append(_until_connected(argv, listener, env))
+            alone = {**env, DISABLE_VARIABLE: "off"}
+            samples: dict[str, list[float]] = {name: [] for name in ("bare", *commands, *_alone(commands).values())}
+            with _command_server(home):
+                for _ in range(runs):  # alternated, so drift in the machine's speed hits both alike
+                    samples["bare"].append(_until_connected(bare, listener, env))
+                    for name, argv in commands.items():
+                        samples[name].append(_until_connected(argv, listener, env))
+                        samples[_alone(commands)[name]].append(_until_connected(argv, listener, alone))
         finally:
             listener.close()
         floor = median(samples["bare"])
-        for name in commands:
+        for name in [*commands, *_alone(commands).values()]:
             cost = median(samples[name])
             verdict = "PASS" if cost * 1000 <= TARGET_MS else "FAIL"
-            table.add(name, _ms(floor), _ms(cost), ratio(cost / floor), verdict)
+            table.add(name, _ms(floor), _ms(cost), ratio(cost / floor), verdict if name in commands else "")
         version = [_whole([enact, "--version"], env) for _ in range(runs)]
         interpreter = [_whole([sys.executable, "-c", "pass"], env) for _ in range(runs)]
         table.add("enact --version (whole process)", _ms(median(interpreter)), _ms(median(version)),
                   ratio(median(version) / median(interpreter)), "")
-    table.note(f"medians of {runs} runs, alternated; bare Python = an interpreter that imports socket and connects")
+    table.note(f"medians of {runs} runs, alternated; bare Python = an interpreter that imports socket and connects; "
+               "own process: the command imports click and its messages itself")
     return table

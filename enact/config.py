@@ -112,6 +112,8 @@ SETTINGS: tuple[Setting, ...] = (
             between(0, 64)),
     Setting("daemon.log_level", str, "info", "Log level", one_of("debug", "info", "warning", "error")),
     Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", at_least(0)),
+    Setting("daemon.command_server", bool, True,
+            "Run command-line commands in a warm process beside the daemon (`cli.sock`)"),
     Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", at_least(1)),
     Setting("supervisor.restart_window_s", float, 60.0, "The window for max_restarts", at_least(1)),
     Setting("storage.map_size_mb", int, 64, "Initial LMDB map size; it grows on demand", between(1, 1 << 20)),

@@ -26,6 +26,7 @@ from enact.actors.control import ControlServer
 from enact.actors.supervisor import Supervisor
 from enact.channels import Channel, InboxInlet
 from enact.chat.services import ChatServices
+from enact.cli._server import CommandServer
 from enact.commands import (
     CommandCall,
     CommandContext,
@@ -236,6 +237,7 @@ class _Daemon:
             idle_timeout_s=settings["control.idle_timeout_s"],
             request_timeout_s=settings["control.request_timeout_s"],
         )
+        self.command_server = CommandServer(home) if settings["daemon.command_server"] else None
         self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
@@ -277,6 +279,8 @@ class _Daemon:
             self.supervisor.start()
             self._start_channels()
             self.control.start()
+            if self.command_server is not None:
+                self.command_server.start()
         except Exception as error:
             log.exception("start-up failed")
             print(f"enact: cannot start: {type(error).__name__}: {error}", file=sys.stderr)
@@ -291,6 +295,12 @@ class _Daemon:
         notify_systemd(b"STOPPING=1")
         self._shut_down()
         return self.stop.exit_code
+
+    def _stop_command_server(self, wait_s: float = 2.0) -> None:
+        """It stops listening at once; it ends by itself once the commands it
+        runs have (a fenced daemon does not wait for that)."""
+        if self.command_server is not None:
+            self.command_server.stop(wait_s)
 
     def _start_channels(self) -> None:
         """After the actors: each channel's events go straight to the inbox."""
@@ -339,6 +349,7 @@ class _Daemon:
             return
         timeout = self.settings["daemon.shutdown_timeout_s"]
         deadline = time.monotonic() + timeout
+        self._stop_command_server()
         self.control.stop()
         # Before the drain: an `enact send` still waiting is answered
         # "interrupted" at once (its event is durable) rather than cut off.
@@ -358,6 +369,7 @@ class _Daemon:
         # The HTTP server takes up to its poll interval to stop; overlap it.
         metrics_stopping = threading.Thread(target=self.metrics_server.stop, name="enact-metrics-stop", daemon=True)
         metrics_stopping.start()
+        self._stop_command_server(wait_s=0.0)
         self.control.stop()
         self._stop_channels()
         self.supervisor.halt(_HALT_S)

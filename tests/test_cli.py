@@ -352,7 +352,7 @@ def test_every_command_group_in_enact_cli_is_reachable_from_enact() -> None:
     import click
 
     import enact.cli
-    from enact.cli import COMMANDS, main
+    from enact.cli._group import COMMANDS, main
 
     reachable = {id(main.get_command(click.Context(main), name)) for name in COMMANDS}
     subcommands: set[int] = set()
@@ -365,5 +365,5 @@ def test_every_command_group_in_enact_cli_is_reachable_from_enact() -> None:
                 if isinstance(value, click.Group):
                     subcommands |= {id(sub) for sub in value.commands.values()}
     unreachable = [target for target, command in top_level.items()
-                   if id(command) not in reachable and id(command) not in subcommands]
+                   if id(command) not in reachable | subcommands | {id(main)}]
     assert unreachable == []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import orjson
 
-from enact.cli import main
+from enact.cli._group import main
 from enact.components import builtin
 from enact.home import SOCKET_NAME
 from enact.messages._framing import MAX_FRAME_BYTES
