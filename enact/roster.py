@@ -7,7 +7,7 @@ dependency order.
 
 from __future__ import annotations
 
-from enact.actors import accounting, journal, memory, outbox, reviews, scheduler, sessions, tasks
+from enact.actors import accounting, journal, memory, outbox, reviews, scanner, scheduler, sessions, tasks
 from enact.actors.accounting import AccountingActor
 from enact.actors.curator import DATABASES as CURATOR_DATABASES
 from enact.actors.curator import CuratorActor
@@ -17,6 +17,7 @@ from enact.actors.journal import JournalActor
 from enact.actors.memory import MemoryActor
 from enact.actors.outbox import OutboxActor
 from enact.actors.reviews import ReviewsActor
+from enact.actors.scanner import ScannerActor
 from enact.actors.scheduler import SchedulerActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec
@@ -72,10 +73,17 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             subscribes=(TaskChanged,),
         ),
         ActorSpec(
+            name="scanner",
+            actor=ScannerActor,
+            databases=scanner.DATABASES,
+            depends_on=("epoch", "inbox", "tasks"),
+            options={"runtime": services.runtime},
+        ),
+        ActorSpec(
             name="curator",
             actor=CuratorActor,
             databases=CURATOR_DATABASES,
-            depends_on=("epoch", "tasks", "reviews"),
+            depends_on=("epoch", "tasks", "reviews", "scanner"),
             options={"runtime": services.runtime},
             subscribes=(TaskChanged, Landed),
         ),
