@@ -157,6 +157,8 @@ SETTINGS: tuple[Setting, ...] = (
     # Backlog and cron (the Scheduler actor).
     Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
     Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
+    # Evolution (the EvidenceScanner actor).
+    Setting("evolve.scan_batch", int, 20, "Turns or tasks one evidence scan sends to the model", between(1, 100)),
 )
 """The daemon's own settings; each component declares its own."""
 
