@@ -117,7 +117,7 @@ class CuratorActor(EnactActor):
 
     def on_start(self) -> None:
         self._count_states()
-        self.context.tell(self.context.name, _Reconcile())
+        self.actor_ref.tell(_Reconcile())  # after start: the actors it asks are running by then
 
     def handle(self, message: Any) -> Any:
         match message:
