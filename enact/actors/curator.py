@@ -25,13 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import lmdb
-
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
+from enact.actors._curator_adoption import Adoption, set_signals
 from enact.evolution import approval, curation, ranking, synthesis
 from enact.evolution.candidates import Candidate, CandidateState
+from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
+from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.signals import Signal, SignalState
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import (
@@ -44,8 +45,6 @@ from enact.messages.curator import (
     CandidateShown,
     EvolveHistory,
     History,
-    Proposal,
-    ProposalState,
     Propose,
     Proposed,
     RemovalSuggestion,
@@ -58,15 +57,9 @@ from enact.messages.curator import (
 from enact.messages.reviews import Landed
 from enact.messages.tasks import TaskChanged
 from enact.runtime import Runtime, RuntimeRequest
-from enact.storage import AppendLog, RecordTable, decode_record
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = "evolution.candidates"
-PROPOSALS = "evolution.proposals"
-AUDIT = "evolution.audit"
-SETTINGS = "evolution.settings"
-DATABASES = (CANDIDATES, PROPOSALS, AUDIT, SETTINGS)
 SCANNER, TASKS, REVIEWS = "scanner", "tasks", "reviews"
 RECENT_TASKS = 60
 """Newest tasks read for curation's completion records."""
@@ -106,13 +99,12 @@ class _Reconcile:
 class CuratorActor(EnactActor):
     def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
         super().__init__(context)
-        self._store = context.own_store()
-        self._candidates = RecordTable(self._store.table(CANDIDATES), Candidate)
-        self._proposal_log = self._store.log(PROPOSALS)
-        self._proposals = RecordTable(self._proposal_log, Proposal)
-        self._audit_log = self._store.log(AUDIT)
-        self._settings = self._store.table(SETTINGS)
+        self.records = CuratorRecords(context.own_store())
+        # What the evolve modes and brainstorming (enact.actors._evolve_*) use.
+        self._store, self._settings = self.records.store, self.records.settings
+        self._candidates, self._audit_log = self.records.candidates, self.records.audit_log
         self._runtime = runtime
+        self._adoption = Adoption(context, self.records, stored=self._count_states)
         self._running: _Run | None = None
 
     def on_start(self) -> None:
@@ -138,54 +130,29 @@ class CuratorActor(EnactActor):
             case History():
                 return self._history(message)
             case TaskChanged():
-                return self._task_changed(message)
+                return self._adoption.task_changed(message)
             case Landed():
-                return self._landed(message)
+                return self._adoption.landed(message)
             case _Reconcile():
-                return self._reconcile()
+                return self._adoption.reconcile()
         return super().handle(message)
 
     # -- records ----------------------------------------------------------
 
     def all_candidates(self) -> list[Candidate]:
-        return self._store.read(lambda txn: [candidate for _, candidate in self._candidates.items(txn)])
+        return self.records.all_candidates()
 
     def candidate(self, candidate_id: str) -> Candidate | None:
-        if not candidate_id or len(candidate_id) > 64:
-            return None
-        return self._store.read(lambda txn: self._candidates.get(txn, candidate_id.encode()))
-
-    def _write(self, fn: Callable[[lmdb.Transaction], Any], *events: AuditEvent) -> Any:
-        def write(txn: lmdb.Transaction) -> Any:
-            result = fn(txn)
-            for event in events:
-                self._audit_log.append(txn, _plain(event))
-            return result
-
-        result = self._store.write(write)
-        self._count_states()
-        return result
+        return self.records.candidate(candidate_id)
 
     def _put(self, candidate: Candidate, *events: AuditEvent) -> Candidate:
-        self._write(lambda txn: self._candidates.put(txn, candidate.id.encode(), candidate), *events)
+        self.records.put(candidate, *events)
+        self._count_states()
         return candidate
 
     def _count_states(self) -> None:
-        counts = dict.fromkeys(CandidateState, 0)
-        for candidate in self.all_candidates():
-            counts[candidate.state] += 1
-        for state, count in counts.items():
+        for state, count in self.records.state_counts().items():
             self.context.metrics.evolution_candidates.labels(state=state.value).set(count)
-
-    def open_proposal(self) -> Proposal | None:
-        def read(txn: lmdb.Transaction) -> Proposal | None:
-            for sequence, document in self._proposal_log.iterate_backwards(txn):
-                proposal = decode_record(Proposal, document, database=PROPOSALS, key=AppendLog.key(sequence))
-                if proposal.state is ProposalState.OPEN:
-                    return proposal
-            return None
-
-        return self._store.read(read)
 
     # -- proposing ----------------------------------------------------------
 
@@ -228,8 +195,7 @@ class CuratorActor(EnactActor):
         repaired = synthesis.claimed(self.all_candidates(), signals)
         for candidate_id, signal_ids in repaired.items():
             if self._link(candidate_id, signal_ids):
-                self._write(lambda txn: None, _event("linked", candidate_id,
-                                                     detail=f"repaired: linked {', '.join(signal_ids)}"))
+                self.records.note(_event("linked", candidate_id, detail=f"repaired: linked {', '.join(signal_ids)}"))
         taken = {signal_id for ids in repaired.values() for signal_id in ids}
         return synthesis.pending(signal for signal in signals if signal.id not in taken)
 
@@ -269,7 +235,7 @@ class CuratorActor(EnactActor):
             drafts, problem = [], str(error)
         if problem:
             run.notes.append(f"synthesis rejected: {problem}")
-            self._write(lambda txn: None, _event("synthesis-rejected", detail=problem))
+            self.records.note(_event("synthesis-rejected", detail=problem))
         now = time.time()
         for draft in drafts:
             known = self.candidate(draft.id)
@@ -325,34 +291,8 @@ class CuratorActor(EnactActor):
             raise
 
     def _record(self, run: _Run, verdict: curation.Curation, shown: list[Candidate]) -> None:
-        now = time.time()
-
-        def write(txn: lmdb.Transaction) -> Proposal:
-            earlier = [(sequence, decode_record(Proposal, document, database=PROPOSALS, key=AppendLog.key(sequence)))
-                       for sequence, document in self._proposal_log.iterate_backwards(txn)]
-            for sequence, proposal in earlier:
-                if proposal.state is ProposalState.OPEN:
-                    self._proposals.put(txn, AppendLog.key(sequence),
-                                        dataclasses.replace(proposal, state=ProposalState.SUPERSEDED))
-                    self._audit_log.append(txn, _plain(_event("superseded", proposal_id=proposal.id)))
-            sequence = self._proposal_log.last_cursor(txn) + 1
-            proposal_id = f"prop-{sequence}"
-            suggestions = tuple(
-                RemovalSuggestion(id=f"{proposal_id}-r{number}", candidate_id=item.candidate_id,
-                                  removal_class=item.removal_class, reason=item.reason, refs=item.refs)
-                for number, item in enumerate(verdict.removals, start=1))
-            proposal = Proposal(id=proposal_id, candidate_id=verdict.recommended, reason=verdict.reason,
-                                guidance=verdict.guidance, fallback=verdict.fallback,
-                                removal_suggestions=suggestions, state=ProposalState.OPEN, created_at=now,
-                                candidates=tuple(candidate.id for candidate in shown))
-            self._proposals.put(txn, AppendLog.key(sequence), proposal)
-            detail = ("fallback: " if verdict.fallback else "") + verdict.reason
-            self._audit_log.append(txn, _plain(_event("proposed", verdict.recommended or "", proposal_id,
-                                                      detail=detail[:1000])))
-            return proposal
-
         try:
-            proposal = self._store.write(write)
+            proposal = self.records.record_proposal(verdict, shown, time.time())
         finally:
             self._running = None
         self.context.metrics.evolution_proposals.inc()
@@ -378,7 +318,7 @@ class CuratorActor(EnactActor):
         views = tuple(SignalView(id=s.id, source=s.source, observation=s.observation, confidence=s.confidence,
                                  explicit=s.explicit, evidence_refs=s.evidence_refs, state=str(s.state))
                       for s in signals)
-        audit = tuple(event for event in self._events(limit=10_000) if event.candidate_id == found.id)
+        audit = tuple(event for event in self.records.events(limit=10_000) if event.candidate_id == found.id)
         return CandidateShown(candidate=found, signals=views, audit=audit, signals_note=note)
 
     def _signals_of(self, candidate: Candidate) -> tuple[list[Signal], str]:
@@ -394,31 +334,11 @@ class CuratorActor(EnactActor):
         found = [signal for signal in reply.signals if signal.id in wanted] if isinstance(reply, SignalList) else []
         return found, ""
 
-    def _events(self, limit: int) -> list[AuditEvent]:
-        def read(txn: lmdb.Transaction) -> list[AuditEvent]:
-            events = []
-            for sequence, document in self._audit_log.iterate_backwards(txn):
-                events.append(decode_record(AuditEvent, document, database=AUDIT, key=AppendLog.key(sequence)))
-                if len(events) >= limit:
-                    break
-            return events
-
-        return self._store.read(read)
-
     def _history(self, message: History) -> EvolveHistory | Rejected:
         if not 1 <= message.limit <= MAX_LIST:
             return Rejected(reason=f"limit must be between 1 and {MAX_LIST}")
-
-        def proposals(txn: lmdb.Transaction) -> list[Proposal]:
-            found = []
-            for sequence, document in self._proposal_log.iterate_backwards(txn):
-                found.append(decode_record(Proposal, document, database=PROPOSALS, key=AppendLog.key(sequence)))
-                if len(found) >= 10:
-                    break
-            return found
-
-        return EvolveHistory(events=tuple(self._events(message.limit)),
-                             proposals=tuple(self._store.read(proposals)))
+        return EvolveHistory(events=tuple(self.records.events(message.limit)),
+                             proposals=tuple(self.records.newest_proposals(10)))
 
     # -- the owner's decisions ----------------------------------------------
 
@@ -443,17 +363,10 @@ class CuratorActor(EnactActor):
             return Rejected(reason=f"the task queue refused the task: {reply.reason}")
         task = reply.task
         approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id, updated_at=time.time())
-        proposal = self.open_proposal()
-
-        def write(txn: lmdb.Transaction) -> None:
-            self._candidates.put(txn, found.id.encode(), approved)
-            if proposal is not None and proposal.candidate_id == found.id:
-                sequence = int(proposal.id.removeprefix("prop-"))
-                self._proposals.put(txn, AppendLog.key(sequence),
-                                    dataclasses.replace(proposal, state=ProposalState.APPROVED))
-
-        self._write(write, _event("approved", found.id, proposal.id if proposal else "",
-                                  detail=f"task {task.id} by {message.origin}"))
+        proposal = self.records.open_proposal()
+        self.records.approve(approved, proposal, _event("approved", found.id, proposal.id if proposal else "",
+                                                        detail=f"task {task.id} by {message.origin}"))
+        self._count_states()
         return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
 
     def _remove(self, message: Remove) -> Removed | UnknownCandidate | Rejected:
@@ -477,94 +390,15 @@ class CuratorActor(EnactActor):
                 detail = f"{suggestion.removal_class.value} ({suggestion.id}): {detail}"
         removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=time.time())
         self._put(removed, _event("removed", found.id, detail=f"{detail} (by {message.origin})"[:1000]))
-        self._set_signals(removed, SignalState.DISMISSED)
+        set_signals(self.context, removed, SignalState.DISMISSED)
         return Removed(candidate=removed)
 
     def _suggestion(self, suggestion_id: str) -> tuple[RemovalSuggestion | None, str]:
-        proposal_id = suggestion_id.rpartition("-r")[0]
-        number = proposal_id.removeprefix("prop-")
-        if not number.isdigit():
-            return None, f"{suggestion_id!r} is not a removal suggestion's id (like prop-3-r1)"
-        proposal = self._store.read(lambda txn: self._proposals.get(txn, AppendLog.key(int(number))))
+        proposal = self.records.proposal(suggestion_id.rpartition("-r")[0])
         suggestion = next((s for s in proposal.removal_suggestions if s.id == suggestion_id), None) \
             if proposal is not None else None
         if suggestion is None:
             return None, f"no removal suggestion {suggestion_id}"
         return suggestion, ""
 
-    # -- adoption -----------------------------------------------------------
-
-    def _by_task(self, task_id: int) -> Candidate | None:
-        return next((c for c in self.all_candidates() if c.task_id == task_id), None)
-
-    def _task_changed(self, message: TaskChanged) -> None:
-        task = message.task
-        if not task.idempotency_key.startswith("evolve:"):
-            return
-        found = self._by_task(task.id)
-        if found is None or found.state is not CandidateState.APPROVED:
-            return
-        if task.review_id and task.review_id != found.review_id:
-            self._put(dataclasses.replace(found, review_id=task.review_id, updated_at=time.time()),
-                      _event("review-recorded", found.id, detail=f"task {task.id} opened review {task.review_id}"))
-        elif task.state.ended and not task.review_id:
-            self._write(lambda txn: None, _event("task-ended", found.id,
-                                                 detail=f"task {task.id} {task.state.value}: {task.summary}"[:1000]))
-
-    def _landed(self, message: Landed) -> None:
-        review = message.review
-        found = self._by_task(review.task_id)
-        if found is None or found.state is not CandidateState.APPROVED:
-            return
-        self._adopt(found, str(review.id))
-
-    def _adopt(self, found: Candidate, review_id: str) -> None:
-        adopted = dataclasses.replace(found, state=CandidateState.ADOPTED, review_id=review_id,
-                                      updated_at=time.time())
-        self._put(adopted, _event("adopted", found.id, detail=f"review {review_id} landed"))
-        self._set_signals(adopted, SignalState.RESOLVED)
-
-    def _set_signals(self, candidate: Candidate, state: SignalState) -> None:
-        from enact.messages.scanner import SetSignalState
-
-        if candidate.evidence_ids:
-            try:
-                self.context.tell(SCANNER, SetSignalState(signal_ids=candidate.evidence_ids, state=state))
-            except ActorUnavailable as error:
-                log.warning("signals of %s %s not marked %s: %s", candidate.state.value, candidate.id, state, error)
-
-    def _reconcile(self) -> None:
-        """An approved candidate whose task or review moved on while this
-        actor was not running (its events were not told to it)."""
-        from enact.messages.reviews import Found as ReviewFound
-        from enact.messages.reviews import Get as GetReview
-        from enact.messages.reviews import ReviewState
-        from enact.messages.tasks import Found, Get
-
-        for found in self.all_candidates():
-            if found.state is not CandidateState.APPROVED or found.task_id is None:
-                continue
-            try:
-                task = self.context.ask(TASKS, Get(task_id=found.task_id))
-                review_id = task.task.review_id if isinstance(task, Found) else found.review_id
-                review = self.context.ask(REVIEWS, GetReview(review_id=int(review_id))) \
-                    if review_id.isdigit() else None
-            except ActorUnavailable as error:
-                log.warning("approved candidates not reconciled: %s", error)
-                return
-            if isinstance(review, ReviewFound) and review.review.state is ReviewState.LANDED:
-                self._adopt(found, review_id)
-            elif review_id and review_id != found.review_id:
-                self._put(dataclasses.replace(found, review_id=review_id, updated_at=time.time()),
-                          _event("review-recorded", found.id, detail=f"review {review_id} (reconciled)"))
-
-
-def _event(kind: str, candidate_id: str = "", proposal_id: str = "", *, detail: str = "") -> AuditEvent:
-    return AuditEvent(at=time.time(), kind=kind, candidate_id=candidate_id, proposal_id=proposal_id, detail=detail)
-
-
-def _plain(event: AuditEvent) -> dict[str, Any]:
-    return dataclasses.asdict(event)
-
-
-__all__ = ["DATABASES", "CuratorActor"]
+__all__ = ["CANDIDATES", "DATABASES", "CuratorActor"]

@@ -19,8 +19,11 @@ _BRIEF_FIELD = 520
 """Characters kept of each field in the brief (five fields and the provenance fit MAX_BRIEF)."""
 
 
+KEY_PREFIX = "evolve:"
+
+
 def task_key(candidate_id: str) -> str:
-    return f"evolve:{candidate_id}"
+    return f"{KEY_PREFIX}{candidate_id}"
 
 
 def _clip(text: str, limit: int) -> str:

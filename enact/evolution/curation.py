@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from enact.evolution import guard, ranking
+from enact.evolution.approval import KEY_PREFIX
 from enact.evolution.candidates import Candidate, CandidateState, RemovalClass
 from enact.tasks.records import Task
 
@@ -30,7 +31,6 @@ MAX_TEXT = 2_000
 PROMPT_HEADING = "enact evolution: curation"
 REPLY_KEYS = ("recommended", "reason", "guidance", "removals")
 REMOVAL_KEYS = ("candidate_id", "class", "reason", "refs")
-EVOLVE_KEY_PREFIX = "evolve:"
 
 
 class CurationError(ValueError):
@@ -80,12 +80,12 @@ def completion_records(tasks: Iterable[Task], landed: set[int]) -> list[Completi
         root = task
         while root.parent is not None and root.parent in by_id:
             root = by_id[root.parent]
-        key = task.idempotency_key if task.idempotency_key.startswith(EVOLVE_KEY_PREFIX) else f"root:{root.id}"
+        key = task.idempotency_key if task.idempotency_key.startswith(KEY_PREFIX) else f"root:{root.id}"
         record = CompletionRecord(
             ref=f"task:{task.id}", task_id=task.id, state=str(task.state), request=task.request[:SNAPSHOT_FIELD],
             summary=task.summary[:SNAPSHOT_FIELD], landed=task.id in landed,
-            candidate_id=task.idempotency_key.removeprefix(EVOLVE_KEY_PREFIX)
-            if task.idempotency_key.startswith(EVOLVE_KEY_PREFIX) else "",
+            candidate_id=task.idempotency_key.removeprefix(KEY_PREFIX)
+            if task.idempotency_key.startswith(KEY_PREFIX) else "",
             finished_at=float(task.finished_at or 0.0))
         known = latest.get(key)
         if known is None or (record.finished_at, record.task_id) > (known.finished_at, known.task_id):
