@@ -37,6 +37,10 @@ SYNTHESIS = reply_rule(r'(?s)^enact evolution: candidate synthesis.*?"id":"(sig-
     "evidence_ids": ["GROUP"], "title": TITLE, "rationale": "The owner said the replies are too long",
     "proposed_change": "Add a note about brevity to lib.py", "expected_benefit": "Less to read",
     "risk": "Terse answers", "test_plan": "The existing tests still pass"}])
+EXPERIENCE_SCAN = reply_rule(r'(?s)^enact evidence scan: experience.*?"ref":"(task:\d+@\d+)"', [{
+    "observation": "A task failed the repository checks and no repair fixed it", "evidence_type": "failure",
+    "affected_area": "tasks", "desired_outcome": "tasks pass their checks", "confidence": 0.7, "explicit": False,
+    "evidence_refs": ["GROUP"]}])
 CURATION = reply_rule(r'(?s)^enact evolution: curation.*?"id":"(cand-[0-9a-f]{12})"', {
     "recommended": "GROUP", "reason": "the owner asked for it in so many words", "guidance": "touch only lib.py",
     "removals": []})
@@ -190,3 +194,23 @@ def test_a_bad_synthesis_or_curation_answer_leaves_signals_active_and_falls_back
     removed = daemon.cli_json("evolve", "remove", cid, "--reason", "not now", "--json")
     assert removed["state"] == "removed"
     assert daemon.cli_json("evolve", "candidates", "--state", "removed", "--json")[0]["id"] == cid
+
+
+def test_a_failed_task_becomes_an_experience_signal_and_a_candidate(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", doctor="false")
+    tidy = '[[rule]]\nmatch = "tidy the answer"\nrun = ["sh", "-c", "echo x >> lib.py"]\nreply = "done"\n\n'
+    daemon = start(daemons, repo, EXPERIENCE_SCAN + SYNTHESIS + CURATION + tidy)
+    added = daemon.cli_json("task", "add", "--repo", str(repo), "--repairs", "0", "--json", "tidy the answer")
+    wait_for(lambda: daemon.cli_json("task", "show", str(added["id"]), "--json")["state"] == "failed",
+             timeout=60, what="the task to fail its checks")
+    scanned = daemon.cli_json("evolve", "scan", "--source", "experience", "--json")
+    assert [scan["outcome"] for scan in scanned["scans"]] == ["completed"], scanned
+    [signal] = daemon.cli_json("evolve", "signals", "--json")
+    assert signal["source"] == "experience" and signal["evidence_refs"][0].startswith(f"task:{added['id']}@")
+
+    proposed = daemon.cli_json("evolve", "propose", "--json")
+    cid = candidate_id("experience", [signal["id"]], TITLE)
+    assert proposed["candidate_id"] == cid and proposed["fallback"] is False, proposed
+    [listed] = daemon.cli_json("evolve", "candidates", "--json")
+    assert (listed["id"], listed["source"]) == (cid, "experience")
+    assert f"task:{added['id']}" in daemon.cli("evolve", "show", cid).stdout

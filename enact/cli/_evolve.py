@@ -135,7 +135,8 @@ def propose(home: Path | None, as_json: bool) -> None:
     from enact.messages.curator import Propose, Proposed
 
     message = Propose()
-    reply = request(resolve_home(home), message)
+    # Two model calls: wait as long as the daemon may take.
+    reply = request(resolve_home(home), message, timeout=None)
     if isinstance(reply, Rejected):
         fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
     proposed = expect(reply, Proposed, message)
