@@ -227,6 +227,10 @@ class CuratorActor(EnactActor):
         threading.Thread(target=call, name="enact-curator-call", daemon=True).start()
 
     def _synthesised(self, message: _Synthesised) -> None:
+        self._guarded(message.run, lambda: self._store_candidates(message))
+
+    def _store_candidates(self, message: _Synthesised) -> None:
+        """Commit each new candidate, then link its signals; then curate."""
         run = message.run
         try:
             drafts = synthesis.parse(message.answer, message.signals) if not message.failure else []
@@ -244,7 +248,7 @@ class CuratorActor(EnactActor):
                 self._put(made, _event("synthesised", made.id, detail=f"{made.title} (score {made.score:.3f})"))
             run.synthesised.append(draft.id)
             self._link(draft.id, draft.evidence_ids)
-        self._guarded(run, lambda: self._curate(run))
+        self._curate(run)
 
     def _curate(self, run: _Run) -> None:
         shown = curation.shown(self.all_candidates())
@@ -274,13 +278,16 @@ class CuratorActor(EnactActor):
         return curation.completion_records(ended, landed_tasks)
 
     def _curated(self, message: _Curated) -> None:
+        self._guarded(message.run, lambda: self._record(message.run, self._verdict(message), message.shown))
+
+    @staticmethod
+    def _verdict(message: _Curated) -> curation.Curation:
         try:
             if message.failure:
                 raise curation.CurationError(message.failure)
-            verdict = curation.parse(message.answer, message.shown, message.records)
+            return curation.parse(message.answer, message.shown, message.records)
         except curation.CurationError as error:
-            verdict = curation.fallback(message.shown, str(error))
-        self._guarded(message.run, lambda: self._record(message.run, verdict, message.shown))
+            return curation.fallback(message.shown, str(error))
 
     def _guarded(self, run: _Run, step: Callable[[], None]) -> None:
         try:
