@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # against these lists).
 
 STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "memory", "accounting", "tasks", "reviews",
-                 "scheduler")
+                 "scheduler", "scanner")
 ACTOR_FAMILIES = ("conversation",)
 """Keyed actors are counted by family, not by their per-conversation name."""
 
@@ -76,6 +76,9 @@ CONTROL_ERROR_REASONS = (
     "fenced",
 )
 MEMORY_FACT_STATES = ("active", "pending")
+EVOLUTION_SOURCES = ("feedback", "experience")
+EVOLUTION_SCAN_OUTCOMES = ("completed", "failed", "nothing-new", "skipped")
+EVOLUTION_SIGNAL_STATES = ("active", "linked", "dismissed", "resolved")
 
 
 class Metrics:
@@ -162,6 +165,11 @@ class Metrics:
             ["actor"],
             registry=r,
         )
+        self.evolution_scans = Counter(
+            "enact_evolution_scans", "Evidence scans by source and outcome", ["source", "outcome"], registry=r
+        )
+        self.evolution_signals = Gauge("enact_evolution_signals", "Evidence signals by state", ["state"],
+                                       registry=r)
 
     def initialise(
         self,
@@ -206,6 +214,11 @@ class Metrics:
             self.review_lands.labels(outcome=outcome)
         for outcome in CRON_OUTCOMES:
             self.cron_runs.labels(outcome=outcome)
+        for source in EVOLUTION_SOURCES:
+            for outcome in EVOLUTION_SCAN_OUTCOMES:
+                self.evolution_scans.labels(source=source, outcome=outcome)
+        for state in EVOLUTION_SIGNAL_STATES:
+            self.evolution_signals.labels(state=state)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""

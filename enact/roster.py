@@ -7,7 +7,7 @@ dependency order.
 
 from __future__ import annotations
 
-from enact.actors import accounting, journal, memory, outbox, reviews, scheduler, sessions, tasks
+from enact.actors import accounting, journal, memory, outbox, reviews, scanner, scheduler, sessions, tasks
 from enact.actors.accounting import AccountingActor
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
@@ -15,6 +15,7 @@ from enact.actors.journal import JournalActor
 from enact.actors.memory import MemoryActor
 from enact.actors.outbox import OutboxActor
 from enact.actors.reviews import ReviewsActor
+from enact.actors.scanner import ScannerActor
 from enact.actors.scheduler import SchedulerActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec
@@ -67,5 +68,12 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             depends_on=("epoch", "tasks", "reviews"),
             options={"runtime": services.runtime},
             subscribes=(TaskChanged,),
+        ),
+        ActorSpec(
+            name="scanner",
+            actor=ScannerActor,
+            databases=scanner.DATABASES,
+            depends_on=("epoch", "inbox", "tasks"),
+            options={"runtime": services.runtime},
         ),
     ]

@@ -1,2 +1,3 @@
-"""Evolution: evidence signals, improvement candidates, curation and modes,
-as plain logic the scanner and curator actors front."""
+"""Evolution: enact studies its own turns and tasks and proposes bounded
+improvements to itself, which a person approves before they become tasks.
+Plain logic, testable without threads; the actors are thin fronts over it."""
