@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enact.actors import accounting, journal, memory, outbox, reviews, scanner, scheduler, sessions, tasks
 from enact.actors.accounting import AccountingActor
+from enact.actors.curator import DATABASES as CURATOR_DATABASES
+from enact.actors.curator import CuratorActor
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
@@ -23,6 +25,7 @@ from enact.actors.tasks import TaskQueueActor
 from enact.actors.worker import WorkersActor
 from enact.chat import inbox_records
 from enact.chat.services import ChatServices
+from enact.messages.reviews import Landed
 from enact.messages.tasks import TaskChanged
 
 
@@ -75,5 +78,13 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             databases=scanner.DATABASES,
             depends_on=("epoch", "inbox", "tasks"),
             options={"runtime": services.runtime},
+        ),
+        ActorSpec(
+            name="curator",
+            actor=CuratorActor,
+            databases=CURATOR_DATABASES,
+            depends_on=("epoch", "tasks", "reviews"),
+            options={"runtime": services.runtime},
+            subscribes=(TaskChanged, Landed),
         ),
     ]
