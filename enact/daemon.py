@@ -52,6 +52,7 @@ from enact.runtime import Runtime, Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
+from enact.evolution.mode_commands import mode_commands
 from enact.tasks.backlog_commands import backlog_commands
 from enact.tasks.from_chat import session_call, task_commands
 from enact.tasks.review_commands import review_commands
@@ -132,7 +133,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     try:
         commands = CommandRegistry()
         for command in (*builtin_commands(commands), *memory_commands(), *task_commands(), *review_commands(),
-                        *backlog_commands()):
+                        *backlog_commands(), *mode_commands()):
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
         runtime = build_runtime(installed, settings, commands)

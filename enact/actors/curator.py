@@ -15,8 +15,10 @@ import logging
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
+from enact.actors._evolve_brainstorm import brainstorm
+from enact.actors._evolve_schedule import EvolveModes
 from enact.evolution.candidates import Candidate
-from enact.messages.curator import AuditEvent, Proposal
+from enact.messages.curator import AuditEvent, Brainstorm, EvolveClockChanged, GetMode, Proposal, SetMode
 from enact.runtime import Runtime
 from enact.storage import RecordTable
 
@@ -38,8 +40,21 @@ class CuratorActor(EnactActor):
         self._audit = RecordTable(self._store.log(AUDIT), AuditEvent)
         self._settings = self._store.table(SETTINGS)
         self._runtime = runtime
+        self._modes = EvolveModes(self._store, self._settings, context.config)
 
     def handle(self, message: Any) -> Any:
+        match message:
+            # Evolve modes and brainstorming (enact.actors._evolve_schedule, _evolve_brainstorm).
+            case SetMode():
+                return self._modes.set_mode(message)
+            case GetMode():
+                return self._modes.shown()
+            case EvolveClockChanged():
+                return self._modes.clock_changed(message)
+            case Brainstorm():
+                return brainstorm(message, store=self._store, settings=self._settings, candidates=self._candidates,
+                                  runtime=self._runtime, ask=self.context.ask,
+                                  timeout_s=float(self.context.config["runtime.timeout_s"]))
         return super().handle(message)
 
 
