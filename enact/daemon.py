@@ -34,6 +34,7 @@ from enact.commands import (
     builtin_commands,
 )
 from enact.components import ComponentError, Components, WireHandler
+from enact.evolution.mode_commands import mode_commands
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, STATE_DIR
 from enact.memory.commands import memory_commands
@@ -52,7 +53,6 @@ from enact.runtime import Runtime, Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
-from enact.evolution.mode_commands import mode_commands
 from enact.tasks.backlog_commands import backlog_commands
 from enact.tasks.from_chat import session_call, task_commands
 from enact.tasks.review_commands import review_commands

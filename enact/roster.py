@@ -85,7 +85,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             name="curator",
             actor=CuratorActor,
             databases=CURATOR_DATABASES,
-            depends_on=("epoch", "tasks", "reviews"),
+            depends_on=("epoch", "tasks", "reviews", "scanner"),
             options={"runtime": services.runtime},
             subscribes=(TaskChanged, Landed),
         ),

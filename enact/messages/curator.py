@@ -168,6 +168,8 @@ class Remove(Request["Removed | UnknownCandidate | Rejected"]):
     candidate_id: str = field(metadata=limit(_ID))
     reason: str = field(metadata=limit(_REASON))
     suggestion_id: str = field(default="", metadata=limit(_ID))
+    removal_class: str = field(default="", metadata=limit(32))
+    """With ``suggestion_id``: the class the owner read; it must be the suggestion's."""
     origin: Origin = ""
 
 
