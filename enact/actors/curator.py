@@ -30,7 +30,7 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
-from enact.actors._evolve_brainstorm import brainstorm
+from enact.actors._evolve_brainstorm import BrainstormAnswered, Brainstorms
 from enact.actors._evolve_schedule import EvolveModes
 from enact.evolution import approval, curation, ranking, synthesis
 from enact.evolution.candidates import Candidate, CandidateState, EvidenceSignal
@@ -120,6 +120,8 @@ class CuratorActor(EnactActor):
         self._runtime = runtime
         self._running: _Run | None = None
         self._modes = EvolveModes(self._store, self._settings, context.config)
+        self._brainstorms = Brainstorms(context, settings=self._settings, candidates=self._candidates,
+                                        audit=self._audit_log, runtime=runtime, stored=self._count_states)
 
     def on_start(self) -> None:
         self._count_states()
@@ -157,9 +159,9 @@ class CuratorActor(EnactActor):
             case EvolveClockChanged():
                 return self._modes.clock_changed(message)
             case Brainstorm():
-                return brainstorm(message, store=self._store, settings=self._settings, candidates=self._candidates,
-                                  runtime=self._runtime, ask=self.context.ask,
-                                  timeout_s=float(self.context.config["runtime.timeout_s"]))
+                return self._brainstorms.start(message)
+            case BrainstormAnswered():
+                return self._brainstorms.answered(message)
         return super().handle(message)
 
     # -- records ----------------------------------------------------------
