@@ -180,6 +180,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("evolve.theme", str, "", "What brainstorming (auto-evolve) starts from; empty: the mission"),
     Setting("evolve.report_to", str, "", "The conversation evolve reports go to; empty: the locked one",
             Check("empty or a conversation key channel:id", lambda value: value == "" or _is_conversation(value))),
+    # Evolution (the EvidenceScanner actor).
+    Setting("evolve.scan_batch", int, 20, "Turns or tasks one evidence scan sends to the model", between(1, 100)),
 )
 """The daemon's own settings; each component declares its own."""
 

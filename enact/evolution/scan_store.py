@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -146,6 +147,19 @@ class ScanTables:
             return stored
 
         return self.store.write(write)
+
+    def advance(self, source: EvidenceSource, cursor: int) -> None:
+        """Move ``source``'s checkpoint past records there was nothing to scan in."""
+
+        def write(txn: lmdb.Transaction) -> None:
+            key = _checkpoint_key(source)
+            found = self._checkpoints.get(txn, key)
+            if found is None or found.cursor < cursor:
+                self._checkpoints.put(txn, key, Checkpoint(source=source, cursor=cursor,
+                                                           scan_id="" if found is None else found.scan_id,
+                                                           updated_at=time.time()))
+
+        self.store.write(write)
 
     def update_signals(self, signal_ids: Iterable[str], change: dict[str, object], now: float,
                        *, unless_state: frozenset[SignalState] = frozenset()) -> list[str]:
