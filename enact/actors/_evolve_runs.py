@@ -7,7 +7,7 @@ one key. When a due time has come and the daemon is current, it is claimed
 ``scanner.Scan(scheduled=True)`` (which scans only a source with a full batch
 of new records, so an idle home calls no model); with auto-evolve
 ``curator.Brainstorm``; then ``curator.Propose`` when a scan found signals or
-active candidates exist. What happened is told to the owner once per run
+active candidates exist that the open proposal was not made from. What happened is told to the owner once per run
 (``inbox.Notify``, notice id from the due time), and the due time is
 acknowledged. The curator is told the clock (a tell: it never asks back) so
 that ``curator.GetMode`` can say when the next run is due.
@@ -33,12 +33,16 @@ from enact.evolution.schedule import Decision, EvolveClock
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.curator import (
+    MAX_LIST,
     Brainstorm,
     Brainstormed,
     CandidateList,
     Candidates,
     EvolveClockChanged,
+    EvolveHistory,
     GetMode,
+    History,
+    ProposalState,
     Propose,
     Proposed,
 )
@@ -159,13 +163,22 @@ class EvolveRuns:
             lines.append(f"scan refused: {report.reason}")
         if mode.brainstorms:
             lines.extend(self._brainstorm())
-        if found_signals or self._has_active_candidates():
+        if found_signals or self._unproposed_candidates():
             lines.extend(self._propose())
         return lines
 
-    def _has_active_candidates(self) -> bool:
-        reply = self._context.ask("curator", Candidates(state="active", limit=1))
-        return isinstance(reply, CandidateList) and bool(reply.candidates)
+    def _unproposed_candidates(self) -> bool:
+        """Active candidates the open proposal was not made from (new ones,
+        or no proposal is open): curating the same ones again would spend
+        tokens on an idle home for the same answer."""
+        listed = self._context.ask("curator", Candidates(state="active", limit=MAX_LIST))
+        active = {candidate.id for candidate in listed.candidates} if isinstance(listed, CandidateList) else set()
+        if not active:
+            return False
+        history = self._context.ask("curator", History(limit=1))
+        open_now = [p for p in history.proposals[:1] if p.state is ProposalState.OPEN] \
+            if isinstance(history, EvolveHistory) else []
+        return not open_now or not active <= set(open_now[0].candidates)
 
     def _theme_or_mission(self) -> str:
         if self._theme:

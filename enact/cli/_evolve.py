@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from enact.cli._evolve_mode import mode
 from enact.cli._evolve_scan import scan, signals
 
 
@@ -14,3 +15,4 @@ def evolve() -> None:
 
 evolve.add_command(scan)
 evolve.add_command(signals)
+evolve.add_command(mode)
