@@ -33,7 +33,8 @@ from enact.actors._batching import Deferred
 from enact.actors._evolve_brainstorm import BrainstormAnswered, Brainstorms
 from enact.actors._evolve_schedule import EvolveModes
 from enact.evolution import approval, curation, ranking, synthesis
-from enact.evolution.candidates import Candidate, CandidateState, EvidenceSignal
+from enact.evolution.candidates import Candidate, CandidateState
+from enact.evolution.signals import Signal, SignalState
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import (
     MAX_LIST,
@@ -90,7 +91,7 @@ class _Run:
 @dataclass(frozen=True, slots=True)
 class _Synthesised:
     run: _Run
-    signals: dict[str, EvidenceSignal]
+    signals: dict[str, Signal]
     answer: str
     failure: str
 
@@ -231,7 +232,7 @@ class CuratorActor(EnactActor):
             raise
         return run.reply
 
-    def _active_signals(self, run: _Run) -> list[EvidenceSignal]:
+    def _active_signals(self, run: _Run) -> list[Signal]:
         from enact.messages.scanner import SignalList, Signals
 
         try:
@@ -241,7 +242,7 @@ class CuratorActor(EnactActor):
             return []
         return list(reply.signals) if isinstance(reply, SignalList) else []
 
-    def _repair_links(self, signals: list[EvidenceSignal]) -> list[EvidenceSignal]:
+    def _repair_links(self, signals: list[Signal]) -> list[Signal]:
         """Link signals a stored candidate already draws on (a crash came
         between the candidate's commit and the link); the rest are free."""
         repaired = synthesis.claimed(self.all_candidates(), signals)
@@ -400,7 +401,7 @@ class CuratorActor(EnactActor):
         audit = tuple(event for event in self._events(limit=10_000) if event.candidate_id == found.id)
         return CandidateShown(candidate=found, signals=views, audit=audit, signals_note=note)
 
-    def _signals_of(self, candidate: Candidate) -> tuple[list[EvidenceSignal], str]:
+    def _signals_of(self, candidate: Candidate) -> tuple[list[Signal], str]:
         if not candidate.evidence_ids:
             return [], ""
         from enact.messages.scanner import SignalList, Signals
@@ -496,6 +497,7 @@ class CuratorActor(EnactActor):
                 detail = f"{suggestion.removal_class.value} ({suggestion.id}): {detail}"
         removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=time.time())
         self._put(removed, _event("removed", found.id, detail=f"{detail} (by {message.origin})"[:1000]))
+        self._set_signals(removed, SignalState.DISMISSED)
         return Removed(candidate=removed)
 
     def _suggestion(self, suggestion_id: str) -> tuple[RemovalSuggestion | None, str]:
@@ -537,16 +539,19 @@ class CuratorActor(EnactActor):
         self._adopt(found, str(review.id))
 
     def _adopt(self, found: Candidate, review_id: str) -> None:
-        from enact.messages.scanner import SetSignalState
-
         adopted = dataclasses.replace(found, state=CandidateState.ADOPTED, review_id=review_id,
                                       updated_at=time.time())
         self._put(adopted, _event("adopted", found.id, detail=f"review {review_id} landed"))
-        if found.evidence_ids:
+        self._set_signals(adopted, SignalState.RESOLVED)
+
+    def _set_signals(self, candidate: Candidate, state: SignalState) -> None:
+        from enact.messages.scanner import SetSignalState
+
+        if candidate.evidence_ids:
             try:
-                self.context.tell(SCANNER, SetSignalState(signal_ids=found.evidence_ids, state="resolved"))
+                self.context.tell(SCANNER, SetSignalState(signal_ids=candidate.evidence_ids, state=state))
             except ActorUnavailable as error:
-                log.warning("signals of adopted %s not marked resolved: %s", found.id, error)
+                log.warning("signals of %s %s not marked %s: %s", candidate.state.value, candidate.id, state, error)
 
     def _reconcile(self) -> None:
         """An approved candidate whose task or review moved on while this

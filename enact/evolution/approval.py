@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from enact.evolution.candidates import Candidate, EvidenceSignal
+from enact.evolution.candidates import Candidate
+from enact.evolution.signals import Signal
 from enact.tasks.records import MAX_BRIEF
 
 ORIGIN = "evolution"
@@ -31,7 +32,7 @@ def task_request(candidate: Candidate) -> str:
             f"Test plan: {candidate.test_plan}\n\n{REVIEW_ONLY}")
 
 
-def task_brief(candidate: Candidate, signals: Sequence[EvidenceSignal]) -> str:
+def task_brief(candidate: Candidate, signals: Sequence[Signal]) -> str:
     """The candidate's context: rationale, change, benefit, risk, test plan
     and provenance (its signals and their evidence refs)."""
     refs = sorted({ref for signal in signals for ref in signal.evidence_refs})

@@ -13,7 +13,6 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
 
 CANDIDATE_FIELDS = ("evidence_ids", "title", "rationale", "proposed_change", "expected_benefit", "risk",
                     "test_plan")
@@ -74,31 +73,3 @@ def candidate_id(source: str, evidence_ids: Iterable[str], title: str) -> str:
         digest.update(b"\0")
     return "cand-" + digest.hexdigest()[:12]
 
-
-class EvidenceSignal(Protocol):
-    """What the curator reads of a scanner signal (``enact.evolution.signals.Signal``)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def observation(self) -> str: ...
-    @property
-    def evidence_type(self) -> str: ...
-    @property
-    def affected_area(self) -> str: ...
-    @property
-    def desired_outcome(self) -> str: ...
-    @property
-    def confidence(self) -> float: ...
-    @property
-    def explicit(self) -> bool: ...
-    @property
-    def evidence_refs(self) -> tuple[str, ...]: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def candidate_id(self) -> str: ...
-    @property
-    def created_at(self) -> float: ...

@@ -13,7 +13,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
-from enact.evolution.candidates import Candidate, EvidenceSignal
+from enact.evolution.candidates import Candidate
+from enact.evolution.signals import Signal
 
 WEIGHTS = {"evidence": 0.30, "confidence": 0.30, "explicit": 0.15, "recency": 0.15, "source": 0.10}
 SOURCE_WEIGHT = {"feedback": 1.0, "experience": 0.7}
@@ -24,7 +25,7 @@ RECENCY_HALF_LIFE_S = 7 * 24 * 3600.0
 C = TypeVar("C", bound=Candidate)
 
 
-def score(source: str, evidence: Sequence[EvidenceSignal], now: float) -> float:
+def score(source: str, evidence: Sequence[Signal], now: float) -> float:
     """In [0, 1], rounded so that equal inputs give equal scores on any machine."""
     if not evidence:
         return round(WEIGHTS["source"] * SOURCE_WEIGHT.get(source, 0.0) * 0.5, 6)

@@ -19,9 +19,9 @@ from enact.evolution.candidates import (
     MAX_FIELD,
     Candidate,
     CandidateState,
-    EvidenceSignal,
     candidate_id,
 )
+from enact.evolution.signals import Signal
 
 MAX_SIGNALS = 100
 MAX_CANDIDATES = 5
@@ -51,13 +51,13 @@ class Draft:
         return candidate_id(self.source, self.evidence_ids, self.title)
 
 
-def pending(signals: Iterable[EvidenceSignal]) -> list[EvidenceSignal]:
+def pending(signals: Iterable[Signal]) -> list[Signal]:
     """Signals no candidate has claimed yet, oldest first, at most MAX_SIGNALS."""
     free = sorted((signal for signal in signals if not signal.candidate_id), key=lambda s: (s.created_at, s.id))
     return free[:MAX_SIGNALS]
 
 
-def claimed(candidates: Iterable[Candidate], signals: Iterable[EvidenceSignal]) -> dict[str, tuple[str, ...]]:
+def claimed(candidates: Iterable[Candidate], signals: Iterable[Signal]) -> dict[str, tuple[str, ...]]:
     """Unlinked signals a stored candidate already draws on, by candidate id:
     left so by a crash between committing the candidate and linking them."""
     owner: dict[str, str] = {}
@@ -71,7 +71,7 @@ def claimed(candidates: Iterable[Candidate], signals: Iterable[EvidenceSignal]) 
     return {candidate: tuple(sorted(ids)) for candidate, ids in found.items()}
 
 
-def prompt(signals: Sequence[EvidenceSignal]) -> str:
+def prompt(signals: Sequence[Signal]) -> str:
     lines = [
         PROMPT_HEADING,
         "",
@@ -95,7 +95,7 @@ def prompt(signals: Sequence[EvidenceSignal]) -> str:
     return "\n".join(lines)
 
 
-def parse(text: str, signals: Mapping[str, EvidenceSignal]) -> list[Draft]:
+def parse(text: str, signals: Mapping[str, Signal]) -> list[Draft]:
     """The model's batch, validated whole; raises SynthesisError naming the
     first problem."""
     try:
@@ -115,7 +115,7 @@ def parse(text: str, signals: Mapping[str, EvidenceSignal]) -> list[Draft]:
     return drafts
 
 
-def _draft(number: int, item: object, signals: Mapping[str, EvidenceSignal]) -> Draft:
+def _draft(number: int, item: object, signals: Mapping[str, Signal]) -> Draft:
     where = f"candidate {number}"
     if not isinstance(item, dict):
         raise SynthesisError(f"{where} is not an object")
@@ -144,7 +144,7 @@ def _draft(number: int, item: object, signals: Mapping[str, EvidenceSignal]) -> 
                  **{name: item[name].strip() for name in _TEXT_FIELDS})
 
 
-def candidate(draft: Draft, signals: Mapping[str, EvidenceSignal], now: float) -> Candidate:
+def candidate(draft: Draft, signals: Mapping[str, Signal], now: float) -> Candidate:
     evidence = [signals[ref] for ref in draft.evidence_ids]
     return Candidate(id=draft.id, source=draft.source, evidence_ids=draft.evidence_ids, title=draft.title,
                      rationale=draft.rationale, proposed_change=draft.proposed_change,
