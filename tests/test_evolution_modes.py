@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import datetime
 
+import orjson
 import pytest
 
+from enact.evolution import brainstorm
 from enact.evolution import schedule as clock_rules
 from enact.evolution.modes import (
     EvolveMode,
@@ -150,3 +152,62 @@ def test_a_changed_schedule_starts_a_new_anchor_and_keeps_the_last_run() -> None
     assert moved.spec == "daily 09:00" and moved.anchor == START + 4_000 and moved.acknowledged is None
     assert moved.last_run_at == START + 3_601
     assert follow(moved, nine, START + 9_000) is moved
+
+
+# -- brainstorm validation, dedupe and the 24 h limit --------------------------
+
+
+def idea(title: str, **overrides: object) -> dict[str, object]:
+    item: dict[str, object] = {"evidence_ids": [], "title": title, "rationale": "the theme asks for it",
+                               "proposed_change": "number the steps in long replies", "expected_benefit": "clarity",
+                               "risk": "none much", "test_plan": "a reply-format test"}
+    item.update(overrides)
+    return item
+
+
+def reply(*items: object) -> str:
+    return orjson.dumps(list(items)).decode()
+
+
+def test_a_brainstorm_reply_of_up_to_three_ideas_parses() -> None:
+    ideas = brainstorm.parse(reply(idea("Number the steps"), idea("Summaries first")))
+    assert [found.title for found in ideas] == ["Number the steps", "Summaries first"]
+    assert brainstorm.parse("[]") == ()
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("Here you go: []", "not a JSON array"),
+    ('{"title": "x"}', "not a JSON array"),
+    (reply(idea("a"), idea("b"), idea("c"), idea("d")), "has 4 candidates; at most 3"),
+    (reply({k: v for k, v in idea("a").items() if k != "risk"}), "brainstorm candidate 1: missing risk"),
+    (reply(idea("a", extra="x")), "unexpected extra"),
+    (reply(idea("a", evidence_ids=["sig-1"])), "evidence_ids must be empty"),
+    (reply(idea("a", rationale="x" * 1_201)), "rationale is longer than 1200 characters"),
+    (reply(idea("a", test_plan="  ")), "test_plan must be a non-empty string"),
+])
+def test_an_invalid_brainstorm_reply_is_refused_as_a_whole(text: str, why: str) -> None:
+    with pytest.raises(brainstorm.BrainstormError, match=why):
+        brainstorm.parse(text)
+
+
+def test_brainstormed_ideas_repeating_a_candidate_or_each_other_are_dropped() -> None:
+    ideas = brainstorm.parse(reply(idea("Summaries first"), idea("summaries  FIRST."), idea("Keep replies short!")))
+    kept = brainstorm.fresh(ideas, ["keep replies short", "Number the steps"])
+    assert [found.title for found in kept] == ["Summaries first"]
+
+
+def test_a_theme_is_brainstormed_at_most_once_a_day() -> None:
+    assert brainstorm.allowed(None, START)
+    assert not brainstorm.allowed(START, START + 24 * 3_600 - 1)
+    assert brainstorm.allowed(START, START + 24 * 3_600)
+    assert brainstorm.theme_key("Make replies  easier.") == brainstorm.theme_key("make replies easier")
+    assert brainstorm.theme_key("make replies easier") != brainstorm.theme_key("faster tasks")
+
+
+def test_the_brainstorm_prompt_names_the_theme_and_what_exists_and_redacts_credentials() -> None:
+    token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    text = brainstorm.prompt(f"faster replies {token}", ["Keep replies short (active)"],
+                             ["task 3 succeeded: tidy the docs — done"])
+    assert text.startswith(brainstorm.PROMPT_HEADING) and "Theme: faster replies" in text
+    assert "- Keep replies short (active)" in text and "- task 3 succeeded: tidy the docs" in text
+    assert token not in text

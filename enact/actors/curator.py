@@ -126,7 +126,7 @@ class CuratorActor(EnactActor):
 
     def on_start(self) -> None:
         self._count_states()
-        self.context.tell(self.context.name, _Reconcile())
+        self.actor_ref.tell(_Reconcile())  # its own ref: the supervisor names it only once on_start is done
 
     def handle(self, message: Any) -> Any:
         match message:
