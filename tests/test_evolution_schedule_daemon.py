@@ -5,17 +5,24 @@ theme per day; the mode survives a restart and a model cannot change it."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+from home_state import snapshot
 
 from enact.evolution.brainstorm import PROMPT_HEADING as BRAINSTORM
 from enact.evolution.candidates import candidate_id
 from enact.evolution.signals import EvidenceSource, signal_id
 
-from conftest import Daemon, DaemonFactory, wait_for
+from conftest import Daemon, DaemonFactory, enact_env, wait_for
+
+FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
 
 COMPLAINT = "The owner says the replies are far too long."
 TITLE = "Keep replies short"
@@ -174,3 +181,35 @@ def test_a_model_action_cannot_change_the_mode_and_the_owner_can_from_chat(daemo
     assert shown(daemon)["mode"] == "disabled"
     bad = daemon.cli("evolve", "mode", "sometimes", "--json")
     assert bad.returncode == 2 and shown(daemon)["mode"] == "disabled"
+    text = daemon.cli("evolve", "mode").stdout
+    assert "mode:      disabled (set by `enact evolve mode`)" in text and "schedule:  daily 09:00" in text
+
+
+def test_a_fenced_daemon_runs_nothing_when_the_evolve_schedule_comes_due(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    transcript = settings(home, schedule="every 6s")
+    rules(home, ("enact evidence scan", []))
+    daemon = daemons.start(home)
+    daemon.cli(*OWNER, "hello")
+    daemon.cli(*OWNER, "your replies are far too long")  # a full batch: an unfenced run would scan it
+    due = shown(daemon)["next_due_at"]
+    assert due > time.time(), "the schedule came due before the test could stop the daemon"
+    os.kill(daemon.pid, signal.SIGSTOP)
+    newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(daemon.home), "takeover"],
+                             env=enact_env(daemon.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert newer.stdout is not None
+        assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
+        # The clock, not a race: the schedule must be due when the old daemon wakes.
+        time.sleep(max(0.0, due + 0.5 - time.time()))
+        os.kill(daemon.pid, signal.SIGCONT)
+        assert daemon.wait_exit(15) == 0, daemon.log_text()
+    finally:
+        if daemon.process.poll() is None:
+            os.kill(daemon.pid, signal.SIGCONT)
+        assert newer.stdin is not None
+        newer.stdin.close()
+        newer.wait(15)
+    clock = snapshot(home).document("scheduler.evolve", b"clock")
+    assert clock["acknowledged"] is None and clock["claimed"] is None
+    assert isolated_calls(transcript) == [] and "evolve run" not in daemon.log_text()
