@@ -230,3 +230,17 @@ def test_changed_since_pages_tasks_by_their_events_with_every_event_of_each(tmp_
         assert queue.changed_since(rest.next_cursor, 2).tasks == ()
     finally:
         storage.close()
+
+
+def test_linking_is_idempotent_and_never_revives_a_dismissed_signal(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    answer = reply(observation(), observation(observation="replies are too long", evidence_refs=["turn:2"]))
+    scan = scanner(store, Model(answer))
+    first, second = scan.scan(Scan(source="feedback")).scans[0].signals
+    tables = scan.tables
+    assert tables.set_state([second], SignalState.DISMISSED, 2.0) == [second]
+    assert tables.link([first, second, "sig-unknown"], "cand-1", 3.0) == [first]
+    assert tables.link([first], "cand-1", 4.0) == [first]
+    states = {signal.id: (signal.state, signal.candidate_id) for signal in tables.signals(None, 10)}
+    assert states == {first: (SignalState.LINKED, "cand-1"), second: (SignalState.DISMISSED, "")}
+    assert tables.counts()[SignalState.LINKED] == 1

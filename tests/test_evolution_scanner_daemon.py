@@ -4,6 +4,7 @@ and tasks in, `enact evolve scan`, signals out through `enact evolve signals`.""
 from __future__ import annotations
 
 import subprocess
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import orjson
 
 from enact.messages.common import Done
 from enact.messages.local import Send
+from enact.messages.scanner import Scan, ScanReport
 from enact.messages.tasks import Claim, Claimed, Finish
 from enact.tasks.records import FailureClass, Outcome
 
@@ -59,6 +61,11 @@ def signals(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
     return found
 
 
+def metrics_text(daemon: Daemon) -> str:
+    address = daemon.cli_json("status", "--json")["metrics_addr"]
+    return str(urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode())
+
+
 def scan_prompts(daemon: Daemon) -> list[str]:
     transcript = daemon.home.parent / "transcript.jsonl"
     lines = transcript.read_text().splitlines() if transcript.exists() else []
@@ -84,6 +91,10 @@ def test_a_complaint_in_the_turns_becomes_a_signal_and_a_rescan_calls_no_model(d
     assert len(signals(daemon)) == 1
     text = daemon.cli("evolve", "signals", "--state", "active")
     assert text.returncode == 0 and "far too long" in text.stdout
+    metrics = metrics_text(daemon)
+    assert 'enact_evolution_scans_total{outcome="completed",source="feedback"} 1.0' in metrics
+    assert 'enact_evolution_scans_total{outcome="nothing-new",source="experience"} 1.0' in metrics
+    assert 'enact_evolution_signals{state="active"} 1.0' in metrics
 
 
 def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: DaemonFactory) -> None:
@@ -164,3 +175,26 @@ def test_force_drains_every_pending_batch(daemons: DaemonFactory) -> None:
     assert [(s["outcome"], s["records"], s["pending"]) for s in drained] == [("completed", 2, 1),
                                                                              ("completed", 1, 0)]
     assert len(scan_prompts(daemon)) == 3
+
+
+def test_a_scheduled_scan_skips_while_a_task_runs_and_waits_for_a_full_batch(daemons: DaemonFactory,
+                                                                               tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = daemons.new_home()
+    scan_rules(home, "feedback", "[]")
+    daemon = start(daemons, home, env={**NO_WORKERS, "ENACT_EVOLVE_SCAN_BATCH": "2"})
+    say(daemon, "one")
+    waiting = daemon.request(Scan(scheduled=True))
+    assert isinstance(waiting, ScanReport)
+    assert [(s.source.value, s.outcome) for s in waiting.scans] == [("feedback", "skipped"),
+                                                                    ("experience", "nothing-new")]
+    assert "batch of 2" in waiting.scans[0].error
+    say(daemon, "two")
+    daemon.cli_json("task", "add", "--repo", str(repo), "--json", "tidy the docs")
+    assert isinstance(daemon.request(Claim(worker_id="w1")), Claimed)
+    busy = daemon.request(Scan(scheduled=True))
+    assert isinstance(busy, ScanReport)
+    assert {(s.outcome, s.error) for s in busy.scans} == {
+        ("skipped", "a task is running; the scan waits until none is")}
+    assert scan_prompts(daemon) == []
