@@ -126,7 +126,7 @@ class CuratorActor(EnactActor):
 
     def on_start(self) -> None:
         self._count_states()
-        self.actor_ref.tell(_Reconcile())  # its own ref: the supervisor names it only once on_start is done
+        self.actor_ref.tell(_Reconcile())  # after start: the actors it asks are running by then
 
     def handle(self, message: Any) -> Any:
         match message:

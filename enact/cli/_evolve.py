@@ -3,17 +3,17 @@ candidates, the curator's proposals and the owner's decisions on them.
 
 The group also carries the scanner's ``scan`` and ``signals``
 (``enact.cli._evolve_scan``) and ``mode`` (``enact.cli._evolve_mode``),
-imported only when one of them runs."""
+wherever those modules are installed."""
 
 from __future__ import annotations
 
+import importlib
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from enact.cli import LazyGroup
 from enact.cli._client import expect, request
 from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
@@ -21,12 +21,8 @@ if TYPE_CHECKING:
     from enact.evolution.candidates import Candidate
     from enact.messages.curator import Proposal
 
-_OTHERS = {
-    "scan": "enact.cli._evolve_scan:scan",
-    "signals": "enact.cli._evolve_scan:signals",
-    "mode": "enact.cli._evolve_mode:mode",
-}
-"""The other evolution commands, where their modules are installed."""
+_OTHERS = {"enact.cli._evolve_scan": ("scan", "signals"), "enact.cli._evolve_mode": ("mode",)}
+"""The other evolution commands, by module."""
 
 
 def _wire(value: object) -> Any:
@@ -49,11 +45,16 @@ def proposal_json(proposal: Proposal) -> dict[str, Any]:
     return body
 
 
-@click.group("evolve", cls=LazyGroup,
-             lazy={name: target for name, target in _OTHERS.items() if find_spec(target.partition(":")[0])})
+@click.group("evolve")
 def evolve() -> None:
     """Evolution: evidence from turns and tasks, improvement candidates, and
     the owner's approval of one into an ordinary task that ends in a review."""
+
+
+for _module, _names in _OTHERS.items():
+    if find_spec(_module) is not None:
+        for _name in _names:
+            evolve.add_command(getattr(importlib.import_module(_module), _name))
 
 
 def _line(candidate: Candidate) -> str:
