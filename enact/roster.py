@@ -64,7 +64,9 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             options={"agentic": getattr(services.runtime, "agentic", True)},
         ),
         ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
-        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
+        # The evolve schedule asks the scanner, the curator, memory and the inbox.
+        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES,
+                  depends_on=("epoch", "tasks", "scanner", "curator", "memory", "inbox")),
         ActorSpec(
             name="workers",
             actor=WorkersActor,

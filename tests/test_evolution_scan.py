@@ -205,3 +205,42 @@ def test_a_scheduled_scan_waits_for_a_full_batch(store: Store) -> None:
     model = Model("[]")
     (skipped,) = scanner(store, model, batch=3).scan(Scan(source="feedback", scheduled=True)).scans
     assert skipped.outcome == "skipped" and "batch of 3" in skipped.error and model.requests == []
+
+
+# -- the task queue's changed tasks, read by cursor ----------------------------------
+
+
+def test_changed_since_pages_tasks_by_their_events_with_every_event_of_each(tmp_path: Path) -> None:
+    from enact.messages.tasks import Submit, Submitted
+    from enact.tasks.queue import TaskQueue
+    from enact.tasks.tables import DATABASES as TASK_DATABASES
+
+    storage = Storage(tmp_path / "tasks")
+    try:
+        queue = TaskQueue(storage.grant("tasks", TASK_DATABASES), default_repo="/repo", lease_ttl_s=60)
+        for text in ("first", "second", "third"):
+            assert isinstance(queue.submit(Submit(request=text, origin="human-cli"), 1.0), Submitted)
+        queue.cancel(1, 2.0)  # task 1 changes again, after the others
+        page = queue.changed_since(0, 2)
+        assert [snapshot.task.id for snapshot in page.tasks] == [2, 1]  # by each one's latest event
+        assert [e.event.kind.value for e in page.tasks[1].events] == ["queued", "cancelled"]
+        assert page.more and page.next_cursor == 2
+        rest = queue.changed_since(page.next_cursor, 2)
+        assert [snapshot.task.id for snapshot in rest.tasks] == [3, 1] and not rest.more
+        assert queue.changed_since(rest.next_cursor, 2).tasks == ()
+    finally:
+        storage.close()
+
+
+def test_linking_is_idempotent_and_never_revives_a_dismissed_signal(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    answer = reply(observation(), observation(observation="replies are too long", evidence_refs=["turn:2"]))
+    scan = scanner(store, Model(answer))
+    first, second = scan.scan(Scan(source="feedback")).scans[0].signals
+    tables = scan.tables
+    assert tables.set_state([second], SignalState.DISMISSED, 2.0) == [second]
+    assert tables.link([first, second, "sig-unknown"], "cand-1", 3.0) == [first]
+    assert tables.link([first], "cand-1", 4.0) == [first]
+    states = {signal.id: (signal.state, signal.candidate_id) for signal in tables.signals(None, 10)}
+    assert states == {first: (SignalState.LINKED, "cand-1"), second: (SignalState.DISMISSED, "")}
+    assert tables.counts()[SignalState.LINKED] == 1

@@ -29,6 +29,8 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
 from enact.actors._curator_adoption import Adoption, set_signals
+from enact.actors._evolve_brainstorm import BrainstormAnswered, Brainstorms
+from enact.actors._evolve_schedule import EvolveModes
 from enact.evolution import approval, curation, ranking, synthesis
 from enact.evolution.candidates import Candidate, CandidateState
 from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
@@ -40,16 +42,20 @@ from enact.messages.curator import (
     Approve,
     Approved,
     AuditEvent,
+    Brainstorm,
     CandidateList,
     Candidates,
     CandidateShown,
+    EvolveClockChanged,
     EvolveHistory,
+    GetMode,
     History,
     Propose,
     Proposed,
     RemovalSuggestion,
     Remove,
     Removed,
+    SetMode,
     Show,
     SignalView,
     UnknownCandidate,
@@ -106,6 +112,9 @@ class CuratorActor(EnactActor):
         self._runtime = runtime
         self._adoption = Adoption(context, self.records, stored=self._count_states)
         self._running: _Run | None = None
+        self._modes = EvolveModes(self._store, self._settings, context.config)
+        self._brainstorms = Brainstorms(context, settings=self._settings, candidates=self._candidates,
+                                        audit=self._audit_log, runtime=runtime, stored=self._count_states)
 
     def on_start(self) -> None:
         self._count_states()
@@ -135,6 +144,17 @@ class CuratorActor(EnactActor):
                 return self._adoption.landed(message)
             case _Reconcile():
                 return self._adoption.reconcile()
+            # Evolve modes and brainstorming (enact.actors._evolve_schedule, _evolve_brainstorm).
+            case SetMode():
+                return self._modes.set_mode(message)
+            case GetMode():
+                return self._modes.shown()
+            case EvolveClockChanged():
+                return self._modes.clock_changed(message)
+            case Brainstorm():
+                return self._brainstorms.start(message)
+            case BrainstormAnswered():
+                return self._brainstorms.answered(message)
         return super().handle(message)
 
     # -- records ----------------------------------------------------------

@@ -39,10 +39,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["DATABASES", "ScannerActor"]
 
-_LINKABLE_FROM = frozenset({SignalState.DISMISSED, SignalState.RESOLVED})
-"""A link never revives a signal a person dismissed or a landed change resolved."""
-
-
 class _Reader:
     """The records, asked of the Inbox and the TaskQueue by cursor."""
 
@@ -122,14 +118,12 @@ class ScannerActor(EnactActor):
     def _link(self, message: LinkSignals) -> SignalsLinked | Rejected:
         if not message.candidate_id:
             return Rejected(reason="a link needs the candidate's id")
-        linked = self.tables.update_signals(
-            message.signal_ids, {"state": SignalState.LINKED, "candidate_id": message.candidate_id}, time.time(),
-            unless_state=_LINKABLE_FROM)
+        linked = self.tables.link(message.signal_ids, message.candidate_id, time.time())
         self.signals_changed()
         return SignalsLinked(linked=tuple(linked))
 
     def _set_state(self, message: SetSignalState) -> SignalsUpdated:
-        updated = self.tables.update_signals(message.signal_ids, {"state": message.state}, time.time())
+        updated = self.tables.set_state(message.signal_ids, message.state, time.time())
         self.signals_changed()
         return SignalsUpdated(updated=tuple(updated))
 

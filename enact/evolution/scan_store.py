@@ -30,6 +30,7 @@ CHECKPOINTS = "evolution.checkpoints"
 DATABASES = (SIGNALS, SCANS, CHECKPOINTS)
 
 _TASK = struct.Struct(">Q")
+_SETTLED = frozenset({SignalState.DISMISSED, SignalState.RESOLVED})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,8 +162,17 @@ class ScanTables:
 
         self.store.write(write)
 
-    def update_signals(self, signal_ids: Iterable[str], change: dict[str, object], now: float,
-                       *, unless_state: frozenset[SignalState] = frozenset()) -> list[str]:
+    def link(self, signal_ids: Iterable[str], candidate_id: str, now: float) -> list[str]:
+        """Link each known signal to ``candidate_id``; idempotent, and never
+        one a person dismissed or an adopted change resolved."""
+        return self._update(signal_ids, {"state": SignalState.LINKED, "candidate_id": candidate_id}, now,
+                            unless_state=_SETTLED)
+
+    def set_state(self, signal_ids: Iterable[str], state: SignalState, now: float) -> list[str]:
+        return self._update(signal_ids, {"state": state}, now)
+
+    def _update(self, signal_ids: Iterable[str], change: dict[str, object], now: float,
+                *, unless_state: frozenset[SignalState] = frozenset()) -> list[str]:
         """Apply ``change`` to each known signal (not in ``unless_state``); the ids changed or already so."""
 
         def write(txn: lmdb.Transaction) -> list[str]:

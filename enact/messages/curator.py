@@ -13,8 +13,9 @@ import enum
 from dataclasses import dataclass, field
 
 from enact.evolution.candidates import Candidate, RemovalClass
+from enact.evolution.modes import EvolveMode
 from enact.messages._codec import limit
-from enact.messages._registry import Request, reply, request
+from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Origin, Rejected
 
 MAX_LIST = 1_000
@@ -195,3 +196,72 @@ class EvolveHistory:
 
 
 # -- modes and the schedule (evo-modes adds its requests below) ------------
+
+
+@request("curator.SetMode")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetMode(Request["ModeSet | Rejected"]):
+    """Store the evolve mode (disabled, co-evolve, auto-evolve); from then on
+    it wins over ``evolve.mode``. Human authority only."""
+
+    mode: str = field(metadata=limit(32))
+    origin: Origin = ""
+
+
+@reply("curator.ModeSet")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModeSet:
+    mode: EvolveMode
+    previous: EvolveMode
+
+
+@request("curator.GetMode")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetMode(Request["ModeShown"]):
+    """The evolve mode in force and the schedule's state."""
+
+
+@reply("curator.ModeShown")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModeShown:
+    mode: EvolveMode
+    stored: bool
+    """Set by ``SetMode``; False: ``evolve.mode`` decides."""
+    schedule: str
+    next_due_at: float | None
+    """None until the Scheduler has looked at the schedule."""
+    last_run_at: float | None
+    last_outcome: str = ""
+
+
+@internal("curator.EvolveClockChanged")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvolveClockChanged:
+    """The Scheduler's evolve clock moved (told, never asked: the Scheduler
+    asks the curator during a run)."""
+
+    schedule: str
+    next_due_at: float
+    last_run_at: float | None
+    last_outcome: str
+
+
+@request("curator.Brainstorm")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Brainstorm(Request["Brainstormed | Rejected"]):
+    """Brainstorm up to 3 candidates from ``theme`` (auto-evolve), at most
+    once per 24 hours per theme, none repeating an existing candidate."""
+
+    theme: str = field(metadata=limit(_REASON))
+    origin: Origin = ""
+
+
+@reply("curator.Brainstormed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Brainstormed:
+    candidates: tuple[str, ...]
+    """The ids of the candidates stored (new ideas only)."""
+    skipped: bool = False
+    """The theme was brainstormed within 24 hours: no model was called."""
+    note: str = ""
+    """Why nothing was stored (an invalid reply, a model failure, all repeats)."""
