@@ -263,3 +263,31 @@ def test_an_approved_candidate_becomes_a_review_only_task_carrying_its_context_a
     assert "sig-000000000001" in brief and "turn:1" in brief
     short = dataclasses.replace(long, rationale="the owner asked twice")
     assert "Rationale: the owner asked twice" in approval.task_brief(short, [])
+
+
+class _AlwaysCurrent:
+    def is_current(self) -> bool:
+        return True
+
+
+def test_a_model_action_may_list_and_show_candidates_but_never_approve_or_remove() -> None:
+    from enact.cancellation import CancellationToken
+    from enact.commands import CommandCall, CommandContext, CommandRegistry
+    from enact.evolution.commands import evolve_commands
+    from enact.messages.common import MODEL_ACTION
+
+    registry = CommandRegistry()
+    for command in evolve_commands():
+        registry.register(command)
+    registry.bind(CommandContext(fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
+
+    def refusal(name: str) -> str:
+        args = {} if name == "evolve.candidates" else {"text": "cand-0123456789ab now"}
+        call = CommandCall(name=name, args=args, origin=MODEL_ACTION,
+                           event_origin="chat:local", locked=True, cancel=CancellationToken())
+        refused = registry.refusal(call)
+        return refused.text if refused is not None else ""
+
+    assert refusal("evolve.candidates") == "" and refusal("evolve.show") == ""
+    for name in ("evolve.approve", "evolve.remove"):
+        assert refusal(name) == f"refused: {name} needs a human; a model action cannot run it"

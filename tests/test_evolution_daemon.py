@@ -193,6 +193,8 @@ def test_a_bad_synthesis_or_curation_answer_leaves_signals_active_and_falls_back
     assert refused.returncode == 2 and "no removal suggestion" in refused.stdout
     removed = daemon.cli_json("evolve", "remove", cid, "--reason", "not now", "--json")
     assert removed["state"] == "removed"
+    proposals = daemon.cli_json("evolve", "history", "--json")["proposals"]
+    assert proposals[0]["id"] == fallback["id"] and proposals[0]["state"] == "closed"
     assert daemon.cli_json("evolve", "candidates", "--state", "removed", "--json")[0]["id"] == cid
 
 

@@ -390,9 +390,7 @@ class CuratorActor(EnactActor):
             return Rejected(reason=f"the task queue refused the task: {reply.reason}")
         task = reply.task
         approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id, updated_at=time.time())
-        proposal = self.records.open_proposal()
-        self.records.approve(approved, proposal, _event("approved", found.id, proposal.id if proposal else "",
-                                                        detail=f"task {task.id} by {message.origin}"))
+        self.records.decide(approved, _event("approved", found.id, detail=f"task {task.id} by {message.origin}"))
         self._count_states()
         return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
 
@@ -416,7 +414,8 @@ class CuratorActor(EnactActor):
             if suggestion is not None:
                 detail = f"{suggestion.removal_class.value} ({suggestion.id}): {detail}"
         removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=time.time())
-        self._put(removed, _event("removed", found.id, detail=f"{detail} (by {message.origin})"[:1000]))
+        self.records.decide(removed, _event("removed", found.id, detail=f"{detail} (by {message.origin})"))
+        self._count_states()
         set_signals(self.context, removed, SignalState.DISMISSED)
         return Removed(candidate=removed)
 

@@ -150,14 +150,17 @@ class CuratorRecords:
 
         return self.store.write(write)
 
-    def approve(self, approved: Candidate, proposal: Proposal | None, event: AuditEvent) -> None:
-        """The approved candidate, and the open proposal that recommended it marked approved."""
+    def decide(self, candidate: Candidate, event: AuditEvent) -> None:
+        """The owner's decision on ``candidate`` (approved, removed); the open
+        proposal recommending it follows it: approved, or closed."""
+        proposal = self.open_proposal()
+        follows = {CandidateState.APPROVED: ProposalState.APPROVED, CandidateState.REMOVED: ProposalState.CLOSED}
 
         def write(txn: lmdb.Transaction) -> None:
-            self.candidates.put(txn, approved.id.encode(), approved)
+            self.candidates.put(txn, candidate.id.encode(), candidate)
             sequence = proposal_sequence(proposal.id) if proposal is not None else None
-            if proposal is not None and sequence is not None and proposal.candidate_id == approved.id:
-                self.proposals.put(txn, AppendLog.key(sequence),
-                                   dataclasses.replace(proposal, state=ProposalState.APPROVED))
+            state = follows.get(candidate.state)
+            if proposal is not None and sequence is not None and state and proposal.candidate_id == candidate.id:
+                self.proposals.put(txn, AppendLog.key(sequence), dataclasses.replace(proposal, state=state))
 
         self.write(write, event)
