@@ -20,6 +20,7 @@ from bench import (
     cli_startup,
     control_socket,
     dispatch,
+    evolution,
     memory,
     runtimes,
     task_workers,
@@ -29,6 +30,7 @@ from bench import (
 
 BENCHMARKS = (
     control_socket, dispatch, append_log, chat, cli_startup, memory, runtimes, telegram, tasks, task_workers,
+    evolution,
 )
 
 

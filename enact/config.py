@@ -68,6 +68,21 @@ def _is_address(value: str) -> bool:
 
 _address = Check(ADDRESS_FORM, _is_address)
 
+
+def _is_evolve_schedule(value: str) -> bool:
+    from enact.evolution.modes import ScheduleError, parse_schedule
+
+    try:
+        parse_schedule(value)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _is_conversation(value: str) -> bool:
+    channel, sep, conversation = value.partition(":")
+    return bool(sep and channel.strip() and conversation.strip())
+
 LIST_FORMS = 'a TOML/JSON list such as ["a", "b"] or a comma-separated list such as a,b'
 """How a list-valued setting is written in an ENACT_* variable."""
 
@@ -159,6 +174,16 @@ SETTINGS: tuple[Setting, ...] = (
     # Backlog and cron (the Scheduler actor).
     Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
     Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
+    # Evolve modes and the evolve schedule (enact.evolution.modes).
+    Setting("evolve.mode", str, "co-evolve", "What scheduled evolve runs may do until `enact evolve mode` sets it",
+            one_of("disabled", "co-evolve", "auto-evolve")),
+    Setting("evolve.schedule", str, "daily 09:00", "When the scheduled evolve run is due",
+            Check("'every 30m', 'every 6h' or 'daily 09:00' (local time; 'every 10s' too)", _is_evolve_schedule)),
+    Setting("evolve.theme", str, "", "What brainstorming (auto-evolve) starts from; empty: the mission"),
+    Setting("evolve.report_to", str, "", "The conversation evolve reports go to; empty: the locked one",
+            Check("empty or a conversation key channel:id", lambda value: value == "" or _is_conversation(value))),
+    # Evolution (the EvidenceScanner actor).
+    Setting("evolve.scan_batch", int, 20, "Turns or tasks one evidence scan sends to the model", between(1, 100)),
 )
 """The daemon's own settings; each component declares its own."""
 

@@ -35,6 +35,8 @@ from enact.commands import (
     builtin_commands,
 )
 from enact.components import ComponentError, Components, WireHandler
+from enact.evolution.commands import evolve_commands
+from enact.evolution.mode_commands import mode_commands
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, STATE_DIR
 from enact.memory.commands import memory_commands
@@ -133,7 +135,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     try:
         commands = CommandRegistry()
         for command in (*builtin_commands(commands), *memory_commands(), *task_commands(), *review_commands(),
-                        *backlog_commands()):
+                        *backlog_commands(),
+                        *evolve_commands(), *mode_commands()):
             commands.register(command)
         commands.watch(ProgramSource(home / COMMANDS_NAME, run_dir=home / PROGRAMS_RUN_DIR))
         runtime = build_runtime(installed, settings, commands)

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 # against these lists).
 
 STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "memory", "accounting", "tasks", "reviews",
-                 "scheduler")
+                 "scheduler", "scanner", "curator")
 ACTOR_FAMILIES = ("conversation",)
 """Keyed actors are counted by family, not by their per-conversation name."""
 
@@ -76,6 +76,11 @@ CONTROL_ERROR_REASONS = (
     "fenced",
 )
 MEMORY_FACT_STATES = ("active", "pending")
+EVOLUTION_CANDIDATE_STATES = ("active", "approved", "adopted", "removed", "rejected")
+"""As enact.evolution.candidates.CandidateState."""
+EVOLUTION_SOURCES = ("feedback", "experience")
+EVOLUTION_SCAN_OUTCOMES = ("completed", "failed", "nothing-new", "skipped")
+EVOLUTION_SIGNAL_STATES = ("active", "linked", "dismissed", "resolved")
 
 
 class Metrics:
@@ -156,12 +161,23 @@ class Metrics:
         self.cron_runs = Counter(
             "enact_cron_runs", "Due times of cron schedules by what they did", ["outcome"], registry=r
         )
+        self.evolution_candidates = Gauge(
+            "enact_evolution_candidates", "Improvement candidates by state", ["state"], registry=r
+        )
+        self.evolution_proposals = Counter(
+            "enact_evolution_proposals", "Proposals the curator recorded", registry=r
+        )
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
             ["actor"],
             registry=r,
         )
+        self.evolution_scans = Counter(
+            "enact_evolution_scans", "Evidence scans by source and outcome", ["source", "outcome"], registry=r
+        )
+        self.evolution_signals = Gauge("enact_evolution_signals", "Evidence signals by state", ["state"],
+                                       registry=r)
 
     def initialise(
         self,
@@ -206,6 +222,13 @@ class Metrics:
             self.review_lands.labels(outcome=outcome)
         for outcome in CRON_OUTCOMES:
             self.cron_runs.labels(outcome=outcome)
+        for state in EVOLUTION_CANDIDATE_STATES:
+            self.evolution_candidates.labels(state=state)
+        for source in EVOLUTION_SOURCES:
+            for outcome in EVOLUTION_SCAN_OUTCOMES:
+                self.evolution_scans.labels(source=source, outcome=outcome)
+        for state in EVOLUTION_SIGNAL_STATES:
+            self.evolution_signals.labels(state=state)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""

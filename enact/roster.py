@@ -7,14 +7,17 @@ dependency order.
 
 from __future__ import annotations
 
-from enact.actors import accounting, journal, memory, outbox, reviews, scheduler, sessions, tasks
+from enact.actors import accounting, journal, memory, outbox, reviews, scanner, scheduler, sessions, tasks
 from enact.actors.accounting import AccountingActor
+from enact.actors.curator import DATABASES as CURATOR_DATABASES
+from enact.actors.curator import CuratorActor
 from enact.actors.epoch import EpochFenceActor
 from enact.actors.inbox import InboxActor
 from enact.actors.journal import JournalActor
 from enact.actors.memory import MemoryActor
 from enact.actors.outbox import OutboxActor
 from enact.actors.reviews import ReviewsActor
+from enact.actors.scanner import ScannerActor
 from enact.actors.scheduler import SchedulerActor
 from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec
@@ -22,6 +25,7 @@ from enact.actors.tasks import TaskQueueActor
 from enact.actors.worker import WorkersActor
 from enact.chat import inbox_records
 from enact.chat.services import ChatServices
+from enact.messages.reviews import Landed
 from enact.messages.tasks import TaskChanged
 
 
@@ -60,12 +64,29 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             options={"agentic": getattr(services.runtime, "agentic", True)},
         ),
         ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
-        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
+        # The evolve schedule asks the scanner, the curator, memory and the inbox.
+        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES,
+                  depends_on=("epoch", "tasks", "scanner", "curator", "memory", "inbox")),
         ActorSpec(
             name="workers",
             actor=WorkersActor,
             depends_on=("epoch", "tasks", "reviews"),
             options={"runtime": services.runtime},
             subscribes=(TaskChanged,),
+        ),
+        ActorSpec(
+            name="scanner",
+            actor=ScannerActor,
+            databases=scanner.DATABASES,
+            depends_on=("epoch", "inbox", "tasks"),
+            options={"runtime": services.runtime},
+        ),
+        ActorSpec(
+            name="curator",
+            actor=CuratorActor,
+            databases=CURATOR_DATABASES,
+            depends_on=("epoch", "tasks", "reviews", "scanner"),
+            options={"runtime": services.runtime},
+            subscribes=(TaskChanged, Landed),
         ),
     ]

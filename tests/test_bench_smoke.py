@@ -19,6 +19,7 @@ HEADINGS = (
     "8. Telegram channel: events/s and latency per event beside the local channel",
     "9. Task queue: LMDB TaskQueue vs one JSON file rewritten per change",
     "10. Task workers: trivial tasks completed per minute",
+    "11. Evidence scan: one feedback batch with 10k and 100k turns of history already scanned",
 )
 
 

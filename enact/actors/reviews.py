@@ -278,7 +278,10 @@ class ReviewsActor(EnactActor):
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,
             note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}); doctor: {outcome.doctor_summary}",
             updated_at=time.time()))
-        message.reply.resolve(Landed(review=landed, fast_forward=outcome.fast_forward))
+        event = Landed(review=landed, fast_forward=outcome.fast_forward)
+        # Also an event: the curator adopts the candidate whose task this was.
+        self.context.publish(event)
+        message.reply.resolve(event)
 
     def _close(self, message: Close) -> Closed | UnknownReview | Rejected:
         review = self._get(message.review_id)

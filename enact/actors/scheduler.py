@@ -8,6 +8,10 @@ keeps the clock (its own timer, ``scheduler.tick_s``), asks the task queue
 and stores what it did. Every tick first checks the epoch fence: a fenced
 daemon submits nothing (and the queue refuses a fenced write anyway).
 
+It also runs the evolve schedule (``enact.actors._evolve_runs``, its clock
+in ``scheduler.evolve``): scans, proposals and, with auto-evolve,
+brainstorming, reported to the owner and never approved.
+
 The backlog lives here rather than in an actor of its own: its only effect
 besides its own records is the promotion, which is a tick's business when
 ``tasks.auto_promote`` is on.
@@ -25,6 +29,8 @@ import lmdb
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
+from enact.actors._evolve_runs import DATABASE as EVOLVE
+from enact.actors._evolve_runs import EvolveRuns
 from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,
@@ -56,7 +62,7 @@ log = logging.getLogger(__name__)
 SCHEDULES = "scheduler.schedules"
 BACKLOG = "scheduler.backlog"
 COUNTERS = "scheduler.counters"
-DATABASES = (SCHEDULES, BACKLOG, COUNTERS)
+DATABASES = (SCHEDULES, BACKLOG, COUNTERS, EVOLVE)
 ORIGIN = "scheduler"
 MAX_ITEMS = 10_000
 
@@ -78,6 +84,7 @@ class SchedulerActor(EnactActor):
         self._tick_s = float(context.config["scheduler.tick_s"])
         self._auto_promote = bool(context.config["tasks.auto_promote"])
         self._fenced_logged = False
+        self._evolve = EvolveRuns(context, self._store)
 
     def on_start(self) -> None:
         # At once: due times missed while the daemon was down run now, once.
@@ -173,9 +180,10 @@ class SchedulerActor(EnactActor):
                 self._run_schedule(schedule)
             if self._auto_promote:
                 self._promote_when_idle()
+            self._evolve.tick()
         except ActorUnavailable as error:
-            # The queue is restarting or slow: what is due is due next tick too.
-            log.warning("scheduler: the task queue did not answer (%s); trying again next tick", error)
+            # An actor is restarting or slow: what is due is due next tick too.
+            log.warning("scheduler: %s; trying again next tick", error)
         finally:
             if not self.context.supervisor.stopping:
                 self.tell_later(self._tick_s, Tick())

@@ -14,6 +14,7 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.messages.common import is_human
 from enact.messages.tasks import (
     Cancel,
+    ChangedSince,
     Claim,
     Events,
     ExpireLeases,
@@ -114,6 +115,8 @@ class TaskQueueActor(EnactActor):
                 return queue.events(message.task_id, message.cursor, message.limit)
             case Leases():
                 return queue.leases()
+            case ChangedSince():
+                return queue.changed_since(message.after, message.limit)
             case ExpireLeases():
                 try:
                     queue.expire_leases(now)

@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "config": "enact.cli._commands:config_group",
     "cron": "enact.cli._schedule:cron",
     "daemon": "enact.cli._daemon:daemon",
+    "evolve": "enact.cli._evolve:evolve",
     "identity": "enact.cli._identity:identity",
     "memory": "enact.cli._memory:memory",
     "review": "enact.cli._reviews:review",

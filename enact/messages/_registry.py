@@ -133,6 +133,8 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
 PROTOCOLS = (
     "channel", "commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
     "memory", "accounting", "tasks", "reviews", "scheduler", "workers",
+    "curator",
+    "scanner",
 )
 """The protocol modules of ``enact.messages``. A wire name's prefix is the
 module that declares it, which is imported when one of its names is first

@@ -181,6 +181,34 @@ class EventPage:
     more: bool
 
 
+@request("tasks.ChangedSince")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangedSince(Request["ChangedTasks"]):
+    """The tasks with an event after ``after`` (an event cursor), up to
+    ``limit`` of them, each with all its events; read from the event log by
+    cursor, so the cost follows what is new, not the history."""
+
+    after: int = 0
+    limit: int = 20
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskSnapshot:
+    task: Task
+    events: tuple[EventAt, ...]
+    """Oldest first; the last is the task's latest event."""
+
+
+@reply("tasks.ChangedTasks")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangedTasks:
+    tasks: tuple[TaskSnapshot, ...]
+    """Ordered by each task's latest event."""
+    next_cursor: int
+    """Read on from here: every event up to it belongs to a task above."""
+    more: bool
+
+
 @request("tasks.Leases")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Leases(Request["LeaseTable"]):

@@ -20,6 +20,7 @@ from enact.messages.common import Done
 from enact.messages.tasks import (
     MAX_PAGE,
     CancelAccepted,
+    ChangedTasks,
     Claimed,
     EventAt,
     EventPage,
@@ -37,6 +38,7 @@ from enact.messages.tasks import (
     Submitted,
     TaskChanged,
     TaskPage,
+    TaskSnapshot,
 )
 from enact.storage import Store
 from enact.tasks.records import (
@@ -320,6 +322,21 @@ class TaskQueue:
             return EventPage(events=tuple(found), next_cursor=found[-1].cursor if found else cursor, more=more)
 
         result: EventPage | NotFound = self._store.read(read)
+        return result
+
+    def changed_since(self, after: int, limit: int) -> ChangedTasks:
+        def read(txn: lmdb.Transaction) -> ChangedTasks:
+            ids, cursor, more = self._tables.changed_since(txn, after, _bounded(limit))
+            snapshots = []
+            for task_id in ids:
+                task = self._tables.get(txn, task_id)
+                events, _ = self._tables.events(txn, task_id, 0, MAX_PAGE)
+                if task is not None and events:
+                    snapshots.append(TaskSnapshot(task=task, events=tuple(events)))
+            snapshots.sort(key=lambda snapshot: snapshot.events[-1].cursor)
+            return ChangedTasks(tasks=tuple(snapshots), next_cursor=cursor, more=more)
+
+        result: ChangedTasks = self._store.read(read)
         return result
 
     def leases(self) -> LeaseTable:

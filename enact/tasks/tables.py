@@ -157,3 +157,17 @@ class TaskTables:
             if event is not None:
                 found.append(event)
         return found, False
+
+    def changed_since(self, txn: lmdb.Transaction, after: int, limit: int) -> tuple[list[int], int, bool]:
+        """The ids of up to ``limit`` tasks with events after ``after``, in
+        the order of the first such event; the cursor up to which every event
+        belongs to one of them; and whether events follow it."""
+        ids: dict[int, None] = {}
+        cursor = after
+        for sequence, document in self._log.iterate_from(txn, after):
+            task_id = int(document["task_id"])
+            if task_id not in ids and len(ids) == limit:
+                return list(ids), cursor, True
+            ids[task_id] = None
+            cursor = sequence
+        return list(ids), cursor, False

@@ -1,0 +1,147 @@
+"""``curator.Brainstorm``, as the curator actor carries it out: the rules
+are ``enact.evolution.brainstorm``; this stores and calls.
+
+The theme's brainstorm time is committed (``evolution.settings``) before
+the model is called, so that a failed or interrupted call still counts
+toward "once per 24 hours": an idle agent must not spend tokens retrying.
+The call runs on a thread of its own (the curator stays responsive) and
+its answer comes back to the actor as ``BrainstormAnswered``. New ideas are
+stored as active candidates marked ``brainstorm`` with the theme, checked
+against every candidate stored inside the same write, each with an audit
+event ``brainstormed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import lmdb
+
+from enact.actors._base import ActorContext
+from enact.actors._batching import Deferred
+from enact.evolution import brainstorm as rules
+from enact.evolution import guard
+from enact.evolution.candidates import Candidate, CandidateState, candidate_id
+from enact.messages.common import Rejected
+from enact.messages.curator import AuditEvent, Brainstorm, Brainstormed
+from enact.messages.tasks import List, TaskPage
+from enact.runtime import Runtime, RuntimeRequest
+from enact.storage import AppendLog, RecordTable, Table
+
+log = logging.getLogger(__name__)
+
+RECENT_TASKS = 12
+_THEME_KEPT = 200
+
+
+@dataclass(frozen=True, slots=True)
+class BrainstormAnswered:
+    """The model's answer (or why there is none), back on the actor's thread."""
+
+    reply: Deferred
+    theme: str
+    answer: str
+    failure: str
+
+
+class Brainstorms:
+    def __init__(self, context: ActorContext, *, settings: Table, candidates: RecordTable[Candidate],
+                 audit: AppendLog, runtime: Runtime, stored: Callable[[], None]) -> None:
+        self._context = context
+        self._store = context.own_store()
+        self._settings = settings
+        self._candidates = candidates
+        self._audit = audit
+        self._runtime = runtime
+        self._stored = stored
+        """Called after candidates were stored (the curator recounts its states)."""
+
+    def _completed_work(self) -> list[str]:
+        page = self._context.ask("tasks", List(limit=RECENT_TASKS * 2))
+        if not isinstance(page, TaskPage):
+            return []
+        ended = [task for task in page.tasks if task.state.ended][:RECENT_TASKS]
+        return [f"task {task.id} {task.state}: {task.request} — {task.summary}" for task in ended]
+
+    def start(self, message: Brainstorm) -> Deferred | Brainstormed | Rejected:
+        theme = " ".join(message.theme.split())
+        if not theme:
+            return Rejected(reason="a brainstorm needs a theme (evolve.theme, or a mission in the private identity)")
+        key = rules.theme_key(theme).encode()
+        now = time.time()
+
+        def claim(txn: lmdb.Transaction) -> list[Candidate] | None:
+            last = self._settings.get(txn, key)
+            if not rules.allowed(last["at"] if last else None, now):
+                return None
+            self._settings.put(txn, key, {"at": now, "theme": theme[:_THEME_KEPT]})
+            return [candidate for _, candidate in self._candidates.items(txn)]
+
+        existing = self._store.write(claim)
+        if existing is None:
+            return Brainstormed(candidates=(), skipped=True, note="this theme was brainstormed within 24 hours")
+        summaries = [f"{c.title} ({c.state})" for c in sorted(existing, key=lambda c: -c.updated_at)]
+        request = RuntimeRequest(session_key="", prompt=rules.prompt(theme, summaries, self._completed_work()),
+                                 sandbox="read-only", purpose="curation",
+                                 timeout_s=float(self._context.config["runtime.timeout_s"]),
+                                 cancel=self._context.fence.token.child())
+        reply = Deferred()
+
+        def call() -> None:
+            try:
+                answer, failure = self._runtime.invoke(request).text, ""
+            except Exception as error:  # a model failure of any kind: the reply says so
+                answer, failure = "", f"the model call failed: {type(error).__name__}: {error}"
+            self._context.tell(self._context.name, BrainstormAnswered(reply=reply, theme=theme, answer=answer,
+                                                                      failure=failure))
+
+        threading.Thread(target=call, name="enact-curator-brainstorm", daemon=True).start()
+        return reply
+
+    def answered(self, message: BrainstormAnswered) -> None:
+        message.reply.resolve(self._outcome(message))
+
+    def _outcome(self, message: BrainstormAnswered) -> Brainstormed:
+        theme = message.theme
+        if message.failure:
+            log.warning("brainstorm on %r stored nothing: %s", theme[:80], message.failure)
+            return Brainstormed(candidates=(), note=message.failure)
+        try:
+            ideas = rules.parse(message.answer)
+        except rules.BrainstormError as error:
+            log.warning("brainstorm on %r stored nothing: %s", theme[:80], error)
+            return Brainstormed(candidates=(), note=str(error))
+        for idea in ideas:
+            refused = guard.refusal({"title": idea.title, "proposed_change": idea.proposed_change})
+            if refused:
+                log.warning("brainstorm on %r rejected as a whole: %s", theme[:80], refused)
+                return Brainstormed(candidates=(), note=f"rejected: {refused}")
+        now = time.time()
+
+        def store_new(txn: lmdb.Transaction) -> tuple[str, ...]:
+            titles = [candidate.title for _, candidate in self._candidates.items(txn)]
+            stored = []
+            for idea in rules.fresh(ideas, titles):
+                new_id = candidate_id(rules.SOURCE, (), idea.title)
+                self._candidates.put(txn, new_id.encode(), Candidate(
+                    id=new_id, source=rules.SOURCE, evidence_ids=(), title=idea.title, rationale=idea.rationale,
+                    proposed_change=idea.proposed_change, expected_benefit=idea.expected_benefit, risk=idea.risk,
+                    test_plan=idea.test_plan, state=CandidateState.ACTIVE, brainstorm=True,
+                    theme=theme[:_THEME_KEPT], created_at=now, updated_at=now))
+                event = AuditEvent(at=now, kind="brainstormed", candidate_id=new_id,
+                                   detail=f"{idea.title} (theme: {theme[:_THEME_KEPT]})")
+                self._audit.append(txn, dataclasses.asdict(event))
+                stored.append(new_id)
+            return tuple(stored)
+
+        stored = self._store.write(store_new)
+        if stored:
+            self._stored()
+        note = "" if stored else f"all {len(ideas)} ideas repeat existing candidates" if ideas else "no ideas"
+        log.info("brainstorm on %r stored %d candidates %s", theme[:80], len(stored), note)
+        return Brainstormed(candidates=stored, note=note)

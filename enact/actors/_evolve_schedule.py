@@ -1,0 +1,65 @@
+"""The curator's part of the evolve modes: the stored mode and what the
+Scheduler last said of its evolve clock, both in ``evolution.settings``
+(keys ``mode`` and ``clock``). The curator actor calls these; the Scheduler
+runs the schedule (``enact.actors._evolve_runs``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lmdb
+
+from enact.evolution.modes import EvolveMode, ScheduleError, parse_mode
+from enact.messages.common import Rejected, is_human
+from enact.messages.curator import EvolveClockChanged, ModeSet, ModeShown, SetMode
+from enact.storage import Store, Table
+
+_MODE = b"mode"
+_CLOCK = b"clock"
+
+
+class EvolveModes:
+    def __init__(self, store: Store, settings: Table, config: Any) -> None:
+        self._store = store
+        self._settings = settings
+        self._default = EvolveMode(config["evolve.mode"])
+        self._schedule = str(config["evolve.schedule"])
+
+    def _stored_mode(self, txn: lmdb.Transaction) -> EvolveMode | None:
+        document = self._settings.get(txn, _MODE)
+        return EvolveMode(document["mode"]) if document else None
+
+    def set_mode(self, message: SetMode) -> ModeSet | Rejected:
+        if not is_human(message.origin):
+            who = message.origin or "an unnamed origin"
+            return Rejected(reason=f"the evolve mode is changed by a human only, not {who}")
+        try:
+            mode = parse_mode(message.mode)
+        except ScheduleError as error:
+            return Rejected(reason=str(error))
+
+        def write(txn: lmdb.Transaction) -> EvolveMode:
+            previous = self._stored_mode(txn) or self._default
+            self._settings.put(txn, _MODE, {"mode": mode.value, "origin": message.origin})
+            return previous
+
+        return ModeSet(mode=mode, previous=self._store.write(write))
+
+    def mode(self) -> EvolveMode:
+        return self._store.read(self._stored_mode) or self._default
+
+    def shown(self) -> ModeShown:
+        def read(txn: lmdb.Transaction) -> ModeShown:
+            stored = self._stored_mode(txn)
+            clock = self._settings.get(txn, _CLOCK) or {}
+            return ModeShown(mode=stored or self._default, stored=stored is not None,
+                             schedule=clock.get("schedule", self._schedule), next_due_at=clock.get("next_due_at"),
+                             last_run_at=clock.get("last_run_at"), last_outcome=clock.get("last_outcome", ""))
+
+        return self._store.read(read)
+
+    def clock_changed(self, message: EvolveClockChanged) -> None:
+        self._store.write(lambda txn: self._settings.put(txn, _CLOCK, {
+            "schedule": message.schedule, "next_due_at": message.next_due_at, "last_run_at": message.last_run_at,
+            "last_outcome": message.last_outcome}))

@@ -1,0 +1,133 @@
+"""The evidence scanner actor: a thin front over ``enact.evolution``.
+
+It owns ``evolution.signals``, ``evolution.scans`` and
+``evolution.checkpoints``. A scan's model calls run on a thread of their own
+(the curator must be able to read and link signals meanwhile); one scan runs
+at a time, and its reply is deferred until it has committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors._batching import Deferred
+from enact.evolution.scan_store import DATABASES, ScanTables
+from enact.evolution.scanning import Scanner
+from enact.evolution.signals import EvidenceSource, SignalState
+from enact.messages.common import Rejected
+from enact.messages.inbox import ReadTurns, Turns
+from enact.messages.scanner import (
+    MAX_LIST,
+    History,
+    LinkSignals,
+    Scan,
+    ScanHistory,
+    SetSignalState,
+    SignalList,
+    Signals,
+    SignalsLinked,
+    SignalsUpdated,
+)
+from enact.messages.tasks import ChangedSince, ChangedTasks, Leases
+from enact.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DATABASES", "ScannerActor"]
+
+class _Reader:
+    """The records, asked of the Inbox and the TaskQueue by cursor."""
+
+    def __init__(self, context: ActorContext) -> None:
+        self._context = context
+
+    def turns(self, since: int, limit: int) -> Turns:
+        return self._context.ask("inbox", ReadTurns(since=since, limit=limit))
+
+    def last_turn(self, since: int) -> int:
+        return self._context.ask("inbox", ReadTurns(since=since, last=1)).next_cursor
+
+    def changed_tasks(self, after: int, limit: int) -> ChangedTasks:
+        return self._context.ask("tasks", ChangedSince(after=after, limit=limit))
+
+    def task_running(self) -> bool:
+        return bool(self._context.ask("tasks", Leases()).leases)
+
+
+class ScannerActor(EnactActor):
+    def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
+        super().__init__(context)
+        self.tables = ScanTables(context.own_store())
+        settings = context.config
+        self._scanner = Scanner(
+            self.tables, _Reader(context), runtime.invoke, batch=int(settings["evolve.scan_batch"]),
+            timeout_s=float(settings["runtime.timeout_s"]), cancel=context.fence.token.child, counter=self)
+        self._scanning = threading.Lock()
+
+    def on_start(self) -> None:
+        self.signals_changed()
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Scan():
+                return self._scan(message)
+            case Signals():
+                return self._signals(message)
+            case LinkSignals():
+                return self._link(message)
+            case SetSignalState():
+                return self._set_state(message)
+            case History():
+                return ScanHistory(scans=tuple(self.tables.history(max(0, min(message.limit, MAX_LIST)))))
+        return super().handle(message)
+
+    def _scan(self, message: Scan) -> Deferred | Rejected:
+        if not self._scanning.acquire(blocking=False):
+            return Rejected(reason="a scan is running already; ask again once it has finished")
+        reply = Deferred()
+        threading.Thread(target=self._run_scan, args=(message, reply), name="enact-scan", daemon=True).start()
+        return reply
+
+    def _run_scan(self, message: Scan, reply: Deferred) -> None:
+        """On its own thread: the model calls must not hold up the curator's asks."""
+        try:
+            reply.resolve(self._scanner.scan(message))
+        except Exception as error:  # a defect or an unavailable actor: the caller hears it
+            log.exception("evidence scan failed")
+            reply.fail(error)
+        finally:
+            self._scanning.release()
+
+    def counted(self, source: EvidenceSource, outcome: str) -> None:
+        self.context.metrics.evolution_scans.labels(source=source.value, outcome=outcome).inc()
+
+    def _signals(self, message: Signals) -> SignalList | Rejected:
+        state: SignalState | None = None
+        if message.state:
+            try:
+                state = SignalState(message.state)
+            except ValueError:
+                return Rejected(reason=f"unknown signal state {message.state!r}; one of "
+                                       f"{', '.join(SignalState)}")
+        return SignalList(signals=tuple(self.tables.signals(state, max(0, min(message.limit, MAX_LIST)))))
+
+    def _link(self, message: LinkSignals) -> SignalsLinked | Rejected:
+        if not message.candidate_id:
+            return Rejected(reason="a link needs the candidate's id")
+        linked = self.tables.link(message.signal_ids, message.candidate_id, time.time())
+        self.signals_changed()
+        return SignalsLinked(linked=tuple(linked))
+
+    def _set_state(self, message: SetSignalState) -> SignalsUpdated:
+        updated = self.tables.set_state(message.signal_ids, message.state, time.time())
+        self.signals_changed()
+        return SignalsUpdated(updated=tuple(updated))
+
+    def signals_changed(self) -> None:
+        gauge = self.context.metrics.evolution_signals
+        for state, count in self.tables.counts().items():
+            gauge.labels(state=state.value).set(count)

@@ -1,0 +1,60 @@
+"""``enact evolve mode [disabled|co-evolve|auto-evolve]``: show or set what
+the scheduled evolve run may do (the curator stores it; the Scheduler runs
+the schedule)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+import orjson
+
+from enact.cli._client import expect, request
+from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+
+_MODES = ("disabled", "co-evolve", "auto-evolve")
+
+
+def _when(moment: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment)) if moment is not None else "never"
+
+
+@click.command("mode")
+@click.argument("mode", required=False, type=click.Choice(_MODES))
+@home_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@needs_daemon
+def mode(mode: str | None, home: Path | None, as_json: bool) -> None:
+    """Show the evolve mode, schedule, next due and last run; with MODE, set it.
+
+    disabled: no scheduled runs. co-evolve (default): scheduled scans and
+    proposals, reported to you, never approved for you. auto-evolve: that,
+    and brainstorming from evolve.theme (or the mission) once a day."""
+    from enact.messages.common import Rejected
+    from enact.messages.curator import GetMode, ModeSet, ModeShown, SetMode
+
+    where = resolve_home(home)
+    if mode is not None:
+        message = SetMode(mode=mode)
+        reply = request(where, message)
+        if isinstance(reply, Rejected):
+            fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+        changed = expect(reply, ModeSet, message)
+        if as_json:
+            print_json(orjson.loads(orjson.dumps(changed)))
+            return
+        click.echo(f"evolve mode: {changed.mode} (was {changed.previous})")
+        return
+    shown_message = GetMode()
+    shown = expect(request(where, shown_message), ModeShown, shown_message)
+    if as_json:
+        print_json(orjson.loads(orjson.dumps(shown)))
+        return
+    source = "set by `enact evolve mode`" if shown.stored else "from evolve.mode"
+    click.echo(f"mode:      {shown.mode} ({source})")
+    click.echo(f"schedule:  {shown.schedule}")
+    click.echo(f"next due:  {_when(shown.next_due_at)}")
+    click.echo(f"last run:  {_when(shown.last_run_at)}")
+    if shown.last_outcome:
+        click.echo("last outcome:\n  " + shown.last_outcome.replace("\n", "\n  "))

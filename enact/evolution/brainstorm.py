@@ -1,0 +1,133 @@
+"""Brainstorming (auto-evolve only): candidates from the configured theme
+or mission rather than from evidence.
+
+One isolated, read-only model call (purpose ``curation``) is sent the theme,
+summaries of the existing candidates and of recent completed work, and asks
+for a JSON array of at most 3 candidates with exactly the keys synthesis
+uses (``evidence_ids`` empty: a brainstorm cites no evidence). The reply is
+valid as a whole or not at all. Ideas whose normalised title matches any
+existing candidate (whatever its state) or an earlier idea are dropped.
+A theme is brainstormed at most once per 24 hours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import orjson
+
+from enact.credentials import redact
+from enact.evolution.candidates import CANDIDATE_FIELDS, MAX_FIELD, normalised
+
+MAX_IDEAS = 3
+INTERVAL_S = 24 * 3_600
+PROMPT_HEADING = "enact evolution: brainstorm"
+SOURCE = "brainstorm"
+"""The ``source`` of a brainstormed candidate (not feedback nor experience)."""
+MAX_THEME = 2_000
+MAX_SUMMARIES = 40
+_SUMMARY_CHARS = 240
+
+
+class BrainstormError(ValueError):
+    """The model's reply is not a valid brainstorm; the message is one line."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Idea:
+    """One brainstormed candidate, before it is stored."""
+
+    title: str
+    rationale: str
+    proposed_change: str
+    expected_benefit: str
+    risk: str
+    test_plan: str
+
+
+def theme_key(theme: str) -> str:
+    """Where a theme's last brainstorm time is kept: the same for any
+    spelling that normalises alike."""
+    return "brainstorm:" + hashlib.sha256(normalised(theme).encode()).hexdigest()[:16]
+
+
+def allowed(last_at: float | None, now: float) -> bool:
+    """Whether a theme last brainstormed at ``last_at`` may be again now."""
+    return last_at is None or now - last_at >= INTERVAL_S
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def prompt(theme: str, candidates: Sequence[str], completed: Sequence[str]) -> str:
+    """The brainstorm prompt; ``candidates`` and ``completed`` are one-line
+    summaries (the newest first), clipped and capped here. Credentials are
+    redacted from all of it."""
+    known = "\n".join(f"- {_clip(line, _SUMMARY_CHARS)}" for line in candidates[:MAX_SUMMARIES]) or "- none"
+    done = "\n".join(f"- {_clip(line, _SUMMARY_CHARS)}" for line in completed[:MAX_SUMMARIES]) or "- none"
+    keys = ", ".join(CANDIDATE_FIELDS)
+    text = (
+        f"{PROMPT_HEADING}. You propose bounded improvements to enact itself, a personal software agent, "
+        "from its owner's theme below; you are not given evidence, so these are ideas, not findings.\n"
+        f"Theme: {_clip(theme, MAX_THEME)}\n\n"
+        f"Existing candidates (do not repeat them):\n{known}\n\n"
+        f"Recent completed work:\n{done}\n\n"
+        f"Reply with only a JSON array of at most {MAX_IDEAS} objects, each with exactly the keys {keys}; "
+        f'"evidence_ids" is an empty list, every other value a non-empty string of at most {MAX_FIELD} '
+        "characters. Nothing that touches identity, mission, credentials, permissions, merging, deploying or "
+        "the daemon's own authority, and nothing destructive. An empty array is a fine answer."
+    )
+    return redact(text)
+
+
+def parse(reply: str) -> tuple[Idea, ...]:
+    """The ideas in ``reply``; BrainstormError says why it is not valid."""
+    try:
+        data = orjson.loads(reply.strip())
+    except orjson.JSONDecodeError:
+        raise BrainstormError("the brainstorm reply is not a JSON array (prose or bad JSON)") from None
+    if not isinstance(data, list):
+        raise BrainstormError("the brainstorm reply is not a JSON array")
+    if len(data) > MAX_IDEAS:
+        raise BrainstormError(f"the brainstorm reply has {len(data)} candidates; at most {MAX_IDEAS}")
+    return tuple(_idea(index, item) for index, item in enumerate(data, 1))
+
+
+def _idea(index: int, item: object) -> Idea:
+    where = f"brainstorm candidate {index}"
+    if not isinstance(item, dict):
+        raise BrainstormError(f"{where} is not an object")
+    keys = set(item)
+    if keys != set(CANDIDATE_FIELDS):
+        missing, extra = sorted(set(CANDIDATE_FIELDS) - keys), sorted(keys - set(CANDIDATE_FIELDS))
+        raise BrainstormError(f"{where}: " + "; ".join(
+            part for part in (f"missing {', '.join(missing)}" if missing else "",
+                              f"unexpected {', '.join(extra)}" if extra else "") if part))
+    if item["evidence_ids"] != []:
+        raise BrainstormError(f"{where}: evidence_ids must be empty (a brainstorm cites no evidence)")
+    fields: dict[str, str] = {}
+    for key in CANDIDATE_FIELDS[1:]:
+        value = item[key]
+        if not isinstance(value, str) or not value.strip():
+            raise BrainstormError(f"{where}: {key} must be a non-empty string")
+        if len(value) > MAX_FIELD:
+            raise BrainstormError(f"{where}: {key} is longer than {MAX_FIELD} characters")
+        fields[key] = value.strip()
+    return Idea(**fields)
+
+
+def fresh(ideas: Iterable[Idea], existing_titles: Iterable[str]) -> tuple[Idea, ...]:
+    """The ideas whose normalised title is new: not an existing candidate's
+    (in any state) nor an earlier idea's."""
+    seen = {normalised(title) for title in existing_titles}
+    kept = []
+    for idea in ideas:
+        title = normalised(idea.title)
+        if title and title not in seen:
+            seen.add(title)
+            kept.append(idea)
+    return tuple(kept)

@@ -1,0 +1,109 @@
+"""Evolution from chat: ``/evolve.candidates``, ``/evolve.show ID``,
+``/evolve.approve ID``, ``/evolve.remove ID REASON``, through the command
+registry.
+
+A model action may list and show candidates; approving and removing need
+human authority, which the registry refuses to a model action (and, from
+chat, grants only in a locked conversation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.messages._registry import Request
+from enact.messages.common import Rejected
+from enact.messages.curator import (
+    Approve,
+    Approved,
+    CandidateList,
+    Candidates,
+    CandidateShown,
+    Remove,
+    Removed,
+    Show,
+    UnknownCandidate,
+)
+
+CURATOR = "curator"
+_ID = {"text": Param(str, doc="the candidate id")}
+_REMOVAL = {"text": Param(str, doc="the candidate id, then the reason")}
+
+
+def _ask(context: CommandContext, message: Request[Any]) -> object:
+    return context.ask(CURATOR, message)
+
+
+def _words(call: CommandCall) -> list[str]:
+    return str(call.args.get("text", "")).split()
+
+
+def _candidate_id(call: CommandCall) -> str:
+    words = _words(call)
+    if not words:
+        raise CommandFailed(f"/{call.name} needs a candidate id, e.g. /{call.name} cand-0123456789ab")
+    return words[0]
+
+
+def _refused(reply: object, candidate_id: str) -> None:
+    if isinstance(reply, UnknownCandidate):
+        raise CommandFailed(f"no candidate {candidate_id}")
+    if isinstance(reply, Rejected):
+        raise CommandFailed(reply.reason)
+
+
+def _list(_: CommandCall, context: CommandContext) -> str:
+    reply = _ask(context, Candidates(state="active", limit=20))
+    if not isinstance(reply, CandidateList):
+        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    if not reply.candidates:
+        return "no active candidates"
+    return "Active candidates, best first:\n" + "\n".join(
+        f"{c.id} ({c.source}, {c.score:.2f}): {c.title}" for c in reply.candidates)
+
+
+def _show(call: CommandCall, context: CommandContext) -> str:
+    candidate_id = _candidate_id(call)
+    reply = _ask(context, Show(candidate_id=candidate_id))
+    _refused(reply, candidate_id)
+    if not isinstance(reply, CandidateShown):
+        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    c = reply.candidate
+    lines = [f"{c.id} {c.state.value} ({c.source}, {c.score:.2f}): {c.title}", f"Rationale: {c.rationale}",
+             f"Change: {c.proposed_change}", f"Benefit: {c.expected_benefit}", f"Risk: {c.risk}",
+             f"Test plan: {c.test_plan}"]
+    lines += [f"Signal {s.id}: {s.observation}" for s in reply.signals]
+    return "\n".join(lines)
+
+
+def _approve(call: CommandCall, context: CommandContext) -> str:
+    candidate_id = _candidate_id(call)
+    reply = _ask(context, Approve(candidate_id=candidate_id, origin=call.origin))
+    _refused(reply, candidate_id)
+    if not isinstance(reply, Approved):
+        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
+
+
+def _remove(call: CommandCall, context: CommandContext) -> str:
+    words = _words(call)
+    if len(words) < 2:
+        raise CommandFailed(f"/{call.name} needs a candidate id and a reason, e.g. /{call.name} cand-… done already")
+    candidate_id, reason = words[0], " ".join(words[1:])
+    reply = _ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin))
+    _refused(reply, candidate_id)
+    if not isinstance(reply, Removed):
+        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    return f"candidate {candidate_id} removed"
+
+
+def evolve_commands() -> list[Command]:
+    return [
+        Command(name="evolve.candidates", summary="the active improvement candidates", handler=_list),
+        Command(name="evolve.show", summary="one improvement candidate", handler=_show, params=_ID),
+        Command(name="evolve.approve", summary="approve a candidate: a task that ends in a review",
+                handler=_approve, authority=Authority.HUMAN, params=_ID),
+        Command(name="evolve.remove", summary="remove a candidate (/evolve.remove ID REASON)", handler=_remove,
+                authority=Authority.HUMAN, params=_REMOVAL),
+    ]

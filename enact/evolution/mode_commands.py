@@ -1,0 +1,40 @@
+"""``/evolve.mode [disabled|co-evolve|auto-evolve]`` in chat, through the
+command registry. Showing is harmless, but the command sets the mode too, so
+it needs a human (``Authority.HUMAN``): a model action is refused, and from
+chat it needs the conversation lock."""
+
+from __future__ import annotations
+
+import time
+
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.messages.common import Rejected
+from enact.messages.curator import GetMode, ModeSet, ModeShown, SetMode
+
+
+def _when(moment: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(moment)) if moment is not None else "never"
+
+
+def _mode(call: CommandCall, context: CommandContext) -> str:
+    text = str(call.args.get("text", "")).strip()
+    if text:
+        reply = context.ask("curator", SetMode(mode=text, origin=call.origin))
+        if isinstance(reply, Rejected):
+            raise CommandFailed(reply.reason)
+        if not isinstance(reply, ModeSet):
+            raise CommandFailed(f"the curator answered {type(reply).__name__}")
+        return f"evolve mode: {reply.mode} (was {reply.previous})"
+    shown = context.ask("curator", GetMode())
+    if not isinstance(shown, ModeShown):
+        raise CommandFailed(f"the curator answered {type(shown).__name__}")
+    return (f"evolve mode: {shown.mode}; schedule {shown.schedule}, next due {_when(shown.next_due_at)}, "
+            f"last run {_when(shown.last_run_at)}")
+
+
+def mode_commands() -> list[Command]:
+    return [
+        Command(name="evolve.mode", summary="show or set the evolve mode (disabled, co-evolve, auto-evolve)",
+                handler=_mode, authority=Authority.HUMAN,
+                params={"text": Param(str, required=False, doc="the new mode; none: show it")}),
+    ]

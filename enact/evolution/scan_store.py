@@ -1,0 +1,191 @@
+"""The scanner's databases, their keys, and what a scan commits.
+
+- ``evolution.signals``: signal id → ``Signal``.
+- ``evolution.scans``: an append log of ``ScanRecord`` (scan id ``scan-<sequence>``).
+- ``evolution.checkpoints``: ``c<source>`` → ``Checkpoint`` (the cursor up
+  to which that source is scanned); ``m<task id>`` (8 bytes, big-endian) →
+  ``TaskMarker`` (the latest event of that task a completed scan processed).
+
+A completed scan's record, signals, markers and checkpoint commit in one
+transaction: after a crash either all of it is there or none of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import lmdb
+
+from enact.evolution.signals import EvidenceSource, Signal, SignalState
+from enact.messages.scanner import ScanRecord
+from enact.storage import AppendLog, RecordTable, Store
+
+SIGNALS = "evolution.signals"
+SCANS = "evolution.scans"
+CHECKPOINTS = "evolution.checkpoints"
+DATABASES = (SIGNALS, SCANS, CHECKPOINTS)
+
+_TASK = struct.Struct(">Q")
+_SETTLED = frozenset({SignalState.DISMISSED, SignalState.RESOLVED})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    source: EvidenceSource
+    cursor: int
+    """Inbox turn cursor (feedback) or task event sequence (experience)."""
+    scan_id: str
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskMarker:
+    task_id: int
+    sequence: int
+    scan_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletedScan:
+    """What a completed scan commits besides its record."""
+
+    signals: tuple[Signal, ...]
+    checkpoint: int
+    markers: tuple[tuple[int, int], ...] = ()
+    """(task id, latest event sequence processed), experience scans only."""
+
+
+def _checkpoint_key(source: EvidenceSource) -> bytes:
+    return b"c" + source.value.encode()
+
+
+def _marker_key(task_id: int) -> bytes:
+    return b"m" + _TASK.pack(task_id)
+
+
+def scan_id_of(sequence: int) -> str:
+    return f"scan-{sequence}"
+
+
+class ScanTables:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._signals = RecordTable(store.table(SIGNALS), Signal)
+        self._log = store.log(SCANS)
+        self._scans = RecordTable(self._log, ScanRecord)
+        checkpoints = store.table(CHECKPOINTS)
+        self._checkpoints = RecordTable(checkpoints, Checkpoint)
+        self._markers = RecordTable(checkpoints, TaskMarker)
+
+    # -- reads ----------------------------------------------------------------
+
+    def checkpoint(self, source: EvidenceSource) -> int:
+        found = self.store.read(lambda txn: self._checkpoints.get(txn, _checkpoint_key(source)))
+        return 0 if found is None else found.cursor
+
+    def marker(self, txn: lmdb.Transaction, task_id: int) -> int:
+        found = self._markers.get(txn, _marker_key(task_id))
+        return 0 if found is None else found.sequence
+
+    def markers(self, task_ids: Iterable[int]) -> dict[int, int]:
+        return self.store.read(lambda txn: {task_id: self.marker(txn, task_id) for task_id in task_ids})
+
+    def signals(self, state: SignalState | None, limit: int) -> list[Signal]:
+        """Newest first. Reads every signal: they come a few per scan, never per record."""
+
+        def read(txn: lmdb.Transaction) -> list[Signal]:
+            return [signal for _, signal in self._signals.items(txn) if state is None or signal.state is state]
+
+        found = self.store.read(read)
+        found.sort(key=lambda signal: (signal.created_at, signal.id), reverse=True)
+        return found[:limit]
+
+    def counts(self) -> dict[SignalState, int]:
+        counts = dict.fromkeys(SignalState, 0)
+        states = self.store.read(lambda txn: [signal.state for _, signal in self._signals.items(txn)])
+        for state in states:
+            counts[state] += 1
+        return counts
+
+    def history(self, limit: int) -> list[ScanRecord]:
+        def read(txn: lmdb.Transaction) -> list[ScanRecord]:
+            found: list[ScanRecord] = []
+            for sequence, _ in self._log.iterate_backwards(txn):
+                if len(found) >= limit:
+                    break
+                record = self._scans.get(txn, AppendLog.key(sequence))
+                if record is not None:
+                    found.append(record)
+            return found
+
+        return self.store.read(read)
+
+    # -- writes ---------------------------------------------------------------
+
+    def record(self, record: ScanRecord, completed: CompletedScan | None) -> ScanRecord:
+        """Append ``record`` (its id assigned here); for a completed scan, its
+        new signals (a known id is kept as it is), markers and checkpoint too."""
+
+        def write(txn: lmdb.Transaction) -> ScanRecord:
+            sequence = self._log.last_cursor(txn) + 1
+            stored = dataclasses.replace(record, id=scan_id_of(sequence))
+            if completed is not None:
+                for signal in completed.signals:
+                    key = signal.id.encode()
+                    if self._signals.get(txn, key) is None:
+                        self._signals.put(txn, key, dataclasses.replace(signal, scan_id=stored.id))
+                for task_id, latest in completed.markers:
+                    self._markers.put(txn, _marker_key(task_id),
+                                      TaskMarker(task_id=task_id, sequence=latest, scan_id=stored.id))
+                self._checkpoints.put(txn, _checkpoint_key(record.source), Checkpoint(
+                    source=record.source, cursor=completed.checkpoint, scan_id=stored.id,
+                    updated_at=record.finished_at))
+            self._scans.put(txn, AppendLog.key(sequence), stored)
+            return stored
+
+        return self.store.write(write)
+
+    def advance(self, source: EvidenceSource, cursor: int) -> None:
+        """Move ``source``'s checkpoint past records there was nothing to scan in."""
+
+        def write(txn: lmdb.Transaction) -> None:
+            key = _checkpoint_key(source)
+            found = self._checkpoints.get(txn, key)
+            if found is None or found.cursor < cursor:
+                self._checkpoints.put(txn, key, Checkpoint(source=source, cursor=cursor,
+                                                           scan_id="" if found is None else found.scan_id,
+                                                           updated_at=time.time()))
+
+        self.store.write(write)
+
+    def link(self, signal_ids: Iterable[str], candidate_id: str, now: float) -> list[str]:
+        """Link each known signal to ``candidate_id``; idempotent, and never
+        one a person dismissed or an adopted change resolved."""
+        return self._update(signal_ids, {"state": SignalState.LINKED, "candidate_id": candidate_id}, now,
+                            unless_state=_SETTLED)
+
+    def set_state(self, signal_ids: Iterable[str], state: SignalState, now: float) -> list[str]:
+        return self._update(signal_ids, {"state": state}, now)
+
+    def _update(self, signal_ids: Iterable[str], change: dict[str, object], now: float,
+                *, unless_state: frozenset[SignalState] = frozenset()) -> list[str]:
+        """Apply ``change`` to each known signal (not in ``unless_state``); the ids changed or already so."""
+
+        def write(txn: lmdb.Transaction) -> list[str]:
+            done: list[str] = []
+            for signal_id in dict.fromkeys(signal_ids):
+                key = signal_id.encode()
+                signal = self._signals.get(txn, key)
+                if signal is None or signal.state in unless_state:
+                    continue
+                changed = dataclasses.replace(signal, **change)  # type: ignore[arg-type]
+                if changed != signal:
+                    self._signals.put(txn, key, dataclasses.replace(changed, updated_at=now))
+                done.append(signal_id)
+            return done
+
+        return self.store.write(write)

@@ -1,0 +1,170 @@
+"""One scan request, start to end: what is new per source since its
+checkpoint, one batch at a time, the isolated model call, the all-or-nothing
+check of its reply, and the commit (record, signals, markers, checkpoint).
+
+With nothing new the model is not called. A failed scan records why and
+leaves the checkpoint where it was, so its records are sent again next time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from enact.cancellation import CancellationToken
+from enact.evolution.scan_batch import EvidenceRecord, experience_records, feedback_records, source_noun
+from enact.evolution.scan_prompt import scan_prompt
+from enact.evolution.scan_store import CompletedScan, ScanTables
+from enact.evolution.scan_validation import InvalidScanReply, parse_observations
+from enact.evolution.signals import EvidenceSource
+from enact.messages.inbox import Turns
+from enact.messages.scanner import Scan, ScanOutcome, ScanRecord, ScanReport, ScanSummary
+from enact.messages.tasks import ChangedTasks
+from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult
+
+
+class EvidenceReader(Protocol):
+    """Where the records come from: the Inbox's turn log and the TaskQueue's
+    event log, both read by cursor."""
+
+    def turns(self, since: int, limit: int) -> Turns: ...
+
+    def last_turn(self, since: int) -> int:
+        """The newest turn's cursor (``since`` when there is none after it)."""
+        ...
+
+    def changed_tasks(self, after: int, limit: int) -> ChangedTasks: ...
+
+    def task_running(self) -> bool: ...
+
+
+class ScanCounter(Protocol):
+    def counted(self, source: EvidenceSource, outcome: ScanOutcome) -> None: ...
+
+    def signals_changed(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Batch:
+    records: list[EvidenceRecord]
+    checkpoint: int
+    """Where the source's checkpoint moves once this batch is scanned."""
+    markers: tuple[tuple[int, int], ...] = ()
+
+
+def _summary(source: EvidenceSource, outcome: ScanOutcome, *, error: str = "", pending: int = 0) -> ScanSummary:
+    return ScanSummary(scan_id="", source=source, outcome=outcome, error=error, records=0, signals=(),
+                       pending=pending)
+
+
+class Scanner:
+    def __init__(self, tables: ScanTables, reader: EvidenceReader, invoke: Callable[[RuntimeRequest], RuntimeResult],
+                 *, batch: int, timeout_s: float, cancel: Callable[[], CancellationToken],
+                 counter: ScanCounter | None = None) -> None:
+        self.tables = tables
+        self._reader = reader
+        self._invoke = invoke
+        self._batch = batch
+        self._timeout_s = timeout_s
+        self._cancel = cancel
+        self._counter = counter
+
+    def scan(self, message: Scan) -> ScanReport:
+        sources = [EvidenceSource(message.source)] if message.source else list(EvidenceSource)
+        if message.scheduled and self._reader.task_running():
+            summaries = [_summary(source, "skipped", error="a task is running; the scan waits until none is")
+                         for source in sources]
+        else:
+            summaries = []
+            for source in sources:
+                summaries.extend(self._scan_source(source, force=message.force, scheduled=message.scheduled))
+        if self._counter is not None:
+            for summary in summaries:
+                self._counter.counted(summary.source, summary.outcome)
+        return ScanReport(scans=tuple(summaries))
+
+    def _scan_source(self, source: EvidenceSource, *, force: bool, scheduled: bool) -> list[ScanSummary]:
+        summaries = [self._scan_once(source, scheduled=scheduled)]
+        while force and summaries[-1].outcome == "completed" and summaries[-1].pending > 0:
+            summaries.append(self._scan_once(source, scheduled=False))
+        if len(summaries) > 1 and summaries[-1].outcome == "nothing-new":
+            summaries.pop()  # drained: the last batch already said nothing is pending
+        return summaries
+
+    def _scan_once(self, source: EvidenceSource, *, scheduled: bool) -> ScanSummary:
+        checkpoint = self.tables.checkpoint(source)
+        if source is EvidenceSource.FEEDBACK:
+            new = self._reader.last_turn(checkpoint) - checkpoint
+            if new <= 0:
+                return _summary(source, "nothing-new")
+            if scheduled and new < self._batch:
+                return _summary(source, "skipped", pending=new, error=f"only {source_noun(source, new)} new; a "
+                                f"scheduled scan waits for a batch of {self._batch}")
+            batch = self._feedback_batch(checkpoint)
+            if not batch.records:  # the cursor moved without a turn to show for it
+                self.tables.advance(source, batch.checkpoint)
+                return _summary(source, "nothing-new")
+        else:
+            found = self._experience_batch(checkpoint)
+            if found is None:
+                return _summary(source, "nothing-new")
+            batch = found
+            if scheduled and len(batch.records) < self._batch:
+                count = len(batch.records)
+                return _summary(source, "skipped", pending=count, error=f"only {source_noun(source, count)} new; "
+                                f"a scheduled scan waits for a batch of {self._batch}")
+        return self._call_and_commit(source, batch)
+
+    def _feedback_batch(self, checkpoint: int) -> _Batch:
+        page = self._reader.turns(checkpoint, self._batch)
+        return _Batch(records=feedback_records(page.turns), checkpoint=page.next_cursor)
+
+    def _experience_batch(self, checkpoint: int) -> _Batch | None:
+        """The next page with a task to scan; pages of tasks still under way,
+        or already scanned at their latest event, only move the checkpoint."""
+        while True:
+            page = self._reader.changed_tasks(checkpoint, self._batch)
+            if not page.tasks:
+                return None
+            found = experience_records(page.tasks, self.tables.markers(s.task.id for s in page.tasks))
+            if found.records:
+                return _Batch(records=found.records, checkpoint=page.next_cursor, markers=found.markers)
+            self.tables.advance(EvidenceSource.EXPERIENCE, page.next_cursor)
+            checkpoint = page.next_cursor
+            if not page.more:
+                return None
+
+    def _pending(self, source: EvidenceSource) -> int:
+        """Records still waiting: every new turn; up to a batch of tasks."""
+        checkpoint = self.tables.checkpoint(source)
+        if source is EvidenceSource.FEEDBACK:
+            return max(0, self._reader.last_turn(checkpoint) - checkpoint)
+        found = self._experience_batch(checkpoint)
+        return 0 if found is None else len(found.records)
+
+    def _call_and_commit(self, source: EvidenceSource, batch: _Batch) -> ScanSummary:
+        started = time.time()
+        refs = tuple(record.ref for record in batch.records)
+        request = RuntimeRequest(session_key="", prompt=scan_prompt(source, batch.records), sandbox="read-only",
+                                 purpose="scan", timeout_s=self._timeout_s, cancel=self._cancel())
+        error = ""
+        try:
+            answer = self._invoke(request).text
+            signals = parse_observations(answer, source=source, known_refs=set(refs), scan_id="", now=time.time())
+        except RuntimeFailure as failure:
+            error, signals = f"the model call failed ({failure.kind}): {failure}", ()
+        except InvalidScanReply as invalid:
+            error, signals = f"the reply was refused: {invalid}", ()
+        finished = time.time()
+        record = ScanRecord(id="", source=source, outcome="failed" if error else "completed", error=error,
+                            records=len(refs), refs=refs, signals=tuple(signal.id for signal in signals),
+                            started_at=started, finished_at=finished)
+        completed = None if error else CompletedScan(signals=signals, checkpoint=batch.checkpoint,
+                                                     markers=batch.markers)
+        stored = self.tables.record(record, completed)
+        if completed is not None and signals and self._counter is not None:
+            self._counter.signals_changed()
+        return ScanSummary(scan_id=stored.id, source=source, outcome=stored.outcome, error=error, records=len(refs),
+                           signals=stored.signals, pending=self._pending(source))

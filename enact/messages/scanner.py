@@ -1,0 +1,142 @@
+"""The evidence scanner protocol (actor ``scanner``).
+
+A scan reads the turns (feedback) or the tasks (experience) that are new
+since its source's checkpoint, one batch at a time, asks an isolated model
+call for observations, and stores them as signals. The curator links the
+signals its candidates draw on and resolves them when a candidate is adopted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from enact.evolution.signals import EvidenceSource, Signal, SignalState
+from enact.messages._codec import limit
+from enact.messages._registry import Request, internal, reply, request
+from enact.messages.common import Rejected
+
+__all__ = [
+    "History", "LinkSignals", "Rejected", "Scan", "ScanHistory", "ScanOutcome", "ScanRecord", "ScanReport",
+    "ScanSummary", "SetSignalState", "Signal", "SignalList", "Signals", "SignalsLinked", "SignalsUpdated",
+]
+
+ScanSource = Literal["feedback", "experience", ""]
+ScanOutcome = Literal["completed", "failed", "nothing-new", "skipped"]
+
+MAX_LIST = 1_000
+_ID = 64
+_MAX_IDS = 100
+
+
+@request("scanner.Scan")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scan(Request["ScanReport | Rejected"]):
+    """Scan ``source`` ("" both): one batch each, or with ``force`` every
+    pending batch. ``scheduled``: the Scheduler asks; only a source with at
+    least a full batch of new records is scanned, and nothing while a task
+    runs (the caller has checked the evolve mode)."""
+
+    source: ScanSource = ""
+    force: bool = False
+    scheduled: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanSummary:
+    scan_id: str
+    """"" when no scan was recorded (nothing new, or skipped)."""
+    source: EvidenceSource
+    outcome: ScanOutcome
+    error: str
+    """Why the scan failed or was skipped; "" otherwise."""
+    records: int
+    """Turns or tasks the scan sent to the model."""
+    signals: tuple[str, ...]
+    """Ids of the signals it found (new or already known)."""
+    pending: int
+    """Records of this source still waiting for a scan afterwards."""
+
+
+@reply("scanner.ScanReport")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanReport:
+    scans: tuple[ScanSummary, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanRecord:
+    """One scan that called the model, as ``evolution.scans`` stores it."""
+
+    id: str
+    source: EvidenceSource
+    outcome: Literal["completed", "failed"]
+    error: str
+    records: int
+    refs: tuple[str, ...]
+    """The turns and task markers it processed (sent, whatever it found)."""
+    signals: tuple[str, ...]
+    started_at: float
+    finished_at: float
+
+
+@request("scanner.Signals")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signals(Request["SignalList | Rejected"]):
+    """Signals, newest first, in ``state`` ("" any)."""
+
+    state: str = field(default="", metadata=limit(16))
+    limit: int = 100
+
+
+@reply("scanner.SignalList")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignalList:
+    signals: tuple[Signal, ...]
+
+
+@internal("scanner.LinkSignals")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkSignals(Request["SignalsLinked | Rejected"]):
+    """The curator committed ``candidate_id`` resting on these signals.
+    Idempotent: a signal already linked to that candidate is reported
+    linked again; an unknown id is skipped (not in ``linked``)."""
+
+    signal_ids: tuple[str, ...] = field(metadata=limit(_MAX_IDS))
+    candidate_id: str = field(metadata=limit(_ID))
+
+
+@reply("scanner.SignalsLinked")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignalsLinked:
+    linked: tuple[str, ...]
+
+
+@internal("scanner.SetSignalState")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetSignalState(Request["SignalsUpdated | Rejected"]):
+    """Move signals to ``state`` (resolved once their candidate is adopted,
+    dismissed when it is removed); unknown ids are skipped."""
+
+    signal_ids: tuple[str, ...] = field(metadata=limit(_MAX_IDS))
+    state: SignalState
+
+
+@reply("scanner.SignalsUpdated")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignalsUpdated:
+    updated: tuple[str, ...]
+
+
+@request("scanner.History")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class History(Request["ScanHistory"]):
+    """The recorded scans, newest first."""
+
+    limit: int = 20
+
+
+@reply("scanner.ScanHistory")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScanHistory:
+    scans: tuple[ScanRecord, ...]

@@ -1,0 +1,200 @@
+"""The evidence scanner in a running daemon with the scripted runtime: turns
+and tasks in, `enact evolve scan`, signals out through `enact evolve signals`."""
+
+from __future__ import annotations
+
+import subprocess
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from enact.messages.common import Done
+from enact.messages.local import Send
+from enact.messages.scanner import Scan, ScanReport
+from enact.messages.tasks import Claim, Claimed, Finish
+from enact.tasks.records import FailureClass, Outcome
+
+from conftest import Daemon, DaemonFactory
+
+GITHUB_TOKEN = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
+
+
+def observation(refs: list[str], text: str = "The owner says the replies are far too long.",
+                **overrides: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "observation": text, "evidence_type": "complaint", "affected_area": "replies",
+        "desired_outcome": "short replies", "confidence": 0.9, "explicit": True, "evidence_refs": refs,
+    }
+    item.update(overrides)
+    return item
+
+
+def scan_rules(home: Path, source: str, answer: str) -> None:
+    """The scripted model answers a scan of ``source`` with ``answer``."""
+    literal = answer.replace("'''", "")
+    (home / "scripted.toml").write_text(f"[[rule]]\nmatch = 'enact evidence scan: {source}'\nreply = '''{literal}'''\n")
+
+
+def start(daemons: DaemonFactory, home: Path | None = None, env: dict[str, str] | None = None) -> Daemon:
+    home = home or daemons.new_home()
+    transcript = home.parent / "transcript.jsonl"
+    return daemons.start(home, env={"ENACT_SCRIPTED_TRANSCRIPT": str(transcript), **(env or {})})
+
+
+def say(daemon: Daemon, *texts: str) -> None:
+    for text in texts:
+        daemon.request(Send(text=text))
+
+
+def scan(daemon: Daemon, *args: str, code: int = 0) -> list[dict[str, Any]]:
+    result = daemon.cli("evolve", "scan", "--json", *args)
+    assert result.returncode == code, (result.stdout, result.stderr)
+    scans: list[dict[str, Any]] = orjson.loads(result.stdout)["scans"]
+    return scans
+
+
+def signals(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = daemon.cli_json("evolve", "signals", "--json", *args)
+    return found
+
+
+def metrics_text(daemon: Daemon) -> str:
+    address = daemon.cli_json("status", "--json")["metrics_addr"]
+    return str(urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode())
+
+
+def scan_prompts(daemon: Daemon) -> list[str]:
+    transcript = daemon.home.parent / "transcript.jsonl"
+    lines = transcript.read_text().splitlines() if transcript.exists() else []
+    calls = [orjson.loads(line) for line in lines]
+    return [call["prompt"] for call in calls if call["prompt"].startswith("enact evidence scan")]
+
+
+def test_a_complaint_in_the_turns_becomes_a_signal_and_a_rescan_calls_no_model(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    scan_rules(home, "feedback", orjson.dumps([observation(["turn:2"])]).decode())
+    daemon = start(daemons, home)
+    say(daemon, "hello", f"your replies are far too long; here is my token {GITHUB_TOKEN}")
+    (first,) = scan(daemon, "--source", "feedback")
+    assert (first["outcome"], first["records"], first["pending"]) == ("completed", 2, 0)
+    (signal,) = signals(daemon)
+    assert signal["id"] == first["signals"][0] and signal["state"] == "active"
+    assert signal["evidence_refs"] == ["turn:2"] and signal["source"] == "feedback"
+    (prompt,) = scan_prompts(daemon)
+    assert GITHUB_TOKEN not in prompt and "[redacted credential]" in prompt
+    again = scan(daemon)
+    assert [(s["source"], s["outcome"]) for s in again] == [("feedback", "nothing-new"), ("experience", "nothing-new")]
+    assert len(scan_prompts(daemon)) == 1  # idle: no model call at all
+    assert len(signals(daemon)) == 1
+    text = daemon.cli("evolve", "signals", "--state", "active")
+    assert text.returncode == 0 and "far too long" in text.stdout
+    metrics = metrics_text(daemon)
+    assert 'enact_evolution_scans_total{outcome="completed",source="feedback"} 1.0' in metrics
+    assert 'enact_evolution_scans_total{outcome="nothing-new",source="experience"} 1.0' in metrics
+    assert 'enact_evolution_signals{state="active"} 1.0' in metrics
+
+
+def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    scan_rules(home, "feedback", "I noticed: " + orjson.dumps([observation(["turn:1"])]).decode())
+    daemon = start(daemons, home)
+    say(daemon, "that was wrong, again")
+    (failed,) = scan(daemon, "--source", "feedback", code=1)
+    assert failed["outcome"] == "failed" and "not one JSON array" in failed["error"] and failed["pending"] == 1
+    refused = daemon.cli("evolve", "scan", "--source", "feedback")
+    assert refused.returncode == 1 and "not one JSON array" in refused.stdout
+    scan_rules(home, "feedback", orjson.dumps([observation(["turn:1"], mood="cross")]).decode())
+    (extra,) = scan(daemon, "--source", "feedback", code=1)
+    assert "not allowed: mood" in extra["error"]
+    assert signals(daemon) == []
+    scan_rules(home, "feedback", orjson.dumps([observation(["turn:1"])]).decode())
+    (good,) = scan(daemon, "--source", "feedback")
+    assert good["outcome"] == "completed" and good["records"] == 1 and good["pending"] == 0
+    assert [s["evidence_refs"] for s in signals(daemon)] == [["turn:1"]]
+    prompts = scan_prompts(daemon)
+    assert len(prompts) == 4 and all("that was wrong, again" in prompt for prompt in prompts)
+
+
+def test_an_experience_scan_reads_a_failed_task_with_its_events(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = daemons.new_home()
+    daemon = start(daemons, home, env=NO_WORKERS)
+    daemon.cli_json("task", "add", "--repo", str(repo), "--json", "make the build faster")
+    claimed = daemon.request(Claim(worker_id="w1"))
+    assert isinstance(claimed, Claimed)
+    finish = Finish(task_id=1, worker_id="w1", attempt=claimed.task.attempt, outcome=Outcome.FAILED,
+                    failure_class=FailureClass.PERMANENT, summary="the doctor failed: 3 tests broke")
+    assert isinstance(daemon.request(finish), Done)
+    ref = f"task:1@{_latest_cursor(daemon)}"
+    scan_rules(home, "experience", orjson.dumps([observation(
+        [ref], "Task 1 failed because its tests broke", evidence_type="failure", explicit=False)]).decode())
+    (done,) = scan(daemon, "--source", "experience")
+    assert done["outcome"] == "completed" and done["records"] == 1
+    (signal,) = signals(daemon)
+    assert signal["source"] == "experience" and signal["evidence_refs"] == [ref]
+    (prompt,) = scan_prompts(daemon)
+    assert "make the build faster" in prompt and "3 tests broke" in prompt
+    assert scan(daemon, "--source", "experience")[0]["outcome"] == "nothing-new"
+
+
+def _latest_cursor(daemon: Daemon) -> int:
+    from enact.messages.tasks import EventPage, Events
+
+    page = daemon.request(Events(task_id=1))
+    assert isinstance(page, EventPage)
+    return page.events[-1].cursor
+
+
+def test_signals_and_checkpoint_survive_kill_9(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    scan_rules(home, "feedback", orjson.dumps([observation(["turn:1"])]).decode())
+    daemon = start(daemons, home)
+    say(daemon, "the replies are far too long")
+    assert scan(daemon, "--source", "feedback")[0]["outcome"] == "completed"
+    before = signals(daemon)
+    daemon.kill9()
+    again = start(daemons, home)
+    assert signals(again) == before
+    assert scan(again, "--source", "feedback")[0]["outcome"] == "nothing-new"
+    history = again.cli_json("call", "scanner.History", "{}")
+    assert [s["outcome"] for s in history["body"]["scans"]] == ["completed"]
+
+
+def test_force_drains_every_pending_batch(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    scan_rules(home, "feedback", "[]")
+    daemon = start(daemons, home, env={"ENACT_EVOLVE_SCAN_BATCH": "2"})
+    say(daemon, "one", "two", "three", "four", "five")
+    (single,) = scan(daemon, "--source", "feedback")
+    assert (single["records"], single["pending"]) == (2, 3)
+    drained = scan(daemon, "--source", "feedback", "--force")
+    assert [(s["outcome"], s["records"], s["pending"]) for s in drained] == [("completed", 2, 1),
+                                                                             ("completed", 1, 0)]
+    assert len(scan_prompts(daemon)) == 3
+
+
+def test_a_scheduled_scan_skips_while_a_task_runs_and_waits_for_a_full_batch(daemons: DaemonFactory,
+                                                                               tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    home = daemons.new_home()
+    scan_rules(home, "feedback", "[]")
+    daemon = start(daemons, home, env={**NO_WORKERS, "ENACT_EVOLVE_SCAN_BATCH": "2"})
+    say(daemon, "one")
+    waiting = daemon.request(Scan(scheduled=True))
+    assert isinstance(waiting, ScanReport)
+    assert [(s.source.value, s.outcome) for s in waiting.scans] == [("feedback", "skipped"),
+                                                                    ("experience", "nothing-new")]
+    assert "batch of 2" in waiting.scans[0].error
+    say(daemon, "two")
+    daemon.cli_json("task", "add", "--repo", str(repo), "--json", "tidy the docs")
+    assert isinstance(daemon.request(Claim(worker_id="w1")), Claimed)
+    busy = daemon.request(Scan(scheduled=True))
+    assert isinstance(busy, ScanReport)
+    assert {(s.outcome, s.error) for s in busy.scans} == {
+        ("skipped", "a task is running; the scan waits until none is")}
+    assert scan_prompts(daemon) == []
