@@ -497,8 +497,9 @@ def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None
     reviews = {"review.list", "review.show", "review.land", "review.close"}
     later = {"backlog.list", "backlog.add", "backlog.promote", "cron.list"}
     memory = {"remember", "memory", "forget"}
+    evolution = {"evolve.candidates", "evolve.show", "evolve.approve", "evolve.remove", "evolve.mode"}
     assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve", *memory,
-                                                                *tasks, *reviews, *later}
+                                                                *tasks, *reviews, *later, *evolution}
 
 
 def test_event_outside_the_lock_still_advances_the_cursor(daemons: DaemonFactory) -> None:

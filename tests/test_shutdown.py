@@ -58,7 +58,8 @@ def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_carries_on
     daemon = daemons.start()
     daemon.process.send_signal(signal.SIGUSR1)
     deadline = time.monotonic() + 10
-    while "Current state of enact-control" not in daemon.log_text():
+    # Threads are written one after another: wait for the two looked for.
+    while not all(f"Current state of {name}" in daemon.log_text() for name in ("enact-control", "MainThread")):
         assert time.monotonic() < deadline, daemon.log_text()
         time.sleep(0.05)
     log = daemon.log_text()
