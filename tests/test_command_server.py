@@ -36,9 +36,12 @@ def _serving(home: Path) -> bool:
     return (home / CLI_SOCKET_NAME).exists()
 
 
+SERVED = {"ENACT_DAEMON_COMMAND_SERVER": "true"}
+
+
 @pytest.fixture
 def served(daemons):  # type: ignore[no-untyped-def]
-    daemon = daemons.start()
+    daemon = daemons.start(env=SERVED)
     wait_for(lambda: _serving(daemon.home), what="the command server to listen")
     return daemon
 
@@ -77,7 +80,7 @@ def test_the_command_gets_the_clients_directory_and_environment(served, tmp_path
 
 
 def test_a_signal_to_the_client_reaches_the_command(daemons, tmp_path):
-    daemon = daemons.start(env={"ENACT_DAEMON_WORKERS": "0"})
+    daemon = daemons.start(env={**SERVED, "ENACT_DAEMON_WORKERS": "0"})
     wait_for(lambda: _serving(daemon.home), what="the command server to listen")
     repo = make_repo(tmp_path / "repo")
     added = run_cli(daemon.home, "task", "add", "change something", "--repo", str(repo), "--json")
@@ -98,7 +101,7 @@ def test_a_signal_to_the_client_reaches_the_command(daemons, tmp_path):
 
 
 def test_the_server_ends_with_its_daemon_and_commands_then_run_alone(daemons):
-    daemon = daemons.start()
+    daemon = daemons.start(env=SERVED)
     wait_for(lambda: _serving(daemon.home), what="the command server to listen")
     assert stat.S_IMODE(os.stat(daemon.home / CLI_SOCKET_NAME).st_mode) == 0o600
     daemon.kill9()
@@ -121,9 +124,9 @@ def _refuses_connections(home: Path) -> bool:
 
 
 def test_a_takeover_leaves_the_new_daemons_server_listening(daemons):
-    first = daemons.start()
+    first = daemons.start(env=SERVED)
     wait_for(lambda: _serving(first.home), what="the first command server")
-    second = daemons.start(first.home, "--takeover")
+    second = daemons.start(first.home, "--takeover", env=SERVED)
     wait_for(lambda: first.process.poll() is not None, what="the old daemon to go")
     time.sleep(1.5)  # the old daemon's server ending must not take the new one's socket with it
     wait_for(lambda: _serving(second.home) and not _refuses_connections(second.home),
