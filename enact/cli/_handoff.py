@@ -103,6 +103,9 @@ def run_in_command_server(argv: list[str]) -> int | None:
     except OSError:
         connection.close()
         return None
+    except KeyboardInterrupt:  # before the command started: the server ends it once we are gone
+        connection.close()
+        return 130
     if first is None or first[0] != STARTED:
         connection.close()
         return None
