@@ -291,3 +291,26 @@ def test_a_model_action_may_list_and_show_candidates_but_never_approve_or_remove
     assert refusal("evolve.candidates") == "" and refusal("evolve.show") == ""
     for name in ("evolve.approve", "evolve.remove"):
         assert refusal(name) == f"refused: {name} needs a human; a model action cannot run it"
+
+
+SECRET = "ghp_" + "a1B2c3D4e5" * 4
+
+
+def test_a_credential_in_a_task_or_a_signal_never_reaches_the_curation_or_synthesis_prompt() -> None:
+    # The secret sits where the clip would cut it: clipping first would leave
+    # a fragment too short to be recognised as a token.
+    request = "x" * (curation.SNAPSHOT_FIELD - 20) + " " + SECRET
+    long_task = dataclasses.replace(task(1, TaskState.FAILED, finished_at=NOW, summary=f"used {SECRET}"),
+                                    request=request)
+    [record] = curation.completion_records([long_task], landed=set())
+    text = curation.prompt([], [record])
+    assert SECRET[:12] not in text and "[redacted" in text
+    leaky = dataclasses.replace(signal(1), observation=f"the owner pasted {SECRET}", desired_outcome=SECRET)
+    assert SECRET not in synthesis.prompt([leaky]) and "[redacted credential]" in synthesis.prompt([leaky])
+
+
+def test_a_retried_evolve_task_is_the_same_work_as_the_task_it_retries() -> None:
+    first = task(1, TaskState.FAILED, finished_at=NOW - 20, key="evolve:cand-a")
+    retry = task(2, TaskState.SUCCEEDED, finished_at=NOW - 10, parent=1, key="retry:1:abc")
+    [record] = curation.completion_records([first, retry], landed={2})
+    assert (record.ref, record.candidate_id, record.landed) == ("task:2", "cand-a", True)

@@ -1,9 +1,10 @@
 """Synthesis: active, unlinked evidence signals into at most five candidates.
 
-The model sees the signals (already redacted by the scanner) and answers one
-JSON array; the reply is taken whole or not at all. Every candidate draws on
-one source only, and one candidate out of bounds (``enact.evolution.guard``)
-rejects the batch, so its signals stay active for the next run.
+The model sees the signals (redacted by the scanner, and again here for any
+stored before a pattern was known) and answers one JSON array; the reply is
+taken whole or not at all. Every candidate draws on one source only, and
+one candidate out of bounds (``enact.evolution.guard``) rejects the batch,
+so its signals stay active for the next run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from enact.credentials import redact
 from enact.evolution import guard, ranking
 from enact.evolution.candidates import (
     CANDIDATE_FIELDS,
@@ -87,9 +89,9 @@ def prompt(signals: Sequence[Signal]) -> str:
     ]
     for signal in signals:
         lines.append(orjson.dumps({
-            "id": signal.id, "source": signal.source, "observation": signal.observation,
-            "evidence_type": signal.evidence_type, "affected_area": signal.affected_area,
-            "desired_outcome": signal.desired_outcome, "confidence": signal.confidence,
+            "id": signal.id, "source": signal.source, "observation": redact(signal.observation),
+            "evidence_type": redact(signal.evidence_type), "affected_area": redact(signal.affected_area),
+            "desired_outcome": redact(signal.desired_outcome), "confidence": signal.confidence,
             "explicit": signal.explicit,
         }).decode())
     return "\n".join(lines)
