@@ -314,3 +314,12 @@ def test_a_retried_evolve_task_is_the_same_work_as_the_task_it_retries() -> None
     retry = task(2, TaskState.SUCCEEDED, finished_at=NOW - 10, parent=1, key="retry:1:abc")
     [record] = curation.completion_records([first, retry], landed={2})
     assert (record.ref, record.candidate_id, record.landed) == ("task:2", "cand-a", True)
+
+
+def test_a_retry_chain_leads_back_to_the_approved_task_and_a_broken_chain_stops() -> None:
+    parents = {9: 7, 7: 4, 4: None}
+    assert approval.root_task(9, parents.get) == 4
+    assert approval.root_task(4, parents.get) == 4
+    assert approval.root_task(12, parents.get) == 12
+    looping = {1: 2, 2: 1}
+    assert approval.root_task(1, looping.get) in (1, 2)
