@@ -4,6 +4,7 @@ guard, ranking, curation and its fallback, removal suggestions."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -13,6 +14,7 @@ from enact.evolution import approval, curation, guard, ranking, synthesis
 from enact.evolution.candidates import Candidate, CandidateState, RemovalClass, candidate_id
 from enact.evolution.signals import EvidenceSource, Signal, SignalState
 from enact.messages.curator import RemovalSuggestion
+from enact.storage import Storage
 from enact.tasks.records import MAX_BRIEF, Phase, Task, TaskState
 
 NOW = 1_800_000_000.0
@@ -323,3 +325,29 @@ def test_a_retry_chain_leads_back_to_the_approved_task_and_a_broken_chain_stops(
     assert approval.root_task(12, parents.get) == 12
     looping = {1: 2, 2: 1}
     assert approval.root_task(1, looping.get) in (1, 2)
+
+
+def test_a_candidates_audit_is_read_by_its_index_and_events_before_the_index_are_indexed_once(
+        tmp_path: Path) -> None:
+    from enact.evolution import curator_records
+    from enact.evolution.curator_records import CuratorRecords, audit_event
+
+    storage = Storage(tmp_path / "state")
+    try:
+        store = storage.grant("curator", curator_records.DATABASES)
+        records = CuratorRecords(store)
+        # Written as before the index existed: straight into the audit log.
+        store.write(lambda txn: records.audit_log.append(txn, dataclasses.asdict(audit_event("old", "cand-a"))))
+        records.index_audit()
+        records.put(make_candidate("cand-a"), audit_event("synthesised", "cand-a"))
+        records.put(make_candidate("cand-ab"), audit_event("synthesised", "cand-ab"))
+        records.note(audit_event("approved", "cand-a"), audit_event("superseded", proposal_id="prop-1"))
+        assert [e.kind for e in records.candidate_events("cand-a")] == ["approved", "synthesised", "old"]
+        assert [e.kind for e in records.candidate_events("cand-ab")] == ["synthesised"]
+        assert records.candidate_events("cand-zz") == []
+        # Only the index is read: an event in the log but not in the index is not found.
+        store.write(lambda txn: records.audit_log.append(txn, dataclasses.asdict(audit_event("stray", "cand-a"))))
+        records.index_audit()  # already indexed: nothing more is read
+        assert [e.kind for e in records.candidate_events("cand-a")] == ["approved", "synthesised", "old"]
+    finally:
+        storage.close()

@@ -13,7 +13,6 @@ event ``brainstormed``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -31,7 +30,7 @@ from enact.messages.common import Rejected
 from enact.messages.curator import AuditEvent, Brainstorm, Brainstormed
 from enact.messages.tasks import List, TaskPage
 from enact.runtime import Runtime, RuntimeRequest
-from enact.storage import AppendLog, RecordTable, Table
+from enact.storage import RecordTable, Table
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,8 @@ class BrainstormAnswered:
 
 class Brainstorms:
     def __init__(self, context: ActorContext, *, settings: Table, candidates: RecordTable[Candidate],
-                 audit: AppendLog, runtime: Runtime, stored: Callable[[], None]) -> None:
+                 audit: Callable[[lmdb.Transaction, AuditEvent], None], runtime: Runtime,
+                 stored: Callable[[], None]) -> None:
         self._context = context
         self._store = context.own_store()
         self._settings = settings
@@ -135,7 +135,7 @@ class Brainstorms:
                     theme=theme[:_THEME_KEPT], created_at=now, updated_at=now))
                 event = AuditEvent(at=now, kind="brainstormed", candidate_id=new_id,
                                    detail=f"{idea.title} (theme: {theme[:_THEME_KEPT]})")
-                self._audit.append(txn, dataclasses.asdict(event))
+                self._audit(txn, event)
                 stored.append(new_id)
             return tuple(stored)
 

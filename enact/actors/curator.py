@@ -108,16 +108,19 @@ class CuratorActor(EnactActor):
         self.records = CuratorRecords(context.own_store())
         # What the evolve modes and brainstorming (enact.actors._evolve_*) use.
         self._store, self._settings = self.records.store, self.records.settings
-        self._candidates, self._audit_log = self.records.candidates, self.records.audit_log
+        self._candidates = self.records.candidates
         self._runtime = runtime
         self._adoption = Adoption(context, self.records, stored=self._count_states)
         self._running: _Run | None = None
         self._modes = EvolveModes(self._store, self._settings, context.config)
         self._brainstorms = Brainstorms(context, settings=self._settings, candidates=self._candidates,
-                                        audit=self._audit_log, runtime=runtime, stored=self._count_states)
+                                        audit=self.records.append_event, runtime=runtime,
+                                        stored=self._count_states)
 
     def on_start(self) -> None:
         self._count_states()
+        if self.context.fence.is_current():
+            self.records.index_audit()
         self.actor_ref.tell(_Reconcile())  # after start: the actors it asks are running by then
 
     def handle(self, message: Any) -> Any:
@@ -345,7 +348,7 @@ class CuratorActor(EnactActor):
         views = tuple(SignalView(id=s.id, source=s.source, observation=s.observation, confidence=s.confidence,
                                  explicit=s.explicit, evidence_refs=s.evidence_refs, state=str(s.state))
                       for s in signals)
-        audit = tuple(event for event in self.records.events(limit=10_000) if event.candidate_id == found.id)
+        audit = tuple(self.records.candidate_events(found.id))
         return CandidateShown(candidate=found, signals=views, audit=audit, signals_note=note)
 
     def _signals_of(self, candidate: Candidate) -> tuple[list[Signal], str]:
