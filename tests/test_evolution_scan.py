@@ -21,7 +21,7 @@ from enact.evolution.scan_validation import InvalidScanReply, parse_observations
 from enact.evolution.scanning import Scanner
 from enact.evolution.signals import EvidenceSource, SignalState, signal_id
 from enact.messages.inbox import ReadTurns, Turns
-from enact.messages.scanner import Scan
+from enact.messages.scanner import Scan, Signals
 from enact.messages.tasks import ChangedTasks
 from enact.runtime import RuntimeRequest, RuntimeResult
 from enact.storage import Storage, Store
@@ -283,3 +283,23 @@ def test_the_signal_counts_are_kept_by_each_write_and_read_from_the_store_only_o
     store.write(lambda txn: txn.put(b"sig-behind", txn.get(first.encode(), db=store.handle("evolution.signals")),
                                     db=store.handle("evolution.signals")))
     assert tables.counts() == expected
+
+
+def test_signals_are_looked_up_by_id_whatever_their_age_unknown_ids_skipped(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    answer = reply(observation(), observation(observation="replies are too long", evidence_refs=["turn:2"]))
+    scan = scanner(store, Model(answer))
+    first, second = scan.scan(Scan(source="feedback")).scans[0].signals
+    found = scan.tables.signals_by_id([second, "sig-unknown", first, second])
+    assert [signal.id for signal in found] == [second, first]
+    assert Signals(ids=(first,)).limit == 100 and Signals().ids == ()
+
+
+def test_a_fenced_scanner_calls_no_model_and_moves_no_checkpoint(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    model = Model(reply(observation()))
+    fenced = Scanner(ScanTables(store), Reader(TurnLog(store)), model, batch=20, timeout_s=5,
+                     cancel=CancellationToken, current=lambda: False)
+    (summary,) = fenced.scan(Scan(source="feedback", force=True)).scans
+    assert summary.outcome == "skipped" and "fenced" in summary.error
+    assert model.requests == [] and fenced.tables.checkpoint(EvidenceSource.FEEDBACK) == 0

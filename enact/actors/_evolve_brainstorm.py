@@ -72,6 +72,8 @@ class Brainstorms:
         theme = " ".join(message.theme.split())
         if not theme:
             return Rejected(reason="a brainstorm needs a theme (evolve.theme, or a mission in the private identity)")
+        if not self._context.fence.is_current():
+            return Rejected(reason="this daemon was taken over (fenced); it brainstorms nothing")
         key = rules.theme_key(theme).encode()
         now = time.time()
 
@@ -104,7 +106,13 @@ class Brainstorms:
         return reply
 
     def answered(self, message: BrainstormAnswered) -> None:
-        message.reply.resolve(self._outcome(message))
+        try:
+            outcome = self._outcome(message)
+        except Exception as error:  # a fenced or failed write: the asker hears it rather than waiting
+            log.warning("brainstorm on %r stored nothing: %s", message.theme[:80], error)
+            message.reply.fail(error)
+            return
+        message.reply.resolve(outcome)
 
     def _outcome(self, message: BrainstormAnswered) -> Brainstormed:
         theme = message.theme

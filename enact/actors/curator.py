@@ -356,13 +356,11 @@ class CuratorActor(EnactActor):
             return [], ""
         from enact.messages.scanner import SignalList, Signals
 
-        wanted = set(candidate.evidence_ids)
         try:
-            reply = self.context.ask(SCANNER, Signals(state="", limit=MAX_LIST))
+            reply = self.context.ask(SCANNER, Signals(ids=candidate.evidence_ids))
         except ActorUnavailable as error:
             return [], f"the scanner did not answer: {error}"
-        found = [signal for signal in reply.signals if signal.id in wanted] if isinstance(reply, SignalList) else []
-        return found, ""
+        return (list(reply.signals) if isinstance(reply, SignalList) else []), ""
 
     def _history(self, message: History) -> EvolveHistory | Rejected:
         if not 1 <= message.limit <= MAX_LIST:

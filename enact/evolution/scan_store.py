@@ -111,6 +111,15 @@ class ScanTables:
         found.sort(key=lambda signal: (signal.created_at, signal.id), reverse=True)
         return found[:limit]
 
+    def signals_by_id(self, signal_ids: Iterable[str]) -> list[Signal]:
+        """The known signals of ``signal_ids``, in that order, each once."""
+
+        def read(txn: lmdb.Transaction) -> list[Signal]:
+            found = (self._signals.get(txn, signal_id.encode()) for signal_id in dict.fromkeys(signal_ids))
+            return [signal for signal in found if signal is not None]
+
+        return self.store.read(read)
+
     def counts(self) -> dict[SignalState, int]:
         with self._counts_lock:
             return dict(self._counts)
