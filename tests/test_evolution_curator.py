@@ -351,3 +351,25 @@ def test_a_candidates_audit_is_read_by_its_index_and_events_before_the_index_are
         assert [e.kind for e in records.candidate_events("cand-a")] == ["approved", "synthesised", "old"]
     finally:
         storage.close()
+
+
+def test_a_score_ages_at_rank_time_so_old_evidence_falls_behind_newer() -> None:
+    old = synthesis.candidate(synthesis.parse(answer(item("sig-000000000001")), SIGNALS)[0], SIGNALS, NOW)
+    assert old.evidence_at == NOW and ranking.score_at(old, NOW) == old.score
+    later = NOW + 2 * ranking.RECENCY_HALF_LIFE_S
+    assert ranking.score_at(old, later) == pytest.approx(old.score - ranking.WEIGHTS["recency"] * 0.75, abs=1e-6)
+    fresh = make_candidate("cand-new", score=old.score - 0.05, created_at=later)
+    fresh = dataclasses.replace(fresh, evidence_at=later)
+    assert [c.id for c in curation.shown([old, fresh], later)] == ["cand-new", old.id]
+    assert [c.id for c in curation.shown([old, fresh])] == [old.id, "cand-new"]  # the stored scores
+    legacy = make_candidate("cand-legacy", score=0.4)  # stored before evidence_at was kept
+    assert ranking.score_at(legacy, later) == 0.4
+
+
+def test_only_an_active_or_approved_candidate_claims_unlinked_signals_after_a_crash() -> None:
+    evidence = ("sig-000000000001",)
+    for state in (CandidateState.REMOVED, CandidateState.ADOPTED):
+        gone = make_candidate("cand-gone", evidence=evidence, state=state)
+        assert synthesis.claimed([gone], [signal(1)]) == {}
+    approved = make_candidate("cand-kept", evidence=evidence, state=CandidateState.APPROVED)
+    assert synthesis.claimed([approved], [signal(1)]) == {"cand-kept": evidence}

@@ -39,6 +39,7 @@ from enact.evolution.signals import Signal, SignalState
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import (
     MAX_LIST,
+    PROPOSAL_RUNNING,
     Approve,
     Approved,
     AuditEvent,
@@ -181,7 +182,7 @@ class CuratorActor(EnactActor):
 
     def _propose(self, message: Propose) -> Deferred | Rejected:
         if self._running is not None:
-            return Rejected(reason="a proposal is being made now; propose again once it is done")
+            return Rejected(reason=PROPOSAL_RUNNING)
         if not self.context.fence.is_current():
             return Rejected(reason="this daemon was taken over (fenced)")
         run = _Run(reply=Deferred(), origin=message.origin)
@@ -274,7 +275,7 @@ class CuratorActor(EnactActor):
         self._curate(run)
 
     def _curate(self, run: _Run) -> None:
-        shown = curation.shown(self.all_candidates())
+        shown = curation.shown(self.all_candidates(), time.time())
         if not shown:
             self._record(run, curation.Curation(recommended=None, reason="no active candidates to curate",
                                                 guidance="", removals=(), fallback=False), shown)
@@ -313,6 +314,13 @@ class CuratorActor(EnactActor):
             return curation.fallback(message.shown, str(error))
 
     def _guarded(self, run: _Run, step: Callable[[], None]) -> None:
+        if run is not self._running:
+            # A model call of a run before this actor restarted: the run is
+            # gone (another may be under way); its asker hears why.
+            log.warning("a model answer for a proposal made before the curator restarted is ignored")
+            if not run.reply.done:
+                run.reply.fail(RuntimeError("the curator restarted during this proposal; propose again"))
+            return
         try:
             step()
         except BaseException as error:
@@ -338,7 +346,7 @@ class CuratorActor(EnactActor):
             return Rejected(reason=f"unknown state {message.state!r}; one of "
                                    + ", ".join(state.value for state in CandidateState))
         chosen = [c for c in self.all_candidates() if not message.state or c.state.value == message.state]
-        return CandidateList(candidates=tuple(ranking.diverse(chosen, message.limit)))
+        return CandidateList(candidates=tuple(ranking.diverse(ranking.rescored(chosen, time.time()), message.limit)))
 
     def _show(self, message: Show) -> CandidateShown | UnknownCandidate:
         found = self.candidate(message.candidate_id)

@@ -22,6 +22,7 @@ from enact.messages.common import Rejected
 from enact.messages.inbox import ReadTurns, Turns
 from enact.messages.scanner import (
     MAX_LIST,
+    SCAN_RUNNING,
     History,
     LinkSignals,
     Scan,
@@ -90,7 +91,7 @@ class ScannerActor(EnactActor):
         if not self.context.fence.is_current():
             return Rejected(reason="this daemon was taken over (fenced); it scans nothing")
         if not self._scanning.acquire(blocking=False):
-            return Rejected(reason="a scan is running already; ask again once it has finished")
+            return Rejected(reason=SCAN_RUNNING)
         reply = Deferred()
         threading.Thread(target=self._run_scan, args=(message, reply), name="enact-scan", daemon=True).start()
         return reply

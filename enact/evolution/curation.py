@@ -97,9 +97,11 @@ def completion_records(tasks: Iterable[Task], landed: set[int]) -> list[Completi
     return sorted(latest.values(), key=lambda r: (-r.finished_at, -r.task_id))[:MAX_RECORDS]
 
 
-def shown(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """The active candidates curation sees: best ranked, every source held."""
-    return ranking.diverse((c for c in candidates if c.state is CandidateState.ACTIVE), MAX_SNAPSHOTS)
+def shown(candidates: Iterable[Candidate], now: float | None = None) -> list[Candidate]:
+    """The active candidates curation sees: best ranked (scored at ``now``
+    when given), every source held."""
+    active = [c for c in candidates if c.state is CandidateState.ACTIVE]
+    return ranking.diverse(active if now is None else ranking.rescored(active, now), MAX_SNAPSHOTS)
 
 
 def _clip(text: str) -> str:

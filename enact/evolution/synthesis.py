@@ -61,9 +61,13 @@ def pending(signals: Iterable[Signal]) -> list[Signal]:
 
 def claimed(candidates: Iterable[Candidate], signals: Iterable[Signal]) -> dict[str, tuple[str, ...]]:
     """Unlinked signals a stored candidate already draws on, by candidate id:
-    left so by a crash between committing the candidate and linking them."""
+    left so by a crash between committing the candidate and linking them.
+    Only a live candidate (active or approved) claims: a removed or adopted
+    one must not take back signals that are free again."""
     owner: dict[str, str] = {}
     for candidate in candidates:
+        if candidate.state not in (CandidateState.ACTIVE, CandidateState.APPROVED):
+            continue
         for evidence in candidate.evidence_ids:
             owner.setdefault(evidence, candidate.id)
     found: dict[str, list[str]] = {}
@@ -152,4 +156,4 @@ def candidate(draft: Draft, signals: Mapping[str, Signal], now: float) -> Candid
                      rationale=draft.rationale, proposed_change=draft.proposed_change,
                      expected_benefit=draft.expected_benefit, risk=draft.risk, test_plan=draft.test_plan,
                      state=CandidateState.ACTIVE, score=ranking.score(draft.source, evidence, now),
-                     created_at=now, updated_at=now)
+                     created_at=now, updated_at=now, evidence_at=max(signal.created_at for signal in evidence))

@@ -25,6 +25,8 @@ ScanSource = Literal["feedback", "experience", ""]
 ScanOutcome = Literal["completed", "failed", "nothing-new", "skipped"]
 
 MAX_LIST = 1_000
+SCAN_RUNNING = "a scan is running already; ask again once it has finished"
+"""The refusal while one scan runs (the CLI exits 1 on it: not a usage error)."""
 _ID = 64
 _MAX_IDS = 100
 
