@@ -4,6 +4,7 @@ guard, ranking, curation and its fallback, removal suggestions."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -13,6 +14,7 @@ from enact.evolution import approval, curation, guard, ranking, synthesis
 from enact.evolution.candidates import Candidate, CandidateState, RemovalClass, candidate_id
 from enact.evolution.signals import EvidenceSource, Signal, SignalState
 from enact.messages.curator import RemovalSuggestion
+from enact.storage import Storage
 from enact.tasks.records import MAX_BRIEF, Phase, Task, TaskState
 
 NOW = 1_800_000_000.0
@@ -291,3 +293,83 @@ def test_a_model_action_may_list_and_show_candidates_but_never_approve_or_remove
     assert refusal("evolve.candidates") == "" and refusal("evolve.show") == ""
     for name in ("evolve.approve", "evolve.remove"):
         assert refusal(name) == f"refused: {name} needs a human; a model action cannot run it"
+
+
+SECRET = "ghp_" + "a1B2c3D4e5" * 4
+
+
+def test_a_credential_in_a_task_or_a_signal_never_reaches_the_curation_or_synthesis_prompt() -> None:
+    # The secret sits where the clip would cut it: clipping first would leave
+    # a fragment too short to be recognised as a token.
+    request = "x" * (curation.SNAPSHOT_FIELD - 20) + " " + SECRET
+    long_task = dataclasses.replace(task(1, TaskState.FAILED, finished_at=NOW, summary=f"used {SECRET}"),
+                                    request=request)
+    [record] = curation.completion_records([long_task], landed=set())
+    text = curation.prompt([], [record])
+    assert SECRET[:12] not in text and "[redacted" in text
+    leaky = dataclasses.replace(signal(1), observation=f"the owner pasted {SECRET}", desired_outcome=SECRET)
+    assert SECRET not in synthesis.prompt([leaky]) and "[redacted credential]" in synthesis.prompt([leaky])
+
+
+def test_a_retried_evolve_task_is_the_same_work_as_the_task_it_retries() -> None:
+    first = task(1, TaskState.FAILED, finished_at=NOW - 20, key="evolve:cand-a")
+    retry = task(2, TaskState.SUCCEEDED, finished_at=NOW - 10, parent=1, key="retry:1:abc")
+    [record] = curation.completion_records([first, retry], landed={2})
+    assert (record.ref, record.candidate_id, record.landed) == ("task:2", "cand-a", True)
+
+
+def test_a_retry_chain_leads_back_to_the_approved_task_and_a_broken_chain_stops() -> None:
+    parents = {9: 7, 7: 4, 4: None}
+    assert approval.root_task(9, parents.get) == 4
+    assert approval.root_task(4, parents.get) == 4
+    assert approval.root_task(12, parents.get) == 12
+    looping = {1: 2, 2: 1}
+    assert approval.root_task(1, looping.get) in (1, 2)
+
+
+def test_a_candidates_audit_is_read_by_its_index_and_events_before_the_index_are_indexed_once(
+        tmp_path: Path) -> None:
+    from enact.evolution import curator_records
+    from enact.evolution.curator_records import CuratorRecords, audit_event
+
+    storage = Storage(tmp_path / "state")
+    try:
+        store = storage.grant("curator", curator_records.DATABASES)
+        records = CuratorRecords(store)
+        # Written as before the index existed: straight into the audit log.
+        store.write(lambda txn: records.audit_log.append(txn, dataclasses.asdict(audit_event("old", "cand-a"))))
+        records.index_audit()
+        records.put(make_candidate("cand-a"), audit_event("synthesised", "cand-a"))
+        records.put(make_candidate("cand-ab"), audit_event("synthesised", "cand-ab"))
+        records.note(audit_event("approved", "cand-a"), audit_event("superseded", proposal_id="prop-1"))
+        assert [e.kind for e in records.candidate_events("cand-a")] == ["approved", "synthesised", "old"]
+        assert [e.kind for e in records.candidate_events("cand-ab")] == ["synthesised"]
+        assert records.candidate_events("cand-zz") == []
+        # Only the index is read: an event in the log but not in the index is not found.
+        store.write(lambda txn: records.audit_log.append(txn, dataclasses.asdict(audit_event("stray", "cand-a"))))
+        records.index_audit()  # already indexed: nothing more is read
+        assert [e.kind for e in records.candidate_events("cand-a")] == ["approved", "synthesised", "old"]
+    finally:
+        storage.close()
+
+
+def test_a_score_ages_at_rank_time_so_old_evidence_falls_behind_newer() -> None:
+    old = synthesis.candidate(synthesis.parse(answer(item("sig-000000000001")), SIGNALS)[0], SIGNALS, NOW)
+    assert old.evidence_at == NOW and ranking.score_at(old, NOW) == old.score
+    later = NOW + 2 * ranking.RECENCY_HALF_LIFE_S
+    assert ranking.score_at(old, later) == pytest.approx(old.score - ranking.WEIGHTS["recency"] * 0.75, abs=1e-6)
+    fresh = make_candidate("cand-new", score=old.score - 0.05, created_at=later)
+    fresh = dataclasses.replace(fresh, evidence_at=later)
+    assert [c.id for c in curation.shown([old, fresh], later)] == ["cand-new", old.id]
+    assert [c.id for c in curation.shown([old, fresh])] == [old.id, "cand-new"]  # the stored scores
+    legacy = make_candidate("cand-legacy", score=0.4)  # stored before evidence_at was kept
+    assert ranking.score_at(legacy, later) == 0.4
+
+
+def test_only_an_active_or_approved_candidate_claims_unlinked_signals_after_a_crash() -> None:
+    evidence = ("sig-000000000001",)
+    for state in (CandidateState.REMOVED, CandidateState.ADOPTED):
+        gone = make_candidate("cand-gone", evidence=evidence, state=state)
+        assert synthesis.claimed([gone], [signal(1)]) == {}
+    approved = make_candidate("cand-kept", evidence=evidence, state=CandidateState.APPROVED)
+    assert synthesis.claimed([approved], [signal(1)]) == {"cand-kept": evidence}

@@ -216,3 +216,26 @@ def test_a_failed_task_becomes_an_experience_signal_and_a_candidate(daemons: Dae
     [listed] = daemon.cli_json("evolve", "candidates", "--json")
     assert (listed["id"], listed["source"]) == (cid, "experience")
     assert f"task:{added['id']}" in daemon.cli("evolve", "show", cid).stdout
+
+
+def test_a_retry_of_a_failed_evolve_task_carries_the_candidate_to_adoption(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    failing = tmp_path / "checks-fail"
+    failing.write_text("")
+    repo = make_repo(tmp_path / "repo", doctor=f"test ! -e {failing}")
+    daemon = start(daemons, repo, SCAN + SYNTHESIS + CURATION + TASK)
+    complain_and_scan(daemon)
+    cid = daemon.cli_json("evolve", "propose", "--json")["candidate_id"]
+    task_id = daemon.cli_json("evolve", "approve", cid, "--json")["task_id"]
+    wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "failed",
+             timeout=90, what="the approved task to fail its checks")
+
+    failing.unlink()
+    retried = daemon.cli("task", "retry", str(task_id))
+    assert retried.returncode == 0, retried.stderr
+    wait_for(lambda: candidate(daemon, cid)["candidate"]["review_id"], timeout=60, what="the retry's review")
+    shown = candidate(daemon, cid)["candidate"]
+    assert shown["state"] == "approved" and shown["task_id"] == task_id
+    landed = daemon.cli("review", "land", shown["review_id"])
+    assert landed.returncode == 0, landed.stderr
+    wait_for(lambda: candidate(daemon, cid)["candidate"]["state"] == "adopted", what="the candidate adopted")

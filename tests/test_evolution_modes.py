@@ -219,3 +219,22 @@ def test_the_report_goes_to_report_to_else_the_locked_conversation_else_nowhere(
     assert report_target("telegram:42", ["local:owner"]) == ReportTarget(channel="telegram", conversation="42")
     assert report_target("", ["owner", "local:owner"]) == ReportTarget(channel="local", conversation="owner")
     assert report_target("", ["owner"]) is None and report_target("", []) is None
+
+
+def test_a_run_proposes_only_for_new_signals_no_open_proposal_or_a_candidate_newer_than_it() -> None:
+    # Thirty active candidates: more than a proposal shows, all older than the open proposal.
+    older = [START - n for n in range(30)]
+    assert not clock_rules.proposal_needed(found_signals=False, active_created_at=older, open_proposal_at=START)
+    assert clock_rules.proposal_needed(found_signals=True, active_created_at=older, open_proposal_at=START)
+    assert clock_rules.proposal_needed(found_signals=False, active_created_at=older, open_proposal_at=None)
+    assert clock_rules.proposal_needed(found_signals=False, active_created_at=[*older, START + 1],
+                                       open_proposal_at=START)
+    assert not clock_rules.proposal_needed(found_signals=False, active_created_at=[], open_proposal_at=None)
+
+
+def test_a_credential_cut_by_the_clip_is_redacted_before_it_is_clipped() -> None:
+    token = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+    # The clip keeps the token's first part only, too short to look like one.
+    summary = "x" * (brainstorm._SUMMARY_CHARS - 25) + " " + token
+    text = brainstorm.prompt("clarity", [summary], [summary])
+    assert token[:20] not in text and "[redacted" in text

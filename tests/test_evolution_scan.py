@@ -21,7 +21,7 @@ from enact.evolution.scan_validation import InvalidScanReply, parse_observations
 from enact.evolution.scanning import Scanner
 from enact.evolution.signals import EvidenceSource, SignalState, signal_id
 from enact.messages.inbox import ReadTurns, Turns
-from enact.messages.scanner import Scan
+from enact.messages.scanner import Scan, Signals
 from enact.messages.tasks import ChangedTasks
 from enact.runtime import RuntimeRequest, RuntimeResult
 from enact.storage import Storage, Store
@@ -232,6 +232,26 @@ def test_changed_since_pages_tasks_by_their_events_with_every_event_of_each(tmp_
         storage.close()
 
 
+def test_a_changed_task_with_more_events_than_a_page_shows_its_newest_events(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from enact.messages.tasks import Submit, Submitted
+    from enact.tasks import queue as task_queue
+    from enact.tasks.tables import DATABASES as TASK_DATABASES
+
+    monkeypatch.setattr(task_queue, "MAX_PAGE", 1)  # a page holds one event: the oldest was taken before
+    storage = Storage(tmp_path / "tasks")
+    try:
+        queue = task_queue.TaskQueue(storage.grant("tasks", TASK_DATABASES), default_repo="/repo", lease_ttl_s=60)
+        for text in ("first", "second"):
+            assert isinstance(queue.submit(Submit(request=text, origin="human-cli"), 1.0), Submitted)
+        queue.cancel(1, 2.0)
+        [snapshot] = queue.changed_since(0, 1).tasks
+        assert snapshot.task.id == 1
+        assert [(e.cursor, e.event.kind.value) for e in snapshot.events] == [(3, "cancelled")]
+    finally:
+        storage.close()
+
+
 def test_linking_is_idempotent_and_never_revives_a_dismissed_signal(store: Store) -> None:
     TurnLog(store).add("too slow", "too long")
     answer = reply(observation(), observation(observation="replies are too long", evidence_refs=["turn:2"]))
@@ -244,3 +264,42 @@ def test_linking_is_idempotent_and_never_revives_a_dismissed_signal(store: Store
     states = {signal.id: (signal.state, signal.candidate_id) for signal in tables.signals(None, 10)}
     assert states == {first: (SignalState.LINKED, "cand-1"), second: (SignalState.DISMISSED, "")}
     assert tables.counts()[SignalState.LINKED] == 1
+
+
+def test_the_signal_counts_are_kept_by_each_write_and_read_from_the_store_only_once(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    answer = reply(observation(), observation(observation="replies are too long", evidence_refs=["turn:2"]))
+    scan = scanner(store, Model(answer))
+    first, second = scan.scan(Scan(source="feedback")).scans[0].signals
+    tables = scan.tables
+    assert tables.counts()[SignalState.ACTIVE] == 2
+    tables.link([first], "cand-1", 2.0)
+    tables.set_state([second], SignalState.DISMISSED, 3.0)
+    tables.set_state([second], SignalState.DISMISSED, 4.0)  # no change: counted once
+    expected = {**dict.fromkeys(SignalState, 0), SignalState.LINKED: 1, SignalState.DISMISSED: 1}
+    assert tables.counts() == expected
+    assert ScanTables(store).counts() == expected  # a restart counts what is stored
+    # Counting does not read the signals again: a signal written behind the tables' back is not seen.
+    store.write(lambda txn: txn.put(b"sig-behind", txn.get(first.encode(), db=store.handle("evolution.signals")),
+                                    db=store.handle("evolution.signals")))
+    assert tables.counts() == expected
+
+
+def test_signals_are_looked_up_by_id_whatever_their_age_unknown_ids_skipped(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    answer = reply(observation(), observation(observation="replies are too long", evidence_refs=["turn:2"]))
+    scan = scanner(store, Model(answer))
+    first, second = scan.scan(Scan(source="feedback")).scans[0].signals
+    found = scan.tables.signals_by_id([second, "sig-unknown", first, second])
+    assert [signal.id for signal in found] == [second, first]
+    assert Signals(ids=(first,)).limit == 100 and Signals().ids == ()
+
+
+def test_a_fenced_scanner_calls_no_model_and_moves_no_checkpoint(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    model = Model(reply(observation()))
+    fenced = Scanner(ScanTables(store), Reader(TurnLog(store)), model, batch=20, timeout_s=5,
+                     cancel=CancellationToken, current=lambda: False)
+    (summary,) = fenced.scan(Scan(source="feedback", force=True)).scans
+    assert summary.outcome == "skipped" and "fenced" in summary.error
+    assert model.requests == [] and fenced.tables.checkpoint(EvidenceSource.FEEDBACK) == 0

@@ -116,6 +116,11 @@ def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: 
     assert [s["evidence_refs"] for s in signals(daemon)] == [["turn:1"]]
     prompts = scan_prompts(daemon)
     assert len(prompts) == 4 and all("that was wrong, again" in prompt for prompt in prompts)
+    # The evolve history shows the scans too, a failed one with its error.
+    scans = daemon.cli_json("evolve", "history", "--json")["scans"]
+    assert [record["outcome"] for record in scans] == ["completed", "failed", "failed", "failed"]
+    assert "not one JSON array" in scans[-1]["error"]
+    assert "scan failed" in daemon.cli("evolve", "history").stdout
 
 
 def test_an_experience_scan_reads_a_failed_task_with_its_events(daemons: DaemonFactory, tmp_path: Path) -> None:

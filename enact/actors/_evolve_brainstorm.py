@@ -13,7 +13,6 @@ event ``brainstormed``.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
@@ -31,7 +30,7 @@ from enact.messages.common import Rejected
 from enact.messages.curator import AuditEvent, Brainstorm, Brainstormed
 from enact.messages.tasks import List, TaskPage
 from enact.runtime import Runtime, RuntimeRequest
-from enact.storage import AppendLog, RecordTable, Table
+from enact.storage import RecordTable, Table
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,8 @@ class BrainstormAnswered:
 
 class Brainstorms:
     def __init__(self, context: ActorContext, *, settings: Table, candidates: RecordTable[Candidate],
-                 audit: AppendLog, runtime: Runtime, stored: Callable[[], None]) -> None:
+                 audit: Callable[[lmdb.Transaction, AuditEvent], None], runtime: Runtime,
+                 stored: Callable[[], None]) -> None:
         self._context = context
         self._store = context.own_store()
         self._settings = settings
@@ -72,6 +72,8 @@ class Brainstorms:
         theme = " ".join(message.theme.split())
         if not theme:
             return Rejected(reason="a brainstorm needs a theme (evolve.theme, or a mission in the private identity)")
+        if not self._context.fence.is_current():
+            return Rejected(reason="this daemon was taken over (fenced); it brainstorms nothing")
         key = rules.theme_key(theme).encode()
         now = time.time()
 
@@ -104,7 +106,13 @@ class Brainstorms:
         return reply
 
     def answered(self, message: BrainstormAnswered) -> None:
-        message.reply.resolve(self._outcome(message))
+        try:
+            outcome = self._outcome(message)
+        except Exception as error:  # a fenced or failed write: the asker hears it rather than waiting
+            log.warning("brainstorm on %r stored nothing: %s", message.theme[:80], error)
+            message.reply.fail(error)
+            return
+        message.reply.resolve(outcome)
 
     def _outcome(self, message: BrainstormAnswered) -> Brainstormed:
         theme = message.theme
@@ -135,7 +143,7 @@ class Brainstorms:
                     theme=theme[:_THEME_KEPT], created_at=now, updated_at=now))
                 event = AuditEvent(at=now, kind="brainstormed", candidate_id=new_id,
                                    detail=f"{idea.title} (theme: {theme[:_THEME_KEPT]})")
-                self._audit.append(txn, dataclasses.asdict(event))
+                self._audit(txn, event)
                 stored.append(new_id)
             return tuple(stored)
 

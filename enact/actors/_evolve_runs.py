@@ -6,11 +6,12 @@ one key. When a due time has come and the daemon is current, it is claimed
 ``evolve.mode``); nothing more when it is ``disabled``. Otherwise
 ``scanner.Scan(scheduled=True)`` (which scans only a source with a full batch
 of new records, so an idle home calls no model); with auto-evolve
-``curator.Brainstorm``; then ``curator.Propose`` when a scan found signals or
-active candidates exist that the open proposal was not made from. What happened is told to the owner once per run
-(``inbox.Notify``, notice id from the due time), and the due time is
-acknowledged. The curator is told the clock (a tell: it never asks back) so
-that ``curator.GetMode`` can say when the next run is due.
+``curator.Brainstorm``; then ``curator.Propose`` when a scan found signals,
+or active candidates exist and no proposal is open or one was created after
+it. What happened is told to the owner once per run (``inbox.Notify``,
+notice id from the due time), and the due time is acknowledged. The
+curator is told the clock (a tell: it never asks back) so that
+``curator.GetMode`` can say when the next run is due.
 
 The asks wait for model calls, so a tick that runs the evolve schedule holds
 the Scheduler as long as they take; cron due times that pass meanwhile are
@@ -26,6 +27,7 @@ from typing import TypeVar
 
 import lmdb
 
+from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode, EvolveSchedule, parse_schedule
@@ -137,12 +139,18 @@ class EvolveRuns:
         if resumed:
             log.info("evolve run %s: resuming a run that did not finish (attempt %d)", rules.run_id(due),
                      claimed.attempts)
-        mode = self._context.ask("curator", GetMode()).mode
-        lines = self._act(mode) if mode.scans else []
-        outcome = "\n".join(lines) if lines else f"{mode}: nothing new, no model called"
-        if lines:
-            self._report(due, mode, lines)
-        log.info("evolve run %s (%s): %s", rules.run_id(due), mode, outcome.replace("\n", "; "))
+        try:
+            mode = self._context.ask("curator", GetMode()).mode
+            lines = self._act(mode) if mode.scans else []
+            outcome = "\n".join(lines) if lines else f"{mode}: nothing new, no model called"
+            if lines:
+                self._report(due, mode, lines)
+            log.info("evolve run %s (%s): %s", rules.run_id(due), mode, outcome.replace("\n", "; "))
+        except ActorUnavailable:
+            raise  # left claimed: the run is resumed on a later tick
+        except Exception as error:  # any other fault ends this run, never the Scheduler (and cron with it)
+            outcome = f"failed: {type(error).__name__}: {error}"
+            log.exception("evolve run %s %s", rules.run_id(due), outcome)
         return self._save(rules.acknowledge(claimed, due, time.time(), outcome, self._schedule))
 
     def _ask_long(self, actor: str, message: Request[R]) -> R:
@@ -163,22 +171,18 @@ class EvolveRuns:
             lines.append(f"scan refused: {report.reason}")
         if mode.brainstorms:
             lines.extend(self._brainstorm())
-        if found_signals or self._unproposed_candidates():
+        if self._proposal_needed(found_signals):
             lines.extend(self._propose())
         return lines
 
-    def _unproposed_candidates(self) -> bool:
-        """Active candidates the open proposal was not made from (new ones,
-        or no proposal is open): curating the same ones again would spend
-        tokens on an idle home for the same answer."""
+    def _proposal_needed(self, found_signals: bool) -> bool:
         listed = self._context.ask("curator", Candidates(state="active", limit=MAX_LIST))
-        active = {candidate.id for candidate in listed.candidates} if isinstance(listed, CandidateList) else set()
-        if not active:
-            return False
+        created = [c.created_at for c in listed.candidates] if isinstance(listed, CandidateList) else []
         history = self._context.ask("curator", History(limit=1))
         open_now = [p for p in history.proposals[:1] if p.state is ProposalState.OPEN] \
             if isinstance(history, EvolveHistory) else []
-        return not open_now or not active <= set(open_now[0].candidates)
+        return rules.proposal_needed(found_signals=found_signals, active_created_at=created,
+                                     open_proposal_at=open_now[0].created_at if open_now else None)
 
     def _theme_or_mission(self) -> str:
         if self._theme:

@@ -39,6 +39,7 @@ from enact.evolution.signals import Signal, SignalState
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import (
     MAX_LIST,
+    PROPOSAL_RUNNING,
     Approve,
     Approved,
     AuditEvent,
@@ -108,16 +109,19 @@ class CuratorActor(EnactActor):
         self.records = CuratorRecords(context.own_store())
         # What the evolve modes and brainstorming (enact.actors._evolve_*) use.
         self._store, self._settings = self.records.store, self.records.settings
-        self._candidates, self._audit_log = self.records.candidates, self.records.audit_log
+        self._candidates = self.records.candidates
         self._runtime = runtime
         self._adoption = Adoption(context, self.records, stored=self._count_states)
         self._running: _Run | None = None
         self._modes = EvolveModes(self._store, self._settings, context.config)
         self._brainstorms = Brainstorms(context, settings=self._settings, candidates=self._candidates,
-                                        audit=self._audit_log, runtime=runtime, stored=self._count_states)
+                                        audit=self.records.append_event, runtime=runtime,
+                                        stored=self._count_states)
 
     def on_start(self) -> None:
         self._count_states()
+        if self.context.fence.is_current():
+            self.records.index_audit()
         self.actor_ref.tell(_Reconcile())  # after start: the actors it asks are running by then
 
     def handle(self, message: Any) -> Any:
@@ -178,7 +182,7 @@ class CuratorActor(EnactActor):
 
     def _propose(self, message: Propose) -> Deferred | Rejected:
         if self._running is not None:
-            return Rejected(reason="a proposal is being made now; propose again once it is done")
+            return Rejected(reason=PROPOSAL_RUNNING)
         if not self.context.fence.is_current():
             return Rejected(reason="this daemon was taken over (fenced)")
         run = _Run(reply=Deferred(), origin=message.origin)
@@ -271,7 +275,7 @@ class CuratorActor(EnactActor):
         self._curate(run)
 
     def _curate(self, run: _Run) -> None:
-        shown = curation.shown(self.all_candidates())
+        shown = curation.shown(self.all_candidates(), time.time())
         if not shown:
             self._record(run, curation.Curation(recommended=None, reason="no active candidates to curate",
                                                 guidance="", removals=(), fallback=False), shown)
@@ -310,6 +314,13 @@ class CuratorActor(EnactActor):
             return curation.fallback(message.shown, str(error))
 
     def _guarded(self, run: _Run, step: Callable[[], None]) -> None:
+        if run is not self._running:
+            # A model call of a run before this actor restarted: the run is
+            # gone (another may be under way); its asker hears why.
+            log.warning("a model answer for a proposal made before the curator restarted is ignored")
+            if not run.reply.done:
+                run.reply.fail(RuntimeError("the curator restarted during this proposal; propose again"))
+            return
         try:
             step()
         except BaseException as error:
@@ -335,7 +346,7 @@ class CuratorActor(EnactActor):
             return Rejected(reason=f"unknown state {message.state!r}; one of "
                                    + ", ".join(state.value for state in CandidateState))
         chosen = [c for c in self.all_candidates() if not message.state or c.state.value == message.state]
-        return CandidateList(candidates=tuple(ranking.diverse(chosen, message.limit)))
+        return CandidateList(candidates=tuple(ranking.diverse(ranking.rescored(chosen, time.time()), message.limit)))
 
     def _show(self, message: Show) -> CandidateShown | UnknownCandidate:
         found = self.candidate(message.candidate_id)
@@ -345,7 +356,7 @@ class CuratorActor(EnactActor):
         views = tuple(SignalView(id=s.id, source=s.source, observation=s.observation, confidence=s.confidence,
                                  explicit=s.explicit, evidence_refs=s.evidence_refs, state=str(s.state))
                       for s in signals)
-        audit = tuple(event for event in self.records.events(limit=10_000) if event.candidate_id == found.id)
+        audit = tuple(self.records.candidate_events(found.id))
         return CandidateShown(candidate=found, signals=views, audit=audit, signals_note=note)
 
     def _signals_of(self, candidate: Candidate) -> tuple[list[Signal], str]:
@@ -353,13 +364,11 @@ class CuratorActor(EnactActor):
             return [], ""
         from enact.messages.scanner import SignalList, Signals
 
-        wanted = set(candidate.evidence_ids)
         try:
-            reply = self.context.ask(SCANNER, Signals(state="", limit=MAX_LIST))
+            reply = self.context.ask(SCANNER, Signals(ids=candidate.evidence_ids))
         except ActorUnavailable as error:
             return [], f"the scanner did not answer: {error}"
-        found = [signal for signal in reply.signals if signal.id in wanted] if isinstance(reply, SignalList) else []
-        return found, ""
+        return (list(reply.signals) if isinstance(reply, SignalList) else []), ""
 
     def _history(self, message: History) -> EvolveHistory | Rejected:
         if not 1 <= message.limit <= MAX_LIST:

@@ -22,6 +22,7 @@ from enact.messages.common import Rejected
 from enact.messages.inbox import ReadTurns, Turns
 from enact.messages.scanner import (
     MAX_LIST,
+    SCAN_RUNNING,
     History,
     LinkSignals,
     Scan,
@@ -65,7 +66,8 @@ class ScannerActor(EnactActor):
         settings = context.config
         self._scanner = Scanner(
             self.tables, _Reader(context), runtime.invoke, batch=int(settings["evolve.scan_batch"]),
-            timeout_s=float(settings["runtime.timeout_s"]), cancel=context.fence.token.child, counter=self)
+            timeout_s=float(settings["runtime.timeout_s"]), cancel=context.fence.token.child, counter=self,
+            current=context.fence.is_current)
         self._scanning = threading.Lock()
 
     def on_start(self) -> None:
@@ -86,8 +88,10 @@ class ScannerActor(EnactActor):
         return super().handle(message)
 
     def _scan(self, message: Scan) -> Deferred | Rejected:
+        if not self.context.fence.is_current():
+            return Rejected(reason="this daemon was taken over (fenced); it scans nothing")
         if not self._scanning.acquire(blocking=False):
-            return Rejected(reason="a scan is running already; ask again once it has finished")
+            return Rejected(reason=SCAN_RUNNING)
         reply = Deferred()
         threading.Thread(target=self._run_scan, args=(message, reply), name="enact-scan", daemon=True).start()
         return reply
@@ -113,6 +117,9 @@ class ScannerActor(EnactActor):
             except ValueError:
                 return Rejected(reason=f"unknown signal state {message.state!r}; one of "
                                        f"{', '.join(SignalState)}")
+        if message.ids:
+            return SignalList(signals=tuple(signal for signal in self.tables.signals_by_id(message.ids)
+                                            if state is None or signal.state is state))
         return SignalList(signals=tuple(self.tables.signals(state, max(0, min(message.limit, MAX_LIST)))))
 
     def _link(self, message: LinkSignals) -> SignalsLinked | Rejected:

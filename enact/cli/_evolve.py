@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
 if TYPE_CHECKING:
     from enact.evolution.candidates import Candidate
@@ -132,13 +132,14 @@ def show(candidate_id: str, home: Path | None, as_json: bool) -> None:
 def propose(home: Path | None, as_json: bool) -> None:
     """Synthesise candidates from new signals and ask which to do next."""
     from enact.messages.common import Rejected
-    from enact.messages.curator import Propose, Proposed
+    from enact.messages.curator import PROPOSAL_RUNNING, Propose, Proposed
 
     message = Propose()
     # Two model calls: wait as long as the daemon may take.
     reply = request(resolve_home(home), message, timeout=None)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    if isinstance(reply, Rejected):  # one running already is no usage error: try again later
+        fail(reply.reason, as_json=as_json, status="rejected",
+             code=EXIT_FAILED if reply.reason == PROPOSAL_RUNNING else EXIT_USAGE)
     proposed = expect(reply, Proposed, message)
     if as_json:
         print_json({**proposal_json(proposed.proposal), "synthesised": list(proposed.synthesised),
@@ -221,9 +222,11 @@ def remove(candidate_id: str, reason: str, suggestion_id: str, removal_class: st
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
 def history(limit: int, home: Path | None, as_json: bool) -> None:
-    """What the curator did and the owner decided, newest first."""
+    """What the curator did and the owner decided, and the scans (a failed
+    one with its error), newest first."""
     import time
 
+    from enact.messages import scanner
     from enact.messages.common import Rejected
     from enact.messages.curator import EvolveHistory, History
 
@@ -232,11 +235,17 @@ def history(limit: int, home: Path | None, as_json: bool) -> None:
     if isinstance(reply, Rejected):
         fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
     found = expect(reply, EvolveHistory, message)
+    scans_asked = scanner.History(limit=limit)
+    scans = expect(request(resolve_home(home), scans_asked), scanner.ScanHistory, scans_asked)
     if as_json:
-        print_json(_wire(found))
+        print_json({**_wire(found), "scans": _wire(scans)["scans"]})
         return
-    if not found.events:
+    if not found.events and not scans.scans:
         click.echo("no history")
+    for record in scans.scans:
+        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.finished_at))
+        detail = record.error if record.error else f"{record.records} records, {len(record.signals)} signals"
+        click.echo(f"{at}  {'scan ' + record.outcome:<18} {record.id} {record.source.value}  {detail}")
     for event in found.events:
         at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.at))
         about = " ".join(part for part in (event.candidate_id, event.proposal_id) if part)

@@ -24,16 +24,17 @@ _STATES = ("active", "linked", "dismissed", "resolved")
 def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> None:
     """Scan the turns and tasks new since the last scan for evidence signals.
 
-    Exits 1 when a scan failed (its records stay pending)."""
+    Exits 1 when a scan failed (its records stay pending) or one is running."""
     from enact.messages import to_wire
     from enact.messages.common import Rejected
-    from enact.messages.scanner import Scan, ScanReport
+    from enact.messages.scanner import SCAN_RUNNING, Scan, ScanReport
 
     message = Scan(source=source or "", force=force)  # type: ignore[arg-type]  # click checked the choice
     # A forced scan may make several model calls: wait as long as the daemon may take.
     reply = request(resolve_home(home), message, timeout=None)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    if isinstance(reply, Rejected):  # one running already is no usage error: try again later
+        fail(reply.reason, as_json=as_json, status="rejected",
+             code=EXIT_FAILED if reply.reason == SCAN_RUNNING else EXIT_USAGE)
     report = expect(reply, ScanReport, message)
     if as_json:
         print_json(to_wire(report)["body"])

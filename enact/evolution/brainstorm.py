@@ -59,14 +59,14 @@ def allowed(last_at: float | None, now: float) -> bool:
 
 
 def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
+    # Redact before clipping: a clip could cut a credential short of the shape redact knows.
+    text = " ".join(redact(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def prompt(theme: str, candidates: Sequence[str], completed: Sequence[str]) -> str:
     """The brainstorm prompt; ``candidates`` and ``completed`` are one-line
-    summaries (the newest first), clipped and capped here. Credentials are
-    redacted from all of it."""
+    summaries (the newest first), redacted, then clipped and capped here."""
     known = "\n".join(f"- {_clip(line, _SUMMARY_CHARS)}" for line in candidates[:MAX_SUMMARIES]) or "- none"
     done = "\n".join(f"- {_clip(line, _SUMMARY_CHARS)}" for line in completed[:MAX_SUMMARIES]) or "- none"
     keys = ", ".join(CANDIDATE_FIELDS)
@@ -81,7 +81,7 @@ def prompt(theme: str, candidates: Sequence[str], completed: Sequence[str]) -> s
         "characters. Nothing that touches identity, mission, credentials, permissions, merging, deploying or "
         "the daemon's own authority, and nothing destructive. An empty array is a fine answer."
     )
-    return redact(text)
+    return text
 
 
 def parse(reply: str) -> tuple[Idea, ...]:

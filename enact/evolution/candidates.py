@@ -54,8 +54,11 @@ class Candidate:
     task_id: int | None = None
     review_id: str = ""
     score: float = 0.0
+    """The score when the candidate was made; ``ranking.rescored`` ages it."""
     created_at: float
     updated_at: float
+    evidence_at: float = 0.0
+    """When its newest signal was made (0: no evidence, or stored before this was kept)."""
 
 
 _SPACE = re.compile(r"\s+")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from enact.credentials import redact
 from enact.evolution import guard, ranking
 from enact.evolution.approval import KEY_PREFIX
 from enact.evolution.candidates import Candidate, CandidateState, RemovalClass
@@ -80,12 +81,15 @@ def completion_records(tasks: Iterable[Task], landed: set[int]) -> list[Completi
         root = task
         while root.parent is not None and root.parent in by_id:
             root = by_id[root.parent]
-        key = task.idempotency_key if task.idempotency_key.startswith(KEY_PREFIX) else f"root:{root.id}"
+        # A retry carries a retry: key of its own; the work is named by its root's.
+        evolve = root.idempotency_key.startswith(KEY_PREFIX)
+        key = root.idempotency_key if evolve else f"root:{root.id}"
+        # Task text may quote a credential: redact before clipping, so a
+        # clip cannot cut a secret short of the shape that is redacted.
         record = CompletionRecord(
-            ref=f"task:{task.id}", task_id=task.id, state=str(task.state), request=task.request[:SNAPSHOT_FIELD],
-            summary=task.summary[:SNAPSHOT_FIELD], landed=task.id in landed,
-            candidate_id=task.idempotency_key.removeprefix(KEY_PREFIX)
-            if task.idempotency_key.startswith(KEY_PREFIX) else "",
+            ref=f"task:{task.id}", task_id=task.id, state=str(task.state),
+            request=redact(task.request)[:SNAPSHOT_FIELD], summary=redact(task.summary)[:SNAPSHOT_FIELD],
+            landed=task.id in landed, candidate_id=root.idempotency_key.removeprefix(KEY_PREFIX) if evolve else "",
             finished_at=float(task.finished_at or 0.0))
         known = latest.get(key)
         if known is None or (record.finished_at, record.task_id) > (known.finished_at, known.task_id):
@@ -93,9 +97,11 @@ def completion_records(tasks: Iterable[Task], landed: set[int]) -> list[Completi
     return sorted(latest.values(), key=lambda r: (-r.finished_at, -r.task_id))[:MAX_RECORDS]
 
 
-def shown(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """The active candidates curation sees: best ranked, every source held."""
-    return ranking.diverse((c for c in candidates if c.state is CandidateState.ACTIVE), MAX_SNAPSHOTS)
+def shown(candidates: Iterable[Candidate], now: float | None = None) -> list[Candidate]:
+    """The active candidates curation sees: best ranked (scored at ``now``
+    when given), every source held."""
+    active = [c for c in candidates if c.state is CandidateState.ACTIVE]
+    return ranking.diverse(active if now is None else ranking.rescored(active, now), MAX_SNAPSHOTS)
 
 
 def _clip(text: str) -> str:

@@ -2,7 +2,9 @@
 
 ``evolution.candidates`` (key: the candidate id), ``evolution.proposals``
 (an append log: proposal ``prop-<n>`` at sequence n, its state updated in
-place) and ``evolution.audit`` (an append log of events, never changed);
+place) and ``evolution.audit`` (an append log of events, never changed;
+``evolution.audit_index`` keys each candidate's events by candidate id and
+sequence, so one candidate's history is read without the whole log);
 ``evolution.settings`` is the evolve mode's (``enact.actors._evolve_schedule``).
 """
 
@@ -24,10 +26,21 @@ CANDIDATES = "evolution.candidates"
 PROPOSALS = "evolution.proposals"
 AUDIT = "evolution.audit"
 SETTINGS = "evolution.settings"
-DATABASES = (CANDIDATES, PROPOSALS, AUDIT, SETTINGS)
+AUDIT_INDEX = "evolution.audit_index"
+DATABASES = (CANDIDATES, PROPOSALS, AUDIT, SETTINGS, AUDIT_INDEX)
+_INDEXED = b"\xff"
+"""Present once every audit event written before the index existed is in it."""
 PROPOSAL_PREFIX = "prop-"
 
 T = TypeVar("T")
+
+
+MAX_UNINDEXED = 10_000
+"""Audit events searched for one candidate while the index is not built."""
+
+
+def _index_key(candidate_id: str, sequence: int) -> bytes:
+    return candidate_id.encode() + b"\x00" + AppendLog.key(sequence)
 
 
 def audit_event(kind: str, candidate_id: str = "", proposal_id: str = "", *, detail: str = "") -> AuditEvent:
@@ -47,6 +60,7 @@ class CuratorRecords:
         self.proposal_log = store.log(PROPOSALS)
         self.proposals = RecordTable(self.proposal_log, Proposal)
         self.audit_log = store.log(AUDIT)
+        self._audit_index = store.handle(AUDIT_INDEX)
         self.settings = store.table(SETTINGS)
 
     # -- candidates -------------------------------------------------------
@@ -71,7 +85,7 @@ class CuratorRecords:
         def write(txn: lmdb.Transaction) -> T:
             result = fn(txn)
             for event in events:
-                self.audit_log.append(txn, dataclasses.asdict(event))
+                self.append_event(txn, event)
             return result
 
         return self.store.write(write)
@@ -123,6 +137,50 @@ class CuratorRecords:
 
         return self.store.read(read)
 
+    def append_event(self, txn: lmdb.Transaction, event: AuditEvent) -> None:
+        """Append ``event`` to the audit, indexed by its candidate."""
+        sequence = self.audit_log.append(txn, dataclasses.asdict(event))
+        if event.candidate_id:
+            txn.put(_index_key(event.candidate_id, sequence), b"", db=self._audit_index)
+
+    def index_audit(self) -> None:
+        """Index the events written before the index existed (once)."""
+
+        def write(txn: lmdb.Transaction) -> None:
+            if txn.get(_INDEXED, db=self._audit_index) is not None:
+                return
+            for sequence, document in self.audit_log.iterate_from(txn, 0):
+                if document.get("candidate_id"):
+                    txn.put(_index_key(str(document["candidate_id"]), sequence), b"", db=self._audit_index)
+            txn.put(_INDEXED, b"", db=self._audit_index)
+
+        if self.store.read(lambda txn: txn.get(_INDEXED, db=self._audit_index)) is None:
+            self.store.write(write)
+
+    def candidate_events(self, candidate_id: str) -> list[AuditEvent]:
+        """``candidate_id``'s audit events, newest first, read by the index."""
+        prefix = candidate_id.encode() + b"\x00"
+
+        def read(txn: lmdb.Transaction) -> list[AuditEvent]:
+            if txn.get(_INDEXED, db=self._audit_index) is None:  # not indexed yet (a fenced start)
+                return [event for event in self.events(MAX_UNINDEXED) if event.candidate_id == candidate_id]
+            position = txn.cursor(db=self._audit_index)
+            sequences: list[int] = []
+            if position.set_range(prefix):
+                for raw in position.iternext(values=False):
+                    key = bytes(raw)
+                    if not key.startswith(prefix):
+                        break
+                    sequences.append(int.from_bytes(key[len(prefix):], "big"))
+            found = []
+            for sequence in reversed(sequences):
+                document = self.audit_log.get_at(txn, sequence)
+                if document is not None:
+                    found.append(decode_record(AuditEvent, document, database=AUDIT, key=AppendLog.key(sequence)))
+            return found
+
+        return self.store.read(read)
+
     def record_proposal(self, verdict: Curation, shown: Sequence[Candidate], now: float) -> Proposal:
         """The new open proposal; an earlier open one is superseded in the same commit."""
 
@@ -131,7 +189,7 @@ class CuratorRecords:
                 if earlier.state is ProposalState.OPEN:
                     self.proposals.put(txn, AppendLog.key(sequence),
                                        dataclasses.replace(earlier, state=ProposalState.SUPERSEDED))
-                    self.audit_log.append(txn, dataclasses.asdict(audit_event("superseded", proposal_id=earlier.id)))
+                    self.append_event(txn, audit_event("superseded", proposal_id=earlier.id))
             sequence = self.proposal_log.last_cursor(txn) + 1
             proposal_id = f"{PROPOSAL_PREFIX}{sequence}"
             suggestions = tuple(
@@ -144,8 +202,7 @@ class CuratorRecords:
                                 candidates=tuple(candidate.id for candidate in shown))
             self.proposals.put(txn, AppendLog.key(sequence), proposal)
             detail = ("fallback: " if verdict.fallback else "") + verdict.reason
-            self.audit_log.append(txn, dataclasses.asdict(
-                audit_event("proposed", verdict.recommended or "", proposal_id, detail=detail)))
+            self.append_event(txn, audit_event("proposed", verdict.recommended or "", proposal_id, detail=detail))
             return proposal
 
         return self.store.write(write)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -80,6 +81,12 @@ class ScanTables:
         checkpoints = store.table(CHECKPOINTS)
         self._checkpoints = RecordTable(checkpoints, Checkpoint)
         self._markers = RecordTable(checkpoints, TaskMarker)
+        # Signals by state, counted once here and kept by each write after it
+        # commits (writes come from the scan thread and the actor's).
+        self._counts_lock = threading.Lock()
+        self._counts = dict.fromkeys(SignalState, 0)
+        for state in store.read(lambda txn: [signal.state for _, signal in self._signals.items(txn)]):
+            self._counts[state] += 1
 
     # -- reads ----------------------------------------------------------------
 
@@ -104,12 +111,26 @@ class ScanTables:
         found.sort(key=lambda signal: (signal.created_at, signal.id), reverse=True)
         return found[:limit]
 
+    def signals_by_id(self, signal_ids: Iterable[str]) -> list[Signal]:
+        """The known signals of ``signal_ids``, in that order, each once."""
+
+        def read(txn: lmdb.Transaction) -> list[Signal]:
+            found = (self._signals.get(txn, signal_id.encode()) for signal_id in dict.fromkeys(signal_ids))
+            return [signal for signal in found if signal is not None]
+
+        return self.store.read(read)
+
     def counts(self) -> dict[SignalState, int]:
-        counts = dict.fromkeys(SignalState, 0)
-        states = self.store.read(lambda txn: [signal.state for _, signal in self._signals.items(txn)])
-        for state in states:
-            counts[state] += 1
-        return counts
+        with self._counts_lock:
+            return dict(self._counts)
+
+    def _counted(self, changes: Iterable[tuple[SignalState | None, SignalState]]) -> None:
+        """Committed state changes (None: a new signal) into the counts."""
+        with self._counts_lock:
+            for before, after in changes:
+                if before is not None:
+                    self._counts[before] -= 1
+                self._counts[after] += 1
 
     def history(self, limit: int) -> list[ScanRecord]:
         def read(txn: lmdb.Transaction) -> list[ScanRecord]:
@@ -130,7 +151,10 @@ class ScanTables:
         """Append ``record`` (its id assigned here); for a completed scan, its
         new signals (a known id is kept as it is), markers and checkpoint too."""
 
+        added: list[tuple[SignalState | None, SignalState]] = []
+
         def write(txn: lmdb.Transaction) -> ScanRecord:
+            added.clear()  # a retried write starts again
             sequence = self._log.last_cursor(txn) + 1
             stored = dataclasses.replace(record, id=scan_id_of(sequence))
             if completed is not None:
@@ -138,6 +162,7 @@ class ScanTables:
                     key = signal.id.encode()
                     if self._signals.get(txn, key) is None:
                         self._signals.put(txn, key, dataclasses.replace(signal, scan_id=stored.id))
+                        added.append((None, signal.state))
                 for task_id, latest in completed.markers:
                     self._markers.put(txn, _marker_key(task_id),
                                       TaskMarker(task_id=task_id, sequence=latest, scan_id=stored.id))
@@ -147,7 +172,9 @@ class ScanTables:
             self._scans.put(txn, AppendLog.key(sequence), stored)
             return stored
 
-        return self.store.write(write)
+        result = self.store.write(write)
+        self._counted(added)
+        return result
 
     def advance(self, source: EvidenceSource, cursor: int) -> None:
         """Move ``source``'s checkpoint past records there was nothing to scan in."""
@@ -175,7 +202,10 @@ class ScanTables:
                 *, unless_state: frozenset[SignalState] = frozenset()) -> list[str]:
         """Apply ``change`` to each known signal (not in ``unless_state``); the ids changed or already so."""
 
+        moved: list[tuple[SignalState | None, SignalState]] = []
+
         def write(txn: lmdb.Transaction) -> list[str]:
+            moved.clear()  # a retried write starts again
             done: list[str] = []
             for signal_id in dict.fromkeys(signal_ids):
                 key = signal_id.encode()
@@ -185,7 +215,11 @@ class ScanTables:
                 changed = dataclasses.replace(signal, **change)  # type: ignore[arg-type]
                 if changed != signal:
                     self._signals.put(txn, key, dataclasses.replace(changed, updated_at=now))
+                    if changed.state is not signal.state:
+                        moved.append((signal.state, changed.state))
                 done.append(signal_id)
             return done
 
-        return self.store.write(write)
+        done = self.store.write(write)
+        self._counted(moved)
+        return done

@@ -62,8 +62,10 @@ def _summary(source: EvidenceSource, outcome: ScanOutcome, *, error: str = "", p
 class Scanner:
     def __init__(self, tables: ScanTables, reader: EvidenceReader, invoke: Callable[[RuntimeRequest], RuntimeResult],
                  *, batch: int, timeout_s: float, cancel: Callable[[], CancellationToken],
-                 counter: ScanCounter | None = None) -> None:
+                 counter: ScanCounter | None = None, current: Callable[[], bool] = lambda: True) -> None:
         self.tables = tables
+        self._current = current
+        """Whether this daemon still owns its home: a fenced one calls no model."""
         self._reader = reader
         self._invoke = invoke
         self._batch = batch
@@ -145,6 +147,9 @@ class Scanner:
         return 0 if found is None else len(found.records)
 
     def _call_and_commit(self, source: EvidenceSource, batch: _Batch) -> ScanSummary:
+        if not self._current():  # checked before each call: a forced scan makes several
+            return _summary(source, "skipped", pending=len(batch.records),
+                            error="this daemon was taken over (fenced); no model was called")
         started = time.time()
         refs = tuple(record.ref for record in batch.records)
         request = RuntimeRequest(session_key="", prompt=scan_prompt(source, batch.records), sandbox="read-only",

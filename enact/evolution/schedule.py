@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from enact.evolution.modes import EvolveSchedule, latest_due, next_due
@@ -138,3 +139,18 @@ def upcoming(clock: EvolveClock, schedule: EvolveSchedule, now: float,
 def run_id(due: float) -> str:
     """The run's id, from its due time: the notice id and proposal log say it."""
     return f"evolve:{int(due)}"
+
+
+def proposal_needed(*, found_signals: bool, active_created_at: Iterable[float],
+                    open_proposal_at: float | None) -> bool:
+    """Whether a run should ask for a proposal: a scan found new signals, or
+    there are active candidates and either no proposal is open or one of them
+    was created after it. Comparing times, not ids, holds beyond the 24
+    candidates a proposal shows; curating the same ones again would spend
+    tokens on an idle home for the same answer."""
+    created = list(active_created_at)
+    if found_signals:
+        return True
+    if not created:
+        return False
+    return open_proposal_at is None or max(created) > open_proposal_at

@@ -1,9 +1,10 @@
 """Synthesis: active, unlinked evidence signals into at most five candidates.
 
-The model sees the signals (already redacted by the scanner) and answers one
-JSON array; the reply is taken whole or not at all. Every candidate draws on
-one source only, and one candidate out of bounds (``enact.evolution.guard``)
-rejects the batch, so its signals stay active for the next run.
+The model sees the signals (redacted by the scanner, and again here for any
+stored before a pattern was known) and answers one JSON array; the reply is
+taken whole or not at all. Every candidate draws on one source only, and
+one candidate out of bounds (``enact.evolution.guard``) rejects the batch,
+so its signals stay active for the next run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from enact.credentials import redact
 from enact.evolution import guard, ranking
 from enact.evolution.candidates import (
     CANDIDATE_FIELDS,
@@ -59,9 +61,13 @@ def pending(signals: Iterable[Signal]) -> list[Signal]:
 
 def claimed(candidates: Iterable[Candidate], signals: Iterable[Signal]) -> dict[str, tuple[str, ...]]:
     """Unlinked signals a stored candidate already draws on, by candidate id:
-    left so by a crash between committing the candidate and linking them."""
+    left so by a crash between committing the candidate and linking them.
+    Only a live candidate (active or approved) claims: a removed or adopted
+    one must not take back signals that are free again."""
     owner: dict[str, str] = {}
     for candidate in candidates:
+        if candidate.state not in (CandidateState.ACTIVE, CandidateState.APPROVED):
+            continue
         for evidence in candidate.evidence_ids:
             owner.setdefault(evidence, candidate.id)
     found: dict[str, list[str]] = {}
@@ -87,9 +93,9 @@ def prompt(signals: Sequence[Signal]) -> str:
     ]
     for signal in signals:
         lines.append(orjson.dumps({
-            "id": signal.id, "source": signal.source, "observation": signal.observation,
-            "evidence_type": signal.evidence_type, "affected_area": signal.affected_area,
-            "desired_outcome": signal.desired_outcome, "confidence": signal.confidence,
+            "id": signal.id, "source": signal.source, "observation": redact(signal.observation),
+            "evidence_type": redact(signal.evidence_type), "affected_area": redact(signal.affected_area),
+            "desired_outcome": redact(signal.desired_outcome), "confidence": signal.confidence,
             "explicit": signal.explicit,
         }).decode())
     return "\n".join(lines)
@@ -150,4 +156,4 @@ def candidate(draft: Draft, signals: Mapping[str, Signal], now: float) -> Candid
                      rationale=draft.rationale, proposed_change=draft.proposed_change,
                      expected_benefit=draft.expected_benefit, risk=draft.risk, test_plan=draft.test_plan,
                      state=CandidateState.ACTIVE, score=ranking.score(draft.source, evidence, now),
-                     created_at=now, updated_at=now)
+                     created_at=now, updated_at=now, evidence_at=max(signal.created_at for signal in evidence))

@@ -19,6 +19,8 @@ from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Origin, Rejected
 
 MAX_LIST = 1_000
+PROPOSAL_RUNNING = "a proposal is being made now; propose again once it is done"
+"""The refusal while one proposal is made (the CLI exits 1 on it: not a usage error)."""
 _ID = 64
 _REASON = 2_000
 

@@ -25,6 +25,8 @@ ScanSource = Literal["feedback", "experience", ""]
 ScanOutcome = Literal["completed", "failed", "nothing-new", "skipped"]
 
 MAX_LIST = 1_000
+SCAN_RUNNING = "a scan is running already; ask again once it has finished"
+"""The refusal while one scan runs (the CLI exits 1 on it: not a usage error)."""
 _ID = 64
 _MAX_IDS = 100
 
@@ -83,10 +85,12 @@ class ScanRecord:
 @request("scanner.Signals")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Signals(Request["SignalList | Rejected"]):
-    """Signals, newest first, in ``state`` ("" any)."""
+    """Signals, newest first, in ``state`` ("" any); with ``ids``, only
+    those (read by key, unknown ids skipped, ``limit`` not applied)."""
 
     state: str = field(default="", metadata=limit(16))
-    limit: int = 100
+    ids: tuple[str, ...] = field(default=(), metadata=limit(_MAX_IDS))
+    limit: int = 100  # after the fields using the codec's limit(), which it shadows
 
 
 @reply("scanner.SignalList")

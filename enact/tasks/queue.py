@@ -330,7 +330,8 @@ class TaskQueue:
             snapshots = []
             for task_id in ids:
                 task = self._tables.get(txn, task_id)
-                events, _ = self._tables.events(txn, task_id, 0, MAX_PAGE)
+                # The newest events: a long task's latest state is what a reader needs.
+                events = self._tables.newest_events(txn, task_id, MAX_PAGE)
                 if task is not None and events:
                     snapshots.append(TaskSnapshot(task=task, events=tuple(events)))
             snapshots.sort(key=lambda snapshot: snapshot.events[-1].cursor)

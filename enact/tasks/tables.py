@@ -158,6 +158,22 @@ class TaskTables:
                 found.append(event)
         return found, False
 
+    def newest_events(self, txn: lmdb.Transaction, task_id: int, limit: int) -> list[EventAt]:
+        """The newest ``limit`` events of one task, oldest first."""
+        prefix = _EVENT + _id_key(task_id)
+        position = txn.cursor(db=self._index)
+        found = position.set_range(_EVENT + _id_key(task_id + 1))
+        found = position.prev() if found else position.last()
+        sequences: list[int] = []
+        while found and len(sequences) < limit:
+            key = bytes(position.key())
+            if not key.startswith(prefix):
+                break
+            sequences.append(int(_ID.unpack(key[len(prefix):])[0]))
+            found = position.prev()
+        events = (self._event_at(txn, sequence) for sequence in reversed(sequences))
+        return [event for event in events if event is not None]
+
     def changed_since(self, txn: lmdb.Transaction, after: int, limit: int) -> tuple[list[int], int, bool]:
         """The ids of up to ``limit`` tasks with events after ``after``, in
         the order of the first such event; the cursor up to which every event
