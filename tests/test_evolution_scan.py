@@ -303,3 +303,14 @@ def test_a_fenced_scanner_calls_no_model_and_moves_no_checkpoint(store: Store) -
     (summary,) = fenced.scan(Scan(source="feedback", force=True)).scans
     assert summary.outcome == "skipped" and "fenced" in summary.error
     assert model.requests == [] and fenced.tables.checkpoint(EvidenceSource.FEEDBACK) == 0
+
+
+def test_signals_list_the_oldest_first_when_asked_as_synthesis_takes_them(store: Store) -> None:
+    TurnLog(store).add("too slow", "too long")
+    answer = reply(observation(), observation(observation="replies are too long", evidence_refs=["turn:2"]))
+    scan = scanner(store, Model(answer))
+    scan.scan(Scan(source="feedback"))
+    newest_first = [signal.id for signal in scan.tables.signals(SignalState.ACTIVE, 10)]
+    oldest_first = [signal.id for signal in scan.tables.signals(SignalState.ACTIVE, 10, oldest_first=True)]
+    assert oldest_first == newest_first[::-1] and len(oldest_first) == 2
+    assert scan.tables.signals(SignalState.ACTIVE, 1, oldest_first=True)[0].id == oldest_first[0]

@@ -207,7 +207,9 @@ class CuratorActor(EnactActor):
         from enact.messages.scanner import SignalList, Signals
 
         try:
-            reply = self.context.ask(SCANNER, Signals(state="active", limit=synthesis.MAX_SIGNALS))
+            # The oldest first, as synthesis takes them: with more waiting than
+            # one batch, the oldest must not wait behind newer ones for ever.
+            reply = self.context.ask(SCANNER, Signals(state="active", limit=synthesis.MAX_SIGNALS, oldest_first=True))
         except ActorUnavailable as error:
             run.notes.append(f"the scanner did not answer ({error}); no signals read")
             return []

@@ -120,7 +120,8 @@ class ScannerActor(EnactActor):
         if message.ids:
             return SignalList(signals=tuple(signal for signal in self.tables.signals_by_id(message.ids)
                                             if state is None or signal.state is state))
-        return SignalList(signals=tuple(self.tables.signals(state, max(0, min(message.limit, MAX_LIST)))))
+        return SignalList(signals=tuple(self.tables.signals(state, max(0, min(message.limit, MAX_LIST)),
+                                                            oldest_first=message.oldest_first)))
 
     def _link(self, message: LinkSignals) -> SignalsLinked | Rejected:
         if not message.candidate_id:

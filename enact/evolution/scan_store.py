@@ -101,14 +101,15 @@ class ScanTables:
     def markers(self, task_ids: Iterable[int]) -> dict[int, int]:
         return self.store.read(lambda txn: {task_id: self.marker(txn, task_id) for task_id in task_ids})
 
-    def signals(self, state: SignalState | None, limit: int) -> list[Signal]:
-        """Newest first. Reads every signal: they come a few per scan, never per record."""
+    def signals(self, state: SignalState | None, limit: int, *, oldest_first: bool = False) -> list[Signal]:
+        """Newest first, or the oldest first. Reads every signal: they come a
+        few per scan, never per record."""
 
         def read(txn: lmdb.Transaction) -> list[Signal]:
             return [signal for _, signal in self._signals.items(txn) if state is None or signal.state is state]
 
         found = self.store.read(read)
-        found.sort(key=lambda signal: (signal.created_at, signal.id), reverse=True)
+        found.sort(key=lambda signal: (signal.created_at, signal.id), reverse=not oldest_first)
         return found[:limit]
 
     def signals_by_id(self, signal_ids: Iterable[str]) -> list[Signal]:

@@ -85,12 +85,14 @@ class ScanRecord:
 @request("scanner.Signals")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Signals(Request["SignalList | Rejected"]):
-    """Signals, newest first, in ``state`` ("" any); with ``ids``, only
-    those (read by key, unknown ids skipped, ``limit`` not applied)."""
+    """Signals, newest first (``oldest_first``: the oldest first), in
+    ``state`` ("" any); with ``ids``, only those (read by key, unknown ids
+    skipped, ``limit`` not applied)."""
 
     state: str = field(default="", metadata=limit(16))
     ids: tuple[str, ...] = field(default=(), metadata=limit(_MAX_IDS))
     limit: int = 100  # after the fields using the codec's limit(), which it shadows
+    oldest_first: bool = False
 
 
 @reply("scanner.SignalList")
