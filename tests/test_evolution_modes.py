@@ -179,10 +179,10 @@ def test_a_brainstorm_reply_of_up_to_three_ideas_parses() -> None:
     ("Here you go: []", "not a JSON array"),
     ('{"title": "x"}', "not a JSON array"),
     (reply(idea("a"), idea("b"), idea("c"), idea("d")), "has 4 candidates; at most 3"),
-    (reply({k: v for k, v in idea("a").items() if k != "risk"}), "brainstorm candidate 1: missing risk"),
-    (reply(idea("a", extra="x")), "unexpected extra"),
+    (reply({k: v for k, v in idea("a").items() if k != "risk"}), "brainstorm candidate 1 lacks risk"),
+    (reply(idea("a", extra="x")), "not allowed: extra"),
     (reply(idea("a", evidence_ids=["sig-1"])), "evidence_ids must be empty"),
-    (reply(idea("a", rationale="x" * 1_201)), "rationale is longer than 1200 characters"),
+    (reply(idea("a", rationale="x" * 1_201)), "rationale has 1201 characters; at most 1200"),
     (reply(idea("a", test_plan="  ")), "test_plan must be a non-empty string"),
 ])
 def test_an_invalid_brainstorm_reply_is_refused_as_a_whole(text: str, why: str) -> None:

@@ -63,9 +63,9 @@ def test_a_valid_reply_becomes_active_signals_and_a_repeated_observation_one() -
 
 
 @pytest.mark.parametrize(("text", "reason"), [
-    ("Here is what I found: " + reply(observation()), "not one JSON array"),
-    ("```json\n" + reply(observation()) + "\n```", "not one JSON array"),
-    (orjson.dumps({"observations": []}).decode(), "not an array"),
+    ("Here is what I found: " + reply(observation()), "not a JSON array"),
+    ("```json\n" + reply(observation()) + "\n```", "not a JSON array"),
+    (orjson.dumps({"observations": []}).decode(), "dict, not a JSON array"),
     (reply(*[observation(observation=f"thing {n}") for n in range(11)]), "at most 10"),
     (reply({k: v for k, v in observation().items() if k != "affected_area"}), "lacks affected_area"),
     (reply(observation(fix="rewrite the prompt")), "not allowed: fix"),
@@ -168,7 +168,7 @@ def test_a_refused_reply_leaves_the_turns_pending_and_a_good_one_consumes_them(s
     model = Model("Sure! " + reply(observation()), reply(observation(evidence_refs=["turn:1", "turn:2"])))
     scan = scanner(store, model)
     (failed,) = scan.scan(Scan(source="feedback")).scans
-    assert failed.outcome == "failed" and "not one JSON array" in failed.error and failed.pending == 2
+    assert failed.outcome == "failed" and "not a JSON array" in failed.error and failed.pending == 2
     assert scan.tables.checkpoint(EvidenceSource.FEEDBACK) == 0 and scan.tables.signals(None, 10) == []
     (completed,) = scan.scan(Scan(source="feedback")).scans
     assert completed.outcome == "completed" and completed.pending == 0 and len(completed.signals) == 1

@@ -103,9 +103,9 @@ def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: 
     daemon = start(daemons, home)
     say(daemon, "that was wrong, again")
     (failed,) = scan(daemon, "--source", "feedback", code=1)
-    assert failed["outcome"] == "failed" and "not one JSON array" in failed["error"] and failed["pending"] == 1
+    assert failed["outcome"] == "failed" and "not a JSON array" in failed["error"] and failed["pending"] == 1
     refused = daemon.cli("evolve", "scan", "--source", "feedback")
-    assert refused.returncode == 1 and "not one JSON array" in refused.stdout
+    assert refused.returncode == 1 and "not a JSON array" in refused.stdout
     scan_rules(home, "feedback", orjson.dumps([observation(["turn:1"], mood="cross")]).decode())
     (extra,) = scan(daemon, "--source", "feedback", code=1)
     assert "not allowed: mood" in extra["error"]
@@ -119,7 +119,7 @@ def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: 
     # The evolve history shows the scans too, a failed one with its error.
     scans = daemon.cli_json("evolve", "history", "--json")["scans"]
     assert [record["outcome"] for record in scans] == ["completed", "failed", "failed", "failed"]
-    assert "not one JSON array" in scans[-1]["error"]
+    assert "not a JSON array" in scans[-1]["error"]
     assert "scan failed" in daemon.cli("evolve", "history").stdout
 
 

@@ -16,10 +16,9 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import orjson
-
 from enact.credentials import redact
 from enact.evolution.candidates import CANDIDATE_FIELDS, MAX_FIELD, normalised
+from enact.evolution.replies import exact_keys, json_array, text_field
 
 MAX_IDEAS = 3
 INTERVAL_S = 24 * 3_600
@@ -86,38 +85,17 @@ def prompt(theme: str, candidates: Sequence[str], completed: Sequence[str]) -> s
 
 def parse(reply: str) -> tuple[Idea, ...]:
     """The ideas in ``reply``; BrainstormError says why it is not valid."""
-    try:
-        data = orjson.loads(reply.strip())
-    except orjson.JSONDecodeError:
-        raise BrainstormError("the brainstorm reply is not a JSON array (prose or bad JSON)") from None
-    if not isinstance(data, list):
-        raise BrainstormError("the brainstorm reply is not a JSON array")
-    if len(data) > MAX_IDEAS:
-        raise BrainstormError(f"the brainstorm reply has {len(data)} candidates; at most {MAX_IDEAS}")
+    data = json_array(reply, most=MAX_IDEAS, items="candidates", error=BrainstormError)
     return tuple(_idea(index, item) for index, item in enumerate(data, 1))
 
 
 def _idea(index: int, item: object) -> Idea:
     where = f"brainstorm candidate {index}"
-    if not isinstance(item, dict):
-        raise BrainstormError(f"{where} is not an object")
-    keys = set(item)
-    if keys != set(CANDIDATE_FIELDS):
-        missing, extra = sorted(set(CANDIDATE_FIELDS) - keys), sorted(keys - set(CANDIDATE_FIELDS))
-        raise BrainstormError(f"{where}: " + "; ".join(
-            part for part in (f"missing {', '.join(missing)}" if missing else "",
-                              f"unexpected {', '.join(extra)}" if extra else "") if part))
+    item = exact_keys(item, CANDIDATE_FIELDS, where=where, error=BrainstormError)
     if item["evidence_ids"] != []:
         raise BrainstormError(f"{where}: evidence_ids must be empty (a brainstorm cites no evidence)")
-    fields: dict[str, str] = {}
-    for key in CANDIDATE_FIELDS[1:]:
-        value = item[key]
-        if not isinstance(value, str) or not value.strip():
-            raise BrainstormError(f"{where}: {key} must be a non-empty string")
-        if len(value) > MAX_FIELD:
-            raise BrainstormError(f"{where}: {key} is longer than {MAX_FIELD} characters")
-        fields[key] = value.strip()
-    return Idea(**fields)
+    return Idea(**{key: text_field(item, key, most=MAX_FIELD, where=where, error=BrainstormError).strip()
+                   for key in CANDIDATE_FIELDS[1:]})
 
 
 def fresh(ideas: Iterable[Idea], existing_titles: Iterable[str]) -> tuple[Idea, ...]:

@@ -19,6 +19,7 @@ from enact.credentials import redact
 from enact.evolution import guard, ranking
 from enact.evolution.approval import KEY_PREFIX
 from enact.evolution.candidates import Candidate, CandidateState, RemovalClass
+from enact.evolution.replies import exact_keys, json_object
 from enact.tasks.records import Task
 
 if TYPE_CHECKING:
@@ -143,13 +144,7 @@ def prompt(candidates: Sequence[Candidate], records: Sequence[CompletionRecord])
 
 def parse(text: str, candidates: Sequence[Candidate], records: Sequence[CompletionRecord]) -> Curation:
     """The model's curation, validated; raises CurationError naming the first problem."""
-    try:
-        answer = orjson.loads(text.strip())
-    except orjson.JSONDecodeError:
-        raise CurationError("the reply is not one JSON object (prose or malformed JSON)") from None
-    if not isinstance(answer, dict):
-        raise CurationError("the reply is not a JSON object")
-    _exact_keys(answer, REPLY_KEYS, "the reply")
+    answer = exact_keys(json_object(text, error=CurationError), REPLY_KEYS, where="the reply", error=CurationError)
     ids = {candidate.id for candidate in candidates}
     by_ref = {record.ref: record for record in records}
     recommended = answer["recommended"]
@@ -171,14 +166,6 @@ def parse(text: str, candidates: Sequence[Candidate], records: Sequence[Completi
                     fallback=False)
 
 
-def _exact_keys(item: Mapping[str, Any], keys: Sequence[str], where: str) -> None:
-    missing, extra = sorted(set(keys) - set(item)), sorted(set(item) - set(keys))
-    if missing:
-        raise CurationError(f"{where} lacks {', '.join(missing)}")
-    if extra:
-        raise CurationError(f"{where} has unknown keys: {', '.join(extra)}")
-
-
 def _text(value: object, name: str, *, required: bool = False) -> str:
     if not isinstance(value, str) or (required and not value.strip()):
         raise CurationError(f"{name} must be a {'non-empty ' if required else ''}string")
@@ -189,9 +176,7 @@ def _text(value: object, name: str, *, required: bool = False) -> str:
 
 def _suggestion(number: int, item: object, ids: set[str], records: Mapping[str, CompletionRecord]) -> Suggestion:
     where = f"removal {number}"
-    if not isinstance(item, dict):
-        raise CurationError(f"{where} is not an object")
-    _exact_keys(item, REMOVAL_KEYS, where)
+    item = exact_keys(item, REMOVAL_KEYS, where=where, error=CurationError)
     candidate = item["candidate_id"]
     if not isinstance(candidate, str) or candidate not in ids:
         raise CurationError(f"{where} names {candidate!r}, which is not a candidate it was shown")

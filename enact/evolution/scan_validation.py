@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-import orjson
-
+from enact.evolution.replies import exact_keys, json_array, text_field
 from enact.evolution.scan_prompt import MAX_OBSERVATIONS, OBSERVATION_KEYS
 from enact.evolution.signals import EvidenceSource, Signal, SignalState, signal_id
 
@@ -21,14 +20,7 @@ class InvalidScanReply(ValueError):
 def parse_observations(text: str, *, source: EvidenceSource, known_refs: Collection[str], scan_id: str,
                        now: float) -> tuple[Signal, ...]:
     """The reply's observations as active signals, deduplicated by id; raises InvalidScanReply."""
-    try:
-        data = orjson.loads(text.strip() or b"\0")
-    except orjson.JSONDecodeError:
-        raise InvalidScanReply("the reply is not one JSON array (prose or a code fence around it?)") from None
-    if not isinstance(data, list):
-        raise InvalidScanReply(f"the reply is a JSON {type(data).__name__}, not an array")
-    if len(data) > MAX_OBSERVATIONS:
-        raise InvalidScanReply(f"the reply has {len(data)} observations; at most {MAX_OBSERVATIONS} are allowed")
+    data = json_array(text, most=MAX_OBSERVATIONS, items="observations", error=InvalidScanReply)
     signals: dict[str, Signal] = {}
     for index, item in enumerate(data, 1):
         signal = _signal(item, f"observation {index}", source=source, known_refs=known_refs, scan_id=scan_id,
@@ -39,20 +31,9 @@ def parse_observations(text: str, *, source: EvidenceSource, known_refs: Collect
 
 def _signal(item: object, where: str, *, source: EvidenceSource, known_refs: Collection[str], scan_id: str,
             now: float) -> Signal:
-    if not isinstance(item, dict):
-        raise InvalidScanReply(f"{where} is not a JSON object")
-    missing = [key for key in OBSERVATION_KEYS if key not in item]
-    if missing:
-        raise InvalidScanReply(f"{where} lacks {', '.join(missing)}")
-    extra = sorted(key for key in item if key not in OBSERVATION_KEYS)
-    if extra:
-        raise InvalidScanReply(f"{where} has keys that are not allowed: {', '.join(extra)}")
+    item = exact_keys(item, OBSERVATION_KEYS, where=where, error=InvalidScanReply)
     for key in _TEXT_KEYS:
-        value = item[key]
-        if not isinstance(value, str) or not value.strip():
-            raise InvalidScanReply(f"{where}: {key} must be a non-empty string")
-        if len(value) > MAX_FIELD_CHARS:
-            raise InvalidScanReply(f"{where}: {key} has {len(value)} characters; at most {MAX_FIELD_CHARS}")
+        text_field(item, key, most=MAX_FIELD_CHARS, where=where, error=InvalidScanReply)
     confidence = item["confidence"]
     if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
         raise InvalidScanReply(f"{where}: confidence must be a number from 0 to 1")

@@ -23,6 +23,7 @@ from enact.evolution.candidates import (
     CandidateState,
     candidate_id,
 )
+from enact.evolution.replies import exact_keys, json_array, text_field
 from enact.evolution.signals import Signal
 
 MAX_SIGNALS = 100
@@ -104,14 +105,7 @@ def prompt(signals: Sequence[Signal]) -> str:
 def parse(text: str, signals: Mapping[str, Signal]) -> list[Draft]:
     """The model's batch, validated whole; raises SynthesisError naming the
     first problem."""
-    try:
-        answer = orjson.loads(text.strip())
-    except orjson.JSONDecodeError:
-        raise SynthesisError("the reply is not a JSON array (prose or malformed JSON)") from None
-    if not isinstance(answer, list):
-        raise SynthesisError("the reply is not a JSON array")
-    if len(answer) > MAX_CANDIDATES:
-        raise SynthesisError(f"the reply has {len(answer)} candidates; at most {MAX_CANDIDATES} are allowed")
+    answer = json_array(text, most=MAX_CANDIDATES, items="candidates", error=SynthesisError)
     drafts = [_draft(number, item, signals) for number, item in enumerate(answer, start=1)]
     for number, draft in enumerate(drafts, start=1):
         why = guard.refusal({name: getattr(draft, name) for name in guard.SCOPE_FIELDS})
@@ -123,14 +117,7 @@ def parse(text: str, signals: Mapping[str, Signal]) -> list[Draft]:
 
 def _draft(number: int, item: object, signals: Mapping[str, Signal]) -> Draft:
     where = f"candidate {number}"
-    if not isinstance(item, dict):
-        raise SynthesisError(f"{where} is not an object")
-    keys = set(item)
-    missing, extra = sorted(set(CANDIDATE_FIELDS) - keys), sorted(keys - set(CANDIDATE_FIELDS))
-    if missing:
-        raise SynthesisError(f"{where} lacks {', '.join(missing)}")
-    if extra:
-        raise SynthesisError(f"{where} has unknown keys: {', '.join(extra)}")
+    item = exact_keys(item, CANDIDATE_FIELDS, where=where, error=SynthesisError)
     evidence = item["evidence_ids"]
     if not isinstance(evidence, list) or not evidence or not all(isinstance(ref, str) for ref in evidence):
         raise SynthesisError(f"{where}: evidence_ids must be a non-empty list of signal ids")
@@ -140,14 +127,9 @@ def _draft(number: int, item: object, signals: Mapping[str, Signal]) -> Draft:
     sources = sorted({signals[ref].source for ref in evidence})
     if len(sources) != 1:
         raise SynthesisError(f"{where} draws on more than one source ({', '.join(sources)})")
-    for name in _TEXT_FIELDS:
-        value = item[name]
-        if not isinstance(value, str) or not value.strip():
-            raise SynthesisError(f"{where}: {name} must be a non-empty string")
-        if len(value) > MAX_FIELD:
-            raise SynthesisError(f"{where}: {name} has {len(value)} characters; at most {MAX_FIELD} are allowed")
-    return Draft(source=sources[0], evidence_ids=tuple(sorted(set(evidence))),
-                 **{name: item[name].strip() for name in _TEXT_FIELDS})
+    fields = {name: text_field(item, name, most=MAX_FIELD, where=where, error=SynthesisError).strip()
+              for name in _TEXT_FIELDS}
+    return Draft(source=sources[0], evidence_ids=tuple(sorted(set(evidence))), **fields)
 
 
 def candidate(draft: Draft, signals: Mapping[str, Signal], now: float) -> Candidate:
