@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from enact.credentials import REDACTED
 from enact.memory.admission import (
     TRUNCATION_MARK,
     Admitted,
@@ -55,6 +56,12 @@ def test_credential_is_refused_by_kind_without_the_text() -> None:
 def test_credential_in_subject_or_tags_is_refused() -> None:
     assert "subject contains a credential" in _refusal("a fact", subject=f"key {_TOKEN}")
     assert "tags contains a credential" in _refusal("a fact", tags=(_TOKEN,))
+
+
+def test_text_carrying_the_redaction_mark_is_refused() -> None:
+    # A journaled action's args are kept redacted: replaying them must never
+    # save a text whose credential was taken out.
+    assert "contains a credential (a redacted one)" in _refusal(f"the deploy token is {REDACTED}")
 
 
 @pytest.mark.parametrize("text", ["tokens of appreciation go to the team", "my password manager is Bitwarden"])

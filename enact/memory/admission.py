@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from enact.credentials import find_credential
+from enact.credentials import REDACTED, find_credential
 from enact.memory.facts import (
     HUMAN_CLI_ORIGIN,
     Confidence,
@@ -128,7 +128,12 @@ def admit(candidate: Candidate, *, max_chars: int) -> Admitted | Refusal:
         return Refusal("refused: the text is empty")
     subject = collapse(candidate.subject)
     for part, value in (("text", text), ("subject", subject), ("tags", " ".join(candidate.tags))):
+        # A text carrying the redaction mark is a credential's place: such a
+        # text comes from a record redacted on the way (a journaled action's
+        # args), so saving it would keep what was refused, or a lie.
         kind = find_credential(value) if value else None
+        if kind is None and REDACTED in value:
+            kind = "a redacted one"
         if kind is not None:
             return Refusal(f"refused: the {part} contains a credential ({kind}); secrets are never kept in memory")
     steering = steering_attempt(f"{text}\n{subject}")
