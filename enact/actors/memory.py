@@ -220,9 +220,9 @@ class MemoryActor(EnactActor):
             fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
             reply = Pending(id=fact.id) if held else Saved(id=fact.id, clipped=admitted.clipped)
             entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs)
-        return self._put(fact, entry, reply, previous=existing)
+        return self._put(fact, entry, reply)
 
-    def _put(self, fact: Fact, entry: Change, reply: object, *, previous: Fact | None) -> Deferred:
+    def _put(self, fact: Fact, entry: Change, reply: object) -> Deferred:
         """Write ``fact`` through: in memory and in the index at once (so the
         next message sees it), in LMDB at the group commit, answered after."""
         self._book.put(fact)
@@ -232,7 +232,7 @@ class MemoryActor(EnactActor):
         deferred = Deferred()
 
         def failed(error: Exception) -> None:
-            self._restore(fact.id, previous)
+            self._restore(fact.id)
             deferred.fail(error)
 
         self._batch.stage(
@@ -253,7 +253,7 @@ class MemoryActor(EnactActor):
             self._committed(change, deferred, self._redacted(fact, reply) if redact else reply)
 
         def failed(error: Exception) -> None:
-            self._restore(fact.id, fact)
+            self._restore(fact.id)
             deferred.fail(error)
 
         self._batch.stage(lambda txn: self._records.delete(txn, fact.id, change=change), after, failed=failed)
@@ -263,19 +263,29 @@ class MemoryActor(EnactActor):
         self._durable = max(self._durable, change)
         self._count()
         deferred.resolve(reply)
+        self._index_commit_due()
+
+    def _index_commit_due(self) -> None:
         if not self._commit_due:
             self._commit_due = True
             self.tell_later(INDEX_COMMIT_DELAY_S, _CommitIndex())
 
-    def _restore(self, fact_id: str, previous: Fact | None) -> None:
-        """A write that did not commit: memory and the index go back to LMDB's word."""
-        if previous is None:
+    def _restore(self, fact_id: str) -> None:
+        """A write that failed, before its commit or in a callback after it
+        (so it may be durable or not): memory and the index go back to what
+        LMDB holds, read again. The change moves on, so the startup context
+        is selected again and the index commits what LMDB is at."""
+        fact, durable = self._store.read(lambda txn: (self._records.get(txn, fact_id), self._records.change(txn)))
+        if fact is None:
             self._book.remove(fact_id)
             self.index.unstage(fact_id)
         else:
-            self._book.put(previous)
-            self.index.stage(previous)
+            self._book.put(fact)
+            self.index.stage(fact)
+        self._change += 1
+        self._durable = max(self._durable, durable)
         self._count()
+        self._index_commit_due()
 
     def _commit_index(self) -> None:
         """One tantivy commit for everything gathered, marked with the change
@@ -331,7 +341,7 @@ class MemoryActor(EnactActor):
         now = time.time()
         confirmed = dataclasses.replace(fact, state=FactState.ACTIVE, updated_at=now)
         entry = Change(at=now, change="confirmed", origin=message.origin)
-        return self._put(confirmed, entry, Confirmed(id=fact.id), previous=fact)
+        return self._put(confirmed, entry, Confirmed(id=fact.id))
 
     def _reject(self, message: Reject) -> Deferred | Refused:
         fact = self._held(message.id, message.origin, "reject")
