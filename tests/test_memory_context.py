@@ -6,6 +6,7 @@ import dataclasses
 
 from enact.memory.context import (
     PREAMBLE,
+    RECALL_CANDIDATES_PER_SLOT,
     RECALL_HEADING,
     STARTUP_HEADING,
     ContextSettings,
@@ -166,6 +167,27 @@ def test_recall_searches_deeper_when_the_first_results_are_all_excluded() -> Non
     facts = [fact(i) for i in startup_ids] + [fact("deep")]
     _, decisions = recall(facts, [*sorted(startup_ids), "deep"], startup_ids=startup_ids, recall_k=1)
     assert [d.fact_id for d in decisions if d.included] == ["deep"]
+
+
+def test_recall_looks_at_a_bounded_number_of_hits_when_long_facts_fill_its_budget() -> None:
+    # 100k hits, each too long for what is left once two are in: recall must
+    # not go on through every hit for the k lines it cannot fill.
+    ranking = [f"r{n}" for n in range(100_000)]
+    looked_up: list[str] = []
+    limits: list[int] = []
+
+    def search(_query: str, limit: int) -> list[str]:
+        limits.append(limit)
+        return ranking[:limit]
+
+    def lookup(fact_id: str) -> Fact:
+        looked_up.append(fact_id)
+        return fact(fact_id, "x" * 700)
+
+    settings = dataclasses.replace(SETTINGS, recall_k=8, recall_chars=2000)
+    chosen = select_recall("query", search=search, lookup=lookup, startup_ids=frozenset(), settings=settings)
+    assert sum(d.included for d in chosen.decisions) == 2
+    assert max(limits) <= 8 * RECALL_CANDIDATES_PER_SLOT and len(looked_up) <= 8 * RECALL_CANDIDATES_PER_SLOT
 
 
 def test_an_empty_message_recalls_nothing() -> None:

@@ -33,6 +33,11 @@ PREAMBLE = (
 STARTUP_HEADING = "## Remembered facts"
 RECALL_HEADING = "## Remembered facts that may bear on this message"
 CLIP_MARK = " …[clipped]"
+RECALL_CANDIDATES_PER_SLOT = 4
+"""Recall looks at no more than this many hits per line it may hold (besides
+the startup context's facts it skips), so that long facts filling its budget
+early do not send it through every hit: its cost stays flat however many
+facts match."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +172,8 @@ def select_recall(
     lines: list[str] = []
     budget = settings.recall_chars - len(RECALL_HEADING) - len(PREAMBLE) - 2
     seen = 0
-    limit = settings.recall_k + len(startup_ids) + 8
+    most = settings.recall_k * RECALL_CANDIDATES_PER_SLOT + len(startup_ids)
+    limit = min(settings.recall_k + len(startup_ids) + 8, most)
     while True:
         ids = search(query, limit)
         for fact_id in ids[seen:]:
@@ -177,9 +183,9 @@ def select_recall(
             if decisions[-1].included:
                 budget -= len(lines[-1])
         seen = len(ids)
-        if len(lines) >= settings.recall_k or len(ids) < limit:
+        if len(lines) >= settings.recall_k or len(ids) < limit or limit >= most:
             break
-        limit *= 4
+        limit = min(limit * 4, most)
     text = f"{RECALL_HEADING}\n{PREAMBLE}\n{''.join(lines).rstrip()}" if lines else ""
     return RecallContext(text=text, decisions=tuple(decisions))
 
