@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from enact.memory.book import FactBook
+from enact.memory.briefing import Briefing
 from enact.memory.context import (
     PREAMBLE,
     RECALL_CANDIDATES_PER_SLOT,
@@ -11,12 +13,12 @@ from enact.memory.context import (
     STARTUP_HEADING,
     ContextSettings,
     Decision,
-    build_context,
     fact_line,
     select_recall,
     select_startup,
 )
 from enact.memory.facts import Confidence, Fact, FactState, FactType, Scope, Sensitivity
+from enact.memory.ranking import line_length
 
 SETTINGS = ContextSettings()
 
@@ -196,10 +198,10 @@ def test_an_empty_message_recalls_nothing() -> None:
     assert chosen.text == "" and chosen.decisions == ()
 
 
-def test_build_context_explains_both_sections() -> None:
+def test_the_explained_context_gives_both_sections_their_decisions() -> None:
     facts = [fact("a", "the owner likes tea"), fact("s", "secret", sensitivity=Sensitivity.SECRET)]
-    built = build_context(facts, body_identity="body", private_identity="", query="tea",
-                          search=FakeSearch(["a", "s"]), lookup={f.id: f for f in facts}.get, settings=SETTINGS)
+    built = Briefing(SETTINGS, None).context(FactBook(facts), change=1, query="tea", search=FakeSearch(["a", "s"]),
+                                            lookup={f.id: f for f in facts}.get, explain=True)
     assert "the owner likes tea" in built.startup_text and built.recall_text == ""
     assert {(d.fact_id, d.section, d.included) for d in built.decisions} == {
         ("a", "startup", True), ("s", "startup", False), ("a", "recall", False), ("s", "recall", False),
@@ -207,7 +209,5 @@ def test_build_context_explains_both_sections() -> None:
 
 
 def test_the_line_length_is_computed_as_the_line_is_rendered() -> None:
-    from enact.memory.context import line_length
-
     sample = fact("f-12345678", "some text", confidence=Confidence.MEDIUM)
     assert line_length(sample) == len(fact_line(sample))

@@ -20,7 +20,6 @@ from typing import Any
 
 from enact.memory.facts import Fact, FactState, Sensitivity
 from enact.memory.ranking import StartupRanking, fact_line
-from enact.memory.ranking import line_length as line_length  # where callers have found it
 
 STARTUP = "startup"
 RECALL = "recall"
@@ -209,23 +208,3 @@ def _recall_decision(fact_id: str, fact: Fact | None, startup_ids: frozenset[str
     reason = f"relevant to the message (rank {len(lines)})"
     return Decision(fact_id=fact_id, section=RECALL, included=True, reason=reason)
 
-
-def build_context(
-    facts: Iterable[Fact],
-    *,
-    body_identity: str,
-    private_identity: str,
-    query: str,
-    search: Callable[[str, int], list[str]],
-    lookup: Callable[[str], Fact | None],
-    settings: ContextSettings,
-) -> MemoryContext:
-    startup = select_startup(facts, body_identity=body_identity, private_identity=private_identity,
-                             settings=settings)
-    recall = select_recall(query, search=search, lookup=lookup, startup_ids=startup.fact_ids, settings=settings)
-    return MemoryContext(
-        startup_text=startup.text,
-        recall_text=recall.text,
-        decisions=startup.decisions + recall.decisions,
-        startup_ids=startup.fact_ids,
-    )
