@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,3 +70,15 @@ def redact(text: str) -> str:
     for pattern in _PATTERNS:
         text = pattern.regex.sub(REDACTED, text)
     return text
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON-like value (an action's args) with every string in it redacted,
+    keys included: what is recorded or shown back of a model's action."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {redact(str(key)): redact_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_json(item) for item in value]
+    return value

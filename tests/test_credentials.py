@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from enact.credentials import REDACTED, find_credential, redact
+from enact.credentials import REDACTED, find_credential, redact, redact_json
 
 # Built from parts so that no scanner mistakes this file for a leak.
 _GITHUB_CLASSIC = "ghp_" + "a1B2c3D4e5F6g7H8i9J0" * 2
@@ -80,3 +80,9 @@ def test_redact_replaces_every_credential_and_keeps_the_rest() -> None:
 
 def test_redact_leaves_ordinary_text_alone() -> None:
     assert redact("tokens of appreciation") == "tokens of appreciation"
+
+
+def test_redact_json_redacts_every_string_of_an_action_s_args() -> None:
+    args = {"text": f"key {_GITHUB_CLASSIC}", "tags": ["ok", _AWS], "count": 3, "nested": {"v": f"t {_SLACK}"}}
+    assert redact_json(args) == {"text": f"key {REDACTED}", "tags": ["ok", REDACTED], "count": 3,
+                                 "nested": {"v": f"t {REDACTED}"}}

@@ -278,3 +278,40 @@ def test_a_forgotten_fact_is_gone_from_search_at_once_and_after_kill_9(daemons: 
     daemons.start(home).terminate()
     found, stored = _search_after_stop(home, "boat Aurora")
     assert fact not in found and fact not in stored
+
+
+def _corrupt_the_turn_log(home: Path) -> None:
+    """One unreadable turn record, so the Inbox fails any whole-log rewrite."""
+    import lmdb
+
+    from enact.chat.inbox_records import TURNS
+    from enact.storage import AppendLog
+
+    env = lmdb.open(str(home / STATE_DIR), max_dbs=64, map_size=64 << 20)
+    try:
+        turns = env.open_db(TURNS.encode())
+        with env.begin(write=True, db=turns) as txn:
+            txn.put(AppendLog.key(10**9), b"\xffnot a record")
+    finally:
+        env.close()
+
+
+def test_a_fact_forgotten_whose_redaction_failed_stays_forgotten(daemons: DaemonFactory) -> None:
+    home = memory_home(daemons)
+    daemon = daemons.start(home)
+    fact = remember(daemon, "the owner's locker code is 4411")["id"]
+    daemon.terminate()
+    _corrupt_the_turn_log(home)
+    daemon = daemons.start(home)
+    forgot = daemon.cli("memory", "forget", fact, "--redact", "--json")
+    # LMDB no longer has the fact: neither memory nor search may bring it back.
+    assert facts(daemon) == []
+    assert daemon.cli("memory", "show", fact).returncode == 1
+    context = daemon.cli_json("memory", "context", "--json", "--query", "locker code")
+    assert fact not in orjson.dumps(context).decode()
+    assert "locker code" not in orjson.dumps(context).decode()
+    # The forgetting is durable whatever the Inbox answered, and the reply says so.
+    assert forgot.returncode == 0, forgot
+    reply = orjson.loads(forgot.stdout)
+    assert reply["id"] == fact and reply["redacted"] is False
+    assert reply["redact_error"].startswith("the turn log was not redacted")

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import dataclasses
 
+from enact.memory.book import FactBook
+from enact.memory.briefing import Briefing
 from enact.memory.context import (
     PREAMBLE,
+    RECALL_CANDIDATES_PER_SLOT,
     RECALL_HEADING,
     STARTUP_HEADING,
     ContextSettings,
     Decision,
-    build_context,
     fact_line,
     select_recall,
     select_startup,
 )
 from enact.memory.facts import Confidence, Fact, FactState, FactType, Scope, Sensitivity
+from enact.memory.ranking import line_length
 
 SETTINGS = ContextSettings()
 
@@ -168,16 +171,37 @@ def test_recall_searches_deeper_when_the_first_results_are_all_excluded() -> Non
     assert [d.fact_id for d in decisions if d.included] == ["deep"]
 
 
+def test_recall_looks_at_a_bounded_number_of_hits_when_long_facts_fill_its_budget() -> None:
+    # 100k hits, each too long for what is left once two are in: recall must
+    # not go on through every hit for the k lines it cannot fill.
+    ranking = [f"r{n}" for n in range(100_000)]
+    looked_up: list[str] = []
+    limits: list[int] = []
+
+    def search(_query: str, limit: int) -> list[str]:
+        limits.append(limit)
+        return ranking[:limit]
+
+    def lookup(fact_id: str) -> Fact:
+        looked_up.append(fact_id)
+        return fact(fact_id, "x" * 700)
+
+    settings = dataclasses.replace(SETTINGS, recall_k=8, recall_chars=2000)
+    chosen = select_recall("query", search=search, lookup=lookup, startup_ids=frozenset(), settings=settings)
+    assert sum(d.included for d in chosen.decisions) == 2
+    assert max(limits) <= 8 * RECALL_CANDIDATES_PER_SLOT and len(looked_up) <= 8 * RECALL_CANDIDATES_PER_SLOT
+
+
 def test_an_empty_message_recalls_nothing() -> None:
     chosen = select_recall("  ", search=FakeSearch(["a"]), lookup=lambda _: fact("a"), startup_ids=frozenset(),
                            settings=SETTINGS)
     assert chosen.text == "" and chosen.decisions == ()
 
 
-def test_build_context_explains_both_sections() -> None:
+def test_the_explained_context_gives_both_sections_their_decisions() -> None:
     facts = [fact("a", "the owner likes tea"), fact("s", "secret", sensitivity=Sensitivity.SECRET)]
-    built = build_context(facts, body_identity="body", private_identity="", query="tea",
-                          search=FakeSearch(["a", "s"]), lookup={f.id: f for f in facts}.get, settings=SETTINGS)
+    built = Briefing(SETTINGS, None).context(FactBook(facts), change=1, query="tea", search=FakeSearch(["a", "s"]),
+                                            lookup={f.id: f for f in facts}.get, explain=True)
     assert "the owner likes tea" in built.startup_text and built.recall_text == ""
     assert {(d.fact_id, d.section, d.included) for d in built.decisions} == {
         ("a", "startup", True), ("s", "startup", False), ("a", "recall", False), ("s", "recall", False),
@@ -185,7 +209,5 @@ def test_build_context_explains_both_sections() -> None:
 
 
 def test_the_line_length_is_computed_as_the_line_is_rendered() -> None:
-    from enact.memory.context import line_length
-
     sample = fact("f-12345678", "some text", confidence=Confidence.MEDIUM)
     assert line_length(sample) == len(fact_line(sample))

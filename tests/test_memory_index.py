@@ -76,7 +76,7 @@ def test_a_replaced_fact_is_found_by_its_new_text_only(index: FactIndex) -> None
 
 
 def test_a_removed_fact_disappears_from_search_at_once(index: FactIndex) -> None:
-    index.remove("deploy")
+    index.unstage("deploy")
     assert index.search("staging", 8) == []
     index.commit(change=5)
     assert index.search("staging", 8) == []

@@ -24,6 +24,7 @@ from enact.cancellation import Cancelled
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
 from enact.commands import CommandCall, JournaledCommands, interrupted_text
+from enact.credentials import redact, redact_json
 from enact.memory.commands import memory_notice
 from enact.memory.facts import MODEL_MARKER_ORIGIN
 from enact.messages.common import MODEL_ACTION
@@ -103,6 +104,12 @@ def quoted(text: str) -> str:
     prefixed, so nothing in it reads as an instruction or a marker."""
     defused = _MARKER_TAG.sub(lambda m: m.group(0).replace("[", "(").replace("]", ")"), text)
     return "\n".join(f"> {line}" for line in defused.splitlines())
+
+
+def _recorded(command: str, args: dict[str, Any], receipt: str, ok: bool) -> ActionRecord:
+    """An action as the turn log keeps it: its args with credentials redacted
+    (a credential the memory refused is never recorded)."""
+    return ActionRecord(command=command, args=redact_json(args), receipt=receipt, ok=ok)
 
 
 class ConversationActor(EnactActor):
@@ -185,7 +192,7 @@ class ConversationActor(EnactActor):
         steps = self._journal.steps(request_id) if message.attempt > 1 else []
         interrupted = [s for s in steps if s.state == "running"]
         done = [s for s in steps if s.state == "done"]
-        actions = [ActionRecord(command=s.command, args=s.args, receipt=s.receipt, ok=s.ok) for s in done]
+        actions = [_recorded(s.command, s.args, s.receipt, s.ok) for s in done]
         if interrupted:
             step = interrupted[0]
             return interrupted_text(f"An action ({step.command})"), actions
@@ -214,7 +221,7 @@ class ConversationActor(EnactActor):
                 receipt_text, ok = self._journaled_action(request_id, next_index, parsed, message)
                 next_index += 1
                 command, args = parsed.command, parsed.args
-            actions.append(ActionRecord(command=command, args=args, receipt=receipt_text, ok=ok))
+            actions.append(_recorded(command, args, receipt_text, ok))
             prompt = (
                 f"Receipt of action {command or '(invalid)'}:\n{receipt_text}\n\n"
                 "Answer with a final reply, or with one more action."
@@ -259,7 +266,7 @@ class ConversationActor(EnactActor):
         for step in done:
             parts.append(
                 f"Already run for this message (do not repeat): action {step.command} with "
-                f"{orjson.dumps(step.args).decode()}; receipt:\n{step.receipt}"
+                f"{orjson.dumps(redact_json(step.args)).decode()}; receipt:\n{step.receipt}"
             )
         return "\n\n".join(parts)
 
@@ -334,8 +341,11 @@ class ConversationActor(EnactActor):
             # Told, not asked: nothing waits for the mapping to be durable
             # (losing it in a crash only means a fresh session next time), and
             # the sessions actor reads its own staged writes.
+            # Kept with credentials redacted: a marker or an action the
+            # memory refused must not be sent again with every later call.
             exchange = (
-                (HistoryMessage(role="user", content=text), HistoryMessage(role="assistant", content=result.text))
+                (HistoryMessage(role="user", content=redact(text)),
+                 HistoryMessage(role="assistant", content=redact(result.text)))
                 if host_keeps_history(runtime) else ()
             )
             self.context.tell("sessions", Record(key=session_key, native_id=result.native_session,

@@ -20,19 +20,18 @@ from typing import Any
 
 import lmdb
 
-from enact.actors._asks import ActorUnavailable
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
-from enact.memory.admission import TRUNCATION_MARK, Candidate, Refusal, admit, merged, new_fact
+from enact.memory.admission import Candidate, Refusal, admit, merged, new_fact
 from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
+from enact.memory.redaction import redact_then_reply
 from enact.messages.common import MODEL_ACTION, is_human
-from enact.messages.inbox import RedactTurns
 from enact.messages.memory import (
     Change,
     ClearIdentity,
@@ -80,10 +79,6 @@ class _CommitIndex:
 @dataclass(frozen=True, slots=True)
 class _Load:
     """Told to itself at start: load the facts once the daemon is up."""
-
-
-def tombstone(fact_id: str) -> str:
-    return f"[forgotten memory {fact_id}]"
 
 
 class MemoryActor(EnactActor):
@@ -220,9 +215,9 @@ class MemoryActor(EnactActor):
             fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
             reply = Pending(id=fact.id) if held else Saved(id=fact.id, clipped=admitted.clipped)
             entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs)
-        return self._put(fact, entry, reply, previous=existing)
+        return self._put(fact, entry, reply)
 
-    def _put(self, fact: Fact, entry: Change, reply: object, *, previous: Fact | None) -> Deferred:
+    def _put(self, fact: Fact, entry: Change, reply: object) -> Deferred:
         """Write ``fact`` through: in memory and in the index at once (so the
         next message sees it), in LMDB at the group commit, answered after."""
         self._book.put(fact)
@@ -232,7 +227,7 @@ class MemoryActor(EnactActor):
         deferred = Deferred()
 
         def failed(error: Exception) -> None:
-            self._restore(fact.id, previous)
+            self._restore(fact.id)
             deferred.fail(error)
 
         self._batch.stage(
@@ -250,32 +245,51 @@ class MemoryActor(EnactActor):
         deferred = Deferred()
 
         def after(_: None) -> None:
-            self._committed(change, deferred, self._redacted(fact, reply) if redact else reply)
+            if not redact:
+                self._committed(change, deferred, reply)
+                return
+            # The reply waits for the Inbox's rewrite of the turn log; this
+            # actor does not (enact.memory.redaction).
+            self._committed(change)
+            redact_then_reply(lambda request: self.context.ask("inbox", request), fact, deferred)
 
         def failed(error: Exception) -> None:
-            self._restore(fact.id, fact)
+            self._restore(fact.id)
             deferred.fail(error)
 
         self._batch.stage(lambda txn: self._records.delete(txn, fact.id, change=change), after, failed=failed)
         return deferred
 
-    def _committed(self, change: int, deferred: Deferred, reply: object) -> None:
+    def _committed(self, change: int, deferred: Deferred | None = None, reply: object = None) -> None:
+        """``change`` is durable: count it, answer ``deferred`` when given, and
+        have the index commit it soon."""
         self._durable = max(self._durable, change)
         self._count()
-        deferred.resolve(reply)
+        if deferred is not None:
+            deferred.resolve(reply)
+        self._index_commit_due()
+
+    def _index_commit_due(self) -> None:
         if not self._commit_due:
             self._commit_due = True
             self.tell_later(INDEX_COMMIT_DELAY_S, _CommitIndex())
 
-    def _restore(self, fact_id: str, previous: Fact | None) -> None:
-        """A write that did not commit: memory and the index go back to LMDB's word."""
-        if previous is None:
+    def _restore(self, fact_id: str) -> None:
+        """A write that failed, before its commit or in a callback after it
+        (so it may be durable or not): memory and the index go back to what
+        LMDB holds, read again. The change moves on, so the startup context
+        is selected again and the index commits what LMDB is at."""
+        fact, durable = self._store.read(lambda txn: (self._records.get(txn, fact_id), self._records.change(txn)))
+        if fact is None:
             self._book.remove(fact_id)
             self.index.unstage(fact_id)
         else:
-            self._book.put(previous)
-            self.index.stage(previous)
+            self._book.put(fact)
+            self.index.stage(fact)
+        self._change += 1
+        self._durable = max(self._durable, durable)
         self._count()
+        self._index_commit_due()
 
     def _commit_index(self) -> None:
         """One tantivy commit for everything gathered, marked with the change
@@ -303,17 +317,6 @@ class MemoryActor(EnactActor):
             return Refused(reason=found)
         return self._drop(found, Forgotten(id=found.id, redacted=False), redact=message.redact)
 
-    def _redacted(self, fact: Fact, reply: Forgotten | Discarded) -> Forgotten | Discarded:
-        """Ask the Inbox, which owns the turn log, to replace the fact's text
-        there with a tombstone (runs once the forgetting is durable)."""
-        text = fact.text.removesuffix(TRUNCATION_MARK)
-        try:
-            done = self.context.ask("inbox", RedactTurns(texts=(text,), tombstone=tombstone(fact.id)))
-        except ActorUnavailable as error:
-            log.warning("forgot %s but could not redact the turn log: %s", fact.id, error)
-            return Forgotten(id=fact.id, redacted=False, redact_error=f"the turn log was not redacted: {error}")
-        return Forgotten(id=fact.id, redacted=True, turns_redacted=done.turns)
-
     def _held(self, fact_id: str, origin: str, verb: str) -> Fact | Refused:
         if not is_human(origin):
             return Refused(reason=_NEEDS_HUMAN.format(verb=verb))
@@ -331,7 +334,7 @@ class MemoryActor(EnactActor):
         now = time.time()
         confirmed = dataclasses.replace(fact, state=FactState.ACTIVE, updated_at=now)
         entry = Change(at=now, change="confirmed", origin=message.origin)
-        return self._put(confirmed, entry, Confirmed(id=fact.id), previous=fact)
+        return self._put(confirmed, entry, Confirmed(id=fact.id))
 
     def _reject(self, message: Reject) -> Deferred | Refused:
         fact = self._held(message.id, message.origin, "reject")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from enact.credentials import find_credential
+from enact.credentials import REDACTED, find_credential
 from enact.memory.facts import (
     HUMAN_CLI_ORIGIN,
     Confidence,
@@ -36,19 +36,35 @@ MAX_REFS = 64
 """A fact merged many times keeps its latest refs only."""
 
 # Phrases that address the agent rather than describe the owner's world.
-# Each names what it tries, for the refusal.
+# Each names what it tries, for the refusal. They aim at the agent's own
+# instructions, prompt, secrets and safety (possessed by "you", or "previous",
+# "system", "all" ones), so that the owner's facts about their own rules,
+# prompts, confirmations and approvals ("we ignore the lint warnings in
+# tests", "I disable confirmations in git") are not mistaken for steering.
+_VERB_OVERRIDE = r"\b(?:ignore|disregard|forget|override|bypass)\b"
+_VERB_REVEAL = r"\b(?:reveal|print|show|leak|output|disclose|repeat|dump)\b(?:\s+me)?"
+_VERB_DISABLE = r"\b(?:disable|turn off|switch off|remove|ignore|bypass)\b"
 _STEERING = tuple(
     (why, re.compile(pattern, re.IGNORECASE))
     for why, pattern in (
         ("to override its instructions",
-         r"\b(?:ignore|disregard|forget|override|bypass)\b[^.]{0,40}?\b(?:previous|prior|above|earlier|system|"
-         r"developer|all|your|the)\b[^.]{0,20}?\b(?:instructions?|prompts?|rules|directives|guidelines)\b"),
+         rf"{_VERB_OVERRIDE}\s+(?:(?:all|any)\s+(?:of\s+)?)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|"
+         r"preceding|system|developer|original|initial|your)\s+(?:\w+\s+)?(?:instructions?|prompts?|rules|"
+         r"directives|guidelines)\b"
+         rf"|{_VERB_OVERRIDE}\s+(?:all|any|your)\s+(?:of\s+)?(?:the\s+|your\s+)?(?:instructions?|prompts?|rules|"
+         r"directives|guidelines)\b"
+         rf"|{_VERB_OVERRIDE}\s+(?:everything|anything)\s+(?:above|before|said before|you were told)"),
         ("to reveal secrets or the system prompt",
-         r"\b(?:reveal|print|show|leak|output|disclose|repeat)\b[^.]{0,30}?\b(?:system prompt|hidden prompt|"
-         r"secrets?|api keys?|credentials|passwords?|instructions)\b"),
+         rf"{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?(?:your|the)\s+(?:system|hidden|initial|original|developer)\s+"
+         r"(?:prompts?|instructions|message)\b"
+         rf"|{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?your\s+(?:\w+\s+)?(?:prompts?|instructions|secrets?|api keys?|"
+         r"credentials|passwords?|tokens)\b"
+         rf"|{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?(?:the\s+|any\s+)?(?:secrets?|api keys?|credentials|passwords?|"
+         r"tokens)\s+(?:you\b|stored|in (?:your )?memory)"),
         ("to disable its safety",
-         r"\b(?:disable|turn off|remove|ignore|bypass)\b[^.]{0,20}?\b(?:safety|guardrails?|filters?|"
-         r"restrictions|confirmations?|approvals?|sandbox)\b"),
+         rf"{_VERB_DISABLE}[^.]{{0,20}}?\b(?:safety|guardrails?|sandbox(?:ing)?|content filters?)\b"
+         rf"|{_VERB_DISABLE}\s+(?:all\s+(?:of\s+)?)?your\s+(?:\w+\s+)?(?:confirmations?|approvals?|filters?|"
+         r"restrictions|rules|checks|limits)\b"),
         ("to change who it is",
          r"\b(?:you are now|from now on,? you (?:are|will|must)|new instructions\s*:|act as an? (?:unrestricted|"
          r"jailbroken|unfiltered)|developer mode|do anything now)\b"),
@@ -128,7 +144,12 @@ def admit(candidate: Candidate, *, max_chars: int) -> Admitted | Refusal:
         return Refusal("refused: the text is empty")
     subject = collapse(candidate.subject)
     for part, value in (("text", text), ("subject", subject), ("tags", " ".join(candidate.tags))):
+        # A text carrying the redaction mark is a credential's place: such a
+        # text comes from a record redacted on the way (a journaled action's
+        # args), so saving it would keep what was refused, or a lie.
         kind = find_credential(value) if value else None
+        if kind is None and REDACTED in value:
+            kind = "a redacted one"
         if kind is not None:
             return Refusal(f"refused: the {part} contains a credential ({kind}); secrets are never kept in memory")
     steering = steering_attempt(f"{text}\n{subject}")

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import lmdb
 
 from enact.memory.admission import merge_key, slug
-from enact.memory.fact_records import decode_facts, encode_fact
+from enact.memory.fact_records import decode_fact, decode_facts, encode_fact
 from enact.memory.facts import Fact, FactState
 from enact.memory.ranking import StartupRanking
 from enact.messages.memory import Change
@@ -81,9 +81,18 @@ class FactRecords:
         self.meta = RecordTable(store.table(META), ChangeCounter)
 
     def load(self, txn: lmdb.Transaction) -> tuple[list[Fact], int]:
-        counter = self.meta.get(txn, _CHANGE_KEY)
         facts = decode_facts(txn.cursor(db=self.facts.handle).iternext(), database=FACTS)
-        return facts, counter.change if counter is not None else 0
+        return facts, self.change(txn)
+
+    def change(self, txn: lmdb.Transaction) -> int:
+        """The change the facts in LMDB are at."""
+        counter = self.meta.get(txn, _CHANGE_KEY)
+        return counter.change if counter is not None else 0
+
+    def get(self, txn: lmdb.Transaction, fact_id: str) -> Fact | None:
+        key = fact_id.encode()
+        raw = txn.get(key, db=self.facts.handle)
+        return None if raw is None else decode_fact(raw, database=FACTS, key=key)
 
     def put(self, txn: lmdb.Transaction, fact: Fact, entry: Change, *, change: int) -> None:
         txn.put(fact.id.encode(), encode_fact(fact), db=self.facts.handle)

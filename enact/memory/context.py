@@ -20,7 +20,6 @@ from typing import Any
 
 from enact.memory.facts import Fact, FactState, Sensitivity
 from enact.memory.ranking import StartupRanking, fact_line
-from enact.memory.ranking import line_length as line_length  # where callers have found it
 
 STARTUP = "startup"
 RECALL = "recall"
@@ -33,6 +32,11 @@ PREAMBLE = (
 STARTUP_HEADING = "## Remembered facts"
 RECALL_HEADING = "## Remembered facts that may bear on this message"
 CLIP_MARK = " …[clipped]"
+RECALL_CANDIDATES_PER_SLOT = 4
+"""Recall looks at no more than this many hits per line it may hold (besides
+the startup context's facts it skips), so that long facts filling its budget
+early do not send it through every hit: its cost stays flat however many
+facts match."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,7 +171,8 @@ def select_recall(
     lines: list[str] = []
     budget = settings.recall_chars - len(RECALL_HEADING) - len(PREAMBLE) - 2
     seen = 0
-    limit = settings.recall_k + len(startup_ids) + 8
+    most = settings.recall_k * RECALL_CANDIDATES_PER_SLOT + len(startup_ids)
+    limit = min(settings.recall_k + len(startup_ids) + 8, most)
     while True:
         ids = search(query, limit)
         for fact_id in ids[seen:]:
@@ -177,9 +182,9 @@ def select_recall(
             if decisions[-1].included:
                 budget -= len(lines[-1])
         seen = len(ids)
-        if len(lines) >= settings.recall_k or len(ids) < limit:
+        if len(lines) >= settings.recall_k or len(ids) < limit or limit >= most:
             break
-        limit *= 4
+        limit = min(limit * 4, most)
     text = f"{RECALL_HEADING}\n{PREAMBLE}\n{''.join(lines).rstrip()}" if lines else ""
     return RecallContext(text=text, decisions=tuple(decisions))
 
@@ -203,23 +208,3 @@ def _recall_decision(fact_id: str, fact: Fact | None, startup_ids: frozenset[str
     reason = f"relevant to the message (rank {len(lines)})"
     return Decision(fact_id=fact_id, section=RECALL, included=True, reason=reason)
 
-
-def build_context(
-    facts: Iterable[Fact],
-    *,
-    body_identity: str,
-    private_identity: str,
-    query: str,
-    search: Callable[[str, int], list[str]],
-    lookup: Callable[[str], Fact | None],
-    settings: ContextSettings,
-) -> MemoryContext:
-    startup = select_startup(facts, body_identity=body_identity, private_identity=private_identity,
-                             settings=settings)
-    recall = select_recall(query, search=search, lookup=lookup, startup_ids=startup.fact_ids, settings=settings)
-    return MemoryContext(
-        startup_text=startup.text,
-        recall_text=recall.text,
-        decisions=startup.decisions + recall.decisions,
-        startup_ids=startup.fact_ids,
-    )

@@ -163,8 +163,6 @@ class FactIndex:
         self._staged.pop(fact_id, None)
         self._removed.add(fact_id)
 
-    remove = unstage
-
     def commit(self, change: int) -> None:
         """One tantivy commit for everything staged or removed, then the
         marker that says the index reflects ``change``. Without an open index
