@@ -272,6 +272,22 @@ def test_retry_creates_a_child_of_a_failed_or_cancelled_task_only(queue: TaskQue
     assert isinstance(queue.retry(99, "human-cli", T0), Refused)
 
 
+def test_retrying_the_same_ended_task_twice_finds_the_first_child(queue: TaskQueue) -> None:
+    task = submit(queue)
+    queue.cancel(task.id, T0)
+    first = queue.retry(task.id, "human-cli", T0 + 1)
+    again = queue.retry(task.id, "human-cli", T0 + 2)  # the CLI retry sent twice, or replayed after a crash
+    assert isinstance(first, Submitted) and isinstance(again, Submitted)
+    assert again.existing and again.task.id == first.task.id
+    assert first.task.idempotency_key == f"retry:{task.id}:{task.attempt}"
+    assert [t.id for t in queue.list(None, 10, None).tasks] == [first.task.id, task.id]
+    # The child, once it ended too, is retried on its own key.
+    queue.cancel(first.task.id, T0 + 3)
+    grandchild = queue.retry(first.task.id, "human-cli", T0 + 4)
+    assert isinstance(grandchild, Submitted) and not grandchild.existing
+    assert grandchild.task.parent == first.task.id
+
+
 def test_listing_is_newest_first_by_state_and_pages_on(queue: TaskQueue) -> None:
     for n in range(1, 8):
         submit(queue, f"task {n}")

@@ -153,6 +153,9 @@ def test_cancel_of_a_running_task_reaches_its_worker_on_its_next_heartbeat(daemo
     assert watched.returncode == 1 and "task 1 cancelled" in watched.stdout
     child = daemon.cli_json("task", "retry", "1", "--json")
     assert child["id"] == 2 and child["parent"] == 1 and child["request"] == "fix the bug"
+    assert child["existing"] is False
+    again = daemon.cli("task", "retry", "1")  # sent twice: the first child, not a second
+    assert again.returncode == 0 and "task 2 is already the retry of task 1" in again.stdout
     refused = daemon.cli("task", "retry", "2", "--json")
     assert refused.returncode == 2 and "only a failed or cancelled task" in orjson.loads(refused.stdout)["error"]
 

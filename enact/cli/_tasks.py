@@ -252,15 +252,17 @@ def _owner_action(name: str, doc: str) -> click.Command:
             raise UnexpectedReply(f"unexpected reply {type(reply).__name__} to tasks.{type(message).__name__}")
         result = reply
         if as_json:
-            print_json({**_task_json(result.task), **({"at_once": result.at_once}
-                                                      if isinstance(result, CancelAccepted) else {})})
+            extra = ({"at_once": result.at_once} if isinstance(result, CancelAccepted) else
+                     {"existing": result.existing} if isinstance(result, Submitted) else {})
+            print_json({**_task_json(result.task), **extra})
             return
         if isinstance(result, CancelAccepted):
             click.echo(f"task {task_id} cancelled" if result.at_once else
                        f"task {task_id} is running: its worker stops it at its next heartbeat "
                        f"(`enact task watch {task_id}`)")
         elif isinstance(result, Submitted):
-            click.echo(f"task {result.task.id} queued as a retry of task {task_id}")
+            click.echo(f"task {result.task.id} is already the retry of task {task_id}" if result.existing else
+                       f"task {result.task.id} queued as a retry of task {task_id}")
         else:
             click.echo(f"task {task_id} queued again (attempt {result.task.attempt})")
 

@@ -101,33 +101,41 @@ class TaskQueue:
     # -- owners -------------------------------------------------------------
 
     def submit(self, message: Submit, now: float) -> Submitted | Refused:
-        why = check_limits(request=message.request, brief=message.brief, repairs=message.repairs,
-                           deadline_s=message.deadline_s)
-        repo = message.repo or self.default_repo
-        if why is None and not repo:
-            why = "no repository named: pass --repo PATH or set tasks.default_repo"
+        why = self._unusable(message)
         if why is not None:
             return Refused(reason=why)
         key = message.idempotency_key or f"fresh:{uuid.uuid4().hex}"
 
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Submitted:
-            existing = self._tables.by_key(txn, key)
-            if existing is not None:
-                return Submitted(task=existing, existing=True)
-            task = Task(id=self._tables.next_id(txn), request=message.request, brief=message.brief, repo=repo,
-                        origin=message.origin, idempotency_key=key, repairs=message.repairs,
-                        deadline_s=message.deadline_s, attempt=1, parent=message.parent, state=TaskState.QUEUED,
-                        phase=Phase.NONE, repair=0, confined=None, review_id="", worktree="",
-                        conversation=message.conversation, worker="", lease_expires_at=None,
-                        cancel_requested=False, not_before=0.0, failure_class=None, summary="",
-                        created_at=now, updated_at=now, started_at=None, finished_at=None)
-            self._tables.claim_key(txn, key, task.id)
-            provenance = f"retry of task {task.parent}" if task.parent else f"from {task.origin}"
-            self._record(txn, pending, None, task, EventKind.QUEUED, provenance, now)
-            return Submitted(task=task, existing=False)
+            return self._submit_in(txn, pending, message, key, now)
 
         result: Submitted = self._write(write)
         return result
+
+    def _unusable(self, message: Submit) -> str | None:
+        """Why ``message`` cannot be queued, None when it can."""
+        why = check_limits(request=message.request, brief=message.brief, repairs=message.repairs,
+                           deadline_s=message.deadline_s)
+        if why is None and not (message.repo or self.default_repo):
+            why = "no repository named: pass --repo PATH or set tasks.default_repo"
+        return why
+
+    def _submit_in(self, txn: lmdb.Transaction, pending: list[TaskChanged], message: Submit, key: str,
+                   now: float) -> Submitted:
+        existing = self._tables.by_key(txn, key)
+        if existing is not None:
+            return Submitted(task=existing, existing=True)
+        task = Task(id=self._tables.next_id(txn), request=message.request, brief=message.brief,
+                    repo=message.repo or self.default_repo, origin=message.origin, idempotency_key=key,
+                    repairs=message.repairs, deadline_s=message.deadline_s, attempt=1, parent=message.parent,
+                    state=TaskState.QUEUED, phase=Phase.NONE, repair=0, confined=None, review_id="", worktree="",
+                    conversation=message.conversation, worker="", lease_expires_at=None,
+                    cancel_requested=False, not_before=0.0, failure_class=None, summary="",
+                    created_at=now, updated_at=now, started_at=None, finished_at=None)
+        self._tables.claim_key(txn, key, task.id)
+        provenance = f"retry of task {task.parent}" if task.parent else f"from {task.origin}"
+        self._record(txn, pending, None, task, EventKind.QUEUED, provenance, now)
+        return Submitted(task=task, existing=False)
 
     def cancel(self, task_id: int, now: float) -> CancelAccepted | Refused:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> CancelAccepted | Refused:
@@ -152,15 +160,28 @@ class TaskQueue:
         return result
 
     def retry(self, task_id: int, origin: str, now: float) -> Submitted | Refused:
-        parent = self.get(task_id)
-        if not isinstance(parent, Found):
-            return Refused(reason=f"no task {task_id}")
-        task = parent.task
-        if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
-            return Refused(reason=f"task {task_id} is {task.state}; only a failed or cancelled task is retried")
-        return self.submit(Submit(request=task.request, brief=task.brief, repo=task.repo, origin=origin,
-                                  idempotency_key=f"retry:{task_id}:{uuid.uuid4().hex}", repairs=task.repairs,
-                                  deadline_s=task.deadline_s, parent=task_id, conversation=task.conversation), now)
+        """A child of a failed or cancelled task, once: the child's key comes
+        from the parent's stored state, read in the same transaction, so a
+        retry sent twice (or replayed after a crash) finds the child made by
+        the first instead of queuing a second."""
+
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Submitted | Refused:
+            task = self._tables.get(txn, task_id)
+            if task is None:
+                return Refused(reason=f"no task {task_id}")
+            if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
+                return Refused(reason=f"task {task_id} is {task.state}; only a failed or cancelled task is retried")
+            child = Submit(request=task.request, brief=task.brief, repo=task.repo, origin=origin,
+                           repairs=task.repairs, deadline_s=task.deadline_s, parent=task_id,
+                           conversation=task.conversation)
+            why = self._unusable(child)
+            if why is not None:
+                return Refused(reason=why)
+            # An ended task's attempt no longer changes: one key per ended task.
+            return self._submit_in(txn, pending, child, f"retry:{task_id}:{task.attempt}", now)
+
+        result: Submitted | Refused = self._write(write)
+        return result
 
     def resume(self, task_id: int, now: float) -> Task | Refused:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Task | Refused:
