@@ -14,6 +14,7 @@ from enact.tasks.scheduling import (
     Schedule,
     ScheduleError,
     check_spec,
+    claim,
     decide,
     handled,
     idempotency_key,
@@ -79,6 +80,32 @@ def test_runs_missed_while_down_coalesce_into_one_run_at_the_latest_due_time() -
     assert step.decision is Decision.SUBMIT and step.due is not None and month - 30 <= step.due <= month + 30
     assert decide(handled(minutely, step, task_id=2), month + 30,
                   previous_unfinished=False).decision is Decision.NOTHING_DUE
+
+
+def test_a_claim_left_unacknowledged_by_a_crash_is_submitted_again_under_the_same_key() -> None:
+    every = schedule("every 10m")
+    step = decide(every, START + 600, previous_unfinished=False)
+    assert step.decision is Decision.SUBMIT and step.due is not None and not step.resumed
+    claimed = claim(every, step.due)  # committed before the task is submitted
+    assert claimed.claimed == START + 600 and claimed.last_due is None
+    # The daemon dies after the submit, before the acknowledgement, and stays
+    # down past two more due times: the claim comes first, not the latest.
+    again = decide(claimed, START + 1_900, previous_unfinished=True)
+    assert again.decision is Decision.SUBMIT and again.resumed and again.due == step.due
+    assert idempotency_key(every.id, again.due) == idempotency_key(every.id, step.due)
+    acknowledged = handled(claimed, again, task_id=4)
+    assert acknowledged.claimed is None and acknowledged.last_due == START + 600 and acknowledged.last_task == 4
+    # Then the due times missed meanwhile coalesce into the latest, as ever.
+    later = decide(acknowledged, START + 1_900, previous_unfinished=False)
+    assert later.decision is Decision.SUBMIT and later.due == START + 1_800 and not later.resumed
+
+
+def test_a_refused_submission_spends_its_claimed_due_time_and_keeps_the_last_task() -> None:
+    every = schedule("every 10m", last_due=START + 600, last_task=2)
+    step = decide(every, START + 1_200, previous_unfinished=False)
+    assert step.due is not None
+    refused = handled(claim(every, step.due), step, task_id=None)
+    assert refused.claimed is None and refused.last_due == START + 1_200 and refused.last_task == 2
 
 
 @pytest.mark.parametrize("spec", ["", "every", "every 10", "every 10w", "every 0m", "every 400d", "0 9 * *",

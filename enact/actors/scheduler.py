@@ -19,7 +19,6 @@ besides its own records is the promotion, which is a tick's business when
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import struct
 import time
@@ -196,19 +195,24 @@ class SchedulerActor(EnactActor):
 
     def _run_schedule(self, schedule: Schedule) -> None:
         now = time.time()
-        if scheduling.latest_due(schedule, now) is None:
+        if schedule.claimed is None and scheduling.latest_due(schedule, now) is None:
             return
-        step = scheduling.decide(schedule, now, previous_unfinished=self._unfinished(schedule.last_task))
+        busy = schedule.claimed is None and self._unfinished(schedule.last_task)
+        step = scheduling.decide(schedule, now, previous_unfinished=busy)
         task_id: int | None = None
         if step.decision is Decision.SUBMIT and step.due is not None:
+            if step.resumed:
+                log.info("schedule %d (%s): submitting its claimed due time %d again (not acknowledged)",
+                         schedule.id, schedule.spec, int(step.due))
+            elif not self._save(scheduling.claim(schedule, step.due)):
+                return  # removed meanwhile
+            # If this ask fails (ActorUnavailable), the claim stays for next tick.
             reply = self.context.ask("tasks", Submit(
                 request=schedule.request, repo=schedule.repo, origin=ORIGIN,
                 idempotency_key=scheduling.idempotency_key(schedule.id, step.due)))
             self.context.metrics.cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
                                                   else "submitted").inc()
             if isinstance(reply, Refused):
-                # Refused for good (a repository that is gone, say): the due
-                # time is spent, or the schedule would ask again every tick.
                 log.warning("schedule %d (%s): the queue refused its task: %s", schedule.id, schedule.spec,
                             reply.reason)
             else:
@@ -217,17 +221,20 @@ class SchedulerActor(EnactActor):
             self.context.metrics.cron_runs.labels(outcome="skipped-busy").inc()
             log.info("schedule %d (%s): task %s is unfinished; this run is skipped", schedule.id, schedule.spec,
                      schedule.last_task)
-        after = scheduling.handled(schedule, step, task_id)
-        if step.decision is Decision.SUBMIT and task_id is None:
-            after = dataclasses.replace(after, last_task=schedule.last_task)
+        self._save(scheduling.handled(schedule, step, task_id))
 
-        def write(txn: lmdb.Transaction) -> None:
-            # Removed meanwhile (by a request between two of this tick's
-            # asks): stays removed.
-            if self._schedules.get(txn, _key(schedule.id)) is not None:
-                self._schedules.put(txn, _key(schedule.id), after)
+    def _save(self, schedule: Schedule) -> bool:
+        """Store ``schedule``, unless it was removed meanwhile (by a request
+        between two of this tick's asks): it stays removed. Whether it was stored."""
 
-        self._store.write(write)
+        def write(txn: lmdb.Transaction) -> bool:
+            if self._schedules.get(txn, _key(schedule.id)) is None:
+                return False
+            self._schedules.put(txn, _key(schedule.id), schedule)
+            return True
+
+        stored: bool = self._store.write(write)
+        return stored
 
     # -- the backlog ------------------------------------------------------
 

@@ -7,8 +7,12 @@ A schedule is an interval (``every 10m``, ``every 2h``, ``every 1d``; also
 expression (``0 9 * * 1-5``) in the daemon's local time, evaluated by
 ``croniter`` (imported when first needed: the CLI loads this module for
 its records). Each due time submits one task with the idempotency key
-``cron:<schedule id>:<due time>``, so a submission repeated after a crash
-finds the task already queued. Due times that pass while the schedule's
+``cron:<schedule id>:<due time>``. The due time is *claimed* (stored in the
+schedule, committed) before its task is submitted and *acknowledged* after;
+a claim found unacknowledged (the daemon died between the two, or the queue
+did not answer) is submitted again with the same due time, so the same key
+finds the task already queued instead of a later due time queuing a second.
+Due times that pass while the schedule's
 previous task is unfinished are skipped, and any number of due times missed
 while the daemon was down coalesce into one run: the latest.
 """
@@ -45,6 +49,9 @@ class Schedule:
     """The task the latest submission made; a schedule waits for it to end."""
     skipped: int = 0
     """Due times passed over because the previous task was unfinished."""
+    claimed: float | None = None
+    """A due time whose task was (or was about to be) submitted and not yet
+    acknowledged: the next tick submits it again, whatever is due by then."""
 
 
 def interval_s(spec: str) -> int | None:
@@ -121,12 +128,18 @@ class Step:
 
     decision: Decision
     due: float | None = None
+    resumed: bool = False
+    """The due time was claimed before and not acknowledged."""
 
 
 def decide(schedule: Schedule, now: float, *, previous_unfinished: bool) -> Step:
-    """Whether ``schedule`` submits now: the latest due time when one has
+    """Whether ``schedule`` submits now: a claimed due time not yet
+    acknowledged first (its task may be queued already; the previous task
+    had ended when it was claimed); else the latest due time when one has
     come and its previous task has ended; a due time that comes while that
     task runs is skipped."""
+    if schedule.claimed is not None:
+        return Step(decision=Decision.SUBMIT, due=schedule.claimed, resumed=True)
     due = latest_due(schedule, now)
     if due is None:
         return Step(decision=Decision.NOTHING_DUE)
@@ -139,10 +152,19 @@ def idempotency_key(schedule_id: int, due: float) -> str:
     return f"cron:{schedule_id}:{int(due)}"
 
 
+def claim(schedule: Schedule, due: float) -> Schedule:
+    """The schedule to commit before the task for ``due`` is submitted."""
+    return replace(schedule, claimed=due)
+
+
 def handled(schedule: Schedule, step: Step, task_id: int | None) -> Schedule:
-    """The schedule after ``step`` was carried out (``task_id``: the task submitted)."""
+    """The schedule after ``step`` was carried out, its claim acknowledged
+    (``task_id``: the task submitted; None when the queue refused it, and
+    the due time is spent all the same, or the schedule would ask again
+    every tick)."""
     if step.decision is Decision.SUBMIT:
-        return replace(schedule, last_due=step.due, last_task=task_id)
+        return replace(schedule, last_due=step.due, claimed=None,
+                       last_task=schedule.last_task if task_id is None else task_id)
     if step.decision is Decision.SKIP_BUSY:
         return replace(schedule, last_due=step.due, skipped=schedule.skipped + 1)
     return schedule
