@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,15 @@ import orjson
 from git_repos import make_repo
 from home_state import snapshot
 
+from enact.actors.scheduler import DATABASES, SCHEDULES
+from enact.storage import RecordTable, Storage
+from enact.tasks.scheduling import Schedule
+
 from conftest import DaemonFactory, enact_env, wait_for
 
 FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
 FAST_TICKS = {"ENACT_SCHEDULER_TICK_S": "0.1"}
+NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
 
 
 def tasks_of(daemon: Any) -> list[dict[str, Any]]:
@@ -179,3 +185,44 @@ def test_runs_missed_while_the_daemon_was_down_coalesce_into_one_at_start(daemon
     # replay of each would begin right after the stop); later ones follow.
     assert restarting - 3 < after[0], (stopped, restarting, after)
     assert all(later - earlier >= 2 for earlier, later in itertools.pairwise(after))
+
+
+def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_second(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first = daemons.start(env={**FAST_TICKS, **NO_WORKERS})
+    first.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
+    wait_for(lambda: tasks_of(first), what="the first due time's task")
+    [queued] = tasks_of(first)
+    assert first.terminate() == 0
+    stopped = time.time()
+
+    # What a crash right after the submit leaves: the task queued, its due
+    # time claimed and not acknowledged.
+    storage = Storage(first.home / "state")
+    try:
+        store = storage.grant("scheduler", DATABASES)
+        table = RecordTable(store.table(SCHEDULES), Schedule)
+        key = (1).to_bytes(8, "big")
+        stored = store.read(lambda txn: table.get(txn, key))
+        assert stored is not None
+        due = float(queued["idempotency_key"].rsplit(":", 1)[1])
+        crashed = replace(stored, claimed=due, last_due=None, last_task=None)
+        store.write(lambda txn: table.put(txn, key, crashed), fenced=False)
+    finally:
+        storage.close()
+
+    # The clock, not a race: later due times pass while no daemon runs.
+    time.sleep(max(0.0, stopped + 4.5 - time.time()))
+    second = daemons.start(first.home, env={**FAST_TICKS, **NO_WORKERS})
+
+    def schedule() -> dict[str, Any]:
+        [only] = second.cli_json("cron", "list", "--json")
+        return dict(only)
+
+    # Acknowledged, and a later tick found its task still unfinished.
+    wait_for(lambda: schedule()["skipped"] > stored.skipped,
+             what="the claim acknowledged and a later due time skipped")
+    after = schedule()
+    assert after["claimed"] is None and after["last_task"] == queued["id"]
+    assert [task["idempotency_key"] for task in tasks_of(second)] == [queued["idempotency_key"]]
