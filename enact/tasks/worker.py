@@ -26,7 +26,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.cancellation import CancellationToken
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
-from enact.messages.reviews import Open
+from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.runtime import (
     Runtime,
@@ -229,6 +229,9 @@ class TaskAttempt:
 
     def _steps(self) -> _Ending:
         task, settings = self.task, self.services.settings
+        reviewed = self._earlier_review()
+        if reviewed is not None:
+            return self._already_handed_over(reviewed)
         named = task.repo or settings["tasks.default_repo"]
         if not named:
             return _Ending(Outcome.FAILED, "no repository: name one or set tasks.default_repo",
@@ -250,6 +253,25 @@ class TaskAttempt:
                                                   f"at {tree.base[:12]} ({how})", worktree=str(tree.path),
                          confined=self._confined)
             return self._work(tree, confined)
+
+    def _earlier_review(self) -> Review | None:
+        """The review an earlier attempt of this task opened, if it is still
+        open or was landed: that attempt died after opening it (before its
+        Finish), so the work is done and is not done again."""
+        listed = self.services.ask("reviews", List(task_id=self.task.id, limit=1))
+        found = [review for review in listed.reviews if review.state in (ReviewState.OPEN, ReviewState.LANDED)]
+        return found[0] if found else None
+
+    def _already_handed_over(self, review: Review) -> _Ending:
+        review_id = str(review.id)
+        self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
+                     summary=f"review {review_id} is {review.state.value} already (an earlier attempt opened it): "
+                             "the work is not redone")
+        leftover = worktrees.info(self.services.home, self.task.id)
+        if leftover is not None:  # the earlier attempt died before removing it; the branch holds the change
+            worktrees.cleanup(leftover)
+        return _Ending(Outcome.SUCCEEDED, f"review {review_id} was opened by an earlier attempt",
+                       review_id=review_id, keep_worktree=False)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
         if self.cancel.cancelled:
