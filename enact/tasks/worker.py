@@ -39,6 +39,7 @@ from enact.runtime import (
 )
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import Confinement, confinement
+from enact.tasks.finishing import finish_with_retries
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
 from enact.tasks.worktrees import Worktree, WorktreeError
 
@@ -114,6 +115,10 @@ class TaskAttempt:
         self.worker_id = worker_id
         self.services = services
         self.cancel = parent.child()
+        self._stopping = parent
+        self._lease_ttl_s = claimed.lease_ttl_s
+        self._renewed_at = time.monotonic()
+        """When the lease was last renewed (claim, report, heartbeat), as far as this worker knows."""
         self.log_path = task_log_path(services.home, self.task.id)
         self._deadline = time.monotonic() + self.task.deadline_s
         self._heartbeat_s = min(_HEARTBEAT_MAX_S, claimed.lease_ttl_s / 3)
@@ -135,6 +140,7 @@ class TaskAttempt:
         if isinstance(reply, LeaseLost):
             self.cancel.cancel(LEASE_LOST)
             raise _Stop(reply.reason)
+        self._renewed_at = time.monotonic()
         if event is EventKind.PHASE and self.cancel.cancelled:  # between steps: the next does not start
             raise RuntimeCancelled(self.cancel.reason)
 
@@ -149,6 +155,8 @@ class TaskAttempt:
             if isinstance(reply, LeaseLost):
                 self.cancel.cancel(LEASE_LOST)
                 return
+            if isinstance(reply, LeaseRenewed):
+                self._renewed_at = time.monotonic()
             if isinstance(reply, LeaseRenewed) and reply.cancel_requested:
                 self.cancel.cancel(CANCELLED_BY_OWNER)
                 return
@@ -183,10 +191,12 @@ class TaskAttempt:
     def _finish(self, ending: _Ending) -> None:
         worktree = str(self._tree.path) if self._tree is not None and ending.keep_worktree else ""
         self._log(f"attempt {self.task.attempt} ends {ending.outcome.value}: {ending.summary}")
-        reply = self.services.ask("tasks", Finish(
+        finish = Finish(
             task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt, outcome=ending.outcome,
             failure_class=ending.failure_class, summary=clip(ending.summary), review_id=ending.review_id,
-            worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s))
+            worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s)
+        reply = finish_with_retries(self.services.ask, finish, until=self._renewed_at + self._lease_ttl_s,
+                                    wait=self._stopping.wait)
         if isinstance(reply, LeaseLost):
             log.info("task %d: finish refused, the lease is lost: %s", self.task.id, reply.reason)
 
