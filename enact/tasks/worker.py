@@ -6,6 +6,8 @@ other process that can reach them. The steps, each reported as it starts:
 workspace (a fresh worktree), model (the agentic runtime, confined), then
 validate (the doctor) and up to ``repairs`` rounds of repair in the same
 session, capture (a commit on the task branch) and review.
+Before them, a review an earlier attempt of the task opened (it died before
+its Finish) ends the attempt succeeded with that review: nothing is redone.
 
 A cancellation token ends the attempt early; its reason says who: the owner
 (the next heartbeat says ``cancel_requested``: outcome ``cancelled``), the
