@@ -240,6 +240,29 @@ def test_kill_9_mid_task_then_restart_runs_it_again_with_exactly_one_review(daem
     assert [review["task_id"] for review in reviews(restarted)] == [task_id]
 
 
+def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_redoing_the_work(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    # The state a crash between reviews.Open and tasks.Finish leaves: the
+    # task's review is open, its branch holds the commit, the task runs again.
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "branch", "enact/task-1")
+    marker = tmp_path / "worked-again"
+    daemon = start(daemons, rules(f'match = "mark"\nrun = ["sh", "-c", "touch {marker}; echo x >> lib.py"]\n'
+                                  'reply = "done"'))
+    body = {"task_id": 1, "repo": str(repo), "branch": "enact/task-1", "base": base, "head": base}
+    opened = daemon.cli("call", "--json", "reviews.Open", orjson.dumps(body).decode())
+    assert opened.returncode == 0, opened.stderr + opened.stdout
+    task_id = add(daemon, repo, "mark the answer")
+    assert task_id == 1
+    shown = wait_ended(daemon, task_id)
+    assert (shown["state"], str(shown["review"])) == ("succeeded", "1"), shown
+    assert "review-opened" in kinds(shown)
+    assert not marker.exists()  # the model was not asked again
+    assert [(review["id"], review["task_id"], review["state"]) for review in reviews(daemon)] == \
+        [(1, task_id, "open")]
+
+
 @pytest.fixture(autouse=True)
 def _no_escape_files() -> Any:
     yield

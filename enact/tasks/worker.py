@@ -6,6 +6,8 @@ other process that can reach them. The steps, each reported as it starts:
 workspace (a fresh worktree), model (the agentic runtime, confined), then
 validate (the doctor) and up to ``repairs`` rounds of repair in the same
 session, capture (a commit on the task branch) and review.
+Before them, a review an earlier attempt of the task opened (it died before
+its Finish) ends the attempt succeeded with that review: nothing is redone.
 
 A cancellation token ends the attempt early; its reason says who: the owner
 (the next heartbeat says ``cancel_requested``: outcome ``cancelled``), the
@@ -26,7 +28,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.cancellation import CancellationToken
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
-from enact.messages.reviews import Open
+from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.runtime import (
     Runtime,
@@ -39,6 +41,7 @@ from enact.runtime import (
 )
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import Confinement, confinement
+from enact.tasks.finishing import finish_with_retries
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
 from enact.tasks.worktrees import Worktree, WorktreeError
 
@@ -114,6 +117,10 @@ class TaskAttempt:
         self.worker_id = worker_id
         self.services = services
         self.cancel = parent.child()
+        self._stopping = parent
+        self._lease_ttl_s = claimed.lease_ttl_s
+        self._renewed_at = time.monotonic()
+        """When the lease was last renewed (claim, report, heartbeat), as far as this worker knows."""
         self.log_path = task_log_path(services.home, self.task.id)
         self._deadline = time.monotonic() + self.task.deadline_s
         self._heartbeat_s = min(_HEARTBEAT_MAX_S, claimed.lease_ttl_s / 3)
@@ -135,6 +142,7 @@ class TaskAttempt:
         if isinstance(reply, LeaseLost):
             self.cancel.cancel(LEASE_LOST)
             raise _Stop(reply.reason)
+        self._renewed_at = time.monotonic()
         if event is EventKind.PHASE and self.cancel.cancelled:  # between steps: the next does not start
             raise RuntimeCancelled(self.cancel.reason)
 
@@ -149,6 +157,8 @@ class TaskAttempt:
             if isinstance(reply, LeaseLost):
                 self.cancel.cancel(LEASE_LOST)
                 return
+            if isinstance(reply, LeaseRenewed):
+                self._renewed_at = time.monotonic()
             if isinstance(reply, LeaseRenewed) and reply.cancel_requested:
                 self.cancel.cancel(CANCELLED_BY_OWNER)
                 return
@@ -183,10 +193,12 @@ class TaskAttempt:
     def _finish(self, ending: _Ending) -> None:
         worktree = str(self._tree.path) if self._tree is not None and ending.keep_worktree else ""
         self._log(f"attempt {self.task.attempt} ends {ending.outcome.value}: {ending.summary}")
-        reply = self.services.ask("tasks", Finish(
+        finish = Finish(
             task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt, outcome=ending.outcome,
             failure_class=ending.failure_class, summary=clip(ending.summary), review_id=ending.review_id,
-            worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s))
+            worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s)
+        reply = finish_with_retries(self.services.ask, finish, until=self._renewed_at + self._lease_ttl_s,
+                                    wait=self._stopping.wait)
         if isinstance(reply, LeaseLost):
             log.info("task %d: finish refused, the lease is lost: %s", self.task.id, reply.reason)
 
@@ -229,6 +241,9 @@ class TaskAttempt:
 
     def _steps(self) -> _Ending:
         task, settings = self.task, self.services.settings
+        reviewed = self._earlier_review()
+        if reviewed is not None:
+            return self._already_handed_over(reviewed)
         named = task.repo or settings["tasks.default_repo"]
         if not named:
             return _Ending(Outcome.FAILED, "no repository: name one or set tasks.default_repo",
@@ -250,6 +265,25 @@ class TaskAttempt:
                                                   f"at {tree.base[:12]} ({how})", worktree=str(tree.path),
                          confined=self._confined)
             return self._work(tree, confined)
+
+    def _earlier_review(self) -> Review | None:
+        """The review an earlier attempt of this task opened, if it is still
+        open or was landed: that attempt died after opening it (before its
+        Finish), so the work is done and is not done again."""
+        listed = self.services.ask("reviews", List(task_id=self.task.id, limit=1))
+        found = [review for review in listed.reviews if review.state in (ReviewState.OPEN, ReviewState.LANDED)]
+        return found[0] if found else None
+
+    def _already_handed_over(self, review: Review) -> _Ending:
+        review_id = str(review.id)
+        self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
+                     summary=f"review {review_id} is {review.state.value} already (an earlier attempt opened it): "
+                             "the work is not redone")
+        leftover = worktrees.info(self.services.home, self.task.id)
+        if leftover is not None:  # the earlier attempt died before removing it; the branch holds the change
+            worktrees.cleanup(leftover)
+        return _Ending(Outcome.SUCCEEDED, f"review {review_id} was opened by an earlier attempt",
+                       review_id=review_id, keep_worktree=False)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
         if self.cancel.cancelled:
