@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from task_repos import make_repo
 
-from enact.cli._handoff import DISABLE_VARIABLE, HANDOFF_VERSION, encode_request, package_directory
+from enact.cli._handoff import DISABLE_VARIABLE, HANDOFF_VERSION, SKEW, STALE, encode_request, package_directory
 from enact.cli._server import Server, _Request
 from enact.home import CLI_SOCKET_NAME
 
@@ -158,10 +158,10 @@ def test_a_server_of_another_version_or_with_older_code_refuses(tmp_path):
     assert server._refusal(request) is None
     assert request.argv == ["status"] and request.cwd == os.getcwd()
     other = _Request("\0".join([HANDOFF_VERSION, "0.0.1", package_directory(), "/", "22", "0"]).encode())
-    assert server._refusal(other) == b"skew"
+    assert server._refusal(other) == SKEW
     elsewhere = _Request("\0".join([HANDOFF_VERSION, server.version, "/elsewhere", "/", "22", "0"]).encode())
-    assert server._refusal(elsewhere) == b"skew"
+    assert server._refusal(elsewhere) == SKEW
     server.loaded_stamp -= 1  # a file of the package changed after the server loaded it
-    assert server._refusal(request) == b"old "
+    assert server._refusal(request) == STALE
     with pytest.raises(ValueError):
         _Request(b"2\0whatever")

@@ -34,8 +34,9 @@ LOCAL_COMMANDS = frozenset({"daemon"})
 """Commands that are processes of their own: ``daemon run`` becomes the daemon."""
 RECORD_BYTES = 8
 STARTED, EXITED = b"pid ", b"exit"
-REFUSALS = {b"busy": "the command server is busy", b"skew": "the command server runs another enact",
-            b"old ": "the command server's code is older than the files on disk"}
+BUSY, SKEW, STALE = b"busy", b"skew", b"old "
+"""Refusals: too many commands running; another version of enact; the
+server's code is older than the files on disk."""
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 

@@ -37,9 +37,12 @@ from pathlib import Path
 from typing import NoReturn
 
 from enact.cli._handoff import (
+    BUSY,
     EXITED,
     HANDOFF_VERSION,
     RECORD_BYTES,
+    SKEW,
+    STALE,
     STARTED,
     package_directory,
 )
@@ -195,7 +198,7 @@ class Server:
             with contextlib.suppress(OSError):
                 connection.sendall(_record(refusal, 0))
             connection.close()
-            if refusal == b"old ":
+            if refusal == STALE:
                 self._stop_listening()
             return
         try:
@@ -209,7 +212,7 @@ class Server:
             os.close(fd)
         if pid < 0:
             with contextlib.suppress(OSError):
-                connection.sendall(_record(b"busy", 0))
+                connection.sendall(_record(BUSY, 0))
             connection.close()
             return
         self.running[pid] = connection
@@ -222,11 +225,11 @@ class Server:
 
     def _refusal(self, request: _Request) -> bytes | None:
         if request.version != self.version or request.package != package_directory():
-            return b"skew"
+            return SKEW
         if len(self.running) >= MAX_RUNNING:
-            return b"busy"
+            return BUSY
         if _code_stamp() != self.loaded_stamp:
-            return b"old "
+            return STALE
         return None
 
     def _client_gone(self, connection: object) -> None:
