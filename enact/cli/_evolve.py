@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    fail,
+    fail_if_rejected,
+    home_option,
+    needs_daemon,
+    print_json,
+    resolve_home,
+)
 
 if TYPE_CHECKING:
     from enact.evolution.candidates import Candidate
@@ -73,13 +82,11 @@ def _line(candidate: Candidate) -> str:
 @needs_daemon
 def candidates(state: str | None, limit: int, home: Path | None, as_json: bool) -> None:
     """The candidates, best ranked first (each source keeps a place)."""
-    from enact.messages.common import Rejected
     from enact.messages.curator import CandidateList, Candidates
 
     message = Candidates(state=state or "", limit=limit)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     found = expect(reply, CandidateList, message).candidates
     if as_json:
         print_json([candidate_json(candidate) for candidate in found])
@@ -167,15 +174,13 @@ def propose(home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def approve(candidate_id: str, home: Path | None, as_json: bool) -> None:
     """Queue the candidate as a task that ends in a review (never merged by enact)."""
-    from enact.messages.common import Rejected
     from enact.messages.curator import Approve, Approved, UnknownCandidate
 
     message = Approve(candidate_id=candidate_id)
     reply = request(resolve_home(home), message)
     if isinstance(reply, UnknownCandidate):
         fail(f"no candidate {candidate_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     approved = expect(reply, Approved, message)
     if as_json:
         print_json(_wire(approved))
@@ -197,7 +202,6 @@ def approve(candidate_id: str, home: Path | None, as_json: bool) -> None:
 def remove(candidate_id: str, reason: str, suggestion_id: str, removal_class: str, home: Path | None,
            as_json: bool) -> None:
     """Remove a candidate (its record and history stay)."""
-    from enact.messages.common import Rejected
     from enact.messages.curator import Remove, Removed, UnknownCandidate
 
     if removal_class and not suggestion_id:
@@ -207,8 +211,7 @@ def remove(candidate_id: str, reason: str, suggestion_id: str, removal_class: st
     reply = request(resolve_home(home), message)
     if isinstance(reply, UnknownCandidate):
         fail(f"no candidate {candidate_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     removed = expect(reply, Removed, message)
     if as_json:
         print_json(candidate_json(removed.candidate))
@@ -227,13 +230,11 @@ def history(limit: int, home: Path | None, as_json: bool) -> None:
     import time
 
     from enact.messages import scanner
-    from enact.messages.common import Rejected
     from enact.messages.curator import EvolveHistory, History
 
     message = History(limit=limit)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     found = expect(reply, EvolveHistory, message)
     scans_asked = scanner.History(limit=limit)
     scans = expect(request(resolve_home(home), scans_asked), scanner.ScanHistory, scans_asked)

@@ -11,7 +11,7 @@ import click
 import orjson
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import fail_if_rejected, home_option, needs_daemon, print_json, resolve_home
 
 _MODES = ("disabled", "co-evolve", "auto-evolve")
 
@@ -31,15 +31,13 @@ def mode(mode: str | None, home: Path | None, as_json: bool) -> None:
     disabled: no scheduled runs. co-evolve (default): scheduled scans and
     proposals, reported to you, never approved for you. auto-evolve: that,
     and brainstorming from evolve.theme (or the mission) once a day."""
-    from enact.messages.common import Rejected
     from enact.messages.curator import GetMode, ModeSet, ModeShown, SetMode
 
     where = resolve_home(home)
     if mode is not None:
         message = SetMode(mode=mode)
         reply = request(where, message)
-        if isinstance(reply, Rejected):
-            fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+        fail_if_rejected(reply, as_json=as_json)
         changed = expect(reply, ModeSet, message)
         if as_json:
             print_json(orjson.loads(orjson.dumps(changed)))

@@ -9,7 +9,16 @@ from typing import Any
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    fail,
+    fail_if_rejected,
+    home_option,
+    needs_daemon,
+    print_json,
+    resolve_home,
+)
 
 _STATES = ("active", "linked", "dismissed", "resolved")
 
@@ -58,13 +67,11 @@ def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> N
 def signals(home: Path | None, state: str | None, limit: int, as_json: bool) -> None:
     """Evidence signals, newest first."""
     from enact.messages import to_wire
-    from enact.messages.common import Rejected
     from enact.messages.scanner import SignalList, Signals
 
     message = Signals(state=state or "", limit=limit)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     found = expect(reply, SignalList, message).signals
     if as_json:
         body: list[Any] = to_wire(reply)["body"]["signals"]

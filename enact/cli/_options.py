@@ -57,6 +57,15 @@ def fail(text: str, *, as_json: bool, code: int = EXIT_FAILED, prefix: str = "en
     sys.exit(code)
 
 
+def fail_if_rejected(reply: object, *, as_json: bool) -> None:
+    """End the command the way every refusal ends it: ``Rejected``'s reason
+    in one line, ``status: rejected`` with ``--json``, exit 2."""
+    from enact.messages.common import Rejected
+
+    if isinstance(reply, Rejected):
+        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+
+
 def needs_daemon(command: F) -> F:
     """Turn the client's errors into one line (JSON with ``--json``) and the
     documented exit codes."""

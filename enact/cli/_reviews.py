@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_USAGE, fail, fail_if_rejected, home_option, needs_daemon, print_json, resolve_home
 
 if TYPE_CHECKING:
     from enact.messages.reviews import Review
@@ -56,13 +56,11 @@ def review() -> None:
 @needs_daemon
 def list_reviews(home: Path | None, state: str | None, limit: int, as_json: bool) -> None:
     """The reviews, newest first."""
-    from enact.messages.common import Rejected
     from enact.messages.reviews import List, ReviewList, ReviewState
 
     message = List(state=ReviewState(state) if state else None, limit=limit)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     reviews = expect(reply, ReviewList, message).reviews
     if as_json:
         print_json([review_json(item) for item in reviews])
@@ -94,15 +92,13 @@ def show(review_id: int, home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def diff(review_id: int, home: Path | None, as_json: bool) -> None:
     """The review's change as a unified diff."""
-    from enact.messages.common import Rejected
     from enact.messages.reviews import Diff, ReviewDiff, UnknownReview
 
     message = Diff(review_id=review_id)
     reply = request(resolve_home(home), message)
     if isinstance(reply, UnknownReview):
         fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     found = expect(reply, ReviewDiff, message)
     if as_json:
         print_json({"id": review_id, "diff": found.text, "truncated": found.truncated})
@@ -146,15 +142,13 @@ def land(review_id: int, home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def close(review_id: int, reason: str, home: Path | None, as_json: bool) -> None:
     """Close the review without landing it (the branch stays)."""
-    from enact.messages.common import Rejected
     from enact.messages.reviews import Close, Closed, UnknownReview
 
     message = Close(review_id=review_id, reason=reason)
     reply = request(resolve_home(home), message)
     if isinstance(reply, UnknownReview):
         fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     closed = expect(reply, Closed, message)
     if as_json:
         print_json(review_json(closed.review))

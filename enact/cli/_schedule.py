@@ -11,7 +11,7 @@ import click
 import orjson
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_USAGE, fail, fail_if_rejected, home_option, needs_daemon, print_json, resolve_home
 
 
 def _plain(record: object) -> Any:
@@ -45,14 +45,12 @@ def backlog() -> None:
 @needs_daemon
 def backlog_add(text: str, priority: str, repo: Path | None, home: Path | None, as_json: bool) -> None:
     """Put TEXT on the backlog."""
-    from enact.messages.common import Rejected
     from enact.messages.scheduler import AddItem, ItemAdded
     from enact.tasks.scheduling import Priority
 
     message = AddItem(text=text, priority=Priority(priority), repo=_repo(repo))
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     item = expect(reply, ItemAdded, message).item
     if as_json:
         print_json(_plain(item))
@@ -86,15 +84,13 @@ def backlog_list(home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def backlog_promote(item_id: int, home: Path | None, as_json: bool) -> None:
     """Make the item a task (it leaves the backlog)."""
-    from enact.messages.common import Rejected
     from enact.messages.scheduler import Promote, Promoted, UnknownItem
 
     message = Promote(item_id=item_id)
     reply = request(resolve_home(home), message)
     if isinstance(reply, UnknownItem):
         fail(f"no backlog item {item_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     promoted = expect(reply, Promoted, message)
     task = promoted.submitted.task
     if as_json:
@@ -141,13 +137,11 @@ def cron() -> None:
 @needs_daemon
 def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json: bool) -> None:
     """Submit TEXT as a task at each due time of SPEC ('every 2h', '0 9 * * 1-5')."""
-    from enact.messages.common import Rejected
     from enact.messages.scheduler import AddSchedule, ScheduleAdded
 
     message = AddSchedule(spec=spec, request=text, repo=_repo(repo))
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+    fail_if_rejected(reply, as_json=as_json)
     added = expect(reply, ScheduleAdded, message)
     if as_json:
         print_json({**_plain(added.schedule), "next_due": added.next_due})
