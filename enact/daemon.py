@@ -353,7 +353,7 @@ class _Daemon:
         timeout = self.settings["daemon.shutdown_timeout_s"]
         deadline = time.monotonic() + timeout
         self._stop_command_server()
-        self.control.stop()
+        self.control.stop(self.stop.reason)
         # Before the drain: an `enact send` still waiting is answered
         # "interrupted" at once (its event is durable) rather than cut off.
         self._stop_channels()
@@ -373,7 +373,7 @@ class _Daemon:
         metrics_stopping = threading.Thread(target=self.metrics_server.stop, name="enact-metrics-stop", daemon=True)
         metrics_stopping.start()
         self._stop_command_server(wait_s=0.0)
-        self.control.stop()
+        self.control.stop(self.stop.reason)
         self._stop_channels()
         self.supervisor.halt(_HALT_S)
         metrics_stopping.join(_HALT_S)

@@ -74,6 +74,7 @@ CONTROL_ERROR_REASONS = (
     "unavailable",
     "failed",
     "fenced",
+    "stopping",
 )
 MEMORY_FACT_STATES = ("active", "pending")
 EVOLUTION_CANDIDATE_STATES = ("active", "approved", "adopted", "removed", "rejected")

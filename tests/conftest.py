@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from enact.cli._client import NotRunning, request
+from enact.cli._client import DaemonError, NotRunning, request
 from enact.messages.control import Status, StatusReport
 
 # --- require_binary: external tools needed by a test -------------------------
@@ -107,6 +107,11 @@ class Daemon:
             try:
                 report = request(self.home, Status(), timeout=2)
             except (NotRunning, OSError):
+                time.sleep(0.05)
+                continue
+            except DaemonError as error:  # in a takeover: the old daemon, stopping, until the new one binds
+                if "is stopping" not in str(error):
+                    raise
                 time.sleep(0.05)
                 continue
             if isinstance(report, StatusReport) and report.pid == self.pid:

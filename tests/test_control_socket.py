@@ -393,3 +393,50 @@ def test_a_stopping_server_never_removes_a_newer_servers_socket() -> None:
             assert not (home / SOCKET_NAME).exists()
         finally:
             shutil.rmtree(home, ignore_errors=True)
+
+
+# -- a stopping server ---------------------------------------------------------
+
+
+class _StoppingUnderTheRequest:
+    """Stands in for the supervisor of a daemon that is taken over while it
+    answers: the server stops, then the actor asked is gone."""
+
+    def __init__(self, server: ControlServer) -> None:
+        self.server = server
+
+    def call(self, actor: str, message: object, timeout: float) -> object:
+        from enact.actors._asks import ActorNotFound
+
+        self.server.stop("taken over by generation 2")
+        raise ActorNotFound("accounting")
+
+
+def test_a_request_its_stopping_daemon_cannot_answer_is_told_the_daemon_is_stopping() -> None:
+    """Not which actor went first: a takeover's client learns to try again."""
+    home = Path(tempfile.mkdtemp(prefix="enact-stop-", dir="/tmp"))
+    server = ControlServer(home, None, Metrics(), idle_timeout_s=5, request_timeout_s=5)  # type: ignore[arg-type]
+    server._supervisor = _StoppingUnderTheRequest(server)  # type: ignore[assignment]
+    try:
+        server.start()
+        client = RawClient(home)
+        client.send(status_frame())
+        message = _assert_refused(client, "is stopping", "taken over by generation 2", "try again")
+        assert "accounting" not in message
+    finally:
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_frame_that_arrives_once_the_server_stopped_is_not_routed() -> None:
+    home = Path(tempfile.mkdtemp(prefix="enact-stop-", dir="/tmp"))
+    server = ControlServer(home, None, Metrics(), idle_timeout_s=5, request_timeout_s=5)  # type: ignore[arg-type]
+    try:
+        server.start()
+        client = RawClient(home)
+        time.sleep(0.1)  # connected and waiting for its first frame
+        server.stop("received SIGTERM")
+        client.send(status_frame())  # routing it would fail: this server has no supervisor
+        _assert_refused(client, "is stopping (received SIGTERM)")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

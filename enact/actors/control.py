@@ -63,6 +63,7 @@ class ControlServer:
         self._listener: socket.socket | None = None
         self._inode: int | None = None
         self._closing = threading.Event()
+        self._stopping_because = ""
         self._busy = 0
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._idle = threading.Condition()
@@ -94,7 +95,10 @@ class ControlServer:
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), name="enact-control", daemon=True).start()
 
-    def stop(self) -> None:
+    def stop(self, because: str = "") -> None:
+        """Stop listening; a request that arrives or fails from now on is
+        answered that the daemon is stopping, and ``because``."""
+        self._stopping_because = because
         self._closing.set()
         # Only our own socket: after a takeover the path is the new daemon's.
         # Checked before closing the listener, which keeps our inode in use so
@@ -153,6 +157,9 @@ class ControlServer:
                 except FrameError as error:
                     self._refuse(connection, "bad_frame", str(error))
                     return
+                if self._closing.is_set():  # its actors may be gone already
+                    self._refuse(connection, "stopping", self._stopping())
+                    return
                 with self._idle:
                     self._busy += 1
                 try:
@@ -190,6 +197,9 @@ class ControlServer:
         try:
             reply = self._route(message, registration.actor)
         except ActorUnavailable as error:
+            if self._closing.is_set():  # stopped under the request: say so, not which actor went
+                self._metrics.control_errors.labels(reason="stopping").inc()
+                return Error(message=self._stopping()), False
             reason = "no_actor" if isinstance(error, ActorNotFound) else "unavailable"
             log.warning("%s: %s", registration.name, error)
             self._metrics.control_errors.labels(reason=reason).inc()
@@ -206,6 +216,10 @@ class ControlServer:
         if registration_of(type(reply)) is None:
             return Error(message=f"{registration.name} produced no typed reply"), False
         return reply, True
+
+    def _stopping(self) -> str:
+        because = f" ({self._stopping_because})" if self._stopping_because else ""
+        return f"the daemon (pid {os.getpid()}) is stopping{because}; try again"
 
     def _route(self, message: object, actor: str) -> object:
         handler = self._local.get(type(message))
