@@ -195,9 +195,10 @@ class ClaudeRuntime:
         made here if missing so that a first confined call can keep them.
         Measured (2.1.328): with ``CLAUDE_CONFIG_DIR`` set it writes only
         there; without, in ``~/.claude`` and ``~/.claude.json``, which it
-        replaces rather than writes into, so a bind of that file cannot make
-        it writable; unwritable, it is left alone and the call still succeeds.
-        Its scratch files go to /tmp (the task's private one)."""
+        rewrites through a temporary file beside it renamed over it, so a
+        bind of that file cannot make it writable; unwritable, it is left as
+        it was and the call still succeeds. Its scratch files go to /tmp (the
+        task's private one)."""
         environ = os.environ if self._environ is None else self._environ
         named = environ.get("CLAUDE_CONFIG_DIR")
         config = Path(named) if named else Path(environ.get("HOME") or Path.home()) / ".claude"
