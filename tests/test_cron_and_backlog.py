@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,22 @@ from conftest import DaemonFactory, enact_env, wait_for
 FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
 FAST_TICKS = {"ENACT_SCHEDULER_TICK_S": "0.1"}
 NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
+
+
+def planted(home: Path, schedule_id: int, change: Callable[[Schedule], Schedule]) -> Schedule:
+    """Rewrite a stopped daemon's stored schedule as ``change`` says (what a
+    crash or a failing queue leaves); the schedule as it was."""
+    storage = Storage(home / "state")
+    try:
+        store = storage.grant("scheduler", DATABASES)
+        table = RecordTable(store.table(SCHEDULES), Schedule)
+        key = schedule_id.to_bytes(8, "big")
+        stored = store.read(lambda txn: table.get(txn, key))
+        assert stored is not None
+        store.write(lambda txn: table.put(txn, key, change(stored)), fenced=False)
+        return stored
+    finally:
+        storage.close()
 
 
 def tasks_of(daemon: Any) -> list[dict[str, Any]]:
@@ -199,18 +216,8 @@ def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_
 
     # What a crash right after the submit leaves: the task queued, its due
     # time claimed and not acknowledged.
-    storage = Storage(first.home / "state")
-    try:
-        store = storage.grant("scheduler", DATABASES)
-        table = RecordTable(store.table(SCHEDULES), Schedule)
-        key = (1).to_bytes(8, "big")
-        stored = store.read(lambda txn: table.get(txn, key))
-        assert stored is not None
-        due = float(queued["idempotency_key"].rsplit(":", 1)[1])
-        crashed = replace(stored, claimed=due, last_due=None, last_task=None)
-        store.write(lambda txn: table.put(txn, key, crashed), fenced=False)
-    finally:
-        storage.close()
+    due = float(queued["idempotency_key"].rsplit(":", 1)[1])
+    stored = planted(first.home, 1, lambda stored: replace(stored, claimed=due, last_due=None, last_task=None))
 
     # The clock, not a race: later due times pass while no daemon runs.
     time.sleep(max(0.0, stopped + 4.5 - time.time()))
@@ -226,3 +233,31 @@ def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_
     after = schedule()
     assert after["claimed"] is None and after["last_task"] == queued["id"]
     assert [task["idempotency_key"] for task in tasks_of(second)] == [queued["idempotency_key"]]
+
+
+def test_cron_list_shows_a_pending_claim_with_its_retry_and_the_due_times_given_up(daemons: DaemonFactory,
+                                                                                  tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first = daemons.start(env=NO_WORKERS)
+    first.cli_json("cron", "add", "every 1h", "tidy the notes", "--repo", str(repo), "--json")
+    assert first.terminate() == 0
+    # What a queue that did not answer leaves: the claim open, backing off.
+    claimed_at, retry_at = time.time() - 60, time.time() + 3_000
+    failure = "given up after 5 attempts: actor 'tasks' did not answer Submit within 5 s"
+    planted(first.home, 1, lambda stored: replace(
+        stored, claimed=claimed_at, attempts=2, retry_at=retry_at, failure="actor 'tasks' did not answer",
+        failed=1, last_failure=failure))
+    second = daemons.start(first.home, env=NO_WORKERS)
+    [entry] = second.cli_json("cron", "list", "--json")
+    assert (entry["claimed"], entry["next_due"], entry["attempts"]) == (claimed_at, retry_at, 2)
+    assert (entry["failed"], entry["last_failure"]) == (1, failure)
+
+    def minute(moment: float) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(moment))
+
+    pending = f"claimed {minute(claimed_at)}, pending, retry {minute(retry_at)}"
+    listed = second.cli("cron", "list").stdout
+    assert pending in listed and "next " not in listed and f"1 failed (latest: {failure})" in listed
+    said = second.cli_json("send", "--json", "/cron.list")["reply"]
+    assert said == f"Schedules:\n#1 every 1h, {pending}: tidy the notes"
+    assert tasks_of(second) == []  # the back-off has not passed: nothing submitted

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import enum
 import re
+import time
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -149,6 +150,24 @@ def upcoming(schedule: Schedule, now: float) -> float:
     """When the schedule next submits: at once or after the back-off for an
     open claim, else its next due time."""
     return claimed_clock.upcoming(claim_state(schedule), now, partial(next_due, schedule.spec))
+
+
+def _minute(moment: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(moment))
+
+
+def next_run_said(schedule: Schedule, next_due: float) -> str:
+    """When ``schedule`` next submits, as ``cron list`` says it: a pending
+    claim (and its retry time after a failure) before any next due time."""
+    if schedule.claimed is None:
+        return f"next {_minute(next_due)}"
+    retry = f", retry {_minute(schedule.retry_at)}" if schedule.retry_at is not None else ""
+    return f"claimed {_minute(schedule.claimed)}, pending{retry}"
+
+
+def failures_said(schedule: Schedule) -> str:
+    """The due times given up, with the latest reason; empty when none."""
+    return f"{schedule.failed} failed (latest: {schedule.last_failure})" if schedule.failed else ""
 
 
 def idempotency_key(schedule_id: int, due: float) -> str:
