@@ -5,10 +5,6 @@ nothing, backlog items are promoted by hand or when the queue is idle."""
 from __future__ import annotations
 
 import itertools
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -19,15 +15,14 @@ from typing import Any
 import orjson
 from git_repos import make_repo
 from home_state import snapshot
+from schedule_clock import FAST_TICKS, fenced_past
 
 from enact.actors.scheduler import DATABASES, SCHEDULES
 from enact.storage import RecordTable, Storage
 from enact.tasks.scheduling import Schedule
 
-from conftest import DaemonFactory, enact_env, wait_for
+from conftest import DaemonFactory, wait_for
 
-FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
-FAST_TICKS = {"ENACT_SCHEDULER_TICK_S": "0.1"}
 NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
 
 
@@ -87,22 +82,7 @@ def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(daemons: Da
     repo = make_repo(tmp_path / "repo")
     daemon = daemons.start(env=FAST_TICKS)
     added = daemon.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
-    os.kill(daemon.pid, signal.SIGSTOP)  # frozen before the due time: it cannot notice the takeover yet
-    newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(daemon.home), "takeover"],
-                             env=enact_env(daemon.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert newer.stdout is not None
-        assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
-        # The clock, not a race: the schedule must be due when the old daemon wakes.
-        time.sleep(max(0.0, added["next_due"] + 0.5 - time.time()))
-        os.kill(daemon.pid, signal.SIGCONT)
-        assert daemon.wait_exit(15) == 0, daemon.log_text()
-    finally:
-        if daemon.process.poll() is None:
-            os.kill(daemon.pid, signal.SIGCONT)
-        assert newer.stdin is not None
-        newer.stdin.close()
-        newer.wait(15)
+    fenced_past(daemon, added["next_due"])
     assert "this daemon is fenced" in daemon.log_text()
     assert snapshot(daemon.home).databases.get(b"tasks.queue", {}) == {}
 

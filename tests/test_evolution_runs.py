@@ -5,65 +5,21 @@ Scheduler's tick or leaving the asker waiting."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import lmdb
 import orjson
 import pytest
+from schedule_clock import FaultyActors, home
 
-from enact import config
-from enact.actors._asks import AskTimeout
-from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._evolve_brainstorm import BrainstormAnswered, Brainstorms
 from enact.actors._evolve_runs import DATABASE, EvolveRuns
-from enact.actors._specs import ActorSlot, ActorSpec
-from enact.claimed_clock import RETRIES
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CANDIDATES, SETTINGS
-from enact.fence import Fence, FencedError
-from enact.messages.curator import AuditEvent, EvolveRunFailed
-from enact.metrics import Metrics
-from enact.storage import RecordTable, Storage
-
-
-class FaultyActors:
-    """The other actors as the run sees them: every ask fails with an error
-    that is not ActorUnavailable (a bug in an actor, a bad reply)."""
-
-    stopping = False
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    def ask(self, name: str, message: Any, *, timeout: float) -> Any:
-        self.asked.append(name)
-        raise ValueError("the curator broke")
-
-    def tell(self, name: str, message: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def home(tmp_path: Path, owner: str, databases: Sequence[str], actors: FaultyActors,
-         schedule: str = "every 10s") -> Iterator[ActorContext]:
-    (tmp_path / "config.toml").write_text(f'[evolve]\nschedule = "{schedule}"\n')
-    settings = config.load(tmp_path, environ={})
-    storage = Storage(tmp_path / "state")
-    fence = Fence(tmp_path, storage)
-    fence.acquire(takeover=False)
-    try:
-        store = storage.grant(owner, databases)
-        spec = ActorSpec(name=owner, actor=object)  # type: ignore[arg-type]
-        yield ActorContext(name=owner, home=tmp_path, config=settings, metrics=Metrics(),
-                           supervisor=actors, fence=fence, store=store,  # type: ignore[arg-type]
-                           slot=ActorSlot(spec=spec, family=owner))
-    finally:
-        fence.release()
-        storage.close()
+from enact.fence import FencedError
+from enact.messages.curator import AuditEvent
+from enact.storage import RecordTable
 
 
 def test_an_unexpected_error_in_an_evolve_run_is_acknowledged_as_its_outcome_and_does_not_escape(
@@ -77,57 +33,6 @@ def test_an_unexpected_error_in_an_evolve_run_is_acknowledged_as_its_outcome_and
         clock = runs._current_clock(1_025.0)
         assert clock.claimed is None and clock.acknowledged == 1_020.0
         assert clock.last_outcome == "failed: ValueError: the curator broke"
-
-
-class UnavailableActors(FaultyActors):
-    """Every ask times out, as when the actor asked is restarting."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.told: list[object] = []
-
-    def ask(self, name: str, message: Any, *, timeout: float) -> Any:
-        self.asked.append(name)
-        raise AskTimeout(name, message, timeout)
-
-    def tell(self, name: str, message: object) -> None:
-        self.told.append(message)
-
-
-def test_an_evolve_run_whose_actors_do_not_answer_is_retried_after_a_back_off_then_given_up(
-        tmp_path: Path) -> None:
-    actors = UnavailableActors()
-    with home(tmp_path, "scheduler", [DATABASE], actors, schedule="every 1h") as context:
-        runs = EvolveRuns(context, context.own_store())
-        runs.tick(now=1_000.0)  # the anchor
-        now = 4_601.0
-        for attempt in range(1, RETRIES.attempts + 1):
-            runs.tick(now=now)
-            assert len(actors.asked) == attempt
-            clock = runs._current_clock(now)
-            assert clock.claimed == 4_600.0 and clock.attempts == attempt
-            assert clock.retry_at == now + RETRIES.delay(attempt)
-            runs.tick(now=now + RETRIES.delay(attempt) - 1)  # within the back-off: nothing asked
-            assert len(actors.asked) == attempt
-            now += RETRIES.delay(attempt)
-        runs.tick(now=now)
-        clock = runs._current_clock(now)
-        assert len(actors.asked) == RETRIES.attempts and clock.claimed is None and clock.acknowledged == 4_600.0
-        assert clock.last_outcome == (f"failed: given up after {RETRIES.attempts} attempts: "
-                                      "actor 'curator' did not answer GetMode within 120 s")
-        [failed] = [told for told in actors.told if isinstance(told, EvolveRunFailed)]
-        assert failed.run_id == "evolve:4600" and failed.reason in clock.last_outcome
-
-
-def test_a_given_up_evolve_run_is_in_the_evolve_history(tmp_path: Path) -> None:
-    from enact.actors.curator import DATABASES as CURATOR_DATABASES
-    from enact.actors.curator import CuratorActor
-
-    with home(tmp_path, "curator", CURATOR_DATABASES, FaultyActors()) as context:
-        curator = CuratorActor(context, runtime=None)  # type: ignore[arg-type]  # never started
-        curator.handle(EvolveRunFailed(run_id="evolve:4600", due=4_600.0, reason="given up after 5 attempts: x"))
-        [event] = curator.records.events(5)
-        assert (event.kind, event.detail) == ("run-failed", "evolve:4600: given up after 5 attempts: x")
 
 
 def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_waiting(tmp_path: Path) -> None:
