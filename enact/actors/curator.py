@@ -49,6 +49,7 @@ from enact.messages.curator import (
     CandidateShown,
     EvolveClockChanged,
     EvolveHistory,
+    EvolveRunFailed,
     GetMode,
     History,
     Propose,
@@ -113,7 +114,7 @@ class CuratorActor(EnactActor):
         self._runtime = runtime
         self._adoption = Adoption(context, self.records, stored=self._count_states)
         self._running: _Run | None = None
-        self._modes = EvolveModes(self._store, self._settings, context.config)
+        self._modes = EvolveModes(self._store, self._settings, context.config, audit=self.records.append_event)
         self._brainstorms = Brainstorms(context, settings=self._settings, candidates=self._candidates,
                                         audit=self.records.append_event, runtime=runtime,
                                         stored=self._count_states)
@@ -155,6 +156,8 @@ class CuratorActor(EnactActor):
                 return self._modes.shown()
             case EvolveClockChanged():
                 return self._modes.clock_changed(message)
+            case EvolveRunFailed():
+                return self._modes.run_failed(message)
             case Brainstorm():
                 return self._brainstorms.start(message)
             case BrainstormAnswered():
