@@ -163,6 +163,21 @@ def test_an_expired_lease_requeues_with_the_next_attempt_and_refuses_the_old_hol
                                      EventKind.CLAIMED]
 
 
+def test_a_lapsed_lease_is_lost_before_the_sweep_runs_and_nothing_changes(queue: TaskQueue) -> None:
+    task = (submit(queue), claim(queue))[1]
+    before = state_of(queue, task.id)
+    late = T0 + TTL  # the lease's expiry; the sweep has not run yet
+    phase = queue.report_phase(ReportPhase(task_id=task.id, worker_id="w1", attempt=1, phase=Phase.MODEL), late)
+    for reply in (queue.heartbeat(task.id, "w1", 1, late), phase,
+                  finish(queue, task, Outcome.SUCCEEDED, now=late + 1)):
+        assert isinstance(reply, LeaseLost) and "expired" in reply.reason, reply
+    assert state_of(queue, task.id) == before
+    assert kinds(queue, task.id) == [EventKind.QUEUED, EventKind.CLAIMED]
+    assert queue.take_changes()[-1].event.event.kind is EventKind.CLAIMED  # nothing new to publish
+    assert queue.expire_leases(late + 1) == 1  # the sweep still puts it back, as it would have
+    assert state_of(queue, task.id).attempt == 2
+
+
 def test_a_task_whose_third_lease_expires_fails_worker_lost(queue: TaskQueue) -> None:
     task = submit(queue)
     now = T0

@@ -222,18 +222,25 @@ class TaskQueue:
         result: Claimed | NothingQueued = self._write(write)
         return result
 
-    def _held(self, txn: lmdb.Transaction, task_id: int, worker_id: str, attempt: int) -> Task | LeaseLost:
+    def _held(self, txn: lmdb.Transaction, task_id: int, worker_id: str, attempt: int,
+              now: float) -> Task | LeaseLost:
+        """The task, while ``worker_id`` holds its lease for ``attempt``: a
+        lease past its expiry is lost although the sweep has not yet put the
+        task back (nothing changes; the sweep does that)."""
         task = self._tables.get(txn, task_id)
         if task is None:
             return LeaseLost(task_id=task_id, reason=f"no task {task_id}")
         if task.state is not TaskState.RUNNING or task.worker != worker_id or task.attempt != attempt:
             holder = f"held by {task.worker} for attempt {task.attempt}" if task.worker else str(task.state)
             return LeaseLost(task_id=task_id, reason=f"task {task_id} is no longer this worker's ({holder})")
+        if lease_lapsed(task, now):
+            return LeaseLost(task_id=task_id, reason=f"the lease of {worker_id} on task {task_id} expired "
+                                                     f"(attempt {attempt})")
         return task
 
     def heartbeat(self, task_id: int, worker_id: str, attempt: int, now: float) -> LeaseRenewed | LeaseLost:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> LeaseRenewed | LeaseLost:
-            task = self._held(txn, task_id, worker_id, attempt)
+            task = self._held(txn, task_id, worker_id, attempt, now)
             if isinstance(task, LeaseLost):
                 return task
             expires = now + self.lease_ttl_s
@@ -245,7 +252,7 @@ class TaskQueue:
 
     def report_phase(self, message: ReportPhase, now: float) -> Done | LeaseLost:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Done | LeaseLost:
-            task = self._held(txn, message.task_id, message.worker_id, message.attempt)
+            task = self._held(txn, message.task_id, message.worker_id, message.attempt, now)
             if isinstance(task, LeaseLost):
                 return task
             kind = message.event if message.event in WORKER_EVENTS else EventKind.PHASE
@@ -263,7 +270,7 @@ class TaskQueue:
 
     def finish(self, message: Finish, now: float) -> Done | LeaseLost:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Done | LeaseLost:
-            task = self._held(txn, message.task_id, message.worker_id, message.attempt)
+            task = self._held(txn, message.task_id, message.worker_id, message.attempt, now)
             if isinstance(task, LeaseLost):
                 return task
             base = dataclasses.replace(
@@ -300,8 +307,7 @@ class TaskQueue:
         or fail ``worker-lost`` after their last attempt. Returns how many."""
 
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> int:
-            expired = [t for t in self._tables.in_state(txn, TaskState.RUNNING)
-                       if t.lease_expires_at is not None and t.lease_expires_at <= now]
+            expired = [t for t in self._tables.in_state(txn, TaskState.RUNNING) if lease_lapsed(t, now)]
             for task in expired:
                 lost = f"the lease of {task.worker} expired (attempt {task.attempt})"
                 base = dataclasses.replace(task, worker="", lease_expires_at=None, phase=Phase.NONE, repair=0,
@@ -372,6 +378,12 @@ class TaskQueue:
 
         result: LeaseTable = self._store.read(read)
         return result
+
+
+def lease_lapsed(task: Task, now: float) -> bool:
+    """Whether a running task's lease has run out at ``now``: the one rule
+    the sweep and every lease holder's message are judged by."""
+    return task.lease_expires_at is not None and task.lease_expires_at <= now
 
 
 def _bounded(limit: int) -> int:
