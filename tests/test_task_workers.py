@@ -263,6 +263,32 @@ def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_
         [(1, task_id, "open")]
 
 
+def test_a_task_whose_earlier_review_the_owner_closed_ends_cancelled_without_redoing_the_work(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    # As above, but the owner closed that review before the task ran again;
+    # the earlier attempt also died before removing its worktree.
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "branch", "enact/task-1")
+    marker = tmp_path / "worked-again"
+    daemon = start(daemons, rules(f'match = "mark"\nrun = ["sh", "-c", "touch {marker}; echo x >> lib.py"]\n'
+                                  'reply = "done"'))
+    body = {"task_id": 1, "repo": str(repo), "branch": "enact/task-1", "base": base, "head": base}
+    assert daemon.cli("call", "--json", "reviews.Open", orjson.dumps(body).decode()).returncode == 0
+    closed = daemon.cli("review", "close", "1")
+    assert closed.returncode == 0, closed.stderr + closed.stdout
+    leftover = daemon.home / "worktrees" / "task-1"
+    git(repo, "worktree", "add", str(leftover), "enact/task-1")
+    task_id = add(daemon, repo, "mark the answer")
+    shown = wait_ended(daemon, task_id)
+    assert shown["state"] == "cancelled", shown
+    assert "the owner closed review 1" in shown["summary"]
+    assert shown["attempt"] == 1 and kinds(shown) == ["queued", "claimed", "cancelled"]
+    assert not marker.exists()  # the model was not asked again
+    assert not leftover.exists()
+    assert [(review["id"], review["state"]) for review in reviews(daemon)] == [(1, "closed")]
+
+
 @pytest.fixture(autouse=True)
 def _no_escape_files() -> Any:
     yield

@@ -7,7 +7,8 @@ workspace (a fresh worktree), model (the agentic runtime, confined), then
 validate (the doctor) and up to ``repairs`` rounds of repair in the same
 session, capture (a commit on the task branch) and review.
 Before them, a review an earlier attempt of the task opened (it died before
-its Finish) ends the attempt succeeded with that review: nothing is redone.
+its Finish) ends the attempt succeeded with that review, or cancelled when
+the owner closed it meanwhile: nothing is redone.
 
 A cancellation token ends the attempt early; its reason says who: the owner
 (the next heartbeat says ``cancel_requested``: outcome ``cancelled``), the
@@ -242,6 +243,8 @@ class TaskAttempt:
     def _steps(self) -> _Ending:
         task, settings = self.task, self.services.settings
         reviewed = self._earlier_review()
+        if reviewed is not None and reviewed.state is ReviewState.CLOSED:
+            return self._closed_by_owner(reviewed)
         if reviewed is not None:
             return self._already_handed_over(reviewed)
         named = task.repo or settings["tasks.default_repo"]
@@ -267,23 +270,33 @@ class TaskAttempt:
             return self._work(tree, confined)
 
     def _earlier_review(self) -> Review | None:
-        """The review an earlier attempt of this task opened, if it is still
-        open or was landed: that attempt died after opening it (before its
-        Finish), so the work is done and is not done again."""
+        """The review an earlier attempt of this task opened (the newest):
+        that attempt died after opening it (before its Finish), so the work
+        was done and is not done again, whatever the owner made of it since."""
         listed = self.services.ask("reviews", List(task_id=self.task.id, limit=1))
-        found = [review for review in listed.reviews if review.state in (ReviewState.OPEN, ReviewState.LANDED)]
-        return found[0] if found else None
+        return listed.reviews[0] if listed.reviews else None
 
     def _already_handed_over(self, review: Review) -> _Ending:
         review_id = str(review.id)
         self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
                      summary=f"review {review_id} is {review.state.value} already (an earlier attempt opened it): "
                              "the work is not redone")
+        self._remove_leftover_worktree()
+        return _Ending(Outcome.SUCCEEDED, f"review {review_id} was opened by an earlier attempt",
+                       review_id=review_id, keep_worktree=False)
+
+    def _closed_by_owner(self, review: Review) -> _Ending:
+        """The owner closed the review an earlier attempt opened: the owner
+        turned the work down, so the task ends as cancelled by its owner
+        (terminal, never retried by itself; ``task retry`` makes a new one)."""
+        self._remove_leftover_worktree()
+        return _Ending(Outcome.CANCELLED, f"the owner closed review {review.id} (an earlier attempt opened it); "
+                                          "the work is not redone", review_id=str(review.id), keep_worktree=False)
+
+    def _remove_leftover_worktree(self) -> None:
         leftover = worktrees.info(self.services.home, self.task.id)
         if leftover is not None:  # the earlier attempt died before removing it; the branch holds the change
             worktrees.cleanup(leftover)
-        return _Ending(Outcome.SUCCEEDED, f"review {review_id} was opened by an earlier attempt",
-                       review_id=review_id, keep_worktree=False)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
         if self.cancel.cancelled:
