@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from task_repos import git, make_repo
+
+from enact.storage import RecordTable, Storage
+from enact.tasks.records import Task
+from enact.tasks.tables import DATABASES, QUEUE
 
 from conftest import Daemon, DaemonFactory, wait_for
 
@@ -203,6 +208,37 @@ def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_co
     assert "wrote" not in report and "reached the socket" not in report
     assert report.count("refused") == 3
     assert not outside.exists() and not (home / "state" / "escaped").exists()
+
+
+def plant_deadline(home: Path, task_id: int, deadline_s: int) -> None:
+    """A deadline below what a submission may ask (60 s), written while no daemon runs."""
+    storage = Storage(home / "state")
+    try:
+        store = storage.grant("tasks", DATABASES)
+        table = RecordTable(store.table(QUEUE), Task)
+        key = task_id.to_bytes(8, "big")
+        stored = store.read(lambda txn: table.get(txn, key))
+        assert stored is not None
+        store.write(lambda txn: table.put(txn, key, replace(stored, deadline_s=deadline_s)), fenced=False)
+    finally:
+        storage.close()
+
+
+def test_a_task_past_its_deadline_is_cancelled_and_fails_permanently(daemons: DaemonFactory,
+                                                                     tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    pid_file = tmp_path / "sleeper.pid"
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(rules(f'match = "wait"\nrun = ["sh", "-c", "echo $$ > {pid_file}; '
+                                              f'exec sleep 300"]\nreply = "woke"'))
+    idle = daemons.start(home, env={**UNCONFINED, "ENACT_DAEMON_WORKERS": "0"})
+    task_id = add(idle, repo, "wait for a long time")
+    assert idle.terminate() == 0
+    plant_deadline(home, task_id, 2)
+    daemon = daemons.start(home, env=UNCONFINED)
+    shown = wait_ended(daemon, task_id, timeout=30)
+    assert shown["state"] == "failed" and shown["summary"].startswith("deadline of 2 s exceeded in model"), shown
+    wait_for(lambda: not _alive(int(pid_file.read_text())), timeout=10, what="the runtime's command to be killed")
 
 
 def test_two_workers_never_hold_one_task(daemons: DaemonFactory, tmp_path: Path) -> None:

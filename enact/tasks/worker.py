@@ -148,7 +148,12 @@ class TaskAttempt:
             raise RuntimeCancelled(self.cancel.reason)
 
     def _heartbeats(self, stopped: threading.Event) -> None:
-        while not stopped.wait(self._heartbeat_s):
+        """Renew the lease, and watch the deadline: a beat comes when it is
+        due, so the attempt is cancelled on time."""
+        while not stopped.wait(max(0.0, min(self._heartbeat_s, self._deadline - time.monotonic()))):
+            if time.monotonic() >= self._deadline:
+                self.cancel.cancel(DEADLINE_EXCEEDED)
+                return
             try:
                 reply = self.services.ask("tasks", Heartbeat(task_id=self.task.id, worker_id=self.worker_id,
                                                              attempt=self.task.attempt))
@@ -175,10 +180,7 @@ class TaskAttempt:
         stopped = threading.Event()
         beating = threading.Thread(target=self._heartbeats, args=(stopped,), name=f"heartbeat-task-{self.task.id}",
                                    daemon=True)
-        deadline = threading.Timer(self.task.deadline_s, self.cancel.cancel, args=(DEADLINE_EXCEEDED,))
-        deadline.daemon = True
         beating.start()
-        deadline.start()
         self._log(f"attempt {self.task.attempt} claimed by {self.worker_id}")
         try:
             ending = self._attempt()
@@ -188,7 +190,6 @@ class TaskAttempt:
             return
         finally:
             stopped.set()
-            deadline.cancel()
         self._finish(ending)
 
     def _finish(self, ending: _Ending) -> None:
