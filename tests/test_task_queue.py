@@ -250,6 +250,41 @@ def test_an_auth_failure_pauses_with_how_to_resume_and_resume_queues_it_again(qu
     assert kinds(queue, task.id)[-2:] == [EventKind.PAUSED, EventKind.RESUMED]
 
 
+def test_an_interrupted_attempt_is_queued_again_without_counting_against_the_attempts(queue: TaskQueue) -> None:
+    task = submit(queue)
+    now = T0
+    for _ in range(4):  # more graceful stops than a task has attempts
+        running = claim(queue, "w1", now)
+        assert isinstance(finish(queue, running, Outcome.INTERRUPTED, now=now), Done)
+        now += 1
+    interrupted = state_of(queue, task.id)
+    assert (interrupted.state, interrupted.attempt, interrupted.uncounted_attempts) == (TaskState.QUEUED, 5, 4)
+    assert interrupted.not_before == 0.0 and kinds(queue, task.id)[-1] is EventKind.INTERRUPTED
+    for _ in range(2):  # still its three counted attempts
+        running = claim(queue, "w1", now)
+        finish(queue, running, Outcome.FAILED, FailureClass.TRANSIENT, now=now)
+        now += 1000
+        assert state_of(queue, task.id).state is TaskState.QUEUED
+    finish(queue, claim(queue, "w1", now), Outcome.FAILED, FailureClass.TRANSIENT, now=now)
+    assert state_of(queue, task.id).state is TaskState.FAILED
+
+
+def test_a_resumed_task_keeps_its_attempts(queue: TaskQueue) -> None:
+    task = (submit(queue), claim(queue))[1]
+    finish(queue, task, Outcome.FAILED, FailureClass.AUTH)
+    queue.resume(task.id, T0 + 2)
+    now = T0 + 3
+    for _ in range(2):
+        claim(queue, "w1", now)
+        now += TTL
+        queue.expire_leases(now)
+        assert state_of(queue, task.id).state is TaskState.QUEUED
+    claim(queue, "w1", now)
+    queue.expire_leases(now + TTL)
+    lost = state_of(queue, task.id)
+    assert lost.state is TaskState.FAILED and (lost.attempt, lost.counted_attempts) == (4, 3)
+
+
 def test_cancel_ends_a_queued_task_at_once(queue: TaskQueue) -> None:
     task = submit(queue)
     reply = queue.cancel(task.id, T0 + 1)

@@ -276,6 +276,26 @@ def test_kill_9_mid_task_then_restart_runs_it_again_with_exactly_one_review(daem
     assert [review["task_id"] for review in reviews(restarted)] == [task_id]
 
 
+def test_a_graceful_stop_mid_task_hands_it_back_without_using_up_an_attempt(daemons: DaemonFactory,
+                                                                         tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    pid_file = tmp_path / "first-attempt.pid"
+    script = (f"if [ -e {pid_file} ]; then echo '# checked' >> lib.py; "
+              f"else echo $$ > {pid_file}; exec sleep 300; fi")
+    rule = rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"')
+    daemon = start(daemons, rule)
+    task_id = add(daemon, repo, "mark the answer")
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the first attempt to be under way")
+    assert daemon.cli("daemon", "stop").returncode == 0
+    assert daemon.wait_exit(30) == 0
+    wait_for(lambda: not _alive(int(pid_file.read_text())), timeout=10, what="the runtime's command to be killed")
+    restarted = daemons.start(daemon.home, env=UNCONFINED)
+    shown = wait_ended(restarted, task_id)
+    assert shown["state"] == "succeeded", shown
+    assert "interrupted" in kinds(shown) and "lease-expired" not in kinds(shown)
+    assert (shown["attempt"], shown["uncounted_attempts"]) == (2, 1)
+
+
 def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_redoing_the_work(
         daemons: DaemonFactory, tmp_path: Path) -> None:
     # The state a crash between reviews.Open and tasks.Finish leaves: the

@@ -190,8 +190,10 @@ class TaskQueue:
                 return Refused(reason=f"no task {task_id}")
             if task.state is not TaskState.PAUSED:
                 return Refused(reason=f"task {task_id} is {task.state}; only a paused task is resumed")
+            # The owner's resume is not a failure of the task: it uses up no attempt.
             queued = dataclasses.replace(task, state=TaskState.QUEUED, attempt=task.attempt + 1, not_before=0.0,
-                                         failure_class=None, updated_at=now, finished_at=None)
+                                         uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
+                                         updated_at=now, finished_at=None)
             return self._record(txn, pending, task, queued, EventKind.RESUMED, "resumed by its owner", now)
 
         result: Task | Refused = self._write(write)
@@ -281,12 +283,21 @@ class TaskQueue:
             outcome = message.outcome
             if outcome is Outcome.FAILED and message.failure_class is FailureClass.AUTH:
                 outcome = Outcome.PAUSED
-            if outcome is Outcome.PAUSED:
+            if outcome is Outcome.INTERRUPTED:
+                # A graceful stop is no failure of the task. A kill -9 still
+                # counts: its lease just expires, which nothing can tell
+                # apart from the attempt itself crashing the daemon.
+                queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1,
+                                             uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
+                                             not_before=0.0)
+                self._record(txn, pending, task, queued, EventKind.INTERRUPTED, message.summary, now,
+                             message.worker_id)
+            elif outcome is Outcome.PAUSED:
                 paused = dataclasses.replace(base, state=TaskState.PAUSED,
                                              summary=clip(f"{message.summary or 'paused'}; {resume_hint(task.id)}"))
                 self._record(txn, pending, task, paused, EventKind.PAUSED, paused.summary, now, message.worker_id)
             elif outcome is Outcome.FAILED and message.failure_class is FailureClass.TRANSIENT \
-                    and task.attempt < MAX_ATTEMPTS:
+                    and task.counted_attempts < MAX_ATTEMPTS:
                 delay = max(retry_delay_s(task.attempt), message.retry_after_s or 0.0)
                 queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1,
                                              not_before=now + delay)
@@ -316,7 +327,7 @@ class TaskQueue:
                     ended = dataclasses.replace(base, state=TaskState.CANCELLED, finished_at=now,
                                                 summary=f"cancelled; {lost}")
                     self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now, task.worker)
-                elif task.attempt >= MAX_ATTEMPTS:
+                elif task.counted_attempts >= MAX_ATTEMPTS:
                     ended = dataclasses.replace(base, state=TaskState.FAILED, finished_at=now,
                                                 failure_class=FailureClass.PERMANENT,
                                                 summary=f"{WORKER_LOST}: {lost}, after {task.attempt} attempts")

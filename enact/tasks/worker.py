@@ -12,8 +12,9 @@ the owner closed it meanwhile: nothing is redone.
 
 A cancellation token ends the attempt early; its reason says who: the owner
 (the next heartbeat says ``cancel_requested``: outcome ``cancelled``), the
-deadline (failed, permanent), a lost lease or the daemon stopping (nothing is
-reported: the task is no longer this worker's to finish).
+deadline (failed, permanent), the daemon stopping gracefully (outcome
+``interrupted``: queued again without counting the attempt), a lost lease or
+a fence (nothing is reported: the task is no longer this worker's to finish).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from enact.actors._asks import ActorUnavailable
-from enact.cancellation import CancellationToken
+from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.reviews import List, Open, Review, ReviewState
@@ -73,7 +74,7 @@ class WorkerServices:
 
 
 class _Stop(Exception):
-    """The attempt ends without a Finish from this worker (lease lost, daemon stopping)."""
+    """The attempt ends without a Finish from this worker (lease lost, fenced)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +240,8 @@ class TaskAttempt:
         if reason == DEADLINE_EXCEEDED:
             return _Ending(Outcome.FAILED, f"deadline of {self.task.deadline_s} s exceeded in {self._phase.value}"
                                            f"{where}", FailureClass.PERMANENT)
+        if reason == DAEMON_STOPPING:  # handed back: the next daemon runs it again
+            return _Ending(Outcome.INTERRUPTED, f"interrupted in {self._phase.value}: {DAEMON_STOPPING}")
         raise _Stop(reason or "cancelled")
 
     def _steps(self) -> _Ending:
