@@ -285,6 +285,20 @@ def test_a_resumed_task_keeps_its_attempts(queue: TaskQueue) -> None:
     assert lost.state is TaskState.FAILED and (lost.attempt, lost.counted_attempts) == (4, 3)
 
 
+def test_the_owner_notice_of_an_ending_is_held_with_its_commit_until_the_inbox_takes_it(queue: TaskQueue) -> None:
+    from enact.tasks.records import ConversationRef
+
+    chat = ConversationRef(channel="local", conversation="owner")
+    task = (submit(queue, conversation=chat), claim(queue))[1]
+    assert queue.take_notices() == [] and queue.held_notices() == []  # running: nothing to tell
+    finish(queue, task, Outcome.SUCCEEDED)
+    [told] = queue.take_notices()
+    assert told.notice_id == f"task:{task.id}:1:succeeded" and told.acknowledge_to == "tasks"
+    assert queue.held_notices() == [told]
+    queue.notice_taken(told.notice_id)
+    assert queue.held_notices() == [] and queue.take_notices() == []
+
+
 def test_cancel_ends_a_queued_task_at_once(queue: TaskQueue) -> None:
     task = submit(queue)
     reply = queue.cancel(task.id, T0 + 1)

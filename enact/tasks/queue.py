@@ -3,7 +3,10 @@
 ``TaskQueue`` is what the ``tasks`` actor runs: each method is one durable
 (fenced) write transaction or one read, takes the time as an argument (so
 tests drive the clock) and returns the reply the protocol declares. The
-changes it committed are collected for the actor to publish.
+changes it committed are collected for the actor to publish, and so are the
+owner notices of the tasks that ended: each is held in the commit that ended
+its task, until the inbox says it has it (``notice_taken``), so a crash
+between the two loses none.
 
 Its databases and their keys are in ``enact.tasks.tables``.
 """
@@ -17,6 +20,7 @@ from typing import Any
 import lmdb
 
 from enact.messages.common import Done
+from enact.messages.inbox import Notify
 from enact.messages.tasks import (
     MAX_PAGE,
     CancelAccepted,
@@ -41,6 +45,7 @@ from enact.messages.tasks import (
     TaskSnapshot,
 )
 from enact.storage import Store
+from enact.tasks.from_chat import outcome_notice
 from enact.tasks.records import (
     MAX_ATTEMPTS,
     WORKER_EVENTS,
@@ -70,11 +75,18 @@ class TaskQueue:
         self.default_repo = default_repo
         self.lease_ttl_s = lease_ttl_s
         self._changes: list[TaskChanged] = []
+        self._notices: list[Notify] = []
+        self._staged_notices: list[Notify] = []
 
     def take_changes(self) -> list[TaskChanged]:
         """The changes committed since the last call, for publishing."""
         changes, self._changes = self._changes, []
         return changes
+
+    def take_notices(self) -> list[Notify]:
+        """The owner notices committed since the last call, for the inbox."""
+        notices, self._notices = self._notices, []
+        return notices
 
     # -- writing ------------------------------------------------------------
 
@@ -83,15 +95,22 @@ class TaskQueue:
 
         def run(txn: lmdb.Transaction) -> Any:
             pending.clear()  # a transaction retried after the map grew starts over
+            self._staged_notices.clear()
             return fn(txn, pending)
 
         result = self._store.write(run)
         self._changes.extend(pending)
+        self._notices.extend(self._staged_notices)
+        self._staged_notices.clear()
         return result
 
     def _record(self, txn: lmdb.Transaction, pending: list[TaskChanged], before: Task | None, task: Task,
                 kind: EventKind, summary: str, now: float, worker: str = "") -> Task:
         self._tables.save(txn, before, task)
+        notice = outcome_notice(task)
+        if notice is not None:
+            self._tables.hold_notice(txn, notice)
+            self._staged_notices.append(notice)
         event = TaskEvent(task_id=task.id, kind=kind, time=now, worker=worker or task.worker,
                           attempt=task.attempt, summary=clip(summary), state=task.state)
         sequence = self._tables.append_event(txn, event)
@@ -342,7 +361,18 @@ class TaskQueue:
         result: int = self._write(write)
         return result
 
+    def notice_taken(self, notice_id: str) -> None:
+        """The inbox holds the notice: it is not told again."""
+        if any(notice.notice_id == notice_id for notice in self.held_notices()):
+            self._write(lambda txn, pending: self._tables.drop_notice(txn, notice_id))
+
     # -- reading ------------------------------------------------------------
+
+    def held_notices(self) -> list[Notify]:
+        """The owner notices the inbox has not said it holds (a crash, or
+        the inbox restarting, between a task's end and telling it)."""
+        notices: list[Notify] = self._store.read(self._tables.held_notices)
+        return notices
 
     def get(self, task_id: int) -> Found | NotFound:
         task = self._store.read(lambda txn: self._tables.get(txn, task_id))
