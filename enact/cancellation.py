@@ -14,6 +14,10 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 
+DAEMON_STOPPING = "the daemon is stopping"
+"""The reason a graceful stop gives the work it cancels (``Supervisor.stopping_token``)."""
+
+
 class Cancelled(Exception):
     """The work was cancelled; the reason says by whom."""
 

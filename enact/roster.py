@@ -60,7 +60,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             name="tasks",
             actor=TaskQueueActor,
             databases=tasks.DATABASES,
-            depends_on=("epoch",),
+            depends_on=("epoch", "inbox"),  # it tells the inbox its owner notices, at start too
             options={"agentic": getattr(services.runtime, "agentic", True)},
         ),
         ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),

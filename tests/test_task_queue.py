@@ -163,6 +163,21 @@ def test_an_expired_lease_requeues_with_the_next_attempt_and_refuses_the_old_hol
                                      EventKind.CLAIMED]
 
 
+def test_a_lapsed_lease_is_lost_before_the_sweep_runs_and_nothing_changes(queue: TaskQueue) -> None:
+    task = (submit(queue), claim(queue))[1]
+    before = state_of(queue, task.id)
+    late = T0 + TTL  # the lease's expiry; the sweep has not run yet
+    phase = queue.report_phase(ReportPhase(task_id=task.id, worker_id="w1", attempt=1, phase=Phase.MODEL), late)
+    for reply in (queue.heartbeat(task.id, "w1", 1, late), phase,
+                  finish(queue, task, Outcome.SUCCEEDED, now=late + 1)):
+        assert isinstance(reply, LeaseLost) and "expired" in reply.reason, reply
+    assert state_of(queue, task.id) == before
+    assert kinds(queue, task.id) == [EventKind.QUEUED, EventKind.CLAIMED]
+    assert queue.take_changes()[-1].event.event.kind is EventKind.CLAIMED  # nothing new to publish
+    assert queue.expire_leases(late + 1) == 1  # the sweep still puts it back, as it would have
+    assert state_of(queue, task.id).attempt == 2
+
+
 def test_a_task_whose_third_lease_expires_fails_worker_lost(queue: TaskQueue) -> None:
     task = submit(queue)
     now = T0
@@ -233,6 +248,55 @@ def test_an_auth_failure_pauses_with_how_to_resume_and_resume_queues_it_again(qu
     assert isinstance(resumed, Task) and resumed.state is TaskState.QUEUED and resumed.id == task.id
     assert isinstance(queue.resume(task.id, T0 + 3), Refused)
     assert kinds(queue, task.id)[-2:] == [EventKind.PAUSED, EventKind.RESUMED]
+
+
+def test_an_interrupted_attempt_is_queued_again_without_counting_against_the_attempts(queue: TaskQueue) -> None:
+    task = submit(queue)
+    now = T0
+    for _ in range(4):  # more graceful stops than a task has attempts
+        running = claim(queue, "w1", now)
+        assert isinstance(finish(queue, running, Outcome.INTERRUPTED, now=now), Done)
+        now += 1
+    interrupted = state_of(queue, task.id)
+    assert (interrupted.state, interrupted.attempt, interrupted.uncounted_attempts) == (TaskState.QUEUED, 5, 4)
+    assert interrupted.not_before == 0.0 and kinds(queue, task.id)[-1] is EventKind.INTERRUPTED
+    for _ in range(2):  # still its three counted attempts
+        running = claim(queue, "w1", now)
+        finish(queue, running, Outcome.FAILED, FailureClass.TRANSIENT, now=now)
+        now += 1000
+        assert state_of(queue, task.id).state is TaskState.QUEUED
+    finish(queue, claim(queue, "w1", now), Outcome.FAILED, FailureClass.TRANSIENT, now=now)
+    assert state_of(queue, task.id).state is TaskState.FAILED
+
+
+def test_a_resumed_task_keeps_its_attempts(queue: TaskQueue) -> None:
+    task = (submit(queue), claim(queue))[1]
+    finish(queue, task, Outcome.FAILED, FailureClass.AUTH)
+    queue.resume(task.id, T0 + 2)
+    now = T0 + 3
+    for _ in range(2):
+        claim(queue, "w1", now)
+        now += TTL
+        queue.expire_leases(now)
+        assert state_of(queue, task.id).state is TaskState.QUEUED
+    claim(queue, "w1", now)
+    queue.expire_leases(now + TTL)
+    lost = state_of(queue, task.id)
+    assert lost.state is TaskState.FAILED and (lost.attempt, lost.counted_attempts) == (4, 3)
+
+
+def test_the_owner_notice_of_an_ending_is_held_with_its_commit_until_the_inbox_takes_it(queue: TaskQueue) -> None:
+    from enact.tasks.records import ConversationRef
+
+    chat = ConversationRef(channel="local", conversation="owner")
+    task = (submit(queue, conversation=chat), claim(queue))[1]
+    assert queue.take_notices() == [] and queue.held_notices() == []  # running: nothing to tell
+    finish(queue, task, Outcome.SUCCEEDED)
+    [told] = queue.take_notices()
+    assert told.notice_id == f"task:{task.id}:1:succeeded" and told.acknowledge_to == "tasks"
+    assert queue.held_notices() == [told]
+    queue.notice_taken(told.notice_id)
+    assert queue.held_notices() == [] and queue.take_notices() == []
 
 
 def test_cancel_ends_a_queued_task_at_once(queue: TaskQueue) -> None:

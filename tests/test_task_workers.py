@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from task_repos import git, make_repo
+
+from enact.storage import RecordTable, Storage
+from enact.tasks.records import Task
+from enact.tasks.tables import DATABASES, QUEUE
 
 from conftest import Daemon, DaemonFactory, wait_for
 
@@ -205,6 +210,37 @@ def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_co
     assert not outside.exists() and not (home / "state" / "escaped").exists()
 
 
+def plant_deadline(home: Path, task_id: int, deadline_s: int) -> None:
+    """A deadline below what a submission may ask (60 s), written while no daemon runs."""
+    storage = Storage(home / "state")
+    try:
+        store = storage.grant("tasks", DATABASES)
+        table = RecordTable(store.table(QUEUE), Task)
+        key = task_id.to_bytes(8, "big")
+        stored = store.read(lambda txn: table.get(txn, key))
+        assert stored is not None
+        store.write(lambda txn: table.put(txn, key, replace(stored, deadline_s=deadline_s)), fenced=False)
+    finally:
+        storage.close()
+
+
+def test_a_task_past_its_deadline_is_cancelled_and_fails_permanently(daemons: DaemonFactory,
+                                                                     tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    pid_file = tmp_path / "sleeper.pid"
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(rules(f'match = "wait"\nrun = ["sh", "-c", "echo $$ > {pid_file}; '
+                                              f'exec sleep 300"]\nreply = "woke"'))
+    idle = daemons.start(home, env={**UNCONFINED, "ENACT_DAEMON_WORKERS": "0"})
+    task_id = add(idle, repo, "wait for a long time")
+    assert idle.terminate() == 0
+    plant_deadline(home, task_id, 2)
+    daemon = daemons.start(home, env=UNCONFINED)
+    shown = wait_ended(daemon, task_id, timeout=30)
+    assert shown["state"] == "failed" and shown["summary"].startswith("deadline of 2 s exceeded in model"), shown
+    wait_for(lambda: not _alive(int(pid_file.read_text())), timeout=10, what="the runtime's command to be killed")
+
+
 def test_two_workers_never_hold_one_task(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     runs = tmp_path / "runs.txt"
@@ -240,6 +276,26 @@ def test_kill_9_mid_task_then_restart_runs_it_again_with_exactly_one_review(daem
     assert [review["task_id"] for review in reviews(restarted)] == [task_id]
 
 
+def test_a_graceful_stop_mid_task_hands_it_back_without_using_up_an_attempt(daemons: DaemonFactory,
+                                                                         tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    pid_file = tmp_path / "first-attempt.pid"
+    script = (f"if [ -e {pid_file} ]; then echo '# checked' >> lib.py; "
+              f"else echo $$ > {pid_file}; exec sleep 300; fi")
+    rule = rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"')
+    daemon = start(daemons, rule)
+    task_id = add(daemon, repo, "mark the answer")
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the first attempt to be under way")
+    assert daemon.cli("daemon", "stop").returncode == 0
+    assert daemon.wait_exit(30) == 0
+    wait_for(lambda: not _alive(int(pid_file.read_text())), timeout=10, what="the runtime's command to be killed")
+    restarted = daemons.start(daemon.home, env=UNCONFINED)
+    shown = wait_ended(restarted, task_id)
+    assert shown["state"] == "succeeded", shown
+    assert "interrupted" in kinds(shown) and "lease-expired" not in kinds(shown)
+    assert (shown["attempt"], shown["uncounted_attempts"]) == (2, 1)
+
+
 def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_redoing_the_work(
         daemons: DaemonFactory, tmp_path: Path) -> None:
     # The state a crash between reviews.Open and tasks.Finish leaves: the
@@ -261,6 +317,32 @@ def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_
     assert not marker.exists()  # the model was not asked again
     assert [(review["id"], review["task_id"], review["state"]) for review in reviews(daemon)] == \
         [(1, task_id, "open")]
+
+
+def test_a_task_whose_earlier_review_the_owner_closed_ends_cancelled_without_redoing_the_work(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    # As above, but the owner closed that review before the task ran again;
+    # the earlier attempt also died before removing its worktree.
+    repo = make_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "branch", "enact/task-1")
+    marker = tmp_path / "worked-again"
+    daemon = start(daemons, rules(f'match = "mark"\nrun = ["sh", "-c", "touch {marker}; echo x >> lib.py"]\n'
+                                  'reply = "done"'))
+    body = {"task_id": 1, "repo": str(repo), "branch": "enact/task-1", "base": base, "head": base}
+    assert daemon.cli("call", "--json", "reviews.Open", orjson.dumps(body).decode()).returncode == 0
+    closed = daemon.cli("review", "close", "1")
+    assert closed.returncode == 0, closed.stderr + closed.stdout
+    leftover = daemon.home / "worktrees" / "task-1"
+    git(repo, "worktree", "add", str(leftover), "enact/task-1")
+    task_id = add(daemon, repo, "mark the answer")
+    shown = wait_ended(daemon, task_id)
+    assert shown["state"] == "cancelled", shown
+    assert "the owner closed review 1" in shown["summary"]
+    assert shown["attempt"] == 1 and kinds(shown) == ["queued", "claimed", "cancelled"]
+    assert not marker.exists()  # the model was not asked again
+    assert not leftover.exists()
+    assert [(review["id"], review["state"]) for review in reviews(daemon)] == [(1, "closed")]
 
 
 @pytest.fixture(autouse=True)

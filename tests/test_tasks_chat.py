@@ -209,3 +209,51 @@ def test_the_owner_hears_the_outcome_on_the_conversation_and_its_session_gets_a_
 
     wait_for(lambda: noted(), what="the note in the conversation's session")
     assert "Task 1 (fix the README typo) succeeded: fixed the typo" in noted()[0]["prompt"]
+
+
+def test_an_outcome_notice_a_crash_kept_from_the_inbox_is_told_at_the_next_start_once(
+        daemons: DaemonFactory, repo: Path) -> None:
+    import time
+
+    from enact.messages.tasks import Claimed, Finish
+    from enact.storage import Storage
+    from enact.tasks.queue import TaskQueue
+    from enact.tasks.records import Outcome
+    from enact.tasks.tables import DATABASES
+
+    from conftest import wait_for
+
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text(rules(repo))
+    (home / "config.toml").write_text(LOCKED)
+    first = daemons.start(home, env=NO_WORKERS)
+    send(first, "please fix the typo")
+    assert first.terminate() == 0
+
+    def planted(change: Any) -> Any:
+        storage = Storage(home / "state")
+        try:
+            return change(TaskQueue(storage.grant("tasks", DATABASES), default_repo="", lease_ttl_s=60.0))
+        finally:
+            storage.close()
+
+    # What a crash right after the task's final commit leaves: the task
+    # ended, the inbox never told.
+    def end_the_task(queue: TaskQueue) -> None:
+        claimed = queue.claim("w1", time.time())
+        assert isinstance(claimed, Claimed)
+        queue.finish(Finish(task_id=claimed.task.id, worker_id="w1", attempt=claimed.task.attempt,
+                            outcome=Outcome.SUCCEEDED, summary="fixed the typo", review_id="r1"), time.time())
+
+    planted(end_the_task)
+    second = daemons.start(home, env=NO_WORKERS)
+
+    def notices() -> list[dict[str, Any]]:
+        turns = second.cli_json("turns", "--json")
+        return [t for t in turns if t["message_id"].startswith("notice:")]
+
+    wait_for(lambda: notices(), what="the task's outcome notice")
+    [notice] = notices()
+    assert notice["conversation"] == "owner" and notice["reply"].startswith("Task 1 succeeded: fixed the typo.")
+    assert second.terminate() == 0
+    assert planted(lambda queue: queue.held_notices()) == []  # the inbox took it: not told again

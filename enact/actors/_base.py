@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from enact.actors._batching import WriteBatch
     from enact.actors._pool import KeyedPool
     from enact.actors.supervisor import ActorSlot, ActorSpec
+    from enact.cancellation import CancellationToken
     from enact.config import Config
     from enact.fence import Fence
     from enact.metrics import Metrics
@@ -51,6 +52,12 @@ class ActorSystem(Protocol):
 
     @property
     def stopping(self) -> bool: ...
+
+    @property
+    def stopping_token(self) -> CancellationToken:
+        """Cancelled when the daemon starts a graceful stop (reason
+        ``DAEMON_STOPPING``) or is fenced (the fence's reason)."""
+        ...
 
     def ask(self, name: str, message: Request[R], *, timeout: float) -> R: ...
 

@@ -52,6 +52,7 @@ from enact.messages.inbox import (
     HandleEvent,
     Ignored,
     NoSuchEvent,
+    NoticeTaken,
     Notify,
     Outcome,
     ReadTurns,
@@ -310,6 +311,8 @@ class InboxActor(EnactActor):
             return self._records.create(txn, event_id, receipt), receipt
 
         def after(stored: tuple[bytes, Receipt] | None) -> None:
+            if message.acknowledge_to:
+                self.context.tell(message.acknowledge_to, NoticeTaken(notice_id=message.notice_id))
             if stored is None:
                 return
             self._deliver(*stored, first=True)

@@ -25,6 +25,7 @@ from enact.actors._base import STARTED, ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._pool import KeyedPool
 from enact.actors._specs import ActorSlot, ActorSpec, dependency_order
+from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
 
@@ -81,6 +82,7 @@ class Supervisor:
         self._lock = threading.Lock()
         self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
         self._stopped = threading.Event()
+        self._stopping_token = fence.token.child()
         self._monitor = threading.Thread(target=self._watch, name="enact-supervisor", daemon=True)
         # Grant every store before anything starts, so a database claimed by
         # two actors stops the daemon at start-up rather than at run time.
@@ -159,6 +161,9 @@ class Supervisor:
     def stop(self, timeout: float) -> None:
         """Stop every actor, last started first, within ``timeout`` in all."""
         self._stopped.set()
+        # Long work (a task attempt) hands its work back instead of holding
+        # the stop up to the timeout.
+        self._stopping_token.cancel(DAEMON_STOPPING)
         deadline = time.monotonic() + timeout
         with self._lock:
             dynamic = [s for name, s in self._slots.items() if name not in {sp.name for sp in self._order}]
@@ -223,6 +228,10 @@ class Supervisor:
     def stopping(self) -> bool:
         """The daemon is stopping: actors that are gone are not coming back."""
         return self._stopped.is_set()
+
+    @property
+    def stopping_token(self) -> CancellationToken:
+        return self._stopping_token
 
     def has(self, name: str) -> bool:
         slot = self._slots.get(name)

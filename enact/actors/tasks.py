@@ -2,7 +2,8 @@
 
 It answers owners and workers, expires leases on its own timer, publishes
 ``tasks.TaskChanged`` after each committed change, and tells the inbox the
-outcome of a task that came from chat (a notice on its conversation). It never waits
+outcome of a task that came from chat (a notice on its conversation), again
+at start for each notice the inbox has not yet said it took. It never waits
 on another actor: workers do the long work and only send it messages."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.messages.common import is_human
+from enact.messages.inbox import NoticeTaken
 from enact.messages.tasks import (
     Cancel,
     ChangedSince,
@@ -30,7 +32,6 @@ from enact.messages.tasks import (
     Retry,
     Submit,
 )
-from enact.tasks.from_chat import outcome_notice
 from enact.tasks.queue import TaskQueue
 from enact.tasks.records import Task
 from enact.tasks.tables import DATABASES
@@ -44,7 +45,7 @@ of its TTL late."""
 
 
 class TaskQueueActor(EnactActor):
-    """Owns ``tasks.queue``, ``tasks.events`` and ``tasks.index``.
+    """Owns ``tasks.queue``, ``tasks.events``, ``tasks.index`` and ``tasks.notices``.
 
     ``agentic``: whether the selected runtime can edit a worktree; with a
     chat-only runtime every submission is refused."""
@@ -60,6 +61,8 @@ class TaskQueueActor(EnactActor):
         self._events = context.metrics.task_events
 
     def on_start(self) -> None:
+        for notice in self.queue.held_notices():  # the inbox was never told, or never said it took them
+            self.context.tell(INBOX, notice)
         self._sweep_later()
 
     def on_stop(self) -> None:
@@ -77,9 +80,8 @@ class TaskQueueActor(EnactActor):
             for change in self.queue.take_changes():
                 self._events.labels(event=change.event.event.kind.value).inc()
                 self.context.publish(change)
-                notice = outcome_notice(change.task)
-                if notice is not None:
-                    self.context.tell(INBOX, notice)
+            for notice in self.queue.take_notices():
+                self.context.tell(INBOX, notice)
 
     def _handle(self, message: Any, now: float) -> Any:
         queue = self.queue
@@ -117,6 +119,9 @@ class TaskQueueActor(EnactActor):
                 return queue.leases()
             case ChangedSince():
                 return queue.changed_since(message.after, message.limit)
+            case NoticeTaken():
+                queue.notice_taken(message.notice_id)
+                return None
             case ExpireLeases():
                 try:
                     queue.expire_leases(now)

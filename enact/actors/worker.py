@@ -39,7 +39,8 @@ IDLE_POLL_S = 2.0
 """An idle worker claims at least this often: a wake-up may be missed (the
 queue restarting), and a retried task becomes due without an event."""
 PRUNE_EVERY_S = 3_600.0
-_WAKING_EVENTS = frozenset({EventKind.QUEUED, EventKind.LEASE_EXPIRED, EventKind.RETRYING, EventKind.RESUMED})
+_WAKING_EVENTS = frozenset({EventKind.QUEUED, EventKind.LEASE_EXPIRED, EventKind.RETRYING, EventKind.RESUMED,
+                            EventKind.INTERRUPTED})
 _NEVER_IDLE_S = 365 * 86400.0
 """Workers are not retired when idle: each waits for work."""
 
@@ -92,7 +93,7 @@ class WorkerActor(EnactActor):
         task = claimed.task
         log.info("%s runs task %d (attempt %d)", self._worker_id, task.id, task.attempt)
         TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
-                    parent=self.context.fence.token).run()
+                    parent=self.context.supervisor.stopping_token).run()
 
 
 class WorkersActor(EnactActor):

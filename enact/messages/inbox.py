@@ -266,6 +266,17 @@ class Notify:
     text: str
     session_note: str
     origin: Origin
+    acknowledge_to: str = ""
+    """An actor told ``inbox.NoticeTaken`` once the notice is stored (or
+    found stored): a notifier that keeps its notices until then."""
+
+
+@internal("inbox.NoticeTaken")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoticeTaken:
+    """The inbox holds notice ``notice_id`` durably: telling it again is not needed."""
+
+    notice_id: str
 
 
 @internal("inbox.SessionNote")

@@ -28,6 +28,9 @@ from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, cli
 BRIEF_MARKER = "[task brief]"
 """Leads the brief request's owner message, so scripted rules can tell it apart."""
 
+NOTIFIER = "tasks"
+"""The actor that holds a task's outcome notice until the inbox takes it."""
+
 SessionCall = Callable[[str, str, str], str]
 """(session key, prompt, owner message) -> the session's answer."""
 Ask = Callable[[str, Request[Any]], object]
@@ -222,7 +225,7 @@ def outcome_notice(task: Task) -> Notify | None:
     note = f"Task {task.id} ({clip(task.request, 200)}) {task.state}: {clip(task.summary, 300)}{review}"
     return Notify(channel=task.conversation.channel, conversation=task.conversation.conversation,
                   notice_id=f"task:{task.id}:{task.attempt}:{task.state}", text=text, session_note=note,
-                  origin=task.origin)
+                  origin=task.origin, acknowledge_to=NOTIFIER)
 
 
 def task_commands() -> list[Command]:

@@ -3,7 +3,10 @@
 ``TaskQueue`` is what the ``tasks`` actor runs: each method is one durable
 (fenced) write transaction or one read, takes the time as an argument (so
 tests drive the clock) and returns the reply the protocol declares. The
-changes it committed are collected for the actor to publish.
+changes it committed are collected for the actor to publish, and so are the
+owner notices of the tasks that ended: each is held in the commit that ended
+its task, until the inbox says it has it (``notice_taken``), so a crash
+between the two loses none.
 
 Its databases and their keys are in ``enact.tasks.tables``.
 """
@@ -17,6 +20,7 @@ from typing import Any
 import lmdb
 
 from enact.messages.common import Done
+from enact.messages.inbox import Notify
 from enact.messages.tasks import (
     MAX_PAGE,
     CancelAccepted,
@@ -41,6 +45,7 @@ from enact.messages.tasks import (
     TaskSnapshot,
 )
 from enact.storage import Store
+from enact.tasks.from_chat import outcome_notice
 from enact.tasks.records import (
     MAX_ATTEMPTS,
     WORKER_EVENTS,
@@ -70,11 +75,18 @@ class TaskQueue:
         self.default_repo = default_repo
         self.lease_ttl_s = lease_ttl_s
         self._changes: list[TaskChanged] = []
+        self._notices: list[Notify] = []
+        self._staged_notices: list[Notify] = []
 
     def take_changes(self) -> list[TaskChanged]:
         """The changes committed since the last call, for publishing."""
         changes, self._changes = self._changes, []
         return changes
+
+    def take_notices(self) -> list[Notify]:
+        """The owner notices committed since the last call, for the inbox."""
+        notices, self._notices = self._notices, []
+        return notices
 
     # -- writing ------------------------------------------------------------
 
@@ -83,15 +95,22 @@ class TaskQueue:
 
         def run(txn: lmdb.Transaction) -> Any:
             pending.clear()  # a transaction retried after the map grew starts over
+            self._staged_notices.clear()
             return fn(txn, pending)
 
         result = self._store.write(run)
         self._changes.extend(pending)
+        self._notices.extend(self._staged_notices)
+        self._staged_notices.clear()
         return result
 
     def _record(self, txn: lmdb.Transaction, pending: list[TaskChanged], before: Task | None, task: Task,
                 kind: EventKind, summary: str, now: float, worker: str = "") -> Task:
         self._tables.save(txn, before, task)
+        notice = outcome_notice(task)
+        if notice is not None:
+            self._tables.hold_notice(txn, notice)
+            self._staged_notices.append(notice)
         event = TaskEvent(task_id=task.id, kind=kind, time=now, worker=worker or task.worker,
                           attempt=task.attempt, summary=clip(summary), state=task.state)
         sequence = self._tables.append_event(txn, event)
@@ -190,8 +209,10 @@ class TaskQueue:
                 return Refused(reason=f"no task {task_id}")
             if task.state is not TaskState.PAUSED:
                 return Refused(reason=f"task {task_id} is {task.state}; only a paused task is resumed")
+            # The owner's resume is not a failure of the task: it uses up no attempt.
             queued = dataclasses.replace(task, state=TaskState.QUEUED, attempt=task.attempt + 1, not_before=0.0,
-                                         failure_class=None, updated_at=now, finished_at=None)
+                                         uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
+                                         updated_at=now, finished_at=None)
             return self._record(txn, pending, task, queued, EventKind.RESUMED, "resumed by its owner", now)
 
         result: Task | Refused = self._write(write)
@@ -222,18 +243,25 @@ class TaskQueue:
         result: Claimed | NothingQueued = self._write(write)
         return result
 
-    def _held(self, txn: lmdb.Transaction, task_id: int, worker_id: str, attempt: int) -> Task | LeaseLost:
+    def _held(self, txn: lmdb.Transaction, task_id: int, worker_id: str, attempt: int,
+              now: float) -> Task | LeaseLost:
+        """The task, while ``worker_id`` holds its lease for ``attempt``: a
+        lease past its expiry is lost although the sweep has not yet put the
+        task back (nothing changes; the sweep does that)."""
         task = self._tables.get(txn, task_id)
         if task is None:
             return LeaseLost(task_id=task_id, reason=f"no task {task_id}")
         if task.state is not TaskState.RUNNING or task.worker != worker_id or task.attempt != attempt:
             holder = f"held by {task.worker} for attempt {task.attempt}" if task.worker else str(task.state)
             return LeaseLost(task_id=task_id, reason=f"task {task_id} is no longer this worker's ({holder})")
+        if lease_lapsed(task, now):
+            return LeaseLost(task_id=task_id, reason=f"the lease of {worker_id} on task {task_id} expired "
+                                                     f"(attempt {attempt})")
         return task
 
     def heartbeat(self, task_id: int, worker_id: str, attempt: int, now: float) -> LeaseRenewed | LeaseLost:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> LeaseRenewed | LeaseLost:
-            task = self._held(txn, task_id, worker_id, attempt)
+            task = self._held(txn, task_id, worker_id, attempt, now)
             if isinstance(task, LeaseLost):
                 return task
             expires = now + self.lease_ttl_s
@@ -245,7 +273,7 @@ class TaskQueue:
 
     def report_phase(self, message: ReportPhase, now: float) -> Done | LeaseLost:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Done | LeaseLost:
-            task = self._held(txn, message.task_id, message.worker_id, message.attempt)
+            task = self._held(txn, message.task_id, message.worker_id, message.attempt, now)
             if isinstance(task, LeaseLost):
                 return task
             kind = message.event if message.event in WORKER_EVENTS else EventKind.PHASE
@@ -263,7 +291,7 @@ class TaskQueue:
 
     def finish(self, message: Finish, now: float) -> Done | LeaseLost:
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Done | LeaseLost:
-            task = self._held(txn, message.task_id, message.worker_id, message.attempt)
+            task = self._held(txn, message.task_id, message.worker_id, message.attempt, now)
             if isinstance(task, LeaseLost):
                 return task
             base = dataclasses.replace(
@@ -274,12 +302,21 @@ class TaskQueue:
             outcome = message.outcome
             if outcome is Outcome.FAILED and message.failure_class is FailureClass.AUTH:
                 outcome = Outcome.PAUSED
-            if outcome is Outcome.PAUSED:
+            if outcome is Outcome.INTERRUPTED:
+                # A graceful stop is no failure of the task. A kill -9 still
+                # counts: its lease just expires, which nothing can tell
+                # apart from the attempt itself crashing the daemon.
+                queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1,
+                                             uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
+                                             not_before=0.0)
+                self._record(txn, pending, task, queued, EventKind.INTERRUPTED, message.summary, now,
+                             message.worker_id)
+            elif outcome is Outcome.PAUSED:
                 paused = dataclasses.replace(base, state=TaskState.PAUSED,
                                              summary=clip(f"{message.summary or 'paused'}; {resume_hint(task.id)}"))
                 self._record(txn, pending, task, paused, EventKind.PAUSED, paused.summary, now, message.worker_id)
             elif outcome is Outcome.FAILED and message.failure_class is FailureClass.TRANSIENT \
-                    and task.attempt < MAX_ATTEMPTS:
+                    and task.counted_attempts < MAX_ATTEMPTS:
                 delay = max(retry_delay_s(task.attempt), message.retry_after_s or 0.0)
                 queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1,
                                              not_before=now + delay)
@@ -300,8 +337,7 @@ class TaskQueue:
         or fail ``worker-lost`` after their last attempt. Returns how many."""
 
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> int:
-            expired = [t for t in self._tables.in_state(txn, TaskState.RUNNING)
-                       if t.lease_expires_at is not None and t.lease_expires_at <= now]
+            expired = [t for t in self._tables.in_state(txn, TaskState.RUNNING) if lease_lapsed(t, now)]
             for task in expired:
                 lost = f"the lease of {task.worker} expired (attempt {task.attempt})"
                 base = dataclasses.replace(task, worker="", lease_expires_at=None, phase=Phase.NONE, repair=0,
@@ -310,7 +346,7 @@ class TaskQueue:
                     ended = dataclasses.replace(base, state=TaskState.CANCELLED, finished_at=now,
                                                 summary=f"cancelled; {lost}")
                     self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now, task.worker)
-                elif task.attempt >= MAX_ATTEMPTS:
+                elif task.counted_attempts >= MAX_ATTEMPTS:
                     ended = dataclasses.replace(base, state=TaskState.FAILED, finished_at=now,
                                                 failure_class=FailureClass.PERMANENT,
                                                 summary=f"{WORKER_LOST}: {lost}, after {task.attempt} attempts")
@@ -325,7 +361,18 @@ class TaskQueue:
         result: int = self._write(write)
         return result
 
+    def notice_taken(self, notice_id: str) -> None:
+        """The inbox holds the notice: it is not told again."""
+        if any(notice.notice_id == notice_id for notice in self.held_notices()):
+            self._write(lambda txn, pending: self._tables.drop_notice(txn, notice_id))
+
     # -- reading ------------------------------------------------------------
+
+    def held_notices(self) -> list[Notify]:
+        """The owner notices the inbox has not said it holds (a crash, or
+        the inbox restarting, between a task's end and telling it)."""
+        notices: list[Notify] = self._store.read(self._tables.held_notices)
+        return notices
 
     def get(self, task_id: int) -> Found | NotFound:
         task = self._store.read(lambda txn: self._tables.get(txn, task_id))
@@ -372,6 +419,12 @@ class TaskQueue:
 
         result: LeaseTable = self._store.read(read)
         return result
+
+
+def lease_lapsed(task: Task, now: float) -> bool:
+    """Whether a running task's lease has run out at ``now``: the one rule
+    the sweep and every lease holder's message are judged by."""
+    return task.lease_expires_at is not None and task.lease_expires_at <= now
 
 
 def _bounded(limit: int) -> int:

@@ -25,7 +25,8 @@ DEADLINE_RANGE_S = (60, 7_200)
 
 LEASE_TTL_DEFAULT_S = 60.0
 MAX_ATTEMPTS = 3
-"""Attempts a task gets before a lost worker or a transient failure fails it."""
+"""Attempts a task gets before a lost worker or a transient failure fails it
+(``Task.counted_attempts``)."""
 RETRY_BASE_S = 30.0
 RETRY_CAP_S = 300.0
 
@@ -59,6 +60,8 @@ class Outcome(enum.StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     PAUSED = "paused"
+    INTERRUPTED = "interrupted"
+    """The daemon stopped gracefully mid-attempt: queued again, not counted."""
 
 
 class FailureClass(enum.StrEnum):
@@ -101,6 +104,7 @@ class EventKind(enum.StrEnum):
     CANCELLED = "cancelled"
     PAUSED = "paused"
     RESUMED = "resumed"
+    INTERRUPTED = "interrupted"
 
 
 WORKER_EVENTS = frozenset({EventKind.PHASE, EventKind.VALIDATED, EventKind.REPAIRED, EventKind.CAPTURED,
@@ -154,6 +158,13 @@ class Task:
     started_at: float | None
     """When the current attempt was claimed."""
     finished_at: float | None
+    uncounted_attempts: int = 0
+    """Attempts that do not count against ``MAX_ATTEMPTS``: interrupted by
+    a graceful stop, or paused and resumed by the owner."""
+
+    @property
+    def counted_attempts(self) -> int:
+        return self.attempt - self.uncounted_attempts
 
     @property
     def progress(self) -> str:

@@ -5,6 +5,9 @@
 - ``tasks.index``: ``k<idempotency key>`` → task id; ``s<state>\\0<id>`` for
   each task (listing by state, finding queued and running tasks);
   ``e<id><sequence>`` for each event (one task's events by cursor).
+- ``tasks.notices``: notice id → the ``inbox.Notify`` telling the owner a
+  task's outcome, from the commit that ended the task until the inbox says
+  it holds the notice (re-told at start until then).
 
 Every function here runs inside a transaction its caller opened, so a
 change and its index entries commit together.
@@ -17,6 +20,7 @@ from collections.abc import Iterator
 
 import lmdb
 
+from enact.messages.inbox import Notify
 from enact.messages.tasks import EventAt
 from enact.storage import AppendLog, RecordTable, Store
 from enact.tasks.records import Task, TaskEvent, TaskState
@@ -24,7 +28,8 @@ from enact.tasks.records import Task, TaskEvent, TaskState
 QUEUE = "tasks.queue"
 EVENTS = "tasks.events"
 INDEX = "tasks.index"
-DATABASES = (QUEUE, EVENTS, INDEX)
+NOTICES = "tasks.notices"
+DATABASES = (QUEUE, EVENTS, INDEX, NOTICES)
 
 _ID = struct.Struct(">Q")
 _KEY = b"k"
@@ -48,6 +53,7 @@ class TaskTables:
         self._log = store.log(EVENTS)
         self._events = RecordTable(self._log, TaskEvent)
         self._index = store.table(INDEX).handle
+        self._notices = RecordTable(store.table(NOTICES), Notify)
 
     # -- tasks --------------------------------------------------------------
 
@@ -117,6 +123,17 @@ class TaskTables:
                 found = cursor.prev()
         tasks = [task for task in (self.get(txn, task_id) for task_id in ids[:limit]) if task is not None]
         return tasks, len(ids) > limit
+
+    # -- owner notices ------------------------------------------------------
+
+    def hold_notice(self, txn: lmdb.Transaction, notice: Notify) -> None:
+        self._notices.put(txn, notice.notice_id.encode(), notice)
+
+    def drop_notice(self, txn: lmdb.Transaction, notice_id: str) -> bool:
+        return self._notices.delete(txn, notice_id.encode())
+
+    def held_notices(self, txn: lmdb.Transaction) -> list[Notify]:
+        return [notice for _, notice in self._notices.items(txn)]
 
     # -- events -------------------------------------------------------------
 

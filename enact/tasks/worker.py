@@ -7,12 +7,14 @@ workspace (a fresh worktree), model (the agentic runtime, confined), then
 validate (the doctor) and up to ``repairs`` rounds of repair in the same
 session, capture (a commit on the task branch) and review.
 Before them, a review an earlier attempt of the task opened (it died before
-its Finish) ends the attempt succeeded with that review: nothing is redone.
+its Finish) ends the attempt succeeded with that review, or cancelled when
+the owner closed it meanwhile: nothing is redone.
 
 A cancellation token ends the attempt early; its reason says who: the owner
 (the next heartbeat says ``cancel_requested``: outcome ``cancelled``), the
-deadline (failed, permanent), a lost lease or the daemon stopping (nothing is
-reported: the task is no longer this worker's to finish).
+deadline (failed, permanent), the daemon stopping gracefully (outcome
+``interrupted``: queued again without counting the attempt), a lost lease or
+a fence (nothing is reported: the task is no longer this worker's to finish).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from enact.actors._asks import ActorUnavailable
-from enact.cancellation import CancellationToken
+from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.reviews import List, Open, Review, ReviewState
@@ -72,7 +74,7 @@ class WorkerServices:
 
 
 class _Stop(Exception):
-    """The attempt ends without a Finish from this worker (lease lost, daemon stopping)."""
+    """The attempt ends without a Finish from this worker (lease lost, fenced)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +149,12 @@ class TaskAttempt:
             raise RuntimeCancelled(self.cancel.reason)
 
     def _heartbeats(self, stopped: threading.Event) -> None:
-        while not stopped.wait(self._heartbeat_s):
+        """Renew the lease, and watch the deadline: a beat comes when it is
+        due, so the attempt is cancelled on time."""
+        while not stopped.wait(max(0.0, min(self._heartbeat_s, self._deadline - time.monotonic()))):
+            if time.monotonic() >= self._deadline:
+                self.cancel.cancel(DEADLINE_EXCEEDED)
+                return
             try:
                 reply = self.services.ask("tasks", Heartbeat(task_id=self.task.id, worker_id=self.worker_id,
                                                              attempt=self.task.attempt))
@@ -174,10 +181,7 @@ class TaskAttempt:
         stopped = threading.Event()
         beating = threading.Thread(target=self._heartbeats, args=(stopped,), name=f"heartbeat-task-{self.task.id}",
                                    daemon=True)
-        deadline = threading.Timer(self.task.deadline_s, self.cancel.cancel, args=(DEADLINE_EXCEEDED,))
-        deadline.daemon = True
         beating.start()
-        deadline.start()
         self._log(f"attempt {self.task.attempt} claimed by {self.worker_id}")
         try:
             ending = self._attempt()
@@ -187,7 +191,6 @@ class TaskAttempt:
             return
         finally:
             stopped.set()
-            deadline.cancel()
         self._finish(ending)
 
     def _finish(self, ending: _Ending) -> None:
@@ -237,11 +240,15 @@ class TaskAttempt:
         if reason == DEADLINE_EXCEEDED:
             return _Ending(Outcome.FAILED, f"deadline of {self.task.deadline_s} s exceeded in {self._phase.value}"
                                            f"{where}", FailureClass.PERMANENT)
+        if reason == DAEMON_STOPPING:  # handed back: the next daemon runs it again
+            return _Ending(Outcome.INTERRUPTED, f"interrupted in {self._phase.value}: {DAEMON_STOPPING}")
         raise _Stop(reason or "cancelled")
 
     def _steps(self) -> _Ending:
         task, settings = self.task, self.services.settings
         reviewed = self._earlier_review()
+        if reviewed is not None and reviewed.state is ReviewState.CLOSED:
+            return self._closed_by_owner(reviewed)
         if reviewed is not None:
             return self._already_handed_over(reviewed)
         named = task.repo or settings["tasks.default_repo"]
@@ -267,23 +274,33 @@ class TaskAttempt:
             return self._work(tree, confined)
 
     def _earlier_review(self) -> Review | None:
-        """The review an earlier attempt of this task opened, if it is still
-        open or was landed: that attempt died after opening it (before its
-        Finish), so the work is done and is not done again."""
+        """The review an earlier attempt of this task opened (the newest):
+        that attempt died after opening it (before its Finish), so the work
+        was done and is not done again, whatever the owner made of it since."""
         listed = self.services.ask("reviews", List(task_id=self.task.id, limit=1))
-        found = [review for review in listed.reviews if review.state in (ReviewState.OPEN, ReviewState.LANDED)]
-        return found[0] if found else None
+        return listed.reviews[0] if listed.reviews else None
 
     def _already_handed_over(self, review: Review) -> _Ending:
         review_id = str(review.id)
         self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
                      summary=f"review {review_id} is {review.state.value} already (an earlier attempt opened it): "
                              "the work is not redone")
+        self._remove_leftover_worktree()
+        return _Ending(Outcome.SUCCEEDED, f"review {review_id} was opened by an earlier attempt",
+                       review_id=review_id, keep_worktree=False)
+
+    def _closed_by_owner(self, review: Review) -> _Ending:
+        """The owner closed the review an earlier attempt opened: the owner
+        turned the work down, so the task ends as cancelled by its owner
+        (terminal, never retried by itself; ``task retry`` makes a new one)."""
+        self._remove_leftover_worktree()
+        return _Ending(Outcome.CANCELLED, f"the owner closed review {review.id} (an earlier attempt opened it); "
+                                          "the work is not redone", review_id=str(review.id), keep_worktree=False)
+
+    def _remove_leftover_worktree(self) -> None:
         leftover = worktrees.info(self.services.home, self.task.id)
         if leftover is not None:  # the earlier attempt died before removing it; the branch holds the change
             worktrees.cleanup(leftover)
-        return _Ending(Outcome.SUCCEEDED, f"review {review_id} was opened by an earlier attempt",
-                       review_id=review_id, keep_worktree=False)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
         if self.cancel.cancelled:
