@@ -14,11 +14,20 @@ again, rather than spin.
 
 ``sendMessage`` is not idempotent, so the channel does not claim idempotent
 delivery: a reply whose outcome a crash left unknown is reported, not sent
-twice. A reply over 4,096 characters reaches ``deliver`` as numbered parts,
-one call each, from the outbox, which journals every part. A 429 asking to
-wait up to a minute is waited out here; a longer one is handed to the
-outbox's retries with its ``retry_after``. Poll errors never stop the daemon: the poller backs off (1 s doubling
-to 60 s) and keeps trying; a fenced daemon stops polling at once.
+twice. Within a running daemon, a send that failed before its request was
+written whole is retried as usual (Telegram cannot have acted on half a
+request); one whose request went out whole but whose answer was lost is
+reported ``unsure``, and the outbox sends it once more, which this channel
+marks with ``REPEAT_MARK`` as a possible repeat (Telegram cannot say what a
+bot sent, and a lost reply is worse for the owner than a marked duplicate);
+a second unsure send is given up (``enact.chat.deliveries``).
+
+A reply over 4,096 characters reaches ``deliver`` as numbered parts, one
+call each, from the outbox, which journals every part. A 429 asking to wait
+up to a minute is waited out here; a longer one is handed to the outbox's
+retries with its ``retry_after``. Poll errors never stop the daemon: the
+poller backs off (1 s doubling to 60 s) and keeps trying; a fenced daemon
+stops polling at once.
 """
 
 from __future__ import annotations
@@ -58,6 +67,8 @@ _RATE_LIMIT_WAITS = 3
 
 
 _EMPTY_REPLY = "(the reply has no text)"
+REPEAT_MARK = "(sent again: the connection broke before Telegram confirmed it, so it may show twice)\n\n"
+"""Heads a message sent again after a send whose answer was lost."""
 
 
 @dataclass(slots=True)
@@ -79,7 +90,8 @@ def chat_id(conversation: str) -> int | str:
 class TelegramChannel:
     name = NAME
     idempotent_delivery = False
-    max_message_length = MAX_MESSAGE
+    max_message_length = MAX_MESSAGE - len(REPEAT_MARK)
+    """Room is left for the mark a repeated message carries."""
 
     def __init__(self, api: BotApi, *, attachments: Path, poll_timeout_s: int, max_photo_bytes: int,
                  parse_mode: str = "plain") -> None:
@@ -261,12 +273,14 @@ class TelegramChannel:
             self._typing.pop(reply.event_id, None)
         # Telegram refuses an empty message; a reply with nothing visible says so.
         text = reply.text if reply.text.strip() else _EMPTY_REPLY
+        if reply.repeat:
+            text = REPEAT_MARK + text
         try:
             sent = self._send_part(reply, text, first=reply.part == 0)
         except BotApiError as error:
             self._delivery_failed(reply, error)
             return DeliveryReport(ok=False, retryable=not error.terminal, error=str(error),
-                                  retry_after_s=error.retry_after_s or 0.0)
+                                  retry_after_s=error.retry_after_s or 0.0, unsure=error.written)
         if reply.parts > 1:
             log.info("telegram: reply of %s, part %d of %d sent as message %s", reply.event_id, reply.part + 1,
                      reply.parts, sent)
