@@ -188,17 +188,16 @@ class OpenAIRuntime:
         try:
             watchdog.start()
             request.cancel.on_cancel(lambda reason: stop("cancelled"))
-            sock = connect(url.hostname or "", connection.port, timeout_s, wake_reader)
-            if url.scheme == "https":
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=url.hostname,
-                                                                do_handshake_on_connect=False)
+            sock = connection.sock = connect(url.hostname or "", connection.port, timeout_s, wake_reader)
+            if url.scheme == "https":  # the connection closes whichever socket it holds
+                sock = connection.sock = ssl.create_default_context().wrap_socket(
+                    sock, server_hostname=url.hostname, do_handshake_on_connect=False)
             with guard:
                 sockets.append(sock)
                 if stopped:  # stopped between the connect and now: shut it as stop() would have
                     shut(sock)
             if isinstance(sock, ssl.SSLSocket):
                 sock.do_handshake()
-            connection.sock = sock
             connection.request("POST", f"{url.path}/chat/completions", body=body, headers=headers)
             response = connection.getresponse()
             data = response.read()
