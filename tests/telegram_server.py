@@ -11,6 +11,7 @@ forgets, every update below it; without new updates it waits up to
 from __future__ import annotations
 
 import itertools
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ class FakeBotApi:
         self._sent_ids = itertools.count(9001)
         self._failures: dict[str, list[dict[str, Any]]] = {}
         self._stalls: dict[str, list[tuple[int, float]]] = {}
+        self._cuts: list[tuple[str, int]] = []
         self._closing = threading.Event()
         self._blocked: set[int] = set()
         self._sent_by_chat: dict[object, int] = {}
@@ -120,6 +122,12 @@ class FakeBotApi:
         effect at once, but its answer is held back ``seconds`` (or until the
         server closes): a client that stops meanwhile never learns it worked."""
         self._stalls.setdefault(method, []).append((len(self.of(method)) + call, seconds))
+
+    def cut(self, method: str, *, call: int) -> None:
+        """The ``call``-th call of ``method`` from now (1: the next) takes
+        effect, then its connection is cut before any answer: the client
+        wrote its request whole and never learns whether it worked."""
+        self._cuts.append((method, len(self.of(method)) + call))
 
     def block(self, chat: int) -> None:
         """The user blocked the bot: sending to ``chat`` is forbidden."""
@@ -214,6 +222,13 @@ class FakeBotApi:
             self._stalls[method].remove(stall)
             self._closing.wait(stall[1])
 
+    def _cut_now(self, method: str) -> bool:
+        due = (method, len(self.of(method)))
+        if due in self._cuts:
+            self._cuts.remove(due)
+            return True
+        return False
+
     def _file(self, path: str) -> bytes | None:
         return next((content for stored, content in self._files.values() if stored == path), None)
 
@@ -251,6 +266,10 @@ class FakeBotApi:
                 call = Call(method=method, params=params, at=time.monotonic())
                 server.calls.append(call)
                 call.answer = server._answer(method, params)
+                if server._cut_now(method):
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 server._hold_back(method)
                 status = 200 if call.answer.get("ok") else int(call.answer.get("error_code", 400))
                 self._reply(status, orjson.dumps(call.answer))

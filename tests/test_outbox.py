@@ -159,6 +159,37 @@ def test_a_part_left_in_flight_is_not_resent_and_the_parts_after_it_are_sent() -
     assert whole.outcome is DeliveryOutcome.UNCERTAIN and whole.error == deliveries.NOT_RESENT
 
 
+def test_an_unsure_answer_is_sent_once_more_marked_then_given_up() -> None:
+    policy = Backoff(first_s=1, attempts=3)
+    first = record(DeliveryState.IN_FLIGHT, generation=THIS)
+    lost = deliveries.answered(first, ok=False, retryable=True, error="cut", policy=policy, now=NOW, unsure=True)
+    assert (lost.state, lost.repeated_parts) == (DeliveryState.RETRYABLE_FAILURE, (0,))
+    again = deliveries.next_attempt(lost, generation=THIS, now=NOW)
+    assert deliveries.repeats(again)
+    lost_again = deliveries.answered(again, ok=False, retryable=True, error="cut", policy=policy, now=NOW,
+                                     unsure=True)
+    assert lost_again.outcome is DeliveryOutcome.UNCERTAIN and lost_again.error == deliveries.UNSURE_NOT_RESENT
+    refused = deliveries.answered(again, ok=False, retryable=True, error="refused", policy=policy, now=NOW)
+    assert refused.state is DeliveryState.RETRYABLE_FAILURE
+    assert deliveries.repeats(deliveries.next_attempt(refused, generation=THIS, now=NOW))  # still may be a repeat
+
+
+def test_an_unsure_part_of_a_reply_in_parts_is_given_up_after_its_marked_resend_and_the_rest_are_sent() -> None:
+    policy = Backoff(first_s=1, attempts=3)
+    second = dataclasses.replace(record(DeliveryState.IN_FLIGHT, generation=THIS), parts=3, part=1, attempts=2,
+                                 repeated_parts=(1,))
+    lost = deliveries.answered(second, ok=False, retryable=True, error="cut", policy=policy, now=NOW, unsure=True)
+    assert (lost.state, lost.part, lost.unsure_parts) == (DeliveryState.IN_FLIGHT, 2, (1,))
+    assert not deliveries.repeats(lost)
+
+
+def test_an_unsure_answer_on_the_last_attempt_allowed_is_given_up() -> None:
+    policy = Backoff(first_s=1, attempts=1)
+    lost = deliveries.answered(record(DeliveryState.IN_FLIGHT, generation=THIS), ok=False, retryable=True,
+                               error="cut", policy=policy, now=NOW, unsure=True)
+    assert lost.outcome is DeliveryOutcome.UNCERTAIN
+
+
 def test_a_retry_waits_at_least_as_long_as_the_channel_asked() -> None:
     policy = Backoff(first_s=0.5, factor=2.0, attempts=3)
     assert deliveries.retry_delay(policy, 1, 0.0) == policy.delay(1)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import model_chat  # noqa: F401  (registers /v1/chat/completions)
@@ -213,3 +215,60 @@ def test_the_component_needs_a_model_and_reads_its_variables(tmp_path: Path) -> 
 def test_trimming_keeps_the_answer_to_the_first_message_when_all_fits() -> None:
     history = [HistoryMessage(role="user", content="startup"), HistoryMessage(role="assistant", content="hi")]
     assert trim(history, 1000) == tuple(history)
+
+
+@pytest.fixture
+def silent_listener() -> Iterator[socket.socket]:
+    """A loopback listener whose accept queue is full: a connection to it
+    never completes its TCP handshake (Linux drops the SYN)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    fillers: list[socket.socket] = []
+    for _ in range(2):  # listen(0) queues one; the second makes sure it is full
+        filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        filler.setblocking(False)
+        filler.connect_ex(listener.getsockname())
+        fillers.append(filler)
+    try:
+        yield listener
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+def cancel_after(seconds: float) -> CancellationToken:
+    cancel = CancellationToken()
+    timer = threading.Timer(seconds, cancel.cancel, args=("owner cancelled",))
+    timer.daemon = True
+    timer.start()
+    return cancel
+
+
+def test_a_cancel_during_the_tcp_connect_ends_the_call_within_a_second(silent_listener: socket.socket) -> None:
+    host, port = silent_listener.getsockname()
+    runtime = OpenAIRuntime(f"http://{host}:{port}/v1", model="m", retries=QUICK)
+    started = time.monotonic()
+    with pytest.raises(RuntimeCancelled, match="owner cancelled"):
+        runtime.invoke(RuntimeRequest(session_key="k", prompt="x", timeout_s=30, cancel=cancel_after(0.3)))
+    assert time.monotonic() - started < 1.3
+
+
+def test_a_cancel_during_the_tls_handshake_ends_the_call_within_a_second() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as mute:  # accepts (the kernel does), never says hello
+        host, port = mute.getsockname()[:2]
+        runtime = OpenAIRuntime(f"https://{host}:{port}/v1", model="m", retries=QUICK)
+        started = time.monotonic()
+        with pytest.raises(RuntimeCancelled, match="owner cancelled"):
+            runtime.invoke(RuntimeRequest(session_key="k", prompt="x", timeout_s=30, cancel=cancel_after(0.3)))
+        assert time.monotonic() - started < 1.3
+
+
+def test_a_connect_that_never_completes_times_out_at_the_call_timeout(silent_listener: socket.socket) -> None:
+    host, port = silent_listener.getsockname()
+    runtime = OpenAIRuntime(f"http://{host}:{port}/v1", model="m", retries=QUICK)
+    started = time.monotonic()
+    with pytest.raises(RuntimeTimeout):
+        runtime.invoke(RuntimeRequest(session_key="k", prompt="x", timeout_s=0.5))
+    assert time.monotonic() - started < 1.5

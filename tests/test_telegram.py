@@ -15,6 +15,10 @@ import pytest
 from telegram_server import FakeBotApi
 from test_chat import RULES, commands_toml, runs
 
+from enact.channels import OutgoingReply
+from enact.channels.telegram import REPEAT_MARK, TelegramChannel
+from enact.channels.telegram_api import BotApi
+
 from conftest import Daemon, DaemonFactory, run_cli, wait_for
 
 TOKEN = "7000001:AAH-secret-test-token-do-not-leak"
@@ -192,6 +196,53 @@ def test_kill_9_between_parts_sends_each_part_once_and_reports_the_unknown_one(d
     listed = restarted.cli("turns").stdout
     assert "[delivery_uncertain]" in listed and "! part 2 of 3: the daemon stopped" in listed
     assert "part 2 of 3) was being delivered when the daemon stopped" in restarted.log_text()
+
+
+def test_send_cut_after_its_request_was_written_is_sent_once_more_marked_as_a_possible_repeat(
+        daemons: DaemonFactory, bot: FakeBotApi) -> None:
+    daemon = start(daemons, telegram_home(daemons, bot))
+    bot.cut("sendMessage", call=1)  # it reaches the chat; enact never hears back
+    update = bot.message(OWNER, "hello")
+    wait_for(lambda: bot.confirmed > update["update_id"], what="the event to finish")
+    first, again = bot.sent(OWNER)
+    assert not first["text"].startswith(REPEAT_MARK)
+    assert again["text"] == REPEAT_MARK + first["text"]
+    assert again["reply_to_message_id"] == first["reply_to_message_id"]
+    [turn] = daemon.cli_json("turns", "--json")
+    assert turn["outcome"] == "replied"
+    assert "after the request was sent" in daemon.log_text()
+
+
+def test_send_cut_twice_after_its_request_was_written_is_not_sent_a_third_time(daemons: DaemonFactory,
+                                                                               bot: FakeBotApi) -> None:
+    daemon = start(daemons, telegram_home(daemons, bot))
+    bot.cut("sendMessage", call=1)
+    bot.cut("sendMessage", call=2)
+    update = bot.message(OWNER, "hello")
+    wait_for(lambda: bot.confirmed > update["update_id"], what="the event to finish")
+    assert [s["text"].startswith(REPEAT_MARK) for s in bot.sent(OWNER)] == [False, True]
+    [turn] = daemon.cli_json("turns", "--json")
+    assert turn["outcome"] == "delivery_uncertain" and "not sent a third time" in turn["error"]
+    assert 'enact_inbox_deliveries_total{channel="telegram",outcome="not_resent"} 1.0' in metrics_text(daemon)
+
+
+def reply_to(chat: int) -> OutgoingReply:
+    return OutgoingReply(event_id="telegram:1", channel="telegram", conversation=str(chat), message_id="5",
+                         text="hi", attempt=1)
+
+
+def test_only_a_send_whose_request_went_out_whole_is_reported_unsure(bot: FakeBotApi, tmp_path: Path) -> None:
+    with FakeBotApi(TOKEN) as gone:
+        nobody_listens = gone.url
+    refused = TelegramChannel(BotApi(nobody_listens, TOKEN), attachments=tmp_path, poll_timeout_s=1,
+                              max_photo_bytes=1).deliver(reply_to(OWNER))
+    assert (refused.ok, refused.retryable, refused.unsure) == (False, True, False)
+    assert "before the request was sent" in refused.error
+    bot.cut("sendMessage", call=1)
+    lost = TelegramChannel(BotApi(bot.url, TOKEN), attachments=tmp_path, poll_timeout_s=1,
+                           max_photo_bytes=1).deliver(reply_to(OWNER))
+    assert (lost.ok, lost.retryable, lost.unsure) == (False, True, True)
+    assert "after the request was sent" in lost.error and TOKEN not in lost.error
 
 
 def test_rate_limit_is_honoured(daemons: DaemonFactory, bot: FakeBotApi) -> None:

@@ -30,7 +30,7 @@ import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import WriteBatch
-from enact.channels import Channel, OutgoingReply
+from enact.channels import Channel, DeliveryReport, OutgoingReply
 from enact.chat import deliveries
 from enact.chat.deliveries import Step
 from enact.chat.parts import split_reply
@@ -163,7 +163,7 @@ class OutboxActor(EnactActor):
             return
         reply = OutgoingReply(event_id=event_id, channel=record.channel, conversation=record.conversation,
                               message_id=record.message_id, text=parts[record.part], attempt=record.attempts,
-                              part=record.part, parts=record.parts)
+                              part=record.part, parts=record.parts, repeat=deliveries.repeats(record))
         pool = self._pools.get(record.channel)
         if pool is None:
             pool = self._pools[record.channel] = ThreadPoolExecutor(
@@ -181,11 +181,12 @@ class OutboxActor(EnactActor):
         try:
             self.context.fence.check()
             report = channel.deliver(reply)
-            ok, retryable, error, retry_after_s = report.ok, report.retryable, report.error, report.retry_after_s
         except Exception as problem:
-            ok, retryable, error, retry_after_s = False, True, f"{type(problem).__name__}: {problem}", 0.0
+            report = DeliveryReport(ok=False, retryable=True, error=f"{type(problem).__name__}: {problem}")
         answer = ChannelAnswered(event_id=reply.event_id, sequence=sequence, reply_to=reply_to, attempt=attempt,
-                                 ok=ok, retryable=retryable, error=error, retry_after_s=retry_after_s)
+                                 ok=report.ok, retryable=report.retryable, error=report.error,
+                                 retry_after_s=report.retry_after_s,
+                                 unsure=report.unsure and not channel.idempotent_delivery)
         try:
             self.context.tell(self.context.name, answer)
         except Exception:
@@ -199,9 +200,15 @@ class OutboxActor(EnactActor):
         if not deliveries.answers(stored, message.attempt):
             return  # stale: not the attempt in flight
         record = deliveries.answered(message.attempt, ok=message.ok, retryable=message.retryable,
-                                     error=message.error, policy=self._policy, now=time.time())
+                                     error=message.error, policy=self._policy, now=time.time(),
+                                     unsure=message.unsure)
         retrying = record.state is DeliveryState.RETRYABLE_FAILURE
-        if not deliveries.sends_next_part(record):  # a reply in parts counts once, when its last is sent
+        if message.unsure and message.attempt.part in record.unsure_parts:
+            log.warning("reply of %s (part %d of %d): the connection broke after it was sent, also when it was "
+                        "sent again marked as a possible repeat; its outcome is unknown: not sent a third time",
+                        message.event_id, message.attempt.part + 1, record.parts)
+            self._metrics.deliveries.labels(channel=record.channel, outcome="not_resent").inc()
+        elif not deliveries.sends_next_part(record):  # a reply in parts counts once, when its last is sent
             outcome = "ok" if message.ok else "retry" if retrying else "failed"
             self._metrics.deliveries.labels(channel=record.channel, outcome=outcome).inc()
         if deliveries.recorded_by_the_inbox(stored, record):
@@ -216,8 +223,9 @@ class OutboxActor(EnactActor):
                 self._report(message.event_id, message.reply_to, record)
                 return
             delay = deliveries.retry_delay(self._policy, record.attempts, message.retry_after_s)
-            log.warning("delivery of %s failed (attempt %d): %s; trying again in %g s", message.event_id,
-                        record.attempts, message.error, delay)
+            repeat = " (its answer was lost: sent again marked as a possible repeat)" if message.unsure else ""
+            log.warning("delivery of %s failed (attempt %d): %s; trying again in %g s%s", message.event_id,
+                        record.attempts, message.error, delay, repeat)
             retry = RetryDelivery(event_id=message.event_id, sequence=message.sequence, reply_to=message.reply_to)
             self.tell_later(delay, retry)
 

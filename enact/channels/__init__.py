@@ -36,6 +36,9 @@ class OutgoingReply:
     part: int = 0
     """Which part of the reply (from 0) this is, of ``parts``."""
     parts: int = 1
+    repeat: bool = False
+    """An earlier send of this message may have arrived (its answer was
+    lost): a non-idempotent channel marks this one as a possible repeat."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +48,10 @@ class DeliveryReport:
     error: str = ""
     retry_after_s: float = 0.0
     """The channel asked to wait at least this long before a retry."""
+    unsure: bool = False
+    """The request went out whole, then its answer was lost: the message may
+    have arrived. Only a channel without idempotent delivery need say so;
+    before the request was written whole a failure is plainly retryable."""
 
 
 AskInbox = Callable[[Request[Any]], object]

@@ -9,16 +9,27 @@ finished event); so it never passes an update still processed or retried,
 and after a crash Telegram sends the unfinished ones again, which the
 inbox's receipts make harmless. While an update is unfinished, Telegram
 keeps sending it back at once; the poller then waits for an
-acknowledgement (at most ``_REPOLL_WHILE_UNFINISHED_S``) before it polls
-again, rather than spin.
+acknowledgement before it polls again, rather than spin: 0.5 s after the
+first such poll, doubling up to ``REPOLL_WHILE_UNFINISHED.max_s`` (which
+bounds how late a new message is seen while a long turn runs), and an
+acknowledgement ends the wait at once and starts the doubling afresh.
 
 ``sendMessage`` is not idempotent, so the channel does not claim idempotent
 delivery: a reply whose outcome a crash left unknown is reported, not sent
-twice. A reply over 4,096 characters reaches ``deliver`` as numbered parts,
-one call each, from the outbox, which journals every part. A 429 asking to
-wait up to a minute is waited out here; a longer one is handed to the
-outbox's retries with its ``retry_after``. Poll errors never stop the daemon: the poller backs off (1 s doubling
-to 60 s) and keeps trying; a fenced daemon stops polling at once.
+twice. Within a running daemon, a send that failed before its request was
+written whole is retried as usual (Telegram cannot have acted on half a
+request); one whose request went out whole but whose answer was lost is
+reported ``unsure``, and the outbox sends it once more, which this channel
+marks with ``REPEAT_MARK`` as a possible repeat (Telegram cannot say what a
+bot sent, and a lost reply is worse for the owner than a marked duplicate);
+a second unsure send is given up (``enact.chat.deliveries``).
+
+A reply over 4,096 characters reaches ``deliver`` as numbered parts, one
+call each, from the outbox, which journals every part. A 429 asking to wait
+up to a minute is waited out here; a longer one is handed to the outbox's
+retries with its ``retry_after``. Poll errors never stop the daemon: the
+poller backs off (1 s doubling to 60 s) and keeps trying; a fenced daemon
+stops polling at once.
 """
 
 from __future__ import annotations
@@ -48,16 +59,19 @@ log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ("message",)
 _POLL_BACKOFF = Backoff(first_s=1.0, factor=2.0, max_s=60.0)
-_REPOLL_WHILE_UNFINISHED_S = 0.5
+REPOLL_WHILE_UNFINISHED = Backoff(first_s=0.5, factor=2.0, max_s=4.0)
 _TYPING_AFTER_S = 2.0
 _TYPING_EVERY_S = 4.5
 """Telegram shows "typing" for 5 s, or until the bot's next message."""
+_TYPING_CALL_S = 10.0
 _MAX_RETRY_AFTER_S = 60.0
 """A 429 asking to wait longer than this is handed to the outbox's retries."""
 _RATE_LIMIT_WAITS = 3
 
 
 _EMPTY_REPLY = "(the reply has no text)"
+REPEAT_MARK = "(sent again: the connection broke before Telegram confirmed it, so it may show twice)\n\n"
+"""Heads a message sent again after a send whose answer was lost."""
 
 
 @dataclass(slots=True)
@@ -79,11 +93,15 @@ def chat_id(conversation: str) -> int | str:
 class TelegramChannel:
     name = NAME
     idempotent_delivery = False
-    max_message_length = MAX_MESSAGE
+    max_message_length = MAX_MESSAGE - len(REPEAT_MARK)
+    """Room is left for the mark a repeated message carries."""
 
     def __init__(self, api: BotApi, *, attachments: Path, poll_timeout_s: int, max_photo_bytes: int,
-                 parse_mode: str = "plain") -> None:
+                 parse_mode: str = "plain", typing_after_s: float = _TYPING_AFTER_S,
+                 repoll: Backoff = REPOLL_WHILE_UNFINISHED) -> None:
         self._api = api
+        self._repoll = repoll
+        self._typing_after_s = typing_after_s
         self._reader = UpdateReader(api, attachments=attachments, max_photo_bytes=max_photo_bytes)
         self._poll_timeout_s = poll_timeout_s
         self._parse_mode = parse_mode
@@ -97,6 +115,11 @@ class TelegramChannel:
         self._in_flight: dict[str, int] = {}
         """Event id → update id of the events this daemon handed to the inbox, unfinished."""
         self._typing: dict[str, _Typing] = {}
+        """Event id → its indicator, from before the event goes to the inbox
+        until its first message is sent or it finishes."""
+        self._typing_sending: set[str] = set()
+        """Events whose ``sendChatAction`` is under way: their reply waits for
+        it, so that no "typing" reaches the chat after the reply."""
         self._state = STARTING
         self._last_error = ""
         self._last_error_at: float | None = None
@@ -140,9 +163,7 @@ class TelegramChannel:
             self._lock.notify_all()
 
     def finished(self, outcome: Outcome) -> None:
-        with self._lock:
-            self._in_flight.pop(outcome.event_id, None)
-            self._typing.pop(outcome.event_id, None)
+        self._let_go(outcome.event_id)
 
     def state(self) -> ChannelState:
         with self._lock:
@@ -159,6 +180,7 @@ class TelegramChannel:
 
     def _poll_loop(self) -> None:
         failures = 0
+        waits = 0  # polls in a row that brought only updates in hand, the cursor unmoved
         while not self._halted():
             try:
                 waiting_only = self._poll_once()
@@ -177,17 +199,18 @@ class TelegramChannel:
                 self._stopping.wait(delay)
                 continue
             failures = 0
-            if waiting_only:
-                self._wait_for_acknowledgement()
+            waits = waits + 1 if waiting_only else 0
+            if waiting_only and self._wait_for_acknowledgement(self._repoll.delay(waits)):
+                waits = 0
         log.info("telegram: polling stopped")
 
-    def _wait_for_acknowledgement(self) -> None:
+    def _wait_for_acknowledgement(self, timeout_s: float) -> bool:
         """Until the cursor moves on from where the latest poll started (it
-        may have moved already), or for at most a moment."""
+        may have moved already), or ``timeout_s``; True if it moved."""
         with self._lock:
             before = self._polled_from
-            self._lock.wait_for(lambda: self._acknowledged != before or self._stopping.is_set(),
-                                timeout=_REPOLL_WHILE_UNFINISHED_S)
+            return self._lock.wait_for(lambda: self._acknowledged != before or self._stopping.is_set(),
+                                       timeout=timeout_s)
 
     def _poll_once(self) -> bool:
         """One ``getUpdates`` and its updates handed over; True if it brought
@@ -239,19 +262,29 @@ class TelegramChannel:
         inbox = self._inbox
         if inbox is None:
             raise BotApiError("inbox", "the channel is not started")
+        # In hand before the inbox hears of it: its turn may be replied and
+        # finished before ``submit`` returns, and what ``deliver`` and
+        # ``finished`` remove then must not be added back after them (an
+        # indicator would outlive its turn, shown every few seconds for good).
+        with self._lock:
+            self._in_flight[event.event_id] = update_id
+            self._typing[event.event_id] = _Typing(chat=chat_id(event.conversation), thread_id=event.thread_id,
+                                                   since=time.monotonic())
         try:
             answer = inbox.submit(event)
         except Exception as error:  # the inbox is restarting or busy: poll this batch again later
+            self._let_go(event.event_id)
             raise BotApiError("inbox", f"the inbox did not take update {update_id}: {type(error).__name__}") from None
-        with self._lock:
-            if isinstance(answer, Ignored) or (isinstance(answer, Accepted) and not answer.in_flight):
+        if isinstance(answer, Ignored) or (isinstance(answer, Accepted) and not answer.in_flight):
+            self._let_go(event.event_id)
+            with self._lock:
                 self._locally_done.add(update_id)
-            else:
-                self._in_flight[event.event_id] = update_id
-                now = time.monotonic()
-                self._typing[event.event_id] = _Typing(chat=chat_id(event.conversation), thread_id=event.thread_id,
-                                                       since=now)
         return True
+
+    def _let_go(self, event_id: str) -> None:
+        with self._lock:
+            self._in_flight.pop(event_id, None)
+            self._typing.pop(event_id, None)
 
     # -- delivery -----------------------------------------------------------
 
@@ -259,14 +292,17 @@ class TelegramChannel:
         """One ``sendMessage``: the reply, or one of its parts."""
         with self._lock:
             self._typing.pop(reply.event_id, None)
+            self._lock.wait_for(lambda: reply.event_id not in self._typing_sending, timeout=_TYPING_CALL_S)
         # Telegram refuses an empty message; a reply with nothing visible says so.
         text = reply.text if reply.text.strip() else _EMPTY_REPLY
+        if reply.repeat:
+            text = REPEAT_MARK + text
         try:
             sent = self._send_part(reply, text, first=reply.part == 0)
         except BotApiError as error:
             self._delivery_failed(reply, error)
             return DeliveryReport(ok=False, retryable=not error.terminal, error=str(error),
-                                  retry_after_s=error.retry_after_s or 0.0)
+                                  retry_after_s=error.retry_after_s or 0.0, unsure=error.written)
         if reply.parts > 1:
             log.info("telegram: reply of %s, part %d of %d sent as message %s", reply.event_id, reply.part + 1,
                      reply.parts, sent)
@@ -311,21 +347,35 @@ class TelegramChannel:
     # -- the typing indicator -------------------------------------------------
 
     def _typing_loop(self) -> None:
+        """Every indicator due is picked under the lock and marked as being
+        sent; ``deliver`` takes the event's indicator away under the same
+        lock and then waits for such a send to end, so "typing" never
+        reaches a chat after the reply it announced."""
         while not self._stopping.wait(0.25):
             now = time.monotonic()
             with self._lock:
-                due = [t for t in self._typing.values()
-                       if now - t.since >= _TYPING_AFTER_S and now - t.sent_at >= _TYPING_EVERY_S]
-                for typing in due:
+                due = {event_id: t for event_id, t in self._typing.items()
+                       if now - t.since >= self._typing_after_s and now - t.sent_at >= _TYPING_EVERY_S}
+                for typing in due.values():
                     typing.sent_at = now
-            for typing in due:
+                self._typing_sending.update(due)
+            for event_id, typing in due.items():
+                with self._lock:
+                    if event_id not in self._typing:  # replied meanwhile: no indicator now
+                        self._typing_sending.discard(event_id)
+                        self._lock.notify_all()
+                        continue
                 params: dict[str, Any] = {"chat_id": typing.chat, "action": "typing"}
                 if typing.thread_id.isdigit():
                     params["message_thread_id"] = int(typing.thread_id)
                 try:
-                    self._api.call("sendChatAction", params, timeout_s=10.0)
+                    self._api.call("sendChatAction", params, timeout_s=_TYPING_CALL_S)
                 except BotApiError as error:
                     log.debug("telegram: typing indicator not shown: %s", error)
+                finally:
+                    with self._lock:
+                        self._typing_sending.discard(event_id)
+                        self._lock.notify_all()
 
     # -- state and metrics ----------------------------------------------------
 

@@ -40,11 +40,14 @@ _REASON_BY_CODE = {400: BAD_REQUEST, 401: UNAUTHORIZED, 403: FORBIDDEN, 404: UNA
 class BotApiError(Exception):
     """A call that did not work; ``str()`` never holds the token."""
 
-    def __init__(self, reason: str, text: str, *, code: int = 0, retry_after_s: float | None = None) -> None:
+    def __init__(self, reason: str, text: str, *, code: int = 0, retry_after_s: float | None = None,
+                 written: bool = False) -> None:
         super().__init__(text)
         self.reason = reason
         self.code = code
         self.retry_after_s = retry_after_s
+        self.written = written
+        """A network error after the request went out whole: Telegram may have acted on it."""
 
     @property
     def terminal(self) -> bool:
@@ -200,16 +203,20 @@ class BotApi:
               headers: dict[str, str]) -> http.client.HTTPResponse:
         try:
             connection.request(verb, path, body=body, headers=headers)
-            return connection.getresponse()
         except Exception as error:  # any of them may quote the path, which holds the token
-            raise self._network_error(error) from None
+            raise self._network_error(error, written=False) from None
+        try:  # from here on the request is out whole: a failure leaves its outcome unknown
+            return connection.getresponse()
+        except Exception as error:
+            raise self._network_error(error, written=True) from None
 
     def _read(self, response: http.client.HTTPResponse, size: int) -> bytes:
         try:
             return response.read(size) if size >= 0 else response.read()
         except Exception as error:  # any of them may quote the path, which holds the token
-            raise self._network_error(error) from None
+            raise self._network_error(error, written=True) from None
 
-    def _network_error(self, error: Exception) -> BotApiError:
+    def _network_error(self, error: Exception, *, written: bool) -> BotApiError:
         kind = "timed out" if isinstance(error, TimeoutError) else type(error).__name__
-        return BotApiError(NETWORK, self.redact(f"network error ({kind}): {error}"))
+        when = "after the request was sent" if written else "before the request was sent"
+        return BotApiError(NETWORK, self.redact(f"network error ({kind}) {when}: {error}"), written=written)

@@ -25,6 +25,20 @@ known sent is never sent again. A part an earlier daemon left in flight is
 given up as above (noted in ``unsure_parts``) and the parts after it, which
 never started, are sent; the reply then ends ``not_resent``, saying which
 part's outcome is unknown.
+
+Within one daemon, a non-idempotent channel may also answer ``unsure``: its
+request was written whole but the answer was lost (the connection broke or
+timed out afterwards), so the message may or may not have arrived. A call
+that failed before its request was written whole is an ordinary retryable
+failure: nothing can have arrived. For an unsure answer the rule is *resend
+once, marked*: a chat owner is worse off missing a reply than seeing one
+twice, and Telegram offers no way to read back what a bot sent, so the part
+is sent once more with ``repeat`` set (the channel marks the message as a
+possible repeat; noted in ``repeated_parts``, so a later daemon marks it
+too). If that resend is unsure as well, or no attempt is left, the part is
+given up like one a stopped daemon left in flight: at most two copies, the
+second marked. (After a crash an attempt in flight stays ``not_resent``:
+the reply's turn is long over by then, as the channel's declaration says.)
 """
 
 from __future__ import annotations
@@ -43,6 +57,10 @@ NOT_RESENT = (
 PARTS_NOT_RESENT = (
     "{which} of {parts}: the daemon stopped while it was being delivered, and the channel cannot re-send it "
     "safely: not resent; the other parts were delivered"
+)
+UNSURE_NOT_RESENT = (
+    "the connection broke after the reply was sent, twice (once more marked as a possible repeat), so whether "
+    "it arrived is unknown, and the channel cannot re-send it safely: not sent a third time"
 )
 
 
@@ -89,13 +107,23 @@ def next_attempt(record: DeliveryRecord, *, generation: int, now: float) -> Deli
 
 
 def answered(record: DeliveryRecord, *, ok: bool, retryable: bool, error: str, policy: Backoff,
-             now: float) -> DeliveryRecord:
+             now: float, unsure: bool = False) -> DeliveryRecord:
     """The channel's answer to the attempt in flight: its end state, or, for
-    a part sent with parts after it, the next part in flight."""
+    a part sent with parts after it, the next part in flight. ``unsure``: the
+    request went out whole and its answer was lost, on a channel that cannot
+    re-send safely (see the module's text)."""
     if ok and record.part + 1 < record.parts:
         return _next_part(record, generation=record.generation, now=now)
     if ok:
         return _finished(record, now=now)
+    if unsure and (record.part in record.repeated_parts or policy.exhausted(record.attempts)):
+        record = given_up(record, generation=record.generation, now=now)
+        if record.state is DeliveryState.NOT_RESENT and record.parts == 1:
+            record = dataclasses.replace(record, error=UNSURE_NOT_RESENT)
+        return record
+    if unsure:
+        record = dataclasses.replace(record, repeated_parts=(*record.repeated_parts, record.part))
+        retryable = True
     if retryable and not policy.exhausted(record.attempts):
         state = DeliveryState.RETRYABLE_FAILURE
     else:
@@ -103,6 +131,11 @@ def answered(record: DeliveryRecord, *, ok: bool, retryable: bool, error: str, p
     if record.parts > 1:
         error = f"part {record.part + 1} of {record.parts}: {error}"
     return dataclasses.replace(record, state=state, error=clip(error, MAX_ERROR), updated_at=now)
+
+
+def repeats(record: DeliveryRecord) -> bool:
+    """The part in flight is sent again after an unsure attempt: the channel marks it."""
+    return record.part in record.repeated_parts
 
 
 def sends_next_part(record: DeliveryRecord) -> bool:

@@ -54,7 +54,10 @@ class DeliveryRecord:
     (``enact.chat.parts``); a delivered reply's last part."""
     parts: int = 1
     unsure_parts: tuple[int, ...] = ()
-    """Parts whose outcome a stopped daemon left unknown, not resent."""
+    """Parts whose outcome a stopped daemon (or a second broken connection) left unknown, not resent."""
+    repeated_parts: tuple[int, ...] = ()
+    """Parts sent once more, marked as a possible repeat, after a send whose
+    answer was lost (``enact.chat.deliveries``)."""
 
     @property
     def outcome(self) -> DeliveryOutcome | None:
@@ -108,3 +111,5 @@ class ChannelAnswered:
     error: str
     retry_after_s: float = 0.0
     """The channel asked to wait at least this long before a retry."""
+    unsure: bool = False
+    """The request went out whole but its answer was lost: it may have arrived."""

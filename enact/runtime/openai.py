@@ -15,6 +15,7 @@ import http.client
 import mimetypes
 import random
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -43,6 +44,7 @@ from enact.runtime import (
     RuntimeUnavailable,
     Usage,
 )
+from enact.runtime._interruptible import connect, shut
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -158,19 +160,25 @@ class OpenAIRuntime:
         raise RuntimeFailure(message)
 
     def _exchange(self, body: bytes, timeout_s: float, request: RuntimeRequest) -> _Answer:
-        """One POST. A cancellation or the deadline shuts the socket down from
-        another thread, which wakes the blocked read at once."""
+        """One POST. A cancellation or the deadline ends it at once in every
+        phase: the TCP connect waits on a wake-up socket beside the connecting
+        one, and afterwards (TLS handshake, request, answer) either shuts the
+        socket down from another thread, which wakes the blocked call."""
         url = self._url
         connection_type = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
         connection = connection_type(url.hostname or "", url.port, timeout=timeout_s)
         stopped: list[str] = []
         sockets: list[socket.socket] = []  # the response keeps reading it after http.client lets go
+        wake_reader, wake_writer = socket.socketpair()
+        guard = threading.Lock()
 
         def stop(why: str) -> None:
-            stopped.append(why)
-            for sock in sockets:
-                with contextlib.suppress(OSError):  # already closed
-                    sock.shutdown(socket.SHUT_RDWR)
+            with guard:
+                stopped.append(why)
+                with contextlib.suppress(OSError):  # the call ended and closed it
+                    wake_writer.send(b"x")
+                for sock in sockets:
+                    shut(sock)
 
         watchdog = threading.Timer(timeout_s, stop, args=("timeout",))
         watchdog.daemon = True
@@ -178,11 +186,18 @@ class OpenAIRuntime:
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         try:
-            connection.connect()
-            if connection.sock is not None:
-                sockets.append(connection.sock)
             watchdog.start()
             request.cancel.on_cancel(lambda reason: stop("cancelled"))
+            sock = connection.sock = connect(url.hostname or "", connection.port, timeout_s, wake_reader)
+            if url.scheme == "https":  # the connection closes whichever socket it holds
+                sock = connection.sock = ssl.create_default_context().wrap_socket(
+                    sock, server_hostname=url.hostname, do_handshake_on_connect=False)
+            with guard:
+                sockets.append(sock)
+                if stopped:  # stopped between the connect and now: shut it as stop() would have
+                    shut(sock)
+            if isinstance(sock, ssl.SSLSocket):
+                sock.do_handshake()
             connection.request("POST", f"{url.path}/chat/completions", body=body, headers=headers)
             response = connection.getresponse()
             data = response.read()
@@ -198,6 +213,9 @@ class OpenAIRuntime:
         finally:
             watchdog.cancel()
             connection.close()
+            with guard:
+                wake_reader.close()
+                wake_writer.close()
 
 
 def _content(prompt: str, images: tuple[Path, ...]) -> str | list[dict[str, Any]]:
