@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -20,6 +20,9 @@ from enact.cli._options import (
     resolve_home,
 )
 
+if TYPE_CHECKING:
+    from enact.messages.scanner import ScanSummary
+
 _STATES = ("active", "linked", "dismissed", "resolved")
 
 
@@ -33,29 +36,61 @@ _STATES = ("active", "linked", "dismissed", "resolved")
 def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> None:
     """Scan the turns and tasks new since the last scan for evidence signals.
 
-    Exits 1 when a scan failed (its records stay pending) or one is running."""
+    One request per batch: --force asks again while a source has records
+    pending, printing each batch as it is done, and stops at the first
+    failed batch (its records stay pending). Exits 1 when a scan failed or
+    one is running."""
+    from enact.cli._client import DaemonError, UnexpectedReply
     from enact.messages import to_wire
     from enact.messages.common import Rejected
     from enact.messages.scanner import SCAN_RUNNING, Scan, ScanReport
 
-    message = Scan(source=source or "", force=force)  # type: ignore[arg-type]  # click checked the choice
-    # A forced scan may make several model calls: wait as long as the daemon may take.
-    reply = request(resolve_home(home), message, timeout=None)
-    if isinstance(reply, Rejected):  # one running already is no usage error: try again later
-        fail(reply.reason, as_json=as_json, status="rejected",
-             code=EXIT_FAILED if reply.reason == SCAN_RUNNING else EXIT_USAGE)
-    report = expect(reply, ScanReport, message)
+    resolved = resolve_home(home)
+    done: list[ScanSummary] = []
+
+    def stop(text: str, *, code: int, status: str) -> NoReturn:
+        """End the drain in one line; with --json, the batches done so far beside why."""
+        fail(text, as_json=as_json, code=code, status=status, **to_wire(ScanReport(scans=tuple(done)))["body"])
+
+    for each in [source] if source else ["feedback", "experience"]:
+        first = len(done)
+        while True:
+            message = Scan(source=each)  # type: ignore[arg-type]  # click checked the choice
+            try:
+                # One batch: one model call, which may take as long as the runtime allows.
+                reply = request(resolved, message, timeout=None)
+            except DaemonError as error:
+                if not done:
+                    raise  # nothing scanned yet: reported like any command's
+                stop(f"the drain stopped: {error}", code=EXIT_FAILED, status="interrupted")
+            if isinstance(reply, Rejected):  # one running already is no usage error: try again later
+                stop(reply.reason, status="rejected", code=EXIT_FAILED if reply.reason == SCAN_RUNNING else EXIT_USAGE)
+            scans = expect(reply, ScanReport, message).scans
+            if len(scans) != 1:
+                raise UnexpectedReply(f"a scan of {each} answered {len(scans)} summaries, not one")
+            summary = scans[0]
+            if summary.outcome == "nothing-new" and len(done) > first:
+                break  # drained: the batch before already said nothing is pending
+            done.append(summary)
+            if not as_json:
+                click.echo(_summary_line(summary))
+            if force and summary.outcome == "failed":
+                stop(f"the drain stopped: {summary.source.value} scan {summary.scan_id} failed and its "
+                     f"{summary.records} records stay pending: {summary.error}", code=EXIT_FAILED, status="failed")
+            if not (force and summary.outcome == "completed" and summary.pending > 0):
+                break
     if as_json:
-        print_json(to_wire(report)["body"])
-    else:
-        for summary in report.scans:
-            line = f"{summary.source.value:<10} {summary.outcome:<11}"
-            if summary.scan_id:
-                line += f" {summary.scan_id}: {summary.records} records, {len(summary.signals)} signals"
-            line += f", {summary.pending} pending" if summary.pending else ""
-            click.echo(line + (f" ({summary.error})" if summary.error else ""))
-    if any(summary.outcome == "failed" for summary in report.scans):
+        print_json(to_wire(ScanReport(scans=tuple(done)))["body"])
+    if any(summary.outcome == "failed" for summary in done):
         sys.exit(EXIT_FAILED)
+
+
+def _summary_line(summary: ScanSummary) -> str:
+    line = f"{summary.source.value:<10} {summary.outcome:<11}"
+    if summary.scan_id:
+        line += f" {summary.scan_id}: {summary.records} records, {len(summary.signals)} signals"
+    line += f", {summary.pending} pending" if summary.pending else ""
+    return line + (f" ({summary.error})" if summary.error else "")
 
 
 @click.command("signals")
