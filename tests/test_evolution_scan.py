@@ -148,8 +148,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def scanner(store: Store, model: Model, batch: int = 20) -> Scanner:
-    return Scanner(ScanTables(store), Reader(TurnLog(store)), model, batch=batch, timeout_s=5,
-                   cancel=CancellationToken)
+    tables = ScanTables(store)
+    tables.order_signals()  # as the scanner actor does at its start
+    return Scanner(tables, Reader(TurnLog(store)), model, batch=batch, timeout_s=5, cancel=CancellationToken)
 
 
 def test_a_credential_in_a_turn_never_reaches_the_model(store: Store) -> None:

@@ -57,7 +57,7 @@ def scan(daemon: Daemon, *args: str, code: int = 0) -> list[dict[str, Any]]:
 
 
 def signals(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = daemon.cli_json("evolve", "signals", "--json", *args)
+    found: list[dict[str, Any]] = daemon.cli_json("evolve", "signals", "--json", *args)["signals"]
     return found
 
 
@@ -95,6 +95,21 @@ def test_a_complaint_in_the_turns_becomes_a_signal_and_a_rescan_calls_no_model(d
     assert 'enact_evolution_scans_total{outcome="completed",source="feedback"} 1.0' in metrics
     assert 'enact_evolution_scans_total{outcome="nothing-new",source="experience"} 1.0' in metrics
     assert 'enact_evolution_signals{state="active"} 1.0' in metrics
+
+
+def test_signals_show_the_newest_within_the_limit_and_say_how_many_more(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    found = [observation([f"turn:{n}"], text=f"complaint number {n}", explicit=n != 2) for n in (1, 2, 3)]
+    scan_rules(home, "feedback", orjson.dumps(found).decode())
+    daemon = start(daemons, home)
+    say(daemon, "one", "two", "three")
+    assert scan(daemon, "--source", "feedback")[0]["outcome"] == "completed"
+    page = daemon.cli_json("evolve", "signals", "--limit", "2", "--json")
+    assert len(page["signals"]) == 2 and page["more"] == 1
+    assert daemon.cli_json("evolve", "signals", "--state", "linked", "--json") == {"signals": [], "more": 0}
+    text = daemon.cli("evolve", "signals", "--limit", "1")
+    assert text.returncode == 0 and text.stdout.splitlines()[-1] == "2 more, older (--limit shows more)"
+    assert len(signals(daemon)) == 3  # the default limit (50) shows them all
 
 
 def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: DaemonFactory) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -96,8 +96,9 @@ def _summary_line(summary: ScanSummary) -> str:
 @click.command("signals")
 @home_option
 @click.option("--state", type=click.Choice(_STATES), default=None, help="Only signals in this state.")
-@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of signals).")
+@click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True,
+              help="Show at most this many (the newest).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: the signals and how many more there are.")
 @needs_daemon
 def signals(home: Path | None, state: str | None, limit: int, as_json: bool) -> None:
     """Evidence signals, newest first."""
@@ -107,16 +108,17 @@ def signals(home: Path | None, state: str | None, limit: int, as_json: bool) -> 
     message = Signals(state=state or "", limit=limit)
     reply = request(resolve_home(home), message)
     fail_if_rejected(reply, as_json=as_json)
-    found = expect(reply, SignalList, message).signals
+    page = expect(reply, SignalList, message)
     if as_json:
-        body: list[Any] = to_wire(reply)["body"]["signals"]
-        print_json(body)
+        print_json(to_wire(page)["body"])
         return
-    if not found:
+    if not page.signals:
         click.echo("no signals")
-    for signal in found:
+    for signal in page.signals:
         explicit = "explicit" if signal.explicit else "inferred"
         click.echo(f"{signal.id}  {signal.state.value:<9} {signal.source.value:<10} {signal.confidence:.2f} "
                    f"{explicit}  {signal.observation}")
         click.echo(f"    refs: {', '.join(signal.evidence_refs)}"
                    + (f"  candidate: {signal.candidate_id}" if signal.candidate_id else ""))
+    if page.more:
+        click.echo(f"{page.more} more, older (--limit shows more)")

@@ -100,6 +100,8 @@ class Signals(Request["SignalList | Rejected"]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalList:
     signals: tuple[Signal, ...]
+    more: int = 0
+    """Signals of that state beyond this page (0 for a read by ids)."""
 
 
 @internal("scanner.LinkSignals")
