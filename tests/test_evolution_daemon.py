@@ -13,7 +13,7 @@ import orjson
 from task_repos import git, make_repo
 
 from enact.actors.curator import CANDIDATES, DATABASES
-from enact.evolution.candidates import Candidate, CandidateState, candidate_id
+from enact.evolution.candidates import Candidate, CandidateState, Draft, candidate_id
 from enact.storage import RecordTable, Storage
 
 from conftest import Daemon, DaemonFactory, wait_for
@@ -153,9 +153,11 @@ def test_a_crash_between_a_candidates_commit_and_its_link_is_repaired_by_the_nex
     try:
         store = storage.grant("curator", DATABASES)
         table = RecordTable(store.table(CANDIDATES), Candidate)
-        stored = Candidate(id=cid, source="feedback", evidence_ids=(signal_id,), title=TITLE, rationale="r",
-                           proposed_change="Add a note about brevity to lib.py", expected_benefit="b", risk="k",
-                           test_plan="t", state=CandidateState.ACTIVE, score=0.5, created_at=1.0, updated_at=1.0)
+        draft = Draft(source="feedback", evidence_ids=(signal_id,), title=TITLE, rationale="r",
+                      proposed_change="Add a note about brevity to lib.py", expected_benefit="b", risk="k",
+                      test_plan="t")
+        stored = Candidate(id=cid, draft=draft, state=CandidateState.ACTIVE, score=0.5, created_at=1.0,
+                           updated_at=1.0)
         store.write(lambda txn: table.put(txn, cid.encode(), stored), fenced=False)
     finally:
         storage.close()

@@ -154,7 +154,7 @@ class Proposals:
             if self._records.candidate(draft.id) is None:
                 made = synthesis.candidate(draft, message.signals, now)
                 self._records.put(made, _event("synthesised", made.id,
-                                               detail=f"{made.title} (score {made.score:.3f})"))
+                                               detail=f"{made.draft.title} (score {made.score:.3f})"))
                 self._stored()
             run.synthesised.append(draft.id)
             link_signals(self._context, draft.id, draft.evidence_ids)

@@ -20,12 +20,12 @@ SCANNER = "scanner"
 
 def signals_of(context: ActorContext, candidate: Candidate) -> tuple[list[Signal], str]:
     """The candidate's signals, and why there are none when the scanner did not answer."""
-    if not candidate.evidence_ids:
+    if not candidate.draft.evidence_ids:
         return [], ""
     from enact.messages.scanner import SignalList, Signals
 
     try:
-        reply = context.ask(SCANNER, Signals(ids=candidate.evidence_ids))
+        reply = context.ask(SCANNER, Signals(ids=candidate.draft.evidence_ids))
     except ActorUnavailable as error:
         return [], f"the scanner did not answer: {error}"
     return (list(reply.signals) if isinstance(reply, SignalList) else []), ""
@@ -48,8 +48,8 @@ def set_signals(context: ActorContext, candidate: Candidate, state: SignalState)
     """Tell the scanner the candidate's signals are ``state`` now (resolved, dismissed)."""
     from enact.messages.scanner import SetSignalState
 
-    if candidate.evidence_ids:
+    if candidate.draft.evidence_ids:
         try:
-            context.tell(SCANNER, SetSignalState(signal_ids=candidate.evidence_ids, state=state))
+            context.tell(SCANNER, SetSignalState(signal_ids=candidate.draft.evidence_ids, state=state))
         except ActorUnavailable as error:
             log.warning("signals of %s %s not marked %s: %s", candidate.state.value, candidate.id, state, error)
