@@ -63,7 +63,7 @@ TASK_EVENTS = tuple(kind.value for kind in EventKind)
 LAND_OUTCOMES = ("landed", "not-human", "not-open", "dirty-target", "conflict", "doctor-failed", "target-moved",
                  "busy", "git-failed", "fenced")
 """``landed`` or a refusal (``enact.messages.reviews.LandRefusal``)."""
-CRON_OUTCOMES = ("submitted", "skipped-busy", "refused")
+CRON_OUTCOMES = ("submitted", "skipped-busy", "refused", "failed")
 CONTROL_ERROR_REASONS = (
     "too_many_connections",
     "idle_timeout",

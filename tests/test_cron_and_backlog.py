@@ -5,12 +5,9 @@ nothing, backlog items are promoted by hand or when the queue is idle."""
 from __future__ import annotations
 
 import itertools
-import os
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,16 +15,31 @@ from typing import Any
 import orjson
 from git_repos import make_repo
 from home_state import snapshot
+from schedule_clock import FAST_TICKS, fenced_past
 
 from enact.actors.scheduler import DATABASES, SCHEDULES
 from enact.storage import RecordTable, Storage
 from enact.tasks.scheduling import Schedule
 
-from conftest import DaemonFactory, enact_env, wait_for
+from conftest import DaemonFactory, wait_for
 
-FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
-FAST_TICKS = {"ENACT_SCHEDULER_TICK_S": "0.1"}
 NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
+
+
+def planted(home: Path, schedule_id: int, change: Callable[[Schedule], Schedule]) -> Schedule:
+    """Rewrite a stopped daemon's stored schedule as ``change`` says (what a
+    crash or a failing queue leaves); the schedule as it was."""
+    storage = Storage(home / "state")
+    try:
+        store = storage.grant("scheduler", DATABASES)
+        table = RecordTable(store.table(SCHEDULES), Schedule)
+        key = schedule_id.to_bytes(8, "big")
+        stored = store.read(lambda txn: table.get(txn, key))
+        assert stored is not None
+        store.write(lambda txn: table.put(txn, key, change(stored)), fenced=False)
+        return stored
+    finally:
+        storage.close()
 
 
 def tasks_of(daemon: Any) -> list[dict[str, Any]]:
@@ -70,22 +82,7 @@ def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(daemons: Da
     repo = make_repo(tmp_path / "repo")
     daemon = daemons.start(env=FAST_TICKS)
     added = daemon.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
-    os.kill(daemon.pid, signal.SIGSTOP)  # frozen before the due time: it cannot notice the takeover yet
-    newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(daemon.home), "takeover"],
-                             env=enact_env(daemon.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert newer.stdout is not None
-        assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
-        # The clock, not a race: the schedule must be due when the old daemon wakes.
-        time.sleep(max(0.0, added["next_due"] + 0.5 - time.time()))
-        os.kill(daemon.pid, signal.SIGCONT)
-        assert daemon.wait_exit(15) == 0, daemon.log_text()
-    finally:
-        if daemon.process.poll() is None:
-            os.kill(daemon.pid, signal.SIGCONT)
-        assert newer.stdin is not None
-        newer.stdin.close()
-        newer.wait(15)
+    fenced_past(daemon, added["next_due"])
     assert "this daemon is fenced" in daemon.log_text()
     assert snapshot(daemon.home).databases.get(b"tasks.queue", {}) == {}
 
@@ -199,18 +196,8 @@ def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_
 
     # What a crash right after the submit leaves: the task queued, its due
     # time claimed and not acknowledged.
-    storage = Storage(first.home / "state")
-    try:
-        store = storage.grant("scheduler", DATABASES)
-        table = RecordTable(store.table(SCHEDULES), Schedule)
-        key = (1).to_bytes(8, "big")
-        stored = store.read(lambda txn: table.get(txn, key))
-        assert stored is not None
-        due = float(queued["idempotency_key"].rsplit(":", 1)[1])
-        crashed = replace(stored, claimed=due, last_due=None, last_task=None)
-        store.write(lambda txn: table.put(txn, key, crashed), fenced=False)
-    finally:
-        storage.close()
+    due = float(queued["idempotency_key"].rsplit(":", 1)[1])
+    stored = planted(first.home, 1, lambda stored: replace(stored, claimed=due, last_due=None, last_task=None))
 
     # The clock, not a race: later due times pass while no daemon runs.
     time.sleep(max(0.0, stopped + 4.5 - time.time()))
@@ -226,3 +213,31 @@ def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_
     after = schedule()
     assert after["claimed"] is None and after["last_task"] == queued["id"]
     assert [task["idempotency_key"] for task in tasks_of(second)] == [queued["idempotency_key"]]
+
+
+def test_cron_list_shows_a_pending_claim_with_its_retry_and_the_due_times_given_up(daemons: DaemonFactory,
+                                                                                  tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    first = daemons.start(env=NO_WORKERS)
+    first.cli_json("cron", "add", "every 1h", "tidy the notes", "--repo", str(repo), "--json")
+    assert first.terminate() == 0
+    # What a queue that did not answer leaves: the claim open, backing off.
+    claimed_at, retry_at = time.time() - 60, time.time() + 3_000
+    failure = "given up after 5 attempts: actor 'tasks' did not answer Submit within 5 s"
+    planted(first.home, 1, lambda stored: replace(
+        stored, claimed=claimed_at, attempts=2, retry_at=retry_at, failure="actor 'tasks' did not answer",
+        failed=1, last_failure=failure))
+    second = daemons.start(first.home, env=NO_WORKERS)
+    [entry] = second.cli_json("cron", "list", "--json")
+    assert (entry["claimed"], entry["next_due"], entry["attempts"]) == (claimed_at, retry_at, 2)
+    assert (entry["failed"], entry["last_failure"]) == (1, failure)
+
+    def minute(moment: float) -> str:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(moment))
+
+    pending = f"claimed {minute(claimed_at)}, pending, retry {minute(retry_at)}"
+    listed = second.cli("cron", "list").stdout
+    assert pending in listed and "next " not in listed and f"1 failed (latest: {failure})" in listed
+    said = second.cli_json("send", "--json", "/cron.list")["reply"]
+    assert said == f"Schedules:\n#1 every 1h, {pending}: tidy the notes"
+    assert tasks_of(second) == []  # the back-off has not passed: nothing submitted

@@ -9,6 +9,7 @@ import datetime
 import orjson
 import pytest
 
+from enact.claimed_clock import RETRIES, Decision
 from enact.evolution import brainstorm
 from enact.evolution import schedule as clock_rules
 from enact.evolution.modes import (
@@ -19,7 +20,7 @@ from enact.evolution.modes import (
     parse_mode,
     parse_schedule,
 )
-from enact.evolution.schedule import Decision, acknowledge, claim, decide, exhausted, follow, upcoming
+from enact.evolution.schedule import acknowledge, claim, decide, follow, run_failed, upcoming
 
 TOKYO = datetime.timezone(datetime.timedelta(hours=9))  # no daylight saving time
 START = datetime.datetime(2026, 3, 10, 12, 0, tzinfo=TOKYO).timestamp()  # a Tuesday, noon in TOKYO
@@ -94,9 +95,9 @@ def test_a_daily_time_is_due_today_if_still_ahead_else_tomorrow_in_local_time() 
 def test_a_fresh_clock_runs_nothing_until_its_first_due_time() -> None:
     nine = parse_schedule("daily 09:00")
     clock = follow(None, nine, START)
-    assert decide(clock, nine, at(11, 8, 59), current=True, tz=TOKYO).decision is Decision.NOTHING_DUE
-    step = decide(clock, nine, at(11, 9), current=True, tz=TOKYO)
-    assert step.decision is Decision.RUN and step.due == at(11, 9) and not step.resumed
+    assert decide(clock, nine, at(11, 8, 59), tz=TOKYO).decision is Decision.NOTHING_DUE
+    step = decide(clock, nine, at(11, 9), tz=TOKYO)
+    assert step.decision is Decision.CLAIM and step.due == at(11, 9)
     assert clock_rules.run_id(at(11, 9)) == f"evolve:{int(at(11, 9))}"
 
 
@@ -107,42 +108,69 @@ def test_a_claimed_run_is_acknowledged_once_and_not_run_again() -> None:
     done = acknowledge(clock, at(11, 9), at(11, 9, 1), "scanned, nothing new", nine, tz=TOKYO)
     assert done.claimed is None and done.acknowledged == at(11, 9) and done.last_run_at == at(11, 9, 1)
     assert done.last_outcome == "scanned, nothing new"
-    assert decide(done, nine, at(11, 20), current=True, tz=TOKYO).decision is Decision.NOTHING_DUE
+    assert decide(done, nine, at(11, 20), tz=TOKYO).decision is Decision.NOTHING_DUE
     assert upcoming(done, nine, at(11, 20), tz=TOKYO) == at(12, 9)
 
 
 def test_a_claim_left_unacknowledged_is_resumed_and_given_up_after_the_attempts() -> None:
     every = parse_schedule("every 1h")
     clock = claim(follow(None, every, START), START + 3_600)  # the daemon died during the run
-    step = decide(clock, every, START + 3_700, current=True)
-    assert step.decision is Decision.RUN and step.due == START + 3_600 and step.resumed
-    for _ in range(clock_rules.MAX_ATTEMPTS):
+    step = decide(clock, every, START + 3_700)
+    assert step.decision is Decision.RERUN and step.due == START + 3_600
+    for _ in range(RETRIES.attempts - 1):
         clock = claim(clock, START + 3_600)
-    assert exhausted(clock)
+    assert clock.attempts == RETRIES.attempts
+    given_up = decide(clock, every, START + 3_700)
+    assert given_up.decision is Decision.GIVE_UP and given_up.due == START + 3_600
+    assert given_up.reason == (f"given up after {RETRIES.attempts} attempts: "
+                               "did not finish (the daemon stopped during it)")
     # A later due time replaces an old claim: the two coalesce into the later run.
-    later = decide(claim(follow(None, every, START), START + 3_600), every, START + 7_300, current=True)
-    assert later.due == START + 7_200 and not later.resumed
+    later = decide(claim(follow(None, every, START), START + 3_600), every, START + 7_300)
+    assert later.decision is Decision.CLAIM and later.due == START + 7_200
+
+
+def test_a_run_that_keeps_failing_waits_out_the_back_off_and_is_given_up_after_the_attempts() -> None:
+    every = parse_schedule("every 1h")
+    clock, now = claim(follow(None, every, START), START + 3_600), START + 3_601
+    for attempt in range(1, RETRIES.attempts):
+        clock = run_failed(clock, now, "actor 'curator' did not answer")
+        assert decide(clock, every, now + RETRIES.delay(attempt) - 1).decision is Decision.WAIT
+        assert upcoming(clock, every, now) == now + RETRIES.delay(attempt)
+        now += RETRIES.delay(attempt)
+        assert decide(clock, every, now).decision is Decision.RERUN
+        clock = claim(clock, START + 3_600)
+    clock = run_failed(clock, now, "actor 'curator' did not answer")
+    step = decide(clock, every, now)
+    assert step.decision is Decision.GIVE_UP and step.reason.endswith("attempts: actor 'curator' did not answer")
+    done = acknowledge(clock, START + 3_600, now, f"failed: {step.reason}", every)
+    assert done.claimed is None and done.retry_at is None and done.acknowledged == START + 3_600
+    assert decide(done, every, START + 7_200).decision is Decision.CLAIM
+
+
+def test_an_evolve_clock_stored_before_retries_reads_with_no_back_off() -> None:
+    from enact.evolution.schedule import EvolveClock
+    from enact.storage._records import decode_record
+
+    old = {"spec": "every 1h", "anchor": START, "acknowledged": None, "claimed": START + 3_600, "attempts": 2,
+           "last_run_at": None, "last_outcome": "", "coalesced": 0}
+    read = decode_record(EvolveClock, old, database="scheduler.evolve", key=b"clock")
+    assert (read.retry_at, read.failure) == (None, "")
+    assert decide(read, parse_schedule("every 1h"), START + 3_700).decision is Decision.RERUN
 
 
 def test_due_times_missed_while_down_coalesce_into_one_run() -> None:
     every = parse_schedule("every 30m")
     clock = follow(None, every, START)
-    step = decide(clock, every, START + 10 * 1_800 + 5, current=True)
+    step = decide(clock, every, START + 10 * 1_800 + 5)
     assert step.due == START + 10 * 1_800
     done = acknowledge(claim(clock, step.due or 0), step.due or 0, START + 10 * 1_800 + 6, "ok", every)
     assert done.coalesced == 9
-    assert decide(done, every, START + 10 * 1_800 + 7, current=True).decision is Decision.NOTHING_DUE
+    assert decide(done, every, START + 10 * 1_800 + 7).decision is Decision.NOTHING_DUE
     nine = parse_schedule("daily 09:00")
     daily = follow(None, nine, at(10, 10))
-    missed = decide(daily, nine, at(14, 12), current=True, tz=TOKYO)
+    missed = decide(daily, nine, at(14, 12), tz=TOKYO)
     assert missed.due == at(14, 9)
     assert acknowledge(claim(daily, at(14, 9)), at(14, 9), at(14, 12), "ok", nine, tz=TOKYO).coalesced == 3
-
-
-def test_a_fenced_daemon_runs_nothing() -> None:
-    every = parse_schedule("every 1m")
-    step = decide(follow(None, every, START), every, START + 120, current=False)
-    assert step.decision is Decision.FENCED
 
 
 def test_a_changed_schedule_starts_a_new_anchor_and_keeps_the_last_run() -> None:

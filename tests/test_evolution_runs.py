@@ -5,62 +5,21 @@ Scheduler's tick or leaving the asker waiting."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import lmdb
 import orjson
 import pytest
+from schedule_clock import FaultyActors, home
 
-from enact import config
-from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._evolve_brainstorm import BrainstormAnswered, Brainstorms
 from enact.actors._evolve_runs import DATABASE, EvolveRuns
-from enact.actors._specs import ActorSlot, ActorSpec
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CANDIDATES, SETTINGS
-from enact.fence import Fence, FencedError
+from enact.fence import FencedError
 from enact.messages.curator import AuditEvent
-from enact.metrics import Metrics
-from enact.storage import RecordTable, Storage
-
-
-class FaultyActors:
-    """The other actors as the run sees them: every ask fails with an error
-    that is not ActorUnavailable (a bug in an actor, a bad reply)."""
-
-    stopping = False
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    def ask(self, name: str, message: Any, *, timeout: float) -> Any:
-        self.asked.append(name)
-        raise ValueError("the curator broke")
-
-    def tell(self, name: str, message: object) -> None:
-        pass
-
-
-@contextlib.contextmanager
-def home(tmp_path: Path, owner: str, databases: Sequence[str], actors: FaultyActors) -> Iterator[ActorContext]:
-    (tmp_path / "config.toml").write_text('[evolve]\nschedule = "every 10s"\n')
-    settings = config.load(tmp_path, environ={})
-    storage = Storage(tmp_path / "state")
-    fence = Fence(tmp_path, storage)
-    fence.acquire(takeover=False)
-    try:
-        store = storage.grant(owner, databases)
-        spec = ActorSpec(name=owner, actor=object)  # type: ignore[arg-type]
-        yield ActorContext(name=owner, home=tmp_path, config=settings, metrics=Metrics(),
-                           supervisor=actors, fence=fence, store=store,  # type: ignore[arg-type]
-                           slot=ActorSlot(spec=spec, family=owner))
-    finally:
-        fence.release()
-        storage.close()
+from enact.storage import RecordTable
 
 
 def test_an_unexpected_error_in_an_evolve_run_is_acknowledged_as_its_outcome_and_does_not_escape(

@@ -5,24 +5,19 @@ theme per day; the mode survives a restart and a model cannot change it."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import orjson
 from home_state import snapshot
+from schedule_clock import FAST_TICK_S, fenced_past
 
 from enact.evolution.brainstorm import PROMPT_HEADING as BRAINSTORM
 from enact.evolution.candidates import candidate_id
 from enact.evolution.signals import EvidenceSource, signal_id
 
-from conftest import Daemon, DaemonFactory, enact_env, wait_for
-
-FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
+from conftest import Daemon, DaemonFactory, wait_for
 
 COMPLAINT = "The owner says the replies are far too long."
 TITLE = "Keep replies short"
@@ -35,7 +30,7 @@ def settings(home: Path, **evolve: str) -> Path:
     transcript = home.parent / "transcript.jsonl"
     evolve = {"schedule": "every 2s", **evolve}
     lines = ["[chat]", 'allowed_conversations = ["local:owner"]', "[daemon]", "workers = 0", "[scheduler]",
-             "tick_s = 0.1", "[scripted]", f'transcript = "{transcript}"', "[evolve]", "scan_batch = 2",
+             f"tick_s = {FAST_TICK_S}", "[scripted]", f'transcript = "{transcript}"', "[evolve]", "scan_batch = 2",
              *(f"{key} = {orjson.dumps(value).decode()}" for key, value in evolve.items())]
     (home / "config.toml").write_text("\n".join(lines) + "\n")
     return transcript
@@ -194,22 +189,7 @@ def test_a_fenced_daemon_runs_nothing_when_the_evolve_schedule_comes_due(daemons
     daemon.cli(*OWNER, "your replies are far too long")  # a full batch: an unfenced run would scan it
     due = shown(daemon)["next_due_at"]
     assert due > time.time(), "the schedule came due before the test could stop the daemon"
-    os.kill(daemon.pid, signal.SIGSTOP)
-    newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(daemon.home), "takeover"],
-                             env=enact_env(daemon.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert newer.stdout is not None
-        assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
-        # The clock, not a race: the schedule must be due when the old daemon wakes.
-        time.sleep(max(0.0, due + 0.5 - time.time()))
-        os.kill(daemon.pid, signal.SIGCONT)
-        assert daemon.wait_exit(15) == 0, daemon.log_text()
-    finally:
-        if daemon.process.poll() is None:
-            os.kill(daemon.pid, signal.SIGCONT)
-        assert newer.stdin is not None
-        newer.stdin.close()
-        newer.wait(15)
+    fenced_past(daemon, due)
     clock = snapshot(home).document("scheduler.evolve", b"clock")
     assert clock["acknowledged"] is None and clock["claimed"] is None
     assert isolated_calls(transcript) == [] and "evolve run" not in daemon.log_text()

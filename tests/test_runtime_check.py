@@ -12,6 +12,7 @@ import model_anthropic  # noqa: F401  (registers /v1/messages)
 import model_chat  # noqa: F401  (registers /v1/chat/completions and /v1/models)
 import orjson
 import pytest
+from claude_home import claude_env
 from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
 from model_server import ModelServer, Reply, Status, closed_port_url
 
@@ -134,12 +135,8 @@ def test_openai_without_a_model_says_which_variable_to_set(tmp_path: Path, serve
 
 
 def claude_vars(tmp_path: Path, server: ModelServer, *, key: str = "sk-ant-test") -> dict[str, str]:
-    home = tmp_path / "claude-home"
-    home.mkdir(exist_ok=True)
-    return {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"), "HOME": str(home),
-            "CLAUDE_CONFIG_DIR": str(home / ".claude"), "ANTHROPIC_BASE_URL": server.url,
-            "ANTHROPIC_API_KEY": key, "ANTHROPIC_AUTH_TOKEN": "", "CLAUDE_CODE_OAUTH_TOKEN": "",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    return {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+            **claude_env(tmp_path / "claude-home", server.url, key=key)}
 
 
 def test_claude_found_with_its_version_login_and_a_probe_that_answers(tmp_path: Path, server: ModelServer) -> None:

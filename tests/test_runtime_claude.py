@@ -9,18 +9,21 @@ from pathlib import Path
 
 import model_anthropic  # noqa: F401  (registers /v1/messages)
 import pytest
+from claude_home import claude_env
 from model_server import ModelServer, Reply, Stall, Status, Tokens, ToolCall
 
 from enact.components import ComponentError, Components
 from enact.runtime import (
     RuntimeAuthFailed,
+    RuntimeFailure,
     RuntimeRateLimited,
     RuntimeRequest,
     RuntimeSessionUnknown,
     RuntimeTimeout,
 )
 from enact.runtime._subprocess import CommandOutput
-from enact.runtime.claude import ClaudeRuntime, ClaudeRuntimeComponent, parse_output
+from enact.runtime.claude import ClaudeRuntime, ClaudeRuntimeComponent, command_line, find_executable, parse_output
+from enact.runtime.codex import CodexRuntime
 
 from conftest import real_cli, wait_for
 
@@ -32,18 +35,7 @@ def server() -> ModelServer:
 
 
 def claude_environ(tmp_path: Path, server: ModelServer, marker: str = "") -> dict[str, str]:
-    """A home of its own, so the owner's Claude config is never read or written."""
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return {
-        "PATH": os.environ["PATH"],
-        "HOME": str(home),
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-        "ANTHROPIC_BASE_URL": server.url,
-        "ANTHROPIC_API_KEY": "sk-ant-test",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "RUNTIME_TEST_MARKER": marker,
-    }
+    return {"PATH": os.environ["PATH"], "RUNTIME_TEST_MARKER": marker, **claude_env(tmp_path / "home", server.url)}
 
 
 def runtime_for(tmp_path: Path, server: ModelServer, marker: str = "") -> ClaudeRuntime:
@@ -142,7 +134,7 @@ def test_output_that_is_no_result_object_is_classified() -> None:
     def output(stdout: str, stderr: str = "", code: int = 0) -> CommandOutput:
         return CommandOutput(exit_code=code, stdout=stdout, stderr=stderr, duration_s=0.1)
 
-    from enact.runtime import RuntimeFailure, RuntimeMalformedOutput, RuntimeUnavailable
+    from enact.runtime import RuntimeMalformedOutput, RuntimeUnavailable
 
     with pytest.raises(RuntimeMalformedOutput):
         parse_output(output("{not json"), resumed=None)
@@ -166,3 +158,39 @@ def test_an_explicit_executable_that_is_missing_is_an_error(tmp_path: Path) -> N
                                                         "ENACT_CLAUDE_MODEL": "claude-x"})
     runtime = ClaudeRuntimeComponent().make_runtime(settings, None)
     assert (runtime.executable, runtime.model, runtime.agentic) == (real_cli("claude"), "claude-x", True)
+
+
+def test_claude_missing_from_path_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    settings = Components(items=(ClaudeRuntimeComponent(),)).load_config(tmp_path, environ={})
+    with pytest.raises(ComponentError, match=r"^the claude CLI is not on PATH: install it \(npm install -g "
+                                             r"@anthropic-ai/claude-code\)"):
+        find_executable(settings)
+
+
+def test_an_unknown_sandbox_mode_is_refused_by_each_adapter_in_the_same_words(tmp_path: Path) -> None:
+    request = RuntimeRequest(session_key="", prompt="p", sandbox="yolo")
+    words = r"^unknown sandbox mode 'yolo'; expected one of read-only, workspace-write, full-access$"
+    with pytest.raises(RuntimeFailure, match=words):
+        command_line("claude", request, model="")
+    with pytest.raises(RuntimeFailure, match=words):
+        CodexRuntime(lambda: "codex", default_cwd=tmp_path).argv("codex", request, tmp_path / "last")
+
+
+def test_a_confined_call_keeps_the_config_dir_writable_and_the_install_root_visible(tmp_path: Path) -> None:
+    prefix = tmp_path / "tools"
+    executable = prefix / "node_modules" / ".bin" / "claude"
+    executable.parent.mkdir(parents=True)
+    executable.touch(mode=0o755)
+
+    def runtime(environ: dict[str, str]) -> ClaudeRuntime:
+        return ClaudeRuntime(str(executable), conversation_dir=tmp_path / "c", environ=environ)
+
+    assert runtime({}).confines_subprocesses is True
+    assert runtime({}).program_dirs == (prefix.resolve(),)
+    named = tmp_path / "config"
+    assert runtime({"CLAUDE_CONFIG_DIR": str(named)}).state_dirs == (named,)
+    # Unnamed, it is ~/.claude (made if missing, or a first confined call could not keep its sessions).
+    home = tmp_path / "home"
+    assert runtime({"HOME": str(home)}).state_dirs == (home / ".claude",)
+    assert named.is_dir() and (home / ".claude").is_dir()

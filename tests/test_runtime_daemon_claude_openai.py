@@ -3,7 +3,6 @@ answers `enact send` through the scripted model server and resumes."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ import model_anthropic  # noqa: F401  (registers /v1/messages)
 import model_chat  # noqa: F401  (registers /v1/chat/completions)
 import orjson
 import pytest
+from claude_home import claude_env
 from model_server import ModelServer, Reply, closed_port_url
 
 from enact.runtime.advice import LOGIN_HINTS, UNAVAILABLE_HINTS
@@ -55,22 +55,16 @@ def test_openai_answers_and_sends_the_history_with_the_second_message(
     assert [m["content"] for m in third[1:4]] == ["first answer", second[2]["content"], "second answer"]
 
 
-def claude_env(tmp: Path, server: ModelServer) -> dict[str, str]:
-    home = tmp / "claude-home"
-    home.mkdir(exist_ok=True)
-    return {
-        "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
-        "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude"), "PATH": os.environ["PATH"],
-        "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-test",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    }
+def claude_vars(tmp: Path, server: ModelServer) -> dict[str, str]:
+    return {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+            **claude_env(tmp / "claude-home", server.url)}
 
 
 def test_claude_answers_resumes_and_recovers_from_a_lost_session(
     daemons: DaemonFactory, server: ModelServer
 ) -> None:
     home = daemons.new_home()
-    env = claude_env(home.parent, server)
+    env = claude_vars(home.parent, server)
     daemon = daemons.start(home, env=env)
     server.script(Reply("first answer"), Reply("second answer"), Reply("fresh answer"))
     assert send(daemon, "the first question")["reply"] == "first answer"
@@ -107,7 +101,7 @@ def test_claude_refused_by_its_model_tells_the_owner_how_to_log_in(daemons: Daem
     from model_server import Status
 
     server.default = Status(401, "invalid x-api-key")
-    daemon = daemons.start(env=claude_env(tmp_path, server))
+    daemon = daemons.start(env=claude_vars(tmp_path, server))
     reply = send(daemon, "hello")["reply"]
     assert "was refused by its model" in reply and f"To fix it, {LOGIN_HINTS['claude']}" in reply
     assert "claude auth login" in LOGIN_HINTS["claude"] and "ANTHROPIC_API_KEY" in LOGIN_HINTS["claude"]
@@ -115,7 +109,7 @@ def test_claude_refused_by_its_model_tells_the_owner_how_to_log_in(daemons: Daem
 
 def test_claude_unable_to_reach_its_api_tells_the_owner_what_to_check(daemons: DaemonFactory, tmp_path: Path,
                                                                       server: ModelServer) -> None:
-    env = {**claude_env(tmp_path, server), "ANTHROPIC_BASE_URL": closed_port_url().removesuffix("/v1")}
+    env = {**claude_vars(tmp_path, server), "ANTHROPIC_BASE_URL": closed_port_url().removesuffix("/v1")}
     daemon = daemons.start(env=env)
     reply = send(daemon, "hello")["reply"]
     assert "is not available" in reply and f"To fix it, {UNAVAILABLE_HINTS['claude']}" in reply

@@ -7,19 +7,22 @@ import datetime
 
 import pytest
 
+from enact.claimed_clock import RETRIES, Decision
 from enact.tasks.scheduling import (
     BacklogItem,
-    Decision,
     Priority,
     Schedule,
     ScheduleError,
     check_spec,
     claim,
     decide,
-    handled,
+    given_up,
     idempotency_key,
     latest_due,
     next_to_promote,
+    skipped_busy,
+    submission_failed,
+    submitted,
 )
 
 START = 1_800_000_000.0  # any fixed moment
@@ -29,16 +32,23 @@ def schedule(spec: str, **fields: object) -> Schedule:
     return Schedule(id=7, spec=check_spec(spec), request="tidy up", repo="", created_at=START, **fields)  # type: ignore[arg-type]
 
 
+def run(every: Schedule, now: float, task_id: int) -> Schedule:
+    """What a tick does when ``every`` is due and its previous task ended."""
+    step = decide(every, now)
+    assert step.decision is Decision.CLAIM and step.due is not None
+    return submitted(claim(every, step.due), step.due, task_id)
+
+
 def test_interval_schedule_is_due_each_whole_interval_after_it_was_added() -> None:
     every = schedule("every 10m")
-    assert decide(every, START + 599, previous_unfinished=False).decision is Decision.NOTHING_DUE
-    step = decide(every, START + 600, previous_unfinished=False)
-    assert step.decision is Decision.SUBMIT and step.due == START + 600
+    assert decide(every, START + 599).decision is Decision.NOTHING_DUE
+    step = decide(every, START + 600)
+    assert step.decision is Decision.CLAIM and step.due == START + 600
     assert idempotency_key(every.id, START + 600) == f"cron:7:{int(START) + 600}"
-    after = handled(every, step, task_id=3)
+    after = run(every, START + 600, task_id=3)
     assert after.last_due == START + 600 and after.last_task == 3
-    assert decide(after, START + 1199, previous_unfinished=False).decision is Decision.NOTHING_DUE
-    assert decide(after, START + 1200, previous_unfinished=False).due == START + 1200
+    assert decide(after, START + 1199).decision is Decision.NOTHING_DUE
+    assert decide(after, START + 1200).due == START + 1200
 
 
 def test_cron_expression_is_due_at_its_next_matching_minute_in_local_time() -> None:
@@ -48,64 +58,102 @@ def test_cron_expression_is_due_at_its_next_matching_minute_in_local_time() -> N
         day += datetime.timedelta(days=1)
     created = (day - datetime.timedelta(days=3)).timestamp()  # the Friday before, at noon
     nine_monday = day.replace(hour=9).timestamp()
-    weekdays = Schedule(id=1, spec=check_spec("0 9 * * 1-5"), request="r", repo="", created_at=created)
+    weekdays = check_spec("0 9 * * 1-5")
     # Saturday and Sunday pass without a due time; Monday 09:00 is the next.
-    assert latest_due(weekdays, nine_monday - 1) is None
-    assert latest_due(weekdays, nine_monday) == nine_monday
-    assert latest_due(weekdays, nine_monday + 3_600) == nine_monday
+    assert latest_due(weekdays, created, nine_monday - 1) is None
+    assert latest_due(weekdays, created, nine_monday) == nine_monday
+    assert latest_due(weekdays, created, nine_monday + 3_600) == nine_monday
 
 
 def test_a_due_time_while_the_previous_task_is_unfinished_submits_nothing_and_is_skipped() -> None:
-    every = handled(schedule("every 1h"), decide(schedule("every 1h"), START + 3_600, previous_unfinished=False),
-                    task_id=1)
-    busy = decide(every, START + 7_200, previous_unfinished=True)
-    assert busy.decision is Decision.SKIP_BUSY
-    skipped = handled(every, busy, task_id=None)
+    every = run(schedule("every 1h"), START + 3_600, task_id=1)
+    busy = decide(every, START + 7_200)
+    assert busy.decision is Decision.CLAIM and busy.due is not None  # the actor finds task 1 unfinished
+    skipped = skipped_busy(every, busy.due)
     assert skipped.last_task == 1 and skipped.skipped == 1 and skipped.last_due == START + 7_200
+    assert skipped.claimed is None
     # Once that task has ended, the next due time submits again.
-    assert decide(skipped, START + 7_300, previous_unfinished=False).decision is Decision.NOTHING_DUE
-    assert decide(skipped, START + 10_800, previous_unfinished=False).decision is Decision.SUBMIT
+    assert decide(skipped, START + 7_300).decision is Decision.NOTHING_DUE
+    assert decide(skipped, START + 10_800).decision is Decision.CLAIM
 
 
 def test_runs_missed_while_down_coalesce_into_one_run_at_the_latest_due_time() -> None:
     every = schedule("every 10m")
     down_for = 6 * 3_600 + 125  # 36 due times missed
-    step = decide(every, START + down_for, previous_unfinished=False)
-    assert step.decision is Decision.SUBMIT and step.due == START + 36 * 600
-    after = handled(every, step, task_id=9)
-    assert decide(after, START + down_for, previous_unfinished=False).decision is Decision.NOTHING_DUE
+    step = decide(every, START + down_for)
+    assert step.decision is Decision.CLAIM and step.due == START + 36 * 600
+    after = run(every, START + down_for, task_id=9)
+    assert decide(after, START + down_for).decision is Decision.NOTHING_DUE
     minutely = schedule("* * * * *")
     month = START + 31 * 86_400
-    step = decide(minutely, month + 30, previous_unfinished=False)
-    assert step.decision is Decision.SUBMIT and step.due is not None and month - 30 <= step.due <= month + 30
-    assert decide(handled(minutely, step, task_id=2), month + 30,
-                  previous_unfinished=False).decision is Decision.NOTHING_DUE
+    step = decide(minutely, month + 30)
+    assert step.decision is Decision.CLAIM and step.due is not None and month - 30 <= step.due <= month + 30
+    assert decide(run(minutely, month + 30, task_id=2), month + 30).decision is Decision.NOTHING_DUE
 
 
 def test_a_claim_left_unacknowledged_by_a_crash_is_submitted_again_under_the_same_key() -> None:
     every = schedule("every 10m")
-    step = decide(every, START + 600, previous_unfinished=False)
-    assert step.decision is Decision.SUBMIT and step.due is not None and not step.resumed
+    step = decide(every, START + 600)
+    assert step.decision is Decision.CLAIM and step.due is not None
     claimed = claim(every, step.due)  # committed before the task is submitted
-    assert claimed.claimed == START + 600 and claimed.last_due is None
+    assert claimed.claimed == START + 600 and claimed.last_due is None and claimed.attempts == 1
     # The daemon dies after the submit, before the acknowledgement, and stays
     # down past two more due times: the claim comes first, not the latest.
-    again = decide(claimed, START + 1_900, previous_unfinished=True)
-    assert again.decision is Decision.SUBMIT and again.resumed and again.due == step.due
+    again = decide(claimed, START + 1_900)
+    assert again.decision is Decision.RERUN and again.due == step.due
     assert idempotency_key(every.id, again.due) == idempotency_key(every.id, step.due)
-    acknowledged = handled(claimed, again, task_id=4)
+    acknowledged = submitted(claim(claimed, again.due), again.due, task_id=4)
     assert acknowledged.claimed is None and acknowledged.last_due == START + 600 and acknowledged.last_task == 4
+    assert acknowledged.attempts == 0
     # Then the due times missed meanwhile coalesce into the latest, as ever.
-    later = decide(acknowledged, START + 1_900, previous_unfinished=False)
-    assert later.decision is Decision.SUBMIT and later.due == START + 1_800 and not later.resumed
+    later = decide(acknowledged, START + 1_900)
+    assert later.decision is Decision.CLAIM and later.due == START + 1_800
 
 
 def test_a_refused_submission_spends_its_claimed_due_time_and_keeps_the_last_task() -> None:
     every = schedule("every 10m", last_due=START + 600, last_task=2)
-    step = decide(every, START + 1_200, previous_unfinished=False)
+    step = decide(every, START + 1_200)
     assert step.due is not None
-    refused = handled(claim(every, step.due), step, task_id=None)
+    refused = submitted(claim(every, step.due), step.due, task_id=None)
     assert refused.claimed is None and refused.last_due == START + 1_200 and refused.last_task == 2
+
+
+def test_a_submission_that_keeps_failing_is_retried_after_a_back_off_then_given_up_and_the_next_runs() -> None:
+    every = schedule("every 1h", last_task=2)
+    now = START + 3_600
+    claimed = claim(every, START + 3_600)
+    for attempt in range(1, RETRIES.attempts + 1):
+        failed = submission_failed(claimed, now, "actor 'tasks' did not answer Submit within 5 s")
+        assert failed.claimed == START + 3_600 and failed.retry_at == now + RETRIES.delay(attempt)
+        if attempt == RETRIES.attempts:
+            break
+        assert decide(failed, now + RETRIES.delay(attempt) - 1).decision is Decision.WAIT
+        now += RETRIES.delay(attempt)
+        again = decide(failed, now)
+        assert again.decision is Decision.RERUN and again.due == START + 3_600
+        claimed = claim(failed, START + 3_600)
+        assert claimed.attempts == attempt + 1
+    # Past the next due time as well: the claim is settled first, as failed.
+    step = decide(failed, START + 7_300)
+    assert step.decision is Decision.GIVE_UP and step.due == START + 3_600
+    assert step.reason == (f"given up after {RETRIES.attempts} attempts: "
+                           "actor 'tasks' did not answer Submit within 5 s")
+    settled = given_up(failed, START + 3_600, step.reason)
+    assert settled.claimed is None and settled.attempts == 0 and settled.retry_at is None
+    assert settled.last_due == START + 3_600 and settled.failed == 1 and settled.last_failure == step.reason
+    assert settled.last_task == 2
+    following = decide(settled, START + 7_300)
+    assert following.decision is Decision.CLAIM and following.due == START + 7_200
+
+
+def test_a_schedule_stored_before_claims_had_attempts_reads_with_none_made() -> None:
+    from enact.storage._records import decode_record
+
+    old = {"id": 3, "spec": "every 10m", "request": "tidy up", "repo": "", "created_at": START,
+           "last_due": START + 600, "last_task": 5, "skipped": 1, "claimed": START + 1_200}
+    read = decode_record(Schedule, old, database="scheduler.schedules", key=b"3")
+    assert (read.claimed, read.attempts, read.retry_at, read.failure, read.failed) == (START + 1_200, 0, None, "", 0)
+    assert decide(read, START + 1_300).decision is Decision.RERUN
 
 
 @pytest.mark.parametrize("spec", ["", "every", "every 10", "every 10w", "every 0m", "every 400d", "0 9 * *",

@@ -123,7 +123,9 @@ def test_an_unrenewed_lease_is_expired_by_the_queue_and_the_old_holder_refused(d
     assert isinstance(daemon.request(Heartbeat(task_id=1, worker_id="w1", attempt=first.attempt)), LeaseLost)
     assert claim(daemon, "w2").attempt == 2
     kinds = [e["kind"] for e in daemon.cli_json("task", "show", "1", "--json")["events"]]
-    assert kinds == ["queued", "claimed", "lease-expired", "claimed"]
+    # w2's short lease may lapse too before the events are read (a loaded machine)
+    assert kinds[:4] == ["queued", "claimed", "lease-expired", "claimed"]
+    assert set(kinds[4:]) <= {"lease-expired"}
 
 
 def test_a_task_running_when_the_daemon_is_killed_runs_again_after_restart(daemons: DaemonFactory,

@@ -29,9 +29,10 @@ import lmdb
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
+from enact.claimed_clock import Decision
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode, EvolveSchedule, parse_schedule
-from enact.evolution.schedule import Decision, EvolveClock
+from enact.evolution.schedule import EvolveClock
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.curator import (
@@ -42,6 +43,7 @@ from enact.messages.curator import (
     Candidates,
     EvolveClockChanged,
     EvolveHistory,
+    EvolveRunFailed,
     GetMode,
     History,
     ProposalState,
@@ -95,9 +97,12 @@ class EvolveRuns:
     def tick(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         clock = self._current_clock(now)
-        step = rules.decide(clock, self._schedule, now, current=self._context.fence.is_current())
-        if step.decision is Decision.RUN and step.due is not None:
-            clock = self._run(clock, step.due, resumed=step.resumed)
+        if self._context.fence.is_current():  # a fenced daemon runs nothing
+            step = rules.decide(clock, self._schedule, now)
+            if step.due is not None and step.decision is Decision.GIVE_UP:
+                clock = self._give_up(clock, step.due, step.reason)
+            elif step.due is not None and step.decision in (Decision.CLAIM, Decision.RERUN):
+                clock = self._run(clock, step.due, now, resumed=step.decision is Decision.RERUN)
         self._tell_curator(clock, now)
 
     # -- the clock --------------------------------------------------------
@@ -129,13 +134,13 @@ class EvolveRuns:
 
     # -- one run ----------------------------------------------------------
 
-    def _run(self, clock: EvolveClock, due: float, *, resumed: bool) -> EvolveClock:
-        claimed = rules.claim(clock, due)
-        if rules.exhausted(claimed):
-            outcome = f"given up after {rules.MAX_ATTEMPTS} attempts that did not finish"
-            log.warning("evolve run %s: %s", rules.run_id(due), outcome)
-            return self._save(rules.acknowledge(claimed, due, time.time(), outcome, self._schedule))
-        self._save(claimed)  # committed before anything is done (fenced like every write)
+    def _give_up(self, clock: EvolveClock, due: float, reason: str) -> EvolveClock:
+        log.warning("evolve run %s: %s", rules.run_id(due), reason)
+        self._context.tell("curator", EvolveRunFailed(run_id=rules.run_id(due), due=due, reason=reason))
+        return self._save(rules.acknowledge(clock, due, time.time(), f"failed: {reason}", self._schedule))
+
+    def _run(self, clock: EvolveClock, due: float, now: float, *, resumed: bool) -> EvolveClock:
+        claimed = self._save(rules.claim(clock, due))  # committed before anything is done (fenced like every write)
         if resumed:
             log.info("evolve run %s: resuming a run that did not finish (attempt %d)", rules.run_id(due),
                      claimed.attempts)
@@ -146,8 +151,10 @@ class EvolveRuns:
             if lines:
                 self._report(due, mode, lines)
             log.info("evolve run %s (%s): %s", rules.run_id(due), mode, outcome.replace("\n", "; "))
-        except ActorUnavailable:
-            raise  # left claimed: the run is resumed on a later tick
+        except ActorUnavailable as error:
+            # Left claimed: run again after the back-off, and given up after the attempts.
+            log.warning("evolve run %s did not finish (%s); trying again later", rules.run_id(due), error)
+            return self._save(rules.run_failed(claimed, now, str(error)))
         except Exception as error:  # any other fault ends this run, never the Scheduler (and cron with it)
             outcome = f"failed: {type(error).__name__}: {error}"
             log.exception("evolve run %s %s", rules.run_id(due), outcome)

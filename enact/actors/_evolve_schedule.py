@@ -1,18 +1,21 @@
 """The curator's part of the evolve modes: the stored mode and what the
 Scheduler last said of its evolve clock, both in ``evolution.settings``
-(keys ``mode`` and ``clock``). The curator actor calls these; the Scheduler
-runs the schedule (``enact.actors._evolve_runs``).
+(keys ``mode`` and ``clock``), and the runs it gave up (an audit event
+``run-failed``, in the evolve history). The curator actor calls these; the
+Scheduler runs the schedule (``enact.actors._evolve_runs``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import lmdb
 
+from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, ScheduleError, parse_mode
 from enact.messages.common import Rejected, is_human
-from enact.messages.curator import EvolveClockChanged, ModeSet, ModeShown, SetMode
+from enact.messages.curator import AuditEvent, EvolveClockChanged, EvolveRunFailed, ModeSet, ModeShown, SetMode
 from enact.storage import Store, Table
 
 _MODE = b"mode"
@@ -20,9 +23,11 @@ _CLOCK = b"clock"
 
 
 class EvolveModes:
-    def __init__(self, store: Store, settings: Table, config: Any) -> None:
+    def __init__(self, store: Store, settings: Table, config: Any, *,
+                 audit: Callable[[lmdb.Transaction, AuditEvent], None]) -> None:
         self._store = store
         self._settings = settings
+        self._audit = audit
         self._default = EvolveMode(config["evolve.mode"])
         self._schedule = str(config["evolve.schedule"])
 
@@ -63,3 +68,7 @@ class EvolveModes:
         self._store.write(lambda txn: self._settings.put(txn, _CLOCK, {
             "schedule": message.schedule, "next_due_at": message.next_due_at, "last_run_at": message.last_run_at,
             "last_outcome": message.last_outcome}))
+
+    def run_failed(self, message: EvolveRunFailed) -> None:
+        event = audit_event("run-failed", detail=f"{message.run_id}: {message.reason}")
+        self._store.write(lambda txn: self._audit(txn, event))

@@ -43,6 +43,7 @@ from enact.messages.curator import (
     CandidateShown,
     EvolveClockChanged,
     EvolveHistory,
+    EvolveRunFailed,
     GetMode,
     History,
     Propose,
@@ -69,7 +70,7 @@ class CuratorActor(EnactActor):
         self._proposals = Proposals(context, self.records, runtime, stored=self._count_states)
         self._decisions = Decisions(context, self.records, stored=self._count_states)
         self._adoption = Adoption(context, self.records, stored=self._count_states)
-        self._modes = EvolveModes(self.records.store, settings, context.config)
+        self._modes = EvolveModes(self.records.store, settings, context.config, audit=self.records.append_event)
         self._brainstorms = Brainstorms(context, settings=settings, candidates=self.records.candidates,
                                         audit=self.records.append_event, runtime=runtime,
                                         stored=self._count_states)
@@ -110,6 +111,8 @@ class CuratorActor(EnactActor):
                 return self._modes.shown()
             case EvolveClockChanged():
                 return self._modes.clock_changed(message)
+            case EvolveRunFailed():
+                return self._modes.run_failed(message)
             case Brainstorm():
                 return self._brainstorms.start(message)
             case BrainstormAnswered():

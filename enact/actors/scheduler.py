@@ -30,6 +30,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._evolve_runs import DATABASE as EVOLVE
 from enact.actors._evolve_runs import EvolveRuns
+from enact.claimed_clock import Decision
 from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,
@@ -54,7 +55,7 @@ from enact.messages.scheduler import (
 from enact.messages.tasks import Found, Get, Leases, Refused, Submit
 from enact.storage import RecordTable
 from enact.tasks import scheduling
-from enact.tasks.scheduling import BacklogItem, Decision, Schedule, ScheduleError
+from enact.tasks.scheduling import BacklogItem, Schedule, ScheduleError
 
 log = logging.getLogger(__name__)
 
@@ -150,11 +151,10 @@ class SchedulerActor(EnactActor):
         return ScheduleAdded(schedule=schedule, next_due=scheduling.next_due(spec, now))
 
     def _list_schedules(self) -> ScheduleList:
-        entries = []
-        for schedule in self._all(self._schedules):
-            anchor = schedule.last_due if schedule.last_due is not None else schedule.created_at
-            entries.append(ScheduleEntry(schedule=schedule, next_due=scheduling.next_due(schedule.spec, anchor)))
-        return ScheduleList(schedules=tuple(entries))
+        now = time.time()
+        return ScheduleList(schedules=tuple(
+            ScheduleEntry(schedule=schedule, next_due=scheduling.upcoming(schedule, now))
+            for schedule in self._all(self._schedules)))
 
     def _remove_schedule(self, schedule_id: int) -> ScheduleRemoved | UnknownSchedule:
         def write(txn: lmdb.Transaction) -> Schedule | None:
@@ -195,33 +195,42 @@ class SchedulerActor(EnactActor):
 
     def _run_schedule(self, schedule: Schedule) -> None:
         now = time.time()
-        if schedule.claimed is None and scheduling.latest_due(schedule, now) is None:
+        step = scheduling.decide(schedule, now)
+        if step.due is None or step.decision is Decision.WAIT:
             return
-        busy = schedule.claimed is None and self._unfinished(schedule.last_task)
-        step = scheduling.decide(schedule, now, previous_unfinished=busy)
-        task_id: int | None = None
-        if step.decision is Decision.SUBMIT and step.due is not None:
-            if step.resumed:
-                log.info("schedule %d (%s): submitting its claimed due time %d again (not acknowledged)",
-                         schedule.id, schedule.spec, int(step.due))
-            elif not self._save(scheduling.claim(schedule, step.due)):
-                return  # removed meanwhile
-            # If this ask fails (ActorUnavailable), the claim stays for next tick.
-            reply = self.context.ask("tasks", Submit(
-                request=schedule.request, repo=schedule.repo, origin=ORIGIN,
-                idempotency_key=scheduling.idempotency_key(schedule.id, step.due)))
-            self.context.metrics.cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
-                                                  else "submitted").inc()
-            if isinstance(reply, Refused):
-                log.warning("schedule %d (%s): the queue refused its task: %s", schedule.id, schedule.spec,
-                            reply.reason)
-            else:
-                task_id = reply.task.id
-        elif step.decision is Decision.SKIP_BUSY:
+        due = step.due
+        if step.decision is Decision.GIVE_UP:
+            self.context.metrics.cron_runs.labels(outcome="failed").inc()
+            log.warning("schedule %d (%s): due time %d %s", schedule.id, schedule.spec, int(due), step.reason)
+            self._save(scheduling.given_up(schedule, due, step.reason))
+            return
+        if step.decision is Decision.CLAIM and self._unfinished(schedule.last_task):
             self.context.metrics.cron_runs.labels(outcome="skipped-busy").inc()
             log.info("schedule %d (%s): task %s is unfinished; this run is skipped", schedule.id, schedule.spec,
                      schedule.last_task)
-        self._save(scheduling.handled(schedule, step, task_id))
+            self._save(scheduling.skipped_busy(schedule, due))
+            return
+        if step.decision is Decision.RERUN:
+            log.info("schedule %d (%s): submitting its claimed due time %d again (not acknowledged)",
+                     schedule.id, schedule.spec, int(due))
+        claimed = scheduling.claim(schedule, due)
+        if not self._save(claimed):
+            return  # removed meanwhile
+        try:
+            reply = self.context.ask("tasks", Submit(
+                request=schedule.request, repo=schedule.repo, origin=ORIGIN,
+                idempotency_key=scheduling.idempotency_key(schedule.id, due)))
+        except ActorUnavailable as error:
+            log.warning("schedule %d (%s): its task was not submitted (%s); trying again later", schedule.id,
+                        schedule.spec, error)
+            self._save(scheduling.submission_failed(claimed, now, str(error)))
+            return
+        self.context.metrics.cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
+                                              else "submitted").inc()
+        if isinstance(reply, Refused):
+            log.warning("schedule %d (%s): the queue refused its task: %s", schedule.id, schedule.spec,
+                        reply.reason)
+        self._save(scheduling.submitted(claimed, due, None if isinstance(reply, Refused) else reply.task.id))
 
     def _save(self, schedule: Schedule) -> bool:
         """Store ``schedule``, unless it was removed meanwhile (by a request

@@ -154,8 +154,10 @@ def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of schedules).")
 @needs_daemon
 def cron_list(home: Path | None, as_json: bool) -> None:
-    """The schedules, with when each is next due and its latest task."""
+    """The schedules, with when each is next due (or its pending claim),
+    its latest task and the due times given up."""
     from enact.messages.scheduler import ListSchedules, ScheduleList
+    from enact.tasks import scheduling
 
     message = ListSchedules()
     entries = expect(request(resolve_home(home), message), ScheduleList, message).schedules
@@ -167,7 +169,9 @@ def cron_list(home: Path | None, as_json: bool) -> None:
     for entry in entries:
         schedule = entry.schedule
         last = f"task {schedule.last_task}" if schedule.last_task is not None else "no task yet"
-        click.echo(f"{schedule.id:>5}  {schedule.spec:<16} next {_when(entry.next_due)}  {last}  {schedule.request}")
+        failures = scheduling.failures_said(schedule)
+        click.echo(f"{schedule.id:>5}  {schedule.spec:<16} {scheduling.next_run_said(schedule, entry.next_due)}  "
+                   f"{last}{'  ' + failures if failures else ''}  {schedule.request}")
 
 
 @cron.command("remove")

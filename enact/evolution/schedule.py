@@ -2,26 +2,29 @@
 acknowledgement that make it happen once.
 
 The Scheduler actor keeps one ``EvolveClock`` (in ``scheduler.evolve``) and
-follows these rules on every tick: a fenced daemon runs nothing; otherwise
-the latest due time since the last acknowledged one (missed due times
-coalesce into it) is *claimed*, committed before anything is done; then the
-run acts (scan, propose, brainstorm, report) and the due time is
-*acknowledged*. A claim found unacknowledged (the daemon died, or an actor
-it needed did not answer) is run again, at most ``MAX_ATTEMPTS`` times in
-all; each step of a run is safe to repeat (scans keep checkpoints, a new
-proposal supersedes the last, the report goes once per notice id).
+follows the claimed clock's rules (``enact.claimed_clock``) on every tick of
+a current daemon: the latest due time since the last acknowledged one
+(missed due times coalesce into it) is *claimed*, committed before anything
+is done; then the run acts (scan, propose, brainstorm, report) and the due
+time is *acknowledged*. A claim found unacknowledged (the daemon died, or an
+actor it needed did not answer) is run again after the clock's back-off,
+and given up after its attempts. What is the evolve schedule's own: each
+step of a run is safe to repeat (scans keep checkpoints, a new proposal
+supersedes the last, the report goes once per notice id), so a later due
+time supersedes an open claim; and the schedule counts from an anchor (an
+interval or a daily time, ``enact.evolution.modes``).
 """
 
 from __future__ import annotations
 
 import datetime
-import enum
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from enact import claimed_clock
+from enact.claimed_clock import ClaimState, Step
 from enact.evolution.modes import EvolveSchedule, latest_due, next_due
 
-MAX_ATTEMPTS = 3
 MAX_REPORT = 2000
 
 
@@ -40,6 +43,10 @@ class EvolveClock:
     """A due time claimed whose run has not been acknowledged."""
     attempts: int = 0
     """Runs started for the claimed due time."""
+    retry_at: float | None = None
+    """After a failed run of the claim: not again before this."""
+    failure: str = ""
+    """Why the claim's latest run failed."""
     last_run_at: float | None = None
     last_outcome: str = ""
     """What the last run did, in a line or a few (the owner's report)."""
@@ -57,57 +64,48 @@ def follow(clock: EvolveClock | None, schedule: EvolveSchedule, now: float) -> E
     if clock is None:
         return start(schedule, now)
     if clock.spec != schedule.spec:
-        return replace(clock, spec=schedule.spec, anchor=now, acknowledged=None, claimed=None, attempts=0)
+        return replace(clock, spec=schedule.spec, anchor=now, acknowledged=None, claimed=None, attempts=0,
+                       retry_at=None, failure="")
     return clock
 
 
-class Decision(enum.Enum):
-    NOTHING_DUE = "nothing-due"
-    FENCED = "fenced"
-    RUN = "run"
+def claim_state(clock: EvolveClock) -> ClaimState:
+    return ClaimState(since=clock.acknowledged if clock.acknowledged is not None else clock.anchor,
+                      claimed=clock.claimed, attempts=clock.attempts, retry_at=clock.retry_at, failure=clock.failure)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Step:
-    decision: Decision
-    due: float | None = None
-    resumed: bool = False
-    """The due time was claimed before and not acknowledged."""
+def _with_claim(clock: EvolveClock, state: ClaimState) -> EvolveClock:
+    return replace(clock, claimed=state.claimed, attempts=state.attempts, retry_at=state.retry_at,
+                   failure=state.failure)
 
 
-def decide(clock: EvolveClock, schedule: EvolveSchedule, now: float, *, current: bool,
+def decide(clock: EvolveClock, schedule: EvolveSchedule, now: float,
            tz: datetime.tzinfo | None = None) -> Step:
-    """What this tick does. ``current``: the daemon still holds the epoch."""
-    since = clock.acknowledged if clock.acknowledged is not None else clock.anchor
-    due = latest_due(schedule, now, since=since, anchor=clock.anchor, tz=tz)
-    resumed = clock.claimed is not None and (due is None or due <= clock.claimed)
-    if resumed:
-        due = clock.claimed
-    if due is None:
-        return Step(decision=Decision.NOTHING_DUE)
-    if not current:
-        return Step(decision=Decision.FENCED, due=due)
-    return Step(decision=Decision.RUN, due=due, resumed=resumed)
+    """What this tick does (a fenced daemon does not ask)."""
+    def due_since(since: float, moment: float) -> float | None:
+        return latest_due(schedule, moment, since=since, anchor=clock.anchor, tz=tz)
+
+    return claimed_clock.decide(claim_state(clock), now, due_since, later_due_supersedes=True)
 
 
 def claim(clock: EvolveClock, due: float) -> EvolveClock:
     """The clock to commit before the run for ``due`` acts."""
-    attempts = clock.attempts + 1 if clock.claimed == due else 1
-    return replace(clock, claimed=due, attempts=attempts)
+    return _with_claim(clock, claimed_clock.claim(claim_state(clock), due))
 
 
-def exhausted(clock: EvolveClock) -> bool:
-    """The claimed run was started ``MAX_ATTEMPTS`` times: give it up."""
-    return clock.claimed is not None and clock.attempts > MAX_ATTEMPTS
+def run_failed(clock: EvolveClock, now: float, reason: str) -> EvolveClock:
+    """The clock after the claimed run could not finish (an actor it asked
+    did not answer): run again after the back-off."""
+    return _with_claim(clock, claimed_clock.failed(claim_state(clock), now, reason))
 
 
 def acknowledge(clock: EvolveClock, due: float, now: float, outcome: str,
                 schedule: EvolveSchedule, tz: datetime.tzinfo | None = None) -> EvolveClock:
     """The clock after the run for ``due`` finished, with ``outcome`` said."""
-    since = clock.acknowledged if clock.acknowledged is not None else clock.anchor
-    skipped = _due_times_between(schedule, since, due, anchor=clock.anchor, tz=tz)
-    return replace(clock, acknowledged=due, claimed=None, attempts=0, last_run_at=now,
-                   last_outcome=outcome[:MAX_REPORT], coalesced=clock.coalesced + skipped)
+    skipped = _due_times_between(schedule, claim_state(clock).since, due, anchor=clock.anchor, tz=tz)
+    acknowledged = _with_claim(clock, claimed_clock.acknowledge(claim_state(clock), due))
+    return replace(acknowledged, acknowledged=due, last_run_at=now, last_outcome=outcome[:MAX_REPORT],
+                   coalesced=clock.coalesced + skipped)
 
 
 def _due_times_between(schedule: EvolveSchedule, since: float, due: float, *, anchor: float,
@@ -126,14 +124,10 @@ def _due_times_between(schedule: EvolveSchedule, since: float, due: float, *, an
 
 def upcoming(clock: EvolveClock, schedule: EvolveSchedule, now: float,
              tz: datetime.tzinfo | None = None) -> float:
-    """When the next run is due: a pending claim or a due time already
-    passed means now; else the next due time."""
-    if clock.claimed is not None:
-        return now
-    since = clock.acknowledged if clock.acknowledged is not None else clock.anchor
-    if latest_due(schedule, now, since=since, anchor=clock.anchor, tz=tz) is not None:
-        return now
-    return next_due(schedule, now, anchor=clock.anchor, tz=tz)
+    """When the next run is due: a pending claim at once (or when its
+    back-off ends), a due time already passed now; else the next due time."""
+    return claimed_clock.upcoming(claim_state(clock), now,
+                                  lambda since: next_due(schedule, since, anchor=clock.anchor, tz=tz))
 
 
 def run_id(due: float) -> str:

@@ -67,7 +67,7 @@ class AuditEvent:
     at: float
     kind: str
     """synthesised, synthesis-rejected, proposed, superseded, approved,
-    removed, review-recorded, adopted, linked."""
+    removed, review-recorded, adopted, linked, run-failed."""
     candidate_id: str = ""
     proposal_id: str = ""
     detail: str = ""
@@ -246,6 +246,17 @@ class EvolveClockChanged:
     next_due_at: float
     last_run_at: float | None
     last_outcome: str
+
+
+@internal("curator.EvolveRunFailed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvolveRunFailed:
+    """The Scheduler gave up a scheduled evolve run whose attempts kept
+    failing (told, for the evolve history's audit)."""
+
+    run_id: str
+    due: float
+    reason: str
 
 
 @request("curator.Brainstorm")

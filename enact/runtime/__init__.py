@@ -118,6 +118,15 @@ class RuntimeMalformedOutput(RuntimeFailure):
     kind = "malformed-output"
 
 
+def checked_sandbox(sandbox: str) -> str:
+    """``sandbox`` if it names one of the modes; the one check of a mode's
+    name, for the wrapper every call goes through and for each adapter that
+    maps the mode to its CLI's words. Raises RuntimeFailure."""
+    if sandbox not in SANDBOX_MODES:
+        raise RuntimeFailure(f"unknown sandbox mode {sandbox!r}; expected one of {', '.join(SANDBOX_MODES)}")
+    return sandbox
+
+
 class Runtime(Protocol):
     name: str
 

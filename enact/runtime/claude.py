@@ -19,8 +19,8 @@ stderr.
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +39,10 @@ from enact.runtime import (
     RuntimeSessionUnknown,
     RuntimeUnavailable,
     Usage,
+    checked_sandbox,
 )
+from enact.runtime._executable import find_executable as find_program
+from enact.runtime._executable import named_where
 from enact.runtime._subprocess import CommandOutput, run_command
 
 if TYPE_CHECKING:
@@ -70,10 +73,7 @@ _MESSAGE_LIMIT = 300
 
 
 def sandbox_flags(sandbox: str) -> tuple[str, ...]:
-    try:
-        return _SANDBOX_FLAGS[sandbox]
-    except KeyError:
-        raise ValueError(f"unknown sandbox mode {sandbox!r}") from None
+    return _SANDBOX_FLAGS[checked_sandbox(sandbox)]
 
 
 def command_line(executable: str, request: RuntimeRequest, *, model: str) -> list[str]:
@@ -185,6 +185,36 @@ class ClaudeRuntime:
         self.conversation_dir = conversation_dir
         self._environ = environ
 
+    confines_subprocesses = True
+    """A confined call (``RuntimeRequest.confine``) runs claude under the prefix."""
+
+    @property
+    def state_dirs(self) -> tuple[Path, ...]:
+        """What claude writes besides the worktree, kept writable when a task
+        is confined: its config directory (sessions, credentials, settings),
+        made here if missing so that a first confined call can keep them.
+        Measured (2.1.328): with ``CLAUDE_CONFIG_DIR`` set it writes only
+        there; without, in ``~/.claude`` and ``~/.claude.json``, which it
+        rewrites through a temporary file beside it renamed over it, so a
+        bind of that file cannot make it writable; unwritable, it is left as
+        it was and the call still succeeds. Its scratch files go to /tmp (the
+        task's private one)."""
+        environ = os.environ if self._environ is None else self._environ
+        named = environ.get("CLAUDE_CONFIG_DIR")
+        config = Path(named) if named else Path(environ.get("HOME") or Path.home()) / ".claude"
+        config = config.expanduser()
+        with contextlib.suppress(OSError):  # unmade, it is not bound: the call then says what failed
+            config.mkdir(parents=True, exist_ok=True)
+        return (config,)
+
+    @property
+    def program_dirs(self) -> tuple[Path, ...]:
+        """Where claude runs from (its npm prefix), kept visible to a
+        confined call even when it lies under the private /tmp's place."""
+        from enact.tasks.confine import install_root
+
+        return (install_root(Path(self.executable)),)
+
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         cwd = request.cwd
         if cwd is None:
@@ -192,7 +222,7 @@ class ClaudeRuntime:
             cwd = self.conversation_dir
         environ = os.environ if self._environ is None else self._environ
         output = run_command(
-            command_line(self.executable, request, model=self.model),
+            [*request.confine, *command_line(self.executable, request, model=self.model)],
             stdin_text=prompt_text(request),
             cwd=cwd,
             env={**environ, "CLAUDE_CODE_MAX_RETRIES": "1"},
@@ -205,18 +235,12 @@ class ClaudeRuntime:
 def find_executable(settings: Config) -> str:
     """``runtime.claude.executable`` (``ENACT_CLAUDE_BIN``) if set, which must
     exist, else ``claude`` on PATH; raises ComponentError saying what to do."""
-    named = settings["runtime.claude.executable"]
-    if named:
-        path = Path(named).expanduser()
-        if not (path.is_file() and os.access(path, os.X_OK)):
-            source = settings.sources["runtime.claude.executable"]
-            where = "ENACT_CLAUDE_BIN" if source == "environment" else f"runtime.claude.executable ({source})"
-            raise ComponentError(f"{where}: {named} is not an executable file; fix it or unset it")
-        return str(path)
-    found = shutil.which("claude")
-    if found is None:
-        raise ComponentError(f"the claude CLI is not on PATH: {INSTALL_HINT}")
-    return found
+    key = "runtime.claude.executable"
+    try:
+        return find_program(settings[key], program="claude", where=named_where(settings, key, "ENACT_CLAUDE_BIN"),
+                            not_on_path=f"the claude CLI is not on PATH: {INSTALL_HINT}")
+    except RuntimeUnavailable as error:
+        raise ComponentError(str(error)) from None
 
 
 def login_state(executable: str) -> tuple[bool | None, str]:

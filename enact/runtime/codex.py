@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import tempfile
 import threading
 from collections import OrderedDict
@@ -33,7 +32,10 @@ from enact.runtime import (
     RuntimeSessionUnknown,
     RuntimeUnavailable,
     Usage,
+    checked_sandbox,
 )
+from enact.runtime._executable import find_executable as find_program
+from enact.runtime._executable import named_where
 from enact.runtime._subprocess import CommandOutput, run_command
 
 if TYPE_CHECKING:
@@ -254,15 +256,7 @@ def _last_line(text: str) -> str:
 def find_executable(explicit: str, *, where: str) -> str:
     """An explicit path must exist (never a silent fallback to PATH); else
     ``codex`` on PATH. Raises RuntimeUnavailable saying what to do."""
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise RuntimeUnavailable(f"{where}: {explicit} is not an executable file; fix it or unset it")
-        return str(path)
-    found = shutil.which("codex")
-    if found is None:
-        raise RuntimeUnavailable(f"codex is not on PATH: {INSTALL_HINT}")
-    return found
+    return find_program(explicit, program="codex", where=where, not_on_path=f"codex is not on PATH: {INSTALL_HINT}")
 
 
 class CodexRuntime:
@@ -307,9 +301,7 @@ class CodexRuntime:
             return ()
 
     def argv(self, executable: str, request: RuntimeRequest, last_message: Path) -> list[str]:
-        sandbox = SANDBOXES.get(request.sandbox)
-        if sandbox is None:
-            raise RuntimeFailure(f"unknown sandbox mode {request.sandbox!r}; expected one of {', '.join(SANDBOXES)}")
+        sandbox = SANDBOXES[checked_sandbox(request.sandbox)]
         common = ["--json", "--output-last-message", str(last_message), "--skip-git-repo-check"]
         if self.model:
             common += ["--model", self.model]
@@ -419,7 +411,4 @@ class CodexRuntimeComponent(RuntimeComponent):
 
 
 def _where(settings: Config) -> str:
-    source = settings.sources["runtime.codex.executable"]
-    if source == "environment":
-        return "ENACT_CODEX_BIN"
-    return f"runtime.codex.executable ({source})"
+    return named_where(settings, "runtime.codex.executable", "ENACT_CODEX_BIN")

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from enact.cancellation import Cancelled
 from enact.metrics import Metrics
-from enact.runtime import SANDBOX_MODES, Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage
+from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage, checked_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +54,9 @@ class MeteredRuntime:
         return result
 
     def _check_sandbox(self, sandbox: str) -> None:
-        """The one place a call's sandbox mode is vetted, for every caller."""
-        if sandbox not in SANDBOX_MODES:
-            raise RuntimeFailure(f"unknown sandbox mode {sandbox!r}; expected one of {', '.join(SANDBOX_MODES)}")
-        if sandbox == "full-access" and not self._allow_full_access:
+        """Every call's sandbox mode is vetted here, whoever makes it: a known
+        mode, and full access only when the owner allowed it."""
+        if checked_sandbox(sandbox) == "full-access" and not self._allow_full_access:
             raise RuntimeFailure("the full-access sandbox mode needs runtime.allow_full_access = true in the config")
 
     def _count(self, request: RuntimeRequest, outcome: str, usage: Usage, started: float) -> None:

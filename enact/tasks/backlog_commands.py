@@ -6,7 +6,6 @@ and removed from the CLI only."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
@@ -23,7 +22,7 @@ from enact.messages.scheduler import (
     ScheduleList,
     UnknownItem,
 )
-from enact.tasks.scheduling import Priority
+from enact.tasks.scheduling import Priority, next_run_said
 
 _TEXT = {"text": Param(str, doc="the item's text, optionally after p0: or p2:")}
 _ID = {"text": Param(str, doc="the backlog item's id")}
@@ -78,8 +77,8 @@ def _cron_list(_: CommandCall, context: CommandContext) -> str:
         return "no schedules"
     lines = []
     for entry in reply.schedules:
-        due = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.next_due))
-        lines.append(f"#{entry.schedule.id} {entry.schedule.spec}, next {due}: {entry.schedule.request}")
+        when = next_run_said(entry.schedule, entry.next_due)
+        lines.append(f"#{entry.schedule.id} {entry.schedule.spec}, {when}: {entry.schedule.request}")
     return "Schedules:\n" + "\n".join(lines)
 
 

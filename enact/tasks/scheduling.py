@@ -7,14 +7,13 @@ A schedule is an interval (``every 10m``, ``every 2h``, ``every 1d``; also
 expression (``0 9 * * 1-5``) in the daemon's local time, evaluated by
 ``croniter`` (imported when first needed: the CLI loads this module for
 its records). Each due time submits one task with the idempotency key
-``cron:<schedule id>:<due time>``. The due time is *claimed* (stored in the
-schedule, committed) before its task is submitted and *acknowledged* after;
-a claim found unacknowledged (the daemon died between the two, or the queue
-did not answer) is submitted again with the same due time, so the same key
-finds the task already queued instead of a later due time queuing a second.
-Due times that pass while the schedule's
-previous task is unfinished are skipped, and any number of due times missed
-while the daemon was down coalesce into one run: the latest.
+``cron:<schedule id>:<due time>``, claimed before and acknowledged after by
+the claimed clock's rules (``enact.claimed_clock``): a claim found
+unacknowledged is submitted again under the same key, so the queue finds
+the task already queued instead of a later due time queuing a second; a
+submission that keeps failing is given up after the clock's attempts. What
+is cron's own: due times that pass while the schedule's previous task is
+unfinished are skipped (handled without a task).
 """
 
 from __future__ import annotations
@@ -22,7 +21,12 @@ from __future__ import annotations
 import datetime
 import enum
 import re
+import time
 from dataclasses import dataclass, replace
+from functools import partial
+
+from enact import claimed_clock
+from enact.claimed_clock import ClaimState, Step
 
 MAX_SPEC = 200
 MAX_TEXT = 20_000
@@ -51,7 +55,17 @@ class Schedule:
     """Due times passed over because the previous task was unfinished."""
     claimed: float | None = None
     """A due time whose task was (or was about to be) submitted and not yet
-    acknowledged: the next tick submits it again, whatever is due by then."""
+    acknowledged: it is submitted again, whatever is due by then."""
+    attempts: int = 0
+    """Submissions started for the claimed due time."""
+    retry_at: float | None = None
+    """After a failed submission of the claim: not again before this."""
+    failure: str = ""
+    """Why the claim's latest submission failed."""
+    failed: int = 0
+    """Due times given up after their submissions kept failing."""
+    last_failure: str = ""
+    """Why the latest due time given up failed."""
 
 
 def interval_s(spec: str) -> int | None:
@@ -97,55 +111,63 @@ def next_due(spec: str, after: float) -> float:
     return float(croniter(spec, _local(after)).get_next(float))
 
 
-def latest_due(schedule: Schedule, now: float) -> float | None:
-    """The latest due time in (anchor, now], where the anchor is the last
-    handled due time (or the schedule's creation); None if none has come."""
-    anchor = schedule.last_due if schedule.last_due is not None else schedule.created_at
-    seconds = interval_s(schedule.spec)
+def latest_due(spec: str, since: float, now: float) -> float | None:
+    """The latest due time in (since, now], None if none has come (an
+    interval counts whole intervals from ``since``)."""
+    seconds = interval_s(spec)
     if seconds is not None:
-        periods = int((now - anchor) // seconds)
-        return anchor + periods * seconds if periods >= 1 else None
-    first = next_due(schedule.spec, anchor)
+        periods = int((now - since) // seconds)
+        return since + periods * seconds if periods >= 1 else None
+    first = next_due(spec, since)
     if first > now:
         return None
     # Straight to the latest: a long downtime on "* * * * *" must not step
     # through every minute it missed.
     from croniter import croniter
 
-    latest = float(croniter(schedule.spec, _local(now + 1)).get_prev(float))
+    latest = float(croniter(spec, _local(now + 1)).get_prev(float))
     return max(first, latest)
 
 
-class Decision(enum.Enum):
-    NOTHING_DUE = "nothing-due"
-    SUBMIT = "submit"
-    SKIP_BUSY = "skip-busy"
+def claim_state(schedule: Schedule) -> ClaimState:
+    return ClaimState(since=schedule.last_due if schedule.last_due is not None else schedule.created_at,
+                      claimed=schedule.claimed, attempts=schedule.attempts, retry_at=schedule.retry_at,
+                      failure=schedule.failure)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Step:
-    """What one tick does with one schedule."""
-
-    decision: Decision
-    due: float | None = None
-    resumed: bool = False
-    """The due time was claimed before and not acknowledged."""
+def _with_claim(schedule: Schedule, state: ClaimState) -> Schedule:
+    return replace(schedule, claimed=state.claimed, attempts=state.attempts, retry_at=state.retry_at,
+                   failure=state.failure)
 
 
-def decide(schedule: Schedule, now: float, *, previous_unfinished: bool) -> Step:
-    """Whether ``schedule`` submits now: a claimed due time not yet
-    acknowledged first (its task may be queued already; the previous task
-    had ended when it was claimed); else the latest due time when one has
-    come and its previous task has ended; a due time that comes while that
-    task runs is skipped."""
-    if schedule.claimed is not None:
-        return Step(decision=Decision.SUBMIT, due=schedule.claimed, resumed=True)
-    due = latest_due(schedule, now)
-    if due is None:
-        return Step(decision=Decision.NOTHING_DUE)
-    if previous_unfinished:
-        return Step(decision=Decision.SKIP_BUSY, due=due)
-    return Step(decision=Decision.SUBMIT, due=due)
+def decide(schedule: Schedule, now: float) -> Step:
+    """What this tick does with ``schedule`` (``enact.claimed_clock``); a
+    claim comes before any later due time (its task may be queued already)."""
+    return claimed_clock.decide(claim_state(schedule), now, partial(latest_due, schedule.spec))
+
+
+def upcoming(schedule: Schedule, now: float) -> float:
+    """When the schedule next submits: at once or after the back-off for an
+    open claim, else its next due time."""
+    return claimed_clock.upcoming(claim_state(schedule), now, partial(next_due, schedule.spec))
+
+
+def _minute(moment: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(moment))
+
+
+def next_run_said(schedule: Schedule, next_due: float) -> str:
+    """When ``schedule`` next submits, as ``cron list`` says it: a pending
+    claim (and its retry time after a failure) before any next due time."""
+    if schedule.claimed is None:
+        return f"next {_minute(next_due)}"
+    retry = f", retry {_minute(schedule.retry_at)}" if schedule.retry_at is not None else ""
+    return f"claimed {_minute(schedule.claimed)}, pending{retry}"
+
+
+def failures_said(schedule: Schedule) -> str:
+    """The due times given up, with the latest reason; empty when none."""
+    return f"{schedule.failed} failed (latest: {schedule.last_failure})" if schedule.failed else ""
 
 
 def idempotency_key(schedule_id: int, due: float) -> str:
@@ -154,20 +176,34 @@ def idempotency_key(schedule_id: int, due: float) -> str:
 
 def claim(schedule: Schedule, due: float) -> Schedule:
     """The schedule to commit before the task for ``due`` is submitted."""
-    return replace(schedule, claimed=due)
+    return _with_claim(schedule, claimed_clock.claim(claim_state(schedule), due))
 
 
-def handled(schedule: Schedule, step: Step, task_id: int | None) -> Schedule:
-    """The schedule after ``step`` was carried out, its claim acknowledged
-    (``task_id``: the task submitted; None when the queue refused it, and
-    the due time is spent all the same, or the schedule would ask again
-    every tick)."""
-    if step.decision is Decision.SUBMIT:
-        return replace(schedule, last_due=step.due, claimed=None,
-                       last_task=schedule.last_task if task_id is None else task_id)
-    if step.decision is Decision.SKIP_BUSY:
-        return replace(schedule, last_due=step.due, skipped=schedule.skipped + 1)
-    return schedule
+def submission_failed(schedule: Schedule, now: float, reason: str) -> Schedule:
+    """The schedule after the claim's submission failed (the queue did not
+    answer): submitted again after the back-off."""
+    return _with_claim(schedule, claimed_clock.failed(claim_state(schedule), now, reason))
+
+
+def _acknowledged(schedule: Schedule, due: float) -> Schedule:
+    return replace(_with_claim(schedule, claimed_clock.acknowledge(claim_state(schedule), due)), last_due=due)
+
+
+def submitted(schedule: Schedule, due: float, task_id: int | None) -> Schedule:
+    """The schedule after the task for ``due`` was submitted, its claim
+    acknowledged (``task_id`` None: the queue refused it, and the due time
+    is spent all the same, or the schedule would ask again every tick)."""
+    return replace(_acknowledged(schedule, due), last_task=schedule.last_task if task_id is None else task_id)
+
+
+def skipped_busy(schedule: Schedule, due: float) -> Schedule:
+    """The schedule after ``due`` came while its previous task was unfinished."""
+    return replace(_acknowledged(schedule, due), skipped=schedule.skipped + 1)
+
+
+def given_up(schedule: Schedule, due: float, reason: str) -> Schedule:
+    """The schedule after its claim on ``due`` was given up for ``reason``."""
+    return replace(_acknowledged(schedule, due), failed=schedule.failed + 1, last_failure=reason)
 
 
 # -- the backlog ---------------------------------------------------------

@@ -1,0 +1,93 @@
+"""Claims whose action keeps failing, in the Scheduler's parts in-process on
+a real home: a cron submission the queue does not answer and an evolve run
+whose actors do not answer are tried again after the claimed clock's
+back-off, then given up as failed with the reason where each shows its
+outcomes, and the next due time runs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from schedule_clock import FaultyActors, UnavailableActors, home
+
+from enact.actors._evolve_runs import DATABASE, EvolveRuns
+from enact.actors.scheduler import DATABASES, SCHEDULES, SchedulerActor
+from enact.claimed_clock import RETRIES
+from enact.messages.curator import EvolveRunFailed
+from enact.storage import RecordTable
+from enact.tasks.scheduling import Schedule
+
+
+def test_a_cron_submission_the_queue_does_not_answer_backs_off_then_is_given_up_and_counted(
+        tmp_path: Path) -> None:
+    actors = UnavailableActors()
+    with home(tmp_path, "scheduler", DATABASES, actors) as context:
+        scheduler = SchedulerActor(context)  # never started: its clock is driven by hand
+        table = RecordTable(context.own_store().table(SCHEDULES), Schedule)
+        key = (1).to_bytes(8, "big")
+        due_an_hour_ago = Schedule(id=1, spec="every 1h", request="tidy up", repo="",
+                                   created_at=time.time() - 5_400, last_task=None)
+        context.own_store().write(lambda txn: table.put(txn, key, due_an_hour_ago))
+
+        def stored() -> Schedule:
+            found = context.own_store().read(lambda txn: table.get(txn, key))
+            assert found is not None
+            return found
+
+        before = time.time()
+        scheduler._run_schedule(stored())
+        failed = stored()
+        assert actors.asked == ["tasks"] and failed.claimed == due_an_hour_ago.created_at + 3_600
+        assert failed.attempts == 1 and failed.failure.startswith("actor 'tasks' did not answer Submit")
+        assert failed.retry_at is not None and failed.retry_at >= before + RETRIES.delay(1)
+        scheduler._run_schedule(failed)  # within the back-off: not asked again
+        assert actors.asked == ["tasks"]
+
+        # The attempts used up (as after four more back-offs): given up, counted, and the next due time runs.
+        used_up = replace(failed, attempts=RETRIES.attempts, retry_at=time.time() - 1)
+        scheduler._run_schedule(used_up)
+        given_up = stored()
+        assert actors.asked == ["tasks"] and given_up.claimed is None and given_up.failed == 1
+        assert given_up.last_due == failed.claimed
+        assert given_up.last_failure.startswith(f"given up after {RETRIES.attempts} attempts: actor 'tasks'")
+        assert context.metrics.registry.get_sample_value("enact_cron_runs_total", {"outcome": "failed"}) == 1
+
+
+def test_an_evolve_run_whose_actors_do_not_answer_is_retried_after_a_back_off_then_given_up(
+        tmp_path: Path) -> None:
+    actors = UnavailableActors()
+    with home(tmp_path, "scheduler", [DATABASE], actors, schedule="every 1h") as context:
+        runs = EvolveRuns(context, context.own_store())
+        runs.tick(now=1_000.0)  # the anchor
+        now = 4_601.0
+        for attempt in range(1, RETRIES.attempts + 1):
+            runs.tick(now=now)
+            assert len(actors.asked) == attempt
+            clock = runs._current_clock(now)
+            assert clock.claimed == 4_600.0 and clock.attempts == attempt
+            assert clock.retry_at == now + RETRIES.delay(attempt)
+            runs.tick(now=now + RETRIES.delay(attempt) - 1)  # within the back-off: nothing asked
+            assert len(actors.asked) == attempt
+            now += RETRIES.delay(attempt)
+        runs.tick(now=now)
+        clock = runs._current_clock(now)
+        assert len(actors.asked) == RETRIES.attempts and clock.claimed is None and clock.acknowledged == 4_600.0
+        assert clock.last_outcome == (f"failed: given up after {RETRIES.attempts} attempts: "
+                                      "actor 'curator' did not answer GetMode within 120 s")
+        [failed] = [told for told in actors.told if isinstance(told, EvolveRunFailed)]
+        assert failed.run_id == "evolve:4600" and failed.reason in clock.last_outcome
+
+
+def test_a_given_up_evolve_run_is_in_the_evolve_history(tmp_path: Path) -> None:
+    from enact.actors.curator import DATABASES as CURATOR_DATABASES
+    from enact.actors.curator import CuratorActor
+
+    with home(tmp_path, "curator", CURATOR_DATABASES, FaultyActors()) as context:
+        curator = CuratorActor(context, runtime=None)  # type: ignore[arg-type]  # never started
+        curator.handle(EvolveRunFailed(run_id="evolve:4600", due=4_600.0, reason="given up after 5 attempts: x"))
+        [event] = curator.records.events(5)
+        assert (event.kind, event.detail) == ("run-failed", "evolve:4600: given up after 5 attempts: x")
+
+

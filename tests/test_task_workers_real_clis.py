@@ -1,0 +1,100 @@
+"""A task run by the real Codex and Claude Code CLIs, driven by the scripted
+model server: the CLI edits the worktree with its shell tool, the doctor
+validates, a review is opened. Confined, the CLI's shell writes nowhere but
+the worktree (and the CLI's own state)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import model_anthropic  # noqa: F401  (registers /v1/messages)
+import orjson
+import pytest
+from claude_home import claude_env
+from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
+from model_server import ModelServer, Reply, ToolCall
+from scratch_homes import scratch_dir
+from task_repos import git, make_repo
+
+from conftest import Daemon, DaemonFactory, real_cli, wait_for
+
+ADD_DOUBLE = "printf '\\n\\ndef double(x):\\n    return 2 * x\\n' >> lib.py"
+"""The model's edit, run by the CLI's shell tool in the worktree."""
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as model:
+        yield model
+
+
+def run_task(daemon: Daemon, repo: Path, text: str) -> dict[str, Any]:
+    """Queue the task, wait for it to end, and return ``task show``."""
+    task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", text)["id"]
+
+    def ended() -> bool:
+        state: str = daemon.cli_json("task", "show", str(task_id), "--json")["state"]
+        return state in ("succeeded", "failed", "cancelled", "paused")
+
+    wait_for(ended, timeout=120, what="the task to end")
+    shown: dict[str, Any] = daemon.cli_json("task", "show", str(task_id), "--json")
+    return shown
+
+
+def assert_reviewed_with_the_edit(daemon: Daemon, repo: Path, shown: dict[str, Any]) -> None:
+    assert shown["state"] == "succeeded", (shown, daemon.log_text())
+    assert "def double(x)" in git(repo, "show", f"enact/task-{shown['id']}:lib.py")
+    [review] = daemon.cli_json("review", "list", "--json")
+    assert review["task_id"] == shown["id"]
+
+
+@pytest.mark.parametrize("confinement", ["off", "auto"])
+def test_the_real_codex_cli_edits_the_worktree_and_the_task_is_reviewed(daemons: DaemonFactory,
+                                                                        server: ModelServer, tmp_path: Path,
+                                                                        confinement: str, require_binary: Any) -> None:
+    binary = real_cli("codex")
+    if confinement == "auto":
+        require_binary("bwrap")
+    repo = make_repo(tmp_path / "repo")
+    server.script(ToolCall(ADD_DOUBLE), Reply("I added double() to lib.py."))
+    with scratch_codex_home(server.url) as codex_home:
+        env = {k: v for k, v in codex_env(codex_home).items() if k in ("CODEX_HOME", FAKE_KEY_VARIABLE)}
+        env.update({"ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary,
+                    "ENACT_TASKS_CONFINEMENT": confinement})
+        daemon = daemons.start(env=env)
+        shown = run_task(daemon, repo, "add a double function to lib.py")
+        assert_reviewed_with_the_edit(daemon, repo, shown)
+        assert shown["confined"] is (confinement == "auto")
+        first = orjson.dumps(server.model_requests()[0].json()["input"]).decode()
+        assert "add a double function to lib.py" in first and "Validation" in first
+        log = daemon.cli("task", "log", str(shown["id"])).stdout
+        assert "exec_command" in log or "double" in log
+        daemon.terminate()
+
+
+def test_the_real_claude_cli_confined_edits_the_worktree_but_writes_nothing_outside_it(
+        daemons: DaemonFactory, server: ModelServer, tmp_path: Path, require_binary: Any) -> None:
+    binary = real_cli("claude")
+    require_binary("bwrap")
+    repo = make_repo(tmp_path / "repo")
+    enact_home = daemons.new_home()
+    # The owner's home lies outside /tmp, as a real one does (inside, the
+    # task's private /tmp would take a write there and the test prove nothing).
+    with scratch_dir("claude-home-") as owner_home:
+        escapes = (owner_home / "escaped.txt", enact_home / "escaped.txt")
+        server.script(ToolCall(f"{ADD_DOUBLE}; " + "; ".join(f"printf escaped > {path}" for path in escapes)),
+                      Reply("I added double() to lib.py."))
+        daemon = daemons.start(enact_home, env={
+            **claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary,
+            "ENACT_TASKS_CONFINEMENT": "auto"})
+        shown = run_task(daemon, repo, "add a double function to lib.py")
+        assert_reviewed_with_the_edit(daemon, repo, shown)
+        assert shown["confined"] is True
+        assert not any(path.exists() for path in escapes)
+        # The writes were tried and refused, and the model was told so.
+        assert server.model_requests()[1].body.decode().count("Read-only file system") >= len(escapes)
+        # Its own state stayed writable: the session was kept.
+        assert list((owner_home / ".claude" / "projects").rglob("*.jsonl"))
+        daemon.terminate()
