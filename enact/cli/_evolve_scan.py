@@ -57,7 +57,7 @@ def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> N
         while True:
             message = Scan(source=each)  # type: ignore[arg-type]  # click checked the choice
             try:
-                # One batch: one model call, which may take as long as the runtime allows.
+                # One batch, one model call: the daemon's control.request_timeout_s bounds this wait.
                 reply = request(resolved, message, timeout=None)
             except DaemonError as error:
                 if not done:
