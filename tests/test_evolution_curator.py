@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from enact.evolution import approval, curation, guard, ranking, synthesis
-from enact.evolution.candidates import Candidate, CandidateState, RemovalClass, candidate_id
+from enact.evolution.candidates import Candidate, CandidateState, Draft, RemovalClass, candidate_id
 from enact.evolution.signals import EvidenceSource, Signal, SignalState
 from enact.messages.curator import RemovalSuggestion
 from enact.storage import Storage
@@ -120,8 +120,11 @@ def make_candidate(cid: str, *, source: str = "feedback", score: float = 0.5, cr
         "title": f"title of {cid}", "rationale": "because", "proposed_change": "a small change",
         "expected_benefit": "better", "risk": "low", "test_plan": "a test",
     }
-    return Candidate(id=cid, source=source, evidence_ids=evidence, state=state, score=score, created_at=created_at,
-                     updated_at=created_at, **{**base, **fields})
+    drafted = {**base, **{name: value for name, value in fields.items() if name in base}}
+    rest = {name: value for name, value in fields.items() if name not in base}
+    draft = Draft(source=source, evidence_ids=evidence, **drafted)
+    return Candidate(id=cid, draft=draft, state=state, score=score, created_at=created_at, updated_at=created_at,
+                     **rest)
 
 
 def test_the_score_rises_with_evidence_confidence_explicitness_and_recency_and_is_deterministic() -> None:
@@ -263,7 +266,7 @@ def test_an_approved_candidate_becomes_a_review_only_task_carrying_its_context_a
     for label in ("Rationale:", "Change:", "Benefit:", "Risk:", "Test plan:", "Provenance:"):
         assert label in brief
     assert "sig-000000000001" in brief and "turn:1" in brief
-    short = dataclasses.replace(long, rationale="the owner asked twice")
+    short = dataclasses.replace(long, draft=dataclasses.replace(long.draft, rationale="the owner asked twice"))
     assert "Rationale: the owner asked twice" in approval.task_brief(short, [])
 
 

@@ -13,7 +13,7 @@ import orjson
 from task_repos import git, make_repo
 
 from enact.actors.curator import CANDIDATES, DATABASES
-from enact.evolution.candidates import Candidate, CandidateState, candidate_id
+from enact.evolution.candidates import Candidate, CandidateState, Draft, candidate_id
 from enact.storage import RecordTable, Storage
 
 from conftest import Daemon, DaemonFactory, wait_for
@@ -72,7 +72,7 @@ def complain_and_scan(daemon: Daemon) -> str:
     scanned = daemon.cli_json("evolve", "scan", "--source", "feedback", "--json")
     [scan] = scanned["scans"] if isinstance(scanned, dict) else scanned
     assert scan["outcome"] == "completed", scanned
-    [signal] = daemon.cli_json("evolve", "signals", "--json")
+    [signal] = daemon.cli_json("evolve", "signals", "--json")["signals"]
     assert signal["state"] == "active" and signal["source"] == "feedback"
     signal_id: str = signal["id"]
     return signal_id
@@ -97,7 +97,7 @@ def test_a_complaint_becomes_a_candidate_the_owner_approves_and_a_landed_review_
     [listed] = daemon.cli_json("evolve", "candidates", "--json")
     assert (listed["id"], listed["state"], listed["evidence_ids"]) == (cid, "active", [signal_id])
     assert daemon.cli("evolve", "candidates").stdout.startswith(cid)
-    [linked] = daemon.cli_json("evolve", "signals", "--json")
+    [linked] = daemon.cli_json("evolve", "signals", "--json")["signals"]
     assert (linked["state"], linked["candidate_id"]) == ("linked", cid)
 
     again = daemon.cli_json("evolve", "propose", "--json")
@@ -153,9 +153,11 @@ def test_a_crash_between_a_candidates_commit_and_its_link_is_repaired_by_the_nex
     try:
         store = storage.grant("curator", DATABASES)
         table = RecordTable(store.table(CANDIDATES), Candidate)
-        stored = Candidate(id=cid, source="feedback", evidence_ids=(signal_id,), title=TITLE, rationale="r",
-                           proposed_change="Add a note about brevity to lib.py", expected_benefit="b", risk="k",
-                           test_plan="t", state=CandidateState.ACTIVE, score=0.5, created_at=1.0, updated_at=1.0)
+        draft = Draft(source="feedback", evidence_ids=(signal_id,), title=TITLE, rationale="r",
+                      proposed_change="Add a note about brevity to lib.py", expected_benefit="b", risk="k",
+                      test_plan="t")
+        stored = Candidate(id=cid, draft=draft, state=CandidateState.ACTIVE, score=0.5, created_at=1.0,
+                           updated_at=1.0)
         store.write(lambda txn: table.put(txn, cid.encode(), stored), fenced=False)
     finally:
         storage.close()
@@ -163,7 +165,7 @@ def test_a_crash_between_a_candidates_commit_and_its_link_is_repaired_by_the_nex
     daemon = daemons.start(daemon.home, env={"ENACT_TASKS_CONFINEMENT": "off"})
     proposed = daemon.cli_json("evolve", "propose", "--json")
     assert proposed["synthesised"] == [] and proposed["candidate_id"] == cid, proposed
-    [signal] = daemon.cli_json("evolve", "signals", "--json")
+    [signal] = daemon.cli_json("evolve", "signals", "--json")["signals"]
     assert (signal["state"], signal["candidate_id"]) == ("linked", cid)
     assert [c["id"] for c in daemon.cli_json("evolve", "candidates", "--json")] == [cid]
     audit = candidate(daemon, cid)["audit"]
@@ -180,7 +182,7 @@ def test_a_bad_synthesis_or_curation_answer_leaves_signals_active_and_falls_back
     rejected = daemon.cli_json("evolve", "propose", "--json")
     assert rejected["synthesised"] == [] and rejected["candidate_id"] is None
     assert "touches deploying" in rejected["synthesis_note"], rejected
-    assert daemon.cli_json("evolve", "signals", "--json")[0]["state"] == "active"
+    assert daemon.cli_json("evolve", "signals", "--json")["signals"][0]["state"] == "active"
     assert daemon.cli_json("evolve", "candidates", "--json") == []
 
     prose = '\n[[rule]]\nmatch = "^enact evolution: curation"\nreply = "I would pick the first one."\n'
@@ -207,7 +209,7 @@ def test_a_failed_task_becomes_an_experience_signal_and_a_candidate(daemons: Dae
              timeout=60, what="the task to fail its checks")
     scanned = daemon.cli_json("evolve", "scan", "--source", "experience", "--json")
     assert [scan["outcome"] for scan in scanned["scans"]] == ["completed"], scanned
-    [signal] = daemon.cli_json("evolve", "signals", "--json")
+    [signal] = daemon.cli_json("evolve", "signals", "--json")["signals"]
     assert signal["source"] == "experience" and signal["evidence_refs"][0].startswith(f"task:{added['id']}@")
 
     proposed = daemon.cli_json("evolve", "propose", "--json")

@@ -56,13 +56,14 @@ def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_wa
 
 
 def test_a_model_answer_for_a_run_from_before_a_curator_restart_is_ignored(tmp_path: Path) -> None:
+    from enact.actors._curator_proposals import Curated, Run
     from enact.actors.curator import DATABASES as CURATOR_DATABASES
-    from enact.actors.curator import CuratorActor, _Curated, _Run
+    from enact.actors.curator import CuratorActor
 
     with home(tmp_path, "curator", CURATOR_DATABASES, FaultyActors()) as context:
         restarted = CuratorActor(context, runtime=None)  # type: ignore[arg-type]  # a new instance, never started
-        stale = _Run(reply=Deferred(), origin="human-cli")
-        restarted.handle(_Curated(run=stale, shown=[], records=[], answer="{}", failure=""))
+        stale = Run(reply=Deferred(), origin="human-cli")
+        restarted.handle(Curated(run=stale, shown=[], records=[], answer="{}", failure=""))
         assert restarted.records.newest_proposals(5) == []  # nothing recorded for the old run
         with pytest.raises(RuntimeError, match="restarted"):
             stale.reply.wait(0)

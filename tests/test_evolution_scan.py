@@ -148,8 +148,9 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def scanner(store: Store, model: Model, batch: int = 20) -> Scanner:
-    return Scanner(ScanTables(store), Reader(TurnLog(store)), model, batch=batch, timeout_s=5,
-                   cancel=CancellationToken)
+    tables = ScanTables(store)
+    tables.order_signals()  # as the scanner actor does at its start
+    return Scanner(tables, Reader(TurnLog(store)), model, batch=batch, timeout_s=5, cancel=CancellationToken)
 
 
 def test_a_credential_in_a_turn_never_reaches_the_model(store: Store) -> None:
@@ -190,14 +191,14 @@ def test_nothing_new_calls_no_model_and_a_rescan_duplicates_no_signal(store: Sto
     assert len(scan.tables.signals(None, 10)) == 1
 
 
-def test_force_drains_every_batch_and_a_plain_scan_takes_one(store: Store) -> None:
+def test_a_scan_takes_one_batch_per_request_and_says_how_many_are_pending(store: Store) -> None:
     TurnLog(store).add(*[f"turn {n}" for n in range(5)])
     model = Model(*["[]"] * 3)
     scan = scanner(store, model, batch=2)
-    (one,) = scan.scan(Scan(source="feedback")).scans
-    assert (one.records, one.pending) == (2, 3)
-    drained = scan.scan(Scan(source="feedback", force=True)).scans
-    assert [(s.outcome, s.records, s.pending) for s in drained] == [("completed", 2, 1), ("completed", 1, 0)]
+    batches = [scan.scan(Scan(source="feedback")).scans for _ in range(4)]
+    assert [[(s.outcome, s.records, s.pending) for s in found] for found in batches] == [
+        [("completed", 2, 3)], [("completed", 2, 1)], [("completed", 1, 0)], [("nothing-new", 0, 0)]]
+    assert len(model.requests) == 3
 
 
 def test_a_scheduled_scan_waits_for_a_full_batch(store: Store) -> None:
@@ -300,7 +301,7 @@ def test_a_fenced_scanner_calls_no_model_and_moves_no_checkpoint(store: Store) -
     model = Model(reply(observation()))
     fenced = Scanner(ScanTables(store), Reader(TurnLog(store)), model, batch=20, timeout_s=5,
                      cancel=CancellationToken, current=lambda: False)
-    (summary,) = fenced.scan(Scan(source="feedback", force=True)).scans
+    (summary,) = fenced.scan(Scan(source="feedback")).scans
     assert summary.outcome == "skipped" and "fenced" in summary.error
     assert model.requests == [] and fenced.tables.checkpoint(EvidenceSource.FEEDBACK) == 0
 

@@ -57,7 +57,7 @@ def scan(daemon: Daemon, *args: str, code: int = 0) -> list[dict[str, Any]]:
 
 
 def signals(daemon: Daemon, *args: str) -> list[dict[str, Any]]:
-    found: list[dict[str, Any]] = daemon.cli_json("evolve", "signals", "--json", *args)
+    found: list[dict[str, Any]] = daemon.cli_json("evolve", "signals", "--json", *args)["signals"]
     return found
 
 
@@ -95,6 +95,21 @@ def test_a_complaint_in_the_turns_becomes_a_signal_and_a_rescan_calls_no_model(d
     assert 'enact_evolution_scans_total{outcome="completed",source="feedback"} 1.0' in metrics
     assert 'enact_evolution_scans_total{outcome="nothing-new",source="experience"} 1.0' in metrics
     assert 'enact_evolution_signals{state="active"} 1.0' in metrics
+
+
+def test_signals_show_the_newest_within_the_limit_and_say_how_many_more(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    found = [observation([f"turn:{n}"], text=f"complaint number {n}", explicit=n != 2) for n in (1, 2, 3)]
+    scan_rules(home, "feedback", orjson.dumps(found).decode())
+    daemon = start(daemons, home)
+    say(daemon, "one", "two", "three")
+    assert scan(daemon, "--source", "feedback")[0]["outcome"] == "completed"
+    page = daemon.cli_json("evolve", "signals", "--limit", "2", "--json")
+    assert len(page["signals"]) == 2 and page["more"] == 1
+    assert daemon.cli_json("evolve", "signals", "--state", "linked", "--json") == {"signals": [], "more": 0}
+    text = daemon.cli("evolve", "signals", "--limit", "1")
+    assert text.returncode == 0 and text.stdout.splitlines()[-1] == "2 more, older (--limit shows more)"
+    assert len(signals(daemon)) == 3  # the default limit (50) shows them all
 
 
 def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: DaemonFactory) -> None:
@@ -180,6 +195,49 @@ def test_force_drains_every_pending_batch(daemons: DaemonFactory) -> None:
     assert [(s["outcome"], s["records"], s["pending"]) for s in drained] == [("completed", 2, 1),
                                                                              ("completed", 1, 0)]
     assert len(scan_prompts(daemon)) == 3
+
+
+def test_force_drains_both_sources_one_batch_per_request_printing_each(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    scan_rules(home, "(feedback|experience)", "[]")
+    daemon = start(daemons, home, env={"ENACT_EVOLVE_SCAN_BATCH": "2", **NO_WORKERS})
+    say(daemon, "one", "two", "three", "four", "five")
+    result = daemon.cli("evolve", "scan", "--force")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[:2] for line in lines] == [["feedback", "completed"]] * 3 + [["experience", "nothing-new"]]
+    assert lines[0].endswith("3 pending") and lines[1].endswith("1 pending") and lines[2].endswith("0 signals")
+    history = daemon.cli_json("evolve", "history", "--json")["scans"]
+    assert [scan["records"] for scan in history] == [1, 2, 2]
+
+
+def test_a_failed_batch_stops_the_drain_and_leaves_its_turns_pending(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    # The second batch (turns three and four) gets prose around its array: refused.
+    (home / "scripted.toml").write_text(
+        "[[rule]]\nmatch = 'enact evidence scan: feedback[\\s\\S]*three'\nreply = 'Sure! []'\n"
+        "[[rule]]\nmatch = 'enact evidence scan: (feedback|experience)'\nreply = '[]'\n")
+    daemon = start(daemons, home, env={"ENACT_EVOLVE_SCAN_BATCH": "2", **NO_WORKERS})
+    say(daemon, "one", "two", "three", "four", "five")
+    result = daemon.cli("evolve", "scan", "--force", "--json")
+    assert result.returncode == 1, result.stderr
+    document = orjson.loads(result.stdout)
+    assert [(s["outcome"], s["records"]) for s in document["scans"]] == [("completed", 2), ("failed", 2)]
+    assert document["status"] == "failed" and "drain stopped" in document["error"]
+    assert "2 records stay pending" in document["error"] and "not a JSON array" in document["error"]
+    assert len(scan_prompts(daemon)) == 2  # neither the third batch nor the experience source was asked
+    (home / "scripted.toml").write_text("[[rule]]\nmatch = 'enact evidence scan'\nreply = '[]'\n")
+    again = scan(daemon, "--source", "feedback", "--force")
+    assert [(s["outcome"], s["records"], s["pending"]) for s in again] == [("completed", 2, 1), ("completed", 1, 0)]
+
+
+def test_a_drain_with_nothing_pending_prints_todays_json_document(daemons: DaemonFactory) -> None:
+    daemon = start(daemons)
+    result = daemon.cli("evolve", "scan", "--source", "experience", "--force", "--json")
+    assert result.returncode == 0, result.stderr
+    assert orjson.loads(result.stdout) == {"scans": [{
+        "scan_id": "", "source": "experience", "outcome": "nothing-new", "error": "", "records": 0, "signals": [],
+        "pending": 0}]}
 
 
 def test_a_scheduled_scan_skips_while_a_task_runs_and_waits_for_a_full_batch(daemons: DaemonFactory,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
+from enact.actors._curator_signals import set_signals
 from enact.evolution import approval
 from enact.evolution.candidates import Candidate, CandidateState
 from enact.evolution.curator_records import CuratorRecords
@@ -29,19 +30,8 @@ from enact.messages.tasks import TaskChanged
 
 log = logging.getLogger(__name__)
 
-SCANNER, TASKS, REVIEWS = "scanner", "tasks", "reviews"
+TASKS, REVIEWS = "tasks", "reviews"
 _MAX_PARENTS = 10_000
-
-
-def set_signals(context: ActorContext, candidate: Candidate, state: SignalState) -> None:
-    """Tell the scanner the candidate's signals are ``state`` now (resolved, dismissed)."""
-    from enact.messages.scanner import SetSignalState
-
-    if candidate.evidence_ids:
-        try:
-            context.tell(SCANNER, SetSignalState(signal_ids=candidate.evidence_ids, state=state))
-        except ActorUnavailable as error:
-            log.warning("signals of %s %s not marked %s: %s", candidate.state.value, candidate.id, state, error)
 
 
 class Adoption:

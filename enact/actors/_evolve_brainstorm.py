@@ -25,7 +25,7 @@ from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
 from enact.evolution import brainstorm as rules
 from enact.evolution import guard
-from enact.evolution.candidates import Candidate, CandidateState, candidate_id
+from enact.evolution.candidates import Candidate, CandidateState
 from enact.messages.common import Rejected
 from enact.messages.curator import AuditEvent, Brainstorm, Brainstormed
 from enact.messages.tasks import List, TaskPage
@@ -87,7 +87,7 @@ class Brainstorms:
         existing = self._store.write(claim)
         if existing is None:
             return Brainstormed(candidates=(), skipped=True, note="this theme was brainstormed within 24 hours")
-        summaries = [f"{c.title} ({c.state})" for c in sorted(existing, key=lambda c: -c.updated_at)]
+        summaries = [f"{c.draft.title} ({c.state})" for c in sorted(existing, key=lambda c: -c.updated_at)]
         request = RuntimeRequest(session_key="", prompt=rules.prompt(theme, summaries, self._completed_work()),
                                  sandbox="read-only", purpose="curation",
                                  timeout_s=float(self._context.config["runtime.timeout_s"]),
@@ -132,14 +132,12 @@ class Brainstorms:
         now = time.time()
 
         def store_new(txn: lmdb.Transaction) -> tuple[str, ...]:
-            titles = [candidate.title for _, candidate in self._candidates.items(txn)]
+            titles = [candidate.draft.title for _, candidate in self._candidates.items(txn)]
             stored = []
             for idea in rules.fresh(ideas, titles):
-                new_id = candidate_id(rules.SOURCE, (), idea.title)
+                new_id = idea.id
                 self._candidates.put(txn, new_id.encode(), Candidate(
-                    id=new_id, source=rules.SOURCE, evidence_ids=(), title=idea.title, rationale=idea.rationale,
-                    proposed_change=idea.proposed_change, expected_benefit=idea.expected_benefit, risk=idea.risk,
-                    test_plan=idea.test_plan, state=CandidateState.ACTIVE, brainstorm=True,
+                    id=new_id, draft=idea, state=CandidateState.ACTIVE, brainstorm=True,
                     theme=theme[:_THEME_KEPT], created_at=now, updated_at=now))
                 event = AuditEvent(at=now, kind="brainstormed", candidate_id=new_id,
                                    detail=f"{idea.title} (theme: {theme[:_THEME_KEPT]})")

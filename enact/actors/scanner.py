@@ -1,7 +1,7 @@
 """The evidence scanner actor: a thin front over ``enact.evolution``.
 
-It owns ``evolution.signals``, ``evolution.scans`` and
-``evolution.checkpoints``. A scan's model calls run on a thread of their own
+It owns ``evolution.signals``, ``evolution.signal_order``, ``evolution.scans``
+and ``evolution.checkpoints``. A scan's model calls run on a thread of their own
 (the curator must be able to read and link signals meanwhile); one scan runs
 at a time, and its reply is deferred until it has committed.
 """
@@ -71,6 +71,8 @@ class ScannerActor(EnactActor):
         self._scanning = threading.Lock()
 
     def on_start(self) -> None:
+        if self.context.fence.is_current():
+            self.tables.order_signals()
         self.signals_changed()
 
     def handle(self, message: Any) -> Any:
@@ -120,8 +122,8 @@ class ScannerActor(EnactActor):
         if message.ids:
             return SignalList(signals=tuple(signal for signal in self.tables.signals_by_id(message.ids)
                                             if state is None or signal.state is state))
-        return SignalList(signals=tuple(self.tables.signals(state, max(0, min(message.limit, MAX_LIST)),
-                                                            oldest_first=message.oldest_first)))
+        page = self.tables.signals(state, max(0, min(message.limit, MAX_LIST)), oldest_first=message.oldest_first)
+        return SignalList(signals=tuple(page), more=max(0, self.tables.count(state) - len(page)))
 
     def _link(self, message: LinkSignals) -> SignalsLinked | Rejected:
         if not message.candidate_id:

@@ -41,10 +41,13 @@ def _wire(value: object) -> Any:
 
 
 def candidate_json(candidate: Candidate) -> dict[str, Any]:
+    """A candidate as the commands print it: its draft's fields beside the
+    rest, as they were before a candidate held its draft."""
     from enact.messages.curator import CandidateList
 
     body: dict[str, Any] = _wire(CandidateList(candidates=(candidate,)))["candidates"][0]
-    return body
+    draft = body.pop("draft")
+    return {"id": body.pop("id"), **draft, **body}
 
 
 def proposal_json(proposal: Proposal) -> dict[str, Any]:
@@ -69,8 +72,8 @@ for _module, _names in _OTHERS.items():
 def _line(candidate: Candidate) -> str:
     task = f"  task {candidate.task_id}" if candidate.task_id is not None else ""
     mark = " [brainstorm]" if candidate.brainstorm else ""
-    return (f"{candidate.id}  {candidate.state.value:<8} {candidate.score:.3f}  {candidate.source:<10} "
-            f"{candidate.title}{mark}{task}")
+    return (f"{candidate.id}  {candidate.state.value:<8} {candidate.score:.3f}  {candidate.draft.source:<10} "
+            f"{candidate.draft.title}{mark}{task}")
 
 
 @evolve.command("candidates")
@@ -112,13 +115,13 @@ def show(candidate_id: str, home: Path | None, as_json: bool) -> None:
         fail(f"no candidate {candidate_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
     shown = expect(reply, CandidateShown, message)
     if as_json:
-        print_json(_wire(shown))
+        print_json({**_wire(shown), "candidate": candidate_json(shown.candidate)})
         return
     candidate = shown.candidate
     click.echo(_line(candidate))
-    for label, text in (("rationale", candidate.rationale), ("change", candidate.proposed_change),
-                        ("benefit", candidate.expected_benefit), ("risk", candidate.risk),
-                        ("test plan", candidate.test_plan)):
+    for label, text in (("rationale", candidate.draft.rationale), ("change", candidate.draft.proposed_change),
+                        ("benefit", candidate.draft.expected_benefit), ("risk", candidate.draft.risk),
+                        ("test plan", candidate.draft.test_plan)):
         click.echo(f"{label:<10} {text}")
     if candidate.review_id:
         click.echo(f"review     {candidate.review_id}")

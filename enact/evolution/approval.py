@@ -31,22 +31,23 @@ def _clip(text: str, limit: int) -> str:
 
 
 def task_request(candidate: Candidate) -> str:
-    return (f"Improve enact: {candidate.title}\n\n{candidate.proposed_change}\n\n"
-            f"Test plan: {candidate.test_plan}\n\n{REVIEW_ONLY}")
+    return (f"Improve enact: {candidate.draft.title}\n\n{candidate.draft.proposed_change}\n\n"
+            f"Test plan: {candidate.draft.test_plan}\n\n{REVIEW_ONLY}")
 
 
 def task_brief(candidate: Candidate, signals: Sequence[Signal]) -> str:
     """The candidate's context: rationale, change, benefit, risk, test plan
     and provenance (its signals and their evidence refs)."""
     refs = sorted({ref for signal in signals for ref in signal.evidence_refs})
-    provenance = f"candidate {candidate.id} ({candidate.source}); signals " + \
-        (", ".join(candidate.evidence_ids) or "none (brainstorm)") + ("; evidence " + ", ".join(refs) if refs else "")
+    draft = candidate.draft
+    provenance = f"candidate {candidate.id} ({draft.source}); signals " + \
+        (", ".join(draft.evidence_ids) or "none (brainstorm)") + ("; evidence " + ", ".join(refs) if refs else "")
     parts = [
-        f"Rationale: {_clip(candidate.rationale, _BRIEF_FIELD)}",
-        f"Change: {_clip(candidate.proposed_change, _BRIEF_FIELD)}",
-        f"Benefit: {_clip(candidate.expected_benefit, _BRIEF_FIELD)}",
-        f"Risk: {_clip(candidate.risk, _BRIEF_FIELD)}",
-        f"Test plan: {_clip(candidate.test_plan, _BRIEF_FIELD)}",
+        f"Rationale: {_clip(draft.rationale, _BRIEF_FIELD)}",
+        f"Change: {_clip(draft.proposed_change, _BRIEF_FIELD)}",
+        f"Benefit: {_clip(draft.expected_benefit, _BRIEF_FIELD)}",
+        f"Risk: {_clip(draft.risk, _BRIEF_FIELD)}",
+        f"Test plan: {_clip(draft.test_plan, _BRIEF_FIELD)}",
     ]
     body = "\n".join(parts)
     return _clip(f"{body}\nProvenance: {provenance}", MAX_BRIEF)

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from enact.credentials import redact
-from enact.evolution.candidates import CANDIDATE_FIELDS, MAX_FIELD, normalised
+from enact.evolution.candidates import CANDIDATE_FIELDS, MAX_FIELD, Draft, normalised
 from enact.evolution.replies import exact_keys, json_array, text_field
 
 MAX_IDEAS = 3
@@ -32,18 +31,6 @@ _SUMMARY_CHARS = 240
 
 class BrainstormError(ValueError):
     """The model's reply is not a valid brainstorm; the message is one line."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Idea:
-    """One brainstormed candidate, before it is stored."""
-
-    title: str
-    rationale: str
-    proposed_change: str
-    expected_benefit: str
-    risk: str
-    test_plan: str
 
 
 def theme_key(theme: str) -> str:
@@ -83,22 +70,24 @@ def prompt(theme: str, candidates: Sequence[str], completed: Sequence[str]) -> s
     return text
 
 
-def parse(reply: str) -> tuple[Idea, ...]:
-    """The ideas in ``reply``; BrainstormError says why it is not valid."""
+def parse(reply: str) -> tuple[Draft, ...]:
+    """The ideas in ``reply`` (drafts of source ``brainstorm``, citing no
+    evidence); BrainstormError says why it is not valid."""
     data = json_array(reply, most=MAX_IDEAS, items="candidates", error=BrainstormError)
     return tuple(_idea(index, item) for index, item in enumerate(data, 1))
 
 
-def _idea(index: int, item: object) -> Idea:
+def _idea(index: int, item: object) -> Draft:
     where = f"brainstorm candidate {index}"
     item = exact_keys(item, CANDIDATE_FIELDS, where=where, error=BrainstormError)
     if item["evidence_ids"] != []:
         raise BrainstormError(f"{where}: evidence_ids must be empty (a brainstorm cites no evidence)")
-    return Idea(**{key: text_field(item, key, most=MAX_FIELD, where=where, error=BrainstormError).strip()
-                   for key in CANDIDATE_FIELDS[1:]})
+    return Draft(source=SOURCE, evidence_ids=(),
+                 **{key: text_field(item, key, most=MAX_FIELD, where=where, error=BrainstormError).strip()
+                    for key in CANDIDATE_FIELDS[1:]})
 
 
-def fresh(ideas: Iterable[Idea], existing_titles: Iterable[str]) -> tuple[Idea, ...]:
+def fresh(ideas: Iterable[Draft], existing_titles: Iterable[str]) -> tuple[Draft, ...]:
     """The ideas whose normalised title is new: not an existing candidate's
     (in any state) nor an earlier idea's."""
     seen = {normalised(title) for title in existing_titles}

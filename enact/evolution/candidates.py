@@ -1,9 +1,13 @@
 """Improvement candidates: what the curator synthesises from evidence signals.
 
-A candidate's id is derived from its content (source, sorted evidence ids,
+A candidate's id is derived from its draft (source, sorted evidence ids,
 normalised title), so synthesising the same candidate again finds the one
 already stored: that is how a crash between committing a candidate and
 linking its signals is repaired on the next run.
+
+A stored candidate holds its ``Draft`` (what the model proposed) beside
+what the curator keeps about it (state, score, task, review); candidates
+stored before that were flat, and ``lifted`` reads them.
 """
 
 from __future__ import annotations
@@ -12,11 +16,9 @@ import enum
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
-CANDIDATE_FIELDS = ("evidence_ids", "title", "rationale", "proposed_change", "expected_benefit", "risk",
-                    "test_plan")
-"""Exactly the keys a synthesised candidate has."""
 MAX_FIELD = 1_200
 
 
@@ -37,10 +39,11 @@ class RemovalClass(enum.StrEnum):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Candidate:
-    id: str
+class Draft:
+    """What the model proposed (synthesis or a brainstorm), validated."""
+
     source: str
-    """``feedback`` or ``experience`` (one source per candidate)."""
+    """``feedback`` or ``experience`` (one source per candidate), or ``brainstorm``."""
     evidence_ids: tuple[str, ...]
     title: str
     rationale: str
@@ -48,6 +51,22 @@ class Candidate:
     expected_benefit: str
     risk: str
     test_plan: str
+
+    @property
+    def id(self) -> str:
+        return candidate_id(self.source, self.evidence_ids, self.title)
+
+
+CANDIDATE_FIELDS = tuple(field.name for field in fields(Draft) if field.name != "source")
+"""Exactly the keys the model answers for a candidate (its source follows from its evidence)."""
+_DRAFT_FIELDS = ("source", *CANDIDATE_FIELDS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    id: str
+    """Its draft's id."""
+    draft: Draft
     state: CandidateState
     brainstorm: bool = False
     theme: str = ""
@@ -76,3 +95,11 @@ def candidate_id(source: str, evidence_ids: Iterable[str], title: str) -> str:
         digest.update(b"\0")
     return "cand-" + digest.hexdigest()[:12]
 
+
+def lifted(document: dict[str, Any]) -> dict[str, Any]:
+    """A stored candidate's document with its draft's fields under ``draft``:
+    a candidate stored before it held its draft had them beside the rest."""
+    if "draft" in document or not all(name in document for name in _DRAFT_FIELDS):
+        return document
+    rest = {name: value for name, value in document.items() if name not in _DRAFT_FIELDS}
+    return {**rest, "draft": {name: document[name] for name in _DRAFT_FIELDS}}

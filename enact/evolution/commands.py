@@ -60,7 +60,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
     if not reply.candidates:
         return "no active candidates"
     return "Active candidates, best first:\n" + "\n".join(
-        f"{c.id} ({c.source}, {c.score:.2f}): {c.title}" for c in reply.candidates)
+        f"{c.id} ({c.draft.source}, {c.score:.2f}): {c.draft.title}" for c in reply.candidates)
 
 
 def _show(call: CommandCall, context: CommandContext) -> str:
@@ -69,10 +69,10 @@ def _show(call: CommandCall, context: CommandContext) -> str:
     _refused(reply, candidate_id)
     if not isinstance(reply, CandidateShown):
         raise CommandFailed(f"the curator answered {type(reply).__name__}")
-    c = reply.candidate
-    lines = [f"{c.id} {c.state.value} ({c.source}, {c.score:.2f}): {c.title}", f"Rationale: {c.rationale}",
-             f"Change: {c.proposed_change}", f"Benefit: {c.expected_benefit}", f"Risk: {c.risk}",
-             f"Test plan: {c.test_plan}"]
+    c, draft = reply.candidate, reply.candidate.draft
+    lines = [f"{c.id} {c.state.value} ({draft.source}, {c.score:.2f}): {draft.title}", f"Rationale: {draft.rationale}",
+             f"Change: {draft.proposed_change}", f"Benefit: {draft.expected_benefit}", f"Risk: {draft.risk}",
+             f"Test plan: {draft.test_plan}"]
     lines += [f"Signal {s.id}: {s.observation}" for s in reply.signals]
     return "\n".join(lines)
 

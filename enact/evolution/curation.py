@@ -111,11 +111,11 @@ def _clip(text: str) -> str:
 
 def snapshot(candidate: Candidate) -> dict[str, Any]:
     return {
-        "id": candidate.id, "source": candidate.source, "score": candidate.score,
-        "brainstorm": candidate.brainstorm, "evidence": len(candidate.evidence_ids),
-        "title": _clip(candidate.title), "rationale": _clip(candidate.rationale),
-        "proposed_change": _clip(candidate.proposed_change), "risk": _clip(candidate.risk),
-        "test_plan": _clip(candidate.test_plan),
+        "id": candidate.id, "source": candidate.draft.source, "score": candidate.score,
+        "brainstorm": candidate.brainstorm, "evidence": len(candidate.draft.evidence_ids),
+        "title": _clip(candidate.draft.title), "rationale": _clip(candidate.draft.rationale),
+        "proposed_change": _clip(candidate.draft.proposed_change), "risk": _clip(candidate.draft.risk),
+        "test_plan": _clip(candidate.draft.test_plan),
     }
 
 
@@ -201,7 +201,7 @@ def _suggestion(number: int, item: object, ids: set[str], records: Mapping[str, 
 def fallback(candidates: Sequence[Candidate], why: str) -> Curation:
     """The top-ranked safe candidate, saying that it is a fallback and why."""
     for candidate in ranking.ranked(c for c in candidates if c.state is CandidateState.ACTIVE):
-        if not guard.refusal({"title": candidate.title, "proposed_change": candidate.proposed_change}):
+        if not guard.refusal({"title": candidate.draft.title, "proposed_change": candidate.draft.proposed_change}):
             return Curation(recommended=candidate.id, fallback=True, removals=(), guidance="",
                             reason=f"fallback (curation failed: {why}): the top-ranked safe candidate")
     return Curation(recommended=None, fallback=True, removals=(), guidance="",

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from enact.evolution.candidates import Candidate, CandidateState
+from enact.evolution.candidates import Candidate, CandidateState, lifted
 from enact.evolution.curation import Curation
 from enact.messages.curator import AuditEvent, Proposal, ProposalState, RemovalSuggestion
-from enact.storage import AppendLog, RecordTable, Store, decode_record
+from enact.storage import AppendLog, RecordTable, Store, Table, decode_record
 
 CANDIDATES = "evolution.candidates"
 PROPOSALS = "evolution.proposals"
@@ -53,10 +53,21 @@ def proposal_sequence(proposal_id: str) -> int | None:
     return int(number) if proposal_id.startswith(PROPOSAL_PREFIX) and number.isdigit() else None
 
 
+class CandidateTable(RecordTable[Candidate]):
+    """``evolution.candidates``, reading candidates stored flat, before they
+    held their draft, as well (``candidates.lifted``)."""
+
+    def __init__(self, table: Table) -> None:
+        super().__init__(table, Candidate)
+
+    def _decode(self, key: bytes, document: dict[str, Any]) -> Candidate:
+        return super()._decode(key, lifted(document))
+
+
 class CuratorRecords:
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.candidates = RecordTable(store.table(CANDIDATES), Candidate)
+        self.candidates = CandidateTable(store.table(CANDIDATES))
         self.proposal_log = store.log(PROPOSALS)
         self.proposals = RecordTable(self.proposal_log, Proposal)
         self.audit_log = store.log(AUDIT)

@@ -73,8 +73,8 @@ def diverse(candidates: Iterable[C], limit: int) -> list[C]:
     chosen: list[C] = []
     seen_sources: set[str] = set()
     for candidate in order:
-        if candidate.source not in seen_sources:
-            seen_sources.add(candidate.source)
+        if candidate.draft.source not in seen_sources:
+            seen_sources.add(candidate.draft.source)
             chosen.append(candidate)
     chosen = chosen[:limit]
     taken = {candidate.id for candidate in chosen}

@@ -1,6 +1,11 @@
 """The scanner's databases, their keys, and what a scan commits.
 
 - ``evolution.signals``: signal id → ``Signal``.
+- ``evolution.signal_order``: the signals in the order they were made,
+  ``<scope> 0x00 <created_at µs, 8 bytes big-endian> <signal id>`` → empty,
+  scope ``*`` (every signal) and the signal's state (kept as it moves), so
+  a page of signals is read without reading them all; ``0xff`` marks an
+  order that holds every signal stored before it existed.
 - ``evolution.scans``: an append log of ``ScanRecord`` (scan id ``scan-<sequence>``).
 - ``evolution.checkpoints``: ``c<source>`` → ``Checkpoint`` (the cursor up
   to which that source is scanned); ``m<task id>`` (8 bytes, big-endian) →
@@ -28,9 +33,13 @@ from enact.storage import AppendLog, RecordTable, Store
 SIGNALS = "evolution.signals"
 SCANS = "evolution.scans"
 CHECKPOINTS = "evolution.checkpoints"
-DATABASES = (SIGNALS, SCANS, CHECKPOINTS)
+SIGNAL_ORDER = "evolution.signal_order"
+DATABASES = (SIGNALS, SCANS, CHECKPOINTS, SIGNAL_ORDER)
 
 _TASK = struct.Struct(">Q")
+_MICROS = struct.Struct(">Q")
+_EVERY = b"*"
+_ORDERED = b"\xff"
 _SETTLED = frozenset({SignalState.DISMISSED, SignalState.RESOLVED})
 
 
@@ -68,6 +77,14 @@ def _marker_key(task_id: int) -> bytes:
     return b"m" + _TASK.pack(task_id)
 
 
+def _order_key(scope: bytes, signal: Signal) -> bytes:
+    return scope + b"\x00" + _MICROS.pack(max(0, round(signal.created_at * 1_000_000))) + signal.id.encode()
+
+
+def _state_scope(state: SignalState) -> bytes:
+    return state.value.encode()
+
+
 def scan_id_of(sequence: int) -> str:
     return f"scan-{sequence}"
 
@@ -81,6 +98,7 @@ class ScanTables:
         checkpoints = store.table(CHECKPOINTS)
         self._checkpoints = RecordTable(checkpoints, Checkpoint)
         self._markers = RecordTable(checkpoints, TaskMarker)
+        self._order = store.handle(SIGNAL_ORDER)
         # Signals by state, counted once here and kept by each write after it
         # commits (writes come from the scan thread and the actor's).
         self._counts_lock = threading.Lock()
@@ -102,15 +120,49 @@ class ScanTables:
         return self.store.read(lambda txn: {task_id: self.marker(txn, task_id) for task_id in task_ids})
 
     def signals(self, state: SignalState | None, limit: int, *, oldest_first: bool = False) -> list[Signal]:
-        """Newest first, or the oldest first. Reads every signal: they come a
-        few per scan, never per record."""
+        """Newest first, or the oldest first: a page read in the signals'
+        order (by every signal until that order is built)."""
 
         def read(txn: lmdb.Transaction) -> list[Signal]:
-            return [signal for _, signal in self._signals.items(txn) if state is None or signal.state is state]
+            if txn.get(_ORDERED, db=self._order) is None:  # a home from before the order, not built yet
+                return self._sorted_page(txn, state, limit, oldest_first)
+            found = (self._signals.get(txn, signal_id)
+                     for signal_id in self._ordered_ids(txn, _EVERY if state is None else _state_scope(state),
+                                                        limit, oldest_first))
+            return [signal for signal in found if signal is not None]
 
-        found = self.store.read(read)
+        return self.store.read(read)
+
+    def _ordered_ids(self, txn: lmdb.Transaction, scope: bytes, limit: int, oldest_first: bool) -> list[bytes]:
+        prefix = scope + b"\x00"
+        position = txn.cursor(db=self._order)
+        if oldest_first:
+            if not position.set_range(prefix):
+                return []
+            keys = position.iternext(values=False)
+        else:  # from the last key of this scope backwards
+            placed = position.prev() if position.set_range(scope + b"\x01") else position.last()
+            if not placed:
+                return []
+            keys = position.iterprev(values=False)
+        found: list[bytes] = []
+        for raw in keys:
+            key = bytes(raw)
+            if len(found) >= limit or not key.startswith(prefix):
+                break
+            found.append(key[len(prefix) + _MICROS.size:])
+        return found
+
+    def _sorted_page(self, txn: lmdb.Transaction, state: SignalState | None, limit: int,
+                     oldest_first: bool) -> list[Signal]:
+        found = [signal for _, signal in self._signals.items(txn) if state is None or signal.state is state]
         found.sort(key=lambda signal: (signal.created_at, signal.id), reverse=not oldest_first)
         return found[:limit]
+
+    def count(self, state: SignalState | None) -> int:
+        """Signals in ``state`` (None: all) as of the last commit."""
+        counts = self.counts()
+        return sum(counts.values()) if state is None else counts[state]
 
     def signals_by_id(self, signal_ids: Iterable[str]) -> list[Signal]:
         """The known signals of ``signal_ids``, in that order, each once."""
@@ -163,6 +215,8 @@ class ScanTables:
                     key = signal.id.encode()
                     if self._signals.get(txn, key) is None:
                         self._signals.put(txn, key, dataclasses.replace(signal, scan_id=stored.id))
+                        for scope in (_EVERY, _state_scope(signal.state)):
+                            txn.put(_order_key(scope, signal), b"", db=self._order)
                         added.append((None, signal.state))
                 for task_id, latest in completed.markers:
                     self._markers.put(txn, _marker_key(task_id),
@@ -176,6 +230,20 @@ class ScanTables:
         result = self.store.write(write)
         self._counted(added)
         return result
+
+    def order_signals(self) -> None:
+        """Put the signals stored before their order existed into it (once)."""
+
+        def write(txn: lmdb.Transaction) -> None:
+            if txn.get(_ORDERED, db=self._order) is not None:
+                return
+            for _, signal in self._signals.items(txn):
+                for scope in (_EVERY, _state_scope(signal.state)):
+                    txn.put(_order_key(scope, signal), b"", db=self._order)
+            txn.put(_ORDERED, b"", db=self._order)
+
+        if self.store.read(lambda txn: txn.get(_ORDERED, db=self._order)) is None:
+            self.store.write(write)
 
     def advance(self, source: EvidenceSource, cursor: int) -> None:
         """Move ``source``'s checkpoint past records there was nothing to scan in."""
@@ -217,6 +285,8 @@ class ScanTables:
                 if changed != signal:
                     self._signals.put(txn, key, dataclasses.replace(changed, updated_at=now))
                     if changed.state is not signal.state:
+                        txn.delete(_order_key(_state_scope(signal.state), signal), db=self._order)
+                        txn.put(_order_key(_state_scope(changed.state), changed), b"", db=self._order)
                         moved.append((signal.state, changed.state))
                 done.append(signal_id)
             return done

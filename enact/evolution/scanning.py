@@ -1,5 +1,7 @@
 """One scan request, start to end: what is new per source since its
-checkpoint, one batch at a time, the isolated model call, the all-or-nothing
+checkpoint, one batch per source (a caller draining every pending batch asks
+again while a summary says more is pending: each request stays within one
+model call per source), the isolated model call, the all-or-nothing
 check of its reply, and the commit (record, signals, markers, checkpoint).
 
 With nothing new the model is not called. A failed scan records why and
@@ -79,21 +81,11 @@ class Scanner:
             summaries = [_summary(source, "skipped", error="a task is running; the scan waits until none is")
                          for source in sources]
         else:
-            summaries = []
-            for source in sources:
-                summaries.extend(self._scan_source(source, force=message.force, scheduled=message.scheduled))
+            summaries = [self._scan_once(source, scheduled=message.scheduled) for source in sources]
         if self._counter is not None:
             for summary in summaries:
                 self._counter.counted(summary.source, summary.outcome)
         return ScanReport(scans=tuple(summaries))
-
-    def _scan_source(self, source: EvidenceSource, *, force: bool, scheduled: bool) -> list[ScanSummary]:
-        summaries = [self._scan_once(source, scheduled=scheduled)]
-        while force and summaries[-1].outcome == "completed" and summaries[-1].pending > 0:
-            summaries.append(self._scan_once(source, scheduled=False))
-        if len(summaries) > 1 and summaries[-1].outcome == "nothing-new":
-            summaries.pop()  # drained: the last batch already said nothing is pending
-        return summaries
 
     def _scan_once(self, source: EvidenceSource, *, scheduled: bool) -> ScanSummary:
         checkpoint = self.tables.checkpoint(source)
@@ -147,7 +139,7 @@ class Scanner:
         return 0 if found is None else len(found.records)
 
     def _call_and_commit(self, source: EvidenceSource, batch: _Batch) -> ScanSummary:
-        if not self._current():  # checked before each call: a forced scan makes several
+        if not self._current():  # checked before each call: a scan of both sources makes two
             return _summary(source, "skipped", pending=len(batch.records),
                             error="this daemon was taken over (fenced); no model was called")
         started = time.time()

@@ -10,7 +10,6 @@ so its signals stay active for the next run.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 
 import orjson
 
@@ -21,7 +20,7 @@ from enact.evolution.candidates import (
     MAX_FIELD,
     Candidate,
     CandidateState,
-    candidate_id,
+    Draft,
 )
 from enact.evolution.replies import exact_keys, json_array, text_field
 from enact.evolution.signals import Signal
@@ -34,24 +33,6 @@ _TEXT_FIELDS = tuple(name for name in CANDIDATE_FIELDS if name != "evidence_ids"
 
 class SynthesisError(ValueError):
     """The model's reply is not a valid batch; the message says why."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Draft:
-    """A validated candidate of the model's reply, not yet stored."""
-
-    source: str
-    evidence_ids: tuple[str, ...]
-    title: str
-    rationale: str
-    proposed_change: str
-    expected_benefit: str
-    risk: str
-    test_plan: str
-
-    @property
-    def id(self) -> str:
-        return candidate_id(self.source, self.evidence_ids, self.title)
 
 
 def pending(signals: Iterable[Signal]) -> list[Signal]:
@@ -69,7 +50,7 @@ def claimed(candidates: Iterable[Candidate], signals: Iterable[Signal]) -> dict[
     for candidate in candidates:
         if candidate.state not in (CandidateState.ACTIVE, CandidateState.APPROVED):
             continue
-        for evidence in candidate.evidence_ids:
+        for evidence in candidate.draft.evidence_ids:
             owner.setdefault(evidence, candidate.id)
     found: dict[str, list[str]] = {}
     for signal in signals:
@@ -134,8 +115,6 @@ def _draft(number: int, item: object, signals: Mapping[str, Signal]) -> Draft:
 
 def candidate(draft: Draft, signals: Mapping[str, Signal], now: float) -> Candidate:
     evidence = [signals[ref] for ref in draft.evidence_ids]
-    return Candidate(id=draft.id, source=draft.source, evidence_ids=draft.evidence_ids, title=draft.title,
-                     rationale=draft.rationale, proposed_change=draft.proposed_change,
-                     expected_benefit=draft.expected_benefit, risk=draft.risk, test_plan=draft.test_plan,
-                     state=CandidateState.ACTIVE, score=ranking.score(draft.source, evidence, now),
-                     created_at=now, updated_at=now, evidence_at=max(signal.created_at for signal in evidence))
+    return Candidate(id=draft.id, draft=draft, state=CandidateState.ACTIVE,
+                     score=ranking.score(draft.source, evidence, now), created_at=now, updated_at=now,
+                     evidence_at=max(signal.created_at for signal in evidence))

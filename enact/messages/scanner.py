@@ -34,13 +34,14 @@ _MAX_IDS = 100
 @request("scanner.Scan")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scan(Request["ScanReport | Rejected"]):
-    """Scan ``source`` ("" both): one batch each, or with ``force`` every
-    pending batch. ``scheduled``: the Scheduler asks; only a source with at
-    least a full batch of new records is scanned, and nothing while a task
+    """Scan ``source`` ("" both): one batch each. Draining every pending
+    batch is asking again while ``ScanSummary.pending`` says more is waiting
+    (``enact evolve scan --force``), so no request outlasts its timeout by
+    doing all of them. ``scheduled``: the Scheduler asks; only a source with
+    at least a full batch of new records is scanned, and nothing while a task
     runs (the caller has checked the evolve mode)."""
 
     source: ScanSource = ""
-    force: bool = False
     scheduled: bool = False
 
 
@@ -99,6 +100,8 @@ class Signals(Request["SignalList | Rejected"]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignalList:
     signals: tuple[Signal, ...]
+    more: int = 0
+    """Signals of that state beyond this page (0 for a read by ids)."""
 
 
 @internal("scanner.LinkSignals")

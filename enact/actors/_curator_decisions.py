@@ -1,0 +1,102 @@
+"""The owner's decisions on a candidate: approval into an ordinary task
+(under an idempotency key from the candidate's id, so approving twice
+queues one task) and removal (kept with state ``removed``, its signals
+dismissed). Both need a human origin; a model action is refused."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+from enact.actors._base import ActorContext
+from enact.actors._curator_signals import set_signals, signals_of
+from enact.evolution import approval, curation
+from enact.evolution.candidates import CandidateState
+from enact.evolution.curator_records import CuratorRecords
+from enact.evolution.curator_records import audit_event as _event
+from enact.evolution.signals import SignalState
+from enact.messages.common import Rejected, is_human
+from enact.messages.curator import (
+    Approve,
+    Approved,
+    RemovalSuggestion,
+    Remove,
+    Removed,
+    UnknownCandidate,
+)
+
+TASKS = "tasks"
+
+
+def _needs_human(origin: str, verb: str) -> Rejected | None:
+    if is_human(origin):
+        return None
+    return Rejected(reason=f"{verb} a candidate needs a human (the owner's CLI or chat), not "
+                           f"{origin or 'an unnamed origin'}")
+
+
+class Decisions:
+    def __init__(self, context: ActorContext, records: CuratorRecords, *, stored: Callable[[], None]) -> None:
+        self._context = context
+        self._records = records
+        self._stored = stored
+        """Called after a candidate changed (the state gauge)."""
+
+    def approve(self, message: Approve) -> Approved | UnknownCandidate | Rejected:
+        from enact.messages.tasks import Submit, Submitted
+
+        refused = _needs_human(message.origin, "approving")
+        if refused is not None:
+            return refused
+        found = self._records.candidate(message.candidate_id)
+        if found is None:
+            return UnknownCandidate(candidate_id=message.candidate_id)
+        if found.state is not CandidateState.ACTIVE and found.task_id is not None:
+            return Approved(candidate_id=found.id, task_id=found.task_id, existing=True)
+        if found.state is not CandidateState.ACTIVE:
+            return Rejected(reason=f"candidate {found.id} is {found.state.value}; only an active one is approved")
+        signals, _ = signals_of(self._context, found)
+        reply = self._context.ask(TASKS, Submit(request=approval.task_request(found),
+                                                brief=approval.task_brief(found, signals), origin=approval.ORIGIN,
+                                                idempotency_key=approval.task_key(found.id)))
+        if not isinstance(reply, Submitted):
+            return Rejected(reason=f"the task queue refused the task: {reply.reason}")
+        task = reply.task
+        approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id, updated_at=time.time())
+        self._records.decide(approved, _event("approved", found.id, detail=f"task {task.id} by {message.origin}"))
+        self._stored()
+        return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
+
+    def remove(self, message: Remove) -> Removed | UnknownCandidate | Rejected:
+        refused = _needs_human(message.origin, "removing")
+        if refused is not None:
+            return refused
+        if not message.reason.strip():
+            return Rejected(reason="a removal needs a reason")
+        found = self._records.candidate(message.candidate_id)
+        if found is None:
+            return UnknownCandidate(candidate_id=message.candidate_id)
+        if found.state is not CandidateState.ACTIVE:
+            return Rejected(reason=f"candidate {found.id} is {found.state.value}; only an active one is removed")
+        detail = message.reason.strip()
+        if message.suggestion_id:
+            suggestion, problem = self._suggestion(message.suggestion_id)
+            problem = problem or curation.suggestion_mismatch(suggestion, found.id, message.removal_class)
+            if problem:
+                return Rejected(reason=problem)
+            if suggestion is not None:
+                detail = f"{suggestion.removal_class.value} ({suggestion.id}): {detail}"
+        removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=time.time())
+        self._records.decide(removed, _event("removed", found.id, detail=f"{detail} (by {message.origin})"))
+        self._stored()
+        set_signals(self._context, removed, SignalState.DISMISSED)
+        return Removed(candidate=removed)
+
+    def _suggestion(self, suggestion_id: str) -> tuple[RemovalSuggestion | None, str]:
+        proposal = self._records.proposal(suggestion_id.rpartition("-r")[0])
+        suggestion = next((s for s in proposal.removal_suggestions if s.id == suggestion_id), None) \
+            if proposal is not None else None
+        if suggestion is None:
+            return None, f"no removal suggestion {suggestion_id}"
+        return suggestion, ""
