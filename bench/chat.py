@@ -408,8 +408,8 @@ def _ms(seconds: float) -> str:
 
 def run(quick: bool) -> Table:
     if quick:
-        history, trials, per_conversation, warm = 5_000, 1, {1: 30, 8: 10}, 3
-        baseline_counts, sends, runs = {0: 30, history: 5}, 30, 3
+        history, trials, per_conversation, warm = 2_000, 1, {1: 20, 8: 8}, 2
+        baseline_counts, sends, runs = {0: 20, history: 5}, 20, 2
     else:
         history, trials, per_conversation, warm = 100_000, 5, {1: 200, 8: 50}, 10
         baseline_counts, sends, runs = {0: 300, history: 20}, 300, 30

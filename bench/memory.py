@@ -414,8 +414,8 @@ def _measure(enact: _Enact, original: _Original, lean: _LeanJson, texts: list[st
 
 
 def run(quick: bool) -> Table:
-    sizes = [1_000, 2_000] if quick else [1_000, 10_000, 100_000]
-    ops = 20 if quick else 200
+    sizes = [500, 1_000] if quick else [1_000, 10_000, 100_000]
+    ops = 10 if quick else 200
     rng = random.Random(8)
     directory = Path(tempfile.mkdtemp(prefix="enact-bench-", dir="/tmp"))
     table = Table(TITLE, ["facts", "operation", "enact ms", "original's way ms", "÷ enact", "lean JSON ms",

@@ -193,7 +193,7 @@ def _baseline(directory: Path, history: int, repeats: int,
 
 
 def run(quick: bool) -> Table:
-    sizes = [100, 1_000] if quick else [1_000, 10_000]
+    sizes = [100, 300] if quick else [1_000, 10_000]
     repeats = 5 if quick else 30
     baseline_repeats = 3 if quick else 9
     directory = Path(tempfile.mkdtemp(prefix="enact-bench-", dir="/tmp"))
