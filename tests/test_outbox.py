@@ -20,8 +20,11 @@ from enact.actors import outbox
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
+from enact.channels.telegram import TelegramChannel
+from enact.channels.telegram_text import MAX_MESSAGE
 from enact.chat import deliveries, inbox_records, records
 from enact.chat.deliveries import Step
+from enact.chat.parts import split_reply
 from enact.chat.records import ReceiptStatus, TurnOutcome
 from enact.chat.services import ChatServices
 from enact.commands import CommandRegistry, builtin_commands
@@ -374,5 +377,21 @@ def test_a_reply_is_delivered_once_and_its_turn_published(home: Home) -> None:
         # Told again (a redelivered event): answered as a duplicate, not resent.
         supervisor.ask("inbox", Receive(event=EVENT, origin=HUMAN_CLI), timeout=10)
         assert len(home.channel.delivered) == 1 and len(home.heard) == 1
+
+    home.run(check)
+
+
+@pytest.mark.parametrize(("reply", "part"), [("x" * 4060, 0), ("word " * 2000, 1)])
+def test_a_telegram_delivery_stored_by_an_earlier_daemon_goes_out_as_it_was_split(home: Home, reply: str,
+                                                                                  part: int) -> None:
+    # Split with Telegram's full limit, as the daemons before the repeat mark did.
+    stored_parts = split_reply(reply, MAX_MESSAGE)
+    home.channel.max_message_length = TelegramChannel.max_message_length
+    home.leave(delivery=dataclasses.replace(record(DeliveryState.RETRYABLE_FAILURE), text=reply, part=part,
+                                            parts=len(stored_parts)))
+
+    def check(supervisor: Supervisor) -> None:
+        assert finished(supervisor, home.heard).status == "replied"
+        assert [d.text for d in home.channel.delivered] == stored_parts[part:]
 
     home.run(check)

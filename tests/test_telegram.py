@@ -18,6 +18,8 @@ from test_chat import RULES, commands_toml, runs
 from enact.channels import OutgoingReply
 from enact.channels.telegram import REPEAT_MARK, TelegramChannel
 from enact.channels.telegram_api import BotApi
+from enact.channels.telegram_text import MAX_MESSAGE
+from enact.chat.parts import split_reply
 
 from conftest import Daemon, DaemonFactory, run_cli, wait_for
 
@@ -243,6 +245,36 @@ def test_only_a_send_whose_request_went_out_whole_is_reported_unsure(bot: FakeBo
                            max_photo_bytes=1).deliver(reply_to(OWNER))
     assert (lost.ok, lost.retryable, lost.unsure) == (False, True, True)
     assert "after the request was sent" in lost.error and TOKEN not in lost.error
+
+
+def repeat_of(text: str) -> OutgoingReply:
+    return OutgoingReply(event_id="telegram:1", channel="telegram", conversation=str(OWNER), message_id="5",
+                         text=text, attempt=2, repeat=True)
+
+
+def test_a_reply_of_telegrams_full_limit_goes_out_as_one_part() -> None:
+    # The outbox cuts a stored reply again at each attempt: a smaller limit
+    # would cut replies stored by an earlier daemon at other points.
+    assert split_reply("x" * MAX_MESSAGE, TelegramChannel.max_message_length) == ["x" * MAX_MESSAGE]
+
+
+def test_a_repeated_part_with_room_for_the_mark_goes_out_as_one_message_headed_by_it(bot: FakeBotApi,
+                                                                                      tmp_path: Path) -> None:
+    text = "x" * (MAX_MESSAGE - len(REPEAT_MARK))
+    channel = TelegramChannel(BotApi(bot.url, TOKEN), attachments=tmp_path, poll_timeout_s=1, max_photo_bytes=1)
+    assert channel.deliver(repeat_of(text)).ok
+    assert [s["text"] for s in bot.sent(OWNER)] == [REPEAT_MARK + text]
+
+
+def test_a_repeated_part_near_the_limit_goes_out_whole_after_the_mark_sent_on_its_own(bot: FakeBotApi,
+                                                                                     tmp_path: Path) -> None:
+    [part, _] = split_reply("word " * 1000, MAX_MESSAGE)
+    assert MAX_MESSAGE - len(REPEAT_MARK) < len(part) <= MAX_MESSAGE
+    channel = TelegramChannel(BotApi(bot.url, TOKEN), attachments=tmp_path, poll_timeout_s=1, max_photo_bytes=1)
+    assert channel.deliver(repeat_of(part)).ok
+    mark, sent = bot.sent(OWNER)
+    assert mark["text"] == REPEAT_MARK.rstrip() and "reply_to_message_id" not in mark
+    assert sent["text"] == part and sent["reply_to_message_id"] == 5
 
 
 def test_rate_limit_is_honoured(daemons: DaemonFactory, bot: FakeBotApi) -> None:

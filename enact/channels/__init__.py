@@ -106,7 +106,9 @@ class Channel(Protocol):
     idempotent_delivery: bool
     max_message_length: int
     """The longest message the channel takes (0: no limit); the outbox sends a
-    longer reply as numbered parts (``enact.chat.parts``), each journaled."""
+    longer reply as numbered parts (``enact.chat.parts``), each journaled.
+    Keep it unchanged across releases: a stored reply is cut again at each
+    attempt, and one whose parts no longer match fails for good."""
 
     def start(self, inbox: InboxInlet) -> None:
         """Begin receiving events (a polling channel starts its loop here)."""

@@ -22,7 +22,11 @@ request); one whose request went out whole but whose answer was lost is
 reported ``unsure``, and the outbox sends it once more, which this channel
 marks with ``REPEAT_MARK`` as a possible repeat (Telegram cannot say what a
 bot sent, and a lost reply is worse for the owner than a marked duplicate);
-a second unsure send is given up (``enact.chat.deliveries``).
+a second unsure send is given up (``enact.chat.deliveries``). Parts are cut
+to Telegram's full limit (the outbox cuts a stored reply again at each
+attempt, so the limit must stay what it was when the reply was stored): the
+mark heads the repeated message where it fits, else goes just before it as
+a message of its own.
 
 A reply over 4,096 characters reaches ``deliver`` as numbered parts, one
 call each, from the outbox, which journals every part. A 429 asking to wait
@@ -51,6 +55,7 @@ from enact.channels.telegram_api import (
 )
 from enact.channels.telegram_text import MAX_MESSAGE, valid_html
 from enact.channels.telegram_updates import NAME, UpdateReader
+from enact.chat.parts import units
 from enact.messages.channel import DOWN, STARTING, STOPPED, UP, ChannelState
 from enact.messages.inbox import Accepted, Ignored, Outcome
 from enact.retry import Backoff
@@ -93,8 +98,7 @@ def chat_id(conversation: str) -> int | str:
 class TelegramChannel:
     name = NAME
     idempotent_delivery = False
-    max_message_length = MAX_MESSAGE - len(REPEAT_MARK)
-    """Room is left for the mark a repeated message carries."""
+    max_message_length = MAX_MESSAGE
 
     def __init__(self, api: BotApi, *, attachments: Path, poll_timeout_s: int, max_photo_bytes: int,
                  parse_mode: str = "plain", typing_after_s: float = _TYPING_AFTER_S,
@@ -296,7 +300,7 @@ class TelegramChannel:
         # Telegram refuses an empty message; a reply with nothing visible says so.
         text = reply.text if reply.text.strip() else _EMPTY_REPLY
         if reply.repeat:
-            text = REPEAT_MARK + text
+            text = self._marked_as_repeat(reply, text)
         try:
             sent = self._send_part(reply, text, first=reply.part == 0)
         except BotApiError as error:
@@ -307,6 +311,18 @@ class TelegramChannel:
             log.info("telegram: reply of %s, part %d of %d sent as message %s", reply.event_id, reply.part + 1,
                      reply.parts, sent)
         return DeliveryReport(ok=True)
+
+    def _marked_as_repeat(self, reply: OutgoingReply, text: str) -> str:
+        """The text headed by ``REPEAT_MARK`` if both fit one message; else
+        the text as it is, the mark sent just before it on its own (on a
+        best-effort basis: a mark that fails to go out holds no reply up)."""
+        if units(REPEAT_MARK + text) <= MAX_MESSAGE:
+            return REPEAT_MARK + text
+        try:
+            self._send_part(reply, REPEAT_MARK.rstrip(), first=False)
+        except BotApiError as error:
+            log.warning("telegram: the repeat mark before %s was not sent: %s", reply.event_id, error)
+        return text
 
     def _send_part(self, reply: OutgoingReply, text: str, *, first: bool) -> object:
         params: dict[str, Any] = {"chat_id": chat_id(reply.conversation), "text": text}
