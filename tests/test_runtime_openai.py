@@ -276,4 +276,4 @@ def test_a_connect_that_never_completes_times_out_at_the_call_timeout(silent_lis
     started = time.monotonic()
     with pytest.raises(RuntimeTimeout):
         runtime.invoke(RuntimeRequest(session_key="k", prompt="x", timeout_s=0.5))
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 0.5 + CANCELLED_WITHIN_S  # not the retries' or the OS's connect timeout
