@@ -15,6 +15,7 @@ from schedule_clock import FaultyActors, UnavailableActors, home
 from enact.actors._evolve_runs import DATABASE, EvolveRuns
 from enact.actors.scheduler import DATABASES, SCHEDULES, SchedulerActor
 from enact.claimed_clock import RETRIES
+from enact.evolution.schedule import EvolveClock
 from enact.messages.curator import EvolveRunFailed
 from enact.storage import RecordTable
 from enact.tasks.scheduling import Schedule
@@ -91,3 +92,29 @@ def test_a_given_up_evolve_run_is_in_the_evolve_history(tmp_path: Path) -> None:
         assert (event.kind, event.detail) == ("run-failed", "evolve:4600: given up after 5 attempts: x")
 
 
+
+
+def test_a_given_up_evolve_run_is_acknowledged_before_its_failure_is_told(tmp_path: Path) -> None:
+    class Recording(UnavailableActors):
+        """Notes the stored clock at the moment each message is told."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.stored_when_told: list[EvolveClock | None] = []
+
+        def tell(self, name: str, message: object) -> None:
+            super().tell(name, message)
+            self.stored_when_told.append(context.own_store().read(lambda txn: clocks.get(txn, b"clock")))
+
+    actors = Recording()
+    with home(tmp_path, "scheduler", [DATABASE], actors, schedule="every 1h") as context:
+        clocks = RecordTable(context.own_store().table(DATABASE), EvolveClock)
+        runs = EvolveRuns(context, context.own_store())
+        runs.tick(now=1_000.0)  # the anchor
+        used_up = replace(runs._current_clock(4_601.0), claimed=4_600.0, attempts=RETRIES.attempts)
+        context.own_store().write(lambda txn: clocks.put(txn, b"clock", used_up))
+        runs.tick(now=4_601.0)
+        [at_failure] = [stored for told, stored in zip(actors.told, actors.stored_when_told, strict=True)
+                        if isinstance(told, EvolveRunFailed)]
+        # A stop right after the tell must not leave the claim open, to be given up and told again.
+        assert at_failure is not None and at_failure.claimed is None and at_failure.acknowledged == 4_600.0

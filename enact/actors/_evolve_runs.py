@@ -136,8 +136,11 @@ class EvolveRuns:
 
     def _give_up(self, clock: EvolveClock, due: float, reason: str) -> EvolveClock:
         log.warning("evolve run %s: %s", rules.run_id(due), reason)
+        # Acknowledged first: a stop between the two then loses the audit
+        # line at worst, never tells it for a claim that is given up again.
+        given_up = self._save(rules.acknowledge(clock, due, time.time(), f"failed: {reason}", self._schedule))
         self._context.tell("curator", EvolveRunFailed(run_id=rules.run_id(due), due=due, reason=reason))
-        return self._save(rules.acknowledge(clock, due, time.time(), f"failed: {reason}", self._schedule))
+        return given_up
 
     def _run(self, clock: EvolveClock, due: float, now: float, *, resumed: bool) -> EvolveClock:
         claimed = self._save(rules.claim(clock, due))  # committed before anything is done (fenced like every write)
