@@ -9,16 +9,22 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from schedule_clock import FaultyActors, UnavailableActors, home
 
+from enact.actors._asks import AskTimeout
 from enact.actors._evolve_runs import DATABASE, EvolveRuns
 from enact.actors.scheduler import DATABASES, SCHEDULES, SchedulerActor
+from enact.actors.tasks import TaskQueueActor
 from enact.claimed_clock import RETRIES
 from enact.evolution.schedule import EvolveClock
 from enact.messages.curator import EvolveRunFailed
-from enact.storage import RecordTable
+from enact.messages.tasks import Submit
+from enact.storage import RecordTable, Storage
+from enact.tasks.queue import TaskQueue
 from enact.tasks.scheduling import Schedule
+from enact.tasks.tables import DATABASES as TASK_DATABASES
 
 
 def test_a_cron_submission_the_queue_does_not_answer_backs_off_then_is_given_up_and_counted(
@@ -50,7 +56,8 @@ def test_a_cron_submission_the_queue_does_not_answer_backs_off_then_is_given_up_
         used_up = replace(failed, attempts=RETRIES.attempts, retry_at=time.time() - 1)
         scheduler._run_schedule(used_up)
         given_up = stored()
-        assert actors.asked == ["tasks"] and given_up.claimed is None and given_up.failed == 1
+        # Asked once more, whether the queue took a Submit after all: it did not answer either.
+        assert actors.asked == ["tasks", "tasks"] and given_up.claimed is None and given_up.failed == 1
         assert given_up.last_due == failed.claimed
         assert given_up.last_failure.startswith(f"given up after {RETRIES.attempts} attempts: actor 'tasks'")
         assert context.metrics.registry.get_sample_value("enact_cron_runs_total", {"outcome": "failed"}) == 1
@@ -118,3 +125,55 @@ def test_a_given_up_evolve_run_is_acknowledged_before_its_failure_is_told(tmp_pa
                         if isinstance(told, EvolveRunFailed)]
         # A stop right after the tell must not leave the claim open, to be given up and told again.
         assert at_failure is not None and at_failure.claimed is None and at_failure.acknowledged == 4_600.0
+
+
+class LateQueue(FaultyActors):
+    """A real task queue whose every Submit is queued but answered too late
+    (the ask times out); what else is asked it answers."""
+
+    def __init__(self, queue: TaskQueue) -> None:
+        super().__init__()
+        self.queue = queue
+
+    def ask(self, name: str, message: Any, *, timeout: float) -> Any:
+        self.asked.append(type(message).__name__)
+        if isinstance(message, Submit):
+            self.queue.submit(message, time.time())
+            raise AskTimeout(name, message, timeout)
+        # The actor's own dispatch over this queue (it needs only ``queue``).
+        return TaskQueueActor._handle(self, message, time.time())  # type: ignore[arg-type]
+
+
+def test_a_cron_claim_whose_submissions_were_queued_unanswered_records_its_task_and_the_next_due_waits(
+        tmp_path: Path) -> None:
+    storage = Storage(tmp_path / "tasks")
+    try:
+        actors = LateQueue(TaskQueue(storage.grant("tasks", TASK_DATABASES), default_repo="/repo",
+                                     lease_ttl_s=60))
+        with home(tmp_path, "scheduler", DATABASES, actors) as context:
+            scheduler = SchedulerActor(context)  # never started: its clock is driven by hand
+            table = RecordTable(context.own_store().table(SCHEDULES), Schedule)
+            key = (1).to_bytes(8, "big")
+
+            def stored() -> Schedule:
+                found = context.own_store().read(lambda txn: table.get(txn, key))
+                assert found is not None
+                return found
+
+            due_an_hour_ago = Schedule(id=1, spec="every 1h", request="tidy up", repo="",
+                                       created_at=time.time() - 5_400)
+            context.own_store().write(lambda txn: table.put(txn, key, due_an_hour_ago))
+            scheduler._run_schedule(stored())  # queued, but the reply timed out
+            used_up = replace(stored(), attempts=RETRIES.attempts, retry_at=time.time() - 1)
+            scheduler._run_schedule(used_up)
+            settled = stored()
+            [task] = actors.queue.list(None, 10, None).tasks
+            assert settled.claimed is None and settled.failed == 0 and settled.last_task == task.id
+            assert settled.last_due == due_an_hour_ago.created_at + 3_600
+
+            # An hour on, that task is still queued: the next due time is skipped, not queued beside it.
+            scheduler._run_schedule(replace(settled, last_due=settled.last_due - 3_600))
+            assert stored().skipped == 1 and len(actors.queue.list(None, 10, None).tasks) == 1
+            assert actors.asked == ["Submit", "GetByKey", "Get"]
+    finally:
+        storage.close()

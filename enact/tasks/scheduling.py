@@ -11,7 +11,9 @@ its records). Each due time submits one task with the idempotency key
 the claimed clock's rules (``enact.claimed_clock``): a claim found
 unacknowledged is submitted again under the same key, so the queue finds
 the task already queued instead of a later due time queuing a second; a
-submission that keeps failing is given up after the clock's attempts. What
+submission that keeps failing is given up after the clock's attempts,
+unless the queue has a task under its key after all (a Submit that timed
+out may still have been queued): then it counts as submitted. What
 is cron's own: due times that pass while the schedule's previous task is
 unfinished are skipped (handled without a task).
 """
