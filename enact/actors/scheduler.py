@@ -30,7 +30,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._evolve_runs import DATABASE as EVOLVE
 from enact.actors._evolve_runs import EvolveRuns
-from enact.claimed_clock import Decision
+from enact.claimed_clock import Decision, nest_flat_claim
 from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,
@@ -78,7 +78,7 @@ class SchedulerActor(EnactActor):
     def __init__(self, context: ActorContext) -> None:
         super().__init__(context)
         self._store = context.own_store()
-        self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule)
+        self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule, upgrade=nest_flat_claim)
         self._backlog = RecordTable(self._store.table(BACKLOG), BacklogItem)
         self._ids = self._store.table(COUNTERS)
         self._tick_s = float(context.config["scheduler.tick_s"])
