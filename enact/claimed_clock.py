@@ -3,9 +3,10 @@ daemon may stop at any moment. Cron (``enact.tasks.scheduling``) and the
 evolve schedule (``enact.evolution.schedule``) both follow it; they differ
 only in how a due time is computed and in what acting means.
 
-The stored state (``ClaimState``) is the latest due time handled (or the
-schedule's anchor before the first) and, between the two commits that
-bracket an action, an open claim. Each tick:
+The state is the latest due time handled (``since``: or the schedule's
+anchor before the first), which each schedule keeps in its own terms, and,
+between the two commits that bracket an action, an open claim
+(``ClaimState``, nested as it is in each schedule's record). Each tick:
 
 - nothing has come due since the last handled due time: nothing to do;
 - a due time has come: *claim* it, committed before acting; any number of
@@ -27,6 +28,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from enact.retry import Backoff
 
@@ -40,9 +42,10 @@ LatestDue = Callable[[float, float], "float | None"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClaimState:
-    since: float
-    """The latest due time handled, or the anchor before the first: only a
-    due time after it is due."""
+    """The open claim, stored nested in each schedule's record (``claim``);
+    the latest due time handled (``since`` to the functions below) is kept
+    by each schedule in its own terms."""
+
     claimed: float | None = None
     """A due time claimed and not acknowledged."""
     attempts: int = 0
@@ -52,6 +55,19 @@ class ClaimState:
     attempt found unfinished was cut short by a stop)."""
     failure: str = ""
     """Why the latest attempt failed."""
+
+
+NO_CLAIM = ClaimState()
+_FLAT_FIELDS = ("claimed", "attempts", "retry_at", "failure")
+
+
+def nest_flat_claim(document: dict[str, Any]) -> dict[str, Any]:
+    """A stored schedule document with the claim's fields nested under
+    ``claim``: records written before the claim was nested kept them flat."""
+    if "claim" in document or not any(name in document for name in _FLAT_FIELDS):
+        return document
+    rest = {name: value for name, value in document.items() if name not in _FLAT_FIELDS}
+    return {**rest, "claim": {name: document[name] for name in _FLAT_FIELDS if name in document}}
 
 
 class Decision(enum.Enum):
@@ -74,9 +90,11 @@ class Step:
     """For GIVE_UP: why the claim failed, to be recorded with it."""
 
 
-def decide(state: ClaimState, now: float, latest_due: LatestDue, *, later_due_supersedes: bool = False) -> Step:
-    """What this tick does with the schedule whose state is ``state``."""
-    due = latest_due(state.since, now)
+def decide(since: float, state: ClaimState, now: float, latest_due: LatestDue, *,
+           later_due_supersedes: bool = False) -> Step:
+    """What this tick does with the schedule whose latest handled due time
+    is ``since`` and whose claim is ``state``."""
+    due = latest_due(since, now)
     claimed = state.claimed
     if claimed is not None and not (later_due_supersedes and due is not None and due > claimed):
         if RETRIES.exhausted(state.attempts):
@@ -92,26 +110,21 @@ def decide(state: ClaimState, now: float, latest_due: LatestDue, *, later_due_su
 
 
 def claim(state: ClaimState, due: float) -> ClaimState:
-    """The state to commit before an attempt at ``due`` starts."""
-    attempts = state.attempts + 1 if state.claimed == due else 1
-    return replace(state, claimed=due, attempts=attempts, retry_at=None,
-                   failure=state.failure if state.claimed == due else "")
+    """The claim to commit before an attempt at ``due`` starts."""
+    if state.claimed == due:
+        return replace(state, attempts=state.attempts + 1, retry_at=None)
+    return ClaimState(claimed=due, attempts=1)
 
 
 def failed(state: ClaimState, now: float, reason: str) -> ClaimState:
-    """The state after the attempt at the open claim failed with ``reason``
-    (the claim stays open, to be tried again after the back-off)."""
+    """The claim after its attempt failed with ``reason`` (it stays open, to
+    be tried again after the back-off)."""
     return replace(state, retry_at=now + RETRIES.delay(state.attempts), failure=reason[:MAX_REASON])
 
 
-def acknowledge(state: ClaimState, due: float) -> ClaimState:
-    """The state once ``due`` is handled (acted on, passed over or given up)."""
-    return ClaimState(since=max(state.since, due))
-
-
-def upcoming(state: ClaimState, now: float, next_due: Callable[[float], float]) -> float:
+def upcoming(since: float, state: ClaimState, now: float, next_due: Callable[[float], float]) -> float:
     """When the schedule acts next: an open claim at once or when its
     back-off ends, a due time already come at once, else ``next_due(since)``."""
     if state.claimed is not None:
         return max(now, state.retry_at) if state.retry_at is not None else now
-    return max(now, next_due(state.since))
+    return max(now, next_due(since))

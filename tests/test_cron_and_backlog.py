@@ -18,6 +18,7 @@ from home_state import snapshot
 from schedule_clock import FAST_TICKS, fenced_past
 
 from enact.actors.scheduler import DATABASES, SCHEDULES
+from enact.claimed_clock import ClaimState
 from enact.storage import RecordTable, Storage
 from enact.tasks.scheduling import Schedule
 
@@ -197,7 +198,8 @@ def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_
     # What a crash right after the submit leaves: the task queued, its due
     # time claimed and not acknowledged.
     due = float(queued["idempotency_key"].rsplit(":", 1)[1])
-    stored = planted(first.home, 1, lambda stored: replace(stored, claimed=due, last_due=None, last_task=None))
+    stored = planted(first.home, 1, lambda stored: replace(stored, claim=ClaimState(claimed=due), last_due=None,
+                                                           last_task=None))
 
     # The clock, not a race: later due times pass while no daemon runs.
     time.sleep(max(0.0, stopped + 4.5 - time.time()))
@@ -211,7 +213,7 @@ def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_
     wait_for(lambda: schedule()["skipped"] > stored.skipped,
              what="the claim acknowledged and a later due time skipped")
     after = schedule()
-    assert after["claimed"] is None and after["last_task"] == queued["id"]
+    assert after["claim"]["claimed"] is None and after["last_task"] == queued["id"]
     assert [task["idempotency_key"] for task in tasks_of(second)] == [queued["idempotency_key"]]
 
 
@@ -225,11 +227,12 @@ def test_cron_list_shows_a_pending_claim_with_its_retry_and_the_due_times_given_
     claimed_at, retry_at = time.time() - 60, time.time() + 3_000
     failure = "given up after 5 attempts: actor 'tasks' did not answer Submit within 5 s"
     planted(first.home, 1, lambda stored: replace(
-        stored, claimed=claimed_at, attempts=2, retry_at=retry_at, failure="actor 'tasks' did not answer",
+        stored, claim=ClaimState(claimed=claimed_at, attempts=2, retry_at=retry_at,
+                                 failure="actor 'tasks' did not answer"),
         failed=1, last_failure=failure))
     second = daemons.start(first.home, env=NO_WORKERS)
     [entry] = second.cli_json("cron", "list", "--json")
-    assert (entry["claimed"], entry["next_due"], entry["attempts"]) == (claimed_at, retry_at, 2)
+    assert (entry["claim"]["claimed"], entry["next_due"], entry["claim"]["attempts"]) == (claimed_at, retry_at, 2)
     assert (entry["failed"], entry["last_failure"]) == (1, failure)
 
     def minute(moment: float) -> str:

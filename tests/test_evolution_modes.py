@@ -9,7 +9,7 @@ import datetime
 import orjson
 import pytest
 
-from enact.claimed_clock import RETRIES, Decision
+from enact.claimed_clock import RETRIES, ClaimState, Decision, nest_flat_claim
 from enact.evolution import brainstorm
 from enact.evolution import schedule as clock_rules
 from enact.evolution.modes import (
@@ -104,9 +104,9 @@ def test_a_fresh_clock_runs_nothing_until_its_first_due_time() -> None:
 def test_a_claimed_run_is_acknowledged_once_and_not_run_again() -> None:
     nine = parse_schedule("daily 09:00")
     clock = claim(follow(None, nine, START), at(11, 9))
-    assert clock.claimed == at(11, 9) and clock.attempts == 1
+    assert clock.claim.claimed == at(11, 9) and clock.claim.attempts == 1
     done = acknowledge(clock, at(11, 9), at(11, 9, 1), "scanned, nothing new", nine, tz=TOKYO)
-    assert done.claimed is None and done.acknowledged == at(11, 9) and done.last_run_at == at(11, 9, 1)
+    assert done.claim.claimed is None and done.acknowledged == at(11, 9) and done.last_run_at == at(11, 9, 1)
     assert done.last_outcome == "scanned, nothing new"
     assert decide(done, nine, at(11, 20), tz=TOKYO).decision is Decision.NOTHING_DUE
     assert upcoming(done, nine, at(11, 20), tz=TOKYO) == at(12, 9)
@@ -119,7 +119,7 @@ def test_a_claim_left_unacknowledged_is_resumed_and_given_up_after_the_attempts(
     assert step.decision is Decision.RERUN and step.due == START + 3_600
     for _ in range(RETRIES.attempts - 1):
         clock = claim(clock, START + 3_600)
-    assert clock.attempts == RETRIES.attempts
+    assert clock.claim.attempts == RETRIES.attempts
     given_up = decide(clock, every, START + 3_700)
     assert given_up.decision is Decision.GIVE_UP and given_up.due == START + 3_600
     assert given_up.reason == (f"given up after {RETRIES.attempts} attempts: "
@@ -143,7 +143,7 @@ def test_a_run_that_keeps_failing_waits_out_the_back_off_and_is_given_up_after_t
     step = decide(clock, every, now)
     assert step.decision is Decision.GIVE_UP and step.reason.endswith("attempts: actor 'curator' did not answer")
     done = acknowledge(clock, START + 3_600, now, f"failed: {step.reason}", every)
-    assert done.claimed is None and done.retry_at is None and done.acknowledged == START + 3_600
+    assert done.claim.claimed is None and done.claim.retry_at is None and done.acknowledged == START + 3_600
     assert decide(done, every, START + 7_200).decision is Decision.CLAIM
 
 
@@ -153,8 +153,8 @@ def test_an_evolve_clock_stored_before_retries_reads_with_no_back_off() -> None:
 
     old = {"spec": "every 1h", "anchor": START, "acknowledged": None, "claimed": START + 3_600, "attempts": 2,
            "last_run_at": None, "last_outcome": "", "coalesced": 0}
-    read = decode_record(EvolveClock, old, database="scheduler.evolve", key=b"clock")
-    assert (read.retry_at, read.failure) == (None, "")
+    read = decode_record(EvolveClock, nest_flat_claim(old), database="scheduler.evolve", key=b"clock")
+    assert read.claim == ClaimState(claimed=START + 3_600, attempts=2)
     assert decide(read, parse_schedule("every 1h"), START + 3_700).decision is Decision.RERUN
 
 

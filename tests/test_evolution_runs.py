@@ -31,7 +31,7 @@ def test_an_unexpected_error_in_an_evolve_run_is_acknowledged_as_its_outcome_and
         runs.tick(now=1_025.0)
         assert actors.asked == ["curator"]
         clock = runs._current_clock(1_025.0)
-        assert clock.claimed is None and clock.acknowledged == 1_020.0
+        assert clock.claim.claimed is None and clock.acknowledged == 1_020.0
         assert clock.last_outcome == "failed: ValueError: the curator broke"
 
 

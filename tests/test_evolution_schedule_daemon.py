@@ -191,5 +191,5 @@ def test_a_fenced_daemon_runs_nothing_when_the_evolve_schedule_comes_due(daemons
     assert due > time.time(), "the schedule came due before the test could stop the daemon"
     fenced_past(daemon, due)
     clock = snapshot(home).document("scheduler.evolve", b"clock")
-    assert clock["acknowledged"] is None and clock["claimed"] is None
+    assert clock["acknowledged"] is None and clock["claim"]["claimed"] is None
     assert isolated_calls(transcript) == [] and "evolve run" not in daemon.log_text()

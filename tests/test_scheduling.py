@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime
 
+import orjson
 import pytest
 
-from enact.claimed_clock import RETRIES, Decision
+from enact.claimed_clock import NO_CLAIM, RETRIES, ClaimState, Decision, nest_flat_claim
 from enact.tasks.scheduling import (
     BacklogItem,
     Priority,
@@ -71,7 +72,7 @@ def test_a_due_time_while_the_previous_task_is_unfinished_submits_nothing_and_is
     assert busy.decision is Decision.CLAIM and busy.due is not None  # the actor finds task 1 unfinished
     skipped = skipped_busy(every, busy.due)
     assert skipped.last_task == 1 and skipped.skipped == 1 and skipped.last_due == START + 7_200
-    assert skipped.claimed is None
+    assert skipped.claim == NO_CLAIM
     # Once that task has ended, the next due time submits again.
     assert decide(skipped, START + 7_300).decision is Decision.NOTHING_DUE
     assert decide(skipped, START + 10_800).decision is Decision.CLAIM
@@ -96,15 +97,14 @@ def test_a_claim_left_unacknowledged_by_a_crash_is_submitted_again_under_the_sam
     step = decide(every, START + 600)
     assert step.decision is Decision.CLAIM and step.due is not None
     claimed = claim(every, step.due)  # committed before the task is submitted
-    assert claimed.claimed == START + 600 and claimed.last_due is None and claimed.attempts == 1
+    assert claimed.claim.claimed == START + 600 and claimed.last_due is None and claimed.claim.attempts == 1
     # The daemon dies after the submit, before the acknowledgement, and stays
     # down past two more due times: the claim comes first, not the latest.
     again = decide(claimed, START + 1_900)
     assert again.decision is Decision.RERUN and again.due == step.due
     assert idempotency_key(every.id, again.due) == idempotency_key(every.id, step.due)
     acknowledged = submitted(claim(claimed, again.due), again.due, task_id=4)
-    assert acknowledged.claimed is None and acknowledged.last_due == START + 600 and acknowledged.last_task == 4
-    assert acknowledged.attempts == 0
+    assert acknowledged.claim == NO_CLAIM and acknowledged.last_due == START + 600 and acknowledged.last_task == 4
     # Then the due times missed meanwhile coalesce into the latest, as ever.
     later = decide(acknowledged, START + 1_900)
     assert later.decision is Decision.CLAIM and later.due == START + 1_800
@@ -115,7 +115,7 @@ def test_a_refused_submission_spends_its_claimed_due_time_and_keeps_the_last_tas
     step = decide(every, START + 1_200)
     assert step.due is not None
     refused = submitted(claim(every, step.due), step.due, task_id=None)
-    assert refused.claimed is None and refused.last_due == START + 1_200 and refused.last_task == 2
+    assert refused.claim.claimed is None and refused.last_due == START + 1_200 and refused.last_task == 2
 
 
 def test_a_submission_that_keeps_failing_is_retried_after_a_back_off_then_given_up_and_the_next_runs() -> None:
@@ -124,7 +124,7 @@ def test_a_submission_that_keeps_failing_is_retried_after_a_back_off_then_given_
     claimed = claim(every, START + 3_600)
     for attempt in range(1, RETRIES.attempts + 1):
         failed = submission_failed(claimed, now, "actor 'tasks' did not answer Submit within 5 s")
-        assert failed.claimed == START + 3_600 and failed.retry_at == now + RETRIES.delay(attempt)
+        assert failed.claim.claimed == START + 3_600 and failed.claim.retry_at == now + RETRIES.delay(attempt)
         if attempt == RETRIES.attempts:
             break
         assert decide(failed, now + RETRIES.delay(attempt) - 1).decision is Decision.WAIT
@@ -132,14 +132,14 @@ def test_a_submission_that_keeps_failing_is_retried_after_a_back_off_then_given_
         again = decide(failed, now)
         assert again.decision is Decision.RERUN and again.due == START + 3_600
         claimed = claim(failed, START + 3_600)
-        assert claimed.attempts == attempt + 1
+        assert claimed.claim.attempts == attempt + 1
     # Past the next due time as well: the claim is settled first, as failed.
     step = decide(failed, START + 7_300)
     assert step.decision is Decision.GIVE_UP and step.due == START + 3_600
     assert step.reason == (f"given up after {RETRIES.attempts} attempts: "
                            "actor 'tasks' did not answer Submit within 5 s")
     settled = given_up(failed, START + 3_600, step.reason)
-    assert settled.claimed is None and settled.attempts == 0 and settled.retry_at is None
+    assert settled.claim == NO_CLAIM
     assert settled.last_due == START + 3_600 and settled.failed == 1 and settled.last_failure == step.reason
     assert settled.last_task == 2
     following = decide(settled, START + 7_300)
@@ -151,9 +151,24 @@ def test_a_schedule_stored_before_claims_had_attempts_reads_with_none_made() -> 
 
     old = {"id": 3, "spec": "every 10m", "request": "tidy up", "repo": "", "created_at": START,
            "last_due": START + 600, "last_task": 5, "skipped": 1, "claimed": START + 1_200}
-    read = decode_record(Schedule, old, database="scheduler.schedules", key=b"3")
-    assert (read.claimed, read.attempts, read.retry_at, read.failure, read.failed) == (START + 1_200, 0, None, "", 0)
+    read = decode_record(Schedule, nest_flat_claim(old), database="scheduler.schedules", key=b"3")
+    assert read.claim == ClaimState(claimed=START + 1_200) and read.failed == 0
     assert decide(read, START + 1_300).decision is Decision.RERUN
+
+
+def test_a_schedule_stored_with_its_claim_flat_reads_it_nested() -> None:
+    from enact.storage._records import decode_record
+
+    flat = {"id": 3, "spec": "every 1h", "request": "tidy up", "repo": "", "created_at": START,
+            "last_due": None, "last_task": 5, "skipped": 0, "claimed": START + 3_600, "attempts": 2,
+            "retry_at": START + 3_700, "failure": "actor 'tasks' did not answer", "failed": 1,
+            "last_failure": "given up"}
+    read = decode_record(Schedule, nest_flat_claim(flat), database="scheduler.schedules", key=b"3")
+    assert read.claim == ClaimState(claimed=START + 3_600, attempts=2, retry_at=START + 3_700,
+                                    failure="actor 'tasks' did not answer")
+    assert (read.last_task, read.failed, read.last_failure) == (5, 1, "given up")
+    assert decide(read, START + 3_650).decision is Decision.WAIT
+    assert nest_flat_claim(orjson.loads(orjson.dumps(read))) == orjson.loads(orjson.dumps(read))
 
 
 @pytest.mark.parametrize("spec", ["", "every", "every 10", "every 10w", "every 0m", "every 400d", "0 9 * *",

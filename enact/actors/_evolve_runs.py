@@ -29,7 +29,7 @@ import lmdb
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
-from enact.claimed_clock import Decision
+from enact.claimed_clock import Decision, nest_flat_claim
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode, EvolveSchedule, parse_schedule
 from enact.evolution.schedule import EvolveClock
@@ -85,7 +85,7 @@ class EvolveRuns:
     def __init__(self, context: ActorContext, store: Store) -> None:
         self._context = context
         self._store = store
-        self._clock = RecordTable(store.table(DATABASE), EvolveClock)
+        self._clock = RecordTable(store.table(DATABASE), EvolveClock, upgrade=nest_flat_claim)
         config = context.config
         self._schedule: EvolveSchedule = parse_schedule(config["evolve.schedule"])
         self._theme = str(config["evolve.theme"]).strip()
@@ -136,14 +136,17 @@ class EvolveRuns:
 
     def _give_up(self, clock: EvolveClock, due: float, reason: str) -> EvolveClock:
         log.warning("evolve run %s: %s", rules.run_id(due), reason)
+        # Acknowledged first: a stop between the two then loses the audit
+        # line at worst, never tells it for a claim that is given up again.
+        given_up = self._save(rules.acknowledge(clock, due, time.time(), f"failed: {reason}", self._schedule))
         self._context.tell("curator", EvolveRunFailed(run_id=rules.run_id(due), due=due, reason=reason))
-        return self._save(rules.acknowledge(clock, due, time.time(), f"failed: {reason}", self._schedule))
+        return given_up
 
     def _run(self, clock: EvolveClock, due: float, now: float, *, resumed: bool) -> EvolveClock:
         claimed = self._save(rules.claim(clock, due))  # committed before anything is done (fenced like every write)
         if resumed:
             log.info("evolve run %s: resuming a run that did not finish (attempt %d)", rules.run_id(due),
-                     claimed.attempts)
+                     claimed.claim.attempts)
         try:
             mode = self._context.ask("curator", GetMode()).mode
             lines = self._act(mode) if mode.scans else []

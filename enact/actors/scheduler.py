@@ -30,7 +30,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._evolve_runs import DATABASE as EVOLVE
 from enact.actors._evolve_runs import EvolveRuns
-from enact.claimed_clock import Decision
+from enact.claimed_clock import Decision, nest_flat_claim
 from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,
@@ -52,7 +52,7 @@ from enact.messages.scheduler import (
     UnknownItem,
     UnknownSchedule,
 )
-from enact.messages.tasks import Found, Get, Leases, Refused, Submit
+from enact.messages.tasks import Found, Get, GetByKey, Leases, Refused, Submit
 from enact.storage import RecordTable
 from enact.tasks import scheduling
 from enact.tasks.scheduling import BacklogItem, Schedule, ScheduleError
@@ -78,7 +78,7 @@ class SchedulerActor(EnactActor):
     def __init__(self, context: ActorContext) -> None:
         super().__init__(context)
         self._store = context.own_store()
-        self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule)
+        self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule, upgrade=nest_flat_claim)
         self._backlog = RecordTable(self._store.table(BACKLOG), BacklogItem)
         self._ids = self._store.table(COUNTERS)
         self._tick_s = float(context.config["scheduler.tick_s"])
@@ -200,6 +200,8 @@ class SchedulerActor(EnactActor):
             return
         due = step.due
         if step.decision is Decision.GIVE_UP:
+            if self._queued_after_all(schedule, due):
+                return
             self.context.metrics.cron_runs.labels(outcome="failed").inc()
             log.warning("schedule %d (%s): due time %d %s", schedule.id, schedule.spec, int(due), step.reason)
             self._save(scheduling.given_up(schedule, due, step.reason))
@@ -231,6 +233,27 @@ class SchedulerActor(EnactActor):
             log.warning("schedule %d (%s): the queue refused its task: %s", schedule.id, schedule.spec,
                         reply.reason)
         self._save(scheduling.submitted(claimed, due, None if isinstance(reply, Refused) else reply.task.id))
+
+    def _queued_after_all(self, schedule: Schedule, due: float) -> bool:
+        """Whether the claim's task was queued although no Submit was answered
+        (each timed out after the queue took it); then it is recorded as
+        submitted, so the next due time waits for that task. A queue that
+        does not answer this either cannot say: the claim is given up all
+        the same, or a wedged queue would hold the schedule forever."""
+        key = scheduling.idempotency_key(schedule.id, due)
+        try:
+            found = self.context.ask("tasks", GetByKey(idempotency_key=key))
+        except ActorUnavailable as error:
+            log.warning("schedule %d (%s): could not ask whether %s was queued (%s)", schedule.id, schedule.spec,
+                        key, error)
+            return False
+        if not isinstance(found, Found):
+            return False
+        self.context.metrics.cron_runs.labels(outcome="submitted").inc()
+        log.info("schedule %d (%s): due time %d was queued as task %d although its submission went unanswered",
+                 schedule.id, schedule.spec, int(due), found.task.id)
+        self._save(scheduling.submitted(schedule, due, found.task.id))
+        return True
 
     def _save(self, schedule: Schedule) -> bool:
         """Store ``schedule``, unless it was removed meanwhile (by a request

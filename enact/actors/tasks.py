@@ -22,6 +22,7 @@ from enact.messages.tasks import (
     ExpireLeases,
     Finish,
     Get,
+    GetByKey,
     Heartbeat,
     Leases,
     List,
@@ -111,6 +112,8 @@ class TaskQueueActor(EnactActor):
                 return Resumed(task=resumed) if isinstance(resumed, Task) else resumed
             case Get():
                 return queue.get(message.task_id)
+            case GetByKey():
+                return queue.by_key(message.idempotency_key)
             case List():
                 return queue.list(message.state, message.limit, message.before)
             case Events():

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from enact import claimed_clock
-from enact.claimed_clock import ClaimState, Step
+from enact.claimed_clock import NO_CLAIM, ClaimState, Step
 from enact.evolution.modes import EvolveSchedule, latest_due, next_due
 
 MAX_REPORT = 2000
@@ -39,14 +39,9 @@ class EvolveClock:
     time before it is run."""
     acknowledged: float | None = None
     """The latest due time whose run finished (or was passed over)."""
-    claimed: float | None = None
-    """A due time claimed whose run has not been acknowledged."""
-    attempts: int = 0
-    """Runs started for the claimed due time."""
-    retry_at: float | None = None
-    """After a failed run of the claim: not again before this."""
-    failure: str = ""
-    """Why the claim's latest run failed."""
+    claim: ClaimState = NO_CLAIM
+    """A due time claimed whose run has not been acknowledged (stored flat
+    before; ``claimed_clock.nest_flat_claim`` reads those records)."""
     last_run_at: float | None = None
     last_outcome: str = ""
     """What the last run did, in a line or a few (the owner's report)."""
@@ -64,19 +59,12 @@ def follow(clock: EvolveClock | None, schedule: EvolveSchedule, now: float) -> E
     if clock is None:
         return start(schedule, now)
     if clock.spec != schedule.spec:
-        return replace(clock, spec=schedule.spec, anchor=now, acknowledged=None, claimed=None, attempts=0,
-                       retry_at=None, failure="")
+        return replace(clock, spec=schedule.spec, anchor=now, acknowledged=None, claim=NO_CLAIM)
     return clock
 
 
-def claim_state(clock: EvolveClock) -> ClaimState:
-    return ClaimState(since=clock.acknowledged if clock.acknowledged is not None else clock.anchor,
-                      claimed=clock.claimed, attempts=clock.attempts, retry_at=clock.retry_at, failure=clock.failure)
-
-
-def _with_claim(clock: EvolveClock, state: ClaimState) -> EvolveClock:
-    return replace(clock, claimed=state.claimed, attempts=state.attempts, retry_at=state.retry_at,
-                   failure=state.failure)
+def _since(clock: EvolveClock) -> float:
+    return clock.acknowledged if clock.acknowledged is not None else clock.anchor
 
 
 def decide(clock: EvolveClock, schedule: EvolveSchedule, now: float,
@@ -85,26 +73,25 @@ def decide(clock: EvolveClock, schedule: EvolveSchedule, now: float,
     def due_since(since: float, moment: float) -> float | None:
         return latest_due(schedule, moment, since=since, anchor=clock.anchor, tz=tz)
 
-    return claimed_clock.decide(claim_state(clock), now, due_since, later_due_supersedes=True)
+    return claimed_clock.decide(_since(clock), clock.claim, now, due_since, later_due_supersedes=True)
 
 
 def claim(clock: EvolveClock, due: float) -> EvolveClock:
     """The clock to commit before the run for ``due`` acts."""
-    return _with_claim(clock, claimed_clock.claim(claim_state(clock), due))
+    return replace(clock, claim=claimed_clock.claim(clock.claim, due))
 
 
 def run_failed(clock: EvolveClock, now: float, reason: str) -> EvolveClock:
     """The clock after the claimed run could not finish (an actor it asked
     did not answer): run again after the back-off."""
-    return _with_claim(clock, claimed_clock.failed(claim_state(clock), now, reason))
+    return replace(clock, claim=claimed_clock.failed(clock.claim, now, reason))
 
 
 def acknowledge(clock: EvolveClock, due: float, now: float, outcome: str,
                 schedule: EvolveSchedule, tz: datetime.tzinfo | None = None) -> EvolveClock:
     """The clock after the run for ``due`` finished, with ``outcome`` said."""
-    skipped = _due_times_between(schedule, claim_state(clock).since, due, anchor=clock.anchor, tz=tz)
-    acknowledged = _with_claim(clock, claimed_clock.acknowledge(claim_state(clock), due))
-    return replace(acknowledged, acknowledged=due, last_run_at=now, last_outcome=outcome[:MAX_REPORT],
+    skipped = _due_times_between(schedule, _since(clock), due, anchor=clock.anchor, tz=tz)
+    return replace(clock, claim=NO_CLAIM, acknowledged=due, last_run_at=now, last_outcome=outcome[:MAX_REPORT],
                    coalesced=clock.coalesced + skipped)
 
 
@@ -126,7 +113,7 @@ def upcoming(clock: EvolveClock, schedule: EvolveSchedule, now: float,
              tz: datetime.tzinfo | None = None) -> float:
     """When the next run is due: a pending claim at once (or when its
     back-off ends), a due time already passed now; else the next due time."""
-    return claimed_clock.upcoming(claim_state(clock), now,
+    return claimed_clock.upcoming(_since(clock), clock.claim, now,
                                   lambda since: next_due(schedule, since, anchor=clock.anchor, tz=tz))
 
 

@@ -136,6 +136,21 @@ class NotFound:
     task_id: int
 
 
+@request("tasks.GetByKey")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetByKey(Request["Found | NoTaskWithKey"]):
+    """The task submitted under ``idempotency_key``: how a submitter whose
+    Submit went unanswered learns whether it was queued all the same."""
+
+    idempotency_key: str = field(metadata=limit(MAX_KEY))
+
+
+@reply("tasks.NoTaskWithKey")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoTaskWithKey:
+    idempotency_key: str
+
+
 @request("tasks.List")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class List(Request["TaskPage"]):

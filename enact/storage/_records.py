@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 import lmdb
@@ -168,11 +168,16 @@ def encode_record(record: object, *, version: int) -> bytes:
 class RecordTable(Generic[R]):
     """A table whose values are frozen dataclasses of one type."""
 
-    def __init__(self, table: Table, cls: type[R]) -> None:
+    def __init__(self, table: Table, cls: type[R], *,
+                 upgrade: Callable[[Document], Document] | None = None) -> None:
         self.table = table
         self.cls = cls
+        self.upgrade = upgrade
+        """Reads a document stored in an older shape as the current one."""
 
     def _decode(self, key: bytes, document: Document) -> R:
+        if self.upgrade is not None:
+            document = self.upgrade(document)
         return decode_record(self.cls, document, database=self.table.name, key=key)
 
     def get(self, txn: lmdb.Transaction, key: bytes) -> R | None:

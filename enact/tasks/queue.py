@@ -34,6 +34,7 @@ from enact.messages.tasks import (
     LeaseLost,
     LeaseRenewed,
     LeaseTable,
+    NoTaskWithKey,
     NotFound,
     NothingQueued,
     Refused,
@@ -377,6 +378,10 @@ class TaskQueue:
     def get(self, task_id: int) -> Found | NotFound:
         task = self._store.read(lambda txn: self._tables.get(txn, task_id))
         return NotFound(task_id=task_id) if task is None else Found(task=task)
+
+    def by_key(self, idempotency_key: str) -> Found | NoTaskWithKey:
+        task = self._store.read(lambda txn: self._tables.by_key(txn, idempotency_key))
+        return NoTaskWithKey(idempotency_key=idempotency_key) if task is None else Found(task=task)
 
     def list(self, state: TaskState | None, limit: int, before: int | None) -> TaskPage:
         tasks, more = self._store.read(lambda txn: self._tables.page(txn, state, _bounded(limit), before))

@@ -11,7 +11,9 @@ its records). Each due time submits one task with the idempotency key
 the claimed clock's rules (``enact.claimed_clock``): a claim found
 unacknowledged is submitted again under the same key, so the queue finds
 the task already queued instead of a later due time queuing a second; a
-submission that keeps failing is given up after the clock's attempts. What
+submission that keeps failing is given up after the clock's attempts,
+unless the queue has a task under its key after all (a Submit that timed
+out may still have been queued): then it counts as submitted. What
 is cron's own: due times that pass while the schedule's previous task is
 unfinished are skipped (handled without a task).
 """
@@ -26,7 +28,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from enact import claimed_clock
-from enact.claimed_clock import ClaimState, Step
+from enact.claimed_clock import NO_CLAIM, ClaimState, Step
 
 MAX_SPEC = 200
 MAX_TEXT = 20_000
@@ -53,15 +55,10 @@ class Schedule:
     """The task the latest submission made; a schedule waits for it to end."""
     skipped: int = 0
     """Due times passed over because the previous task was unfinished."""
-    claimed: float | None = None
+    claim: ClaimState = NO_CLAIM
     """A due time whose task was (or was about to be) submitted and not yet
-    acknowledged: it is submitted again, whatever is due by then."""
-    attempts: int = 0
-    """Submissions started for the claimed due time."""
-    retry_at: float | None = None
-    """After a failed submission of the claim: not again before this."""
-    failure: str = ""
-    """Why the claim's latest submission failed."""
+    acknowledged: it is submitted again, whatever is due by then (stored
+    flat before; ``claimed_clock.nest_flat_claim`` reads those records)."""
     failed: int = 0
     """Due times given up after their submissions kept failing."""
     last_failure: str = ""
@@ -129,27 +126,20 @@ def latest_due(spec: str, since: float, now: float) -> float | None:
     return max(first, latest)
 
 
-def claim_state(schedule: Schedule) -> ClaimState:
-    return ClaimState(since=schedule.last_due if schedule.last_due is not None else schedule.created_at,
-                      claimed=schedule.claimed, attempts=schedule.attempts, retry_at=schedule.retry_at,
-                      failure=schedule.failure)
-
-
-def _with_claim(schedule: Schedule, state: ClaimState) -> Schedule:
-    return replace(schedule, claimed=state.claimed, attempts=state.attempts, retry_at=state.retry_at,
-                   failure=state.failure)
+def _since(schedule: Schedule) -> float:
+    return schedule.last_due if schedule.last_due is not None else schedule.created_at
 
 
 def decide(schedule: Schedule, now: float) -> Step:
     """What this tick does with ``schedule`` (``enact.claimed_clock``); a
     claim comes before any later due time (its task may be queued already)."""
-    return claimed_clock.decide(claim_state(schedule), now, partial(latest_due, schedule.spec))
+    return claimed_clock.decide(_since(schedule), schedule.claim, now, partial(latest_due, schedule.spec))
 
 
 def upcoming(schedule: Schedule, now: float) -> float:
     """When the schedule next submits: at once or after the back-off for an
     open claim, else its next due time."""
-    return claimed_clock.upcoming(claim_state(schedule), now, partial(next_due, schedule.spec))
+    return claimed_clock.upcoming(_since(schedule), schedule.claim, now, partial(next_due, schedule.spec))
 
 
 def _minute(moment: float) -> str:
@@ -159,10 +149,11 @@ def _minute(moment: float) -> str:
 def next_run_said(schedule: Schedule, next_due: float) -> str:
     """When ``schedule`` next submits, as ``cron list`` says it: a pending
     claim (and its retry time after a failure) before any next due time."""
-    if schedule.claimed is None:
+    claim = schedule.claim
+    if claim.claimed is None:
         return f"next {_minute(next_due)}"
-    retry = f", retry {_minute(schedule.retry_at)}" if schedule.retry_at is not None else ""
-    return f"claimed {_minute(schedule.claimed)}, pending{retry}"
+    retry = f", retry {_minute(claim.retry_at)}" if claim.retry_at is not None else ""
+    return f"claimed {_minute(claim.claimed)}, pending{retry}"
 
 
 def failures_said(schedule: Schedule) -> str:
@@ -176,17 +167,17 @@ def idempotency_key(schedule_id: int, due: float) -> str:
 
 def claim(schedule: Schedule, due: float) -> Schedule:
     """The schedule to commit before the task for ``due`` is submitted."""
-    return _with_claim(schedule, claimed_clock.claim(claim_state(schedule), due))
+    return replace(schedule, claim=claimed_clock.claim(schedule.claim, due))
 
 
 def submission_failed(schedule: Schedule, now: float, reason: str) -> Schedule:
     """The schedule after the claim's submission failed (the queue did not
     answer): submitted again after the back-off."""
-    return _with_claim(schedule, claimed_clock.failed(claim_state(schedule), now, reason))
+    return replace(schedule, claim=claimed_clock.failed(schedule.claim, now, reason))
 
 
 def _acknowledged(schedule: Schedule, due: float) -> Schedule:
-    return replace(_with_claim(schedule, claimed_clock.acknowledge(claim_state(schedule), due)), last_due=due)
+    return replace(schedule, claim=NO_CLAIM, last_due=due)
 
 
 def submitted(schedule: Schedule, due: float, task_id: int | None) -> Schedule:
