@@ -96,7 +96,9 @@ class Placeholders:
     bwrap can bind only over a path that exists and makes a missing
     destination itself, in the real directory beneath (the state directory
     is a bind of the owner's): an empty file or directory appears in the
-    owner's config. Empty, both CLIs read it as absent. It is removed when
+    owner's config. Empty, both CLIs read it as nothing (measured: claude
+    2.1.328 says an empty ``.claude.json`` starts it with defaults, which a
+    missing one does too; codex 0.169 says nothing). It is removed when
     the last confinement covering it ends, and only if still empty (the
     owner's CLI may have written it meanwhile); counted per path because
     removing it while another task's sandbox is mounted on it would lift
