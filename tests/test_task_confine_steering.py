@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import orjson
 from scratch_homes import scratch_dir
 
 from enact.cancellation import CancellationToken
@@ -67,3 +68,31 @@ def test_a_placeholder_another_confinement_still_uses_outlives_the_first(
             # Its mount point is still there for the outer one's sandboxes.
             assert (state / "CLAUDE.md").exists()
         assert not (state / "CLAUDE.md").exists()
+
+
+def test_placeholders_a_killed_daemon_left_are_removed_by_the_next_confinement_if_still_empty(
+        tmp_path: Path, require_binary: Callable[[str], str]) -> None:
+    """The ledger in enact's home names them; what the owner wrote since stays."""
+    require_binary("bwrap")
+    home = tmp_path / "home"
+    worktree = home / "worktrees" / "task-1"
+    worktree.mkdir(parents=True)
+    with scratch_dir("steering-") as state:
+        with confinement("auto", home=home, worktree=worktree, writable=(state,),
+                         steering=(SteeringPath(state / "AGENTS.md"),)):
+            ledger = home / "confine" / "placeholders.json"
+            assert orjson.loads(ledger.read_bytes()) == [{"path": str(state / "AGENTS.md"), "directory": False}]
+        # What a kill -9 during three tasks' sandboxes leaves: their mount points and the ledger naming them.
+        (state / "CLAUDE.md").touch(mode=0o444)
+        (state / "commands").mkdir()
+        (state / "settings.json").write_text('{"owner": "wrote it since"}')
+        ledger.write_bytes(orjson.dumps([{"path": str(state / name), "directory": name == "commands"}
+                                         for name in ("CLAUDE.md", "commands", "settings.json")]))
+        other_home = tmp_path / "next-daemon-home"  # the next daemon's first confinement, this process's PLACEHOLDERS
+        (other_home / "worktrees" / "task-2").mkdir(parents=True)
+        with confinement("auto", home=other_home, worktree=other_home / "worktrees" / "task-2"):
+            pass
+        with confinement("auto", home=home, worktree=worktree, writable=(state,)):
+            pass
+        assert sorted(path.name for path in state.iterdir()) == ["settings.json"]
+        assert not ledger.exists() or orjson.loads(ledger.read_bytes()) == []

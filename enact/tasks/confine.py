@@ -30,6 +30,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 CONFINEMENT_MODES = ("auto", "off")
 """``tasks.confinement``: ``auto`` confines when bwrap is installed; ``off`` never."""
 
@@ -102,18 +104,27 @@ class Placeholders:
     the last confinement covering it ends, and only if still empty (the
     owner's CLI may have written it meanwhile); counted per path because
     removing it while another task's sandbox is mounted on it would lift
-    that sandbox's cover. A daemon killed meanwhile leaves it there, empty."""
+    that sandbox's cover. The paths in use are kept in a ledger in enact's
+    home, written before bwrap can make them, so that the next daemon
+    removes what a killed one left (still only if empty)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._in_use: Counter[Path] = Counter()
+        self._directories: dict[Path, bool] = {}
+        self._ledger: Path | None = None
 
-    def take(self, paths: Sequence[SteeringPath]) -> tuple[SteeringPath, ...]:
+    def take(self, paths: Sequence[SteeringPath], ledger: Path) -> tuple[SteeringPath, ...]:
         """Of ``paths``, those that need a placeholder (missing, or one
         already), now counted as in use until ``release``."""
         with self._lock:
+            if self._ledger != ledger:  # the first confinement of this process in this home
+                self._ledger = ledger
+                _sweep(ledger)
             missing = tuple(p for p in paths if p.path in self._in_use or not os.path.lexists(p.path))
             self._in_use.update(p.path for p in missing)
+            self._directories.update((p.path, p.directory) for p in missing)
+            self._write_ledger()
         return missing
 
     def release(self, paths: Sequence[SteeringPath]) -> None:
@@ -122,7 +133,32 @@ class Placeholders:
             for steering in paths:
                 if self._in_use[steering.path] <= 0:
                     del self._in_use[steering.path]
+                    del self._directories[steering.path]
                     _remove_if_empty(steering)
+            self._write_ledger()
+
+    def _write_ledger(self) -> None:
+        if self._ledger is None:
+            return
+        entries = [{"path": str(path), "directory": self._directories[path]} for path in sorted(self._in_use)]
+        scratch = self._ledger.with_suffix(".tmp")
+        scratch.write_bytes(orjson.dumps(entries))
+        os.replace(scratch, self._ledger)
+
+
+def _sweep(ledger: Path) -> None:
+    """Remove the placeholders a process that ended without releasing them
+    left behind, as named by its ledger."""
+    try:
+        entries = orjson.loads(ledger.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return  # none, or unreadable: nothing is removed on a guess
+    if not isinstance(entries, list):
+        return
+    for entry in entries:
+        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+            _remove_if_empty(SteeringPath(Path(entry["path"]), directory=bool(entry.get("directory"))))
+    ledger.unlink(missing_ok=True)
 
 
 def _remove_if_empty(steering: SteeringPath) -> None:
@@ -204,7 +240,7 @@ def confinement(
         else:
             covered = [path for path in steering if any(path.path.is_relative_to(w) for w in writable)]
             empty_file, empty_dir = _empty_sources(home)
-            placeholders = PLACEHOLDERS.take(covered)
+            placeholders = PLACEHOLDERS.take(covered, ledger=empty_file.parent / "placeholders.json")
             read_only = read_only_binds(covered, placeholders, empty_file=empty_file, empty_dir=empty_dir)
             prefix = bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home.resolve(),),
                                   writable=writable, read_only=read_only, tools=tools_under_tmp(programs=programs))
