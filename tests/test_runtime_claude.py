@@ -190,7 +190,13 @@ def test_a_confined_call_keeps_the_config_dir_writable_and_the_install_root_visi
     assert runtime({}).program_dirs == (prefix.resolve(),)
     named = tmp_path / "config"
     assert runtime({"CLAUDE_CONFIG_DIR": str(named)}).state_dirs == (named,)
-    # Unnamed, it is ~/.claude (made if missing, or a first confined call could not keep its sessions).
     home = tmp_path / "home"
-    assert runtime({"HOME": str(home)}).state_dirs == (home / ".claude",)
-    assert named.is_dir() and (home / ".claude").is_dir()
+    assert runtime({"HOME": str(home)}).state_dirs == (home / ".claude",)  # unnamed, it is ~/.claude
+    assert not named.exists() and not home.exists()  # naming them makes nothing
+    # Made on request (or a first confined call could not keep its sessions).
+    assert runtime({"CLAUDE_CONFIG_DIR": str(named)}).make_state_dirs() == (named,)
+    assert named.is_dir()
+    steering = runtime({"CLAUDE_CONFIG_DIR": str(named)}).steering_paths
+    assert {(path.path.name, path.directory) for path in steering} >= {
+        ("settings.json", False), ("CLAUDE.md", False), ("commands", True), ("hooks", True), ("plugins", True)}
+    assert all(path.path.parent == named for path in steering)

@@ -1,10 +1,12 @@
 """A task run by the real Codex and Claude Code CLIs, driven by the scripted
 model server: the CLI edits the worktree with its shell tool, the doctor
 validates, a review is opened. Confined, the CLI's shell writes nowhere but
-the worktree (and the CLI's own state)."""
+the worktree and the CLI's own state, and not what in that state steers the
+CLI's later (unconfined) calls."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,4 +99,76 @@ def test_the_real_claude_cli_confined_edits_the_worktree_but_writes_nothing_outs
         assert server.model_requests()[1].body.decode().count("Read-only file system") >= len(escapes)
         # Its own state stayed writable: the session was kept.
         assert list((owner_home / ".claude" / "projects").rglob("*.jsonl"))
+        daemon.terminate()
+
+
+def try_to_rewrite(config_dir: Path, names: tuple[str, ...]) -> str:
+    """The model's shell command: the edit, then a write to each of ``names``
+    in the CLI's config directory, each on its own (one refusal does not skip
+    the next), through Python: Claude Code itself refuses a shell redirect
+    into its config directory, but cannot see into a program that writes."""
+    writes = "; ".join(f"python3 -c \"open('{config_dir / name}', 'a').write('steered')\"" for name in names)
+    return f"{ADD_DOUBLE}; {writes}"
+
+
+def test_a_confined_claude_task_cannot_rewrite_the_config_that_steers_later_claude_calls(
+        daemons: DaemonFactory, server: ModelServer, tmp_path: Path, require_binary: Any) -> None:
+    binary = real_cli("claude")
+    require_binary("bwrap")
+    repo = make_repo(tmp_path / "repo")
+    with scratch_dir("claude-home-") as owner_home:
+        config = owner_home / ".claude"
+        config.mkdir()
+        (config / "settings.json").write_text('{"env": {}}')  # the owner's; CLAUDE.md does not exist yet
+        server.script(ToolCall(try_to_rewrite(config, ("settings.json", "CLAUDE.md"))),
+                      Reply("I added double() to lib.py."))
+        daemon = daemons.start(env={
+            **claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary,
+            "ENACT_TASKS_CONFINEMENT": "auto"})
+        shown = run_task(daemon, repo, "add a double function to lib.py")
+        assert_reviewed_with_the_edit(daemon, repo, shown)
+        assert shown["confined"] is True
+        assert server.model_requests()[1].body.decode().count("Read-only file system") >= 2
+        assert (config / "settings.json").read_text() == '{"env": {}}'
+        assert not (config / "CLAUDE.md").exists()  # nor an empty placeholder left behind
+        assert not (config / "commands").exists()
+        assert list((config / "projects").rglob("*.jsonl"))  # the session was kept
+        daemon.terminate()
+
+
+STEER = """import sys
+for path in sys.argv[1:]:
+    try:
+        with open(path, "a") as file:
+            file.write("steered")
+    except OSError as error:
+        print("refused:", error)
+"""
+"""A repository's script that writes the files named on its command line."""
+
+
+def test_a_confined_codex_task_cannot_rewrite_the_config_that_steers_later_codex_calls(
+        daemons: DaemonFactory, server: ModelServer, tmp_path: Path, require_binary: Any) -> None:
+    binary = real_cli("codex")
+    require_binary("bwrap")
+    names = ("config.toml", "AGENTS.md")
+    with scratch_codex_home(server.url) as codex_home:
+        # Codex's own sandbox keeps its shell tool out of CODEX_HOME; the
+        # repository's validation runs under enact's confinement alone.
+        targets = " ".join(str(codex_home / name) for name in names)
+        validate = f"{sys.executable} steer.py {targets} && {sys.executable} -m pytest -q -p no:cacheprovider"
+        repo = make_repo(tmp_path / "repo", files={"steer.py": STEER}, doctor=validate)
+        owner_config = (codex_home / "config.toml").read_text()
+        server.script(ToolCall(try_to_rewrite(codex_home, names)), Reply("I added double() to lib.py."))
+        env = {k: v for k, v in codex_env(codex_home).items() if k in ("CODEX_HOME", FAKE_KEY_VARIABLE)}
+        env.update({"ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary, "ENACT_TASKS_CONFINEMENT": "auto"})
+        daemon = daemons.start(env=env)
+        shown = run_task(daemon, repo, "add a double function to lib.py")
+        assert_reviewed_with_the_edit(daemon, repo, shown)
+        assert shown["confined"] is True
+        assert (codex_home / "config.toml").read_text() == owner_config
+        assert not (codex_home / "AGENTS.md").exists()  # nor an empty placeholder left behind
+        assert list((codex_home / "sessions").rglob("rollout-*.jsonl"))  # the session was kept
+        # The model's writes were tried and refused, and it was told so.
+        assert server.model_requests()[1].body.decode().count("[Errno") >= len(names)
         daemon.terminate()

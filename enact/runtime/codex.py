@@ -40,6 +40,7 @@ from enact.runtime._subprocess import CommandOutput, run_command
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
+    from enact.tasks.confine import SteeringPath
 
 SANDBOXES = {"read-only": "read-only", "workspace-write": "workspace-write", "full-access": "danger-full-access"}
 """enact's sandbox modes in Codex's words."""
@@ -50,6 +51,15 @@ _AUTH = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|not logged in|invalid[
 _RATE = re.compile(r"\b429\b|rate[ _-]?limit|quota|too many requests", re.I)
 _UNKNOWN_SESSION = re.compile(r"no rollout found|no saved session|session .* not found", re.I)
 _PROGRESS_LIMIT = 300
+
+STEERING_FILES = ("config.toml", "AGENTS.md", "AGENTS.override.md", ".env", "hooks.json", "environments.toml",
+                  "managed_config.toml", "requirements.toml")
+"""In ``CODEX_HOME``, what steers every call: its config (provider,
+sandbox, MCP servers, profiles), its global instructions, the environment it
+loads, its hooks. 0.169 looks for the ones here, seen with strace."""
+
+STEERING_DIRS = ("prompts", "rules", "skills", "agents", "hooks")
+"""Its custom prompts, command rules (what runs unasked), skills and agents."""
 _NOTHING = Usage()
 
 
@@ -288,6 +298,16 @@ class CodexRuntime:
         kept writable when a task is confined."""
         environ = self._env if self._env is not None else os.environ
         return (Path(environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser(),)
+
+    @property
+    def steering_paths(self) -> tuple[SteeringPath, ...]:
+        """What in its home steers later calls, read-only to a confined one
+        (see ``STEERING_FILES``)."""
+        from enact.tasks.confine import SteeringPath
+
+        [home] = self.state_dirs
+        return (*(SteeringPath(home / name) for name in STEERING_FILES),
+                *(SteeringPath(home / name, directory=True) for name in STEERING_DIRS))
 
     @property
     def program_dirs(self) -> tuple[Path, ...]:

@@ -257,11 +257,14 @@ class TaskAttempt:
                            FailureClass.PERMANENT)
         self._report(Phase.WORKSPACE)
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
-        writable = tuple(path for path in getattr(self.services.runtime, "state_dirs", ()) if path.is_dir())
         runtime = self.services.runtime
+        make_state_dirs = getattr(runtime, "make_state_dirs", None)  # one whose state may not exist yet
+        state_dirs = make_state_dirs() if make_state_dirs is not None else getattr(runtime, "state_dirs", ())
+        writable = tuple(path for path in state_dirs if path.is_dir())
         programs = tuple(getattr(runtime, "program_dirs", ()))
         with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
-                         writable=writable, programs=programs) as confined:
+                         writable=writable, programs=programs,
+                         steering=tuple(getattr(runtime, "steering_paths", ()))) as confined:
             # Confined means the runtime's commands too: a runtime that does
             # not start them under the prefix leaves the task unconfined
             # (its doctor still is).
