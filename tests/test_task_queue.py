@@ -325,6 +325,21 @@ def test_a_cancelled_task_whose_worker_vanished_ends_cancelled_not_requeued(queu
     assert state_of(queue, task.id).state is TaskState.CANCELLED
 
 
+@pytest.mark.parametrize("outcome, failure", [(Outcome.INTERRUPTED, None), (Outcome.FAILED, FailureClass.TRANSIENT),
+                                              (Outcome.FAILED, FailureClass.AUTH)])
+def test_an_accepted_cancel_is_kept_by_an_attempt_that_would_hand_the_task_back(
+        queue: TaskQueue, outcome: Outcome, failure: FailureClass | None) -> None:
+    # A graceful stop (or a transient failure, or a pause) before the
+    # heartbeat that would have told the worker: the owner's cancel stands.
+    task = (submit(queue), claim(queue))[1]
+    queue.cancel(task.id, T0 + 1)
+    assert isinstance(finish(queue, task, outcome, failure, now=T0 + 2), Done)
+    ended = state_of(queue, task.id)
+    assert (ended.state, ended.attempt) == (TaskState.CANCELLED, 1)
+    assert "cancelled by its owner" in ended.summary and kinds(queue, task.id)[-1] is EventKind.CANCELLED
+    assert isinstance(queue.claim("w1", T0 + 1000), NothingQueued)
+
+
 def test_retry_creates_a_child_of_a_failed_or_cancelled_task_only(queue: TaskQueue) -> None:
     task = submit(queue, brief="keep it small", repairs=4)
     assert isinstance(queue.retry(task.id, "human-cli", T0), Refused)  # still queued

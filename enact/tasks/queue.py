@@ -302,7 +302,13 @@ class TaskQueue:
             outcome = message.outcome
             if outcome is Outcome.FAILED and message.failure_class is FailureClass.AUTH:
                 outcome = Outcome.PAUSED
-            if outcome is Outcome.INTERRUPTED:
+            if task.cancel_requested and _hands_back(outcome, message.failure_class):
+                # The owner's cancel was accepted before the worker heard of
+                # it (a graceful stop, say, came first): it still stands.
+                ended = dataclasses.replace(base, state=TaskState.CANCELLED, failure_class=None, finished_at=now,
+                                            summary=clip(f"cancelled by its owner; {message.summary}"))
+                self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now, message.worker_id)
+            elif outcome is Outcome.INTERRUPTED:
                 # A graceful stop is no failure of the task. A kill -9 still
                 # counts: its lease just expires, which nothing can tell
                 # apart from the attempt itself crashing the daemon.
@@ -419,6 +425,13 @@ class TaskQueue:
 
         result: LeaseTable = self._store.read(read)
         return result
+
+
+def _hands_back(outcome: Outcome, failure_class: FailureClass | None) -> bool:
+    """Whether an attempt ending so leaves its task to run again (queued
+    again or paused for a resume) rather than ending it."""
+    return outcome in (Outcome.INTERRUPTED, Outcome.PAUSED) or (
+        outcome is Outcome.FAILED and failure_class is FailureClass.TRANSIENT)
 
 
 def lease_lapsed(task: Task, now: float) -> bool:
