@@ -114,12 +114,16 @@ class TaskAttempt:
     has its Finish (or the attempt is no longer this worker's)."""
 
     def __init__(self, claimed: Claimed, *, worker_id: str, services: WorkerServices,
-                 parent: CancellationToken) -> None:
+                 parent: CancellationToken, fence: CancellationToken) -> None:
+        """``parent`` cancels the attempt (the daemon stopping gracefully);
+        ``fence`` only ends the asking for its Finish: a graceful stop is
+        when that Finish (interrupted) matters most, a fenced daemon may no
+        longer hand it over."""
         self.task = claimed.task
         self.worker_id = worker_id
         self.services = services
         self.cancel = parent.child()
-        self._stopping = parent
+        self._fence = fence
         self._lease_ttl_s = claimed.lease_ttl_s
         self._renewed_at = time.monotonic()
         """When the lease was last renewed (claim, report, heartbeat), as far as this worker knows."""
@@ -201,7 +205,7 @@ class TaskAttempt:
             failure_class=ending.failure_class, summary=clip(ending.summary), review_id=ending.review_id,
             worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s)
         reply = finish_with_retries(self.services.ask, finish, until=self._renewed_at + self._lease_ttl_s,
-                                    wait=self._stopping.wait)
+                                    wait=self._fence.wait)
         if isinstance(reply, LeaseLost):
             log.info("task %d: finish refused, the lease is lost: %s", self.task.id, reply.reason)
 
