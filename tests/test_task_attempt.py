@@ -24,7 +24,7 @@ from enact.messages.tasks import Claimed, Finish, Found, Heartbeat, ReportPhase,
 from enact.runtime import RuntimeCancelled, RuntimeRequest, RuntimeResult
 from enact.storage import Storage
 from enact.tasks.queue import TaskQueue
-from enact.tasks.records import EventKind, Task, TaskState
+from enact.tasks.records import EventKind, FailureClass, Task, TaskState
 from enact.tasks.tables import DATABASES
 from enact.tasks.worker import TaskAttempt, WorkerServices
 
@@ -122,3 +122,20 @@ def test_a_graceful_stop_hands_the_task_back_although_the_queue_refused_the_firs
     handed_back = task_of(queue, claimed.task.id)
     assert (handed_back.state, handed_back.attempt, handed_back.uncounted_attempts) == (TaskState.QUEUED, 2, 1)
     assert kinds(queue, claimed.task.id)[-1] is EventKind.INTERRUPTED
+
+
+def test_an_attempt_past_its_deadline_keeps_its_lease_while_it_winds_down_and_fails_permanently(
+        queue: TaskQueue, tmp_path: Path) -> None:
+    claimed = claim(queue, make_repo(tmp_path / "repo"), deadline_s=1)
+
+    def outlast_the_lease(request: RuntimeRequest) -> None:
+        # Longer than the lease the attempt held when its deadline came.
+        held_until = task_of(queue, claimed.task.id).lease_expires_at
+        assert held_until is not None
+        while time.time() < held_until + 0.5:
+            time.sleep(0.05)
+
+    run_attempt(tmp_path, claimed, Transport(queue), WindingDown(wind_down=outlast_the_lease), CancellationToken())
+    failed = task_of(queue, claimed.task.id)
+    assert (failed.state, failed.failure_class) == (TaskState.FAILED, FailureClass.PERMANENT), failed
+    assert "deadline of 1 s exceeded" in failed.summary

@@ -154,11 +154,12 @@ class TaskAttempt:
 
     def _heartbeats(self, stopped: threading.Event) -> None:
         """Renew the lease, and watch the deadline: a beat comes when it is
-        due, so the attempt is cancelled on time."""
-        while not stopped.wait(max(0.0, min(self._heartbeat_s, self._deadline - time.monotonic()))):
-            if time.monotonic() >= self._deadline:
+        due, so the attempt is cancelled on time. A cancelled attempt is
+        still this worker's to finish: the beats go on until it has wound
+        down, or its Finish would find the lease lapsed."""
+        while not stopped.wait(self._next_beat_s()):
+            if time.monotonic() >= self._deadline:  # a token keeps its first reason
                 self.cancel.cancel(DEADLINE_EXCEEDED)
-                return
             try:
                 reply = self.services.ask("tasks", Heartbeat(task_id=self.task.id, worker_id=self.worker_id,
                                                              attempt=self.task.attempt))
@@ -172,7 +173,11 @@ class TaskAttempt:
                 self._renewed_at = time.monotonic()
             if isinstance(reply, LeaseRenewed) and reply.cancel_requested:
                 self.cancel.cancel(CANCELLED_BY_OWNER)
-                return
+
+    def _next_beat_s(self) -> float:
+        if self.cancel.cancelled:  # nothing left to watch for but the lease
+            return self._heartbeat_s
+        return max(0.0, min(self._heartbeat_s, self._deadline - time.monotonic()))
 
     def _log(self, text: str) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
