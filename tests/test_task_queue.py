@@ -299,6 +299,22 @@ def test_the_owner_notice_of_an_ending_is_held_with_its_commit_until_the_inbox_t
     assert queue.held_notices() == [] and queue.take_notices() == []
 
 
+def test_a_notice_the_inbox_has_not_taken_within_a_lease_ttl_is_told_again(storage: Storage,
+                                                                         queue: TaskQueue) -> None:
+    from enact.tasks.records import ConversationRef
+
+    task = (submit(queue, conversation=ConversationRef(channel="local", conversation="owner")), claim(queue))[1]
+    finish(queue, task, Outcome.SUCCEEDED, now=T0 + 1)
+    [told] = queue.take_notices()
+    assert queue.retell_notices(T0 + TTL / 2) == 0 and queue.take_notices() == []  # the inbox may be at it
+    assert queue.retell_notices(T0 + 1 + TTL) == 1 and queue.take_notices() == [told]  # it lost it
+    assert queue.retell_notices(T0 + 1 + TTL * 1.5) == 0  # told again just now
+    restarted = TaskQueue(storage.grant("tasks", DATABASES), default_repo="/repo", lease_ttl_s=TTL)
+    assert restarted.retell_notices(T0 + 2 + TTL) == 1 and restarted.take_notices() == [told]  # at start: all
+    queue.notice_taken(told.notice_id)
+    assert queue.retell_notices(T0 + 1 + TTL * 3) == 0 and queue.take_notices() == []
+
+
 def test_cancel_ends_a_queued_task_at_once(queue: TaskQueue) -> None:
     task = submit(queue)
     reply = queue.cancel(task.id, T0 + 1)
