@@ -68,7 +68,7 @@ def test_retries_stop_before_the_lease_lapses() -> None:
     assert clock.waits == [0.5, 1.0, 2.0] and len(queue.asked) == 4
 
 
-def test_the_daemon_stopping_ends_the_retries() -> None:
+def test_a_fenced_daemon_ends_the_retries() -> None:
     queue = Queue(ActorNotFound("tasks"), Done())
     assert finish_with_retries(queue, FINISH, until=1e12, wait=lambda seconds: True, policy=POLICY) is None
     assert len(queue.asked) == 1

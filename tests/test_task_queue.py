@@ -299,6 +299,22 @@ def test_the_owner_notice_of_an_ending_is_held_with_its_commit_until_the_inbox_t
     assert queue.held_notices() == [] and queue.take_notices() == []
 
 
+def test_a_notice_the_inbox_has_not_taken_within_a_lease_ttl_is_told_again(storage: Storage,
+                                                                         queue: TaskQueue) -> None:
+    from enact.tasks.records import ConversationRef
+
+    task = (submit(queue, conversation=ConversationRef(channel="local", conversation="owner")), claim(queue))[1]
+    finish(queue, task, Outcome.SUCCEEDED, now=T0 + 1)
+    [told] = queue.take_notices()
+    assert queue.retell_notices(T0 + TTL / 2) == 0 and queue.take_notices() == []  # the inbox may be at it
+    assert queue.retell_notices(T0 + 1 + TTL) == 1 and queue.take_notices() == [told]  # it lost it
+    assert queue.retell_notices(T0 + 1 + TTL * 1.5) == 0  # told again just now
+    restarted = TaskQueue(storage.grant("tasks", DATABASES), default_repo="/repo", lease_ttl_s=TTL)
+    assert restarted.retell_notices(T0 + 2 + TTL) == 1 and restarted.take_notices() == [told]  # at start: all
+    queue.notice_taken(told.notice_id)
+    assert queue.retell_notices(T0 + 1 + TTL * 3) == 0 and queue.take_notices() == []
+
+
 def test_cancel_ends_a_queued_task_at_once(queue: TaskQueue) -> None:
     task = submit(queue)
     reply = queue.cancel(task.id, T0 + 1)
@@ -323,6 +339,21 @@ def test_a_cancelled_task_whose_worker_vanished_ends_cancelled_not_requeued(queu
     queue.cancel(task.id, T0 + 1)
     queue.expire_leases(T0 + TTL)
     assert state_of(queue, task.id).state is TaskState.CANCELLED
+
+
+@pytest.mark.parametrize("outcome, failure", [(Outcome.INTERRUPTED, None), (Outcome.FAILED, FailureClass.TRANSIENT),
+                                              (Outcome.FAILED, FailureClass.AUTH)])
+def test_an_accepted_cancel_is_kept_by_an_attempt_that_would_hand_the_task_back(
+        queue: TaskQueue, outcome: Outcome, failure: FailureClass | None) -> None:
+    # A graceful stop (or a transient failure, or a pause) before the
+    # heartbeat that would have told the worker: the owner's cancel stands.
+    task = (submit(queue), claim(queue))[1]
+    queue.cancel(task.id, T0 + 1)
+    assert isinstance(finish(queue, task, outcome, failure, now=T0 + 2), Done)
+    ended = state_of(queue, task.id)
+    assert (ended.state, ended.attempt) == (TaskState.CANCELLED, 1)
+    assert "cancelled by its owner" in ended.summary and kinds(queue, task.id)[-1] is EventKind.CANCELLED
+    assert isinstance(queue.claim("w1", T0 + 1000), NothingQueued)
 
 
 def test_retry_creates_a_child_of_a_failed_or_cancelled_task_only(queue: TaskQueue) -> None:

@@ -257,3 +257,34 @@ def test_an_outcome_notice_a_crash_kept_from_the_inbox_is_told_at_the_next_start
     assert notice["conversation"] == "owner" and notice["reply"].startswith("Task 1 succeeded: fixed the typo.")
     assert second.terminate() == 0
     assert planted(lambda queue: queue.held_notices()) == []  # the inbox took it: not told again
+
+
+def test_a_held_notice_for_a_channel_this_daemon_lacks_is_dropped_with_a_log_line(daemons: DaemonFactory) -> None:
+    from enact.messages.inbox import Notify
+    from enact.storage import Storage
+    from enact.tasks.queue import TaskQueue
+    from enact.tasks.tables import DATABASES, TaskTables
+
+    from conftest import wait_for
+
+    home = daemons.new_home()
+    gone = Notify(channel="gone", conversation="owner", notice_id="task:1:1:succeeded", text="Task 1 succeeded.",
+                  session_note="", origin="human-cli", acknowledge_to="tasks")
+
+    def held(change: Any = None) -> Any:
+        storage = Storage(home / "state")
+        try:
+            store = storage.grant("tasks", DATABASES)
+            if change is not None:
+                store.write(change(TaskTables(store)), fenced=False)
+            return TaskQueue(store, default_repo="", lease_ttl_s=60.0).held_notices()
+        finally:
+            storage.close()
+
+    # Held by an earlier daemon that had that channel configured.
+    assert held(lambda tables: lambda txn: tables.hold_notice(txn, gone)) == [gone]
+    daemon = daemons.start(home, env=NO_WORKERS)
+    wait_for(lambda: "unknown channel 'gone'" in daemon.log_text(), what="the notice to be turned down")
+    assert daemon.terminate() == 0
+    assert "notice task:1:1:succeeded dropped" in daemon.log_text()
+    assert held() == []  # acknowledged: not told again at every start

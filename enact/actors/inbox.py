@@ -28,6 +28,7 @@ from typing import Any
 
 import lmdb
 
+from enact.actors._asks import ActorNotFound
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.conversation import ConversationActor
@@ -300,7 +301,10 @@ class InboxActor(EnactActor):
     def _notify(self, message: Notify) -> None:
         """A notice is a receipt already replied: delivered like a reply."""
         if message.channel not in self._services.channels:
-            log.warning("notice %s not sent: unknown channel %r", message.notice_id, message.channel)
+            # Kept, it would be told again for good: the channel is gone
+            # from this daemon's configuration (it may never come back).
+            self._acknowledge(message)
+            log.warning("notice %s dropped: unknown channel %r", message.notice_id, message.channel)
             return
         event_id = notice_event(message).event_id
 
@@ -311,8 +315,7 @@ class InboxActor(EnactActor):
             return self._records.create(txn, event_id, receipt), receipt
 
         def after(stored: tuple[bytes, Receipt] | None) -> None:
-            if message.acknowledge_to:
-                self.context.tell(message.acknowledge_to, NoticeTaken(notice_id=message.notice_id))
+            self._acknowledge(message)
             if stored is None:
                 return
             self._deliver(*stored, first=True)
@@ -322,6 +325,15 @@ class InboxActor(EnactActor):
                 self._conversations.done(event_id)  # nothing waits for the note
 
         self._batch.stage(write, after)
+
+    def _acknowledge(self, message: Notify) -> None:
+        if not message.acknowledge_to:
+            return
+        try:
+            self.context.tell(message.acknowledge_to, NoticeTaken(notice_id=message.notice_id))
+        except ActorNotFound:  # restarting: it tells the notice again, which finds it taken
+            log.info("notice %s: %s is not running to hear it was taken", message.notice_id,
+                     message.acknowledge_to)
 
     # -- 3. delivery -----------------------------------------------------------
 

@@ -3,8 +3,9 @@
 It answers owners and workers, expires leases on its own timer, publishes
 ``tasks.TaskChanged`` after each committed change, and tells the inbox the
 outcome of a task that came from chat (a notice on its conversation), again
-at start for each notice the inbox has not yet said it took. It never waits
-on another actor: workers do the long work and only send it messages."""
+at start and on the lease sweep's timer for each notice the inbox has not
+said it took. It never waits on another actor: workers do the long work and
+only send it messages."""
 
 from __future__ import annotations
 
@@ -62,9 +63,11 @@ class TaskQueueActor(EnactActor):
         self._events = context.metrics.task_events
 
     def on_start(self) -> None:
-        for notice in self.queue.held_notices():  # the inbox was never told, or never said it took them
-            self.context.tell(INBOX, notice)
-        self._sweep_later()
+        # A sweep at once, which also tells the inbox every held notice (it
+        # was never told, or never said it took them). Its own ref: the
+        # inbox's answer needs this actor addressable, and it is not until
+        # on_start returns.
+        self.actor_ref.tell(ExpireLeases())
 
     def on_stop(self) -> None:
         self.cancel_timers()
@@ -78,11 +81,14 @@ class TaskQueueActor(EnactActor):
         try:
             return self._handle(message, now)
         finally:
-            for change in self.queue.take_changes():
-                self._events.labels(event=change.event.event.kind.value).inc()
-                self.context.publish(change)
-            for notice in self.queue.take_notices():
-                self.context.tell(INBOX, notice)
+            self._publish()
+
+    def _publish(self) -> None:
+        for change in self.queue.take_changes():
+            self._events.labels(event=change.event.event.kind.value).inc()
+            self.context.publish(change)
+        for notice in self.queue.take_notices():
+            self.context.tell(INBOX, notice)
 
     def _handle(self, message: Any, now: float) -> Any:
         queue = self.queue
@@ -128,6 +134,7 @@ class TaskQueueActor(EnactActor):
             case ExpireLeases():
                 try:
                     queue.expire_leases(now)
+                    queue.retell_notices(now)
                 finally:
                     self._sweep_later()
                 return None

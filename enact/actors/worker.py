@@ -93,7 +93,7 @@ class WorkerActor(EnactActor):
         task = claimed.task
         log.info("%s runs task %d (attempt %d)", self._worker_id, task.id, task.attempt)
         TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
-                    parent=self.context.supervisor.stopping_token).run()
+                    parent=self.context.supervisor.stopping_token, fence=self.context.fence.token).run()
 
 
 class WorkersActor(EnactActor):

@@ -26,7 +26,8 @@ def finish_with_retries(ask: Callable[[str, Finish], Done | LeaseLost], finish: 
     """Hand the queue an attempt's Finish, asking again with back-off while
     the queue is unavailable, until ``until`` (on ``clock``): past it the
     lease has lapsed and the task is another attempt's. ``wait(seconds)``
-    sleeps and says whether to give up (the daemon stopping). None: the
+    sleeps and says whether to give up (the daemon fenced; a graceful stop
+    goes on asking, its Finish is what hands the task back). None: the
     queue never took it; the lease's expiry runs the task again."""
     attempt = 1
     while True:

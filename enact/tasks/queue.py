@@ -6,7 +6,8 @@ tests drive the clock) and returns the reply the protocol declares. The
 changes it committed are collected for the actor to publish, and so are the
 owner notices of the tasks that ended: each is held in the commit that ended
 its task, until the inbox says it has it (``notice_taken``), so a crash
-between the two loses none.
+between the two loses none; one the inbox has not taken within a lease TTL
+is told again (``retell_notices``).
 
 Its databases and their keys are in ``enact.tasks.tables``.
 """
@@ -77,7 +78,9 @@ class TaskQueue:
         self.lease_ttl_s = lease_ttl_s
         self._changes: list[TaskChanged] = []
         self._notices: list[Notify] = []
-        self._staged_notices: list[Notify] = []
+        self._staged_notices: list[tuple[Notify, float]] = []
+        self._told_at: dict[str, float] = {}
+        """When each held notice was last handed out for the inbox (by id)."""
 
     def take_changes(self) -> list[TaskChanged]:
         """The changes committed since the last call, for publishing."""
@@ -91,6 +94,21 @@ class TaskQueue:
 
     # -- writing ------------------------------------------------------------
 
+    def retell_notices(self, now: float) -> int:
+        """Hand out again, with the next ``take_notices``, the held notices
+        not told within a lease TTL (all of them the first time: at start).
+        The inbox may have lost one: it restarted with the notice in its
+        mailbox, or the write storing it failed. Returns how many."""
+        held = self.held_notices()
+        for stale in self._told_at.keys() - {notice.notice_id for notice in held}:
+            del self._told_at[stale]  # taken meanwhile
+        told_at = self._told_at
+        due = [notice for notice in held
+               if notice.notice_id not in told_at or now - told_at[notice.notice_id] >= self.lease_ttl_s]
+        self._notices.extend(due)
+        self._told_at.update((notice.notice_id, now) for notice in due)
+        return len(due)
+
     def _write(self, fn: Any) -> Any:
         pending: list[TaskChanged] = []
 
@@ -101,7 +119,8 @@ class TaskQueue:
 
         result = self._store.write(run)
         self._changes.extend(pending)
-        self._notices.extend(self._staged_notices)
+        self._notices.extend(notice for notice, _ in self._staged_notices)
+        self._told_at.update((notice.notice_id, now) for notice, now in self._staged_notices)
         self._staged_notices.clear()
         return result
 
@@ -111,7 +130,7 @@ class TaskQueue:
         notice = outcome_notice(task)
         if notice is not None:
             self._tables.hold_notice(txn, notice)
-            self._staged_notices.append(notice)
+            self._staged_notices.append((notice, now))
         event = TaskEvent(task_id=task.id, kind=kind, time=now, worker=worker or task.worker,
                           attempt=task.attempt, summary=clip(summary), state=task.state)
         sequence = self._tables.append_event(txn, event)
@@ -303,7 +322,13 @@ class TaskQueue:
             outcome = message.outcome
             if outcome is Outcome.FAILED and message.failure_class is FailureClass.AUTH:
                 outcome = Outcome.PAUSED
-            if outcome is Outcome.INTERRUPTED:
+            if task.cancel_requested and _hands_back(outcome, message.failure_class):
+                # The owner's cancel was accepted before the worker heard of
+                # it (a graceful stop, say, came first): it still stands.
+                ended = dataclasses.replace(base, state=TaskState.CANCELLED, failure_class=None, finished_at=now,
+                                            summary=clip(f"cancelled by its owner; {message.summary}"))
+                self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now, message.worker_id)
+            elif outcome is Outcome.INTERRUPTED:
                 # A graceful stop is no failure of the task. A kill -9 still
                 # counts: its lease just expires, which nothing can tell
                 # apart from the attempt itself crashing the daemon.
@@ -366,6 +391,7 @@ class TaskQueue:
         """The inbox holds the notice: it is not told again."""
         if any(notice.notice_id == notice_id for notice in self.held_notices()):
             self._write(lambda txn, pending: self._tables.drop_notice(txn, notice_id))
+        self._told_at.pop(notice_id, None)
 
     # -- reading ------------------------------------------------------------
 
@@ -424,6 +450,13 @@ class TaskQueue:
 
         result: LeaseTable = self._store.read(read)
         return result
+
+
+def _hands_back(outcome: Outcome, failure_class: FailureClass | None) -> bool:
+    """Whether an attempt ending so leaves its task to run again (queued
+    again or paused for a resume) rather than ending it."""
+    return outcome in (Outcome.INTERRUPTED, Outcome.PAUSED) or (
+        outcome is Outcome.FAILED and failure_class is FailureClass.TRANSIENT)
 
 
 def lease_lapsed(task: Task, now: float) -> bool:

@@ -7,7 +7,7 @@
   ``e<id><sequence>`` for each event (one task's events by cursor).
 - ``tasks.notices``: notice id → the ``inbox.Notify`` telling the owner a
   task's outcome, from the commit that ended the task until the inbox says
-  it holds the notice (re-told at start until then).
+  it holds the notice (told again at start and every lease TTL until then).
 
 Every function here runs inside a transaction its caller opened, so a
 change and its index entries commit together.

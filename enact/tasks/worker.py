@@ -114,12 +114,16 @@ class TaskAttempt:
     has its Finish (or the attempt is no longer this worker's)."""
 
     def __init__(self, claimed: Claimed, *, worker_id: str, services: WorkerServices,
-                 parent: CancellationToken) -> None:
+                 parent: CancellationToken, fence: CancellationToken) -> None:
+        """``parent`` cancels the attempt (the daemon stopping gracefully);
+        ``fence`` only ends the asking for its Finish: a graceful stop is
+        when that Finish (interrupted) matters most, a fenced daemon may no
+        longer hand it over."""
         self.task = claimed.task
         self.worker_id = worker_id
         self.services = services
         self.cancel = parent.child()
-        self._stopping = parent
+        self._fence = fence
         self._lease_ttl_s = claimed.lease_ttl_s
         self._renewed_at = time.monotonic()
         """When the lease was last renewed (claim, report, heartbeat), as far as this worker knows."""
@@ -150,11 +154,12 @@ class TaskAttempt:
 
     def _heartbeats(self, stopped: threading.Event) -> None:
         """Renew the lease, and watch the deadline: a beat comes when it is
-        due, so the attempt is cancelled on time."""
-        while not stopped.wait(max(0.0, min(self._heartbeat_s, self._deadline - time.monotonic()))):
-            if time.monotonic() >= self._deadline:
+        due, so the attempt is cancelled on time. A cancelled attempt is
+        still this worker's to finish: the beats go on until it has wound
+        down, or its Finish would find the lease lapsed."""
+        while not stopped.wait(self._next_beat_s()):
+            if time.monotonic() >= self._deadline:  # a token keeps its first reason
                 self.cancel.cancel(DEADLINE_EXCEEDED)
-                return
             try:
                 reply = self.services.ask("tasks", Heartbeat(task_id=self.task.id, worker_id=self.worker_id,
                                                              attempt=self.task.attempt))
@@ -168,7 +173,11 @@ class TaskAttempt:
                 self._renewed_at = time.monotonic()
             if isinstance(reply, LeaseRenewed) and reply.cancel_requested:
                 self.cancel.cancel(CANCELLED_BY_OWNER)
-                return
+
+    def _next_beat_s(self) -> float:
+        if self.cancel.cancelled:  # nothing left to watch for but the lease
+            return self._heartbeat_s
+        return max(0.0, min(self._heartbeat_s, self._deadline - time.monotonic()))
 
     def _log(self, text: str) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,7 +210,7 @@ class TaskAttempt:
             failure_class=ending.failure_class, summary=clip(ending.summary), review_id=ending.review_id,
             worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s)
         reply = finish_with_retries(self.services.ask, finish, until=self._renewed_at + self._lease_ttl_s,
-                                    wait=self._stopping.wait)
+                                    wait=self._fence.wait)
         if isinstance(reply, LeaseLost):
             log.info("task %d: finish refused, the lease is lost: %s", self.task.id, reply.reason)
 

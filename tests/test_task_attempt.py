@@ -1,0 +1,141 @@
+"""One task attempt (enact.tasks.worker.TaskAttempt) against the real queue
+logic on real LMDB and a real git repository, with the worker's messages
+carried by a plain function instead of actors: how an attempt winds down
+when it is cancelled (the deadline, the daemon stopping) and still hands
+the queue its Finish. The runtime is the test's: it is told what to do
+when the attempt is cancelled."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from task_repos import make_repo
+
+from enact import config
+from enact.actors._asks import ActorNotFound
+from enact.cancellation import DAEMON_STOPPING, CancellationToken
+from enact.messages.reviews import List, ReviewList
+from enact.messages.tasks import Claimed, Finish, Found, Heartbeat, ReportPhase, Submit, Submitted
+from enact.runtime import RuntimeCancelled, RuntimeRequest, RuntimeResult
+from enact.storage import Storage
+from enact.tasks.queue import TaskQueue
+from enact.tasks.records import EventKind, FailureClass, Task, TaskState
+from enact.tasks.tables import DATABASES
+from enact.tasks.worker import TaskAttempt, WorkerServices
+
+WORKER = "worker:0@g1"
+
+
+@pytest.fixture
+def queue(tmp_path: Path) -> Iterator[TaskQueue]:
+    storage = Storage(tmp_path / "state")
+    yield TaskQueue(storage.grant("tasks", DATABASES), default_repo="", lease_ttl_s=1.5)
+    storage.close()
+
+
+class Transport:
+    """Carries the worker's asks to the queue as the tasks actor would (the
+    time is the wall clock); the reviews hold none for the task. The first
+    ``refused_finishes`` Finishes meet an unavailable queue (restarting)."""
+
+    def __init__(self, queue: TaskQueue, *, refused_finishes: int = 0) -> None:
+        self.queue = queue
+        self.refused_finishes = refused_finishes
+
+    def __call__(self, actor: str, message: Any) -> Any:
+        now = time.time()
+        match actor, message:
+            case "reviews", List():
+                return ReviewList(reviews=(), more=False)
+            case "tasks", Heartbeat():
+                return self.queue.heartbeat(message.task_id, message.worker_id, message.attempt, now)
+            case "tasks", ReportPhase():
+                return self.queue.report_phase(message, now)
+            case "tasks", Finish():
+                if self.refused_finishes:
+                    self.refused_finishes -= 1
+                    raise ActorNotFound("tasks")
+                return self.queue.finish(message, now)
+        raise AssertionError(f"the worker asked {actor} something unexpected: {message!r}")
+
+
+class WindingDown:
+    """A runtime that works until the attempt is cancelled, then takes
+    ``wind_down`` (called with the request) before it answers cancelled."""
+
+    name = "winding-down"
+
+    def __init__(self, on_start: Callable[[], None] = lambda: None,
+                 wind_down: Callable[[RuntimeRequest], None] = lambda request: None) -> None:
+        self.on_start = on_start
+        self.wind_down = wind_down
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        assert request.cancel is not None
+        self.on_start()
+        request.cancel.wait(60)
+        self.wind_down(request)
+        raise RuntimeCancelled(request.cancel.reason)
+
+
+def claim(queue: TaskQueue, repo: Path, **task_fields: Any) -> Claimed:
+    submitted = queue.submit(Submit(request="mark the answer", repo=str(repo), origin="human-cli"), time.time())
+    assert isinstance(submitted, Submitted)
+    claimed = queue.claim(WORKER, time.time())
+    assert isinstance(claimed, Claimed)
+    return dataclasses.replace(claimed, task=dataclasses.replace(claimed.task, **task_fields))
+
+
+def run_attempt(tmp_path: Path, claimed: Claimed, transport: Transport, runtime: WindingDown,
+                stopping: CancellationToken) -> None:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    settings = config.load(home, environ={}, overrides={"tasks.confinement": "off"})
+    services = WorkerServices(home=home, settings=settings, runtime=runtime, ask=transport)
+    TaskAttempt(claimed, worker_id=WORKER, services=services, parent=stopping, fence=CancellationToken()).run()
+
+
+def task_of(queue: TaskQueue, task_id: int) -> Task:
+    found = queue.get(task_id)
+    assert isinstance(found, Found)
+    return found.task
+
+
+def kinds(queue: TaskQueue, task_id: int) -> list[EventKind]:
+    page = queue.events(task_id, 0, 1000)
+    return [item.event.kind for item in getattr(page, "events", ())]
+
+
+def test_a_graceful_stop_hands_the_task_back_although_the_queue_refused_the_first_finish(
+        queue: TaskQueue, tmp_path: Path) -> None:
+    # The daemon stopping cancels the attempt; the Finish that says
+    # "interrupted" is then asked again, not dropped with the stop.
+    claimed = claim(queue, make_repo(tmp_path / "repo"))
+    stopping = CancellationToken()
+    runtime = WindingDown(on_start=lambda: stopping.cancel(DAEMON_STOPPING))
+    run_attempt(tmp_path, claimed, Transport(queue, refused_finishes=1), runtime, stopping)
+    handed_back = task_of(queue, claimed.task.id)
+    assert (handed_back.state, handed_back.attempt, handed_back.uncounted_attempts) == (TaskState.QUEUED, 2, 1)
+    assert kinds(queue, claimed.task.id)[-1] is EventKind.INTERRUPTED
+
+
+def test_an_attempt_past_its_deadline_keeps_its_lease_while_it_winds_down_and_fails_permanently(
+        queue: TaskQueue, tmp_path: Path) -> None:
+    claimed = claim(queue, make_repo(tmp_path / "repo"), deadline_s=1)
+
+    def outlast_the_lease(request: RuntimeRequest) -> None:
+        # Longer than the lease the attempt held when its deadline came.
+        held_until = task_of(queue, claimed.task.id).lease_expires_at
+        assert held_until is not None
+        while time.time() < held_until + 0.5:
+            time.sleep(0.05)
+
+    run_attempt(tmp_path, claimed, Transport(queue), WindingDown(wind_down=outlast_the_lease), CancellationToken())
+    failed = task_of(queue, claimed.task.id)
+    assert (failed.state, failed.failure_class) == (TaskState.FAILED, FailureClass.PERMANENT), failed
+    assert "deadline of 1 s exceeded" in failed.summary
