@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lmdb
 import orjson
 
 from enact.home import STATE_DIR
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,23 @@ def values_under(document: object, key: str) -> Iterator[object]:
     elif isinstance(document, list):
         for item in document:
             yield from values_under(item, key)
+
+
+def rewrite_record(home: Path, owner: str, databases: Mapping[str, Any], database: str, record_type: type[R],
+                   number: int, change: Callable[[R], R]) -> R:
+    """Rewrite record ``number`` of ``owner``'s ``database`` in a stopped
+    daemon's home as ``change`` says (the state a crash or a failing peer
+    leaves, planted); the record as it was."""
+    from enact.storage import RecordTable, Storage
+
+    storage = Storage(home / STATE_DIR)
+    try:
+        store = storage.grant(owner, databases)
+        table = RecordTable(store.table(database), record_type)
+        key = number.to_bytes(8, "big")
+        stored = store.read(lambda txn: table.get(txn, key))
+        assert stored is not None, f"no record {number} in {database}"
+        store.write(lambda txn: table.put(txn, key, change(stored)), fenced=False)
+        return stored
+    finally:
+        storage.close()

@@ -14,12 +14,11 @@ from typing import Any
 
 import orjson
 from git_repos import make_repo
-from home_state import snapshot
+from home_state import rewrite_record, snapshot
 from schedule_clock import FAST_TICKS, fenced_past
 
 from enact.actors.scheduler import DATABASES, SCHEDULES
 from enact.claimed_clock import ClaimState
-from enact.storage import RecordTable, Storage
 from enact.tasks.scheduling import Schedule
 
 from conftest import DaemonFactory, wait_for
@@ -28,19 +27,8 @@ NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
 
 
 def planted(home: Path, schedule_id: int, change: Callable[[Schedule], Schedule]) -> Schedule:
-    """Rewrite a stopped daemon's stored schedule as ``change`` says (what a
-    crash or a failing queue leaves); the schedule as it was."""
-    storage = Storage(home / "state")
-    try:
-        store = storage.grant("scheduler", DATABASES)
-        table = RecordTable(store.table(SCHEDULES), Schedule)
-        key = schedule_id.to_bytes(8, "big")
-        stored = store.read(lambda txn: table.get(txn, key))
-        assert stored is not None
-        store.write(lambda txn: table.put(txn, key, change(stored)), fenced=False)
-        return stored
-    finally:
-        storage.close()
+    """Rewrite a stopped daemon's stored schedule as ``change`` says; the schedule as it was."""
+    return rewrite_record(home, "scheduler", DATABASES, SCHEDULES, Schedule, schedule_id, change)
 
 
 def tasks_of(daemon: Any) -> list[dict[str, Any]]:

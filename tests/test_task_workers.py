@@ -11,9 +11,9 @@ from typing import Any
 
 import orjson
 import pytest
+from home_state import rewrite_record
 from task_repos import git, make_repo
 
-from enact.storage import RecordTable, Storage
 from enact.tasks.records import Task
 from enact.tasks.tables import DATABASES, QUEUE
 
@@ -212,16 +212,7 @@ def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_co
 
 def plant_deadline(home: Path, task_id: int, deadline_s: int) -> None:
     """A deadline below what a submission may ask (60 s), written while no daemon runs."""
-    storage = Storage(home / "state")
-    try:
-        store = storage.grant("tasks", DATABASES)
-        table = RecordTable(store.table(QUEUE), Task)
-        key = task_id.to_bytes(8, "big")
-        stored = store.read(lambda txn: table.get(txn, key))
-        assert stored is not None
-        store.write(lambda txn: table.put(txn, key, replace(stored, deadline_s=deadline_s)), fenced=False)
-    finally:
-        storage.close()
+    rewrite_record(home, "tasks", DATABASES, QUEUE, Task, task_id, lambda task: replace(task, deadline_s=deadline_s))
 
 
 def test_a_task_past_its_deadline_is_cancelled_and_fails_permanently(daemons: DaemonFactory,
@@ -296,10 +287,10 @@ def test_a_graceful_stop_mid_task_hands_it_back_without_using_up_an_attempt(daem
     assert (shown["attempt"], shown["uncounted_attempts"]) == (2, 1)
 
 
-def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_redoing_the_work(
-        daemons: DaemonFactory, tmp_path: Path) -> None:
-    # The state a crash between reviews.Open and tasks.Finish leaves: the
-    # task's review is open, its branch holds the commit, the task runs again.
+def _with_an_earlier_attempts_review(daemons: DaemonFactory, tmp_path: Path) -> tuple[Daemon, Path, Path]:
+    """A daemon whose task 1 (not yet added) already has an open review on its
+    branch, as a crash between reviews.Open and tasks.Finish leaves it; the
+    repository, and the file the model's rule touches if it is asked again."""
     repo = make_repo(tmp_path / "repo")
     base = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "branch", "enact/task-1")
@@ -309,6 +300,12 @@ def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_
     body = {"task_id": 1, "repo": str(repo), "branch": "enact/task-1", "base": base, "head": base}
     opened = daemon.cli("call", "--json", "reviews.Open", orjson.dumps(body).decode())
     assert opened.returncode == 0, opened.stderr + opened.stdout
+    return daemon, repo, marker
+
+
+def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_redoing_the_work(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    daemon, repo, marker = _with_an_earlier_attempts_review(daemons, tmp_path)
     task_id = add(daemon, repo, "mark the answer")
     assert task_id == 1
     shown = wait_ended(daemon, task_id)
@@ -321,16 +318,9 @@ def test_a_task_whose_review_an_earlier_attempt_opened_finishes_with_it_without_
 
 def test_a_task_whose_earlier_review_the_owner_closed_ends_cancelled_without_redoing_the_work(
         daemons: DaemonFactory, tmp_path: Path) -> None:
-    # As above, but the owner closed that review before the task ran again;
-    # the earlier attempt also died before removing its worktree.
-    repo = make_repo(tmp_path / "repo")
-    base = git(repo, "rev-parse", "HEAD").strip()
-    git(repo, "branch", "enact/task-1")
-    marker = tmp_path / "worked-again"
-    daemon = start(daemons, rules(f'match = "mark"\nrun = ["sh", "-c", "touch {marker}; echo x >> lib.py"]\n'
-                                  'reply = "done"'))
-    body = {"task_id": 1, "repo": str(repo), "branch": "enact/task-1", "base": base, "head": base}
-    assert daemon.cli("call", "--json", "reviews.Open", orjson.dumps(body).decode()).returncode == 0
+    # The owner closed that review before the task ran again; the earlier
+    # attempt also died before removing its worktree.
+    daemon, repo, marker = _with_an_earlier_attempts_review(daemons, tmp_path)
     closed = daemon.cli("review", "close", "1")
     assert closed.returncode == 0, closed.stderr + closed.stdout
     leftover = daemon.home / "worktrees" / "task-1"
