@@ -1,9 +1,13 @@
 """One task attempt (enact.tasks.worker.TaskAttempt) against the real queue
 logic on real LMDB and a real git repository, with the worker's messages
 carried by a plain function instead of actors: how an attempt winds down
-when it is cancelled (the deadline, the daemon stopping) and still hands
-the queue its Finish. The runtime is the test's: it is told what to do
-when the attempt is cancelled."""
+when it is cancelled (the deadline, the daemon stopping, the owner) and
+still hands the queue its Finish, and how one whose step ignores the cancel
+lets its lease lapse. The runtime is the test's: it is told what to do
+when the attempt is cancelled.
+
+The lease TTL is long enough that a stall of a few seconds on a loaded
+machine does not lapse it (beats come every second)."""
 
 from __future__ import annotations
 
@@ -24,17 +28,18 @@ from enact.messages.tasks import Claimed, Finish, Found, Heartbeat, ReportPhase,
 from enact.runtime import RuntimeCancelled, RuntimeRequest, RuntimeResult
 from enact.storage import Storage
 from enact.tasks.queue import TaskQueue
-from enact.tasks.records import EventKind, FailureClass, Task, TaskState
+from enact.tasks.records import EventKind, FailureClass, Task, TaskState, task_log_path
 from enact.tasks.tables import DATABASES
 from enact.tasks.worker import TaskAttempt, WorkerServices
 
 WORKER = "worker:0@g1"
+LEASE_TTL_S = 6.0
 
 
 @pytest.fixture
 def queue(tmp_path: Path) -> Iterator[TaskQueue]:
     storage = Storage(tmp_path / "state")
-    yield TaskQueue(storage.grant("tasks", DATABASES), default_repo="", lease_ttl_s=1.5)
+    yield TaskQueue(storage.grant("tasks", DATABASES), default_repo="", lease_ttl_s=LEASE_TTL_S)
     storage.close()
 
 
@@ -75,11 +80,14 @@ class WindingDown:
         self.on_start = on_start
         self.wind_down = wind_down
 
+        self.wound_down = False
+
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         assert request.cancel is not None
         self.on_start()
         request.cancel.wait(60)
         self.wind_down(request)
+        self.wound_down = True
         raise RuntimeCancelled(request.cancel.reason)
 
 
@@ -92,12 +100,13 @@ def claim(queue: TaskQueue, repo: Path, **task_fields: Any) -> Claimed:
 
 
 def run_attempt(tmp_path: Path, claimed: Claimed, transport: Transport, runtime: WindingDown,
-                stopping: CancellationToken) -> None:
+                stopping: CancellationToken, **attempt_options: Any) -> None:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     settings = config.load(home, environ={}, overrides={"tasks.confinement": "off"})
     services = WorkerServices(home=home, settings=settings, runtime=runtime, ask=transport)
-    TaskAttempt(claimed, worker_id=WORKER, services=services, parent=stopping, fence=CancellationToken()).run()
+    TaskAttempt(claimed, worker_id=WORKER, services=services, parent=stopping, fence=CancellationToken(),
+                **attempt_options).run()
 
 
 def task_of(queue: TaskQueue, task_id: int) -> Task:
@@ -126,16 +135,56 @@ def test_a_graceful_stop_hands_the_task_back_although_the_queue_refused_the_firs
 
 def test_an_attempt_past_its_deadline_keeps_its_lease_while_it_winds_down_and_fails_permanently(
         queue: TaskQueue, tmp_path: Path) -> None:
-    claimed = claim(queue, make_repo(tmp_path / "repo"), deadline_s=1)
+    # The deadline leaves the workspace step time to finish on a loaded
+    # machine: it comes while the runtime runs (asserted below).
+    claimed = claim(queue, make_repo(tmp_path / "repo"), deadline_s=3)
+    renewed_while_winding_down: list[float] = []
 
-    def outlast_the_lease(request: RuntimeRequest) -> None:
-        # Longer than the lease the attempt held when its deadline came.
+    def wait_for_a_renewal(request: RuntimeRequest) -> None:
+        # The lease the attempt held when its deadline came is renewed
+        # again while the runtime winds down.
         held_until = task_of(queue, claimed.task.id).lease_expires_at
         assert held_until is not None
-        while time.time() < held_until + 0.5:
+        give_up_at = time.monotonic() + LEASE_TTL_S
+        while time.monotonic() < give_up_at:
+            renewed_until = task_of(queue, claimed.task.id).lease_expires_at
+            if renewed_until is not None and renewed_until > held_until:
+                renewed_while_winding_down.append(renewed_until)
+                return
             time.sleep(0.05)
 
-    run_attempt(tmp_path, claimed, Transport(queue), WindingDown(wind_down=outlast_the_lease), CancellationToken())
+    runtime = WindingDown(wind_down=wait_for_a_renewal)
+    run_attempt(tmp_path, claimed, Transport(queue), runtime, CancellationToken())
+    assert runtime.wound_down and renewed_while_winding_down, "the lease was not renewed after the deadline"
     failed = task_of(queue, claimed.task.id)
     assert (failed.state, failed.failure_class) == (TaskState.FAILED, FailureClass.PERMANENT), failed
-    assert "deadline of 1 s exceeded" in failed.summary
+    assert "deadline of 3 s exceeded in model" in failed.summary
+
+
+def test_a_cancelled_attempt_whose_runtime_ignores_the_cancel_stops_renewing_after_the_wind_down_grace(
+        queue: TaskQueue, tmp_path: Path) -> None:
+    # The owner cancels; the runtime goes on regardless. After the grace the
+    # worker renews no more, the lease lapses and the queue ends the task:
+    # `task cancel` ends it although its step never stops.
+    claimed = claim(queue, make_repo(tmp_path / "repo"))
+    task_id = claimed.task.id
+    lapsed: list[float] = []
+
+    def outlive_the_lease(request: RuntimeRequest) -> None:
+        give_up_at = time.monotonic() + 4 * LEASE_TTL_S
+        while time.monotonic() < give_up_at:
+            held_until = task_of(queue, task_id).lease_expires_at
+            if held_until is not None and time.time() > held_until + 0.5:
+                lapsed.append(held_until)
+                queue.expire_leases(time.time())  # the tasks actor's sweep
+                return
+            time.sleep(0.05)
+
+    runtime = WindingDown(on_start=lambda: queue.cancel(task_id, time.time()), wind_down=outlive_the_lease)
+    run_attempt(tmp_path, claimed, Transport(queue), runtime, CancellationToken(), wind_down_s=0.5)
+    assert runtime.wound_down and lapsed, "the lease was renewed for as long as the runtime ran"
+    ended = task_of(queue, task_id)
+    assert ended.state is TaskState.CANCELLED, ended
+    assert "lease of " in ended.summary and "expired" in ended.summary, ended.summary
+    log_text = task_log_path(tmp_path / "home", task_id).read_text(encoding="utf-8")
+    assert "the lease is no longer renewed" in log_text

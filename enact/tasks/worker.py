@@ -41,6 +41,7 @@ from enact.runtime import (
     RuntimeRequest,
     RuntimeResult,
 )
+from enact.runtime._subprocess import TERM_GRACE_S
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import Confinement, confinement
 from enact.tasks.finishing import finish_with_retries
@@ -114,11 +115,14 @@ class TaskAttempt:
     has its Finish (or the attempt is no longer this worker's)."""
 
     def __init__(self, claimed: Claimed, *, worker_id: str, services: WorkerServices,
-                 parent: CancellationToken, fence: CancellationToken) -> None:
+                 parent: CancellationToken, fence: CancellationToken,
+                 wind_down_s: float | None = None) -> None:
         """``parent`` cancels the attempt (the daemon stopping gracefully);
         ``fence`` only ends the asking for its Finish: a graceful stop is
         when that Finish (interrupted) matters most, a fenced daemon may no
-        longer hand it over."""
+        longer hand it over. ``wind_down_s``: how long a cancelled attempt
+        keeps renewing its lease while its step stops; by default the
+        subprocesses' kill grace plus one lease TTL."""
         self.task = claimed.task
         self.worker_id = worker_id
         self.services = services
@@ -130,6 +134,10 @@ class TaskAttempt:
         self.log_path = task_log_path(services.home, self.task.id)
         self._deadline = time.monotonic() + self.task.deadline_s
         self._heartbeat_s = min(_HEARTBEAT_MAX_S, claimed.lease_ttl_s / 3)
+        self._wind_down_s = TERM_GRACE_S + claimed.lease_ttl_s if wind_down_s is None else wind_down_s
+        self._wound_down_by = float("inf")
+        """Past this (set when the attempt is cancelled) its lease is no longer renewed."""
+        self.cancel.on_cancel(self._wind_down)
         self._phase = Phase.WORKSPACE
         self._native_session: str | None = None
         self._confined = False
@@ -152,14 +160,26 @@ class TaskAttempt:
         if event is EventKind.PHASE and self.cancel.cancelled:  # between steps: the next does not start
             raise RuntimeCancelled(self.cancel.reason)
 
+    def _wind_down(self, reason: str) -> None:
+        self._wound_down_by = time.monotonic() + self._wind_down_s
+
     def _heartbeats(self, stopped: threading.Event) -> None:
         """Renew the lease, and watch the deadline: a beat comes when it is
         due, so the attempt is cancelled on time. A cancelled attempt is
-        still this worker's to finish: the beats go on until it has wound
-        down, or its Finish would find the lease lapsed."""
+        still this worker's to finish: the beats go on while it winds down,
+        or its Finish would find the lease lapsed; but only for the wind-down
+        grace: a step that ignores the cancel (a hung git, a runtime that
+        does not stop) would otherwise hold the task running for good. Its
+        lease then lapses and the queue ends or requeues the task."""
         while not stopped.wait(self._next_beat_s()):
             if time.monotonic() >= self._deadline:  # a token keeps its first reason
                 self.cancel.cancel(DEADLINE_EXCEEDED)
+            if time.monotonic() >= self._wound_down_by:
+                log.warning("task %d: attempt %d still runs %.0f s after it was cancelled (%s): its lease is "
+                            "left to lapse", self.task.id, self.task.attempt, self._wind_down_s, self.cancel.reason)
+                self._log(f"attempt {self.task.attempt} did not stop within {self._wind_down_s:.0f} s of its "
+                          f"cancel ({self.cancel.reason}): the lease is no longer renewed")
+                return
             try:
                 reply = self.services.ask("tasks", Heartbeat(task_id=self.task.id, worker_id=self.worker_id,
                                                              attempt=self.task.attempt))
@@ -175,8 +195,8 @@ class TaskAttempt:
                 self.cancel.cancel(CANCELLED_BY_OWNER)
 
     def _next_beat_s(self) -> float:
-        if self.cancel.cancelled:  # nothing left to watch for but the lease
-            return self._heartbeat_s
+        if self.cancel.cancelled:  # nothing left to watch for but the lease and the wind-down's end
+            return max(0.0, min(self._heartbeat_s, self._wound_down_by - time.monotonic()))
         return max(0.0, min(self._heartbeat_s, self._deadline - time.monotonic()))
 
     def _log(self, text: str) -> None:
