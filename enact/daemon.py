@@ -358,20 +358,26 @@ class _Daemon:
         # "interrupted" at once (its event is durable) rather than cut off.
         self._stop_channels()
         self.control.drain(timeout)
+        metrics_stopping = self._stop_metrics_server_meanwhile()
         self.supervisor.stop(max(0.0, deadline - time.monotonic()))
-        self.metrics_server.stop()
+        metrics_stopping.join(max(0.0, deadline - time.monotonic()))
         self.fence.release()
         self.storage.close()
         log.info("stopped")
+
+    def _stop_metrics_server_meanwhile(self) -> threading.Thread:
+        """The HTTP server takes up to its poll interval (0.5 s) to stop:
+        overlapped with the actors' stop rather than added to it."""
+        stopping = threading.Thread(target=self.metrics_server.stop, name="enact-metrics-stop", daemon=True)
+        stopping.start()
+        return stopping
 
     def _halt(self) -> None:
         """A fenced daemon has nothing left to finish: its writes are refused
         and its long calls cancelled (by the fence), so it lets go of what the
         new daemon needs and goes, without waiting for work that cannot land."""
         started = time.monotonic()
-        # The HTTP server takes up to its poll interval to stop; overlap it.
-        metrics_stopping = threading.Thread(target=self.metrics_server.stop, name="enact-metrics-stop", daemon=True)
-        metrics_stopping.start()
+        metrics_stopping = self._stop_metrics_server_meanwhile()
         self._stop_command_server(wait_s=0.0)
         self.control.stop(self.stop.reason)
         self._stop_channels()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -262,8 +265,22 @@ class MetricsServer:
         return f"{host!s}:{port}"
 
     def stop(self) -> None:
-        self.server.shutdown()
+        stopping = threading.Thread(target=self.server.shutdown, name="enact-metrics-shutdown", daemon=True)
+        stopping.start()
+        # serve_forever sees the request to stop only when its select returns,
+        # up to its poll interval (0.5 s) later: a connection wakes it at once.
+        host, port = self.server.server_address[:2]
+        deadline = time.monotonic() + _WAKE_FOR_S
+        while stopping.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                socket.create_connection((str(host), port), timeout=0.1).close()
+            stopping.join(0.02)
+        stopping.join()
         self.server.server_close()
+
+
+_WAKE_FOR_S = 1.0
+"""How long a stop keeps waking the server before it waits out its poll."""
 
 
 def serve(metrics: Metrics, address: str) -> MetricsServer:
