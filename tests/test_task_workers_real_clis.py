@@ -1,8 +1,8 @@
 """A task run by the real Codex and Claude Code CLIs, driven by the scripted
 model server: the CLI edits the worktree with its shell tool, the doctor
 validates, a review is opened. Confined, the CLI's shell writes nowhere but
-the worktree and the CLI's own state, and not what in that state steers the
-CLI's later (unconfined) calls."""
+the worktree and the task's private state directory of the CLI: the owner's
+(what steers the CLI's later unconfined calls, the sessions) stays as it was."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 from claude_home import claude_env
 from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
 from model_server import ModelServer, Reply, ToolCall
-from scratch_homes import scratch_dir
+from scratch_homes import scratch_dir, snapshot
 from task_repos import git, make_repo
 
 from conftest import Daemon, DaemonFactory, real_cli, wait_for
@@ -97,8 +97,8 @@ def test_the_real_claude_cli_confined_edits_the_worktree_but_writes_nothing_outs
         assert not any(path.exists() for path in escapes)
         # The writes were tried and refused, and the model was told so.
         assert server.model_requests()[1].body.decode().count("Read-only file system") >= len(escapes)
-        # Its own state stayed writable: the session was kept.
-        assert list((owner_home / ".claude" / "projects").rglob("*.jsonl"))
+        # Its session was kept in the task's private directory, not the owner's.
+        assert not list((owner_home / ".claude").rglob("*.jsonl"))
         daemon.terminate()
 
 
@@ -120,6 +120,7 @@ def test_a_confined_claude_task_cannot_rewrite_the_config_that_steers_later_clau
         config = owner_home / ".claude"
         config.mkdir()
         (config / "settings.json").write_text('{"env": {}}')  # the owner's; CLAUDE.md does not exist yet
+        owners = snapshot(config)
         server.script(ToolCall(try_to_rewrite(config, ("settings.json", "CLAUDE.md"))),
                       Reply("I added double() to lib.py."))
         daemon = daemons.start(env={
@@ -128,11 +129,9 @@ def test_a_confined_claude_task_cannot_rewrite_the_config_that_steers_later_clau
         shown = run_task(daemon, repo, "add a double function to lib.py")
         assert_reviewed_with_the_edit(daemon, repo, shown)
         assert shown["confined"] is True
-        assert server.model_requests()[1].body.decode().count("Read-only file system") >= 2
-        assert (config / "settings.json").read_text() == '{"env": {}}'
-        assert not (config / "CLAUDE.md").exists()  # nor an empty placeholder left behind
-        assert not (config / "commands").exists()
-        assert list((config / "projects").rglob("*.jsonl"))  # the session was kept
+        # settings.json was refused; CLAUDE.md was made, in the task's private directory.
+        assert server.model_requests()[1].body.decode().count("Read-only file system") >= 1
+        assert snapshot(config) == owners  # nothing written, made or left behind there
         daemon.terminate()
 
 
@@ -158,7 +157,7 @@ def test_a_confined_codex_task_cannot_rewrite_the_config_that_steers_later_codex
         targets = " ".join(str(codex_home / name) for name in names)
         validate = f"{sys.executable} steer.py {targets} && {sys.executable} -m pytest -q -p no:cacheprovider"
         repo = make_repo(tmp_path / "repo", files={"steer.py": STEER}, doctor=validate)
-        owner_config = (codex_home / "config.toml").read_text()
+        owners = snapshot(codex_home)
         server.script(ToolCall(try_to_rewrite(codex_home, names)), Reply("I added double() to lib.py."))
         env = {k: v for k, v in codex_env(codex_home).items() if k in ("CODEX_HOME", FAKE_KEY_VARIABLE)}
         env.update({"ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary, "ENACT_TASKS_CONFINEMENT": "auto"})
@@ -166,9 +165,7 @@ def test_a_confined_codex_task_cannot_rewrite_the_config_that_steers_later_codex
         shown = run_task(daemon, repo, "add a double function to lib.py")
         assert_reviewed_with_the_edit(daemon, repo, shown)
         assert shown["confined"] is True
-        assert (codex_home / "config.toml").read_text() == owner_config
-        assert not (codex_home / "AGENTS.md").exists()  # nor an empty placeholder left behind
-        assert list((codex_home / "sessions").rglob("rollout-*.jsonl"))  # the session was kept
+        assert snapshot(codex_home) == owners  # nothing written, made or left behind there (nor a session)
         # The model's writes were tried and refused, and it was told so.
         assert server.model_requests()[1].body.decode().count("[Errno") >= len(names)
         daemon.terminate()
