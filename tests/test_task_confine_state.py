@@ -95,18 +95,20 @@ def test_a_host_side_rename_over_an_owner_file_does_not_let_the_sandbox_write_th
         assert (state / "settings.json").read_text() == '{"owner": 2}'
 
 
-def test_a_symlinked_config_file_is_read_and_stays_read_only_and_a_dangling_one_is_left_out(
+def test_a_symlinked_config_file_is_read_and_stays_read_only_and_a_dangling_one_or_one_into_state_is_left_out(
         tmp_path: Path, require_binary: Callable[[str], str]) -> None:
     """As stow, chezmoi or home-manager leave an owner's config."""
     with scratch_dir("dotfiles-") as dotfiles:
         (dotfiles / "settings.json").write_text('{"linked": true}')
-        links = {"settings.json": dotfiles / "settings.json", "CLAUDE.md": dotfiles / "gone.md"}
-        with confined_state(tmp_path, require_binary, {}, links) as (state, confined):
+        links = {"settings.json": dotfiles / "settings.json", "CLAUDE.md": dotfiles / "gone.md",
+                 "chats": Path("projects")}  # the last a link into the runtime's own state
+        with confined_state(tmp_path, require_binary, {TRANSCRIPT: "owner's"}, links) as (state, confined):
             seen = run(confined, f"cat {state}/settings.json")
             refused = run(confined, f"echo steered > {state}/settings.json")
             dangling = run(confined, f"ls {state}/CLAUDE.md")
+            linked_state = run(confined, f"ls {state}/chats")
             assert (state / "settings.json").is_symlink()
         assert seen.exit_code == 0 and seen.stdout == '{"linked": true}', seen
         assert refused.exit_code != 0 and "Read-only file system" in refused.stderr
-        assert dangling.exit_code != 0
+        assert dangling.exit_code != 0 and linked_state.exit_code != 0
         assert (dotfiles / "settings.json").read_text() == '{"linked": true}'

@@ -2,9 +2,9 @@
 
 Inside, the whole filesystem is read-only except the task's worktree, a
 private temporary directory (mounted at ``/tmp``) and the task's private
-state directories of the runtime (below); ``$ENACT_HOME`` is replaced by an empty directory, so the
-control socket, the LMDB environment and the other tasks' worktrees are not
-there at all. The network is shared: a runtime talks to its model.
+state directories of the runtime (below); ``$ENACT_HOME`` is replaced by an
+empty directory, so the control socket, the LMDB environment and the other
+tasks' worktrees are not there at all. The network is shared: a runtime talks to its model.
 
 A runtime's state directory (``~/.claude``, ``~/.codex``) is replaced by a
 private one of the task's, in which the owner's entries are shown read-only,
@@ -104,21 +104,28 @@ def private_state_binds(state: StateDir, private: Path) -> list[str]:
     ``state.path / name`` as a source is the owner's entry even though
     ``state.path`` inside is ``private``; the mount points bwrap makes for
     them are in ``private`` too, never in the owner's directory. A symlinked
-    entry is bound from its target (a dangling one is left out); one gone by
-    the time bwrap starts is skipped (``--ro-bind-try``)."""
+    entry is bound from its target (a dangling one is left out, and so is
+    one pointing into the runtime's own state); one gone by the time bwrap
+    starts is skipped (``--ro-bind-try``)."""
     argv = ["--bind", str(private), str(state.path)]
     try:
         names = sorted(os.listdir(state.path))
     except OSError:
         return argv  # unreadable: the task sees none of it
+    real_dir = state.path.resolve()
     for name in names:
-        if any(fnmatch.fnmatchcase(name, pattern) for pattern in state.own_state):
-            continue
         entry = state.path / name
         source = entry.resolve() if entry.is_symlink() else entry
+        inside = source.relative_to(real_dir).parts[:1] if source.is_relative_to(real_dir) else ()
+        if _own_state(state, name) or any(_own_state(state, part) for part in inside):
+            continue
         if source.is_file() or source.is_dir():
             argv += ["--ro-bind-try", str(source), str(entry)]
     return argv
+
+
+def _own_state(state: StateDir, name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in state.own_state)
 
 
 def bwrap_prefix(
