@@ -36,3 +36,18 @@ def scratch_dir(prefix: str) -> Iterator[Path]:
         yield directory
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def snapshot(directory: Path) -> dict[str, str | bytes]:
+    """Every entry under ``directory`` with what it holds (a file's bytes, a
+    link's target, ``dir``), to tell that nothing in it changed."""
+    entries: dict[str, str | bytes] = {}
+    for path in sorted(directory.rglob("*")):
+        name = str(path.relative_to(directory))
+        if path.is_symlink():
+            entries[name] = f"-> {path.readlink()}"
+        elif path.is_dir():
+            entries[name] = "dir"
+        else:
+            entries[name] = path.read_bytes()
+    return entries

@@ -177,7 +177,7 @@ def test_an_unknown_sandbox_mode_is_refused_by_each_adapter_in_the_same_words(tm
         CodexRuntime(lambda: "codex", default_cwd=tmp_path).argv("codex", request, tmp_path / "last")
 
 
-def test_a_confined_call_keeps_the_config_dir_writable_and_the_install_root_visible(tmp_path: Path) -> None:
+def test_a_confined_call_gets_the_config_dir_replaced_and_the_install_root_visible(tmp_path: Path) -> None:
     prefix = tmp_path / "tools"
     executable = prefix / "node_modules" / ".bin" / "claude"
     executable.parent.mkdir(parents=True)
@@ -193,10 +193,6 @@ def test_a_confined_call_keeps_the_config_dir_writable_and_the_install_root_visi
     home = tmp_path / "home"
     assert runtime({"HOME": str(home)}).state_dirs == (home / ".claude",)  # unnamed, it is ~/.claude
     assert not named.exists() and not home.exists()  # naming them makes nothing
-    # Made on request (or a first confined call could not keep its sessions).
-    assert runtime({"CLAUDE_CONFIG_DIR": str(named)}).make_state_dirs() == (named,)
-    assert named.is_dir()
-    steering = runtime({"CLAUDE_CONFIG_DIR": str(named)}).steering_paths
-    assert {(path.path.name, path.directory) for path in steering} >= {
-        ("settings.json", False), ("CLAUDE.md", False), ("commands", True), ("hooks", True), ("plugins", True)}
-    assert all(path.path.parent == named for path in steering)
+    # Its transcripts are its own state, left out of a confined call's view; its settings are not.
+    assert {"projects", "sessions", "todos", "history.jsonl"} <= set(runtime({}).own_state)
+    assert not {"settings.json", "CLAUDE.md", "commands", ".claude.json"} & set(runtime({}).own_state)

@@ -1,11 +1,13 @@
 """A task run by the real Codex and Claude Code CLIs, driven by the scripted
 model server: the CLI edits the worktree with its shell tool, the doctor
 validates, a review is opened. Confined, the CLI's shell writes nowhere but
-the worktree and the CLI's own state, and not what in that state steers the
-CLI's later (unconfined) calls."""
+the worktree and the task's private state directory of the CLI: the owner's
+(what steers the CLI's later unconfined calls, the sessions) stays as it was."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 from claude_home import claude_env
 from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
 from model_server import ModelServer, Reply, ToolCall
-from scratch_homes import scratch_dir
+from scratch_homes import scratch_dir, snapshot
 from task_repos import git, make_repo
 
 from conftest import Daemon, DaemonFactory, real_cli, wait_for
@@ -97,18 +99,40 @@ def test_the_real_claude_cli_confined_edits_the_worktree_but_writes_nothing_outs
         assert not any(path.exists() for path in escapes)
         # The writes were tried and refused, and the model was told so.
         assert server.model_requests()[1].body.decode().count("Read-only file system") >= len(escapes)
-        # Its own state stayed writable: the session was kept.
-        assert list((owner_home / ".claude" / "projects").rglob("*.jsonl"))
+        # Its session was kept in the task's private directory, not the owner's.
+        assert not list((owner_home / ".claude").rglob("*.jsonl"))
         daemon.terminate()
 
 
-def try_to_rewrite(config_dir: Path, names: tuple[str, ...]) -> str:
+def try_to_rewrite(config_dir: Path, names: tuple[str, ...], transcripts: str) -> str:
     """The model's shell command: the edit, then a write to each of ``names``
     in the CLI's config directory, each on its own (one refusal does not skip
-    the next), through Python: Claude Code itself refuses a shell redirect
+    the next), then printing the owner's session ``transcripts`` (a glob
+    there), through Python: Claude Code itself refuses a shell redirect
     into its config directory, but cannot see into a program that writes."""
     writes = "; ".join(f"python3 -c \"open('{config_dir / name}', 'a').write('steered')\"" for name in names)
-    return f"{ADD_DOUBLE}; {writes}"
+    reads = (f"python3 -c \"import glob; print('transcripts:', "
+             f"[open(p).read() for p in glob.glob('{config_dir / transcripts}', recursive=True)])\"")
+    return f"{ADD_DOUBLE}; {writes}; {reads}"
+
+
+OWNERS_CHAT = "the owner's private chat about the garden"
+
+
+def owners_earlier_session(server: ModelServer, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+    """One unconfined call, as the owner's chat makes: the CLI's home then
+    holds its transcript, databases and ids, which a confined task finds."""
+    server.script(Reply("noted"))
+    subprocess.run(argv, input=OWNERS_CHAT, env=env, cwd=cwd, capture_output=True, text=True, timeout=120,
+                   check=True)
+
+
+def assert_unseen_by_the_task(server: ModelServer) -> None:
+    """What the task's model was sent (after the owner's own call) holds
+    nothing of the owner's transcript, but the task did try to read it."""
+    task_requests = [request.body.decode() for request in server.model_requests()[1:]]
+    assert any("transcripts:" in body for body in task_requests)
+    assert not any(OWNERS_CHAT in body for body in task_requests)
 
 
 def test_a_confined_claude_task_cannot_rewrite_the_config_that_steers_later_claude_calls(
@@ -120,19 +144,21 @@ def test_a_confined_claude_task_cannot_rewrite_the_config_that_steers_later_clau
         config = owner_home / ".claude"
         config.mkdir()
         (config / "settings.json").write_text('{"env": {}}')  # the owner's; CLAUDE.md does not exist yet
-        server.script(ToolCall(try_to_rewrite(config, ("settings.json", "CLAUDE.md"))),
+        env = claude_env(owner_home, server.url)
+        owners_earlier_session(server, [binary, "-p", "--output-format", "json"], {**os.environ, **env}, tmp_path)
+        owners = snapshot(config)
+        assert list((config / "projects").rglob("*.jsonl"))
+        server.script(ToolCall(try_to_rewrite(config, ("settings.json", "CLAUDE.md"), "projects/*/*.jsonl")),
                       Reply("I added double() to lib.py."))
-        daemon = daemons.start(env={
-            **claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary,
-            "ENACT_TASKS_CONFINEMENT": "auto"})
+        daemon = daemons.start(env={**env, "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary,
+                                    "ENACT_TASKS_CONFINEMENT": "auto"})
         shown = run_task(daemon, repo, "add a double function to lib.py")
         assert_reviewed_with_the_edit(daemon, repo, shown)
         assert shown["confined"] is True
-        assert server.model_requests()[1].body.decode().count("Read-only file system") >= 2
-        assert (config / "settings.json").read_text() == '{"env": {}}'
-        assert not (config / "CLAUDE.md").exists()  # nor an empty placeholder left behind
-        assert not (config / "commands").exists()
-        assert list((config / "projects").rglob("*.jsonl"))  # the session was kept
+        # settings.json was refused; CLAUDE.md was made, in the task's private directory.
+        assert server.model_requests()[2].body.decode().count("Read-only file system") >= 1
+        assert snapshot(config) == owners  # nothing written, made or left behind there
+        assert_unseen_by_the_task(server)
         daemon.terminate()
 
 
@@ -158,17 +184,20 @@ def test_a_confined_codex_task_cannot_rewrite_the_config_that_steers_later_codex
         targets = " ".join(str(codex_home / name) for name in names)
         validate = f"{sys.executable} steer.py {targets} && {sys.executable} -m pytest -q -p no:cacheprovider"
         repo = make_repo(tmp_path / "repo", files={"steer.py": STEER}, doctor=validate)
-        owner_config = (codex_home / "config.toml").read_text()
-        server.script(ToolCall(try_to_rewrite(codex_home, names)), Reply("I added double() to lib.py."))
+        owners_earlier_session(server, [binary, "exec", "--skip-git-repo-check", "-"], codex_env(codex_home),
+                               tmp_path)
+        owners = snapshot(codex_home)
+        assert list((codex_home / "sessions").rglob("rollout-*.jsonl"))
+        server.script(ToolCall(try_to_rewrite(codex_home, names, "sessions/**/rollout-*.jsonl")),
+                      Reply("I added double() to lib.py."))
         env = {k: v for k, v in codex_env(codex_home).items() if k in ("CODEX_HOME", FAKE_KEY_VARIABLE)}
         env.update({"ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary, "ENACT_TASKS_CONFINEMENT": "auto"})
         daemon = daemons.start(env=env)
         shown = run_task(daemon, repo, "add a double function to lib.py")
         assert_reviewed_with_the_edit(daemon, repo, shown)
         assert shown["confined"] is True
-        assert (codex_home / "config.toml").read_text() == owner_config
-        assert not (codex_home / "AGENTS.md").exists()  # nor an empty placeholder left behind
-        assert list((codex_home / "sessions").rglob("rollout-*.jsonl"))  # the session was kept
+        assert snapshot(codex_home) == owners  # nothing written, made or left behind there (nor a session)
         # The model's writes were tried and refused, and it was told so.
-        assert server.model_requests()[1].body.decode().count("[Errno") >= len(names)
+        assert server.model_requests()[2].body.decode().count("[Errno") >= len(names)
+        assert_unseen_by_the_task(server)
         daemon.terminate()

@@ -53,6 +53,9 @@ class RuntimeRequest:
     confine: tuple[str, ...] = ()
     """An argv prefix (bubblewrap's, from ``enact.tasks.confine``) that every
     subprocess the runtime starts for this call runs under; () unconfined."""
+    private_state: tuple[tuple[Path, Path], ...] = ()
+    """Confined: (a state directory of the runtime, the task's private one
+    that takes its place), so that what the call wrote there is found."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,7 +19,6 @@ stderr.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,7 +46,6 @@ from enact.runtime._subprocess import CommandOutput, run_command
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
-    from enact.tasks.confine import SteeringPath
 
 EDIT_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit")
 """Claude Code's tools that change files or run commands."""
@@ -72,19 +70,14 @@ refused … (ECONNREFUSED)" for a closed port), which is ``unavailable``."""
 
 _MESSAGE_LIMIT = 300
 
-STEERING_FILES = ("settings.json", "settings.local.json", "CLAUDE.md", ".claude.json", ".config.json",
-                  ".mcp.json", "keybindings.json")
-"""In the config directory, what steers every call: settings (hooks,
-permissions, environment, MCP servers), its instructions, and with
-``CLAUDE_CONFIG_DIR`` set its global config and MCP servers (``.claude.json``;
-without, that is ``~/.claude.json``, outside the directory and read-only to
-a confined call). 2.1.328 reads the ones here, seen with strace."""
-
-STEERING_DIRS = ("commands", "agents", "skills", "hooks", "plugins", "output-styles", "rules", "workflows",
-                 "themes", "state", "local")
-"""Directories whose files it runs or follows: slash commands, subagents,
-skills, hook scripts, plugins (their code and config), output styles,
-rules, workflows; ``local`` holds a local install of claude itself."""
+OWN_STATE = ("projects", "sessions", "todos", "shell-snapshots", "statsig", "history.jsonl", "file-history",
+             "backups", "debug", "paste-cache", "session-env", "telemetry", "ide", "cache", "plans")
+"""In the config directory, what claude writes as its own state (2.1.328:
+transcripts and per-project memory under ``projects``, its session and
+todo records, shell snapshots, history, backups of ``.claude.json``,
+caches): a confined call starts without the owner's and keeps its own in
+the task's private directory; everything else there (settings, login,
+instructions, commands, plugins) it reads, read-only."""
 
 
 def sandbox_flags(sandbox: str) -> tuple[str, ...]:
@@ -210,34 +203,19 @@ class ClaudeRuntime:
         named = environ.get("CLAUDE_CONFIG_DIR")
         return (Path(named) if named else Path(environ.get("HOME") or Path.home()) / ".claude").expanduser()
 
+    own_state = OWN_STATE
+
     @property
     def state_dirs(self) -> tuple[Path, ...]:
-        """What claude writes besides the worktree, kept writable when a task
-        is confined: its config directory (sessions, credentials, settings).
-        Measured (2.1.328): with ``CLAUDE_CONFIG_DIR`` set it writes only
-        there; without, in ``~/.claude`` and ``~/.claude.json``, which it
-        rewrites through a temporary file beside it renamed over it, so a
-        bind of that file cannot make it writable; unwritable, it is left as
-        it was and the call still succeeds. Its scratch files go to /tmp (the
-        task's private one)."""
+        """What claude writes besides the worktree, replaced by a private one
+        when a task is confined: its config directory (sessions, credentials,
+        settings). Measured (2.1.328): with ``CLAUDE_CONFIG_DIR`` set it
+        writes only there; without, in ``~/.claude`` and ``~/.claude.json``,
+        which it rewrites through a temporary file beside it renamed over
+        it; unwritable (read-only to a confined call, as a read-only bind
+        inside the directory is), it is left as it was and the call still
+        succeeds. Its scratch files go to /tmp (the task's private one)."""
         return (self.config_dir,)
-
-    def make_state_dirs(self) -> tuple[Path, ...]:
-        """``state_dirs``, made if missing: a missing one cannot be bound,
-        so a first confined call could not keep its session."""
-        with contextlib.suppress(OSError):  # unmade, it is not bound: the call then says what failed
-            self.config_dir.mkdir(parents=True, exist_ok=True)
-        return self.state_dirs
-
-    @property
-    def steering_paths(self) -> tuple[SteeringPath, ...]:
-        """What in ``state_dirs`` steers later calls, read-only to a
-        confined one (see ``STEERING_FILES``)."""
-        from enact.tasks.confine import SteeringPath
-
-        config = self.config_dir
-        return (*(SteeringPath(config / name) for name in STEERING_FILES),
-                *(SteeringPath(config / name, directory=True) for name in STEERING_DIRS))
 
     @property
     def program_dirs(self) -> tuple[Path, ...]:

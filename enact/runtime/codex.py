@@ -40,7 +40,6 @@ from enact.runtime._subprocess import CommandOutput, run_command
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
-    from enact.tasks.confine import SteeringPath
 
 SANDBOXES = {"read-only": "read-only", "workspace-write": "workspace-write", "full-access": "danger-full-access"}
 """enact's sandbox modes in Codex's words."""
@@ -52,14 +51,15 @@ _RATE = re.compile(r"\b429\b|rate[ _-]?limit|quota|too many requests", re.I)
 _UNKNOWN_SESSION = re.compile(r"no rollout found|no saved session|session .* not found", re.I)
 _PROGRESS_LIMIT = 300
 
-STEERING_FILES = ("config.toml", "AGENTS.md", "AGENTS.override.md", ".env", "hooks.json", "environments.toml",
-                  "managed_config.toml", "requirements.toml")
-"""In ``CODEX_HOME``, what steers every call: its config (provider,
-sandbox, MCP servers, profiles), its global instructions, the environment it
-loads, its hooks. 0.169 looks for the ones here, seen with strace."""
+OWN_STATE = ("sessions", "archived_sessions", "log", "history.jsonl", "*.sqlite", "*.sqlite-*", ".tmp", "tmp",
+             "thread-writer-locks", "shell_snapshots", "models_cache.json", "version.json", "installation_id")
+"""In ``CODEX_HOME``, what codex writes as its own state (0.169, measured:
+rollouts under ``sessions``, its sqlite databases of threads, logs, goals,
+memories and queue with their -wal/-shm, scratch, locks, caches): a confined
+call starts without the owner's and keeps its own in the task's private
+home; everything else there (config, login, instructions, skills) it reads,
+read-only."""
 
-STEERING_DIRS = ("prompts", "rules", "skills", "agents", "hooks")
-"""Its custom prompts, command rules (what runs unasked), skills and agents."""
 _NOTHING = Usage()
 
 
@@ -172,7 +172,8 @@ class ThreadTotals:
     turn's, so a resumed turn's own spending is the difference. Kept in
     memory for the threads seen since start; for another one (after a
     restart) the total is read from the last ``token_count`` event of the
-    thread's rollout file under ``$CODEX_HOME/sessions``."""
+    thread's rollout file under ``$CODEX_HOME/sessions`` (for a confined
+    call, the task's private home in its place)."""
 
     def __init__(self, codex_home: Path, *, keep: int = 1024) -> None:
         self.codex_home = codex_home
@@ -180,10 +181,10 @@ class ThreadTotals:
         self._known: OrderedDict[str, Usage] = OrderedDict()
         self._lock = threading.Lock()
 
-    def before(self, thread_id: str) -> Usage:
+    def before(self, thread_id: str, *, codex_home: Path | None = None) -> Usage:
         with self._lock:
             known = self._known.get(thread_id)
-        return known if known is not None else self._from_rollout(thread_id)
+        return known if known is not None else self._from_rollout(thread_id, codex_home or self.codex_home)
 
     def after(self, thread_id: str, total: Usage) -> None:
         with self._lock:
@@ -192,9 +193,9 @@ class ThreadTotals:
             while len(self._known) > self._keep:
                 self._known.popitem(last=False)
 
-    def _from_rollout(self, thread_id: str) -> Usage:
+    def _from_rollout(self, thread_id: str, codex_home: Path) -> Usage:
         total = Usage()
-        for rollout in (self.codex_home / "sessions").rglob(f"rollout-*{thread_id}.jsonl"):
+        for rollout in (codex_home / "sessions").rglob(f"rollout-*{thread_id}.jsonl"):
             try:
                 lines = rollout.read_bytes().splitlines()
             except OSError:
@@ -292,22 +293,14 @@ class CodexRuntime:
     confines_subprocesses = True
     """A confined call (``RuntimeRequest.confine``) runs codex under the prefix."""
 
+    own_state = OWN_STATE
+
     @property
     def state_dirs(self) -> tuple[Path, ...]:
         """What codex writes besides the worktree: its home (sessions, logs),
-        kept writable when a task is confined."""
+        replaced by a private one when a task is confined."""
         environ = self._env if self._env is not None else os.environ
         return (Path(environ.get("CODEX_HOME") or Path.home() / ".codex").expanduser(),)
-
-    @property
-    def steering_paths(self) -> tuple[SteeringPath, ...]:
-        """What in its home steers later calls, read-only to a confined one
-        (see ``STEERING_FILES``)."""
-        from enact.tasks.confine import SteeringPath
-
-        [home] = self.state_dirs
-        return (*(SteeringPath(home / name) for name in STEERING_FILES),
-                *(SteeringPath(home / name, directory=True) for name in STEERING_DIRS))
 
     @property
     def program_dirs(self) -> tuple[Path, ...]:
@@ -339,14 +332,18 @@ class CodexRuntime:
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         executable = self._executable()
+        [home] = self.state_dirs
+        private_home = dict(request.private_state).get(home)  # confined: where its home really is
         resumed = request.native_session if request.session_key else None
-        before = self.totals.before(resumed) if resumed else _NOTHING  # read before the turn adds to it
-        # Confined, codex sees a private /tmp: its answer file goes where it may write.
-        scratch_parent = self.state_dirs[0] if request.confine else None
-        with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=scratch_parent) as scratch:
+        # Read before the turn adds to it.
+        before = self.totals.before(resumed, codex_home=private_home) if resumed else _NOTHING
+        # Confined, codex sees a private /tmp and its home in the task's
+        # private one: its answer file goes there, named by the path it sees.
+        with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=private_home) as scratch:
             last_message = Path(scratch) / "last-message.txt"
+            seen_as = home / Path(scratch).name / last_message.name if private_home else last_message
             output = run_command(
-                [*request.confine, *self.argv(executable, request, last_message)],
+                [*request.confine, *self.argv(executable, request, seen_as)],
                 stdin_text=request.prompt,
                 cwd=request.cwd or self.default_cwd,
                 env=self._env,

@@ -1,15 +1,18 @@
 """Confinement of a task's runtime and doctor with bubblewrap (``bwrap``).
 
 Inside, the whole filesystem is read-only except the task's worktree, a
-private temporary directory (mounted at ``/tmp``) and what the runtime names
-for its own state; ``$ENACT_HOME`` is replaced by an empty directory, so the
-control socket, the LMDB environment and the other tasks' worktrees are not
-there at all. The network is shared: a runtime talks to its model.
+private temporary directory (mounted at ``/tmp``) and the task's private
+state directories of the runtime (below); ``$ENACT_HOME`` is replaced by an
+empty directory, so the control socket, the LMDB environment and the other
+tasks' worktrees are not there at all. The network is shared: a runtime talks to its model.
 
-What in the runtime's state steers it (its settings, instructions, hooks,
-commands) is read-only even there: written by a task, it would steer every
-later unconfined call of the CLI. A path of those that does not exist yet is
-covered by an empty read-only placeholder (see ``Placeholders``).
+A runtime's state directory (``~/.claude``, ``~/.codex``) is replaced by a
+private one of the task's, in which the owner's entries are shown read-only,
+but for the runtime's own state (sessions, logs, databases), which is not
+there at all: a task can neither change what steers the CLI's later
+unconfined calls (its settings, instructions, hooks) nor read or forge
+another session's transcript, and what the CLI writes lands in the private
+directory (see ``private_state_binds``).
 
 Confinement is an argv prefix: whoever starts the subprocess puts it before
 the command (the doctor, the scripted runtime's ``run`` rules, a CLI adapter).
@@ -19,18 +22,15 @@ Without ``bwrap`` a task runs unconfined and its record says so.
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import os
 import shutil
 import sys
 import tempfile
-import threading
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import orjson
 
 CONFINEMENT_MODES = ("auto", "off")
 """``tasks.confinement``: ``auto`` confines when bwrap is installed; ``off`` never."""
@@ -48,6 +48,9 @@ class Confinement:
     tmp: Path | None = None
     """The private temporary directory (TMPDIR for the task's commands)."""
     env: Mapping[str, str] = field(default_factory=dict)
+    private_state: tuple[tuple[Path, Path], ...] = ()
+    """(owner's state directory, the task's private one in its place): where
+    what a confined call writes there really is."""
 
     @property
     def confined(self) -> bool:
@@ -84,126 +87,66 @@ def tools_under_tmp(environ: Mapping[str, str] = os.environ, programs: Sequence[
 
 
 @dataclass(frozen=True, slots=True)
-class SteeringPath:
-    """A file or directory in a runtime's state that steers the CLI; it may
-    not exist yet."""
+class StateDir:
+    """A runtime's state directory (``path``, the owner's) and the glob
+    patterns of the entries in it that are the runtime's own state: its
+    sessions, logs, databases, caches."""
 
     path: Path
-    directory: bool = False
+    own_state: tuple[str, ...] = ()
 
 
-class Placeholders:
-    """The mount points made for steering paths that did not exist.
-
-    bwrap can bind only over a path that exists and makes a missing
-    destination itself, in the real directory beneath (the state directory
-    is a bind of the owner's): an empty file or directory appears in the
-    owner's config. Empty, both CLIs read it as nothing (measured: claude
-    2.1.328 says an empty ``.claude.json`` starts it with defaults, which a
-    missing one does too; codex 0.169 says nothing). It is removed when
-    the last confinement covering it ends, and only if still empty (the
-    owner's CLI may have written it meanwhile); counted per path because
-    removing it while another task's sandbox is mounted on it would lift
-    that sandbox's cover. The paths in use are kept in a ledger in enact's
-    home, written before bwrap can make them, so that the next daemon
-    removes what a killed one left (still only if empty)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._in_use: Counter[Path] = Counter()
-        self._directories: dict[Path, bool] = {}
-        self._ledger: Path | None = None
-
-    def take(self, paths: Sequence[SteeringPath], ledger: Path) -> tuple[SteeringPath, ...]:
-        """Of ``paths``, those that need a placeholder (missing, or one
-        already), now counted as in use until ``release``."""
-        with self._lock:
-            if self._ledger != ledger:  # the first confinement of this process in this home
-                self._ledger = ledger
-                _sweep(ledger)
-            missing = tuple(p for p in paths if p.path in self._in_use or not os.path.lexists(p.path))
-            self._in_use.update(p.path for p in missing)
-            self._directories.update((p.path, p.directory) for p in missing)
-            self._write_ledger()
-        return missing
-
-    def release(self, paths: Sequence[SteeringPath]) -> None:
-        with self._lock:
-            self._in_use.subtract(p.path for p in paths)
-            for steering in paths:
-                if self._in_use[steering.path] <= 0:
-                    del self._in_use[steering.path]
-                    del self._directories[steering.path]
-                    _remove_if_empty(steering)
-            self._write_ledger()
-
-    def _write_ledger(self) -> None:
-        if self._ledger is None:
-            return
-        entries = [{"path": str(path), "directory": self._directories[path]} for path in sorted(self._in_use)]
-        scratch = self._ledger.with_suffix(".tmp")
-        scratch.write_bytes(orjson.dumps(entries))
-        os.replace(scratch, self._ledger)
-
-
-def _sweep(ledger: Path) -> None:
-    """Remove the placeholders a process that ended without releasing them
-    left behind, as named by its ledger."""
+def private_state_binds(state: StateDir, private: Path) -> list[str]:
+    """The bwrap arguments that put ``private`` (this task's, empty or left
+    by its earlier calls) in place of the owner's state directory and show
+    in it, read-only, each of the owner's entries but the runtime's own
+    state. A bind's source is found in the host's filesystem, so
+    ``state.path / name`` as a source is the owner's entry even though
+    ``state.path`` inside is ``private``; the mount points bwrap makes for
+    them are in ``private`` too, never in the owner's directory. A symlinked
+    entry is bound from its target (a dangling one is left out, and so is
+    one pointing into the runtime's own state); one gone by the time bwrap
+    starts is skipped (``--ro-bind-try``)."""
+    argv = ["--bind", str(private), str(state.path)]
     try:
-        entries = orjson.loads(ledger.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return  # none, or unreadable: nothing is removed on a guess
-    if not isinstance(entries, list):
-        return
-    for entry in entries:
-        if isinstance(entry, dict) and isinstance(entry.get("path"), str):
-            _remove_if_empty(SteeringPath(Path(entry["path"]), directory=bool(entry.get("directory"))))
-    ledger.unlink(missing_ok=True)
+        names = sorted(os.listdir(state.path))
+    except OSError:
+        return argv  # unreadable: the task sees none of it
+    real_dir = state.path.resolve()
+    for name in names:
+        entry = state.path / name
+        source = entry.resolve() if entry.is_symlink() else entry
+        inside = source.relative_to(real_dir).parts[:1] if source.is_relative_to(real_dir) else ()
+        if _own_state(state, name) or any(_own_state(state, part) for part in inside):
+            continue
+        if source.is_file() or source.is_dir():
+            argv += ["--ro-bind-try", str(source), str(entry)]
+    return argv
 
 
-def _remove_if_empty(steering: SteeringPath) -> None:
-    with contextlib.suppress(OSError):  # not there, or written since: left as it is
-        if steering.directory:
-            steering.path.rmdir()
-        elif not steering.path.is_symlink() and steering.path.is_file() and steering.path.stat().st_size == 0:
-            steering.path.unlink()
-
-
-PLACEHOLDERS = Placeholders()
-"""One per process: the daemon's concurrent tasks share the owner's config."""
-
-
-def read_only_binds(steering: Sequence[SteeringPath], placeholders: Sequence[SteeringPath], *,
-                    empty_file: Path, empty_dir: Path) -> tuple[tuple[Path, Path], ...]:
-    """(source, destination) of each steering path: itself, or for one that
-    needs a placeholder the empty file or directory from enact's home."""
-    binds = []
-    for path in steering:
-        source = (empty_dir if path.directory else empty_file) if path in placeholders else path.path
-        binds.append((source, path.path))
-    return tuple(binds)
+def _own_state(state: StateDir, name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in state.own_state)
 
 
 def bwrap_prefix(
-    bwrap: str, *, worktree: Path, private_tmp: Path, hidden: Sequence[Path], writable: Sequence[Path] = (),
-    read_only: Sequence[tuple[Path, Path]] = (), tools: Sequence[Path] = (),
+    bwrap: str, *, worktree: Path, private_tmp: Path, hidden: Sequence[Path],
+    private_state: Sequence[tuple[StateDir, Path]] = (), tools: Sequence[Path] = (),
 ) -> tuple[str, ...]:
     """The bwrap argv up to ``--``. Mount order matters: the private /tmp
     first, the ``tools`` that lived under the real /tmp bound back read-only,
     then the hidden directories as empty tmpfs (which may lie under /tmp),
-    then the worktree and the writable paths bound into place (inside a
-    hidden directory, if that is where they live), then the ``read_only``
-    (source, destination) binds over them; last, each hidden tmpfs is made
-    read-only, so nothing can be left there either."""
+    then the worktree and each runtime state directory's private
+    replacement bound into place (inside a hidden directory, if that is
+    where they live) with the owner's entries over it; last, each hidden
+    tmpfs is made read-only, so nothing can be left there either."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(private_tmp), "/tmp"]
     for path in tools:
         argv += ["--ro-bind", str(path), str(path)]
     for path in hidden:
         argv += ["--tmpfs", str(path)]
-    for path in (worktree, *writable):
-        argv += ["--bind", str(path), str(path)]
-    for source, destination in read_only:
-        argv += ["--ro-bind", str(source), str(destination)]
+    argv += ["--bind", str(worktree), str(worktree)]
+    for state, private in private_state:
+        argv += private_state_binds(state, private)
     for path in hidden:
         argv += ["--remount-ro", str(path)]
     # A new pid namespace whose init dies with bwrap: killing bwrap's
@@ -224,38 +167,43 @@ def task_environment(tmp: Path | None) -> dict[str, str]:
 
 @contextmanager
 def confinement(
-    mode: str, *, home: Path, worktree: Path, writable: Sequence[Path] = (), programs: Sequence[Path] = (),
-    steering: Sequence[SteeringPath] = (),
+    mode: str, *, home: Path, worktree: Path, programs: Sequence[Path] = (), state: Sequence[StateDir] = (),
 ) -> Iterator[Confinement]:
-    """The task's confinement for as long as the task runs; its private
-    temporary directory is removed afterwards. ``programs``: where the
-    runtime runs from, kept visible (read-only); ``steering``: paths in the
-    ``writable`` ones made read-only again."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"enact-{worktree.name}-"))
-    placeholders: tuple[SteeringPath, ...] = ()
+    """The task's confinement for as long as the task runs (all its calls
+    and repairs: a session the runtime wrote in its private state stays
+    there until the end); its private directories are removed afterwards.
+    ``programs``: where the runtime runs from, kept visible (read-only);
+    ``state``: the runtime's state directories, each replaced by a private
+    one (see ``private_state_binds``)."""
+    root = Path(tempfile.mkdtemp(prefix=f"enact-{worktree.name}-"))
+    tmp = root / "tmp"
+    tmp.mkdir()
     try:
         bwrap = find_bwrap() if mode == "auto" else None
         if bwrap is None:
             yield Confinement(tmp=tmp, env=task_environment(tmp))
         else:
-            covered = [path for path in steering if any(path.path.is_relative_to(w) for w in writable)]
-            empty_file, empty_dir = _empty_sources(home)
-            placeholders = PLACEHOLDERS.take(covered, ledger=empty_file.parent / "placeholders.json")
-            read_only = read_only_binds(covered, placeholders, empty_file=empty_file, empty_dir=empty_dir)
+            private_state = []
+            for index, state_dir in enumerate(_existing(state)):
+                private = root / f"state-{index}"
+                private.mkdir()
+                private_state.append((state_dir, private))
             prefix = bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home.resolve(),),
-                                  writable=writable, read_only=read_only, tools=tools_under_tmp(programs=programs))
-            yield Confinement(prefix=prefix, tmp=tmp, env=task_environment(Path("/tmp")))
+                                  private_state=private_state, tools=tools_under_tmp(programs=programs))
+            yield Confinement(prefix=prefix, tmp=tmp, env=task_environment(Path("/tmp")),
+                              private_state=tuple((state_dir.path, private) for state_dir, private in private_state))
     finally:
-        PLACEHOLDERS.release(placeholders)
-        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
-def _empty_sources(home: Path) -> tuple[Path, Path]:
-    """An empty read-only file and directory in enact's home, bound over the
-    steering paths that do not exist."""
-    directory = home / "confine"
-    empty_file, empty_dir = directory / "empty-file", directory / "empty-dir"
-    empty_dir.mkdir(parents=True, exist_ok=True)
-    if not empty_file.exists():
-        empty_file.touch(mode=0o444)
-    return empty_file, empty_dir
+def _existing(state: Sequence[StateDir]) -> list[StateDir]:
+    """The state directories, each made if missing (an empty one, as the
+    runtime's first call would make it): bwrap mounts only on a directory
+    that exists. One that cannot be made is left out, and the runtime's
+    call then says what it could not write."""
+    made = []
+    for state_dir in state:
+        with contextlib.suppress(OSError):
+            state_dir.path.mkdir(parents=True, exist_ok=True)
+            made.append(state_dir)
+    return made

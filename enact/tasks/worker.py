@@ -43,7 +43,7 @@ from enact.runtime import (
 )
 from enact.runtime._subprocess import TERM_GRACE_S
 from enact.tasks import doctor, worktrees
-from enact.tasks.confine import Confinement, confinement
+from enact.tasks.confine import Confinement, StateDir, confinement
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
 from enact.tasks.worktrees import Worktree, WorktreeError
@@ -287,13 +287,11 @@ class TaskAttempt:
         self._report(Phase.WORKSPACE)
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
         runtime = self.services.runtime
-        make_state_dirs = getattr(runtime, "make_state_dirs", None)  # one whose state may not exist yet
-        state_dirs = make_state_dirs() if make_state_dirs is not None else getattr(runtime, "state_dirs", ())
-        writable = tuple(path for path in state_dirs if path.is_dir())
+        own_state = tuple(getattr(runtime, "own_state", ()))
+        state = tuple(StateDir(path, own_state) for path in getattr(runtime, "state_dirs", ()))
         programs = tuple(getattr(runtime, "program_dirs", ()))
         with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
-                         writable=writable, programs=programs,
-                         steering=tuple(getattr(runtime, "steering_paths", ()))) as confined:
+                         programs=programs, state=state) as confined:
             # Confined means the runtime's commands too: a runtime that does
             # not start them under the prefix leaves the task unconfined
             # (its doctor still is).
@@ -342,7 +340,7 @@ class TaskAttempt:
             session_key=f"task:{self.task.id}", prompt=prompt, native_session=self._native_session,
             owner_message=owner_message, sandbox="workspace-write", cwd=tree.path,
             timeout_s=max(1.0, min(float(self.services.settings["runtime.timeout_s"]), remaining)),
-            cancel=self.cancel, purpose="task", confine=confined.prefix))
+            cancel=self.cancel, purpose="task", confine=confined.prefix, private_state=confined.private_state))
         self._native_session = result.native_session or self._native_session
         for item in result.progress:
             self._log(f"model: {item}")
