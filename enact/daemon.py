@@ -22,6 +22,7 @@ import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, components, config
+from enact.actors._asks import ActorUnavailable
 from enact.actors.control import ControlServer
 from enact.actors.supervisor import Supervisor
 from enact.channels import Channel, InboxInlet
@@ -393,11 +394,20 @@ class _Daemon:
     def _spent(self, purpose: str, usage: Usage) -> None:
         from enact.messages.accounting import Spend
 
-        self.supervisor.tell("accounting", Spend(
-            day=time.strftime("%Y-%m-%d"), purpose=purpose, input_tokens=usage.input_tokens,
-            cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens,
-            reasoning_tokens=usage.reasoning_tokens, cost_usd=usage.cost_usd,
-        ))
+        try:
+            self.supervisor.tell("accounting", Spend(
+                day=time.strftime("%Y-%m-%d"), purpose=purpose, input_tokens=usage.input_tokens,
+                cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens,
+                reasoning_tokens=usage.reasoning_tokens, cost_usd=usage.cost_usd,
+            ))
+        except ActorUnavailable:
+            if not self.supervisor.stopping:
+                raise
+            # A call the stop cut short, answered after the accounting actor
+            # went (a fenced daemon could not commit the tally anyway): the
+            # metrics counted it; one line, not a traceback.
+            log.warning("%s tokens of a %s call not tallied: the daemon is stopping",
+                        usage.input_tokens + usage.output_tokens, purpose)
 
     def status(self) -> StatusReport:
         from enact.messages.accounting import SpentOn
