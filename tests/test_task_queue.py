@@ -290,13 +290,13 @@ def test_the_owner_notice_of_an_ending_is_held_with_its_commit_until_the_inbox_t
 
     chat = ConversationRef(channel="local", conversation="owner")
     task = (submit(queue, conversation=chat), claim(queue))[1]
-    assert queue.take_notices() == [] and queue.held_notices() == []  # running: nothing to tell
+    assert queue.notices.take() == [] and queue.notices.held() == []  # running: nothing to tell
     finish(queue, task, Outcome.SUCCEEDED)
-    [told] = queue.take_notices()
+    [told] = queue.notices.take()
     assert told.notice_id == f"task:{task.id}:1:succeeded" and told.acknowledge_to == "tasks"
-    assert queue.held_notices() == [told]
-    queue.notice_taken(told.notice_id)
-    assert queue.held_notices() == [] and queue.take_notices() == []
+    assert queue.notices.held() == [told]
+    queue.notices.taken(told.notice_id)
+    assert queue.notices.held() == [] and queue.notices.take() == []
 
 
 def test_a_notice_the_inbox_has_not_taken_within_a_lease_ttl_is_told_again(storage: Storage,
@@ -305,14 +305,14 @@ def test_a_notice_the_inbox_has_not_taken_within_a_lease_ttl_is_told_again(stora
 
     task = (submit(queue, conversation=ConversationRef(channel="local", conversation="owner")), claim(queue))[1]
     finish(queue, task, Outcome.SUCCEEDED, now=T0 + 1)
-    [told] = queue.take_notices()
-    assert queue.retell_notices(T0 + TTL / 2) == 0 and queue.take_notices() == []  # the inbox may be at it
-    assert queue.retell_notices(T0 + 1 + TTL) == 1 and queue.take_notices() == [told]  # it lost it
-    assert queue.retell_notices(T0 + 1 + TTL * 1.5) == 0  # told again just now
+    [told] = queue.notices.take()
+    assert queue.notices.retell(T0 + TTL / 2) == 0 and queue.notices.take() == []  # the inbox may be at it
+    assert queue.notices.retell(T0 + 1 + TTL) == 1 and queue.notices.take() == [told]  # it lost it
+    assert queue.notices.retell(T0 + 1 + TTL * 1.5) == 0  # told again just now
     restarted = TaskQueue(storage.grant("tasks", DATABASES), default_repo="/repo", lease_ttl_s=TTL)
-    assert restarted.retell_notices(T0 + 2 + TTL) == 1 and restarted.take_notices() == [told]  # at start: all
-    queue.notice_taken(told.notice_id)
-    assert queue.retell_notices(T0 + 1 + TTL * 3) == 0 and queue.take_notices() == []
+    assert restarted.notices.retell(T0 + 2 + TTL) == 1 and restarted.notices.take() == [told]  # at start: all
+    queue.notices.taken(told.notice_id)
+    assert queue.notices.retell(T0 + 1 + TTL * 3) == 0 and queue.notices.take() == []
 
 
 def test_cancel_ends_a_queued_task_at_once(queue: TaskQueue) -> None:

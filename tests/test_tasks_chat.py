@@ -256,7 +256,7 @@ def test_an_outcome_notice_a_crash_kept_from_the_inbox_is_told_at_the_next_start
     [notice] = notices()
     assert notice["conversation"] == "owner" and notice["reply"].startswith("Task 1 succeeded: fixed the typo.")
     assert second.terminate() == 0
-    assert planted(lambda queue: queue.held_notices()) == []  # the inbox took it: not told again
+    assert planted(lambda queue: queue.notices.held()) == []  # the inbox took it: not told again
 
 
 def test_a_held_notice_for_a_channel_this_daemon_lacks_is_dropped_with_a_log_line(daemons: DaemonFactory) -> None:
@@ -277,7 +277,7 @@ def test_a_held_notice_for_a_channel_this_daemon_lacks_is_dropped_with_a_log_lin
             store = storage.grant("tasks", DATABASES)
             if change is not None:
                 store.write(change(TaskTables(store)), fenced=False)
-            return TaskQueue(store, default_repo="", lease_ttl_s=60.0).held_notices()
+            return TaskQueue(store, default_repo="", lease_ttl_s=60.0).notices.held()
         finally:
             storage.close()
 

@@ -87,7 +87,7 @@ class TaskQueueActor(EnactActor):
         for change in self.queue.take_changes():
             self._events.labels(event=change.event.event.kind.value).inc()
             self.context.publish(change)
-        for notice in self.queue.take_notices():
+        for notice in self.queue.notices.take():
             self.context.tell(INBOX, notice)
 
     def _handle(self, message: Any, now: float) -> Any:
@@ -129,12 +129,12 @@ class TaskQueueActor(EnactActor):
             case ChangedSince():
                 return queue.changed_since(message.after, message.limit)
             case NoticeTaken():
-                queue.notice_taken(message.notice_id)
+                queue.notices.taken(message.notice_id)
                 return None
             case ExpireLeases():
                 try:
                     queue.expire_leases(now)
-                    queue.retell_notices(now)
+                    queue.notices.retell(now)
                 finally:
                     self._sweep_later()
                 return None

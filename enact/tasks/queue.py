@@ -3,11 +3,9 @@
 ``TaskQueue`` is what the ``tasks`` actor runs: each method is one durable
 (fenced) write transaction or one read, takes the time as an argument (so
 tests drive the clock) and returns the reply the protocol declares. The
-changes it committed are collected for the actor to publish, and so are the
-owner notices of the tasks that ended: each is held in the commit that ended
-its task, until the inbox says it has it (``notice_taken``), so a crash
-between the two loses none; one the inbox has not taken within a lease TTL
-is told again (``retell_notices``).
+changes it committed are collected for the actor to publish; the owner
+notices of the tasks that ended are held by the same commits
+(``enact.tasks.notices``, ``TaskQueue.notices``).
 
 Its databases and their keys are in ``enact.tasks.tables``.
 """
@@ -21,7 +19,6 @@ from typing import Any
 import lmdb
 
 from enact.messages.common import Done
-from enact.messages.inbox import Notify
 from enact.messages.tasks import (
     MAX_PAGE,
     CancelAccepted,
@@ -47,7 +44,7 @@ from enact.messages.tasks import (
     TaskSnapshot,
 )
 from enact.storage import Store
-from enact.tasks.from_chat import outcome_notice
+from enact.tasks.notices import OwnerNotices
 from enact.tasks.records import (
     MAX_ATTEMPTS,
     WORKER_EVENTS,
@@ -77,60 +74,32 @@ class TaskQueue:
         self.default_repo = default_repo
         self.lease_ttl_s = lease_ttl_s
         self._changes: list[TaskChanged] = []
-        self._notices: list[Notify] = []
-        self._staged_notices: list[tuple[Notify, float]] = []
-        self._told_at: dict[str, float] = {}
-        """When each held notice was last handed out for the inbox (by id)."""
+        self.notices = OwnerNotices(store, self._tables, lease_ttl_s=lease_ttl_s)
 
     def take_changes(self) -> list[TaskChanged]:
         """The changes committed since the last call, for publishing."""
         changes, self._changes = self._changes, []
         return changes
 
-    def take_notices(self) -> list[Notify]:
-        """The owner notices committed since the last call, for the inbox."""
-        notices, self._notices = self._notices, []
-        return notices
-
     # -- writing ------------------------------------------------------------
-
-    def retell_notices(self, now: float) -> int:
-        """Hand out again, with the next ``take_notices``, the held notices
-        not told within a lease TTL (all of them the first time: at start).
-        The inbox may have lost one: it restarted with the notice in its
-        mailbox, or the write storing it failed. Returns how many."""
-        held = self.held_notices()
-        for stale in self._told_at.keys() - {notice.notice_id for notice in held}:
-            del self._told_at[stale]  # taken meanwhile
-        told_at = self._told_at
-        due = [notice for notice in held
-               if notice.notice_id not in told_at or now - told_at[notice.notice_id] >= self.lease_ttl_s]
-        self._notices.extend(due)
-        self._told_at.update((notice.notice_id, now) for notice in due)
-        return len(due)
 
     def _write(self, fn: Any) -> Any:
         pending: list[TaskChanged] = []
 
         def run(txn: lmdb.Transaction) -> Any:
             pending.clear()  # a transaction retried after the map grew starts over
-            self._staged_notices.clear()
+            self.notices.begin()
             return fn(txn, pending)
 
         result = self._store.write(run)
         self._changes.extend(pending)
-        self._notices.extend(notice for notice, _ in self._staged_notices)
-        self._told_at.update((notice.notice_id, now) for notice, now in self._staged_notices)
-        self._staged_notices.clear()
+        self.notices.committed()
         return result
 
     def _record(self, txn: lmdb.Transaction, pending: list[TaskChanged], before: Task | None, task: Task,
                 kind: EventKind, summary: str, now: float, worker: str = "") -> Task:
         self._tables.save(txn, before, task)
-        notice = outcome_notice(task)
-        if notice is not None:
-            self._tables.hold_notice(txn, notice)
-            self._staged_notices.append((notice, now))
+        self.notices.hold(txn, task, now)
         event = TaskEvent(task_id=task.id, kind=kind, time=now, worker=worker or task.worker,
                           attempt=task.attempt, summary=clip(summary), state=task.state)
         sequence = self._tables.append_event(txn, event)
@@ -387,19 +356,7 @@ class TaskQueue:
         result: int = self._write(write)
         return result
 
-    def notice_taken(self, notice_id: str) -> None:
-        """The inbox holds the notice: it is not told again."""
-        if any(notice.notice_id == notice_id for notice in self.held_notices()):
-            self._write(lambda txn, pending: self._tables.drop_notice(txn, notice_id))
-        self._told_at.pop(notice_id, None)
-
     # -- reading ------------------------------------------------------------
-
-    def held_notices(self) -> list[Notify]:
-        """The owner notices the inbox has not said it holds (a crash, or
-        the inbox restarting, between a task's end and telling it)."""
-        notices: list[Notify] = self._store.read(self._tables.held_notices)
-        return notices
 
     def get(self, task_id: int) -> Found | NotFound:
         task = self._store.read(lambda txn: self._tables.get(txn, task_id))
