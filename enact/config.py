@@ -36,22 +36,30 @@ def parse_address(text: str) -> tuple[str, int]:
 @dataclass(frozen=True, slots=True)
 class Check:
     """A value's allowed range: ``allowed`` reads after "must be" and in the
-    README's settings table."""
+    README's settings table. A number's check also carries its bounds
+    (``low``/``high``), which every duration and count must declare."""
 
     allowed: str
     accepts: Callable[[Any], bool]
+    low: float | None = None
+    high: float | None = None
 
     def __call__(self, value: Any) -> str | None:
         """Why ``value`` is out of range, or None."""
         return None if self.accepts(value) else f"must be {self.allowed}"
 
 
-def at_least(minimum: float) -> Check:
-    return Check(f"at least {minimum}", lambda value: value >= minimum)
-
-
 def between(low: float, high: float) -> Check:
-    return Check(f"between {low} and {high}", lambda value: low <= value <= high)
+    """A duration's or a count's range, both ends included. Every number has
+    one: an unbounded ``1e308`` overflows whatever adds it to a clock."""
+    return Check(f"between {low} and {high}", lambda value: low <= value <= high, low, high)
+
+
+HOUR = 3600
+DAY = 24 * HOUR
+WEEK = 7 * DAY
+"""Upper bounds of durations, in seconds: far beyond any sensible value,
+far below what overflows a deadline."""
 
 
 def one_of(*choices: str) -> Check:
@@ -126,14 +134,17 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("daemon.workers", int, 2, "Task workers in the pool; 0: none in this daemon",
             between(0, 64)),
     Setting("daemon.log_level", str, "info", "Log level", one_of("debug", "info", "warning", "error")),
-    Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop", at_least(0)),
+    Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop",
+            between(0, HOUR)),
     Setting("daemon.command_server", bool, True,
             "Run command-line commands in a warm process beside the daemon (`cli.sock`)"),
-    Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window", at_least(1)),
-    Setting("supervisor.restart_window_s", float, 60.0, "The window for max_restarts", at_least(1)),
+    Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window",
+            between(1, 1000)),
+    Setting("supervisor.restart_window_s", float, 60.0, "The window for max_restarts", between(1, DAY)),
     Setting("storage.map_size_mb", int, 64, "Initial LMDB map size; it grows on demand", between(1, 1 << 20)),
-    Setting("control.idle_timeout_s", float, 30.0, "Idle control connections are closed after this", at_least(0.1)),
-    Setting("control.request_timeout_s", float, 120.0, "Longest wait for an actor's reply", at_least(0.1)),
+    Setting("control.idle_timeout_s", float, 30.0, "Idle control connections are closed after this",
+            between(0.1, DAY)),
+    Setting("control.request_timeout_s", float, 120.0, "Longest wait for an actor's reply", between(0.1, DAY)),
     Setting(
         "chat.allowed_conversations",
         list,
@@ -144,11 +155,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("chat.delivery_attempts", int, 3, "Delivery attempts per reply", between(1, 10)),
     Setting("chat.delivery_backoff_s", float, 0.5, "First retry delay of a failed delivery", between(0, 60)),
     Setting("chat.max_actions", int, 6, "Model actions per chat event", between(1, 50)),
-    Setting("chat.conversation_idle_s", float, 300.0, "An idle conversation actor stops after this", at_least(0.1)),
+    Setting("chat.conversation_idle_s", float, 300.0, "An idle conversation actor stops after this",
+            between(0.1, WEEK)),
     # Its choices are the installed runtime components: enact.components fills them in.
     Setting("runtime.adapter", str, "scripted", "The model runtime"),
-    Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", at_least(0.1)),
-    Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed", at_least(1)),
+    Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", between(0.1, DAY)),
+    Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed",
+            between(1, 1_000_000)),
     Setting("memory.max_fact_chars", int, 500, "A longer fact is clipped, with a visible mark", between(40, 10000)),
     Setting("memory.confirm_model_facts", bool, False,
             "Facts from [MEMORY] markers are held until `enact memory confirm`"),
@@ -164,13 +177,13 @@ SETTINGS: tuple[Setting, ...] = (
             between(1, 3600)),
     # Task workers (enact.tasks): the doctor, protected paths, confinement, kept worktrees.
     Setting("tasks.doctor_command", str, "", "Test command of a repository without a [doctor] in its .enact.toml"),
-    Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", at_least(1)),
+    Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", between(0.1, DAY)),
     Setting("tasks.protected_paths", list, ["tests/", ".ci/", ".github/", ".enact.toml"],
             "Paths a task may change only when its request or brief names them"),
     Setting("tasks.confinement", str, "auto", "auto: confine runtime and doctor with bwrap when installed",
             one_of("auto", "off")),
     Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",
-            at_least(0)),
+            between(0, 3650)),
     # Backlog and cron (the Scheduler actor).
     Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
     Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
@@ -210,14 +223,15 @@ class Config:
         return [
             {
                 "key": s.key, "value": shown_value(s, self.values[s.key]), "source": self.sources[s.key],
-                "doc": s.doc, "component": s.component,
+                "doc": s.doc, "component": s.component, "allowed": s.allowed,
             }
             for s in self.settings
         ]
 
 
 def shown_value(setting: Setting, value: Any) -> Any:
-    """What may be shown of a value: a secret only says whether it is set."""
+    """What may be shown of a value: a secret only says whether it is set
+    (its row's source says from where)."""
     if setting.secret:
         return "set" if value else "unset"
     return value
@@ -332,20 +346,30 @@ def _list_from_text(setting: Setting, raw: str, where: str) -> list[Any]:
 
 
 def _validate(setting: Setting, value: Any, where: str) -> Any:
+    value, problem = checked(setting, value)
+    if problem:
+        raise ConfigError(f"{setting.key} from {where}: {problem}")
+    return value
+
+
+def checked(setting: Setting, value: Any) -> tuple[Any, str]:
+    """``value`` as the setting's kind, and "" or why it is refused (after
+    "KEY from WHERE: "). Files other than config.toml (commands.toml,
+    .enact.toml) check their numbers against a Setting through this too."""
     expected = setting.kind
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > 1 << 1000:  # float() would raise OverflowError
+            return value, f"must be {setting.allowed}, got {value!r}"
         value = float(value)
     if not isinstance(value, expected) or (expected is not bool and isinstance(value, bool)):
-        raise ConfigError(
-            f"{setting.key} from {where}: expected {expected.__name__}, got {type(value).__name__} {value!r}"
-        )
+        return value, f"expected {expected.__name__}, got {type(value).__name__} {value!r}"
     if expected is list and not all(isinstance(item, setting.item_type) for item in value):
-        raise ConfigError(f"{setting.key} from {where}: expected {setting.allowed}, got {value!r}")
+        return value, f"expected {setting.allowed}, got {value!r}"
     if setting.check is not None:
-        problem = setting.check(value)
+        problem = setting.check(value)  # a range refuses inf and nan too
         if problem:
-            raise ConfigError(f"{setting.key} from {where}: {problem}, got {value!r}")
-    return value
+            return value, f"{problem}, got {value!r}"
+    return value, ""
 
 
 def check_declaration(setting: Setting) -> None:
@@ -359,6 +383,9 @@ def check_declaration(setting: Setting) -> None:
         raise ConfigError(f"setting {setting.key} has a kind enact cannot read: {setting.kind!r}")
     if setting.kind is list and setting.item_type not in _LIST_ITEMS:
         raise ConfigError(f"setting {setting.key} is a list of a kind enact cannot read: {setting.item_type!r}")
+    if setting.kind in (int, float) and (setting.check is None or setting.check.low is None
+                                         or setting.check.high is None):
+        raise ConfigError(f"setting {setting.key} is a number without a range: declare it with between()")
     if not setting.doc:
         raise ConfigError(f"setting {setting.key} has no documentation")
     _validate(setting, setting.default, "its declared default")

@@ -35,6 +35,7 @@ import orjson
 
 from enact.cancellation import CancellationToken
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Handler, Param
+from enact.config import DAY, Setting, between, checked
 from enact.tables import table_list
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,12 @@ _PR_SET_PDEATHSIG = 1
 
 class CommandsFileError(ValueError):
     pass
+
+
+PROGRAM_TIMEOUT = Setting("command.timeout_s", float, 60.0, "Timeout of one run of a commands.toml program",
+                          between(0.1, DAY))
+"""A ``[[command]]``'s ``timeout_s``: declared like a configuration key, so
+that its range is checked (and documented) the way every setting's is."""
 
 
 # -- commands.toml ----------------------------------------------------------
@@ -90,9 +97,9 @@ def load_program_commands(path: Path, *, run_dir: Path | None = None) -> list[Co
             authority = Authority(table.get("authority", "effect"))
         except ValueError:
             raise CommandsFileError(f"{where}: 'authority' must be read, effect or human") from None
-        timeout = table.get("timeout_s", 60)
-        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
-            raise CommandsFileError(f"{where}: 'timeout_s' must be a positive number")
+        timeout, problem = checked(PROGRAM_TIMEOUT, table.get("timeout_s", PROGRAM_TIMEOUT.default))
+        if problem:
+            raise CommandsFileError(f"{where}: 'timeout_s' {problem}")
         params = _params(table.get("params", "free"), where)
         commands.append(
             Command(

@@ -7,13 +7,13 @@ from __future__ import annotations
 from enact.actors._base import EnactActor
 from enact.actors.supervisor import ActorSpec
 from enact.components import Component, RuntimeComponent
-from enact.config import Config, Setting
+from enact.config import Config, Setting, between
 from enact.runtime import RuntimeRequest, RuntimeResult
 
 
 class Fine(Component):
     name = "fine"
-    settings = (Setting("fine.level", int, 1, "A level"),)
+    settings = (Setting("fine.level", int, 1, "A level", between(0, 10)),)
 
 
 def make_fine() -> Component:
@@ -35,13 +35,13 @@ class OutsideItsSection(Component):
 
 class BadDefault(Component):
     name = "baddefault"
-    settings = (Setting("baddefault.count", int, "three", "A count whose default is text"),)
+    settings = (Setting("baddefault.count", int, "three", "A count whose default is text", between(0, 10)),)
 
 
 class SameKeyAsCore(Component):
     name = "copycat"
     sections = ("daemon",)
-    settings = (Setting("daemon.workers", int, 2, "Declared twice"),)
+    settings = (Setting("daemon.workers", int, 2, "Declared twice", between(0, 64)),)
 
 
 class Pong(EnactActor):

