@@ -116,6 +116,8 @@ class LocalChannel:
             sender=HUMAN_CLI,
             reply_to=message.reply_to,
         )
+        if not message.text.strip():  # `enact send` refuses it first; a raw frame may not
+            return Ignored(event_id=event.event_id, reason="there is no text to send")
         future: Future[Outcome] = Future()
         event_id = event.event_id
         with self._lock:

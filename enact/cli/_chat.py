@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from enact.cli._client import ConnectionLost, expect, request
-from enact.cli._options import EXIT_FAILED, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
 INTERRUPTED_TEXT = (
     "the daemon was replaced while this event was in progress; it will be finished by the new daemon, "
@@ -51,17 +51,23 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
          text: tuple[str, ...]) -> None:
     """Send TEXT to enact through the local channel and print the reply.
 
-    Exits 0 once the reply is delivered, 1 if the event was ignored, failed,
-    is still in progress or its reply was not delivered, 3 if no daemon runs."""
+    TEXT ``-`` reads the text from standard input (UTF-8), which has no
+    argument-length limit. Exits 0 once the reply is delivered, 1 if the
+    event was ignored, failed, is still in progress or its reply was not
+    delivered, 2 for text that cannot be sent (empty, not UTF-8, too long),
+    3 if no daemon runs."""
     import uuid
 
     from enact.messages import local, to_wire
     from enact.messages.local import Send
 
+    body = _stdin_text(as_json) if text == ("-",) else " ".join(text)
+    if not body.strip():
+        fail("there is no text to send", as_json=as_json, code=EXIT_USAGE, status="bad_input")
     # Chosen here, so that the event id is known even if the daemon goes away.
     message_id = message_id or uuid.uuid4().hex
     conversation = conversation or "cli"
-    message = Send(text=" ".join(text), conversation=conversation, message_id=message_id, reply_to=reply_to)
+    message = Send(text=body, conversation=conversation, message_id=message_id, reply_to=reply_to)
     try:
         reply = _send_to_current_daemon(resolve_home(home), message)
     except ConnectionLost:
@@ -90,6 +96,22 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
             click.echo(f"enact: {problem}", err=True)
     if problem:
         sys.exit(EXIT_FAILED)
+
+
+def _stdin_text(as_json: bool) -> str:
+    from enact.messages.common import MAX_TEXT
+
+    # One byte over the longest text (4 bytes a character) is enough to know
+    # it is too long, without reading an endless pipe into memory.
+    data = sys.stdin.buffer.read(4 * MAX_TEXT + 1)
+    if len(data) > 4 * MAX_TEXT:
+        fail(f"the text on standard input is longer than {MAX_TEXT} characters", as_json=as_json,
+             code=EXIT_USAGE, status="bad_input")
+    try:
+        return data.decode("utf-8").removesuffix("\n")
+    except UnicodeDecodeError as error:
+        fail(f"the text on standard input is not valid UTF-8 (byte {error.start})", as_json=as_json,
+             code=EXIT_USAGE, status="bad_input")
 
 
 _TAKEOVER_RETRY_S = 10.0

@@ -49,6 +49,12 @@ class NoAnswer(DaemonError, TimeoutError):
         self.home = home
 
 
+class BadRequest(ValueError):
+    """The request cannot be sent as it is (text that is not UTF-8, a field
+    over its limit, a frame over its size): the user's input, refused before
+    it reaches the daemon, so nothing changes."""
+
+
 class UnexpectedReply(DaemonError):
     """The daemon answered with a type the command does not expect (a daemon
     of another version, or a defect)."""
@@ -83,12 +89,12 @@ class Client:
             raise NotRunning(home) from None
 
     def request(self, message: object) -> object:
-        from enact.messages import decode, encode
+        from enact.messages import decode
         from enact.messages._framing import read_frame, write_frame
         from enact.messages.control import Error
 
         try:
-            write_frame(self._sock, encode(message))
+            write_frame(self._sock, checked_frame(message))
         except TimeoutError:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except ConnectionError as error:  # closed before it took the request
@@ -111,6 +117,52 @@ class Client:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+def checked_frame(message: object) -> bytes:
+    """``message`` as the frame the daemon would accept, or BadRequest in one
+    line naming the field: the daemon's own checks, run here, so that bad
+    input is the user's error (exit 2) rather than the daemon's."""
+    from enact.messages import DecodeError, decode, encode
+    from enact.messages._framing import MAX_FRAME_BYTES
+
+    bad = _not_utf8(message, "")
+    if bad:
+        raise BadRequest(f"{bad} is not valid UTF-8 text")
+    frame = encode(message)
+    if len(frame) > MAX_FRAME_BYTES:
+        raise BadRequest(f"the request is {len(frame)} bytes; the daemon takes at most {MAX_FRAME_BYTES}")
+    try:
+        decode(frame)
+    except DecodeError as error:
+        raise BadRequest(str(error)) from None
+    return frame
+
+
+def _not_utf8(value: object, path: str) -> str:
+    """The first field holding text that cannot be written as UTF-8 (a shell
+    argument of other bytes arrives as surrogates), or ""."""
+    import dataclasses
+
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"field {path!r}"
+        return ""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items: list[tuple[str, object]] = [(f.name, getattr(value, f.name)) for f in dataclasses.fields(value)]
+    elif isinstance(value, (list, tuple)):
+        items = [(str(index), item) for index, item in enumerate(value)]
+    elif isinstance(value, dict):
+        items = [(str(key), item) for key, item in value.items()]
+    else:
+        return ""
+    for name, item in items:
+        found = _not_utf8(item, f"{path}.{name}" if path else name)
+        if found:
+            return found
+    return ""
 
 
 def request(home: Path, message: object, *, timeout: float | None = 130.0) -> object:

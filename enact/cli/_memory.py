@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_FAILED, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
 _TYPES = ("preference", "fact", "decision", "workflow_rule", "person", "project")
 _SCOPES = ("user", "project", "instance")
@@ -52,6 +52,8 @@ def remember(text: str, fact_type: str | None, tags: tuple[str, ...], confidence
     """Remember TEXT as a fact (merged into an equal one if it exists)."""
     from enact.messages.memory import Merged, Pending, Refused, Remember, Saved
 
+    if not text.strip():
+        fail("there is no text to remember", as_json=as_json, code=EXIT_USAGE, status="bad_input")
     reply = request(resolve_home(home), Remember(text=text, type=fact_type, tags=tags, confidence=confidence,
                                                  scope=scope, subject=subject, sensitivity=sensitivity))
     if isinstance(reply, Refused):

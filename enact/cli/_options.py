@@ -11,7 +11,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 import orjson
 
-from enact.cli._client import ConnectionLost, DaemonError, NotRunning
+from enact.cli._client import BadRequest, ConnectionLost, DaemonError, NotRunning
 from enact.home import default_home
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -75,6 +75,8 @@ def needs_daemon(command: F) -> F:
         as_json = bool(kwargs.get("as_json"))
         try:
             return command(*args, **kwargs)
+        except BadRequest as error:
+            fail(str(error), as_json=as_json, code=EXIT_USAGE, status="bad_input")
         except ConnectionLost as error:
             fail(str(error), as_json=as_json, status="connection_lost")
         except NotRunning as error:
