@@ -165,7 +165,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.max_fact_chars", int, 500, "A longer fact is clipped, with a visible mark", between(40, 10000)),
     Setting("memory.confirm_model_facts", bool, False,
             "Facts from [MEMORY] markers are held until `enact memory confirm`"),
-    Setting("memory.context_chars", int, 8000, "Budget of the facts in the startup context", between(0, 1_000_000)),
+    Setting("memory.context_chars", int, 8000, "Budget of the facts in the startup context", between(0, 200_000)),
     Setting("memory.identity_chars", int, 4000, "Budget of each identity in the startup context",
             between(0, 100_000)),
     Setting("memory.send_private", bool, False, "Private facts may be sent to the model (secret ones never are)"),

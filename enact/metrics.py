@@ -78,6 +78,7 @@ CONTROL_ERROR_REASONS = (
     "failed",
     "fenced",
     "stopping",
+    "reply_too_large",
 )
 MEMORY_FACT_STATES = ("active", "pending")
 EVOLUTION_CANDIDATE_STATES = ("active", "approved", "adopted", "removed", "rejected")

@@ -26,7 +26,7 @@ from enact.actors.supervisor import Supervisor
 from enact.fence import FencedError
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
-from enact.messages._framing import ConnectionClosed, FrameError, read_frame, write_frame
+from enact.messages._framing import MAX_FRAME_BYTES, ConnectionClosed, FrameError, read_frame, write_frame
 from enact.messages._registry import registration_of
 from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Error
@@ -164,7 +164,10 @@ class ControlServer:
                     self._busy += 1
                 try:
                     reply, keep_open = self._answer(frame)
-                    write_frame(connection, encode(reply))
+                    payload = encode(reply)
+                    if len(payload) > MAX_FRAME_BYTES:
+                        payload, keep_open = self._too_large(reply, len(payload)), False
+                    write_frame(connection, payload)
                 finally:
                     with self._idle:
                         self._busy -= 1
@@ -180,6 +183,17 @@ class ControlServer:
         self._metrics.control_errors.labels(reason=reason).inc()
         with contextlib.suppress(OSError):
             write_frame(connection, encode(Error(message=text)))
+
+    def _too_large(self, reply: object, size: int) -> bytes:
+        """A reply the frame cannot hold: paging and clipping keep answers
+        under it, so this is a defect to fix, and the client is told so in
+        one line instead of a connection closed without a word."""
+        registration = registration_of(type(reply))
+        name = registration.name if registration else type(reply).__name__
+        text = f"the reply ({name}) is {size} bytes, over the {MAX_FRAME_BYTES}-byte frame; ask for less"
+        log.error("%s", text)
+        self._metrics.control_errors.labels(reason="reply_too_large").inc()
+        return encode(Error(message=text))
 
     def _answer(self, frame: bytes) -> tuple[object, bool]:
         """The reply to one frame, and whether the connection stays open."""

@@ -26,7 +26,7 @@ from enact.fence import FencedError
 from enact.memory.admission import Candidate, Refusal, admit, merged, new_fact
 from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
-from enact.memory.context import ContextSettings
+from enact.memory.context import ContextSettings, explained
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
@@ -362,8 +362,9 @@ class MemoryActor(EnactActor):
         built = self._briefing.context(self._book, change=self._change, query=message.query,
                                        search=self.index.search, lookup=self._book.get, session_facts=given,
                                        explain=message.explain)
+        decisions, left_out = explained(built.decisions) if message.explain else ((), 0)
         return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
-                            decisions=built.decisions if message.explain else (),
+                            decisions=decisions, decisions_left_out=left_out,
                             startup_ids=tuple(sorted(built.startup_ids)))
 
     def _install_identity(self, message: InstallIdentity) -> Deferred | Refused:

@@ -1,14 +1,28 @@
-"""Reading the turn log: the oldest turns after a cursor, or the newest."""
+"""Reading the turn log: the oldest turns after a cursor, or the newest.
+
+A page holds at most ``PAGE_BYTES`` of turns, so that the reply fits the
+control socket's frame however large the turns are: a page cut short says
+so (``Turns.cut_short``), and a single turn larger than a page on its own
+is clipped, with a note in each clipped text.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
 import lmdb
+import orjson
 
 from enact.chat.inbox_records import RecordLog
 from enact.chat.records import LoggedTurn
-from enact.messages.inbox import ReadTurns, Turn, Turns, conversation_key
+from enact.messages.inbox import ActionRecord, ReadTurns, Turn, Turns, conversation_key
 
 MAX_TURNS_PER_READ = 1000
+PAGE_BYTES = 512 * 1024
+"""Half the frame (sizes are the turns' own JSON): room for the envelope
+and for the one clipped turn a page may hold."""
+CLIPPED_TEXT_CHARS = 32_000
+CLIPPED_RECEIPT_CHARS = 2_000
 
 
 def read_turns(txn: lmdb.Transaction, turns: RecordLog[LoggedTurn], message: ReadTurns) -> Turns:
@@ -19,24 +33,66 @@ def read_turns(txn: lmdb.Transaction, turns: RecordLog[LoggedTurn], message: Rea
     def matches(turn: LoggedTurn) -> bool:
         return not wanted or wanted in (conversation_key(turn.channel, turn.conversation), turn.conversation)
 
+    page = _Page()
     if message.last > 0:
         count = min(message.last, MAX_TURNS_PER_READ)
-        newest: list[Turn] = []
         for sequence, turn in turns.iterate(turns.log.iterate_backwards(txn, down_to=message.since)):
-            if len(newest) >= count:
+            if len(page.turns) >= count:
                 break
-            if matches(turn):
-                newest.append(turn.at(sequence))
+            if matches(turn) and not page.add(turn.at(sequence)):
+                break  # the older ones are left out: the note says so
         # Everything up to the log's end has been looked at: read on from there.
         end = max(message.since, turns.log.last_cursor(txn))
-        return Turns(turns=tuple(reversed(newest)), next_cursor=end)
+        return Turns(turns=tuple(reversed(page.turns)), next_cursor=end, cut_short=page.full)
     limit = max(0, min(message.limit, MAX_TURNS_PER_READ))
-    oldest: list[Turn] = []
     cursor = message.since
     for sequence, turn in turns.iterate(turns.log.iterate_from(txn, message.since)):
-        if len(oldest) >= limit:
+        if len(page.turns) >= limit:
             break
+        if matches(turn) and not page.add(turn.at(sequence)):
+            break  # read on from the cursor before it
         cursor = sequence
-        if matches(turn):
-            oldest.append(turn.at(sequence))
-    return Turns(turns=tuple(oldest), next_cursor=cursor)
+    return Turns(turns=tuple(page.turns), next_cursor=cursor, cut_short=page.full)
+
+
+class _Page:
+    """Turns up to PAGE_BYTES; the first one always goes in, clipped if it must."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.size = 0
+        self.full = False
+
+    def add(self, turn: Turn) -> bool:
+        size = len(orjson.dumps(turn))
+        if self.turns and self.size + size > PAGE_BYTES:
+            self.full = True
+            return False
+        if size > PAGE_BYTES:
+            turn = _clipped(turn)
+        self.turns.append(turn)
+        self.size += size
+        return True
+
+
+def _clipped(turn: Turn) -> Turn:
+    return dataclasses.replace(
+        turn,
+        message=_clip(turn.message, CLIPPED_TEXT_CHARS),
+        reply=_clip(turn.reply, CLIPPED_TEXT_CHARS),
+        error=_clip(turn.error, CLIPPED_RECEIPT_CHARS),
+        actions=tuple(_clipped_action(action) for action in turn.actions),
+    )
+
+
+def _clipped_action(action: ActionRecord) -> ActionRecord:
+    args = action.args
+    if len(orjson.dumps(args)) > CLIPPED_RECEIPT_CHARS:
+        args = {"clipped": f"{len(orjson.dumps(args))} bytes of arguments left out"}
+    return dataclasses.replace(action, args=args, receipt=_clip(action.receipt, CLIPPED_RECEIPT_CHARS))
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [clipped: {len(text) - limit} more characters]"

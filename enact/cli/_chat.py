@@ -155,8 +155,14 @@ def turns(home: Path | None, conversation: str, since: int, limit: int, last: in
 
     message = ReadTurns(conversation=conversation, since=since, limit=limit, last=last or 0)
     reply = expect(request(resolve_home(home), message), Turns, message)
+    cut_short = ""
+    if reply.cut_short:
+        cut_short = (f"(fewer turns than asked for, to keep the reply under 1 MiB: "
+                     f"{'older ones are left out' if last else f'read on with --since {reply.next_cursor}'})")
     if as_json:
         print_json(to_wire(reply)["body"]["turns"])
+        if cut_short:
+            click.echo(cut_short, err=True)  # the list stays the list; the note goes beside it
         return
     if not reply.turns:
         where = f" in conversation {conversation!r}" if conversation else ""
@@ -173,3 +179,5 @@ def turns(home: Path | None, conversation: str, since: int, limit: int, last: in
         for line in turn.error.splitlines():
             click.echo(f"  ! {line}")
     click.echo(f"(next cursor: {reply.next_cursor})")
+    if cut_short:
+        click.echo(cut_short)

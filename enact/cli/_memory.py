@@ -228,3 +228,5 @@ def context(home: Path | None, query: str, as_json: bool) -> None:
     for decision in reply.decisions:
         mark = "+" if decision.included else "-"
         click.echo(f"{mark} {decision.fact_id} [{decision.section}] {decision.reason}")
+    if reply.decisions_left_out:
+        click.echo(f"… and {reply.decisions_left_out} facts left out, not explained here (the reply is limited)")

@@ -67,6 +67,26 @@ class Decision:
     reason: str
 
 
+MAX_DECISIONS = 2000
+"""Decisions one ``memory context`` reply explains: at about 100 bytes each,
+far under the control socket's frame even with 10,000s of facts."""
+
+
+def explained(decisions: tuple[Decision, ...], limit: int = MAX_DECISIONS) -> tuple[tuple[Decision, ...], int]:
+    """At most ``limit`` decisions, every inclusion first among them (what is
+    sent matters more than what is not), in their order; and how many were
+    left out."""
+    if len(decisions) <= limit:
+        return decisions, 0
+    room = max(0, limit - sum(decision.included for decision in decisions))
+    kept: list[Decision] = []
+    for decision in decisions:
+        if decision.included or room > 0:
+            kept.append(decision)
+            room -= not decision.included
+    return tuple(kept), len(decisions) - len(kept)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartupContext:
     text: str

@@ -166,6 +166,9 @@ class ReadTurns(Request["Turns"]):
 class Turns:
     turns: tuple[Turn, ...]
     next_cursor: int
+    cut_short: bool = False
+    """Fewer turns than asked for, to keep the reply under the frame: read
+    on from ``next_cursor`` (with ``last``, the older ones were left out)."""
 
 
 # -- between the inbox and its conversations -------------------------------

@@ -238,3 +238,6 @@ class ContextReply:
     decisions: tuple[Decision, ...]
     startup_ids: tuple[str, ...] = ()
     """The facts in ``startup_text``."""
+    decisions_left_out: int = 0
+    """Decisions not explained, to keep the reply under the frame (every
+    inclusion is explained; exclusions beyond the first are counted here)."""
