@@ -132,3 +132,17 @@ def test_memory_context_with_more_facts_than_it_explains_says_how_many_it_left_o
     plain = run_cli(daemon.home, "memory", "context")
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.rstrip().endswith("… and 300 facts left out, not explained here (the reply is limited)")
+
+
+def test_memory_list_larger_than_a_frame_lists_a_page_and_says_how_many_more(daemons: DaemonFactory) -> None:
+    from enact.cli._client import Client
+
+    daemon = daemons.start(env={"ENACT_MEMORY_MAX_FACT_CHARS": "10000"})
+    with Client(daemon.home, timeout=60) as client:
+        for index in range(150):  # 1.4 MB of facts
+            client.request(Remember(text=f"{index:03d} " + "z" * 9_000))
+    listed = daemon.cli_json("memory", "list", "--json")
+    assert listed["total"] == 150 and 0 < len(listed["facts"]) < 150
+    plain = run_cli(daemon.home, "memory", "list")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout.rstrip().endswith(f"… and {150 - len(listed['facts'])} more")

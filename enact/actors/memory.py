@@ -31,6 +31,7 @@ from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
 from enact.memory.redaction import redact_then_reply
+from enact.messages._framing import first_page
 from enact.messages.common import MODEL_ACTION, is_human
 from enact.messages.memory import (
     Change,
@@ -172,7 +173,8 @@ class MemoryActor(EnactActor):
                 return self._reject(message)
             case List():
                 facts = self._book.listing(tag=message.tag, origin=message.origin_is, pending=message.pending)
-                return FactList(facts=tuple(facts[: max(0, message.max_facts)]), total=len(facts))
+                # ``total`` tells the CLI how many more there are ("… and N more").
+                return FactList(facts=tuple(first_page(facts[: max(0, message.max_facts)])), total=len(facts))
             case Show():
                 return self._show(message.id)
             case Context():

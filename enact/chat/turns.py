@@ -15,12 +15,10 @@ import orjson
 
 from enact.chat.inbox_records import RecordLog
 from enact.chat.records import LoggedTurn
+from enact.messages._framing import PAGE_BYTES
 from enact.messages.inbox import ActionRecord, ReadTurns, Turn, Turns, conversation_key
 
 MAX_TURNS_PER_READ = 1000
-PAGE_BYTES = 512 * 1024
-"""Half the frame (sizes are the turns' own JSON): room for the envelope
-and for the one clipped turn a page may hold."""
 CLIPPED_TEXT_CHARS = 32_000
 CLIPPED_RECEIPT_CHARS = 2_000
 

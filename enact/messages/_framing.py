@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Iterable
+from typing import TypeVar
+
+import orjson
+
+T = TypeVar("T")
 
 MAX_FRAME_BYTES = 1 << 20
 _LENGTH = struct.Struct(">I")
+PAGE_BYTES = MAX_FRAME_BYTES // 2
+"""What one page of a listing (turns, facts) may hold, as the items' own
+JSON: half the frame, leaving room for the reply's other fields."""
 
 
 class FrameError(ValueError):
@@ -45,3 +54,15 @@ def _read_exactly(sock: socket.socket, count: int, *, allow_eof: bool) -> bytes:
             raise TruncatedFrame(f"connection closed inside a frame ({len(chunks)} of {count} bytes)")
         chunks += chunk
     return bytes(chunks)
+
+
+def first_page(items: Iterable[T], budget: int = PAGE_BYTES) -> list[T]:
+    """The leading items whose JSON fits ``budget`` together (at least one)."""
+    page: list[T] = []
+    used = 0
+    for item in items:
+        used += len(orjson.dumps(item))
+        if page and used > budget:
+            break
+        page.append(item)
+    return page
