@@ -79,6 +79,7 @@ CONTROL_ERROR_REASONS = (
     "fenced",
     "stopping",
     "reply_too_large",
+    "disk_full",
 )
 MEMORY_FACT_STATES = ("active", "pending")
 EVOLUTION_CANDIDATE_STATES = ("active", "approved", "adopted", "removed", "rejected")

@@ -32,6 +32,7 @@ from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Error
 from enact.messages.epoch import Fenced
 from enact.metrics import Metrics
+from enact.storage import DiskFull
 
 log = logging.getLogger(__name__)
 # sun_path holds 108 bytes including the terminating NUL on Linux.
@@ -217,6 +218,10 @@ class ControlServer:
             reason = "no_actor" if isinstance(error, ActorNotFound) else "unavailable"
             log.warning("%s: %s", registration.name, error)
             self._metrics.control_errors.labels(reason=reason).inc()
+            return Error(message=str(error)), False
+        except DiskFull as error:  # the owner's to fix, not a defect: one line, no traceback
+            log.warning("%s: %s", registration.name, error)
+            self._metrics.control_errors.labels(reason="disk_full").inc()
             return Error(message=str(error)), False
         except FencedError as error:
             # Expected once another daemon took over: a refusal, not a defect.

@@ -31,6 +31,7 @@ from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
 from enact.memory.redaction import redact_then_reply
+from enact.memory.upkeep import IndexUpkeep
 from enact.messages._framing import first_page
 from enact.messages.common import MODEL_ACTION, is_human
 from enact.messages.memory import (
@@ -68,6 +69,8 @@ INDEX_DIR = "memory-index"
 """Under ``$ENACT_HOME``: derived data, rebuilt from LMDB when it does not match."""
 INDEX_COMMIT_DELAY_S = 1.0
 """How long index work is gathered before one tantivy commit (about 8 ms)."""
+INDEX_RETRY_S = 5.0
+"""How often a stale index (its writes failed: a full disk) is tried again."""
 _MODEL_ORIGINS = frozenset({MODEL_MARKER_ORIGIN, MODEL_ACTION})
 _NEEDS_HUMAN = "refused: {verb} needs a human; a model cannot {verb}"
 
@@ -96,6 +99,7 @@ class MemoryActor(EnactActor):
         self._durable = 0  # the latest change committed to LMDB
         self._index: FactIndex | None = None
         self._commit_due = False
+        self._upkeep: IndexUpkeep
         self._identity = IdentityRecords(self._store, IDENTITY)
         self._briefing = Briefing(ContextSettings.from_config(config), None)
 
@@ -123,15 +127,12 @@ class MemoryActor(EnactActor):
         self._book, change = load_book(self._store, self._records)
         self._change = self._durable = change
         loaded = time.perf_counter()
-        (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
         index = FactIndex(self.context.home / INDEX_DIR)
         reflected = index.reflected_change()
-        if reflected != change:
-            rebuilt = time.perf_counter()
-            index.rebuild(self._book, change)
-            log.info("memory index rebuilt from %d facts in %.2f s (it reflected change %s, the facts are at %d)",
-                     len(self._book), time.perf_counter() - rebuilt, reflected, change)
-        self._index = index  # from here on the actor is loaded
+        self._index, self._upkeep = index, IndexUpkeep(index)  # from here on the actor is loaded
+        if reflected != change and not self._upkeep.rebuild(
+                self._book, change, f"it reflected change {reflected}, the facts are at {change}"):
+            self._index_commit_due()  # tried again, until it can be written
         indexed = time.perf_counter()
         self._book.warm()
         self._count()
@@ -143,7 +144,8 @@ class MemoryActor(EnactActor):
         super().on_stop()  # flushes the batch
         self.cancel_timers()
         if self._index is not None:
-            self._commit_index()
+            if not self._upkeep.stale:  # a stale one is rebuilt at the next start
+                self._commit_index()
             self._index.close()
 
     @property
@@ -300,9 +302,9 @@ class MemoryActor(EnactActor):
             self._batch.flush()
         except FencedError:
             return
-        index = self.index
-        if index.pending or index.reflected_change() != self._durable:
-            index.commit(self._durable)
+        if not self._upkeep.commit(self._book, self._durable) and not self._commit_due:
+            self._commit_due = True  # tried again until it can be written (a full disk)
+            self.tell_later(INDEX_RETRY_S, _CommitIndex())
 
     def _count(self) -> None:
         gauge = self.context.metrics.memory_facts

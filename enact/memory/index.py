@@ -62,6 +62,11 @@ def _schema() -> tantivy.Schema:
     return builder.build()
 
 
+class IndexUnwritable(RuntimeError):
+    """The index could not be written (a full disk, say). It is then stale:
+    searches go on, every fact scored from memory, until a rebuild works."""
+
+
 def _field_values(fact: Fact) -> dict[str, str]:
     return {"text": fact.text, "tags": " ".join(fact.tags), "subject": fact.subject}
 
@@ -134,23 +139,34 @@ class FactIndex:
     # -- writing -------------------------------------------------------------
 
     def rebuild(self, facts: Iterable[Fact], change: int) -> None:
-        """Replace the index with one made from ``facts``, reflecting ``change``."""
-        self._close_writer()
+        """Replace the index with one made from ``facts``, reflecting
+        ``change``; raises IndexUnwritable (and searches every fact from
+        memory until a rebuild works) when it cannot be written."""
+        facts = list(facts)
+        self._drop_writer()
         self._reflected = None
-        (self.directory / _MARKER).unlink(missing_ok=True)
-        shutil.rmtree(self._tantivy_dir, ignore_errors=True)
-        self._tantivy_dir.mkdir(parents=True)
-        index = tantivy.Index(self._schema, path=str(self._tantivy_dir), reuse=False)
-        index.register_tokenizer(_ANALYZER, self._analyzer)
-        writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
-        for fact in facts:
-            writer.add_document(tantivy.Document(id=fact.id, **_field_values(fact)))
-        writer.commit()
-        index.reload()
-        self._index, self._writer, self._searcher = index, writer, index.searcher()
+        self._index = self._searcher = None
+        try:
+            (self.directory / _MARKER).unlink(missing_ok=True)
+            shutil.rmtree(self._tantivy_dir, ignore_errors=True)
+            self._tantivy_dir.mkdir(parents=True)
+            index = tantivy.Index(self._schema, path=str(self._tantivy_dir), reuse=False)
+            index.register_tokenizer(_ANALYZER, self._analyzer)
+            writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            for fact in facts:
+                writer.add_document(tantivy.Document(id=fact.id, **_field_values(fact)))
+            writer.commit()
+            index.reload()
+            self._index, self._writer, self._searcher = index, writer, index.searcher()
+            self._write_marker(change)
+        except (OSError, ValueError) as error:  # tantivy reports an I/O error as ValueError
+            self._index = self._writer = self._searcher = None
+            shutil.rmtree(self._tantivy_dir, ignore_errors=True)  # a half-made index only takes space
+            self._staged = {fact.id: fact for fact in facts}
+            self._removed.clear()
+            raise IndexUnwritable(str(error)) from None
         self._staged.clear()
         self._removed.clear()
-        self._write_marker(change)
 
     def stage(self, fact: Fact) -> None:
         """Add or replace a fact; searchable at once, durable in the index at
@@ -169,16 +185,27 @@ class FactIndex:
         (missing or corrupt) there is nothing to commit to: the owner rebuilds."""
         if self._writer is None or self._index is None:
             return
-        for fact_id in self._removed | self._staged.keys():
-            self._writer.delete_documents_by_term("id", fact_id)
-        for fact in self._staged.values():
-            self._writer.add_document(tantivy.Document(id=fact.id, **_field_values(fact)))
-        self._writer.commit()
-        self._index.reload()
-        self._searcher = self._index.searcher()
+        try:
+            for fact_id in self._removed | self._staged.keys():
+                self._writer.delete_documents_by_term("id", fact_id)
+            for fact in self._staged.values():
+                self._writer.add_document(tantivy.Document(id=fact.id, **_field_values(fact)))
+            self._writer.commit()
+            self._index.reload()
+            self._searcher = self._index.searcher()
+        except (OSError, ValueError) as error:  # tantivy reports an I/O error as ValueError
+            # What was committed before still searches, and what was staged
+            # stays staged, searched from memory. No writer: the owner rebuilds.
+            self._writer = None
+            self._reflected = None
+            raise IndexUnwritable(str(error)) from None
         self._staged.clear()
         self._removed.clear()
-        self._write_marker(change)
+        try:
+            self._write_marker(change)
+        except OSError as error:
+            self._reflected = None
+            raise IndexUnwritable(str(error)) from None
 
     @property
     def pending(self) -> int:
@@ -194,6 +221,14 @@ class FactIndex:
         if self._writer is not None:
             self._writer.wait_merging_threads()
             self._writer = None
+
+    def _drop_writer(self) -> None:
+        """Close the writer if it closes: one that failed may not."""
+        try:
+            self._close_writer()
+        except (OSError, ValueError) as error:
+            log.debug("the memory index writer did not close cleanly: %s", error)
+        self._writer = None
 
     # -- searching ----------------------------------------------------------
 

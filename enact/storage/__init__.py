@@ -2,6 +2,7 @@
 
 from enact.storage._environment import (
     SCHEMA_VERSION,
+    DiskFull,
     Migration,
     OwnershipError,
     SchemaError,
@@ -27,6 +28,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "AppendLog",
     "CorruptRecord",
+    "DiskFull",
     "Document",
     "Migration",
     "OwnershipError",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -38,6 +39,35 @@ class SchemaError(StorageError):
 
 class OwnershipError(StorageError):
     """An actor asked for a database it does not own."""
+
+
+class DiskFull(StorageError):
+    """A write that cannot be made durable for want of space: nothing of it
+    was committed. Its message is the one line the owner sees."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"the disk is full: {path} has no room to commit the write, so it was not saved; "
+                         "free some space and try again")
+
+
+_NO_SPACE = ("No space left on device", "Disk quota exceeded")
+_LOW_SPACE_BYTES = 1 << 20
+
+
+def _is_disk_full(error: lmdb.Error, path: Path) -> bool:
+    """LMDB names the OS error only in its message. A full disk can also
+    surface as "Input/output error" (a write-back of its pages that failed):
+    with next to no room left on the file system, that is the disk being
+    full too."""
+    text = str(error)
+    if any(reason in text for reason in _NO_SPACE):
+        return True
+    if "Input/output error" not in text:
+        return False
+    try:
+        return shutil.disk_usage(path).free < _LOW_SPACE_BYTES
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +244,10 @@ class Storage:
                 self._grow()
             except lmdb.MapResizedError:
                 self._adopt_resize()
+            except lmdb.Error as error:
+                if _is_disk_full(error, self.path):
+                    raise DiskFull(self.path) from None
+                raise
 
     def _grow(self) -> None:
         with self._lock.exclusive():
