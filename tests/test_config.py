@@ -14,6 +14,8 @@ import pytest
 from enact.components import builtin
 from enact.config import SETTINGS, ConfigError, Setting, load
 
+from conftest import DaemonFactory
+
 
 def _home(tmp_path: Path, toml: str | None = None) -> Path:
     home = tmp_path / "home"
@@ -350,6 +352,28 @@ def test_a_bad_config_makes_config_show_exit_2_with_one_line(
     assert as_json.returncode == 2 and as_json.stderr == ""
     [line] = as_json.stdout.splitlines()  # with --json the error is JSON on standard output
     assert needle in orjson.loads(line)["error"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "environ", "needle"),
+    [
+        ("[control]\nidle_timeout_s = inf\n", {}, "control.idle_timeout_s from "),
+        (None, {"ENACT_CONTROL_REQUEST_TIMEOUT_S": "1e308"},
+         "control.request_timeout_s from environment variable ENACT_CONTROL_REQUEST_TIMEOUT_S: must be between"),
+    ],
+)
+def test_a_daemon_given_an_endless_timeout_refuses_to_start_in_one_line_naming_the_key(
+    daemons: DaemonFactory, toml: str | None, environ: dict[str, str], needle: str
+) -> None:
+    home = daemons.new_home()
+    if toml is not None:
+        (home / "config.toml").write_text(toml)
+    daemon = daemons.start(home, env=environ, wait=False)
+    assert daemon.wait_exit(timeout=30) == 2
+    [line] = daemon.log_text().strip().splitlines()
+    assert needle in line and "must be between 0.1 and 86400" in line, line
+    if toml is not None:
+        assert str(home / "config.toml") in line
 
 
 # -- list-valued variables and exact messages -----------------------------------
