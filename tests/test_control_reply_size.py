@@ -146,3 +146,15 @@ def test_memory_list_larger_than_a_frame_lists_a_page_and_says_how_many_more(dae
     plain = run_cli(daemon.home, "memory", "list")
     assert plain.returncode == 0, plain.stderr
     assert plain.stdout.rstrip().endswith(f"… and {150 - len(listed['facts'])} more")
+
+
+def test_explained_keeps_every_inclusion_and_counts_what_it_leaves_out() -> None:
+    from enact.memory.context import Decision, explained
+
+    decisions = tuple(Decision(fact_id=f"f{index}", section="startup", included=index % 3 == 0, reason="r")
+                      for index in range(30))
+    kept, left_out = explained(decisions, limit=12)
+    assert len(kept) == 12 and left_out == 18
+    assert [d.fact_id for d in kept if d.included] == [f"f{index}" for index in range(0, 30, 3)]
+    assert [d.fact_id for d in kept] == sorted((d.fact_id for d in kept), key=lambda name: int(name[1:]))
+    assert explained(decisions[:5], limit=12) == (decisions[:5], 0)
