@@ -31,12 +31,14 @@ from typing import Any
 from enact.cancellation import CancellationToken
 from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
+from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks.confine import Confinement, task_environment
 
 REPO_CONFIG = ".enact.toml"
 DEFAULT_COMMAND = "python -m pytest -q"
 DEFAULT_PROTECTED = ("tests/", ".ci/", ".github/", REPO_CONFIG)
 HEAD_TAIL_LIMIT = 24_000
+REPO_CONFIG_LIMIT = 64 * 1024
 
 
 class DoctorConfigError(ValueError):
@@ -70,11 +72,14 @@ def plan(root: Path, *, settings: Any) -> DoctorPlan:
     """The command the doctor runs for the repository at ``root``;
     ``settings`` is the daemon's Config. Raises DoctorConfigError."""
     timeout_s = float(settings["tasks.doctor_timeout_s"])
-    path = root / REPO_CONFIG
-    if path.is_file():
+    try:
+        text = read_inside(root, REPO_CONFIG, limit=REPO_CONFIG_LIMIT)
+    except UnsafeFile as error:
+        raise DoctorConfigError(str(error)) from None
+    if text is not None:
         try:
-            document = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+            document = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
             raise DoctorConfigError(f"{REPO_CONFIG} cannot be read: {error}") from None
         section = document.get("doctor", {})
         if not isinstance(section, dict):

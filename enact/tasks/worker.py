@@ -42,6 +42,7 @@ from enact.runtime import (
     RuntimeResult,
 )
 from enact.runtime._subprocess import TERM_GRACE_S
+from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import Confinement, StateDir, confinement
 from enact.tasks.finishing import finish_with_retries
@@ -57,6 +58,8 @@ DEADLINE_EXCEEDED = "deadline exceeded"
 LEASE_LOST = "lease lost"
 NOTES_FILE = "AGENTS.md"
 _NOTES_LIMIT = 4_000
+_NOTES_READ_LIMIT = 256 * 1024
+"""A larger notes file is not read at all (a note says so), not read whole to be clipped."""
 _HEARTBEAT_MAX_S = 1.0
 """Heartbeats come at least this often, so a cancel is seen within about a second."""
 
@@ -89,9 +92,12 @@ class _Ending:
 
 
 def task_prompt(task: Task, tree: Worktree, plan: doctor.DoctorPlan, protected: tuple[str, ...]) -> str:
-    notes_path = tree.path / NOTES_FILE
-    notes = clip(notes_path.read_text(encoding="utf-8", errors="replace"), _NOTES_LIMIT) \
-        if notes_path.is_file() else "(none)"
+    try:
+        text = read_inside(tree.path, NOTES_FILE, limit=_NOTES_READ_LIMIT)
+        notes = "(none)" if text is None else clip(text, _NOTES_LIMIT)
+    except UnsafeFile as error:
+        log.warning("task %d: %s", task.id, error)
+        notes = f"(none: {error})"
     checks = f"`{plan.command}` (from {plan.source})" if plan.command else "no test command"
     return "\n".join([
         f"You are working on task {task.id} in a git worktree of {tree.repo} (branch {tree.branch}, made from "
