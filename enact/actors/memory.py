@@ -122,7 +122,7 @@ class MemoryActor(EnactActor):
         self._book, change = load_book(self._store, self._records)
         self._change = self._durable = change
         loaded = time.perf_counter()
-        (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True)
+        (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         index = FactIndex(self.context.home / INDEX_DIR)
         reflected = index.reflected_change()
         if reflected != change:

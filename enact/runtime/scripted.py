@@ -21,6 +21,7 @@ import orjson
 from enact.components import ComponentError, RuntimeComponent
 from enact.config import Config, Setting
 from enact.home import SCRIPTED_RULES_NAME
+from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
     RuntimeAuthFailed,
     RuntimeCancelled,
@@ -299,6 +300,10 @@ class ScriptedRuntimeComponent(RuntimeComponent):
         rules = settings["scripted.rules"]
         if rules and not Path(rules).expanduser().is_file():
             raise ComponentError(f"scripted.rules ({settings.sources['scripted.rules']}): {rules} does not exist")
+        try:  # its rules run commands: the same rule as the home's config.toml
+            check_owned_file(Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME)
+        except HomeRefused as error:
+            raise ComponentError(str(error)) from None
 
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ScriptedRuntime:
         """Raises RulesError for a rules file that does not parse."""
