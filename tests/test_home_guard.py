@@ -10,12 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 from task_repos import git, make_repo
 
 from enact.memory.identity import IdentityError, read_identity_file
 
-from conftest import DaemonFactory, run_cli, wait_for
+from conftest import Daemon, DaemonFactory, run_cli, wait_for
 
 OTHER_UID = 12345
 """A uid no test user has: a file chowned to it was planted by someone else."""
@@ -152,3 +153,28 @@ def test_git_the_daemon_runs_in_the_owners_repository_keeps_the_owners_umask(tmp
     subprocess.run([sys.executable, "-c", _LAND_AS_THE_DAEMON, str(home), str(repo)], check=True,
                    preexec_fn=lambda: os.umask(0o022))
     assert stat.S_IMODE((repo / "landed.py").stat().st_mode) == 0o644
+
+
+def _send(daemon: Daemon, text: str) -> str:
+    sent = daemon.cli("send", "--json", text)
+    assert sent.returncode == 0, sent
+    reply: str = orjson.loads(sent.stdout)["reply"]
+    return reply
+
+
+def test_a_commands_or_rules_file_others_may_write_is_not_reloaded_and_the_previous_stays(
+        daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    (home / "commands.toml").write_text('[[command]]\nname = "one"\nrun = ["echo", "first"]\n')
+    (home / "scripted.toml").write_text('[[rule]]\nmatch = "ping"\nreply = "pong"\n')
+    daemon = daemons.start(home)
+    for name, text in (("commands.toml", '[[command]]\nname = "planted"\nrun = ["echo", "planted"]\n'),
+                       ("scripted.toml", '[[rule]]\nmatch = "ping"\nreply = "planted"\n')):
+        (home / name).write_text(text)
+        (home / name).chmod(0o666)
+    assert _send(daemon, "/planted") == "unknown command /planted; /help lists them"
+    assert _send(daemon, "/one") == "first"
+    assert _send(daemon, "ping") == "pong"
+    log = daemon.log_text()
+    assert f"keeping the previous commands: {home / 'commands.toml'} is writable by group or others" in log
+    assert f"keeping the previous scripted rules: {home / 'scripted.toml'} is writable by group or others" in log

@@ -168,9 +168,11 @@ class ScriptedRuntime:
         if stamp == self._stamp:
             return
         try:
+            if stamp is not None:
+                check_owned_file(self.rules_path)  # checked on every reload, not only at start
             text = self.rules_path.read_text(encoding="utf-8") if stamp is not None else ""
             rules = parse_rules(text, source=str(self.rules_path))
-        except (OSError, UnicodeDecodeError, RulesError) as error:
+        except (OSError, UnicodeDecodeError, RulesError, HomeRefused) as error:
             if strict:
                 raise RulesError(str(error)) from None
             log.error("keeping the previous scripted rules: %s", error)
