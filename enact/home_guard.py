@@ -28,10 +28,12 @@ import os
 import stat
 from pathlib import Path
 
+from enact.home import WORKTREES_DIR
+
 log = logging.getLogger(__name__)
 
 PRIVATE_UMASK = 0o077
-_NOT_WALKED = frozenset({"worktrees"})
+_NOT_WALKED = frozenset({WORKTREES_DIR})
 """Repository checkouts: many files, none of them the home's own; the
 directory itself is tightened, which closes them to others."""
 

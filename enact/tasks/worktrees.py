@@ -22,9 +22,9 @@ from pathlib import Path
 
 import sh
 
+from enact.home import WORKTREES_DIR
 from enact.home_guard import as_owner
 
-WORKTREES_DIR = "worktrees"
 BRANCH_PREFIX = "enact/task-"
 AUTHOR = ("enact", "enact@localhost")
 _SUBJECT_LIMIT = 72
