@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["UnsafeFile", "read_inside"]
+__all__ = ["UnsafeFile", "read_bytes_inside", "read_inside"]
 
 
 class UnsafeFile(Exception):
