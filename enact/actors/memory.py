@@ -28,6 +28,7 @@ from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_b
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
+from enact.memory.holding import MODEL_FACTS_HELD, hold_reason
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
 from enact.memory.redaction import redact_then_reply
@@ -202,18 +203,24 @@ class MemoryActor(EnactActor):
             # The reason names what was wrong, never the text: safe to log.
             log.info("memory refused a fact from %s: %s", message.origin, admitted.reason)
             return Refused(reason=admitted.reason)
-        held = self._hold_model_facts and message.origin in _MODEL_ORIGINS
+        asked = message.hold.strip() or (
+            MODEL_FACTS_HELD if self._hold_model_facts and message.origin in _MODEL_ORIGINS else "")
+        why = hold_reason(admitted.text, message.origin, asked=asked)
+        if why is not None:
+            log.info("memory holds a fact from %s for the owner: %s", message.origin, why)
+        held = why is not None
         state = FactState.PENDING if held else FactState.ACTIVE
         now = time.time()
         existing = self._book.by_key(admitted.key)
         if existing is not None:
             fact = merged(existing, admitted, state=state, now=now)
             reply: Saved | Merged | Pending = (
-                Merged(id=fact.id) if fact.state is FactState.ACTIVE else Pending(id=fact.id, merged=True))
+                Merged(id=fact.id) if fact.state is FactState.ACTIVE else Pending(id=fact.id, merged=True,
+                                                                                  why=why or ""))
             entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs)
         else:
             fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
-            reply = Pending(id=fact.id) if held else Saved(id=fact.id, clipped=admitted.clipped)
+            reply = Pending(id=fact.id, why=why or "") if held else Saved(id=fact.id, clipped=admitted.clipped)
             entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs)
         return self._put(fact, entry, reply)
 

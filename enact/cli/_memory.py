@@ -62,7 +62,8 @@ def remember(text: str, fact_type: str | None, tags: tuple[str, ...], confidence
     elif isinstance(reply, Merged):
         _outcome(as_json, reply.id, "merged", "", f"merged into {reply.id}")
     elif isinstance(reply, Pending):
-        _outcome(as_json, reply.id, "pending", "", f"held for confirmation as {reply.id}")
+        why = f": {reply.why}" if reply.why else ""
+        _outcome(as_json, reply.id, "pending", reply.why, f"held for confirmation as {reply.id}{why}")
     else:
         _unexpected(reply, as_json)
 

@@ -95,7 +95,8 @@ def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
         case Merged():
             return f"merged into {reply.id}"
         case Pending():
-            return f"held for confirmation as {reply.id} (enact memory confirm {reply.id})"
+            why = f": {reply.why}" if reply.why else ""
+            return f"held for confirmation as {reply.id}{why} (enact memory confirm {reply.id})"
         case Refused():
             return f"not saved, {reply.reason}"
 
