@@ -173,7 +173,8 @@ class ConversationActor(EnactActor):
                                      resumed=message.attempt > 1)
         return receipt.text, []
 
-    def _call(self, name: str, args: dict[str, Any], *, origin: str, event: HandleEvent) -> CommandCall:
+    def _call(self, name: str, args: dict[str, Any], *, origin: str, event: HandleEvent,
+              receipts: tuple[str, ...] = ()) -> CommandCall:
         return CommandCall(
             name=name,
             args=args,
@@ -183,6 +184,7 @@ class ConversationActor(EnactActor):
             cancel=self.context.fence.token.child(),
             conversation=event.event.conversation_key,
             request_id=event.event_id,
+            receipts=receipts,
         )
 
     def _action_loop(self, message: HandleEvent) -> tuple[str, list[ActionRecord]]:
@@ -219,7 +221,8 @@ class ConversationActor(EnactActor):
                 self.context.metrics.actions.labels(outcome="bad_action").inc()
                 receipt_text, ok, command, args = f"error: {parsed.problem}", False, "", {}
             else:
-                receipt_text, ok = self._journaled_action(request_id, next_index, parsed, message)
+                receipts = tuple(action.receipt for action in actions)
+                receipt_text, ok = self._journaled_action(request_id, next_index, parsed, message, receipts)
                 next_index += 1
                 command, args = parsed.command, parsed.args
             actions.append(_recorded(command, args, receipt_text, ok))
@@ -229,8 +232,9 @@ class ConversationActor(EnactActor):
             )
             answer = self._ask_model(session_key, prompt, event, receipt=receipt_text, recall_for=None)
 
-    def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent) -> tuple[str, bool]:
-        call = self._call(action.command, action.args, origin=MODEL_ACTION, event=message)
+    def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent,
+                          receipts: tuple[str, ...]) -> tuple[str, bool]:
+        call = self._call(action.command, action.args, origin=MODEL_ACTION, event=message, receipts=receipts)
         receipt = self._journal.step(call, request_id=request_id, index=index)
         self.context.metrics.actions.labels(outcome=receipt.outcome.value).inc()
         return receipt.text, receipt.ok
