@@ -121,6 +121,8 @@ def test_a_strangers_marker_in_an_unlocked_chat_is_held_and_never_reaches_the_ow
     assert "held for confirmation as f-" in reply and "the conversation is not the owner's" in reply
     [held] = facts(daemon, "--pending")
     assert held["text"] == BANK and held["state"] == "pending" and held["origin"] == "model-marker"
+    shown = daemon.cli("memory", "show", held["id"], env=ENV).stdout
+    assert "created by model-marker" in shown and "held: the conversation is not the owner's" in shown
     # The marker path no longer gets round the refusal of the same chat's /remember.
     assert "only the owner's CLI may cause effects" in telegram_turn(bot, OTHER, f"/remember {BANK}")
     # Every new session, the owner's included, starts without it.

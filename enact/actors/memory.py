@@ -203,25 +203,23 @@ class MemoryActor(EnactActor):
             # The reason names what was wrong, never the text: safe to log.
             log.info("memory refused a fact from %s: %s", message.origin, admitted.reason)
             return Refused(reason=admitted.reason)
-        asked = message.hold.strip() or (
-            MODEL_FACTS_HELD if self._hold_model_facts and message.origin in _MODEL_ORIGINS else "")
-        why = hold_reason(admitted.text, message.origin, asked=asked)
-        if why is not None:
-            log.info("memory holds a fact from %s for the owner: %s", message.origin, why)
-        held = why is not None
-        state = FactState.PENDING if held else FactState.ACTIVE
+        by_config = MODEL_FACTS_HELD if self._hold_model_facts and message.origin in _MODEL_ORIGINS else ""
+        # The reason, never the text: safe to log, and kept in the history.
+        why = hold_reason(admitted.text, message.origin, asked=message.hold.strip() or by_config) or ""
+        state = FactState.PENDING if why else FactState.ACTIVE
         now = time.time()
         existing = self._book.by_key(admitted.key)
         if existing is not None:
             fact = merged(existing, admitted, state=state, now=now)
-            reply: Saved | Merged | Pending = (
-                Merged(id=fact.id) if fact.state is FactState.ACTIVE else Pending(id=fact.id, merged=True,
-                                                                                  why=why or ""))
-            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs)
+            why = why if fact.state is FactState.PENDING else ""  # an active fact stays active
+            reply: Saved | Merged | Pending = Pending(id=fact.id, merged=True, why=why) if why else Merged(id=fact.id)
+            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs, held=why)
         else:
             fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
-            reply = Pending(id=fact.id, why=why or "") if held else Saved(id=fact.id, clipped=admitted.clipped)
-            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs)
+            reply = Pending(id=fact.id, why=why) if why else Saved(id=fact.id, clipped=admitted.clipped)
+            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs, held=why)
+        if why:
+            log.info("memory holds a fact from %s for the owner: %s", message.origin, why)
         return self._put(fact, entry, reply)
 
     def _put(self, fact: Fact, entry: Change, reply: object) -> Deferred:

@@ -131,7 +131,8 @@ def show(fact_id: str, home: Path | None, as_json: bool) -> None:
     click.echo(f"  {'refs':<12} {', '.join(fact.refs)}")
     for change in reply.history:
         refs = f" ({', '.join(change.refs)})" if change.refs else ""
-        click.echo(f"  {_when(change.at)}  {change.change} by {change.origin}{refs}")
+        held = f"; held: {change.held}" if change.held else ""
+        click.echo(f"  {_when(change.at)}  {change.change} by {change.origin}{refs}{held}")
 
 
 def _when(at: float) -> str:

@@ -113,6 +113,8 @@ class Change:
     """``created``, ``merged``, ``confirmed``."""
     origin: str
     refs: tuple[str, ...] = ()
+    held: str = ""
+    """Why this change left the fact held for the owner ("" when it did not)."""
 
 
 @reply("memory.FactShown")
