@@ -28,6 +28,7 @@ from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_b
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
+from enact.memory.holding import MODEL_FACTS_HELD, hold_reason
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
 from enact.memory.redaction import redact_then_reply
@@ -202,19 +203,23 @@ class MemoryActor(EnactActor):
             # The reason names what was wrong, never the text: safe to log.
             log.info("memory refused a fact from %s: %s", message.origin, admitted.reason)
             return Refused(reason=admitted.reason)
-        held = self._hold_model_facts and message.origin in _MODEL_ORIGINS
-        state = FactState.PENDING if held else FactState.ACTIVE
+        by_config = MODEL_FACTS_HELD if self._hold_model_facts and message.origin in _MODEL_ORIGINS else ""
+        # The reason, never the text: safe to log, and kept in the history.
+        why = hold_reason(admitted.text, message.origin, asked=message.hold.strip() or by_config) or ""
+        state = FactState.PENDING if why else FactState.ACTIVE
         now = time.time()
         existing = self._book.by_key(admitted.key)
         if existing is not None:
             fact = merged(existing, admitted, state=state, now=now)
-            reply: Saved | Merged | Pending = (
-                Merged(id=fact.id) if fact.state is FactState.ACTIVE else Pending(id=fact.id, merged=True))
-            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs)
+            why = why if fact.state is FactState.PENDING else ""  # an active fact stays active
+            reply: Saved | Merged | Pending = Pending(id=fact.id, merged=True, why=why) if why else Merged(id=fact.id)
+            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs, held=why)
         else:
             fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
-            reply = Pending(id=fact.id) if held else Saved(id=fact.id, clipped=admitted.clipped)
-            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs)
+            reply = Pending(id=fact.id, why=why) if why else Saved(id=fact.id, clipped=admitted.clipped)
+            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs, held=why)
+        if why:
+            log.info("memory holds a fact from %s for the owner: %s", message.origin, why)
         return self._put(fact, entry, reply)
 
     def _put(self, fact: Fact, entry: Change, reply: object) -> Deferred:

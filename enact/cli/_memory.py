@@ -62,7 +62,8 @@ def remember(text: str, fact_type: str | None, tags: tuple[str, ...], confidence
     elif isinstance(reply, Merged):
         _outcome(as_json, reply.id, "merged", "", f"merged into {reply.id}")
     elif isinstance(reply, Pending):
-        _outcome(as_json, reply.id, "pending", "", f"held for confirmation as {reply.id}")
+        why = f": {reply.why}" if reply.why else ""
+        _outcome(as_json, reply.id, "pending", reply.why, f"held for confirmation as {reply.id}{why}")
     else:
         _unexpected(reply, as_json)
 
@@ -130,7 +131,8 @@ def show(fact_id: str, home: Path | None, as_json: bool) -> None:
     click.echo(f"  {'refs':<12} {', '.join(fact.refs)}")
     for change in reply.history:
         refs = f" ({', '.join(change.refs)})" if change.refs else ""
-        click.echo(f"  {_when(change.at)}  {change.change} by {change.origin}{refs}")
+        held = f"; held: {change.held}" if change.held else ""
+        click.echo(f"  {_when(change.at)}  {change.change} by {change.origin}{refs}{held}")
 
 
 def _when(at: float) -> str:

@@ -35,6 +35,11 @@ class Remember(Request["Saved | Merged | Pending | Refused"]):
     sensitivity: str | None = field(default=None, metadata=limit(64))
     refs: tuple[str, ...] = field(default=(), metadata=limit(64))
     origin: Origin = ""
+    hold: str = field(default="", metadata=limit(MAX_FIELD))
+    """The sender's reason to hold the fact for the owner ("" for none): a
+    marker from a conversation that is not the owner's, or one repeating an
+    action's receipt. It can only hold a fact, never make one active
+    (``enact.memory.holding``)."""
 
 
 @reply("memory.Saved")
@@ -56,11 +61,14 @@ class Merged:
 @reply("memory.Pending")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pending:
-    """Held for the owner's confirmation (``memory.confirm_model_facts``);
-    never sent to a model until confirmed."""
+    """Held for the owner's confirmation (``enact.memory.holding``); never
+    sent to a model until confirmed."""
 
     id: str
     merged: bool = False
+    why: str = ""
+    """One line, never the text: the conversation is not the owner's, the
+    text repeats an action's output, it says what the agent may do …"""
 
 
 @reply("memory.Refused")
@@ -105,6 +113,8 @@ class Change:
     """``created``, ``merged``, ``confirmed``."""
     origin: str
     refs: tuple[str, ...] = ()
+    held: str = ""
+    """Why this change left the fact held for the owner ("" when it did not)."""
 
 
 @reply("memory.FactShown")

@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
+from enact.credentials import find_credential
+
 MAX_REQUEST = 20_000
 MAX_BRIEF = 3_000
 MAX_SUMMARY = 500
@@ -200,18 +202,33 @@ def retry_delay_s(attempt: int) -> float:
 
 def check_limits(*, request: str, brief: str, repairs: int, deadline_s: int) -> str | None:
     """Why a submission is refused, in one line; None when it is acceptable."""
-    if not request.strip():
-        return "a task needs a request (what should be done)"
-    if len(request) > MAX_REQUEST:
-        return f"the request is {len(request)} characters; at most {MAX_REQUEST} are accepted"
-    if len(brief) > MAX_BRIEF:
-        return f"the brief is {len(brief)} characters; at most {MAX_BRIEF} are accepted"
+    why = check_request(request, brief)
+    if why is not None:
+        return why
     low, high = REPAIRS_RANGE
     if not low <= repairs <= high:
         return f"repairs must be between {low} and {high}, not {repairs}"
     low, high = DEADLINE_RANGE_S
     if not low <= deadline_s <= high:
         return f"the deadline must be between {low} and {high} seconds, not {deadline_s}"
+    return None
+
+
+def check_request(request: str, brief: str = "") -> str | None:
+    """Why a task's request (and brief) cannot be queued, None when it can."""
+    if not request.strip():
+        return "a task needs a request (what should be done)"
+    if len(request) > MAX_REQUEST:
+        return f"the request is {len(request)} characters; at most {MAX_REQUEST} are accepted"
+    if len(brief) > MAX_BRIEF:
+        return f"the brief is {len(brief)} characters; at most {MAX_BRIEF} are accepted"
+    # A request is kept and shown (task show, the review branch's commit
+    # message, the worker's prompt): a credential in it would be too.
+    for part, text in (("request", request), ("brief", brief)):
+        kind = find_credential(text)
+        if kind is not None:
+            return (f"the {part} contains a credential ({kind}); a task's request is kept and shown, so give "
+                    "the task the secret another way (an environment variable, a file outside the repository)")
     return None
 
 
