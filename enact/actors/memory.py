@@ -11,6 +11,7 @@ stale, corrupt, or a kill between the two commits) is rebuilt from LMDB.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -19,18 +20,19 @@ from dataclasses import dataclass
 from typing import Any
 
 import lmdb
+import pykka
 
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
 from enact.memory.admission import Candidate, Refusal, admit, merged, new_fact
-from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_book
+from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
+from enact.memory.forgetting import FORGETTING, ForgetIntent, finish_then, intent_of, matching, patient
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
-from enact.memory.redaction import redact_then_reply
 from enact.messages.common import MODEL_ACTION, is_human
 from enact.messages.memory import (
     Change,
@@ -58,6 +60,7 @@ from enact.messages.memory import (
     Saved,
     Show,
 )
+from enact.storage import RecordTable
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,13 @@ _NEEDS_HUMAN = "refused: {verb} needs a human; a model cannot {verb}"
 @dataclass(frozen=True, slots=True)
 class _CommitIndex:
     """Told to itself: commit the index work gathered since the last commit."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Finished:
+    """Told to itself: every copy of ``intent``'s fact is reached."""
+
+    intent: ForgetIntent
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +107,8 @@ class MemoryActor(EnactActor):
         self._commit_due = False
         self._identity = IdentityRecords(self._store, IDENTITY)
         self._briefing = Briefing(ContextSettings.from_config(config), None)
+        self._intents = RecordTable(self._store.table(FORGETTING), ForgetIntent)
+        self._pending: dict[str, ForgetIntent] = {}  # as in LMDB, and staged
 
     # -- life cycle ---------------------------------------------------------
 
@@ -134,6 +146,11 @@ class MemoryActor(EnactActor):
         indexed = time.perf_counter()
         self._book.warm()
         self._count()
+        self._pending = dict(self._store.read(
+            lambda txn: [(intent.fact_id, intent) for _, intent in self._intents.items(txn)]))
+        for intent in self._pending.values():
+            log.info("memory: finishing the forgetting of %s, cut short before", intent.fact_id)
+            self._finish(intent)
         done = time.perf_counter()
         log.info("memory: %d facts ready in %.2f s (read %.2f s, index %.2f s, lookups %.2f s)", len(self._book),
                  done - started, loaded - started, indexed - loaded, done - indexed)
@@ -185,6 +202,8 @@ class MemoryActor(EnactActor):
                 return self._clear_identity(message)
             case _Load():
                 return None
+            case _Finished():
+                return self._finished(message.intent)
             case _CommitIndex():
                 self._commit_due = False
                 self._commit_index()
@@ -237,27 +256,33 @@ class MemoryActor(EnactActor):
         )
         return deferred
 
-    def _drop(self, fact: Fact, reply: Forgotten | Discarded, *, redact: bool = False) -> Deferred:
+    def _drop(self, fact: Fact, reply: Discarded | None, *, intent: ForgetIntent | None = None) -> Deferred:
+        """Delete ``fact``; forgotten (``intent``), the intent to reach its
+        copies is committed with the deletion, and the reply follows them."""
         self._book.remove(fact.id)
         self.index.unstage(fact.id)
         self._change += 1
         change = self._change
         deferred = Deferred()
 
+        def write(txn: lmdb.Transaction) -> None:
+            self._records.delete(txn, fact.id, change=change)
+            if intent is not None:
+                self._intents.put(txn, fact.id.encode(), intent)
+
         def after(_: None) -> None:
-            if not redact:
+            if intent is None:
                 self._committed(change, deferred, reply)
                 return
-            # The reply waits for the Inbox's rewrite of the turn log; this
-            # actor does not (enact.memory.redaction).
             self._committed(change)
-            redact_then_reply(lambda request: self.context.ask("inbox", request), fact, deferred)
+            self._pending[intent.fact_id] = intent
+            self._finish(intent, deferred)
 
         def failed(error: Exception) -> None:
             self._restore(fact.id)
             deferred.fail(error)
 
-        self._batch.stage(lambda txn: self._records.delete(txn, fact.id, change=change), after, failed=failed)
+        self._batch.stage(write, after, failed=failed)
         return deferred
 
     def _committed(self, change: int, deferred: Deferred | None = None, reply: object = None) -> None:
@@ -313,9 +338,44 @@ class MemoryActor(EnactActor):
         if not is_human(message.origin):
             return Refused(reason=_NEEDS_HUMAN.format(verb="forget"))
         found = self._book.select(message.selector)
+        if found == NO_MATCH and (cut_short := matching(self._pending.values(), message.selector)) is not None:
+            return self._forget_again(cut_short, redact=message.redact)
         if isinstance(found, str):
             return Refused(reason=found)
-        return self._drop(found, Forgotten(id=found.id, redacted=False), redact=message.redact)
+        return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=time.time()))
+
+    def _forget_again(self, intent: ForgetIntent, *, redact: bool) -> Deferred:
+        """A fact whose forgetting is not finished: finish it (asked with
+        ``--redact`` now, the turn log too, recorded first)."""
+        deferred = Deferred()
+        if not redact or intent.redact_turns:
+            self._finish(intent, deferred)
+            return deferred
+        wider = dataclasses.replace(intent, redact_turns=True)
+        self._pending[intent.fact_id] = wider
+        self._batch.stage(lambda txn: self._intents.put(txn, wider.fact_id.encode(), wider),
+                          lambda _: self._finish(wider, deferred), failed=deferred.fail)
+        return deferred
+
+    def _finish(self, intent: ForgetIntent, reply: Deferred | None = None) -> None:
+        """Reach the fact's copies on a thread (enact.memory.forgetting);
+        once all are, the intent is deleted."""
+        ask = patient(self.context.ask, stopping=lambda: self.context.supervisor.stopping)
+
+        def then(forgotten: Forgotten) -> None:
+            if not forgotten.redact_error:
+                with contextlib.suppress(pykka.ActorDeadError):  # stopped: finished again at the next start
+                    self.actor_ref.tell(_Finished(intent))
+            if reply is not None:
+                reply.resolve(forgotten)
+
+        finish_then(ask, intent, then)
+
+    def _finished(self, intent: ForgetIntent) -> None:
+        if self._pending.get(intent.fact_id) != intent:
+            return  # widened (--redact) meanwhile: that one is finishing
+        del self._pending[intent.fact_id]
+        self._batch.stage(lambda txn: self._intents.delete(txn, intent.fact_id.encode()))
 
     def _held(self, fact_id: str, origin: str, verb: str) -> Fact | Refused:
         if not is_human(origin):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from enact.messages._codec import limit
-from enact.messages._registry import Request, reply, request
+from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Done
 
 
@@ -84,3 +84,30 @@ class ReadHistory(Request["History"]):
 class History:
     key: str
     messages: tuple[HistoryMessage, ...]
+
+
+# -- a forgotten fact, asked by the Memory actor --------------------------------
+
+
+@internal("sessions.ForgetFact")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForgetFact(Request["FactForgotten"]):
+    """A fact was forgotten: no copy kept here may send it to a model again.
+    Each of ``texts`` becomes ``tombstone`` in every kept history; a native
+    session (one with no kept history, its transcript the runtime's) used
+    since ``since``, when the fact first existed, may have been given it, in
+    its startup context or a recall, and is reset: its mapping dropped, so
+    the next turn starts a new session with a fresh context. Idempotent."""
+
+    texts: tuple[str, ...]
+    tombstone: str
+    since: float
+
+
+@reply("sessions.FactForgotten")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactForgotten:
+    histories: int
+    """Kept histories changed."""
+    sessions: int
+    """Native sessions reset."""
