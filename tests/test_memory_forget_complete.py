@@ -1,0 +1,164 @@
+"""Forget is complete: durable with the fact's deletion, finished after a
+kill -9, and reaching every copy enact keeps and sends to a model (the turn
+log with ``--redact``, the ``openai`` runtime's kept history, the native
+sessions that may hold the fact)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import orjson
+
+from enact.chat.inbox_records import DATABASES as INBOX_DATABASES
+from enact.chat.inbox_records import TURNS, InboxRecords
+from enact.chat.records import LoggedTurn, TurnOutcome
+from enact.home import STATE_DIR
+from enact.memory.book import FACTS
+from enact.memory.forgetting import FORGETTING
+from enact.storage import Storage
+
+from conftest import Daemon, DaemonFactory, enact_env, wait_for
+
+ROUNDS = 6
+TURNS_HOLDING = 400
+_PLACES = ("blue pot", "red mat", "old boot", "tin box", "oak shelf", "green jar")
+_FILLER = "the owner talked about the weather and the garden for a while. " * 60
+
+
+def _texts() -> list[str]:
+    return [f"the spare key of round {n} is under the {_PLACES[n]}" for n in range(ROUNDS)]
+
+
+def _plant_turns(home: Path, texts: list[str]) -> None:
+    """Turns that hold every text, long ones, in a stopped daemon's home (as
+    months of conversation would leave them)."""
+    message = " ".join(f"{_FILLER} note that {text}." for text in texts)
+    storage = Storage(home / STATE_DIR)
+    try:
+        records = InboxRecords(storage.grant("inbox", INBOX_DATABASES))
+
+        def plant(txn: lmdb.Transaction) -> None:
+            for number in range(TURNS_HOLDING):
+                records.turns.append(txn, LoggedTurn(
+                    event_id=f"planted-{number}", channel="local", conversation="cli", message_id=str(number),
+                    message=message, reply="Noted.", time=1.0, outcome=TurnOutcome.REPLIED, attempts=1, actions=()))
+
+        storage.grant("inbox", INBOX_DATABASES).write(plant, fenced=False)
+    finally:
+        storage.close()
+
+
+def _read(home: Path, database: str) -> dict[bytes, bytes]:
+    """One database as committed; read-only, safe while a daemon runs."""
+    env = lmdb.open(str(home / STATE_DIR), readonly=True, max_dbs=64, lock=True)
+    try:
+        with env.begin() as txn:
+            if txn.get(database.encode()) is None:
+                return {}
+            handle = env.open_db(database.encode(), txn=txn, create=False)
+            return {bytes(key): bytes(value) for key, value in txn.cursor(db=handle)}
+    finally:
+        env.close()
+
+
+def _turns_holding(home: Path, text: str) -> int:
+    return sum(text.encode() in raw for raw in _read(home, TURNS).values())
+
+
+def _remember(daemon: Daemon, text: str) -> str:
+    fact_id: str = daemon.cli_json("memory", "remember", "--json", text)["id"]
+    return fact_id
+
+
+def test_a_kill_9_right_after_a_forget_was_accepted_leaves_no_turn_holding_the_text(
+        daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    daemons.start(home).terminate()
+    texts = _texts()
+    _plant_turns(home, texts)
+    daemon = daemons.start(home)
+    cut_short = 0
+    for text in texts:
+        fact = _remember(daemon, text)
+        forget = subprocess.Popen([sys.executable, "-m", "enact", "memory", "forget", fact, "--redact", "--json"],
+                                  env=enact_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Accepted: the fact's deletion is committed. Killed at once after.
+        deadline = time.monotonic() + 30
+        while fact.encode() in _read(home, FACTS):
+            assert time.monotonic() < deadline, "the forget was never accepted"
+            time.sleep(0.001)
+        daemon.kill9()
+        forget.wait(30)
+        holding = _turns_holding(home, text)
+        assert holding in (0, TURNS_HOLDING)  # the turn log is rewritten in one transaction
+        cut_short += holding > 0
+        daemon = daemons.start(home)
+        wait_for(lambda: _turns_holding(home, text) == 0, timeout=60,  # noqa: B023
+                 what=f"the forgetting of {fact} finished after the restart")
+        wait_for(lambda: not _read(home, FORGETTING), what="the intent deleted once finished")
+        assert daemon.cli_json("memory", "list", "--json")["facts"] == []
+        # The other rounds' texts are untouched: only the forgotten one goes.
+        later = texts[texts.index(text) + 1:]
+        assert all(_turns_holding(home, other) == TURNS_HOLDING for other in later)
+    # The kill landed between the deletion and the rewrite in some rounds at
+    # least (the rewrite of 400 long turns takes far longer than the poll).
+    assert cut_short >= 1, "no round was cut short: the test did not test the crash"
+
+
+_BAD_TURN = 10**9
+
+
+def _unreadable_turn(home: Path, *, present: bool) -> None:
+    """Plant (or remove) one unreadable turn record, so the Inbox fails any
+    whole-log rewrite, in a stopped daemon's home."""
+    from enact.storage import AppendLog
+
+    env = lmdb.open(str(home / STATE_DIR), max_dbs=64, map_size=64 << 20)
+    try:
+        turns = env.open_db(TURNS.encode())
+        with env.begin(write=True, db=turns) as txn:
+            if present:
+                txn.put(AppendLog.key(_BAD_TURN), b"\xffnot a record")
+            else:
+                txn.delete(AppendLog.key(_BAD_TURN))
+    finally:
+        env.close()
+
+
+def _forget(daemon: Daemon, selector: str) -> dict[str, Any]:
+    result = daemon.cli("memory", "forget", selector, "--redact", "--json")
+    reply: dict[str, Any] = orjson.loads(result.stdout)
+    return reply
+
+
+def test_a_forgetting_not_finished_is_finished_by_forgetting_again_and_at_the_next_start(
+        daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    daemons.start(home).terminate()
+    text = _texts()[0]
+    _plant_turns(home, [text])
+    _unreadable_turn(home, present=True)
+    daemon = daemons.start(home)
+    fact = _remember(daemon, text)
+    first = _forget(daemon, fact)
+    assert first["id"] == fact and first["redact_error"].startswith("the turn log was not redacted")
+    # The fact is gone, but its forgetting is not finished: forgetting it
+    # again, by its text, finishes it rather than saying no fact matches.
+    again = _forget(daemon, "Spare key of round 0")
+    assert again["id"] == fact and again["redact_error"].startswith("the turn log was not redacted")
+    assert daemon.cli_json("memory", "list", "--json")["facts"] == []
+    daemon.terminate()
+    _unreadable_turn(home, present=False)
+    daemon = daemons.start(home)  # finishes it at start
+    wait_for(lambda: _turns_holding(home, text) == 0, what="the forgetting finished at start")
+    wait_for(lambda: not _read(home, FORGETTING), what="the intent deleted once finished")
+    stone = f"[forgotten memory {fact}]".encode()
+    assert all(stone in raw for raw in _read(home, TURNS).values())
+    # Finished, a forgetting leaves nothing behind to forget.
+    done = daemon.cli("memory", "forget", fact, "--json")
+    assert done.returncode == 1 and "no fact matches" in orjson.loads(done.stdout)["error"]
