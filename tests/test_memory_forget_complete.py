@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+import model_anthropic  # noqa: F401  (registers /v1/messages)
+import model_chat  # noqa: F401  (registers /v1/chat/completions)
 import orjson
+import pytest
+from claude_home import claude_env
+from model_server import ModelServer, Reply
 
 from enact.chat.inbox_records import DATABASES as INBOX_DATABASES
 from enact.chat.inbox_records import TURNS, InboxRecords
@@ -22,7 +27,7 @@ from enact.memory.book import FACTS
 from enact.memory.forgetting import FORGETTING
 from enact.storage import Storage
 
-from conftest import Daemon, DaemonFactory, enact_env, wait_for
+from conftest import Daemon, DaemonFactory, enact_env, real_cli, wait_for
 
 ROUNDS = 6
 TURNS_HOLDING = 400
@@ -162,3 +167,62 @@ def test_a_forgetting_not_finished_is_finished_by_forgetting_again_and_at_the_ne
     # Finished, a forgetting leaves nothing behind to forget.
     done = daemon.cli("memory", "forget", fact, "--json")
     assert done.returncode == 1 and "no fact matches" in orjson.loads(done.stdout)["error"]
+
+
+_BOAT = "the owner's boat is named Aurora"
+
+
+@pytest.fixture
+def server() -> ModelServer:
+    with ModelServer() as running:
+        yield running  # type: ignore[misc]
+
+
+def _send(daemon: Daemon, text: str) -> str:
+    result = daemon.cli("send", "--json", text, timeout=90)
+    assert result.returncode == 0, (result, daemon.log_text())
+    reply: str = orjson.loads(result.stdout)["reply"]
+    return reply
+
+
+def test_after_a_forget_the_openai_runtime_is_not_sent_the_text_again(daemons: DaemonFactory,
+                                                                        server: ModelServer) -> None:
+    daemon = daemons.start(env={"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
+                                "ENACT_OPENAI_MODEL": "llama-test"})
+    fact = _remember(daemon, _BOAT)
+    server.script(Reply("first answer"), Reply("second answer"), Reply("third answer"))
+    _send(daemon, "the first question")
+    _send(daemon, "the second question")
+    assert all(b"boat is named Aurora" in sent.body for sent in server.model_requests())
+    forgot = daemon.cli("memory", "forget", fact)  # no --redact: what is sent loses it all the same
+    assert forgot.returncode == 0, forgot
+    assert forgot.stdout.strip() == (f"forgot 1 fact ({fact}); redacted 1 histories, not the turn log "
+                                     "(use --redact); reset 0 sessions")
+    assert _send(daemon, "the third question") == "third answer"
+    third = server.model_requests()[-1]
+    assert b"Aurora" not in third.body
+    messages = third.json()["messages"]
+    # The same session goes on, its history kept, the text in it a tombstone.
+    assert [m["content"] for m in messages[1:4:2]] == ["first answer", "second answer"]
+    assert f"[forgotten memory {fact}]" in messages[0]["content"] and "You are enact" in messages[0]["content"]
+
+
+def test_after_a_forget_a_claude_session_given_the_fact_is_not_resumed(daemons: DaemonFactory,
+                                                                       server: ModelServer) -> None:
+    home = daemons.new_home()
+    env = {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+           **claude_env(home.parent / "claude-home", server.url)}
+    daemon = daemons.start(home, env=env)
+    fact = _remember(daemon, _BOAT)
+    server.script(Reply("first answer"), Reply("second answer"), Reply("fresh answer"))
+    _send(daemon, "the first question")
+    _send(daemon, "the second question")
+    resumed = server.model_requests()[1].body
+    assert b"boat is named Aurora" in resumed and b"the first question" in resumed
+    forgot = daemon.cli_json("memory", "forget", fact, "--json")
+    assert (forgot["sessions_reset"], forgot["histories_redacted"], forgot["redact_error"]) == (1, 0, "")
+    assert _send(daemon, "the third question") == "fresh answer"
+    # A new session: a fresh startup context, without the fact, and nothing of the old one.
+    fresh = server.model_requests()[-1].body
+    assert b"You are enact" in fresh and b"the third question" in fresh
+    assert b"Aurora" not in fresh and b"the first question" not in fresh
