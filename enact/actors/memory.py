@@ -30,7 +30,7 @@ from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecor
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
-from enact.memory.forgetting import FORGETTING, ForgetIntent, finish_then, intent_of, matching, patient
+from enact.memory.forgetting import ForgetIntent, Forgettings, intent_of, patient
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
 from enact.messages.common import MODEL_ACTION, is_human
@@ -45,7 +45,6 @@ from enact.messages.memory import (
     FactList,
     FactShown,
     Forget,
-    Forgotten,
     GetIdentity,
     Identity,
     IdentityCleared,
@@ -60,7 +59,6 @@ from enact.messages.memory import (
     Saved,
     Show,
 )
-from enact.storage import RecordTable
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +105,8 @@ class MemoryActor(EnactActor):
         self._commit_due = False
         self._identity = IdentityRecords(self._store, IDENTITY)
         self._briefing = Briefing(ContextSettings.from_config(config), None)
-        self._intents = RecordTable(self._store.table(FORGETTING), ForgetIntent)
-        self._pending: dict[str, ForgetIntent] = {}  # as in LMDB, and staged
+        ask = patient(context.ask, stopping=lambda: context.supervisor.stopping)
+        self._forgettings = Forgettings(self._store, self._batch, ask, self._finished)
 
     # -- life cycle ---------------------------------------------------------
 
@@ -146,11 +144,7 @@ class MemoryActor(EnactActor):
         indexed = time.perf_counter()
         self._book.warm()
         self._count()
-        self._pending = dict(self._store.read(
-            lambda txn: [(intent.fact_id, intent) for _, intent in self._intents.items(txn)]))
-        for intent in self._pending.values():
-            log.info("memory: finishing the forgetting of %s, cut short before", intent.fact_id)
-            self._finish(intent)
+        self._forgettings.resume()
         done = time.perf_counter()
         log.info("memory: %d facts ready in %.2f s (read %.2f s, index %.2f s, lookups %.2f s)", len(self._book),
                  done - started, loaded - started, indexed - loaded, done - indexed)
@@ -203,7 +197,7 @@ class MemoryActor(EnactActor):
             case _Load():
                 return None
             case _Finished():
-                return self._finished(message.intent)
+                return self._forgettings.finished(message.intent)
             case _CommitIndex():
                 self._commit_due = False
                 self._commit_index()
@@ -268,15 +262,14 @@ class MemoryActor(EnactActor):
         def write(txn: lmdb.Transaction) -> None:
             self._records.delete(txn, fact.id, change=change)
             if intent is not None:
-                self._intents.put(txn, fact.id.encode(), intent)
+                self._forgettings.put(txn, intent)
 
         def after(_: None) -> None:
             if intent is None:
                 self._committed(change, deferred, reply)
                 return
             self._committed(change)
-            self._pending[intent.fact_id] = intent
-            self._finish(intent, deferred)
+            self._forgettings.start(intent, deferred)
 
         def failed(error: Exception) -> None:
             self._restore(fact.id)
@@ -338,44 +331,18 @@ class MemoryActor(EnactActor):
         if not is_human(message.origin):
             return Refused(reason=_NEEDS_HUMAN.format(verb="forget"))
         found = self._book.select(message.selector)
-        if found == NO_MATCH and (cut_short := matching(self._pending.values(), message.selector)) is not None:
-            return self._forget_again(cut_short, redact=message.redact)
+        # A forgetting a crash or a failure cut short is found by what named its fact.
+        again = self._forgettings.again(message.selector, redact=message.redact) if found == NO_MATCH else None
+        if again is not None:
+            return again
         if isinstance(found, str):
             return Refused(reason=found)
         return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=time.time()))
 
-    def _forget_again(self, intent: ForgetIntent, *, redact: bool) -> Deferred:
-        """A fact whose forgetting is not finished: finish it (asked with
-        ``--redact`` now, the turn log too, recorded first)."""
-        deferred = Deferred()
-        if not redact or intent.redact_turns:
-            self._finish(intent, deferred)
-            return deferred
-        wider = dataclasses.replace(intent, redact_turns=True)
-        self._pending[intent.fact_id] = wider
-        self._batch.stage(lambda txn: self._intents.put(txn, wider.fact_id.encode(), wider),
-                          lambda _: self._finish(wider, deferred), failed=deferred.fail)
-        return deferred
-
-    def _finish(self, intent: ForgetIntent, reply: Deferred | None = None) -> None:
-        """Reach the fact's copies on a thread (enact.memory.forgetting);
-        once all are, the intent is deleted."""
-        ask = patient(self.context.ask, stopping=lambda: self.context.supervisor.stopping)
-
-        def then(forgotten: Forgotten) -> None:
-            if not forgotten.redact_error:
-                with contextlib.suppress(pykka.ActorDeadError):  # stopped: finished again at the next start
-                    self.actor_ref.tell(_Finished(intent))
-            if reply is not None:
-                reply.resolve(forgotten)
-
-        finish_then(ask, intent, then)
-
     def _finished(self, intent: ForgetIntent) -> None:
-        if self._pending.get(intent.fact_id) != intent:
-            return  # widened (--redact) meanwhile: that one is finishing
-        del self._pending[intent.fact_id]
-        self._batch.stage(lambda txn: self._intents.delete(txn, intent.fact_id.encode()))
+        """Called on a finishing thread: the actor deletes the intent."""
+        with contextlib.suppress(pykka.ActorDeadError):  # stopped: finished again at the next start
+            self.actor_ref.tell(_Finished(intent))
 
     def _held(self, fact_id: str, origin: str, verb: str) -> Fact | Refused:
         if not is_human(origin):

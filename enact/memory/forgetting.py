@@ -20,6 +20,7 @@ said in the reply, never turned into a failed forget.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -27,13 +28,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import lmdb
+
 from enact.actors._asks import ActorNotFound
+from enact.actors._batching import Deferred, WriteBatch
 from enact.memory.admission import TRUNCATION_MARK, merge_key
 from enact.memory.facts import Fact
 from enact.messages._registry import Request
 from enact.messages.inbox import RedactTurns, TurnsRedacted
 from enact.messages.memory import Forgotten
 from enact.messages.sessions import FactForgotten, ForgetFact
+from enact.storage import RecordTable, Store
 
 log = logging.getLogger(__name__)
 
@@ -130,3 +135,66 @@ def finish_then(ask: Ask, intent: ForgetIntent, then: Callable[[Forgotten], None
     thread = threading.Thread(target=run, name=f"enact-memory-forget-{intent.fact_id}", daemon=True)
     thread.start()
     return thread
+
+
+class Forgettings:
+    """The Memory actor's pending intents, in LMDB and in memory. Used on
+    the actor's thread only; a finished intent comes back through ``done``
+    (which tells the actor, which then calls ``finished``)."""
+
+    def __init__(self, store: Store, batch: WriteBatch, ask: Ask, done: Callable[[ForgetIntent], None]) -> None:
+        self._table = RecordTable(store.table(FORGETTING), ForgetIntent)
+        self._store = store
+        self._batch = batch
+        self._ask = ask
+        self._done = done
+        self._pending: dict[str, ForgetIntent] = {}  # as committed, or staged
+
+    def resume(self) -> None:
+        """At start: finish every forgetting a crash cut short."""
+        self._pending = self._store.read(lambda txn: {intent.fact_id: intent for _, intent in self._table.items(txn)})
+        for intent in self._pending.values():
+            log.info("memory: finishing the forgetting of %s, cut short before", intent.fact_id)
+            self._finish(intent)
+
+    def put(self, txn: lmdb.Transaction, intent: ForgetIntent) -> None:
+        """In the transaction that deletes the fact."""
+        self._table.put(txn, intent.fact_id.encode(), intent)
+
+    def start(self, intent: ForgetIntent, reply: Deferred) -> None:
+        """``intent`` is committed: reach the copies, then ``reply``."""
+        self._pending[intent.fact_id] = intent
+        self._finish(intent, reply)
+
+    def again(self, selector: str, *, redact: bool) -> Deferred | None:
+        """A forget that names no fact but a forgetting not finished: finish
+        it (asked with ``--redact`` now, the turn log too, recorded first).
+        None when ``selector`` names no pending intent either."""
+        intent = matching(self._pending.values(), selector)
+        if intent is None:
+            return None
+        reply = Deferred()
+        if not redact or intent.redact_turns:
+            self._finish(intent, reply)
+            return reply
+        wider = dataclasses.replace(intent, redact_turns=True)
+        self._pending[intent.fact_id] = wider
+        self._batch.stage(lambda txn: self.put(txn, wider), lambda _: self._finish(wider, reply), failed=reply.fail)
+        return reply
+
+    def finished(self, intent: ForgetIntent) -> None:
+        """Every copy reached: the intent goes (unless widened meanwhile,
+        when the wider one is finishing)."""
+        if self._pending.get(intent.fact_id) != intent:
+            return
+        del self._pending[intent.fact_id]
+        self._batch.stage(lambda txn: self._table.delete(txn, intent.fact_id.encode()))
+
+    def _finish(self, intent: ForgetIntent, reply: Deferred | None = None) -> None:
+        def then(forgotten: Forgotten) -> None:
+            if not forgotten.redact_error:
+                self._done(intent)
+            if reply is not None:
+                reply.resolve(forgotten)
+
+        finish_then(self._ask, intent, then)
