@@ -226,3 +226,44 @@ def test_after_a_forget_a_claude_session_given_the_fact_is_not_resumed(daemons: 
     fresh = server.model_requests()[-1].body
     assert b"You are enact" in fresh and b"the third question" in fresh
     assert b"Aurora" not in fresh and b"the first question" not in fresh
+
+
+def _forget_during_the_first_call(daemon: Daemon, server: ModelServer, fact: str) -> dict[str, Any]:
+    """Forget ``fact`` while the first turn's call, given it, is running
+    (the model answers it 3 s late); returns the forget's reply."""
+    first = subprocess.Popen([sys.executable, "-m", "enact", "send", "--json", "the first question"],
+                             env=enact_env(daemon.home), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    wait_for(lambda: len(server.model_requests()) == 1, what="the first call")
+    assert b"boat is named Aurora" in server.model_requests()[0].body
+    forgot: dict[str, Any] = daemon.cli_json("memory", "forget", fact, "--json")
+    out, _ = first.communicate(timeout=90)
+    assert orjson.loads(out)["reply"] == "first answer"
+    return forgot
+
+
+def test_a_fact_forgotten_during_an_openai_call_is_not_kept_from_it(daemons: DaemonFactory,
+                                                                    server: ModelServer) -> None:
+    daemon = daemons.start(env={"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
+                                "ENACT_OPENAI_MODEL": "llama-test"})
+    fact = _remember(daemon, _BOAT)
+    server.script(Reply("first answer", delay_s=3), Reply("second answer"))
+    forgot = _forget_during_the_first_call(daemon, server, fact)
+    assert (forgot["histories_redacted"], forgot["sessions_reset"]) == (0, 0)  # nothing kept yet
+    assert _send(daemon, "the second question") == "second answer"
+    second = server.model_requests()[-1].json()["messages"]
+    assert [m["role"] for m in second] == ["user", "assistant", "user"]  # the session went on
+    assert "Aurora" not in orjson.dumps(second).decode() and f"[forgotten memory {fact}]" in second[0]["content"]
+
+
+def test_a_claude_session_started_by_a_call_running_during_a_forget_is_not_kept(daemons: DaemonFactory,
+                                                                                server: ModelServer) -> None:
+    home = daemons.new_home()
+    env = {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+           **claude_env(home.parent / "claude-home", server.url)}
+    daemon = daemons.start(home, env=env)
+    fact = _remember(daemon, _BOAT)
+    server.script(Reply("first answer", delay_s=3), Reply("fresh answer"))
+    _forget_during_the_first_call(daemon, server, fact)
+    assert _send(daemon, "the second question") == "fresh answer"
+    fresh = server.model_requests()[-1].body
+    assert b"You are enact" in fresh and b"Aurora" not in fresh and b"the first question" not in fresh

@@ -9,7 +9,10 @@ resets every native session that may have been given it."""
 
 from __future__ import annotations
 
+import re
 import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import lmdb
@@ -34,6 +37,9 @@ from enact.messages.sessions import (
 from enact.runtime.history import trim
 from enact.storage import Document
 
+_FORGOTTEN_KEPT = 64
+"""Far more forgets than can come during one call (``runtime.timeout_s``)."""
+
 SESSIONS = "runtime.sessions"
 HISTORIES = "runtime.histories"
 """Session key -> the message history of a runtime that keeps none (``openai``):
@@ -53,6 +59,8 @@ class SessionsActor(EnactActor):
         # Native sessions reset for a forgotten fact: a turn that was running
         # in one when it was reset must not record it again.
         self._reset: set[str] = set()
+        # The latest facts forgotten, for the calls that were running then.
+        self._forgotten: deque[_Forgotten] = deque(maxlen=_FORGOTTEN_KEPT)
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -142,6 +150,14 @@ class SessionsActor(EnactActor):
             and document["native_id"] == message.native_id
             and document["prompt_version"] == message.prompt_version
         )
+        # A fact forgotten while this call ran may be in it: its native
+        # session is not kept (resumed, the forget found it not used since
+        # the fact existed); its exchange is redacted.
+        late = [forgot for forgot in self._forgotten if message.context_at and message.context_at < forgot.at]
+        if late and not message.exchange:
+            self._reset.add(message.native_id)
+            mapped = document is not None and document["native_id"] == message.native_id
+            return self._stage(key, None, Done()) if mapped else Done()
         turns = document["turns"] + 1 if same and document is not None else 1
         created = document["created_at"] if same and document is not None else now
         updated = {
@@ -155,7 +171,8 @@ class SessionsActor(EnactActor):
             return self._stage(key, updated, Done())
         previous = self._current_history(key)
         kept = _messages(previous) if previous is not None and previous["native_id"] == message.native_id else ()
-        messages = trim((*kept, *message.exchange), message.history_chars)
+        exchange = tuple(HistoryMessage(role=m.role, content=_redacted(m.content, late)) for m in message.exchange)
+        messages = trim((*kept, *exchange), message.history_chars)
         history = {"native_id": message.native_id, "messages": [[m.role, m.content] for m in messages]}
         return self._stage(key, updated, Done(), history=history, with_history=True)
 
@@ -169,6 +186,8 @@ class SessionsActor(EnactActor):
         fact existed (any of them may have been given it; a reset costs a
         fresh session, keeping one would send the fact again)."""
         pattern = pattern_of(message.texts)
+        if pattern is not None:
+            self._forgotten.append(_Forgotten(at=time.time(), pattern=pattern, tombstone=message.tombstone))
         self._batch.flush()  # LMDB holds every staged write: read it alone
         sessions, histories = self._store.read(
             lambda txn: (dict(self._sessions.items(txn)), dict(self._histories.items(txn))))
@@ -192,6 +211,19 @@ class SessionsActor(EnactActor):
 
 
 _NONE = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Forgotten:
+    at: float
+    pattern: re.Pattern[str]
+    tombstone: str
+
+
+def _redacted(text: str, forgotten: list[_Forgotten]) -> str:
+    for forgot in forgotten:
+        text = redact_text(text, forgot.pattern, forgot.tombstone)
+    return text
 
 
 def _messages(document: Document) -> tuple[HistoryMessage, ...]:

@@ -55,6 +55,10 @@ class Record(Request["Done"]):
     """For a runtime that keeps no history (``openai``): the turn's messages,
     appended to the session's history, which is then trimmed to ``history_chars``."""
     history_chars: int = 0
+    context_at: float = 0.0
+    """When the call's memory context was taken (0: it had none). A fact
+    forgotten after that may be in the call: the Sessions actor then redacts
+    the exchange and does not keep a native session the call started."""
 
 
 @request("sessions.Forget")
