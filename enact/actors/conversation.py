@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -314,6 +315,7 @@ class ConversationActor(EnactActor):
     def _invoke(self, session_key: str, prompt: str, event: ChatEvent, receipt: str | None,
                 resume: str | None, recall_for: str | None) -> str:
         runtime = self._services.runtime
+        context_at = time.time()  # a fact forgotten from here on may be in this call (sessions.Record)
         memory = self._memory_context(recall_for, resume)
         # The startup context (the host's, then memory's) goes once into each
         # native session, whoever starts it; recall comes with the owner's message.
@@ -355,7 +357,8 @@ class ConversationActor(EnactActor):
             )
             self.context.tell("sessions", Record(key=session_key, native_id=result.native_session,
                                                 prompt_version=self._prompt_version, exchange=exchange,
-                                                history_chars=getattr(runtime, "history_chars", 0)))
+                                                history_chars=getattr(runtime, "history_chars", 0),
+                                                context_at=context_at))
         return result.text
 
     # -- markers in the final reply --------------------------------------------------

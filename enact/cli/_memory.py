@@ -141,13 +141,14 @@ def _when(at: float) -> str:
 
 @memory.command("forget")
 @click.argument("selector")
-@click.option("--redact", is_flag=True, help="Also replace the fact's text in the turn log with a tombstone.")
+@click.option("--redact", is_flag=True, help="Also replace the fact's text in the turn log with a tombstone "
+              "(kept histories are redacted and native sessions that may hold it reset either way).")
 @home_option
 @_json_option
 @needs_daemon
 def forget(selector: str, redact: bool, home: Path | None, as_json: bool) -> None:
     """Forget the fact SELECTOR names: its id, or text or a tag matching exactly one fact."""
-    from enact.messages.memory import Forget, Forgotten, Refused
+    from enact.messages.memory import Forget, Forgotten, Refused, forgotten_line
 
     reply = request(resolve_home(home), Forget(selector=selector, redact=redact))
     if isinstance(reply, Refused):
@@ -156,15 +157,10 @@ def forget(selector: str, redact: bool, home: Path | None, as_json: bool) -> Non
         return _unexpected(reply, as_json)
     if as_json:
         print_json({"id": reply.id, "redacted": reply.redacted, "turns_redacted": reply.turns_redacted,
+                    "histories_redacted": reply.histories_redacted, "sessions_reset": reply.sessions_reset,
                     "redact_error": reply.redact_error})
         return
-    if reply.redacted:
-        detail = f"; the turn log was redacted ({reply.turns_redacted} turns changed)"
-    elif reply.redact_error:
-        detail = f"; {reply.redact_error}"
-    else:
-        detail = "; the turn log was not redacted (use --redact)"
-    click.echo(f"forgot {reply.id}{detail}")
+    click.echo(forgotten_line(reply))
     if reply.redact_error:
         sys.exit(EXIT_FAILED)
 

@@ -74,7 +74,7 @@ def _withheld_note(withheld: int) -> str:
 
 
 def _forget(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.memory import Forget, Forgotten
+    from enact.messages.memory import Forget, Forgotten, forgotten_line
 
     selector = str(call.args["text"]).strip()
     redact = selector.startswith(_REDACT_FLAG)
@@ -85,9 +85,8 @@ def _forget(call: CommandCall, context: CommandContext) -> str:
         raise CommandFailed(reply.reason)
     if not isinstance(reply, Forgotten):
         raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
-    if reply.redacted:
-        return f"forgot {reply.id}; the turn log was redacted ({reply.turns_redacted} turns)"
-    return f"forgot {reply.id}" + (f"; {reply.redact_error}" if reply.redact_error else "")
+
+    return forgotten_line(reply)
 
 
 def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
