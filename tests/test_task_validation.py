@@ -7,17 +7,19 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import lmdb
+import orjson
 import pytest
 from task_repos import git, make_repo
 
 from enact import config
 from enact.cancellation import CancellationToken
-from enact.messages.tasks import Refused, Submit, Submitted
+from enact.messages.tasks import Found, Refused, Submit, Submitted
 from enact.storage import Storage
 from enact.tasks import worktrees
 from enact.tasks.protected import Guards, covers
 from enact.tasks.queue import TaskQueue
-from enact.tasks.tables import DATABASES
+from enact.tasks.tables import DATABASES, QUEUE
 from enact.tasks.test_report import ReportError, TestRun, not_run, read_junit
 from enact.tasks.validation import Validation
 
@@ -169,5 +171,29 @@ def test_only_the_owners_cli_may_unlock_and_a_retry_keeps_the_unlocks(tmp_path: 
         retried = queue.retry(owned.task.id, "chat:local", 3.0)
         assert isinstance(retried, Submitted)
         assert (retried.task.allow_paths, retried.task.allow_fewer_tests) == (("tests/",), True)
+    finally:
+        storage.close()
+
+
+def test_a_task_stored_before_the_unlocks_existed_reads_as_having_none(tmp_path: Path) -> None:
+    storage = Storage(tmp_path / "state")
+    try:
+        store = storage.grant("tasks", DATABASES)
+        queue = TaskQueue(store, default_repo="/repo", lease_ttl_s=60)
+        submitted = queue.submit(Submit(request="fix", origin="human-cli", allow_paths=("tests/",)), 1.0)
+        assert isinstance(submitted, Submitted)
+        old = store.table(QUEUE, version=1)
+        key = submitted.task.id.to_bytes(8, "big")
+
+        def downgrade(txn: lmdb.Transaction) -> None:
+            document = orjson.loads(txn.get(key, db=old.handle))
+            for name in ("v", "allow_paths", "allow_fewer_tests"):
+                document.pop(name)
+            old.put(txn, key, document)
+
+        store.write(downgrade, fenced=False)
+        found = queue.get(submitted.task.id)
+        assert isinstance(found, Found)
+        assert (found.task.allow_paths, found.task.allow_fewer_tests) == ((), False)
     finally:
         storage.close()
