@@ -17,7 +17,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,9 @@ class Validation:
     guards: Guards
     allow_fewer_tests: bool = False
     """The owner's leave for the change to run fewer of the base's tests."""
+    _measured: dict[str, TestRun | None] = field(default_factory=dict)
+    """The baseline once this validation knows it (also when it could not
+    be kept: a base run that timed out is not run again for each repair)."""
 
     @classmethod
     def against(cls, repo: Path, revision: str, *, home: Path, settings: Any, allow_paths: Sequence[str] = (),
@@ -104,6 +107,11 @@ class Validation:
         or it wrote no test report), measured on the first call."""
         if not self.plan.command:
             return None
+        if "base" not in self._measured:
+            self._measured["base"] = self._measure(log_path=log_path, cancel=cancel)
+        return self._measured["base"]
+
+    def _measure(self, *, log_path: Path, cancel: CancellationToken) -> TestRun | None:
         guards = self.guards
         key = hashlib.sha256("\0".join((str(guards.repo.resolve()), guards.base, self.plan.command,
                                          str(self.plan.timeout_s))).encode()).hexdigest()[:40]
