@@ -147,6 +147,8 @@ def test_with_the_owners_leave_a_change_may_run_fewer_tests(tmp_path: Path) -> N
     repo = make_repo(tmp_path / "repo", files={"tests/test_second.py": SECOND})
     validation = Validation.against(repo, git(repo, "rev-parse", "HEAD").strip(), home=home, settings=settings(home),
                                     allow_paths=("tests/",), allow_fewer_tests=True)
+    told = validation.rules()  # what the model is told
+    assert "conftest.py" in told and "the owner unlocked: tests/" in told and "does not run" not in told
     tree = worktrees.prepare(repo, home, 1)
     (tree.path / "tests" / "test_second.py").unlink()
     result = validation.check(tree.path, log_path=tmp_path / "log", cancel=CancellationToken(),

@@ -58,6 +58,15 @@ class Validation:
         return cls(home=home, settings=settings, plan=plan_at(repo, revision, settings=settings), guards=guards,
                    allow_fewer_tests=allow_fewer_tests)
 
+    def rules(self) -> str:
+        """What validation holds a change to, in words (for the model's prompt)."""
+        plan, unlocked = self.plan, self.guards.allowed
+        checks = f"`{plan.command}` (from {plan.source})" if plan.command else "no test command"
+        fewer = "" if self.allow_fewer_tests else "; it fails when a test the base ran does not run"
+        return (f"the host runs {checks}{fewer}. A change to {', '.join(self.guards.patterns)} or to the test "
+                "sections of pyproject.toml or setup.cfg fails validation"
+                + (f", but for what the owner unlocked: {', '.join(unlocked)}." if unlocked else "."))
+
     def check(self, root: Path, *, log_path: Path, cancel: CancellationToken, confine: Confinement | None = None,
               changed: Sequence[str] | None = None) -> DoctorResult:
         """Validate the checkout at ``root``. ``changed``: the paths the

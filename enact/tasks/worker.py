@@ -94,8 +94,6 @@ def task_prompt(task: Task, tree: Worktree, validation: Validation) -> str:
     notes_path = tree.path / NOTES_FILE
     notes = clip(notes_path.read_text(encoding="utf-8", errors="replace"), _NOTES_LIMIT) \
         if notes_path.is_file() else "(none)"
-    plan, unlocked = validation.plan, validation.guards.allowed
-    checks = f"`{plan.command}` (from {plan.source})" if plan.command else "no test command"
     return "\n".join([
         f"You are working on task {task.id} in a git worktree of {tree.repo} (branch {tree.branch}, made from "
         f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only; do not commit: "
@@ -103,9 +101,7 @@ def task_prompt(task: Task, tree: Worktree, validation: Validation) -> str:
         "", "Request:", task.request,
         "", "Brief:", task.brief or "(none)",
         "", f"Repository notes ({NOTES_FILE}):", notes,
-        "", f"Validation: the host then runs {checks}; it fails when a test the base ran does not run. A change "
-        f"to {', '.join(validation.guards.patterns)} or the test sections of pyproject.toml or setup.cfg fails "
-        "validation" + (f", but for what the owner unlocked: {', '.join(unlocked)}." if unlocked else "."),
+        "", f"Validation: {validation.rules()}",
     ])
 
 
