@@ -102,6 +102,10 @@ def test_a_change_deleting_a_test_file_fails_for_running_fewer_tests_unless_the_
     allowed = run_task(daemon, repo, "tidy the tests", "--allow-path", "tests/", "--allow-fewer-tests")
     assert allowed["state"] == "succeeded", allowed
     assert "which the owner allowed" in daemon.cli("review", "show", str(allowed["review"])).stdout
+    landed = daemon.cli("review", "land", str(allowed["review"]), "--json")  # the owner's leave holds at the land
+    assert landed.returncode == 0, landed.stdout
+    assert "1 passed; base: 2 passed" in json.loads(landed.stdout)["note"]
+    assert not (repo / "tests" / "test_second.py").exists()
     base_runs = sum(daemon.cli("task", "log", str(task["id"])).stdout.count("first on the base")
                     for task in (shown, allowed))
     assert base_runs == 1  # one base commit, one doctor command: measured once
