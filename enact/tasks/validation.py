@@ -132,6 +132,8 @@ class Validation:
             pass  # not measured yet (or a partial file): measure again
         append_log(log_path, f"doctor: first on the base {guards.base[:12]}, to learn which tests it runs\n")
         result = self._run_on_revision(log_path=log_path, cancel=cancel)
+        ran = result.tests.counts if result.tests is not None else "no test report"
+        append_log(log_path, f"doctor: the base {guards.base[:12]} runs: {ran}\n")
         if result.completed and not result.report_problem:
             tests = None if result.tests is None else {
                 "passed": result.tests.passed, "failed": result.tests.failed, "errors": result.tests.errors,
