@@ -4,6 +4,7 @@ with real pytest as the doctor."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from enact.tasks.protected import Guards, covers
 from enact.tasks.queue import TaskQueue
 from enact.tasks.tables import DATABASES, QUEUE
 from enact.tasks.test_report import ReportError, TestRun, not_run, read_junit
-from enact.tasks.validation import Validation
+from enact.tasks.validation import BASELINES_DIR, Validation, remove_leftovers
 
 PYPROJECT = '[project]\nname = "lib"\nversion = "1"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n'
 SETUP_CFG = "[metadata]\nname = lib\n\n[tool:pytest]\naddopts = -q\n"
@@ -199,3 +200,13 @@ def test_a_task_stored_before_the_unlocks_existed_reads_as_having_none(tmp_path:
         assert (found.task.allow_paths, found.task.allow_fewer_tests) == ((), False)
     finally:
         storage.close()
+
+
+def test_base_run_worktrees_a_crash_left_are_removed_but_not_one_in_use(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    old, fresh = home / BASELINES_DIR / "work-old", home / BASELINES_DIR / "work-fresh"
+    old.mkdir(parents=True)
+    fresh.mkdir()
+    os.utime(old, (1_000.0, 1_000.0))
+    assert remove_leftovers(home, older_than_s=7_200) == [old]
+    assert fresh.is_dir() and not old.exists()

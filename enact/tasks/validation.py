@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -156,3 +157,22 @@ class Validation:
                 git(repo, "worktree", "remove", "--force", str(scratch))
             except WorktreeError:
                 shutil.rmtree(scratch, ignore_errors=True)  # forgotten at the repository's next prune
+
+
+def remove_leftovers(home: Path, *, older_than_s: float, now: float | None = None) -> list[Path]:
+    """Remove the temporary worktrees of base runs that a crash left in
+    ``$ENACT_HOME/doctor-baselines`` (their repository forgets them at its
+    next ``git worktree prune``): only those older than any run could
+    take, since a worker or a land may be measuring a base right now.
+    Returns what it removed."""
+    now = time.time() if now is None else now
+    removed = []
+    for leftover in sorted((home / BASELINES_DIR).glob("work-*")):
+        try:
+            stale = now - leftover.stat().st_mtime > older_than_s
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(leftover)
+    return removed
