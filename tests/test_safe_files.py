@@ -15,7 +15,10 @@ from task_repos import git, make_repo
 from enact import config
 from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks import doctor
+from enact.tasks.protected import Guards
 from enact.tasks.records import Phase, Task, TaskState
+from enact.tasks.repo_config import RepoConfigError
+from enact.tasks.validation import Validation
 from enact.tasks.worker import task_prompt
 from enact.tasks.worktrees import Worktree
 
@@ -81,10 +84,12 @@ def test_a_repository_config_linked_outside_is_refused_in_one_line(tmp_path: Pat
     repo = make_repo(tmp_path / "repo", doctor=None)
     (tmp_path / "elsewhere.toml").write_text('[doctor]\ncommand = "cat /etc/shadow"\n')
     (repo / ".enact.toml").symlink_to(tmp_path / "elsewhere.toml")
+    git(repo, "add", ".enact.toml")
+    git(repo, "commit", "-q", "-m", "link the config")
     settings = config.load(tmp_path / "home", environ={})
-    with pytest.raises(doctor.DoctorConfigError) as refused:
-        doctor.plan(repo, settings=settings)
-    assert str(refused.value) == f".enact.toml is not read: it leads outside {repo}"
+    with pytest.raises(RepoConfigError) as refused:
+        doctor.plan_at(repo, "HEAD", settings=settings)
+    assert str(refused.value) == ".enact.toml at HEAD is not a regular file"
 
 
 def _task() -> Task:
@@ -98,7 +103,9 @@ def _task() -> Task:
 def _prompt(tree: Path) -> str:
     worktree = Worktree(task_id=1, path=tree, repo=tree, branch="enact/task-1", base_branch="main", base="0" * 40,
                         git_dir=tree / ".git")
-    return task_prompt(_task(), worktree, doctor.DoctorPlan(command="", timeout_s=1, source="none"), ("tests/",))
+    validation = Validation(home=tree, settings=None, plan=doctor.DoctorPlan(command="", timeout_s=1, source="none"),
+                            guards=Guards(repo=tree, base="0" * 40, patterns=("tests/",)))
+    return task_prompt(_task(), worktree, validation)
 
 
 def test_an_oversized_or_fifo_notes_file_is_left_out_of_the_prompt_with_a_note(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ MAX_BRIEF = 3_000
 MAX_SUMMARY = 500
 """How much of a summary an event or a task keeps."""
 MAX_KEY = 512
+MAX_ALLOW_PATHS = 32
+MAX_ALLOW_PATH = 256
 
 REPAIRS_DEFAULT = 2
 REPAIRS_RANGE = (0, 5)
@@ -163,6 +165,12 @@ class Task:
     uncounted_attempts: int = 0
     """Attempts that do not count against ``MAX_ATTEMPTS``: interrupted by
     a graceful stop, or paused and resumed by the owner."""
+    allow_paths: tuple[str, ...] = ()
+    """Protected paths the owner unlocked for this task (``--allow-path``;
+    see ``enact.tasks.protected``): set only by the owner's own CLI."""
+    allow_fewer_tests: bool = False
+    """The owner's leave for the change to run fewer of the tests its base
+    ran (``--allow-fewer-tests``); same authority."""
 
     @property
     def counted_attempts(self) -> int:
@@ -200,8 +208,13 @@ def retry_delay_s(attempt: int) -> float:
     return min(RETRY_CAP_S, RETRY_BASE_S * float(2 ** max(0, attempt - 1)))
 
 
-def check_limits(*, request: str, brief: str, repairs: int, deadline_s: int) -> str | None:
+def check_limits(*, request: str, brief: str, repairs: int, deadline_s: int,
+                 allow_paths: tuple[str, ...] = ()) -> str | None:
     """Why a submission is refused, in one line; None when it is acceptable."""
+    if len(allow_paths) > MAX_ALLOW_PATHS:
+        return f"at most {MAX_ALLOW_PATHS} paths are unlocked for one task, not {len(allow_paths)}"
+    if any(not path.strip() or len(path) > MAX_ALLOW_PATH for path in allow_paths):
+        return f"an unlocked path is a pattern of 1 to {MAX_ALLOW_PATH} characters"
     why = check_request(request, brief)
     if why is not None:
         return why
