@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import lmdb
 import orjson
 
 from bench._table import Table, median, ratio
@@ -50,9 +51,10 @@ from enact.memory.admission import Candidate, Refusal, admit, merge_key, merged,
 from enact.memory.book import DATABASES, FactBook, FactRecords
 from enact.memory.context import ContextSettings, select_recall, select_startup
 from enact.memory.facts import FactState
+from enact.memory.forgetting import FORGETTING, ForgetIntent, intent_of
 from enact.memory.index import FactIndex
 from enact.messages.memory import Change
-from enact.storage import Storage
+from enact.storage import RecordTable, Storage
 
 TITLE = "6. Memory: remember, forget, startup context and recall vs one JSON list"
 INDEX_GROUP = 100
@@ -83,6 +85,7 @@ class _Enact:
         self.fence.acquire(takeover=False)
         self.store = self.storage.grant("memory", DATABASES)
         self.records = FactRecords(self.store)
+        self.intents = RecordTable(self.store.table(FORGETTING), ForgetIntent)
         now = time.time()
         facts = []
         for n, text in enumerate(texts):
@@ -158,7 +161,17 @@ class _Enact:
         self.index.unstage(found.id)
         self.change += 1
         change = self.change
-        self.store.write(lambda txn: self.records.delete(txn, found.id, change=change))
+        intent = intent_of(found, redact=False, now=time.time())
+
+        def delete(txn: lmdb.Transaction) -> None:
+            self.records.delete(txn, found.id, change=change)
+            self.intents.put(txn, found.id.encode(), intent)
+
+        # The intent to reach the fact's copies is committed with the
+        # deletion, and deleted once they are (the other actors' work is not
+        # timed here).
+        self.store.write(delete)
+        self.store.write(lambda txn: self.intents.delete(txn, found.id.encode()))
         self._after_write()
 
     def startup(self) -> frozenset[str]:

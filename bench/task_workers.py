@@ -26,7 +26,8 @@ from enact.cancellation import CancellationToken
 from enact.cli._client import Client, NotRunning, request
 from enact.messages.control import Status, StatusReport
 from enact.messages.tasks import List, Submit, Submitted, TaskPage
-from enact.tasks import doctor, worktrees
+from enact.tasks import worktrees
+from enact.tasks.validation import Validation
 
 TITLE = "10. Task workers: trivial tasks completed per minute with 1, 2 and 4 workers"
 _ROOT = Path(__file__).resolve().parent.parent
@@ -115,8 +116,8 @@ def _baseline_per_minute(base: Path, count: int) -> float:
         tree = worktrees.prepare(repo, home, task_id)
         subprocess.run(["sh", "-c", "echo '# touched' >> lib.py"], cwd=tree.path, check=True)
         changed = worktrees.changed_paths(tree)
-        result = doctor.run_doctor(tree.path, settings=settings, log_path=home / "log", cancel=CancellationToken(),
-                                   changed=changed)
+        validation = Validation.against(tree.repo, tree.base, home=home, settings=settings)
+        result = validation.check(tree.path, log_path=home / "log", cancel=CancellationToken(), changed=changed)
         if not result.passed:
             raise RuntimeError(result.summary)
         worktrees.capture(tree, f"touch {task_id}", worktrees.changed_paths(tree))

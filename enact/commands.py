@@ -65,6 +65,10 @@ class CommandCall:
     conversation: str = ""
     request_id: str = ""
     """The request (chat event) it runs for; "" when there is none."""
+    receipts: tuple[str, ...] = ()
+    """For a model's action: the receipts of the turn's earlier actions, what
+    the model read before asking (a command that keeps what it is given holds
+    a repetition of them for the owner, as ``remember`` does)."""
 
 
 Handler = Callable[[CommandCall, "CommandContext"], str]

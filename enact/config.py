@@ -178,8 +178,10 @@ SETTINGS: tuple[Setting, ...] = (
     # Task workers (enact.tasks): the doctor, protected paths, confinement, kept worktrees.
     Setting("tasks.doctor_command", str, "", "Test command of a repository without a [doctor] in its .enact.toml"),
     Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", between(0.1, DAY)),
-    Setting("tasks.protected_paths", list, ["tests/", ".ci/", ".github/", ".enact.toml"],
-            "Paths a task may change only when its request or brief names them"),
+    Setting("tasks.protected_paths", list,
+            ["tests/", "test/", ".enact.toml", ".ci/", ".github/", ".gitlab-ci.yml", "conftest.py", "pytest.ini",
+             "tox.ini", "noxfile.py"],
+            "Paths a task may change only when its owner unlocked them (task add --allow-path)"),
     Setting("tasks.confinement", str, "auto", "auto: confine runtime and doctor with bwrap when installed",
             one_of("auto", "off")),
     Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",

@@ -39,7 +39,8 @@ from enact.components import ComponentError, Components, WireHandler
 from enact.evolution.commands import evolve_commands
 from enact.evolution.mode_commands import mode_commands
 from enact.fence import AlreadyRunning, Fence
-from enact.home import COMMANDS_NAME, STATE_DIR
+from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
+from enact.home_guard import HomeRefused, check_home, check_owned_file, make_private
 from enact.memory.commands import memory_commands
 from enact.messages._registry import Request
 from enact.messages.channel import DISABLED, Channels, ChannelState
@@ -117,6 +118,13 @@ class _StopRequest:
 def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: bool = False) -> int:
     """Run the daemon in the foreground until stopped; returns the exit code."""
     try:
+        check_home(home)
+        for name in (CONFIG_NAME, COMMANDS_NAME):
+            check_owned_file(home / name)
+    except HomeRefused as error:
+        print(f"enact: {error}", file=sys.stderr)
+        return EXIT_REFUSED
+    try:
         installed = components.load()
         settings = installed.load_config(home, overrides=overrides)
     except (ComponentError, config.ConfigError) as error:
@@ -128,6 +136,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     except ComponentError as error:
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
+    make_private(home)  # only once the home and its files are accepted: refusing them changes nothing
     try:
         storage = Storage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20)
     except (SchemaError, StorageError) as error:

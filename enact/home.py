@@ -22,6 +22,7 @@ CONFIG_NAME = "config.toml"
 COMMANDS_NAME = "commands.toml"
 SCRIPTED_RULES_NAME = "scripted.toml"
 STATE_DIR = "state"
+WORKTREES_DIR = "worktrees"
 
 
 def home_directory(environ: Mapping[str, str] = os.environ) -> str:

@@ -36,6 +36,7 @@ import orjson
 from enact.cancellation import CancellationToken
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Handler, Param
 from enact.config import DAY, Setting, between, checked
+from enact.home_guard import HomeRefused, check_owned_file
 from enact.tables import table_list
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,10 @@ def load_program_commands(path: Path, *, run_dir: Path | None = None) -> list[Co
     if not path.exists():
         return []
     try:
+        check_owned_file(path)  # its programs run as the daemon: read again on every change, checked each time
         text = path.read_text(encoding="utf-8")
+    except HomeRefused as error:
+        raise CommandsFileError(str(error)) from None
     except (OSError, UnicodeDecodeError) as error:
         raise CommandsFileError(f"{path}: {error}") from None
     commands: list[Command] = []

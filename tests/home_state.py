@@ -60,16 +60,17 @@ def values_under(document: object, key: str) -> Iterator[object]:
 
 
 def rewrite_record(home: Path, owner: str, databases: Mapping[str, Any], database: str, record_type: type[R],
-                   number: int, change: Callable[[R], R]) -> R:
+                   number: int, change: Callable[[R], R], *, version: int = 1) -> R:
     """Rewrite record ``number`` of ``owner``'s ``database`` in a stopped
     daemon's home as ``change`` says (the state a crash or a failing peer
-    leaves, planted); the record as it was."""
+    leaves, planted); the record as it was. ``version``: the table's
+    record version (``Store.table``)."""
     from enact.storage import RecordTable, Storage
 
     storage = Storage(home / STATE_DIR)
     try:
         store = storage.grant(owner, databases)
-        table = RecordTable(store.table(database), record_type)
+        table = RecordTable(store.table(database, version=version), record_type)
         key = number.to_bytes(8, "big")
         stored = store.read(lambda txn: table.get(txn, key))
         assert stored is not None, f"no record {number} in {database}"

@@ -4,6 +4,9 @@ words about passwords and tokens are not mistaken for them."""
 from __future__ import annotations
 
 import pytest
+from credential_shapes import GOOGLE, NPM, SHAPES, TELEGRAM
+from hypothesis import given
+from hypothesis import strategies as st
 
 from enact.credentials import REDACTED, find_credential, redact, redact_json
 
@@ -86,3 +89,68 @@ def test_redact_json_redacts_every_string_of_an_action_s_args() -> None:
     args = {"text": f"key {_GITHUB_CLASSIC}", "tags": ["ok", _AWS], "count": 3, "nested": {"v": f"t {_SLACK}"}}
     assert redact_json(args) == {"text": f"key {REDACTED}", "tags": ["ok", REDACTED], "count": 3,
                                  "nested": {"v": f"t {REDACTED}"}}
+
+
+@pytest.mark.parametrize(("kind", "text"), SHAPES.items(), ids=list(SHAPES))
+def test_each_common_shape_is_found_by_its_kind(kind: str, text: str) -> None:
+    assert find_credential(text) == kind.strip()
+    assert REDACTED in redact(text) and find_credential(redact(text)) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"https://api.telegram.org/bot{TELEGRAM}/getMe",
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "the api key is 9f8e7d6c5b4a",
+        "postgres://app:s3cret@localhost:5432/app",
+    ],
+)
+def test_a_credential_in_a_url_or_said_in_words_is_found(text: str) -> None:
+    assert find_credential(text) is not None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        GOOGLE[:-1],  # one short of the key's length
+        NPM[:-1],
+        "AIza is how the key begins",
+        "sk_live_ alone names a prefix",
+        "npm_modules are big",
+        "glpat- is GitLab's prefix",
+        "the meeting is at 10:30, room 123456789:4",
+        "https://example.com:8443/path@section",
+        "ssh://git@github.com/owner/repo.git",
+        "mailto:owner@example.com",
+        "the password is stored in the vault",
+        "the token is 5 minutes old",
+        "the secret is out",
+        "my aws secret access key is in 1Password",
+        "7000001:AAH-secret-test-token-do-not-leak",  # a test token, not the real length
+    ],
+)
+def test_near_misses_of_the_common_shapes_are_not_credentials(text: str) -> None:
+    assert find_credential(text) is None
+
+
+_PROSE = st.lists(st.sampled_from(
+    ["the", "owner", "prefers", "tokens", "of", "password", "manager", "is", "secret", "key", "reviews", "at",
+     "morning", "api", "access", "bank", "Example", "live", "npm", "token:", "pass", "word", "in", "the", "vault"]),
+    min_size=1, max_size=12).map(" ".join)
+
+
+@given(_PROSE)
+def test_ordinary_words_are_never_a_credential(text: str) -> None:
+    assert find_credential(text) is None
+
+
+@given(st.binary(min_size=20, max_size=20).map(bytes.hex), st.sampled_from(["commit", "fixed in", "see", "at"]))
+def test_hex_commit_ids_are_not_credentials(sha: str, words: str) -> None:
+    assert find_credential(f"{words} {sha}") is None
+    assert find_credential(f"{words} {sha[:12]}: the fix") is None
+
+
+@given(st.uuids(), st.sampled_from(["task", "request id", "session", "the token id"]))
+def test_uuids_are_not_credentials(uuid: object, words: str) -> None:
+    assert find_credential(f"{words} {uuid}") is None

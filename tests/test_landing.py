@@ -19,10 +19,10 @@ class Verdict:
     summary: str
 
 
-def shell_doctor(command: str, seen: list[Path] | None = None) -> Callable[[Path], Verdict]:
+def shell_doctor(command: str, seen: list[Path] | None = None) -> Callable[[Path, str], Verdict]:
     """A doctor that runs ``command`` in the checkout it is given."""
 
-    def check(worktree: Path) -> Verdict:
+    def check(worktree: Path, target: str) -> Verdict:
         if seen is not None:
             seen.append(worktree)
         done = subprocess.run(["sh", "-c", command], cwd=worktree, capture_output=True, text=True)

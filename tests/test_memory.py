@@ -117,7 +117,7 @@ def test_forget_by_id_wins_over_text_and_an_ambiguous_selector_is_refused(daemon
     assert ambiguous.returncode == 1 and "2 facts match" in ambiguous.stderr
     assert tea in ambiguous.stderr and len(facts(daemon)) == 3
     forgot = daemon.cli("memory", "forget", tea)
-    assert forgot.returncode == 0 and forgot.stdout.startswith(f"forgot {tea}")
+    assert forgot.returncode == 0 and forgot.stdout.startswith(f"forgot 1 fact ({tea})")
     assert {fact["id"] for fact in facts(daemon)} == {other, remember(daemon, "likes tea after lunch")["id"]}
     by_text = daemon.cli("memory", "forget", "after lunch")
     assert by_text.returncode == 0
@@ -132,7 +132,7 @@ def test_forget_redact_replaces_the_text_in_the_turn_log(daemon: Daemon) -> None
     turn = daemon.cli_json("turns", "--json")[0]
     assert "blue seven" in turn["message"]
     plain = daemon.cli("memory", "forget", fact["id"])
-    assert plain.returncode == 0 and "not redacted" in plain.stdout
+    assert plain.returncode == 0 and "not the turn log (use --redact)" in plain.stdout
     assert "blue seven" in daemon.cli_json("turns", "--json")[0]["message"]
     send(daemon, "note the gate code is blue seven")
     [fact] = facts(daemon)
@@ -205,7 +205,7 @@ def test_chat_commands_remember_list_and_forget_and_a_model_cannot_forget(daemon
     assert refused["actions"][0]["ok"] is False
     assert "forget needs a human" in refused["actions"][0]["receipt"]
     assert len(facts(daemon)) == 1
-    assert send(daemon, "/forget tea")["reply"].startswith("forgot f-")
+    assert send(daemon, "/forget tea")["reply"].startswith("forgot 1 fact (f-")
     assert facts(daemon) == []
 
 

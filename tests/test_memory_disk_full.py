@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,8 @@ def _small_tmpfs(path: Path) -> Iterator[Path]:
 
 
 def _fill(path: Path) -> None:
+    usage = subprocess.run(["du", "-a", str(path.parent)], capture_output=True, text=True).stdout
+    assert shutil.disk_usage(path.parent).free > 1 << 20, f"the tmpfs is full before the test fills it:\n{usage}"
     with open(path, "wb") as filler:
         with contextlib.suppress(OSError):
             while True:

@@ -4,7 +4,7 @@ or trailing punctuation, becomes the tombstone; the rest stays."""
 from __future__ import annotations
 
 from enact.chat.records import LoggedTurn, TurnOutcome
-from enact.chat.redaction import pattern_of, redacted_turn
+from enact.chat.redaction import pattern_of, redact_text, redacted_turn
 from enact.messages.inbox import ActionRecord
 
 
@@ -42,3 +42,13 @@ def test_only_whole_words_are_redacted() -> None:
     pattern = pattern_of(["Bob"])
     assert pattern is not None
     assert pattern.sub("[x]", "Bob went bobsledding with bob.") == "[x] went bobsledding with [x]."
+
+
+def test_redacting_again_changes_nothing_even_when_the_text_is_in_the_tombstone() -> None:
+    pattern = pattern_of(["memory"])
+    assert pattern is not None
+    once = redacted_turn(_turn("my memory is bad", reply="memory, memory"), pattern, "[forgotten memory f-1]")
+    assert once is not None and once.message == "my [forgotten memory f-1] is bad"
+    assert redacted_turn(once, pattern, "[forgotten memory f-1]") is None
+    assert redact_text("[forgotten memory f-9] and memory", pattern, "[forgotten memory f-1]") == (
+        "[forgotten memory f-9] and [forgotten memory f-1]")

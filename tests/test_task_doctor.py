@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from task_repos import make_repo
+from task_repos import git, make_repo
 
 from enact import config
 from enact.cancellation import CancellationToken
@@ -18,8 +18,11 @@ from enact.runtime import RuntimeCancelled
 from enact.runtime._subprocess import run_command
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import confinement, install_root, tools_under_tmp
+from enact.tasks.repo_config import RepoConfigError
 
 from conftest import wait_for
+
+PYTEST = doctor.DoctorPlan(command=f"{sys.executable} -m pytest -q", timeout_s=60, source="test")
 
 
 def settings(home: Path, **values: object) -> config.Config:
@@ -30,49 +33,49 @@ def settings(home: Path, **values: object) -> config.Config:
 def test_plan_prefers_the_repository_then_the_setting_then_pytest_when_there_are_tests(tmp_path: Path) -> None:
     home = tmp_path / "home"
     own = make_repo(tmp_path / "own", doctor="make check")
-    assert doctor.plan(own, settings=settings(home)) == doctor.DoctorPlan(
+    assert doctor.plan_at(own, "HEAD", settings=settings(home)) == doctor.DoctorPlan(
         command="make check", timeout_s=60.0, source=".enact.toml")
     plain = make_repo(tmp_path / "plain", doctor=None)
     configured = settings(home, **{"tasks.doctor_command": "tox -q", "tasks.doctor_timeout_s": 30.0})
-    assert doctor.plan(plain, settings=configured).command == "tox -q"
-    assert doctor.plan(plain, settings=settings(home)).command == "python -m pytest -q"
-    shutil.rmtree(plain / "tests")
-    assert doctor.plan(plain, settings=settings(home)).command == ""
+    assert doctor.plan_at(plain, "HEAD", settings=configured).command == "tox -q"
+    assert doctor.plan_at(plain, "HEAD", settings=settings(home)).command == "python -m pytest -q"
+    git(plain, "rm", "-q", "-r", "tests")
+    git(plain, "commit", "-q", "-m", "no tests")
+    assert doctor.plan_at(plain, "HEAD", settings=settings(home)).command == ""
+
+
+def test_the_plan_is_read_from_the_revision_never_from_the_checkout(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", doctor="make check")
+    (repo / ".enact.toml").write_text('[doctor]\ncommand = "touch owned"\n')
+    assert doctor.plan_at(repo, "HEAD", settings=settings(tmp_path / "home")).command == "make check"
 
 
 def test_a_bad_repository_config_is_one_clear_error(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", doctor=None)
-    (repo / ".enact.toml").write_text('[doctor]\ncommand = "x"\ntimeout = "soon"\n')
-    with pytest.raises(doctor.DoctorConfigError, match=r"\[doctor\] timeout \(seconds\) expected float"):
-        doctor.plan(repo, settings=settings(tmp_path / "home"))
+    bad = '[doctor]\ncommand = "x"\ntimeout = "soon"\n'
+    repo = make_repo(tmp_path / "repo", doctor=None, files={".enact.toml": bad})
+    with pytest.raises(RepoConfigError, match=r"\[doctor\] timeout \(seconds\) expected float"):
+        doctor.plan_at(repo, "HEAD", settings=settings(tmp_path / "home"))
 
 
 @pytest.mark.parametrize("timeout", ["1e308", "inf", "nan", "0", "-5"])
 def test_a_doctor_timeout_out_of_range_is_refused_in_one_line_naming_the_file(tmp_path: Path, timeout: str) -> None:
-    repo = make_repo(tmp_path / "repo", doctor=None)
-    (repo / ".enact.toml").write_text(f'[doctor]\ncommand = "x"\ntimeout = {timeout}\n')
-    with pytest.raises(doctor.DoctorConfigError) as error:
-        doctor.plan(repo, settings=settings(tmp_path / "home"))
+    own = f'[doctor]\ncommand = "x"\ntimeout = {timeout}\n'
+    repo = make_repo(tmp_path / "repo", doctor=None, files={".enact.toml": own})
+    with pytest.raises(RepoConfigError) as error:
+        doctor.plan_at(repo, "HEAD", settings=settings(tmp_path / "home"))
     assert str(error.value).startswith(".enact.toml: [doctor] timeout (seconds) must be between 0.1 and 86400, got ")
     assert "\n" not in str(error.value)
 
 
-def test_protected_paths_fail_unless_the_request_names_them() -> None:
-    guards = ("tests/", ".ci/", ".github/", ".enact.toml")
-    changed = ["lib.py", "tests/test_lib.py", ".enact.toml", "tests_extra.py"]
-    assert doctor.protected_changes(changed, guards, "fix lib") == ("tests/test_lib.py", ".enact.toml")
-    assert doctor.protected_changes(changed, guards, "fix lib and update tests/ for it") == (".enact.toml",)
-
-
 def test_passing_and_failing_runs_log_everything_and_show_the_model_a_bounded_head_and_tail(tmp_path: Path) -> None:
-    home = tmp_path / "home"
     repo = make_repo(tmp_path / "repo")
-    log = home / "tasks" / "1" / "task.log"
-    passed = doctor.run_doctor(repo, settings=settings(home), log_path=log, cancel=CancellationToken())
+    log = tmp_path / "home" / "tasks" / "1" / "task.log"
+    passed = doctor.run_doctor(repo, PYTEST, log_path=log, cancel=CancellationToken())
     assert passed.passed and "passed" in passed.summary
-    (repo / ".enact.toml").write_text(
-        '[doctor]\ncommand = "python3 -c \'print(\\"x\\" * 100000)\'; echo the-end; exit 3"\n')
-    failed = doctor.run_doctor(repo, settings=settings(home), log_path=log, cancel=CancellationToken())
+    assert passed.tests is not None and passed.tests.passed == ("tests.test_lib::test_answer",)
+    loud = doctor.DoctorPlan(command="python3 -c 'print(\"x\" * 100000)'; echo the-end; exit 3", timeout_s=60,
+                             source="test")
+    failed = doctor.run_doctor(repo, loud, log_path=log, cancel=CancellationToken())
     assert not failed.passed and "exit 3" in failed.summary
     assert len(failed.head_tail) <= doctor.HEAD_TAIL_LIMIT
     assert failed.head_tail.startswith("xxx") and "the-end" in failed.head_tail[-100:]
@@ -80,22 +83,22 @@ def test_passing_and_failing_runs_log_everything_and_show_the_model_a_bounded_he
     assert "x" * 100000 in log.read_text()
 
 
-def test_protected_change_fails_before_the_command_runs(tmp_path: Path) -> None:
+def test_the_doctor_runs_without_colour_and_its_output_is_stripped_of_escapes(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     log = tmp_path / "task.log"
-    result = doctor.run_doctor(repo, settings=settings(tmp_path / "home"), log_path=log,
-                               cancel=CancellationToken(), changed=["tests/test_lib.py"], asked="make it 43")
-    assert not result.passed
-    assert result.protected_changed == ("tests/test_lib.py",)
-    assert "tests/test_lib.py" in result.summary
+    shown = doctor.DoctorPlan(command="echo NO_COLOR=$NO_COLOR PY_COLORS=$PY_COLORS FORCE=${FORCE_COLOR-unset}; "
+                                      "test -t 1 || echo no-terminal; printf '\\033[31mred\\033[0m\\n'",
+                              timeout_s=60, source="test")
+    result = doctor.run_doctor(repo, shown, log_path=log, cancel=CancellationToken())
+    assert "NO_COLOR=1 PY_COLORS=0 FORCE=unset" in result.head_tail and "no-terminal" in result.head_tail
+    assert "red" in result.head_tail and "\x1b" not in result.head_tail and "\x1b" not in log.read_text()
 
 
 def test_timeout_fails_the_run(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", doctor="sleep 30")
-    (repo / ".enact.toml").write_text('[doctor]\ncommand = "sleep 30"\ntimeout = 0.5\n')
     started = time.monotonic()
-    result = doctor.run_doctor(repo, settings=settings(tmp_path / "home"), log_path=tmp_path / "log",
-                               cancel=CancellationToken())
+    result = doctor.run_doctor(repo, doctor.DoctorPlan(command="sleep 30", timeout_s=0.5, source="test"),
+                               log_path=tmp_path / "log", cancel=CancellationToken())
     assert not result.passed and "timed out" in result.summary
     assert time.monotonic() - started < 5
 
@@ -103,13 +106,13 @@ def test_timeout_fails_the_run(tmp_path: Path) -> None:
 def test_cancel_kills_the_doctors_process_tree(tmp_path: Path) -> None:
     pid_file = tmp_path / "grandchild.pid"
     repo = make_repo(tmp_path / "repo", doctor=None)
-    (repo / ".enact.toml").write_text(f'[doctor]\ncommand = "sh -c \'echo $$ > {pid_file}; sleep 60\' & wait"\n')
+    plan = doctor.DoctorPlan(command=f"sh -c 'echo $$ > {pid_file}; sleep 60' & wait", timeout_s=60, source="test")
     cancel = CancellationToken()
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            doctor.run_doctor(repo, settings=settings(tmp_path / "home"), log_path=tmp_path / "log", cancel=cancel)
+            doctor.run_doctor(repo, plan, log_path=tmp_path / "log", cancel=cancel)
         except BaseException as error:
             errors.append(error)
 

@@ -15,7 +15,7 @@ from home_state import rewrite_record
 from task_repos import git, make_repo
 
 from enact.tasks.records import Task
-from enact.tasks.tables import DATABASES, QUEUE
+from enact.tasks.tables import DATABASES, QUEUE, TASK_VERSION
 
 from conftest import Daemon, DaemonFactory, wait_for
 
@@ -212,7 +212,8 @@ def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_co
 
 def plant_deadline(home: Path, task_id: int, deadline_s: int) -> None:
     """A deadline below what a submission may ask (60 s), written while no daemon runs."""
-    rewrite_record(home, "tasks", DATABASES, QUEUE, Task, task_id, lambda task: replace(task, deadline_s=deadline_s))
+    rewrite_record(home, "tasks", DATABASES, QUEUE, Task, task_id, lambda task: replace(task, deadline_s=deadline_s),
+                   version=TASK_VERSION)
 
 
 def test_a_task_past_its_deadline_is_cancelled_and_fails_permanently(daemons: DaemonFactory,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ import orjson
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.cancellation import Cancelled
+from enact.chat.lock import ConversationLock
+from enact.chat.markers import MARKER_TAG, hold_for_owner, split_markers
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
 from enact.commands import CommandCall, JournaledCommands, interrupted_text
@@ -47,9 +50,7 @@ from enact.runtime.history import host_keeps_history
 
 log = logging.getLogger(__name__)
 
-_MARKER = re.compile(r"\[MEMORY\](.*?)\[/MEMORY\]", re.DOTALL | re.IGNORECASE)
 MEMORY = "memory"
-_MARKER_TAG = re.compile(r"\[/?MEMORY\]", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,7 @@ def chat_command(text: str) -> tuple[str, dict[str, Any]] | None:
 def quoted(text: str) -> str:
     """Quoted content is data: its marker tags are defused and every line is
     prefixed, so nothing in it reads as an instruction or a marker."""
-    defused = _MARKER_TAG.sub(lambda m: m.group(0).replace("[", "(").replace("]", ")"), text)
+    defused = MARKER_TAG.sub(lambda m: m.group(0).replace("[", "(").replace("]", ")"), text)
     return "\n".join(f"> {line}" for line in defused.splitlines())
 
 
@@ -120,7 +121,8 @@ class ConversationActor(EnactActor):
         self._max_actions: int = config["chat.max_actions"]
         self._timeout_s: float = config["runtime.timeout_s"]
         self._prompt_version: int = config["runtime.prompt_version"]
-        self._locked = bool(config["chat.allowed_conversations"])
+        self._lock = ConversationLock(config["chat.allowed_conversations"])
+        self._locked = self._lock.configured
         # The facts the current native session was given at its start, so
         # recall does not repeat them.
         self._session_facts: tuple[str | None, tuple[str, ...]] = (None, ())
@@ -172,7 +174,8 @@ class ConversationActor(EnactActor):
                                      resumed=message.attempt > 1)
         return receipt.text, []
 
-    def _call(self, name: str, args: dict[str, Any], *, origin: str, event: HandleEvent) -> CommandCall:
+    def _call(self, name: str, args: dict[str, Any], *, origin: str, event: HandleEvent,
+              receipts: tuple[str, ...] = ()) -> CommandCall:
         return CommandCall(
             name=name,
             args=args,
@@ -182,6 +185,7 @@ class ConversationActor(EnactActor):
             cancel=self.context.fence.token.child(),
             conversation=event.event.conversation_key,
             request_id=event.event_id,
+            receipts=receipts,
         )
 
     def _action_loop(self, message: HandleEvent) -> tuple[str, list[ActionRecord]]:
@@ -205,7 +209,7 @@ class ConversationActor(EnactActor):
         while True:
             parsed = parse_model_reply(answer)
             if isinstance(parsed, str):
-                return self._finish_reply(parsed, request_id), actions
+                return self._finish_reply(parsed, message, [action.receipt for action in actions]), actions
             if actions_run >= self._max_actions:
                 self.context.metrics.actions.labels(outcome="limit").inc()
                 return (
@@ -218,7 +222,8 @@ class ConversationActor(EnactActor):
                 self.context.metrics.actions.labels(outcome="bad_action").inc()
                 receipt_text, ok, command, args = f"error: {parsed.problem}", False, "", {}
             else:
-                receipt_text, ok = self._journaled_action(request_id, next_index, parsed, message)
+                receipts = tuple(action.receipt for action in actions)
+                receipt_text, ok = self._journaled_action(request_id, next_index, parsed, message, receipts)
                 next_index += 1
                 command, args = parsed.command, parsed.args
             actions.append(_recorded(command, args, receipt_text, ok))
@@ -228,8 +233,9 @@ class ConversationActor(EnactActor):
             )
             answer = self._ask_model(session_key, prompt, event, receipt=receipt_text, recall_for=None)
 
-    def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent) -> tuple[str, bool]:
-        call = self._call(action.command, action.args, origin=MODEL_ACTION, event=message)
+    def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent,
+                          receipts: tuple[str, ...]) -> tuple[str, bool]:
+        call = self._call(action.command, action.args, origin=MODEL_ACTION, event=message, receipts=receipts)
         receipt = self._journal.step(call, request_id=request_id, index=index)
         self.context.metrics.actions.labels(outcome=receipt.outcome.value).inc()
         return receipt.text, receipt.ok
@@ -309,6 +315,7 @@ class ConversationActor(EnactActor):
     def _invoke(self, session_key: str, prompt: str, event: ChatEvent, receipt: str | None,
                 resume: str | None, recall_for: str | None) -> str:
         runtime = self._services.runtime
+        context_at = time.time()  # a fact forgotten from here on may be in this call (sessions.Record)
         memory = self._memory_context(recall_for, resume)
         # The startup context (the host's, then memory's) goes once into each
         # native session, whoever starts it; recall comes with the owner's message.
@@ -350,32 +357,34 @@ class ConversationActor(EnactActor):
             )
             self.context.tell("sessions", Record(key=session_key, native_id=result.native_session,
                                                 prompt_version=self._prompt_version, exchange=exchange,
-                                                history_chars=getattr(runtime, "history_chars", 0)))
+                                                history_chars=getattr(runtime, "history_chars", 0),
+                                                context_at=context_at))
         return result.text
 
     # -- markers in the final reply --------------------------------------------------
 
-    def _finish_reply(self, reply: str, event_id: str) -> str:
-        requests = [" ".join(m.group(1).split()) for m in _MARKER.finditer(reply)]
-        visible = _MARKER.sub("", reply).strip()
-        requests = [r for r in requests if r]
-        if not requests:
-            return visible
-        notice = self._save_memories(requests, event_id)
-        return f"{visible}\n\n{notice}" if visible else notice
+    def _finish_reply(self, reply: str, message: HandleEvent, receipts: list[str]) -> str:
+        markers = split_markers(reply)
+        if not markers.texts:
+            return markers.visible
+        owners = self._lock.owners(message.event, message.origin)
+        notice = self._save_memories(markers.texts, message.event_id, owners, receipts)
+        return f"{markers.visible}\n\n{notice}" if markers.visible else notice
 
-    def _save_memories(self, texts: list[str], event_id: str) -> str:
+    def _save_memories(self, texts: tuple[str, ...], event_id: str, owners: bool, receipts: list[str]) -> str:
         """Each marker goes to the Memory actor (origin model-marker: a
-        model's claim, medium confidence by default); the notice says what
-        became of each, and a refusal gives its reason, never the text."""
+        model's claim, medium confidence by default), held for the owner
+        when it is not the owner's word (``enact.chat.markers``); the notice
+        says what became of each, and a refusal gives its reason, never the text."""
         lines = []
         for text in texts:
+            hold = hold_for_owner(text, owners_conversation=owners, receipts=receipts)
             try:
-                reply = self.context.ask(MEMORY, Remember(text=text, origin=MODEL_MARKER_ORIGIN, refs=(event_id,)))
+                reply = self.context.ask(MEMORY, Remember(text=text, origin=MODEL_MARKER_ORIGIN, refs=(event_id,),
+                                                          hold=hold))
             except ActorUnavailable as error:
                 log.warning("event %s: a memory marker was not saved: %s", event_id, error)
                 lines.append("(memory: not saved, the memory is not available right now)")
                 continue
             lines.append(f"(memory: {memory_notice(reply)})")
         return "\n".join(lines)
-

@@ -36,6 +36,7 @@ from enact.actors.supervisor import ActorSpec
 from enact.chat import records
 from enact.chat.cursor import Cursors
 from enact.chat.inbox_records import OPEN, InboxRecords, sequence_of
+from enact.chat.lock import ConversationLock
 from enact.chat.notices import notice_event, notice_receipt
 from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.redaction import pattern_of, redacted_receipt, redacted_turn
@@ -89,7 +90,7 @@ class InboxActor(EnactActor):
         self._records = InboxRecords(self._store)
         self._receipts = self._records.receipts
         config = context.config
-        self._allowed = frozenset(config["chat.allowed_conversations"])
+        self._chat_lock = ConversationLock(config["chat.allowed_conversations"])
         self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
         self._metrics = context.metrics
         # The conversation actors, and which events they hold: kept by the
@@ -153,17 +154,12 @@ class InboxActor(EnactActor):
 
     # -- 1. receiving -----------------------------------------------------------
 
-    def _allows(self, event: ChatEvent) -> bool:
-        if not self._allowed:
-            return True
-        return event.conversation_key in self._allowed or event.conversation in self._allowed
-
     def _receive(self, message: Receive) -> Deferred | Ignored | Rejected:
         event = message.event
         event_id = event.event_id
         if event.channel not in self._services.channels:
             return Rejected(reason=f"unknown channel {event.channel!r}")
-        if not self._allows(event):
+        if not self._chat_lock.allows(event):
             log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
             self._metrics.inbox_events.labels(channel=event.channel, outcome="not_allowed").inc()
             if event.cursor is not None:

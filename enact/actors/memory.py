@@ -11,6 +11,7 @@ stale, corrupt, or a kill between the two commits) is rebuilt from LMDB.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
@@ -19,18 +20,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import lmdb
+import pykka
 
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
 from enact.memory.admission import Candidate, Refusal, admit, merged, new_fact
-from enact.memory.book import DATABASES, IDENTITY, FactBook, FactRecords, load_book
+from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.context import ContextSettings, explained
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
+from enact.memory.forgetting import ForgetIntent, Forgettings, intent_of, patient
+from enact.memory.holding import MODEL_FACTS_HELD, hold_reason
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
-from enact.memory.redaction import redact_then_reply
 from enact.memory.upkeep import IndexUpkeep
 from enact.messages._framing import first_page
 from enact.messages.common import MODEL_ACTION, is_human
@@ -45,7 +48,6 @@ from enact.messages.memory import (
     FactList,
     FactShown,
     Forget,
-    Forgotten,
     GetIdentity,
     Identity,
     IdentityCleared,
@@ -81,6 +83,13 @@ class _CommitIndex:
 
 
 @dataclass(frozen=True, slots=True)
+class _Finished:
+    """Told to itself: every copy of ``intent``'s fact is reached."""
+
+    intent: ForgetIntent
+
+
+@dataclass(frozen=True, slots=True)
 class _Load:
     """Told to itself at start: load the facts once the daemon is up."""
 
@@ -102,6 +111,8 @@ class MemoryActor(EnactActor):
         self._upkeep: IndexUpkeep
         self._identity = IdentityRecords(self._store, IDENTITY)
         self._briefing = Briefing(ContextSettings.from_config(config), None)
+        ask = patient(context.ask, stopping=lambda: context.supervisor.stopping)
+        self._forgettings = Forgettings(self._store, self._batch, ask, self._finished)
 
     # -- life cycle ---------------------------------------------------------
 
@@ -127,6 +138,8 @@ class MemoryActor(EnactActor):
         self._book, change = load_book(self._store, self._records)
         self._change = self._durable = change
         loaded = time.perf_counter()
+        with contextlib.suppress(OSError):  # a full disk: the rebuild below finds out, and marks it stale
+            (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         index = FactIndex(self.context.home / INDEX_DIR)
         reflected = index.reflected_change()
         self._index, self._upkeep = index, IndexUpkeep(index)  # from here on the actor is loaded
@@ -136,6 +149,7 @@ class MemoryActor(EnactActor):
         indexed = time.perf_counter()
         self._book.warm()
         self._count()
+        self._forgettings.resume()
         done = time.perf_counter()
         log.info("memory: %d facts ready in %.2f s (read %.2f s, index %.2f s, lookups %.2f s)", len(self._book),
                  done - started, loaded - started, indexed - loaded, done - indexed)
@@ -189,6 +203,8 @@ class MemoryActor(EnactActor):
                 return self._clear_identity(message)
             case _Load():
                 return None
+            case _Finished():
+                return self._forgettings.finished(message.intent)
             case _CommitIndex():
                 self._commit_due = False
                 self._commit_index()
@@ -206,19 +222,23 @@ class MemoryActor(EnactActor):
             # The reason names what was wrong, never the text: safe to log.
             log.info("memory refused a fact from %s: %s", message.origin, admitted.reason)
             return Refused(reason=admitted.reason)
-        held = self._hold_model_facts and message.origin in _MODEL_ORIGINS
-        state = FactState.PENDING if held else FactState.ACTIVE
+        by_config = MODEL_FACTS_HELD if self._hold_model_facts and message.origin in _MODEL_ORIGINS else ""
+        # The reason, never the text: safe to log, and kept in the history.
+        why = hold_reason(admitted.text, message.origin, asked=message.hold.strip() or by_config) or ""
+        state = FactState.PENDING if why else FactState.ACTIVE
         now = time.time()
         existing = self._book.by_key(admitted.key)
         if existing is not None:
             fact = merged(existing, admitted, state=state, now=now)
-            reply: Saved | Merged | Pending = (
-                Merged(id=fact.id) if fact.state is FactState.ACTIVE else Pending(id=fact.id, merged=True))
-            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs)
+            why = why if fact.state is FactState.PENDING else ""  # an active fact stays active
+            reply: Saved | Merged | Pending = Pending(id=fact.id, merged=True, why=why) if why else Merged(id=fact.id)
+            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs, held=why)
         else:
             fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
-            reply = Pending(id=fact.id) if held else Saved(id=fact.id, clipped=admitted.clipped)
-            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs)
+            reply = Pending(id=fact.id, why=why) if why else Saved(id=fact.id, clipped=admitted.clipped)
+            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs, held=why)
+        if why:
+            log.info("memory holds a fact from %s for the owner: %s", message.origin, why)
         return self._put(fact, entry, reply)
 
     def _put(self, fact: Fact, entry: Change, reply: object) -> Deferred:
@@ -241,27 +261,32 @@ class MemoryActor(EnactActor):
         )
         return deferred
 
-    def _drop(self, fact: Fact, reply: Forgotten | Discarded, *, redact: bool = False) -> Deferred:
+    def _drop(self, fact: Fact, reply: Discarded | None, *, intent: ForgetIntent | None = None) -> Deferred:
+        """Delete ``fact``; forgotten (``intent``), the intent to reach its
+        copies is committed with the deletion, and the reply follows them."""
         self._book.remove(fact.id)
         self.index.unstage(fact.id)
         self._change += 1
         change = self._change
         deferred = Deferred()
 
+        def write(txn: lmdb.Transaction) -> None:
+            self._records.delete(txn, fact.id, change=change)
+            if intent is not None:
+                self._forgettings.put(txn, intent)
+
         def after(_: None) -> None:
-            if not redact:
+            if intent is None:
                 self._committed(change, deferred, reply)
                 return
-            # The reply waits for the Inbox's rewrite of the turn log; this
-            # actor does not (enact.memory.redaction).
             self._committed(change)
-            redact_then_reply(lambda request: self.context.ask("inbox", request), fact, deferred)
+            self._forgettings.start(intent, deferred)
 
         def failed(error: Exception) -> None:
             self._restore(fact.id)
             deferred.fail(error)
 
-        self._batch.stage(lambda txn: self._records.delete(txn, fact.id, change=change), after, failed=failed)
+        self._batch.stage(write, after, failed=failed)
         return deferred
 
     def _committed(self, change: int, deferred: Deferred | None = None, reply: object = None) -> None:
@@ -317,9 +342,18 @@ class MemoryActor(EnactActor):
         if not is_human(message.origin):
             return Refused(reason=_NEEDS_HUMAN.format(verb="forget"))
         found = self._book.select(message.selector)
+        # A forgetting a crash or a failure cut short is found by what named its fact.
+        again = self._forgettings.again(message.selector, redact=message.redact) if found == NO_MATCH else None
+        if again is not None:
+            return again
         if isinstance(found, str):
             return Refused(reason=found)
-        return self._drop(found, Forgotten(id=found.id, redacted=False), redact=message.redact)
+        return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=time.time()))
+
+    def _finished(self, intent: ForgetIntent) -> None:
+        """Called on a finishing thread: the actor deletes the intent."""
+        with contextlib.suppress(pykka.ActorDeadError):  # stopped: finished again at the next start
+            self.actor_ref.tell(_Finished(intent))
 
     def _held(self, fact_id: str, origin: str, verb: str) -> Fact | Refused:
         if not is_human(origin):

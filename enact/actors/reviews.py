@@ -24,6 +24,7 @@ from typing import Any
 
 import lmdb
 
+from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
 from enact.messages.common import Rejected, is_human
@@ -252,7 +253,7 @@ class ReviewsActor(EnactActor):
         home = self.context.home
         scratch = landing_dir(home) / f"review-{review.id}-{uuid.uuid4().hex[:8]}"
         scratch.parent.mkdir(parents=True, exist_ok=True)
-        doctor = _doctor(self.context, doctor_log_path(home, review.id))
+        doctor = _doctor(self.context, review, doctor_log_path(home, review.id))
         try:
             outcome = landing.land(plan, scratch=scratch, doctor=doctor, current=self.context.fence.is_current)
         except Exception as error:  # a defect, or the doctor cancelled by the fence
@@ -295,16 +296,31 @@ class ReviewsActor(EnactActor):
         return Closed(review=closed)
 
 
-def _doctor(context: ActorContext, log_path: Path) -> landing.Doctor:
-    """The repository's doctor (``enact.tasks.doctor``) on a merged result,
-    confined like a task's (``tasks.confinement``): the merged code is the
-    model's too. Cancelled with the daemon's long calls when it is fenced."""
+def _doctor(context: ActorContext, review: Review, log_path: Path) -> landing.Doctor:
+    """The repository's doctor on a merged result, as the target's revision
+    has it (``enact.tasks.validation``: its ``.enact.toml``, and every test
+    the target runs must run on the result, unless the task's owner allowed
+    fewer), confined like a task's (``tasks.confinement``): the merged code
+    is the model's too. Cancelled with the daemon's long calls when it is
+    fenced."""
+    from enact.messages.tasks import Found, Get
     from enact.tasks.confine import confinement
-    from enact.tasks.doctor import run_doctor
+    from enact.tasks.doctor import DoctorResult
+    from enact.tasks.repo_config import RepoConfigError
+    from enact.tasks.validation import Validation
 
-    def check(worktree: Path) -> landing.DoctorVerdict:
+    def check(worktree: Path, target: str) -> landing.DoctorVerdict:
+        try:
+            task = context.ask("tasks", Get(task_id=review.task_id))
+        except ActorUnavailable:
+            task = None
+        fewer = isinstance(task, Found) and task.task.allow_fewer_tests
+        try:
+            validation = Validation.against(Path(review.repo), target, home=context.home, settings=context.config,
+                                            allow_fewer_tests=fewer)
+        except RepoConfigError as error:
+            return DoctorResult(passed=False, summary=str(error), head_tail=str(error))
         with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree) as confine:
-            return run_doctor(worktree, settings=context.config, log_path=log_path,
-                              cancel=context.fence.token.child(), confine=confine)
+            return validation.check(worktree, log_path=log_path, cancel=context.fence.token.child(), confine=confine)
 
     return check

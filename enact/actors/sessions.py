@@ -2,20 +2,29 @@
 
 A mapping written under another prompt version reads as absent (and is left
 in place, so rolling back the prompt finds it again). Writes are grouped per
-commit; until a staged write commits, lookups read it from memory."""
+commit; until a staged write commits, lookups read it from memory.
+
+A forgotten fact (``ForgetFact``) is redacted in every kept history and
+resets every native session that may have been given it."""
 
 from __future__ import annotations
 
+import re
 import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
+from enact.chat.redaction import pattern_of, redact_text
 from enact.messages.common import Done
 from enact.messages.sessions import (
+    FactForgotten,
     Forget,
+    ForgetFact,
     Forgotten,
     History,
     HistoryMessage,
@@ -27,6 +36,9 @@ from enact.messages.sessions import (
 )
 from enact.runtime.history import trim
 from enact.storage import Document
+
+_FORGOTTEN_KEPT = 64
+"""Far more forgets than can come during one call (``runtime.timeout_s``)."""
 
 SESSIONS = "runtime.sessions"
 HISTORIES = "runtime.histories"
@@ -44,6 +56,11 @@ class SessionsActor(EnactActor):
         # Key -> document (None: deleted) staged but not yet committed.
         self._staged: dict[bytes, Document | None] = {}
         self._staged_histories: dict[bytes, Document | None] = {}
+        # Native sessions reset for a forgotten fact: a turn that was running
+        # in one when it was reset must not record it again.
+        self._reset: set[str] = set()
+        # The latest facts forgotten, for the calls that were running then.
+        self._forgotten: deque[_Forgotten] = deque(maxlen=_FORGOTTEN_KEPT)
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -55,6 +72,8 @@ class SessionsActor(EnactActor):
                 return self._forget(message.key)
             case ReadHistory():
                 return self._read_history(message)
+            case ForgetFact():
+                return self._forget_fact(message)
         return super().handle(message)
 
     def _lookup(self, message: Lookup) -> Session | NoSession:
@@ -85,25 +104,27 @@ class SessionsActor(EnactActor):
                history: Document | None = None, with_history: bool = False) -> Deferred:
         """Stage the mapping of ``key`` (None deletes it) and, ``with_history``,
         its history in the same commit."""
-        self._staged[key] = document
-        if with_history:
-            self._staged_histories[key] = history
+        return self._stage_all({key: document}, {key: history} if with_history else {}, reply)
+
+    def _stage_all(self, mappings: dict[bytes, Document | None], histories: dict[bytes, Document | None],
+                   reply: object) -> Deferred:
+        """Stage mappings and histories (None deletes one), in one commit."""
+        self._staged.update(mappings)
+        self._staged_histories.update(histories)
 
         def write(txn: lmdb.Transaction) -> None:
-            if document is None:
-                self._sessions.delete(txn, key)
-            else:
-                self._sessions.put(txn, key, document)
-            if with_history and history is None:
-                self._histories.delete(txn, key)
-            elif history is not None:
-                self._histories.put(txn, key, history)
+            for table, documents in ((self._sessions, mappings), (self._histories, histories)):
+                for key, document in documents.items():
+                    if document is None:
+                        table.delete(txn, key)
+                    else:
+                        table.put(txn, key, document)
 
         def settle(_: object) -> None:
-            if self._staged.get(key) is document:
-                del self._staged[key]
-            if with_history and self._staged_histories.get(key) is history:
-                del self._staged_histories[key]
+            for staged, documents in ((self._staged, mappings), (self._staged_histories, histories)):
+                for key, document in documents.items():
+                    if staged.get(key, _NONE) is document:
+                        del staged[key]
 
         deferred = Deferred()
 
@@ -119,8 +140,8 @@ class SessionsActor(EnactActor):
         return deferred
 
     def _record(self, message: Record) -> Done | Deferred:
-        if not message.key:
-            return Done()  # isolated calls keep no mapping
+        if not message.key or message.native_id in self._reset:
+            return Done()  # isolated calls keep no mapping; a reset session is not brought back
         key = message.key.encode()
         now = time.time()
         document = self._current(key)
@@ -129,6 +150,14 @@ class SessionsActor(EnactActor):
             and document["native_id"] == message.native_id
             and document["prompt_version"] == message.prompt_version
         )
+        # A fact forgotten while this call ran may be in it: its native
+        # session is not kept (resumed, the forget found it not used since
+        # the fact existed); its exchange is redacted.
+        late = [forgot for forgot in self._forgotten if message.context_at and message.context_at < forgot.at]
+        if late and not message.exchange:
+            self._reset.add(message.native_id)
+            mapped = document is not None and document["native_id"] == message.native_id
+            return self._stage(key, None, Done()) if mapped else Done()
         turns = document["turns"] + 1 if same and document is not None else 1
         created = document["created_at"] if same and document is not None else now
         updated = {
@@ -142,13 +171,59 @@ class SessionsActor(EnactActor):
             return self._stage(key, updated, Done())
         previous = self._current_history(key)
         kept = _messages(previous) if previous is not None and previous["native_id"] == message.native_id else ()
-        messages = trim((*kept, *message.exchange), message.history_chars)
+        exchange = tuple(HistoryMessage(role=m.role, content=_redacted(m.content, late)) for m in message.exchange)
+        messages = trim((*kept, *exchange), message.history_chars)
         history = {"native_id": message.native_id, "messages": [[m.role, m.content] for m in messages]}
         return self._stage(key, updated, Done(), history=history, with_history=True)
 
     def _forget(self, key: str) -> Deferred:
         existed = self._current(key.encode()) is not None
         return self._stage(key.encode(), None, Forgotten(key=key, existed=existed), with_history=True)
+
+
+    def _forget_fact(self, message: ForgetFact) -> Deferred | FactForgotten:
+        """Redact the kept histories, reset the native sessions used since the
+        fact existed (any of them may have been given it; a reset costs a
+        fresh session, keeping one would send the fact again)."""
+        pattern = pattern_of(message.texts)
+        if pattern is not None:
+            self._forgotten.append(_Forgotten(at=time.time(), pattern=pattern, tombstone=message.tombstone))
+        self._batch.flush()  # LMDB holds every staged write: read it alone
+        sessions, histories = self._store.read(
+            lambda txn: (dict(self._sessions.items(txn)), dict(self._histories.items(txn))))
+        redacted: dict[bytes, Document | None] = {}
+        for key, history in histories.items():
+            if pattern is None:
+                break
+            messages = [[role, redact_text(content, pattern, message.tombstone)]
+                        for role, content in history["messages"]]
+            if messages != history["messages"]:
+                redacted[key] = {**history, "messages": messages}
+        reset: dict[bytes, Document | None] = {
+            key: None for key, mapping in sessions.items()
+            if key not in histories and mapping["updated_at"] >= message.since
+        }
+        self._reset.update(sessions[key]["native_id"] for key in reset)
+        reply = FactForgotten(histories=len(redacted), sessions=len(reset))
+        if not redacted and not reset:
+            return reply
+        return self._stage_all(reset, redacted, reply)
+
+
+_NONE = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Forgotten:
+    at: float
+    pattern: re.Pattern[str]
+    tombstone: str
+
+
+def _redacted(text: str, forgotten: list[_Forgotten]) -> str:
+    for forgot in forgotten:
+        text = redact_text(text, forgot.pattern, forgot.tombstone)
+    return text
 
 
 def _messages(document: Document) -> tuple[HistoryMessage, ...]:

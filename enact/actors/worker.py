@@ -29,7 +29,8 @@ from enact.messages.workers import (
 )
 from enact.runtime import Runtime
 from enact.tasks import worktrees
-from enact.tasks.records import EventKind, TaskState
+from enact.tasks.records import DEADLINE_RANGE_S, EventKind, TaskState
+from enact.tasks.validation import remove_leftovers
 from enact.tasks.worker import TaskAttempt, WorkerServices
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,10 @@ class WorkersActor(EnactActor):
                          options={"runtime": self._runtime, "worker_id": worker_id})
 
     def on_start(self) -> None:
+        # Base runs a crash cut short; a live one is younger than the
+        # longest a task's deadline or twice a doctor's timeout allow.
+        remove_leftovers(self.context.home, older_than_s=max(
+            float(DEADLINE_RANGE_S[1]), 2 * float(self.context.config["tasks.doctor_timeout_s"])))
         pool = self._pool = self.context.supervisor.pool(FAMILY, self._spec_of, idle_s=_NEVER_IDLE_S)
         for index in range(self._count):
             pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=time.monotonic()))

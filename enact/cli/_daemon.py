@@ -74,15 +74,19 @@ def start_command(
     daemon refuses to start; its one-line reason is printed."""
     import subprocess
 
+    from enact.home_guard import HomeRefused, check_home
     from enact.messages.control import Status, StatusReport
 
     root = resolve_home(home)
+    try:
+        check_home(root)  # before anything is written there, even the log
+    except HomeRefused as error:
+        fail(str(error), as_json=False, code=EXIT_USAGE)
     if not takeover:
         running = _running(root)
         if running is not None:
             fail(f"enact is already running on this home (pid {running.pid}, generation {running.generation})",
                  as_json=False, code=EXIT_USAGE, prefix="")
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
     arguments = [sys.executable, "-m", "enact", "daemon", "run", "--home", str(root)]
     for flag, value in (("--metrics-addr", metrics_addr), ("--workers", workers), ("--log-level", log_level)):
         if value is not None:
@@ -90,7 +94,7 @@ def start_command(
     if takeover:
         arguments.append("--takeover")
     log_path = root / LOG_NAME
-    with open(log_path, "ab") as log_file:
+    with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log_file:
         # Only what this start writes is shown if it fails, never older lines.
         log_start = log_file.tell()
         process = subprocess.Popen(

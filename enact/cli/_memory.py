@@ -64,7 +64,8 @@ def remember(text: str, fact_type: str | None, tags: tuple[str, ...], confidence
     elif isinstance(reply, Merged):
         _outcome(as_json, reply.id, "merged", "", f"merged into {reply.id}")
     elif isinstance(reply, Pending):
-        _outcome(as_json, reply.id, "pending", "", f"held for confirmation as {reply.id}")
+        why = f": {reply.why}" if reply.why else ""
+        _outcome(as_json, reply.id, "pending", reply.why, f"held for confirmation as {reply.id}{why}")
     else:
         _unexpected(reply, as_json)
 
@@ -132,7 +133,8 @@ def show(fact_id: str, home: Path | None, as_json: bool) -> None:
     click.echo(f"  {'refs':<12} {', '.join(fact.refs)}")
     for change in reply.history:
         refs = f" ({', '.join(change.refs)})" if change.refs else ""
-        click.echo(f"  {_when(change.at)}  {change.change} by {change.origin}{refs}")
+        held = f"; held: {change.held}" if change.held else ""
+        click.echo(f"  {_when(change.at)}  {change.change} by {change.origin}{refs}{held}")
 
 
 def _when(at: float) -> str:
@@ -141,13 +143,14 @@ def _when(at: float) -> str:
 
 @memory.command("forget")
 @click.argument("selector")
-@click.option("--redact", is_flag=True, help="Also replace the fact's text in the turn log with a tombstone.")
+@click.option("--redact", is_flag=True, help="Also replace the fact's text in the turn log with a tombstone "
+              "(kept histories are redacted and native sessions that may hold it reset either way).")
 @home_option
 @_json_option
 @needs_daemon
 def forget(selector: str, redact: bool, home: Path | None, as_json: bool) -> None:
     """Forget the fact SELECTOR names: its id, or text or a tag matching exactly one fact."""
-    from enact.messages.memory import Forget, Forgotten, Refused
+    from enact.messages.memory import Forget, Forgotten, Refused, forgotten_line
 
     reply = request(resolve_home(home), Forget(selector=selector, redact=redact))
     if isinstance(reply, Refused):
@@ -156,15 +159,10 @@ def forget(selector: str, redact: bool, home: Path | None, as_json: bool) -> Non
         return _unexpected(reply, as_json)
     if as_json:
         print_json({"id": reply.id, "redacted": reply.redacted, "turns_redacted": reply.turns_redacted,
+                    "histories_redacted": reply.histories_redacted, "sessions_reset": reply.sessions_reset,
                     "redact_error": reply.redact_error})
         return
-    if reply.redacted:
-        detail = f"; the turn log was redacted ({reply.turns_redacted} turns changed)"
-    elif reply.redact_error:
-        detail = f"; {reply.redact_error}"
-    else:
-        detail = "; the turn log was not redacted (use --redact)"
-    click.echo(f"forgot {reply.id}{detail}")
+    click.echo(forgotten_line(reply))
     if reply.redact_error:
         sys.exit(EXIT_FAILED)
 

@@ -9,6 +9,7 @@ import click
 
 from enact.cli._client import expect, request
 from enact.cli._options import EXIT_USAGE, fail, fail_if_rejected, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._tasks import unlock_lines
 
 if TYPE_CHECKING:
     from enact.messages.reviews import Review
@@ -21,12 +22,15 @@ def review_json(review: Review) -> dict[str, Any]:
     return body
 
 
-def _show(review: Review) -> None:
+def _show(review: Review, task: Any) -> None:
     click.echo(f"review {review.id}  {review.state.value}  task {review.task_id}")
     click.echo(f"repo     {review.repo}")
     click.echo(f"branch   {review.branch}  {review.base[:12]}..{review.head[:12]}")
     if review.doctor_summary:
         click.echo(f"doctor   {review.doctor_summary}")
+    if task is not None:
+        for line in unlock_lines(task):
+            click.echo(line)
     if review.note:
         click.echo(f"note     {review.note}")
     if review.diffstat:
@@ -78,11 +82,18 @@ def list_reviews(home: Path | None, state: str | None, limit: int, as_json: bool
 @needs_daemon
 def show(review_id: int, home: Path | None, as_json: bool) -> None:
     """One review: task, repository, branch, revisions, diff stat, doctor."""
-    found = _get(resolve_home(home), review_id, as_json)
+    from enact.messages.tasks import Found, Get
+
+    where = resolve_home(home)
+    found = _get(where, review_id, as_json)
+    task = request(where, Get(task_id=found.task_id))
+    task = task.task if isinstance(task, Found) else None
     if as_json:
-        print_json(review_json(found))
+        unlocks = {"allow_paths": list(task.allow_paths), "allow_fewer_tests": task.allow_fewer_tests} \
+            if task is not None else {}
+        print_json({**review_json(found), **unlocks})
     else:
-        _show(found)
+        _show(found, task)
 
 
 @review.command("diff")

@@ -34,6 +34,15 @@ def _task_json(task: Any, events: list[Any] | None = None) -> dict[str, Any]:
     return body
 
 
+def unlock_lines(task: Any) -> list[str]:
+    """What the owner unlocked for ``task`` (``task show``, ``review show``)."""
+    lines = [f"unlocked  {', '.join(task.allow_paths)} (protected paths the owner allowed it to change)"] \
+        if task.allow_paths else []
+    if task.allow_fewer_tests:
+        lines.append("unlocked  fewer tests than its base runs (the owner allowed it)")
+    return lines
+
+
 def _get(home: Path, task_id: int, as_json: bool) -> Any:
     from enact.messages.tasks import Found, Get, NotFound
 
@@ -83,12 +92,19 @@ def task() -> None:
               help="The git repository to work on (default: tasks.default_repo).")
 @click.option("--repairs", type=int, default=2, show_default=True, help="Repair rounds after a failed check (0-5).")
 @click.option("--deadline", type=int, default=600, show_default=True, help="Seconds the task may take (60-7200).")
+@click.option("--allow-path", "allow_paths", multiple=True, metavar="PATTERN",
+              help="Unlock a protected path for this task (repeatable): tests/, conftest.py, pyproject.toml, ….")
+@click.option("--allow-fewer-tests", is_flag=True,
+              help="Let the change run fewer of the tests its base ran (skip or remove tests).")
 @click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
 @click.argument("text", nargs=-1, required=True)
 @needs_daemon
-def add(home: Path | None, repo: Path | None, repairs: int, deadline: int, as_json: bool,
-        text: tuple[str, ...]) -> None:
-    """Queue TEXT as a task."""
+def add(home: Path | None, repo: Path | None, repairs: int, deadline: int, allow_paths: tuple[str, ...],
+        allow_fewer_tests: bool, as_json: bool, text: tuple[str, ...]) -> None:
+    """Queue TEXT as a task.
+
+    What the words of TEXT say never unlocks a protected path (tests, CI,
+    test-run configuration, .enact.toml): only --allow-path does."""
     from enact.messages.common import HUMAN_CLI
     from enact.messages.tasks import Submit, Submitted
 
@@ -98,7 +114,8 @@ def add(home: Path | None, repo: Path | None, repairs: int, deadline: int, as_js
         if not (repo / ".git").exists():
             fail(f"{repo} is not a git repository", as_json=as_json, code=EXIT_USAGE, status="refused")
         repo_text = str(repo)
-    message = Submit(request=" ".join(text), repo=repo_text, origin=HUMAN_CLI, repairs=repairs, deadline_s=deadline)
+    message = Submit(request=" ".join(text), repo=repo_text, origin=HUMAN_CLI, repairs=repairs, deadline_s=deadline,
+                     allow_paths=allow_paths, allow_fewer_tests=allow_fewer_tests)
     reply = request(resolve_home(home), message)
     _refused(reply, as_json)
     submitted = expect(reply, Submitted, message)
@@ -156,6 +173,8 @@ def show(home: Path | None, as_json: bool, task_id: int) -> None:
     confined = {None: "not run yet", True: "yes", False: "no"}[found.confined]
     click.echo(f"confined  {confined}")
     click.echo(f"repairs   {found.repairs}, deadline {found.deadline_s} s")
+    for line in unlock_lines(found):
+        click.echo(line)
     if found.worktree:
         click.echo(f"worktree  {found.worktree}")
     if found.review_id:

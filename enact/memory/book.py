@@ -13,6 +13,8 @@ Databases (keys):
 - ``memory.meta``: ``change`` → ``ChangeCounter``, bumped in the same
   transaction as every write of a fact, so the search index can say which
   change it reflects.
+- ``memory.forgetting``: fact id → ``ForgetIntent`` (``enact.memory.forgetting``),
+  written with a forgotten fact's deletion, deleted once its copies are reached.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import lmdb
 from enact.memory.admission import merge_key, slug
 from enact.memory.fact_records import decode_fact, decode_facts, encode_fact
 from enact.memory.facts import Fact, FactState
+from enact.memory.forgetting import FORGETTING
 from enact.memory.ranking import StartupRanking
 from enact.messages.memory import Change
 from enact.storage import RecordTable, Store
@@ -38,12 +41,13 @@ FACTS = "memory.facts"
 HISTORY = "memory.history"
 IDENTITY = "memory.identity"
 META = "memory.meta"
-DATABASES = (FACTS, HISTORY, IDENTITY, META)
+DATABASES = (FACTS, HISTORY, IDENTITY, META, FORGETTING)
 
 _CHANGE_KEY = b"change"
 _SEQUENCE = struct.Struct(">I")
 _LAST_SEQUENCE = _SEQUENCE.pack(2**32 - 1)
 _SHOWN_MATCHES = 5
+NO_MATCH = "refused: no fact matches; `enact memory list` shows them"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -228,7 +232,7 @@ class FactBook:
         matching = {fact_id for key, fact_id in self.keys.items() if wanted in key}
         matching |= self.by_tag.get(slug(selector), set())
         if not matching:
-            return "refused: no fact matches; `enact memory list` shows them"
+            return NO_MATCH
         if len(matching) == 1:
             return self._by_id[matching.pop()]
         matches = sorted((self._by_id[fact_id] for fact_id in matching), key=lambda fact: (-fact.updated_at, fact.id))

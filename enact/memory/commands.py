@@ -7,6 +7,7 @@ checks the origin again.
 
 from __future__ import annotations
 
+from enact.chat.markers import FROM_A_RECEIPT, repeats_receipt
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
 from enact.memory.facts import FactState, Sensitivity
 from enact.messages.common import MODEL_ACTION, is_human
@@ -35,7 +36,9 @@ def _remember(call: CommandCall, context: CommandContext) -> str:
 
     # A human typed it, or a model asked for it as an action: the fact says which.
     origin = call.origin if is_human(call.origin) else MODEL_ACTION
-    reply = context.ask(MEMORY, Remember(text=call.args["text"], origin=origin))
+    # A model keeping what an earlier action's receipt said is not the owner's word.
+    hold = FROM_A_RECEIPT if origin == MODEL_ACTION and repeats_receipt(call.args["text"], call.receipts) else ""
+    reply = context.ask(MEMORY, Remember(text=call.args["text"], origin=origin, hold=hold))
     if not isinstance(reply, (Saved, Merged, Pending, Refused)):
         raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
     if isinstance(reply, Refused):
@@ -71,7 +74,7 @@ def _withheld_note(withheld: int) -> str:
 
 
 def _forget(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.memory import Forget, Forgotten
+    from enact.messages.memory import Forget, Forgotten, forgotten_line
 
     selector = str(call.args["text"]).strip()
     redact = selector.startswith(_REDACT_FLAG)
@@ -82,9 +85,8 @@ def _forget(call: CommandCall, context: CommandContext) -> str:
         raise CommandFailed(reply.reason)
     if not isinstance(reply, Forgotten):
         raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
-    if reply.redacted:
-        return f"forgot {reply.id}; the turn log was redacted ({reply.turns_redacted} turns)"
-    return f"forgot {reply.id}" + (f"; {reply.redact_error}" if reply.redact_error else "")
+
+    return forgotten_line(reply)
 
 
 def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
@@ -95,7 +97,8 @@ def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
         case Merged():
             return f"merged into {reply.id}"
         case Pending():
-            return f"held for confirmation as {reply.id} (enact memory confirm {reply.id})"
+            why = f": {reply.why}" if reply.why else ""
+            return f"held for confirmation as {reply.id}{why} (enact memory confirm {reply.id})"
         case Refused():
             return f"not saved, {reply.reason}"
 

@@ -87,8 +87,13 @@ def read_identity_file(path: Path) -> PrivateIdentity:
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".json"):
         raise IdentityError(f"{path}: an identity file is .toml or .json")
+    from enact.home_guard import HomeRefused, check_owned_file
+
     try:
+        check_owned_file(path)  # what it says becomes part of every prompt: the same rule as config.toml
         raw = path.read_bytes()
+    except HomeRefused as error:
+        raise IdentityError(str(error)) from None
     except OSError as error:
         raise IdentityError(f"{path}: cannot read it: {error.strerror}") from None
     try:

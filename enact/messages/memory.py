@@ -35,6 +35,11 @@ class Remember(Request["Saved | Merged | Pending | Refused"]):
     sensitivity: str | None = field(default=None, metadata=limit(64))
     refs: tuple[str, ...] = field(default=(), metadata=limit(64))
     origin: Origin = ""
+    hold: str = field(default="", metadata=limit(MAX_FIELD))
+    """The sender's reason to hold the fact for the owner ("" for none): a
+    marker from a conversation that is not the owner's, or one repeating an
+    action's receipt. It can only hold a fact, never make one active
+    (``enact.memory.holding``)."""
 
 
 @reply("memory.Saved")
@@ -56,11 +61,14 @@ class Merged:
 @reply("memory.Pending")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pending:
-    """Held for the owner's confirmation (``memory.confirm_model_facts``);
-    never sent to a model until confirmed."""
+    """Held for the owner's confirmation (``enact.memory.holding``); never
+    sent to a model until confirmed."""
 
     id: str
     merged: bool = False
+    why: str = ""
+    """One line, never the text: the conversation is not the owner's, the
+    text repeats an action's output, it says what the agent may do …"""
 
 
 @reply("memory.Refused")
@@ -105,6 +113,8 @@ class Change:
     """``created``, ``merged``, ``confirmed``."""
     origin: str
     refs: tuple[str, ...] = ()
+    held: str = ""
+    """Why this change left the fact held for the owner ("" when it did not)."""
 
 
 @reply("memory.FactShown")
@@ -119,7 +129,11 @@ class FactShown:
 class Forget(Request["Forgotten | Refused"]):
     """Forget one fact: an exact id wins over any text match; otherwise a
     text or tag selector must match exactly one fact. Needs a human origin.
-    ``redact`` also replaces the fact's text in the turn log."""
+    Whatever enact keeps and sends to a model loses it too: the kept
+    histories are redacted, the native sessions that may hold it reset.
+    ``redact`` also replaces the fact's text in the turn log. A fact whose
+    forgetting was cut short (a crash) is found again by its id or text, and
+    the forgetting finished (``enact.memory.forgetting``)."""
 
     selector: str = field(metadata=limit(MAX_TEXT))
     redact: bool = False
@@ -134,7 +148,24 @@ class Forgotten:
     """The turn log was searched and the text replaced where found."""
     turns_redacted: int = 0
     redact_error: str = ""
-    """Why redaction did not happen although it was asked for."""
+    """Why the forgetting could not be finished (the turn log, the histories
+    or the sessions not reached); it is retried at the next start and by
+    forgetting the fact again."""
+    histories_redacted: int = 0
+    """Kept message histories (the ``openai`` runtime's) that held the text."""
+    sessions_reset: int = 0
+    """Native runtime sessions that may have been given the fact, reset."""
+
+
+def forgotten_line(reply: Forgotten) -> str:
+    """The reply in one line, for the CLI and the chat command (they load only this module)."""
+    if reply.redacted:
+        redacted = f"redacted {reply.turns_redacted} turns, {reply.histories_redacted} histories"
+    else:
+        unasked = "" if "the turn log" in reply.redact_error else ", not the turn log (use --redact)"
+        redacted = f"redacted {reply.histories_redacted} histories{unasked}"
+    line = f"forgot 1 fact ({reply.id}); {redacted}; reset {reply.sessions_reset} sessions"
+    return line + (f"; {reply.redact_error}" if reply.redact_error else "")
 
 
 @request("memory.Confirm")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from enact.messages._codec import limit
-from enact.messages._registry import Request, reply, request
+from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Done
 
 
@@ -55,6 +55,10 @@ class Record(Request["Done"]):
     """For a runtime that keeps no history (``openai``): the turn's messages,
     appended to the session's history, which is then trimmed to ``history_chars``."""
     history_chars: int = 0
+    context_at: float = 0.0
+    """When the call's memory context was taken (0: it had none). A fact
+    forgotten after that may be in the call: the Sessions actor then redacts
+    the exchange and does not keep a native session the call started."""
 
 
 @request("sessions.Forget")
@@ -84,3 +88,30 @@ class ReadHistory(Request["History"]):
 class History:
     key: str
     messages: tuple[HistoryMessage, ...]
+
+
+# -- a forgotten fact, asked by the Memory actor --------------------------------
+
+
+@internal("sessions.ForgetFact")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForgetFact(Request["FactForgotten"]):
+    """A fact was forgotten: no copy kept here may send it to a model again.
+    Each of ``texts`` becomes ``tombstone`` in every kept history; a native
+    session (one with no kept history, its transcript the runtime's) used
+    since ``since``, when the fact first existed, may have been given it, in
+    its startup context or a recall, and is reset: its mapping dropped, so
+    the next turn starts a new session with a fresh context. Idempotent."""
+
+    texts: tuple[str, ...]
+    tombstone: str
+    since: float
+
+
+@reply("sessions.FactForgotten")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactForgotten:
+    histories: int
+    """Kept histories changed."""
+    sessions: int
+    """Native sessions reset."""

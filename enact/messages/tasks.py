@@ -18,6 +18,7 @@ from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Done, Origin
 from enact.tasks.records import (
     DEADLINE_DEFAULT_S,
+    MAX_ALLOW_PATHS,
     MAX_BRIEF,
     MAX_KEY,
     MAX_REQUEST,
@@ -57,6 +58,11 @@ class Submit(Request["Submitted | Refused"]):
     deadline_s: int = DEADLINE_DEFAULT_S
     parent: int | None = None
     conversation: ConversationRef | None = None
+    allow_paths: tuple[str, ...] = field(default=(), metadata=limit(MAX_ALLOW_PATHS + 1))
+    """Protected paths unlocked for the task; only the owner's CLI
+    (``human-cli``) may: from any other origin the submission is refused."""
+    allow_fewer_tests: bool = False
+    """Same authority: the change may run fewer of the base's tests."""
 
 
 @reply("tasks.Submitted")

@@ -21,6 +21,7 @@ import orjson
 from enact.components import ComponentError, RuntimeComponent
 from enact.config import Config, Setting
 from enact.home import SCRIPTED_RULES_NAME
+from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
     RuntimeAuthFailed,
     RuntimeCancelled,
@@ -167,9 +168,11 @@ class ScriptedRuntime:
         if stamp == self._stamp:
             return
         try:
+            if stamp is not None:
+                check_owned_file(self.rules_path)  # checked on every reload, not only at start
             text = self.rules_path.read_text(encoding="utf-8") if stamp is not None else ""
             rules = parse_rules(text, source=str(self.rules_path))
-        except (OSError, UnicodeDecodeError, RulesError) as error:
+        except (OSError, UnicodeDecodeError, RulesError, HomeRefused) as error:
             if strict:
                 raise RulesError(str(error)) from None
             log.error("keeping the previous scripted rules: %s", error)
@@ -299,6 +302,10 @@ class ScriptedRuntimeComponent(RuntimeComponent):
         rules = settings["scripted.rules"]
         if rules and not Path(rules).expanduser().is_file():
             raise ComponentError(f"scripted.rules ({settings.sources['scripted.rules']}): {rules} does not exist")
+        try:  # its rules run commands: the same rule as the home's config.toml
+            check_owned_file(Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME)
+        except HomeRefused as error:
+            raise ComponentError(str(error)) from None
 
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ScriptedRuntime:
         """Raises RulesError for a rules file that does not parse."""

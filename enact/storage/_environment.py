@@ -143,7 +143,7 @@ class Storage:
     ) -> None:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = path
-        self._env = lmdb.open(str(path), map_size=map_size, max_dbs=max_dbs, subdir=True)
+        self._env = lmdb.open(str(path), map_size=map_size, max_dbs=max_dbs, subdir=True, mode=0o600)
         # Readers left behind by a process that was killed would pin old pages.
         self._env.reader_check()
         self._lock = _SharedExclusiveLock()

@@ -1,48 +1,48 @@
-"""The doctor: validation of a task's worktree by the repository's own checks.
+"""The doctor: a run of the repository's own checks in a checkout.
 
-Which command runs, first found wins:
+Which command runs, first found wins, always as the revision the change
+is checked against has it (a task's base, a land's target; never the
+change's own ``.enact.toml``):
 
 1. ``.enact.toml`` at the repository root: ``[doctor] command = "…"`` and
-   optionally ``timeout = <seconds>``;
+   optionally ``timeout = <seconds>`` (``enact.tasks.repo_config``);
 2. the setting ``tasks.doctor_command``;
 3. ``python -m pytest -q`` when the repository has tests (a ``tests/`` or
    ``test/`` directory, or ``test_*.py`` at its root);
 4. nothing: validation is the protected-path check alone.
 
-The command runs through ``sh -c`` in the worktree (confined when the task
-is), in its own process group, killed with it on timeout or cancellation.
-Its full output is appended to the task's log; the model gets at most
-``HEAD_TAIL_LIMIT`` characters of it, head and tail.
-
-Protected paths (``tasks.protected_paths``) are the repository's own
-guards (its tests, its CI, this file): a task that changes one fails
-validation unless its request or brief names that path.
+The command runs through ``sh -c`` in the checkout (confined when the task
+is), in its own process group, killed with it on timeout or cancellation,
+without a terminal and with ``NO_COLOR=1``/``PY_COLORS=0``; what colour
+codes are left are stripped. Every pytest it starts writes a JUnit XML
+report to a private path (``PYTEST_ADDOPTS``; the last pytest to finish
+wins), read into ``DoctorResult.tests``. Its full output is appended to the
+log; the model gets at most ``HEAD_TAIL_LIMIT`` characters of it, head and
+tail.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
+import tempfile
 import time
-import tomllib
-from collections.abc import Sequence
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from enact.cancellation import CancellationToken
-from enact.config import SETTINGS, checked
 from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
+from enact.tasks import repo_config
 from enact.tasks.confine import Confinement, task_environment
+from enact.tasks.test_report import ReportError, TestRun, read_junit
 
-REPO_CONFIG = ".enact.toml"
 DEFAULT_COMMAND = "python -m pytest -q"
-DEFAULT_PROTECTED = ("tests/", ".ci/", ".github/", REPO_CONFIG)
 HEAD_TAIL_LIMIT = 24_000
-_TIMEOUT = next(setting for setting in SETTINGS if setting.key == "tasks.doctor_timeout_s")
-
-
-class DoctorConfigError(ValueError):
-    """The repository's ``.enact.toml`` cannot be used; one line naming it."""
+_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+_COLOUR_FORCING = ("FORCE_COLOR", "CLICOLOR_FORCE", "PY_FORCE_COLOR", "TTY_COMPATIBLE")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,54 +62,34 @@ class DoctorResult:
     head_tail: str
     """What the model is shown of the output (≤ HEAD_TAIL_LIMIT characters)."""
     protected_changed: tuple[str, ...] = ()
+    tests: TestRun | None = None
+    """What the test run ran, when it wrote a report."""
+    report_problem: str = ""
+    """Why a report there was could not be read."""
+    completed: bool = True
+    """False when the command timed out or could not start: nothing is known of its tests."""
 
 
-def _has_tests(root: Path) -> bool:
-    return (root / "tests").is_dir() or (root / "test").is_dir() or any(root.glob("test_*.py"))
-
-
-def plan(root: Path, *, settings: Any) -> DoctorPlan:
-    """The command the doctor runs for the repository at ``root``;
-    ``settings`` is the daemon's Config. Raises DoctorConfigError."""
-    timeout_s = float(settings["tasks.doctor_timeout_s"])
-    path = root / REPO_CONFIG
-    if path.is_file():
-        try:
-            document = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-            raise DoctorConfigError(f"{REPO_CONFIG} cannot be read: {error}") from None
-        section = document.get("doctor", {})
-        if not isinstance(section, dict):
-            raise DoctorConfigError(f"{REPO_CONFIG}: [doctor] must be a table")
-        command, timeout = section.get("command"), section.get("timeout", timeout_s)
-        if command is not None and (not isinstance(command, str) or not command.strip()):
-            raise DoctorConfigError(f"{REPO_CONFIG}: [doctor] command must be a non-empty string")
-        # The same range as tasks.doctor_timeout_s, from its declaration.
-        timeout, problem = checked(_TIMEOUT, timeout)
-        if problem:
-            raise DoctorConfigError(f"{REPO_CONFIG}: [doctor] timeout (seconds) {problem}")
-        if command is not None:
-            return DoctorPlan(command=command, timeout_s=float(timeout), source=REPO_CONFIG)
+def plan_at(repo: Path, revision: str, *, settings: Any) -> DoctorPlan:
+    """The command the doctor runs for changes to ``revision`` of ``repo``;
+    ``settings`` is the daemon's Config. Raises RepoConfigError."""
+    own = repo_config.read_at(repo, revision)
+    timeout_s = own.doctor_timeout_s or float(settings["tasks.doctor_timeout_s"])
+    if own.doctor_command is not None:
+        return DoctorPlan(command=own.doctor_command, timeout_s=timeout_s, source=repo_config.REPO_CONFIG)
     if settings["tasks.doctor_command"]:
         return DoctorPlan(command=settings["tasks.doctor_command"], timeout_s=timeout_s,
                           source="tasks.doctor_command")
-    if _has_tests(root):
+    names = repo_config.root_names_at(repo, revision)
+    if "tests" in names or "test" in names or any(re.fullmatch(r"test_.*\.py", name) for name in names):
         return DoctorPlan(command=DEFAULT_COMMAND, timeout_s=timeout_s, source="default")
     return DoctorPlan(command="", timeout_s=timeout_s, source="none")
 
 
-def protected_changes(changed: Sequence[str], protected: Sequence[str], asked: str) -> tuple[str, ...]:
-    """The changed paths under a protected path (a prefix ending in ``/``
-    is a directory, anything else one file) that ``asked`` (the request and
-    brief) does not name."""
-    hits = []
-    for path in changed:
-        for guard in protected:
-            inside = path.startswith(guard) if guard.endswith("/") else path == guard
-            if inside and guard not in asked and path not in asked:
-                hits.append(path)
-                break
-    return tuple(hits)
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escapes (colours, cursor moves): they cost
+    a model's prompt and a reader's log, and say nothing."""
+    return _ANSI.sub("", text).replace("\x1b", "")
 
 
 def head_tail(text: str, limit: int = HEAD_TAIL_LIMIT) -> str:
@@ -120,54 +100,62 @@ def head_tail(text: str, limit: int = HEAD_TAIL_LIMIT) -> str:
     return text[: keep // 2] + marker + text[-(keep - keep // 2):]
 
 
-def run_doctor(
-    worktree: Path,
-    *,
-    settings: Any,
-    log_path: Path,
-    cancel: CancellationToken,
-    confine: Confinement | None = None,
-    changed: Sequence[str] = (),
-    asked: str = "",
-) -> DoctorResult:
-    """Validate ``worktree``. ``changed`` and ``asked`` (request and brief)
-    feed the protected-path check; a caller landing a merged result passes
-    neither. Raises RuntimeCancelled when ``cancel`` fires (the command's
-    process group is killed first) and DoctorConfigError for a bad
-    ``.enact.toml``."""
-    protected = protected_changes(changed, tuple(settings["tasks.protected_paths"]), asked)
-    if protected:
-        listed = ", ".join(protected)
-        summary = f"protected paths changed without being asked: {listed}"
-        _append(log_path, f"doctor: {summary}\n")
-        return DoctorResult(passed=False, summary=summary, head_tail=summary, protected_changed=protected)
-    chosen = plan(worktree, settings=settings)
-    if not chosen.command:
-        _append(log_path, "doctor: no test command and no tests found; nothing to run\n")
+def _environment(confine: Confinement, report_inside: Path) -> dict[str, str]:
+    env = {key: value for key, value in confine.env.items() if key not in _COLOUR_FORCING}
+    env.update(NO_COLOR="1", PY_COLORS="0", TERM="dumb")
+    ours = f"--junitxml={shlex.quote(str(report_inside))} -p no:cacheprovider"
+    env["PYTEST_ADDOPTS"] = f"{env['PYTEST_ADDOPTS']} {ours}" if env.get("PYTEST_ADDOPTS") else ours
+    return env
+
+
+def run_doctor(worktree: Path, plan: DoctorPlan, *, log_path: Path, cancel: CancellationToken,
+               confine: Confinement | None = None) -> DoctorResult:
+    """Run ``plan`` in ``worktree``. Raises RuntimeCancelled when ``cancel``
+    fires (the command's process group is killed first)."""
+    if not plan.command:
+        append_log(log_path, "doctor: no test command and no tests found; nothing to run\n")
         return DoctorResult(passed=True, summary="no checks to run (no test command, no tests)", head_tail="")
     confine = confine or Confinement(env=task_environment(None))
-    argv = confine.wrap(["sh", "-c", chosen.command])
-    _append(log_path, f"doctor: $ {chosen.command}   (from {chosen.source}, timeout {chosen.timeout_s:g} s, "
-                      f"{'confined' if confine.confined else 'not confined'})\n")
+    argv = confine.wrap(["sh", "-c", plan.command])
+    append_log(log_path, f"doctor: $ {plan.command}   (from {plan.source}, timeout {plan.timeout_s:g} s, "
+                         f"{'confined' if confine.confined else 'not confined'})\n")
+    with tempfile.TemporaryDirectory(prefix="enact-doctor-") as own_tmp:
+        # The report goes where the command may write: the confinement's
+        # private /tmp (seen inside at /tmp), else a directory of our own.
+        name = f"enact-doctor-report-{uuid.uuid4().hex}.xml"
+        outside = (confine.tmp if confine.tmp is not None else Path(own_tmp)) / name
+        inside = Path("/tmp") / name if confine.confined else outside
+        result = _run(worktree, plan, argv, _environment(confine, inside), log_path=log_path, cancel=cancel)
+        try:
+            return replace(result, tests=read_junit(outside))
+        except ReportError as error:
+            append_log(log_path, f"doctor: {error}\n")
+            return replace(result, report_problem=str(error))
+        finally:
+            outside.unlink(missing_ok=True)
+
+
+def _run(worktree: Path, plan: DoctorPlan, argv: list[str], env: dict[str, str], *, log_path: Path,
+         cancel: CancellationToken) -> DoctorResult:
     try:
-        output = run_command(argv, stdin_text="", cwd=worktree, env=confine.env, timeout_s=chosen.timeout_s,
-                             cancel=cancel)
+        output = run_command(argv, stdin_text="", cwd=worktree, env=env, timeout_s=plan.timeout_s, cancel=cancel,
+                             tty_out=False)
     except RuntimeTimeout:
-        summary = f"`{chosen.command}` timed out after {chosen.timeout_s:g} s"
-        _append(log_path, f"doctor: {summary}\n")
-        return DoctorResult(passed=False, summary=summary, head_tail=summary)
+        summary = f"`{plan.command}` timed out after {plan.timeout_s:g} s"
+        append_log(log_path, f"doctor: {summary}\n")
+        return DoctorResult(passed=False, summary=summary, head_tail=summary, completed=False)
     except RuntimeUnavailable as error:
-        summary = f"`{chosen.command}` could not start: {error}"
-        _append(log_path, f"doctor: {summary}\n")
-        return DoctorResult(passed=False, summary=summary, head_tail=summary)
-    text = output.stdout + (("\n" + output.stderr) if output.stderr else "")
+        summary = f"`{plan.command}` could not start: {error}"
+        append_log(log_path, f"doctor: {summary}\n")
+        return DoctorResult(passed=False, summary=summary, head_tail=summary, completed=False)
+    text = strip_ansi(output.stdout + (("\n" + output.stderr) if output.stderr else ""))
     verdict = "passed" if output.exit_code == 0 else f"failed (exit {output.exit_code})"
-    summary = f"`{chosen.command}` {verdict} in {output.duration_s:.1f} s"
-    _append(log_path, f"{text.rstrip()}\ndoctor: {summary}\n")
+    summary = f"`{plan.command}` {verdict} in {output.duration_s:.1f} s"
+    append_log(log_path, f"{text.rstrip()}\ndoctor: {summary}\n")
     return DoctorResult(passed=output.exit_code == 0, summary=summary, head_tail=head_tail(text))
 
 
-def _append(log_path: Path, text: str) -> None:
+def append_log(log_path: Path, text: str) -> None:
     log_path.parent.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     with open(log_path, "a", encoding="utf-8") as log:

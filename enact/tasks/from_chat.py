@@ -23,7 +23,7 @@ from enact.commands import Authority, Command, CommandCall, CommandContext, Comm
 from enact.messages._registry import Request
 from enact.messages.inbox import Notify
 from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown
-from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, clip
+from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, check_request, clip
 
 BRIEF_MARKER = "[task brief]"
 """Leads the brief request's owner message, so scripted rules can tell it apart."""
@@ -119,6 +119,10 @@ def _add(call: CommandCall, context: CommandContext) -> str:
         raise CommandFailed("task.add needs the task's text")
     if not context.agentic:
         raise CommandFailed("not queued: the selected runtime cannot work in a repository (it is not agentic)")
+    # Checked before the brief too, so that a refused request is not sent to the model for one.
+    refused = check_request(request)
+    if refused is not None:
+        raise CommandFailed(f"not queued: {refused}")
     brief: Brief | Question = Brief("")
     if context.converse is not None and call.conversation:
         try:

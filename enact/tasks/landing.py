@@ -32,8 +32,10 @@ class DoctorVerdict(Protocol):
     def summary(self) -> str: ...
 
 
-Doctor = Callable[[Path], DoctorVerdict]
-"""Runs the repository's checks in the given checkout."""
+Doctor = Callable[[Path, str], DoctorVerdict]
+"""Runs the repository's checks in the given checkout (the merged result),
+as the target's revision (the second argument) has them: never as the
+branch being landed would have them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,7 +132,7 @@ def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Cal
             return refused(LandRefusal.CONFLICT, f"{plan.head[:12]} does not merge cleanly into {target}"
                            + (f" (conflicts in {', '.join(conflicted[:5])})" if conflicted else ""), target=target)
     merged = git(scratch, "rev-parse", "HEAD").strip()
-    verdict = doctor(scratch)
+    verdict = doctor(scratch, tip)
     if not verdict.passed:
         return refused(LandRefusal.DOCTOR_FAILED, f"the doctor failed on the merged result: {verdict.summary}",
                        target=target, doctor_summary=verdict.summary)

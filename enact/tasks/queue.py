@@ -18,7 +18,7 @@ from typing import Any
 
 import lmdb
 
-from enact.messages.common import Done
+from enact.messages.common import HUMAN_CLI, Done
 from enact.messages.tasks import (
     MAX_PAGE,
     CancelAccepted,
@@ -110,6 +110,12 @@ class TaskQueue:
 
     def submit(self, message: Submit, now: float) -> Submitted | Refused:
         why = self._unusable(message)
+        if why is None and (message.allow_paths or message.allow_fewer_tests) and message.origin != HUMAN_CLI:
+            # Unlocking what checks a change is the owner's own act: neither
+            # a model's action nor a chat message (whose words a model may
+            # have written) can do it. A retry keeps its parent's unlocks
+            # (``retry`` builds its Submit itself).
+            why = f"only the owner's CLI unlocks protected paths or fewer tests, not {message.origin}"
         if why is not None:
             return Refused(reason=why)
         key = message.idempotency_key or f"fresh:{uuid.uuid4().hex}"
@@ -123,7 +129,7 @@ class TaskQueue:
     def _unusable(self, message: Submit) -> str | None:
         """Why ``message`` cannot be queued, None when it can."""
         why = check_limits(request=message.request, brief=message.brief, repairs=message.repairs,
-                           deadline_s=message.deadline_s)
+                           deadline_s=message.deadline_s, allow_paths=message.allow_paths)
         if why is None and not (message.repo or self.default_repo):
             why = "no repository named: pass --repo PATH or set tasks.default_repo"
         return why
@@ -138,6 +144,7 @@ class TaskQueue:
                     repairs=message.repairs, deadline_s=message.deadline_s, attempt=1, parent=message.parent,
                     state=TaskState.QUEUED, phase=Phase.NONE, repair=0, confined=None, review_id="", worktree="",
                     conversation=message.conversation, worker="", lease_expires_at=None,
+                    allow_paths=message.allow_paths, allow_fewer_tests=message.allow_fewer_tests,
                     cancel_requested=False, not_before=0.0, failure_class=None, summary="",
                     created_at=now, updated_at=now, started_at=None, finished_at=None)
         self._tables.claim_key(txn, key, task.id)
@@ -181,7 +188,8 @@ class TaskQueue:
                 return Refused(reason=f"task {task_id} is {task.state}; only a failed or cancelled task is retried")
             child = Submit(request=task.request, brief=task.brief, repo=task.repo, origin=origin,
                            repairs=task.repairs, deadline_s=task.deadline_s, parent=task_id,
-                           conversation=task.conversation)
+                           conversation=task.conversation, allow_paths=task.allow_paths,
+                           allow_fewer_tests=task.allow_fewer_tests)
             why = self._unusable(child)
             if why is not None:
                 return Refused(reason=why)

@@ -12,11 +12,15 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
+from enact.credentials import find_credential
+
 MAX_REQUEST = 20_000
 MAX_BRIEF = 3_000
 MAX_SUMMARY = 500
 """How much of a summary an event or a task keeps."""
 MAX_KEY = 512
+MAX_ALLOW_PATHS = 32
+MAX_ALLOW_PATH = 256
 
 REPAIRS_DEFAULT = 2
 REPAIRS_RANGE = (0, 5)
@@ -161,6 +165,12 @@ class Task:
     uncounted_attempts: int = 0
     """Attempts that do not count against ``MAX_ATTEMPTS``: interrupted by
     a graceful stop, or paused and resumed by the owner."""
+    allow_paths: tuple[str, ...] = ()
+    """Protected paths the owner unlocked for this task (``--allow-path``;
+    see ``enact.tasks.protected``): set only by the owner's own CLI."""
+    allow_fewer_tests: bool = False
+    """The owner's leave for the change to run fewer of the tests its base
+    ran (``--allow-fewer-tests``); same authority."""
 
     @property
     def counted_attempts(self) -> int:
@@ -198,20 +208,40 @@ def retry_delay_s(attempt: int) -> float:
     return min(RETRY_CAP_S, RETRY_BASE_S * float(2 ** max(0, attempt - 1)))
 
 
-def check_limits(*, request: str, brief: str, repairs: int, deadline_s: int) -> str | None:
+def check_limits(*, request: str, brief: str, repairs: int, deadline_s: int,
+                 allow_paths: tuple[str, ...] = ()) -> str | None:
     """Why a submission is refused, in one line; None when it is acceptable."""
-    if not request.strip():
-        return "a task needs a request (what should be done)"
-    if len(request) > MAX_REQUEST:
-        return f"the request is {len(request)} characters; at most {MAX_REQUEST} are accepted"
-    if len(brief) > MAX_BRIEF:
-        return f"the brief is {len(brief)} characters; at most {MAX_BRIEF} are accepted"
+    if len(allow_paths) > MAX_ALLOW_PATHS:
+        return f"at most {MAX_ALLOW_PATHS} paths are unlocked for one task, not {len(allow_paths)}"
+    if any(not path.strip() or len(path) > MAX_ALLOW_PATH for path in allow_paths):
+        return f"an unlocked path is a pattern of 1 to {MAX_ALLOW_PATH} characters"
+    why = check_request(request, brief)
+    if why is not None:
+        return why
     low, high = REPAIRS_RANGE
     if not low <= repairs <= high:
         return f"repairs must be between {low} and {high}, not {repairs}"
     low, high = DEADLINE_RANGE_S
     if not low <= deadline_s <= high:
         return f"the deadline must be between {low} and {high} seconds, not {deadline_s}"
+    return None
+
+
+def check_request(request: str, brief: str = "") -> str | None:
+    """Why a task's request (and brief) cannot be queued, None when it can."""
+    if not request.strip():
+        return "a task needs a request (what should be done)"
+    if len(request) > MAX_REQUEST:
+        return f"the request is {len(request)} characters; at most {MAX_REQUEST} are accepted"
+    if len(brief) > MAX_BRIEF:
+        return f"the brief is {len(brief)} characters; at most {MAX_BRIEF} are accepted"
+    # A request is kept and shown (task show, the review branch's commit
+    # message, the worker's prompt): a credential in it would be too.
+    for part, text in (("request", request), ("brief", brief)):
+        kind = find_credential(text)
+        if kind is not None:
+            return (f"the {part} contains a credential ({kind}); a task's request is kept and shown, so give "
+                    "the task the secret another way (an environment variable, a file outside the repository)")
     return None
 
 

@@ -31,6 +31,7 @@ INDEX = "tasks.index"
 NOTICES = "tasks.notices"
 DATABASES = (QUEUE, EVENTS, INDEX, NOTICES)
 
+TASK_VERSION = 2
 _ID = struct.Struct(">Q")
 _KEY = b"k"
 _STATE = b"s"
@@ -48,7 +49,10 @@ def _state_prefix(state: TaskState) -> bytes:
 
 class TaskTables:
     def __init__(self, store: Store) -> None:
-        self._tasks = RecordTable(store.table(QUEUE), Task)
+        # Version 2 added the owner's unlocks (``Task.allow_paths``,
+        # ``allow_fewer_tests``): version 1 records read as having none,
+        # and an older enact refuses a version 2 record by its number.
+        self._tasks = RecordTable(store.table(QUEUE, version=TASK_VERSION), Task)
         self._queue = store.table(QUEUE).handle
         self._log = store.log(EVENTS)
         self._events = RecordTable(self._log, TaskEvent)

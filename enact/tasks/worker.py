@@ -42,10 +42,13 @@ from enact.runtime import (
     RuntimeResult,
 )
 from enact.runtime._subprocess import TERM_GRACE_S
+from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import Confinement, StateDir, confinement
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
+from enact.tasks.repo_config import RepoConfigError
+from enact.tasks.validation import Validation
 from enact.tasks.worktrees import Worktree, WorktreeError
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ DEADLINE_EXCEEDED = "deadline exceeded"
 LEASE_LOST = "lease lost"
 NOTES_FILE = "AGENTS.md"
 _NOTES_LIMIT = 4_000
+_NOTES_READ_LIMIT = 256 * 1024
+"""A larger notes file is not read at all (a note says so), not read whole to be clipped."""
 _HEARTBEAT_MAX_S = 1.0
 """Heartbeats come at least this often, so a cancel is seen within about a second."""
 
@@ -88,11 +93,13 @@ class _Ending:
     keep_worktree: bool = True
 
 
-def task_prompt(task: Task, tree: Worktree, plan: doctor.DoctorPlan, protected: tuple[str, ...]) -> str:
-    notes_path = tree.path / NOTES_FILE
-    notes = clip(notes_path.read_text(encoding="utf-8", errors="replace"), _NOTES_LIMIT) \
-        if notes_path.is_file() else "(none)"
-    checks = f"`{plan.command}` (from {plan.source})" if plan.command else "no test command"
+def task_prompt(task: Task, tree: Worktree, validation: Validation) -> str:
+    try:
+        text = read_inside(tree.path, NOTES_FILE, limit=_NOTES_READ_LIMIT)
+        notes = "(none)" if text is None else clip(text, _NOTES_LIMIT)
+    except UnsafeFile as error:
+        log.warning("task %d: %s", task.id, error)
+        notes = f"(none: {error})"
     return "\n".join([
         f"You are working on task {task.id} in a git worktree of {tree.repo} (branch {tree.branch}, made from "
         f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only; do not commit: "
@@ -100,8 +107,7 @@ def task_prompt(task: Task, tree: Worktree, plan: doctor.DoctorPlan, protected: 
         "", "Request:", task.request,
         "", "Brief:", task.brief or "(none)",
         "", f"Repository notes ({NOTES_FILE}):", notes,
-        "", f"Validation: the host then runs {checks}; a change to {', '.join(protected)} fails validation "
-        "unless the request names that path.",
+        "", f"Validation: {validation.rules()}",
     ])
 
 
@@ -252,7 +258,7 @@ class TaskAttempt:
             # Unavailable, timed out, malformed output or a failed call: the
             # runtime or its network, worth another attempt after a while.
             return _Ending(Outcome.FAILED, f"the runtime failed ({error.kind}): {error}", FailureClass.TRANSIENT)
-        except (WorktreeError, doctor.DoctorConfigError) as error:
+        except (WorktreeError, RepoConfigError) as error:
             return _Ending(Outcome.FAILED, str(error), FailureClass.PERMANENT)
         except Exception as error:
             if self.cancel.cancelled:
@@ -348,17 +354,18 @@ class TaskAttempt:
         return result
 
     def _work(self, tree: Worktree, confined: Confinement) -> _Ending:
-        task, settings = self.task, self.services.settings
-        protected = tuple(settings["tasks.protected_paths"])
-        plan = doctor.plan(tree.path, settings=settings)
+        task = self.task
+        # Checked against the base as it is, never as the change has it.
+        validation = Validation.against(
+            tree.repo, tree.base, home=self.services.home, settings=self.services.settings,
+            allow_paths=task.allow_paths, allow_fewer_tests=task.allow_fewer_tests)
         self._report(Phase.MODEL)
-        self._invoke(tree, confined, task_prompt(task, tree, plan, protected), task.request)
+        self._invoke(tree, confined, task_prompt(task, tree, validation), task.request)
         changed = worktrees.changed_paths(tree)
         if not changed:
             return self._no_changes(tree)
-        asked = f"{task.request}\n{task.brief}"
         self._report(Phase.VALIDATE, summary=f"{len(changed)} changed: {', '.join(changed)}")
-        result = self._doctor(tree, confined, changed, asked)
+        result = self._doctor(validation, tree, confined, changed)
         round_ = 0
         while not result.passed and not result.protected_changed and round_ < task.repairs:
             round_ += 1
@@ -368,7 +375,7 @@ class TaskAttempt:
             changed = worktrees.changed_paths(tree)
             if not changed:  # the repair undid the change: nothing is left to validate
                 return self._no_changes(tree)
-            result = self._doctor(tree, confined, changed, asked)
+            result = self._doctor(validation, tree, confined, changed)
             if result.passed:
                 self._report(Phase.REPAIR, repair=round_, event=EventKind.REPAIRED, summary=result.summary)
         if not result.passed:
@@ -388,10 +395,11 @@ class TaskAttempt:
         self._tree = None
         return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
 
-    def _doctor(self, tree: Worktree, confined: Confinement, changed: list[str], asked: str) -> doctor.DoctorResult:
+    def _doctor(self, validation: Validation, tree: Worktree, confined: Confinement,
+                changed: list[str]) -> doctor.DoctorResult:
         self._validated = worktrees.content_of(tree, changed)
-        return doctor.run_doctor(tree.path, settings=self.services.settings, log_path=self.log_path,
-                                 cancel=self.cancel, confine=confined, changed=changed, asked=asked)
+        return validation.check(tree.path, log_path=self.log_path, cancel=self.cancel, confine=confined,
+                                      changed=changed)
 
     def _hand_over(self, tree: Worktree, result: doctor.DoctorResult, validated: list[str]) -> _Ending:
         self._report(Phase.CAPTURE)

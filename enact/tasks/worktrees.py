@@ -22,7 +22,9 @@ from pathlib import Path
 
 import sh
 
-WORKTREES_DIR = "worktrees"
+from enact.home import WORKTREES_DIR
+from enact.home_guard import as_owner
+
 BRANCH_PREFIX = "enact/task-"
 AUTHOR = ("enact", "enact@localhost")
 _SUBJECT_LIMIT = 72
@@ -93,7 +95,7 @@ confinement."""
 def git(cwd: Path, *args: str, options: tuple[str, ...] = ()) -> str:
     """Run ``git [OPTIONS] ARGS`` in ``cwd``; its standard output, or WorktreeError."""
     try:
-        output = sh.git(*options, *args, _cwd=str(cwd), _env=_git_env(), _tty_out=False)
+        output = sh.git(*options, *args, _cwd=str(cwd), _env=_git_env(), _tty_out=False, _preexec_fn=as_owner)
     except sh.ErrorReturnCode as error:
         detail = error.stderr.decode(errors="replace").strip().splitlines()
         raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else error.exit_code}") from None
