@@ -138,13 +138,9 @@ class MemoryActor(EnactActor):
         self._book, change = load_book(self._store, self._records)
         self._change = self._durable = change
         loaded = time.perf_counter()
-        with contextlib.suppress(OSError):  # a full disk: the rebuild below finds out, and marks it stale
-            (self.context.home / INDEX_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
-        index = FactIndex(self.context.home / INDEX_DIR)
-        reflected = index.reflected_change()
-        self._index, self._upkeep = index, IndexUpkeep(index)  # from here on the actor is loaded
-        if reflected != change and not self._upkeep.rebuild(
-                self._book, change, f"it reflected change {reflected}, the facts are at {change}"):
+        self._upkeep = IndexUpkeep.opened(self.context.home / INDEX_DIR, self._book, change)
+        self._index = self._upkeep.index  # from here on the actor is loaded
+        if self._upkeep.stale:
             self._index_commit_due()  # tried again, until it can be written
         indexed = time.perf_counter()
         self._book.warm()

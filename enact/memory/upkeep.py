@@ -8,9 +8,11 @@ owner tries again until a rebuild works.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from enact.memory.facts import Fact
 from enact.memory.index import FactIndex, IndexUnwritable
@@ -22,6 +24,18 @@ class IndexUpkeep:
     def __init__(self, index: FactIndex) -> None:
         self.index = index
         self.stale = False
+
+    @classmethod
+    def opened(cls, directory: Path, facts: Iterable[Fact], change: int) -> IndexUpkeep:
+        """The index in ``directory``, rebuilt when it does not reflect
+        ``change`` (stale when that cannot be written)."""
+        with contextlib.suppress(OSError):  # a full disk: the rebuild finds out, and marks it stale
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        upkeep = cls(FactIndex(directory))
+        reflected = upkeep.index.reflected_change()
+        if reflected != change:
+            upkeep.rebuild(facts, change, f"it reflected change {reflected}, the facts are at {change}")
+        return upkeep
 
     def rebuild(self, facts: Iterable[Fact], change: int, why: str) -> bool:
         """Rebuild from ``facts``; False when the index cannot be written."""
