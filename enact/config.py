@@ -167,8 +167,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", at_least(1)),
     Setting("tasks.protected_paths", list, ["tests/", ".ci/", ".github/", ".enact.toml"],
             "Paths a task may change only when its request or brief names them"),
-    Setting("tasks.confinement", str, "auto", "auto: confine runtime and doctor with bwrap when installed",
-            one_of("auto", "off")),
+    Setting("tasks.confinement", str, "auto",
+            "auto: confine runtime and doctor with bwrap when it can, else say so; required: never run unconfined",
+            one_of("auto", "required", "off")),
+    Setting("tasks.env_passthrough", list, [],
+            "Environment variables (names or globs) given to task commands and the doctor besides PATH, locale"),
     Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",
             at_least(0)),
     # Backlog and cron (the Scheduler actor).

@@ -299,12 +299,16 @@ def _doctor(context: ActorContext, log_path: Path) -> landing.Doctor:
     """The repository's doctor (``enact.tasks.doctor``) on a merged result,
     confined like a task's (``tasks.confinement``): the merged code is the
     model's too. Cancelled with the daemon's long calls when it is fenced."""
-    from enact.tasks.confine import confinement
-    from enact.tasks.doctor import run_doctor
+    from enact.tasks.confine import ConfinementUnavailable, confinement
+    from enact.tasks.doctor import DoctorResult, run_doctor
 
     def check(worktree: Path) -> landing.DoctorVerdict:
-        with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree) as confine:
-            return run_doctor(worktree, settings=context.config, log_path=log_path,
-                              cancel=context.fence.token.child(), confine=confine)
+        try:
+            with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree,
+                             passthrough=context.config["tasks.env_passthrough"]) as confine:
+                return run_doctor(worktree, settings=context.config, log_path=log_path,
+                                  cancel=context.fence.token.child(), confine=confine)
+        except ConfinementUnavailable as refused:  # required, and not to be had: the checks did not run
+            return DoctorResult(passed=False, summary=str(refused), head_tail=str(refused))
 
     return check

@@ -31,7 +31,8 @@ from typing import Any
 from enact.cancellation import CancellationToken
 from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
-from enact.tasks.confine import Confinement, task_environment
+from enact.tasks.confine import Confinement
+from enact.tasks.environment import task_environment
 
 REPO_CONFIG = ".enact.toml"
 DEFAULT_COMMAND = "python -m pytest -q"
@@ -141,7 +142,7 @@ def run_doctor(
     if not chosen.command:
         _append(log_path, "doctor: no test command and no tests found; nothing to run\n")
         return DoctorResult(passed=True, summary="no checks to run (no test command, no tests)", head_tail="")
-    confine = confine or Confinement(env=task_environment(None))
+    confine = confine or Confinement(env=task_environment(tmp=None, home=None), unconfined="not asked to confine")
     argv = confine.wrap(["sh", "-c", chosen.command])
     _append(log_path, f"doctor: $ {chosen.command}   (from {chosen.source}, timeout {chosen.timeout_s:g} s, "
                       f"{'confined' if confine.confined else 'not confined'})\n")
