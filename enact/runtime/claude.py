@@ -238,9 +238,10 @@ class ClaudeRuntime:
             self.conversation_dir.mkdir(parents=True, exist_ok=True)
             cwd = self.conversation_dir
         environ = os.environ if self._environ is None else self._environ
+        # Its commands get what it gets: Claude Code (2.1.328, measured) keeps
+        # its key from them only with CLAUDE_CODE_SUBPROCESS_ENV_SCRUB, which
+        # requires its own sandbox (socat, bwrap) or refuses every command.
         env = dict(environ) if request.env is None else cli_environment(request.env, CLI_NEEDS, environ)
-        if request.env is not None:  # its keys kept from the commands it runs (2.1: measured)
-            env["CLAUDE_CODE_SUBPROCESS_ENV_SCRUB"] = "1"
         output = run_command(
             [*request.confine, *command_line(self.executable, request, model=self.model)],
             stdin_text=prompt_text(request),

@@ -370,7 +370,9 @@ class CodexRuntime:
         # private one: its answer file goes there, named by the path it sees.
         with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=private_home) as scratch:
             last_message = Path(scratch) / "last-message.txt"
-            seen_as = home / Path(scratch).name / last_message.name if private_home else last_message
+            # By its real path (where the private home is mounted): codex
+            # fails to open it through a symlinked parent (measured, 0.169).
+            seen_as = home.resolve() / Path(scratch).name / last_message.name if private_home else last_message
             environ = self._env if self._env is not None else os.environ
             output = run_command(
                 [*request.confine, *self.argv(executable, request, seen_as)],

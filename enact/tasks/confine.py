@@ -58,10 +58,17 @@ HIDDEN_CREDENTIALS = (".ssh", ".gnupg", ".aws", ".config/gh", ".docker", ".kube"
 HIDDEN_SYSTEM = ("/etc/shadow", "/etc/gshadow")
 """Root's own secrets: a task of a daemon run as root keeps uid 0."""
 
-NAMESPACES = ("--unshare-all", "--share-net", "--cap-drop", "ALL", "--new-session", "--die-with-parent")
+NAMESPACES = ("--unshare-all", "--share-net", "--unshare-user", "--cap-drop", "ALL", "--new-session",
+              "--die-with-parent")
 """Namespaces of its own but the network's (its runtime talks to its model),
-no capabilities even as root, no terminal to push input into (a new
-session), and gone with bwrap."""
+a user namespace always (not only where bwrap can), no capabilities even as
+root, no terminal to push input into (a new session), and gone with bwrap."""
+
+ROOT_INSIDE_AS = ("--uid", "65534", "--gid", "65534")
+"""A daemon run as root gives its task another uid inside (still root's
+outside, so it writes its worktree): uid 0 without capabilities makes a
+bwrap inside (Codex's own sandbox of its commands) take itself for
+privileged and fail ("setting up uid map: Operation not permitted")."""
 
 
 class ConfinementUnavailable(Exception):
@@ -197,7 +204,8 @@ def bwrap_prefix(
         argv += ["--remount-ro", str(path)]
     # A new pid namespace whose init dies with bwrap: killing bwrap's
     # process group ends everything inside, however deep.
-    argv += [*NAMESPACES, "--chdir", str(worktree.resolve()), "--"]
+    inside_as = ROOT_INSIDE_AS if os.geteuid() == 0 else ()
+    argv += [*NAMESPACES, *inside_as, "--chdir", str(worktree.resolve()), "--"]
     return tuple(argv)
 
 
