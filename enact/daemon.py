@@ -94,8 +94,13 @@ def build_runtime(
     installed: Components, settings: config.Config, commands: CommandRegistry | None = None
 ) -> Runtime:
     """The runtime ``runtime.adapter`` names, made by its component; raises
-    RulesError (or another ValueError) for a runtime that cannot be made."""
-    return installed.runtime(settings).make_runtime(settings, commands)
+    RulesError (or another ValueError) for a runtime that cannot be made.
+    An agentic runtime's calls outside a task are confined
+    (``enact.tasks.confined_calls``)."""
+    from enact.tasks.confined_calls import ConfinedCalls, confines_calls
+
+    runtime = installed.runtime(settings).make_runtime(settings, commands)
+    return ConfinedCalls(runtime, settings) if confines_calls(runtime) else runtime
 
 
 @dataclass(slots=True)

@@ -366,13 +366,14 @@ class CodexRuntime:
         resumed = request.native_session if request.session_key else None
         # Read before the turn adds to it.
         before = self.totals.before(resumed, codex_home=private_home) if resumed else _NOTHING
-        # Confined, codex sees a private /tmp and its home in the task's
-        # private one: its answer file goes there, named by the path it sees.
-        with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=private_home) as scratch:
+        # Confined, codex sees a private /tmp: its answer file goes to its
+        # home (a task's private one, or a conversation's own, bound as it is),
+        # named by its real path, where the home is mounted (codex fails to
+        # open it through a symlinked parent: measured, 0.169).
+        parent = private_home or (home if request.confine else None)
+        with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=parent) as scratch:
             last_message = Path(scratch) / "last-message.txt"
-            # By its real path (where the private home is mounted): codex
-            # fails to open it through a symlinked parent (measured, 0.169).
-            seen_as = home.resolve() / Path(scratch).name / last_message.name if private_home else last_message
+            seen_as = home.resolve() / Path(scratch).name / last_message.name if parent else last_message
             environ = self._env if self._env is not None else os.environ
             output = run_command(
                 [*request.confine, *self.argv(executable, request, seen_as)],

@@ -175,7 +175,8 @@ def _own_state(state: StateDir, name: str) -> bool:
 def bwrap_prefix(
     bwrap: str, *, worktree: Path, private_tmp: Path, hidden: Sequence[Path],
     private_state: Sequence[tuple[StateDir, Path]] = (), tools: Sequence[Path] = (),
-    credentials: Sequence[Path] = (),
+    credentials: Sequence[Path] = (), read_only_worktree: bool = False, shared: Sequence[Path] = (),
+    readable: Sequence[Path] = (),
 ) -> tuple[str, ...]:
     """The bwrap argv up to ``--``. Mount order matters: the private /tmp
     first, the ``tools`` that lived under the real /tmp bound back read-only,
@@ -184,7 +185,12 @@ def bwrap_prefix(
     an empty one), then the worktree and each runtime state directory's
     private replacement bound into place (inside a hidden directory, if that
     is where they live) with the owner's entries over it; last, each hidden
-    tmpfs is made read-only, so nothing can be left there either."""
+    tmpfs is made read-only, so nothing can be left there either.
+
+    A conversation's call (``enact.tasks.confined_calls``) has a
+    ``read_only_worktree``, the runtime's state directories ``shared``
+    (bound writable as they are: its sessions live on from call to call)
+    and ``readable`` files it is given (an image), bound read-only."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(private_tmp), "/tmp"]
     for path in tools:
         argv += ["--ro-bind", str(path), str(path)]
@@ -197,9 +203,13 @@ def bwrap_prefix(
             masked.append(path)
         elif path.exists():
             argv += ["--ro-bind-try", "/dev/null", str(path.resolve())]
-    argv += ["--bind", str(worktree.resolve()), str(worktree.resolve())]
+    argv += ["--ro-bind" if read_only_worktree else "--bind", str(worktree.resolve()), str(worktree.resolve())]
     for state, private in private_state:
         argv += private_state_binds(state, private)
+    for path in shared:
+        argv += ["--bind", str(path.resolve()), str(path.resolve())]
+    for path in readable:
+        argv += ["--ro-bind-try", str(path.resolve()), str(path.resolve())]
     for path in masked:
         argv += ["--remount-ro", str(path)]
     # A new pid namespace whose init dies with bwrap: killing bwrap's
