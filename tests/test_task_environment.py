@@ -9,10 +9,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import model_anthropic  # noqa: F401  (registers /v1/messages)
 import pytest
+from claude_home import claude_env
+from codex_home import FAKE_KEY_VARIABLE, codex_home
+from model_server import ModelServer, Reply, ToolCall
+from scratch_homes import scratch_dir
 from task_repos import make_repo
 
-from conftest import DaemonFactory, wait_for
+from conftest import DaemonFactory, real_cli, wait_for
 
 SECRETS = {"OPENAI_API_KEY": "sk-env-leak", "ANTHROPIC_API_KEY": "sk-ant-env-leak",
            "AWS_SECRET_ACCESS_KEY": "aws-env-leak", "GITHUB_TOKEN": "ghp_env_leak"}
@@ -50,3 +55,33 @@ def test_task_commands_and_the_doctor_see_only_the_allow_list_and_what_the_owner
         assert seen["LC_TIME"] == "C" and seen["PATH"]
         assert seen["HOME"] != str(Path.home()) and seen["HOME"].endswith("/tmp/home"), seen
         assert seen["TMPDIR"].endswith("tmp")
+
+
+@pytest.mark.parametrize("cli", ["codex", "claude"])
+def test_a_real_clis_task_commands_see_neither_the_daemons_secrets_nor_its_settings(
+        daemons: DaemonFactory, tmp_path: Path, cli: str) -> None:
+    """What the model's shell command printed (sent back to the model): no
+    secret of the daemon's environment, no ENACT_*; Codex keeps its own key
+    from it too. Claude Code's commands see its ANTHROPIC_* (README)."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bwrap is not installed")
+    binary = real_cli(cli)
+    repo = make_repo(tmp_path / "repo")
+    with ModelServer() as server, scratch_dir(f"{cli}-home-") as owner_home:
+        server.script(ToolCall("env | sort"), Reply("nothing to change"))
+        if cli == "codex":
+            codex_home(owner_home, server.url)
+            env = {"CODEX_HOME": str(owner_home), FAKE_KEY_VARIABLE: "fake-key-value",
+                   "ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary}
+        else:
+            env = {**claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary}
+        # Claude Code's own key is the one claude_env gives it, which its
+        # commands see (README); every other secret must stay out.
+        daemon = daemons.start(env={**SECRETS, **env, "ENACT_TASKS_CONFINEMENT": "required"})
+        task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "print the env")["id"]
+        wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "succeeded",
+                 timeout=120, what="the task to succeed with no changes")
+        told = "\n".join(request.body.decode(errors="replace") for request in server.model_requests()[1:])
+    assert "PATH=" in told and "TMPDIR=/tmp" in told, told  # the command ran, confined
+    assert not [value for value in SECRETS.values() if value in told]
+    assert "ENACT_" not in told and "fake-key-value" not in told
