@@ -5,15 +5,18 @@ and ``enact status``; ``required`` does not run it, saying why in one line."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from codex_home import FAKE_KEY_VARIABLE, scratch_codex_home
+from model_server import ModelServer, Reply
 from task_repos import make_repo
 
-from conftest import Daemon, DaemonFactory, wait_for
+from conftest import Daemon, DaemonFactory, real_cli, wait_for
 
 REFUSAL = ("bwrap: No permissions to create new namespace, likely because the kernel does not allow "
            "non-privileged user namespaces.")
@@ -73,3 +76,19 @@ def test_required_confinement_does_not_run_a_task_it_cannot_confine_and_says_why
 def test_status_says_tasks_run_confined_where_bwrap_can(daemons: DaemonFactory) -> None:
     daemon = daemons.start(env={"ENACT_TASKS_CONFINEMENT": "required"})
     assert daemon.cli_json("status", "--json")["confinement"].startswith("required: tasks run confined (bwrap")
+
+
+def test_required_confinement_refuses_a_conversation_call_of_codex_it_cannot_confine(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    binary = real_cli("codex")
+    with ModelServer() as server, scratch_codex_home(server.url) as codex_home:
+        server.script(Reply("should not be asked"))
+        daemon = daemons.start(env={"CODEX_HOME": str(codex_home), FAKE_KEY_VARIABLE: "x",
+                                    "ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary,
+                                    "ENACT_TASKS_CONFINEMENT": "required", "PATH": broken_bwrap(tmp_path / "bin")})
+        sent = daemon.cli("send", "--json", "hello", timeout=120)
+        assert server.model_requests() == []
+    reply = json.loads(sent.stdout)["reply"]
+    assert f"not run: tasks.confinement is required and bwrap cannot confine here: {REFUSAL}" in reply, reply
+    assert "make bwrap able to confine here" in reply and "install Codex" not in reply
+    assert f"not run: tasks.confinement is required and bwrap cannot confine here: {REFUSAL}" in daemon.log_text()

@@ -18,7 +18,8 @@ edit tools for Claude Code).
 A call with a working directory (a task's, confined by its worker) passes
 through as it is. ``tasks.confinement`` rules here too: ``off`` runs the
 call unconfined (in its own directory, with the allow-listed environment),
-``required`` refuses a call it cannot confine (RuntimeUnavailable).
+``required`` refuses a call it cannot confine (NotConfinable, a
+RuntimeUnavailable that tells the owner how to fix it).
 """
 
 from __future__ import annotations
@@ -41,6 +42,13 @@ from enact.tasks.confine import (
     tried,
 )
 from enact.tasks.environment import task_environment
+
+
+class NotConfinable(RuntimeUnavailable):
+    """``tasks.confinement = "required"`` and the call cannot be confined."""
+
+    fix = ("make bwrap able to confine here (install bubblewrap; allow user namespaces), or set "
+           "tasks.confinement to auto to let such calls run unconfined")
 
 
 def confines_calls(runtime: Runtime) -> bool:
@@ -95,7 +103,7 @@ def call_confinement(mode: str, *, home: Path, workdir: Path, programs: Sequence
                                   read_only_worktree=True, shared=shared, readable=readable)
             reason = tried(prefix, workdir)
         if reason and mode == "required":
-            raise RuntimeUnavailable(f"not run: tasks.confinement is required and {reason}")
+            raise NotConfinable(f"not run: tasks.confinement is required and {reason}")
         if reason:
             yield Confinement(tmp=tmp, env=task_environment(tmp=tmp, home=tmp / "home", passthrough=passthrough),
                               unconfined=reason)
