@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import glob
 import os
 import shutil
 import subprocess
@@ -55,8 +56,9 @@ unconfined saying so; ``required`` refuses to run a task it cannot confine;
 HIDDEN_CREDENTIALS = (".ssh", ".gnupg", ".aws", ".config/gh", ".docker", ".kube", ".netrc", ".git-credentials")
 """Below the owner's HOME: credentials no task needs, replaced by empty ones."""
 
-HIDDEN_SYSTEM = ("/etc/shadow", "/etc/gshadow")
-"""Root's own secrets: a task of a daemon run as root keeps uid 0."""
+HIDDEN_SYSTEM = ("/etc/shadow", "/etc/gshadow", "/etc/ssh/ssh_host_*_key")
+"""Root's own secrets (globs): a task of a daemon run as root is still root
+outside its user namespace, and reads what root owns."""
 
 NAMESPACES = ("--unshare-all", "--share-net", "--unshare-user", "--cap-drop", "ALL", "--new-session",
               "--die-with-parent")
@@ -221,7 +223,8 @@ def bwrap_prefix(
 
 def hidden_credentials(environ: Mapping[str, str] = os.environ) -> tuple[Path, ...]:
     home = Path(environ.get("HOME") or Path.home())
-    return (*(home / name for name in HIDDEN_CREDENTIALS), *map(Path, HIDDEN_SYSTEM))
+    system = [Path(found) for pattern in HIDDEN_SYSTEM for found in sorted(glob.glob(pattern))]
+    return (*(home / name for name in HIDDEN_CREDENTIALS), *system)
 
 
 def tried(prefix: Sequence[str], cwd: Path) -> str:
