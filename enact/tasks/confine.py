@@ -11,9 +11,10 @@ talks to its model.
 Whatever uid the daemon has, a task has no capabilities (``--cap-drop
 ALL``) in namespaces of its own (user, pid, ipc, uts, mount, cgroup): as
 root it cannot unmount the mask over the home nor remount ``/`` read-write,
-and it sees no process of the host. Its uid stays the daemon's, so as root
-it still reads what root may read by a file's owner bits (``/etc/shadow``
-is masked for that reason); it writes nothing outside its writable places.
+and it sees no process of the host. Outside its user namespace it keeps
+the daemon's uid, so a root daemon's task still reads what root may read by
+a file's owner bits (``HIDDEN_SYSTEM`` is masked for that reason); it writes
+nothing outside its writable places.
 
 A runtime's state directory (``~/.claude``, ``~/.codex``) is replaced by a
 private one of the task's, in which the owner's entries are shown read-only,
