@@ -182,8 +182,11 @@ SETTINGS: tuple[Setting, ...] = (
             ["tests/", "test/", ".enact.toml", ".ci/", ".github/", ".gitlab-ci.yml", "conftest.py", "pytest.ini",
              "tox.ini", "noxfile.py"],
             "Paths a task may change only when its owner unlocked them (task add --allow-path)"),
-    Setting("tasks.confinement", str, "auto", "auto: confine runtime and doctor with bwrap when installed",
-            one_of("auto", "off")),
+    Setting("tasks.confinement", str, "auto",
+            "auto: confine runtime and doctor with bwrap when it can, else say so; required: never run unconfined",
+            one_of("auto", "required", "off")),
+    Setting("tasks.env_passthrough", list, [],
+            "Environment variables (names or globs) given to task commands and the doctor besides PATH, locale"),
     Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",
             between(0, 3650)),
     # Backlog and cron (the Scheduler actor).

@@ -95,8 +95,13 @@ def build_runtime(
     installed: Components, settings: config.Config, commands: CommandRegistry | None = None
 ) -> Runtime:
     """The runtime ``runtime.adapter`` names, made by its component; raises
-    RulesError (or another ValueError) for a runtime that cannot be made."""
-    return installed.runtime(settings).make_runtime(settings, commands)
+    RulesError (or another ValueError) for a runtime that cannot be made.
+    An agentic runtime's calls outside a task are confined
+    (``enact.tasks.confined_calls``)."""
+    from enact.tasks.confined_calls import ConfinedCalls, confines_calls
+
+    runtime = installed.runtime(settings).make_runtime(settings, commands)
+    return ConfinedCalls(runtime, settings) if confines_calls(runtime) else runtime
 
 
 @dataclass(slots=True)
@@ -207,6 +212,7 @@ class _Daemon:
         self.storage = storage
         self.fence = fence
         self.started = time.monotonic()
+        self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
         self.stop = _StopRequest(event=threading.Event())
         self.metrics = metrics
         if fence.took_over:
@@ -437,7 +443,18 @@ class _Daemon:
             ),
             spending=spending.purposes,
             channels=self._channel_states(),
+            confinement=self._confinement_state(),
         )
+
+    def _confinement_state(self) -> str:
+        """Tried once (bwrap runs ``true``): whether the kernel lets bwrap
+        confine does not change while the daemon runs."""
+        from enact.tasks.confine import state_of
+
+        mode = self.settings["tasks.confinement"]
+        if self._confinement is None or self._confinement[0] != mode:
+            self._confinement = (mode, state_of(mode))
+        return self._confinement[1]
 
     def _channel_states(self) -> tuple[ChannelState, ...]:
         """Every installed channel: a running one says how it runs."""

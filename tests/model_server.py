@@ -52,10 +52,12 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
-    """The model asks its host to run a shell command (Codex: ``exec_command``)."""
+    """The model asks its host to run a shell command (Codex: ``exec_command``);
+    ``tool = "Read"``: Claude Code's Read tool on the file ``command`` names."""
 
     command: str
     tokens: Tokens = Tokens()
+    tool: str = "Bash"
 
 
 @dataclass(frozen=True, slots=True)

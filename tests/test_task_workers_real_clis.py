@@ -48,7 +48,7 @@ def run_task(daemon: Daemon, repo: Path, text: str) -> dict[str, Any]:
 
 
 def assert_reviewed_with_the_edit(daemon: Daemon, repo: Path, shown: dict[str, Any]) -> None:
-    assert shown["state"] == "succeeded", (shown, daemon.log_text())
+    assert shown["state"] == "succeeded", (shown["summary"], daemon.cli("task", "log", str(shown["id"])).stdout)
     assert "def double(x)" in git(repo, "show", f"enact/task-{shown['id']}:lib.py")
     [review] = daemon.cli_json("review", "list", "--json")
     assert review["task_id"] == shown["id"]

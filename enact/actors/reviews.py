@@ -304,7 +304,7 @@ def _doctor(context: ActorContext, review: Review, log_path: Path) -> landing.Do
     is the model's too. Cancelled with the daemon's long calls when it is
     fenced."""
     from enact.messages.tasks import Found, Get
-    from enact.tasks.confine import confinement
+    from enact.tasks.confine import ConfinementUnavailable, confinement
     from enact.tasks.doctor import DoctorResult
     from enact.tasks.repo_config import RepoConfigError
     from enact.tasks.validation import Validation
@@ -320,7 +320,12 @@ def _doctor(context: ActorContext, review: Review, log_path: Path) -> landing.Do
                                             allow_fewer_tests=fewer)
         except RepoConfigError as error:
             return DoctorResult(passed=False, summary=str(error), head_tail=str(error))
-        with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree) as confine:
-            return validation.check(worktree, log_path=log_path, cancel=context.fence.token.child(), confine=confine)
+        try:
+            with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree,
+                             passthrough=context.config["tasks.env_passthrough"]) as confine:
+                return validation.check(worktree, log_path=log_path, cancel=context.fence.token.child(),
+                                        confine=confine)
+        except ConfinementUnavailable as refused:  # required, and not to be had: the checks did not run
+            return DoctorResult(passed=False, summary=str(refused), head_tail=str(refused))
 
     return check

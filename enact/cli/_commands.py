@@ -39,6 +39,7 @@ def status(home: Path | None, as_json: bool) -> None:
     used = report.storage.used_bytes / (1 << 20)
     size = report.storage.map_bytes / (1 << 20)
     click.echo(f"storage  {used:.1f} MiB used of a {size:.0f} MiB map ({report.storage.path})")
+    click.echo(f"confinement  {report.confinement}")
     click.echo(f"{'actor':<28} {'alive':>5} {'mailbox':>8} {'handled':>9} {'restarts':>9}")
     for actor in report.actors:
         alive = "yes" if actor.alive else "no"

@@ -171,7 +171,7 @@ def show(home: Path | None, as_json: bool, task_id: int) -> None:
     click.echo(f"repo      {found.repo}")
     click.echo(f"origin    {found.origin}" + (f" (retry of #{found.parent})" if found.parent else ""))
     confined = {None: "not run yet", True: "yes", False: "no"}[found.confined]
-    click.echo(f"confined  {confined}")
+    click.echo(f"confined  {confined}{_unconfined_because(events) if found.confined is False else ''}")
     click.echo(f"repairs   {found.repairs}, deadline {found.deadline_s} s")
     for line in unlock_lines(found):
         click.echo(line)
@@ -291,3 +291,12 @@ def _owner_action(name: str, doc: str) -> click.Command:
 task.add_command(_owner_action("cancel", "Cancel a task: at once if queued, cooperatively if running."))
 task.add_command(_owner_action("retry", "Queue a failed or cancelled task again, as a new child task."))
 task.add_command(_owner_action("resume", "Queue a paused task again."))
+
+
+def _unconfined_because(events: list[Any]) -> str:
+    """Why the latest attempt ran unconfined, as its workspace phase said."""
+    for item in reversed(events):
+        summary = item.event.summary
+        if item.event.kind == "phase" and ("not confined: " in summary or "not run: " in summary):
+            return f" ({summary[summary.find('not '):].rstrip(')')})"
+    return ""

@@ -46,6 +46,8 @@ class StatusReport:
     spending: tuple[PurposeSpending, ...] = ()
     """Tokens the runtime spent today (local time), by purpose."""
     channels: tuple[ChannelState, ...] = ()
+    confinement: str = ""
+    """Whether tasks run confined here, and why not (``enact.tasks.confine.state_of``)."""
 
 
 @request("control.Shutdown")

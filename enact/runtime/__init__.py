@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -56,6 +57,10 @@ class RuntimeRequest:
     private_state: tuple[tuple[Path, Path], ...] = ()
     """Confined: (a state directory of the runtime, the task's private one
     that takes its place), so that what the call wrote there is found."""
+    env: Mapping[str, str] | None = None
+    """The environment of the commands the call runs (``enact.tasks.environment``:
+    an allow-list); a CLI gets it plus what it needs to reach its model.
+    None: the runtime's own environment."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -29,7 +29,8 @@ def owner_advice(failure: RuntimeFailure, *, adapter: str) -> str:
         fix = LOGIN_HINTS.get(adapter, "check the runtime's login or API key")
         return (f"I could not answer: the {adapter} runtime was refused by its model ({failure}). "
                 f"To fix it, {fix}; `enact runtime check --probe` tests it. Then send your message again.")
-    hint = UNAVAILABLE_HINTS.get(adapter)
+    # A failure may know its own fix better than the adapter's general hint.
+    hint = getattr(failure, "fix", None) or UNAVAILABLE_HINTS.get(adapter)
     how = f"To fix it, {hint}; `enact runtime check`" if hint else "`enact runtime check`"
     return (f"I could not answer: the {adapter} runtime is not available ({failure}). "
             f"{how} shows what is missing. Then send your message again.")

@@ -43,6 +43,7 @@ from enact.runtime import (
 from enact.runtime._executable import find_executable as find_program
 from enact.runtime._executable import named_where
 from enact.runtime._subprocess import CommandOutput, run_command
+from enact.tasks.environment import cli_environment
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -181,8 +182,14 @@ def _clip(text: str) -> str:
     return flat if len(flat) <= _MESSAGE_LIMIT else flat[:_MESSAGE_LIMIT] + "…"
 
 
+CLI_NEEDS = ("ANTHROPIC_*", "CLAUDE_*", "SSL_CERT_*", "NODE_EXTRA_CA_CERTS", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
+             "https_proxy", "http_proxy", "no_proxy")
+"""What Claude Code needs of the environment to reach its model."""
+
+
 class ClaudeRuntime:
     name = "claude"
+    cli_needs = CLI_NEEDS
     agentic = True
     keeps_history = True
 
@@ -231,11 +238,15 @@ class ClaudeRuntime:
             self.conversation_dir.mkdir(parents=True, exist_ok=True)
             cwd = self.conversation_dir
         environ = os.environ if self._environ is None else self._environ
+        # Its commands get what it gets: Claude Code (2.1.328, measured) keeps
+        # its key from them only with CLAUDE_CODE_SUBPROCESS_ENV_SCRUB, which
+        # requires its own sandbox (socat, bwrap) or refuses every command.
+        env = dict(environ) if request.env is None else cli_environment(request.env, CLI_NEEDS, environ)
         output = run_command(
             [*request.confine, *command_line(self.executable, request, model=self.model)],
             stdin_text=prompt_text(request),
             cwd=cwd,
-            env={**environ, "CLAUDE_CODE_MAX_RETRIES": "1"},
+            env={**env, "CLAUDE_CODE_MAX_RETRIES": "1"},
             timeout_s=request.timeout_s,
             cancel=request.cancel,
         )

@@ -37,6 +37,7 @@ from enact.runtime import (
 from enact.runtime._executable import find_executable as find_program
 from enact.runtime._executable import named_where
 from enact.runtime._subprocess import CommandOutput, run_command
+from enact.tasks.environment import cli_environment
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -60,7 +61,27 @@ call starts without the owner's and keeps its own in the task's private
 home; everything else there (config, login, instructions, skills) it reads,
 read-only."""
 
+CLI_NEEDS = ("CODEX_HOME", "CODEX_*", "OPENAI_*", "AZURE_OPENAI_*", "SSL_CERT_*", "HTTPS_PROXY", "HTTP_PROXY",
+             "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+"""What codex needs of the environment to reach its model, besides each
+``env_key`` its configuration names (a model provider's key variable)."""
+
 _NOTHING = Usage()
+
+
+def env_keys(codex_home: Path) -> tuple[str, ...]:
+    """The ``env_key`` of each model provider in ``config.toml``: where
+    codex reads a provider's key from."""
+    import tomllib
+
+    try:
+        config = tomllib.loads((codex_home / "config.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ()
+    providers = config.get("model_providers")
+    if not isinstance(providers, dict):
+        return ()
+    return tuple(str(p["env_key"]) for p in providers.values() if isinstance(p, dict) and p.get("env_key"))
 
 
 @dataclass(slots=True)
@@ -313,9 +334,17 @@ class CodexRuntime:
         except RuntimeUnavailable:
             return ()
 
+    @property
+    def cli_needs(self) -> tuple[str, ...]:
+        [home] = self.state_dirs
+        return (*CLI_NEEDS, *env_keys(home))
+
     def argv(self, executable: str, request: RuntimeRequest, last_message: Path) -> list[str]:
         sandbox = SANDBOXES[checked_sandbox(request.sandbox)]
         common = ["--json", "--output-last-message", str(last_message), "--skip-git-repo-check"]
+        if request.env is not None:  # what codex needs, its commands do not get
+            kept = ", ".join(f'"{name}"' for name in self.cli_needs if name != "CODEX_HOME")
+            common += ["-c", f"shell_environment_policy.exclude=[{kept}]"]
         if self.model:
             common += ["--model", self.model]
         if self.reasoning_effort:
@@ -337,16 +366,20 @@ class CodexRuntime:
         resumed = request.native_session if request.session_key else None
         # Read before the turn adds to it.
         before = self.totals.before(resumed, codex_home=private_home) if resumed else _NOTHING
-        # Confined, codex sees a private /tmp and its home in the task's
-        # private one: its answer file goes there, named by the path it sees.
-        with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=private_home) as scratch:
+        # Confined, codex sees a private /tmp: its answer file goes to its
+        # home (a task's private one, or a conversation's own, bound as it is),
+        # named by its real path, where the home is mounted (codex fails to
+        # open it through a symlinked parent: measured, 0.169).
+        parent = private_home or (home if request.confine else None)
+        with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=parent) as scratch:
             last_message = Path(scratch) / "last-message.txt"
-            seen_as = home / Path(scratch).name / last_message.name if private_home else last_message
+            seen_as = home.resolve() / Path(scratch).name / last_message.name if parent else last_message
+            environ = self._env if self._env is not None else os.environ
             output = run_command(
                 [*request.confine, *self.argv(executable, request, seen_as)],
                 stdin_text=request.prompt,
                 cwd=request.cwd or self.default_cwd,
-                env=self._env,
+                env=environ if request.env is None else cli_environment(request.env, self.cli_needs, environ),
                 timeout_s=request.timeout_s,
                 cancel=request.cancel,
             )

@@ -279,8 +279,10 @@ def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> None:
     call may fail too), but a timeout or a cancellation does."""
     if request.cwd is None:
         raise RuntimeFailure(f"scripted failure: {rule.where} has 'run' but the request has no working directory")
-    # The daemon's own settings stay out of the command's environment.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ENACT_")}
+    # A task's commands get its allow-listed environment; otherwise the
+    # daemon's own settings at least stay out of it.
+    env = dict(request.env) if request.env is not None else {
+        key: value for key, value in os.environ.items() if not key.startswith("ENACT_")}
     output = run_command([*request.confine, *rule.run], stdin_text="", cwd=request.cwd, env=env,
                          timeout_s=request.timeout_s, cancel=request.cancel)
     log.info("%s ran %s in %s: exit %d", rule.where, rule.run[0], request.cwd, output.exit_code)

@@ -4,7 +4,17 @@ Inside, the whole filesystem is read-only except the task's worktree, a
 private temporary directory (mounted at ``/tmp``) and the task's private
 state directories of the runtime (below); ``$ENACT_HOME`` is replaced by an
 empty directory, so the control socket, the LMDB environment and the other
-tasks' worktrees are not there at all. The network is shared: a runtime talks to its model.
+tasks' worktrees are not there at all, and so are the owner's credentials a
+task never needs (``HIDDEN_CREDENTIALS``). The network is shared: a runtime
+talks to its model.
+
+Whatever uid the daemon has, a task has no capabilities (``--cap-drop
+ALL``) in namespaces of its own (user, pid, ipc, uts, mount, cgroup): as
+root it cannot unmount the mask over the home nor remount ``/`` read-write,
+and it sees no process of the host. Outside its user namespace it keeps
+the daemon's uid, so a root daemon's task still reads what root may read by
+a file's owner bits (``HIDDEN_SYSTEM`` is masked for that reason); it writes
+nothing outside its writable places.
 
 A runtime's state directory (``~/.claude``, ``~/.codex``) is replaced by a
 private one of the task's, in which the owner's entries are shown read-only,
@@ -16,15 +26,20 @@ directory (see ``private_state_binds``).
 
 Confinement is an argv prefix: whoever starts the subprocess puts it before
 the command (the doctor, the scripted runtime's ``run`` rules, a CLI adapter).
-Without ``bwrap`` a task runs unconfined and its record says so.
+The prefix is tried (``true`` under it) before a task uses it: without
+``bwrap``, or with one that cannot confine here (user namespaces disabled),
+a task runs unconfined and its record says why, unless ``tasks.confinement``
+is ``required``, which refuses to run it (``ConfinementUnavailable``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fnmatch
+import glob
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,8 +47,36 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CONFINEMENT_MODES = ("auto", "off")
-"""``tasks.confinement``: ``auto`` confines when bwrap is installed; ``off`` never."""
+from enact.tasks.environment import task_environment
+
+CONFINEMENT_MODES = ("auto", "required", "off")
+"""``tasks.confinement``: ``auto`` confines when bwrap can, else runs the task
+unconfined saying so; ``required`` refuses to run a task it cannot confine;
+``off`` never confines."""
+
+HIDDEN_CREDENTIALS = (".ssh", ".gnupg", ".aws", ".config/gh", ".docker", ".kube", ".netrc", ".git-credentials")
+"""Below the owner's HOME: credentials no task needs, replaced by empty ones."""
+
+HIDDEN_SYSTEM = ("/etc/shadow", "/etc/gshadow", "/etc/ssh/ssh_host_*_key")
+"""Root's own secrets (globs): a task of a daemon run as root is still root
+outside its user namespace, and reads what root owns."""
+
+NAMESPACES = ("--unshare-all", "--share-net", "--unshare-user", "--cap-drop", "ALL", "--new-session",
+              "--die-with-parent")
+"""Namespaces of its own but the network's (its runtime talks to its model),
+a user namespace always (not only where bwrap can), no capabilities even as
+root, no terminal to push input into (a new session), and gone with bwrap."""
+
+ROOT_INSIDE_AS = ("--uid", "65534", "--gid", "65534")
+"""A daemon run as root gives its task another uid inside (still root's
+outside, so it writes its worktree): uid 0 without capabilities makes a
+bwrap inside (Codex's own sandbox of its commands) take itself for
+privileged and fail ("setting up uid map: Operation not permitted")."""
+
+
+class ConfinementUnavailable(Exception):
+    """``tasks.confinement = "required"`` and the task cannot be confined;
+    the message is the reason, one line."""
 
 
 def find_bwrap() -> str | None:
@@ -51,6 +94,8 @@ class Confinement:
     private_state: tuple[tuple[Path, Path], ...] = ()
     """(owner's state directory, the task's private one in its place): where
     what a confined call writes there really is."""
+    unconfined: str = ""
+    """Why the task is not confined ("" when it is), one line."""
 
     @property
     def confined(self) -> bool:
@@ -107,12 +152,14 @@ def private_state_binds(state: StateDir, private: Path) -> list[str]:
     entry is bound from its target (a dangling one is left out, and so is
     one pointing into the runtime's own state); one gone by the time bwrap
     starts is skipped (``--ro-bind-try``)."""
-    argv = ["--bind", str(private), str(state.path)]
+    # Mounted where it really is: bwrap cannot make a mount point through
+    # a symlinked parent, and the path through the link leads there too.
+    real_dir = state.path.resolve()
+    argv = ["--bind", str(private), str(real_dir)]
     try:
         names = sorted(os.listdir(state.path))
     except OSError:
         return argv  # unreadable: the task sees none of it
-    real_dir = state.path.resolve()
     for name in names:
         entry = state.path / name
         source = entry.resolve() if entry.is_symlink() else entry
@@ -120,7 +167,7 @@ def private_state_binds(state: StateDir, private: Path) -> list[str]:
         if _own_state(state, name) or any(_own_state(state, part) for part in inside):
             continue
         if source.is_file() or source.is_dir():
-            argv += ["--ro-bind-try", str(source), str(entry)]
+            argv += ["--ro-bind-try", str(source), str(real_dir / name)]
     return argv
 
 
@@ -131,66 +178,130 @@ def _own_state(state: StateDir, name: str) -> bool:
 def bwrap_prefix(
     bwrap: str, *, worktree: Path, private_tmp: Path, hidden: Sequence[Path],
     private_state: Sequence[tuple[StateDir, Path]] = (), tools: Sequence[Path] = (),
+    credentials: Sequence[Path] = (), read_only_worktree: bool = False, shared: Sequence[Path] = (),
+    readable: Sequence[Path] = (),
 ) -> tuple[str, ...]:
     """The bwrap argv up to ``--``. Mount order matters: the private /tmp
     first, the ``tools`` that lived under the real /tmp bound back read-only,
-    then the hidden directories as empty tmpfs (which may lie under /tmp),
-    then the worktree and each runtime state directory's private
-    replacement bound into place (inside a hidden directory, if that is
-    where they live) with the owner's entries over it; last, each hidden
-    tmpfs is made read-only, so nothing can be left there either."""
+    then the hidden directories as empty tmpfs (which may lie under /tmp)
+    and the hidden ``credentials`` (a directory as an empty tmpfs, a file as
+    an empty one), then the worktree and each runtime state directory's
+    private replacement bound into place (inside a hidden directory, if that
+    is where they live) with the owner's entries over it; last, each hidden
+    tmpfs is made read-only, so nothing can be left there either.
+
+    A conversation's call (``enact.tasks.confined_calls``) has a
+    ``read_only_worktree``, the runtime's state directories ``shared``
+    (bound writable as they are: its sessions live on from call to call)
+    and ``readable`` files it is given (an image), bound read-only."""
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--bind", str(private_tmp), "/tmp"]
     for path in tools:
         argv += ["--ro-bind", str(path), str(path)]
+    masked = list(hidden)
     for path in hidden:
         argv += ["--tmpfs", str(path)]
-    argv += ["--bind", str(worktree), str(worktree)]
+    for path in credentials:
+        if path.is_dir() and not path.is_symlink():
+            argv += ["--tmpfs", str(path)]
+            masked.append(path)
+        elif path.exists():
+            argv += ["--ro-bind-try", "/dev/null", str(path.resolve())]
+    argv += ["--ro-bind" if read_only_worktree else "--bind", str(worktree.resolve()), str(worktree.resolve())]
     for state, private in private_state:
         argv += private_state_binds(state, private)
-    for path in hidden:
+    for path in shared:
+        argv += ["--bind", str(path.resolve()), str(path.resolve())]
+    for path in readable:
+        argv += ["--ro-bind-try", str(path.resolve()), str(path.resolve())]
+    for path in masked:
         argv += ["--remount-ro", str(path)]
     # A new pid namespace whose init dies with bwrap: killing bwrap's
     # process group ends everything inside, however deep.
-    argv += ["--unshare-pid", "--die-with-parent", "--chdir", str(worktree), "--"]
+    inside_as = ROOT_INSIDE_AS if os.geteuid() == 0 else ()
+    argv += [*NAMESPACES, *inside_as, "--chdir", str(worktree.resolve()), "--"]
     return tuple(argv)
 
 
-def task_environment(tmp: Path | None) -> dict[str, str]:
-    """The environment of a task's commands: the daemon's, without its own
-    ``ENACT_*`` settings (a repository's tests must not find the daemon's
-    home), with TMPDIR pointing at the private temporary directory."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("ENACT_")}
-    if tmp is not None:
-        env["TMPDIR"] = str(tmp)
-    return env
+def hidden_credentials(environ: Mapping[str, str] = os.environ) -> tuple[Path, ...]:
+    home = Path(environ.get("HOME") or Path.home())
+    system = [Path(found) for pattern in HIDDEN_SYSTEM for found in sorted(glob.glob(pattern))]
+    return (*(home / name for name in HIDDEN_CREDENTIALS), *system)
+
+
+def tried(prefix: Sequence[str], cwd: Path) -> str:
+    """Why ``prefix`` cannot confine (its first line of complaint), or "" when
+    ``true`` runs under it: bwrap fails at start where the kernel refuses it
+    namespaces, and a task must not believe itself confined then."""
+    try:
+        done = subprocess.run([*prefix, "true"], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bwrap cannot start: {error}"
+    if done.returncode == 0:
+        return ""
+    said = next((line for line in done.stderr.splitlines() if line.strip()), f"exit {done.returncode}")
+    return f"bwrap cannot confine here: {said.strip()}"
+
+
+def state_of(mode: str) -> str:
+    """What ``enact status`` says of confinement: tried on an empty worktree."""
+    if mode == "off":
+        return "off (tasks.confinement = off): tasks run unconfined"
+    with tempfile.TemporaryDirectory(prefix="enact-probe-") as scratch:
+        worktree = Path(scratch) / "w"
+        worktree.mkdir()
+        reason = _unconfinable(mode, home=worktree, worktree=worktree, tmp=worktree)
+    if not reason:
+        return f"{mode}: tasks run confined (bwrap, no capabilities, own namespaces, network shared)"
+    refusal = "tasks do not run" if mode == "required" else "tasks run UNCONFINED"
+    return f"{mode}: {refusal}: {reason}"
+
+
+def _unconfinable(mode: str, *, home: Path, worktree: Path, tmp: Path) -> str:
+    bwrap = find_bwrap()
+    if bwrap is None:
+        return "bwrap is not installed"
+    return tried(bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home,)), worktree)
 
 
 @contextmanager
 def confinement(
     mode: str, *, home: Path, worktree: Path, programs: Sequence[Path] = (), state: Sequence[StateDir] = (),
+    passthrough: Sequence[str] = (),
 ) -> Iterator[Confinement]:
     """The task's confinement for as long as the task runs (all its calls
     and repairs: a session the runtime wrote in its private state stays
     there until the end); its private directories are removed afterwards.
     ``programs``: where the runtime runs from, kept visible (read-only);
     ``state``: the runtime's state directories, each replaced by a private
-    one (see ``private_state_binds``)."""
+    one (see ``private_state_binds``); ``passthrough``: the owner's
+    ``tasks.env_passthrough``. Raises ConfinementUnavailable when ``mode``
+    is ``required`` and bwrap cannot confine."""
     root = Path(tempfile.mkdtemp(prefix=f"enact-{worktree.name}-"))
     tmp = root / "tmp"
-    tmp.mkdir()
+    (tmp / "home").mkdir(parents=True)
     try:
-        bwrap = find_bwrap() if mode == "auto" else None
-        if bwrap is None:
-            yield Confinement(tmp=tmp, env=task_environment(tmp))
-        else:
-            private_state = []
+        bwrap = find_bwrap() if mode != "off" else None
+        reason = "tasks.confinement is off" if mode == "off" else "bwrap is not installed"
+        prefix: tuple[str, ...] = ()
+        private_state = []
+        if bwrap is not None:
             for index, state_dir in enumerate(_existing(state)):
                 private = root / f"state-{index}"
                 private.mkdir()
                 private_state.append((state_dir, private))
             prefix = bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home.resolve(),),
-                                  private_state=private_state, tools=tools_under_tmp(programs=programs))
-            yield Confinement(prefix=prefix, tmp=tmp, env=task_environment(Path("/tmp")),
+                                  private_state=private_state, tools=tools_under_tmp(programs=programs),
+                                  credentials=hidden_credentials())
+            reason = tried(prefix, worktree)
+        if reason and mode == "required":
+            raise ConfinementUnavailable(f"not run: tasks.confinement is required and {reason}")
+        if reason:
+            yield Confinement(tmp=tmp, env=task_environment(tmp=tmp, home=tmp / "home", passthrough=passthrough),
+                              unconfined=reason)
+        else:
+            yield Confinement(prefix=prefix, tmp=tmp,
+                              env=task_environment(tmp=Path("/tmp"), home=Path("/tmp/home"), passthrough=passthrough),
                               private_state=tuple((state_dir.path, private) for state_dir, private in private_state))
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -36,7 +36,8 @@ from enact.cancellation import CancellationToken
 from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
 from enact.tasks import repo_config
-from enact.tasks.confine import Confinement, task_environment
+from enact.tasks.confine import Confinement
+from enact.tasks.environment import task_environment
 from enact.tasks.test_report import ReportError, TestRun, read_junit
 
 DEFAULT_COMMAND = "python -m pytest -q"
@@ -115,7 +116,7 @@ def run_doctor(worktree: Path, plan: DoctorPlan, *, log_path: Path, cancel: Canc
     if not plan.command:
         append_log(log_path, "doctor: no test command and no tests found; nothing to run\n")
         return DoctorResult(passed=True, summary="no checks to run (no test command, no tests)", head_tail="")
-    confine = confine or Confinement(env=task_environment(None))
+    confine = confine or Confinement(env=task_environment(tmp=None, home=None), unconfined="not asked to confine")
     argv = confine.wrap(["sh", "-c", plan.command])
     append_log(log_path, f"doctor: $ {plan.command}   (from {plan.source}, timeout {plan.timeout_s:g} s, "
                          f"{'confined' if confine.confined else 'not confined'})\n")

@@ -150,7 +150,10 @@ class Validation:
         scratch.parent.mkdir(parents=True, exist_ok=True)
         git(repo, "worktree", "add", "--detach", "--quiet", str(scratch), revision)
         try:
-            with confinement(self.settings["tasks.confinement"], home=self.home, worktree=scratch) as confine:
+            # Confined and given the environment as the candidate's run is,
+            # so the two runs differ only by the change.
+            with confinement(self.settings["tasks.confinement"], home=self.home, worktree=scratch,
+                             passthrough=self.settings["tasks.env_passthrough"]) as confine:
                 return run_doctor(scratch, self.plan, log_path=log_path, cancel=cancel, confine=confine)
         finally:
             try:

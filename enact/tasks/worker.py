@@ -44,7 +44,7 @@ from enact.runtime import (
 from enact.runtime._subprocess import TERM_GRACE_S
 from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks import doctor, worktrees
-from enact.tasks.confine import Confinement, StateDir, confinement
+from enact.tasks.confine import Confinement, ConfinementUnavailable, StateDir, confinement
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
 from enact.tasks.repo_config import RepoConfigError
@@ -296,18 +296,31 @@ class TaskAttempt:
         own_state = tuple(getattr(runtime, "own_state", ()))
         state = tuple(StateDir(path, own_state) for path in getattr(runtime, "state_dirs", ()))
         programs = tuple(getattr(runtime, "program_dirs", ()))
-        with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
-                         programs=programs, state=state) as confined:
-            # Confined means the runtime's commands too: a runtime that does
-            # not start them under the prefix leaves the task unconfined
-            # (its doctor still is).
-            self._confined = confined.confined and bool(getattr(runtime, "confines_subprocesses", False))
-            how = ("confined" if self._confined else
-                   f"doctor confined, the {runtime.name} runtime is not" if confined.confined else "not confined")
-            self._report(Phase.WORKSPACE, summary=f"worktree {tree.path} on {tree.branch} from {tree.base_branch} "
-                                                  f"at {tree.base[:12]} ({how})", worktree=str(tree.path),
-                         confined=self._confined)
-            return self._work(tree, confined)
+        try:
+            with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
+                             programs=programs, state=state, passthrough=settings["tasks.env_passthrough"]) as confined:
+                return self._confined_work(tree, confined)
+        except ConfinementUnavailable as refused:
+            # Nothing ran in the worktree: it goes, and the task fails for
+            # good (a retry would be refused the same way).
+            self._report(Phase.WORKSPACE, summary=str(refused), confined=False)
+            worktrees.remove(tree, delete_branch=True)
+            self._tree = None
+            return _Ending(Outcome.FAILED, str(refused), FailureClass.PERMANENT, keep_worktree=False)
+
+    def _confined_work(self, tree: Worktree, confined: Confinement) -> _Ending:
+        runtime = self.services.runtime
+        # Confined means the runtime's commands too: a runtime that does
+        # not start them under the prefix leaves the task unconfined
+        # (its doctor still is).
+        self._confined = confined.confined and bool(getattr(runtime, "confines_subprocesses", False))
+        how = ("confined" if self._confined else
+               f"doctor confined, the {runtime.name} runtime is not" if confined.confined
+               else f"not confined: {confined.unconfined}")
+        self._report(Phase.WORKSPACE, summary=f"worktree {tree.path} on {tree.branch} from {tree.base_branch} "
+                                              f"at {tree.base[:12]} ({how})", worktree=str(tree.path),
+                     confined=self._confined)
+        return self._work(tree, confined)
 
     def _earlier_review(self) -> Review | None:
         """The review an earlier attempt of this task opened (the newest):
@@ -346,7 +359,8 @@ class TaskAttempt:
             session_key=f"task:{self.task.id}", prompt=prompt, native_session=self._native_session,
             owner_message=owner_message, sandbox="workspace-write", cwd=tree.path,
             timeout_s=max(1.0, min(float(self.services.settings["runtime.timeout_s"]), remaining)),
-            cancel=self.cancel, purpose="task", confine=confined.prefix, private_state=confined.private_state))
+            cancel=self.cancel, purpose="task", confine=confined.prefix, private_state=confined.private_state,
+            env=confined.env))
         self._native_session = result.native_session or self._native_session
         for item in result.progress:
             self._log(f"model: {item}")
