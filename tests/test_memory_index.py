@@ -136,3 +136,42 @@ def test_search_respects_the_limit(tmp_path: Path) -> None:
     assert len(index.search("garden", 8)) == 8
     assert len(index.search("garden", 100)) == 31
     index.close()
+
+
+# -- an index that cannot be written (a full disk) --------------------------------
+
+
+def test_an_index_that_cannot_be_rebuilt_is_stale_and_searches_every_fact_from_memory(tmp_path: Path) -> None:
+    from enact.memory.upkeep import IndexUpkeep
+
+    directory = tmp_path / "memory-index"
+    directory.mkdir()
+    (directory / "tantivy").write_text("in the way")  # its rebuild cannot make the directory, as on a full disk
+    facts = [fact("f1", "the zebra sleeps under the bridge"), fact("f2", "tea in the morning")]
+    upkeep = IndexUpkeep.opened(directory, facts, change=2)
+    assert upkeep.stale and upkeep.index.reflected_change() is None
+    assert upkeep.index.search("where does the zebra sleep", 5) == ["f1"]
+    assert not upkeep.commit(facts, 2)  # still stale: tried again later
+
+    (directory / "tantivy").unlink()  # the space returns
+    assert upkeep.commit(facts, 2)
+    assert not upkeep.stale and upkeep.index.reflected_change() == 2
+    assert upkeep.index.pending == 0 and upkeep.index.search("zebra", 5) == ["f1"]
+    upkeep.index.close()
+    assert FactIndex(directory).reflected_change() == 2
+
+
+def test_a_commit_that_fails_keeps_what_was_staged_searchable_and_marks_the_index_stale(tmp_path: Path) -> None:
+    import shutil
+
+    from enact.memory.upkeep import IndexUpkeep
+
+    directory = tmp_path / "memory-index"
+    upkeep = IndexUpkeep.opened(directory, [fact("f1", "tea in the morning")], change=1)
+    assert not upkeep.stale
+    upkeep.index.stage(fact("f2", "the zebra sleeps under the bridge"))
+    shutil.rmtree(directory / "tantivy")
+    (directory / "tantivy").write_text("in the way")  # the commit's files cannot be written
+    assert not upkeep.commit([], 2)
+    assert upkeep.stale and upkeep.index.reflected_change() is None
+    assert upkeep.index.search("zebra", 5) == ["f2"]
