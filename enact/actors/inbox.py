@@ -159,7 +159,7 @@ class InboxActor(EnactActor):
         event_id = event.event_id
         if event.channel not in self._services.channels:
             return Rejected(reason=f"unknown channel {event.channel!r}")
-        if not self._chat_lock.allows(event):
+        if not self._chat_lock.allows(event, message.origin):
             log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
             self._metrics.inbox_events.labels(channel=event.channel, outcome="not_allowed").inc()
             if event.cursor is not None:

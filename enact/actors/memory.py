@@ -366,7 +366,7 @@ class MemoryActor(EnactActor):
         given = None if message.session_facts is None else frozenset(message.session_facts)
         built = self._briefing.context(self._book, change=self._change, query=message.query,
                                        search=self.index.search, lookup=self._book.get, session_facts=given,
-                                       explain=message.explain)
+                                       explain=message.explain, owners=message.owners)
         return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
                             decisions=built.decisions if message.explain else (),
                             startup_ids=tuple(sorted(built.startup_ids)))

@@ -1,10 +1,12 @@
 """The conversation lock (``chat.allowed_conversations``): which chat
 conversations are the owner's.
 
-With a lock, only the conversations it names may talk to enact, and they are
-the owner's; without one, anyone who finds the bot may talk to it, and no
-chat is known to be the owner's. The local channel (origin ``human-cli``)
-is always the owner's.
+The local channel (origin ``human-cli``: only the owner reaches the 0600
+control socket) is always the owner's, lock or not: the lock is about chats.
+With a lock, only the chats it names may talk to enact, and they are the
+owner's; without one, anyone who finds the bot may talk to it, and no chat is
+known to be the owner's. Only the owner's conversations are given memory
+(facts, the private identity) or may change anything.
 """
 
 from __future__ import annotations
@@ -27,12 +29,18 @@ class ConversationLock:
         """The lock names the event's conversation (``channel:id`` or ``id``)."""
         return event.conversation_key in self._allowed or event.conversation in self._allowed
 
-    def allows(self, event: ChatEvent) -> bool:
-        """The event may talk to enact: no lock, or one that names it."""
-        return not self._allowed or self.names(event)
+    def allows(self, event: ChatEvent, origin: Origin) -> bool:
+        """The event may talk to enact: the owner's, or no lock is configured."""
+        return not self._allowed or self.owners(event, origin)
 
     def owners(self, event: ChatEvent, origin: Origin) -> bool:
         """The event comes from the owner: the local CLI, or a conversation
         the lock names (an event accepted before the lock was set and resumed
         after is not)."""
         return origin == HUMAN_CLI or self.names(event)
+
+
+def how_to_lock(conversation_key: str) -> str:
+    """How the owner makes a chat theirs, in one sentence."""
+    return (f"to make this chat the owner's, lock it to the owner: chat.allowed_conversations = "
+            f"[\"{conversation_key}\"] in config.toml")
