@@ -83,21 +83,23 @@ def _event(channel: str, conversation: str) -> ChatEvent:
     return ChatEvent(channel=channel, conversation=conversation, message_id="1", text="hi")
 
 
+ORIGINS = {"local": "human-cli", "telegram": "chat:telegram"}
+
+
 def test_only_the_local_cli_and_chats_the_lock_names_are_the_owners() -> None:
-    unlocked, locked = ConversationLock([]), ConversationLock(["telegram:4242", "77"])
-    assert unlocked.allows(_event("telegram", "5151"), "chat:telegram")
-    assert not unlocked.owners(_event("telegram", "5151"), "chat:telegram")
-    assert unlocked.owners(_event("local", "cli"), "human-cli")
-    assert locked.owners(_event("telegram", "4242"), "chat:telegram")
-    assert locked.owners(_event("telegram", "77"), "chat:telegram")
-    assert not locked.allows(_event("telegram", "5151"), "chat:telegram")
-    assert not locked.owners(_event("telegram", "5151"), "chat:telegram")
+    unlocked, locked = ConversationLock([], ORIGINS), ConversationLock(["telegram:4242", "77"], ORIGINS)
+    assert unlocked.allows(_event("telegram", "5151"))
+    assert not unlocked.owners(_event("telegram", "5151"))
+    assert unlocked.owners(_event("local", "cli"))
+    assert locked.owners(_event("telegram", "4242"))
+    assert locked.owners(_event("telegram", "77"))
+    assert not locked.allows(_event("telegram", "5151"))
+    assert not locked.owners(_event("telegram", "5151"))
 
 
 def test_a_telegram_lock_does_not_lock_out_the_owners_cli() -> None:
-    locked = ConversationLock(["telegram:4242"])
-    assert locked.allows(_event("local", "cli"), "human-cli")
-    assert locked.owners(_event("local", "cli"), "human-cli")
+    locked = ConversationLock(["telegram:4242"], ORIGINS)
+    assert locked.allows(_event("local", "elsewhere")) and locked.owners(_event("local", "elsewhere"))
 
 
 def test_markers_are_split_from_the_visible_reply() -> None:

@@ -144,6 +144,11 @@ def test_a_telegram_only_lock_leaves_the_owners_cli_answered(daemons: DaemonFact
     stranger = bot.message(OTHER, "hello")
     wait_for(lambda: bot.confirmed > stranger["update_id"], what="the stranger's update to be passed over")
     assert bot.sent(OTHER) == [] and requests_of(transcript, f"telegram:{OTHER}") == []
+    # The CLI is the owner's as a channel: a Telegram chat's event handed in
+    # through the control socket is still that chat's, outside the lock.
+    event = {"channel": "telegram", "conversation": str(OTHER), "message_id": "handed-in", "text": "hello"}
+    handed = daemon.cli_json("call", "inbox.Receive", orjson.dumps({"event": event}).decode(), env=ENV)
+    assert handed["type"] == "inbox.Ignored"
 
 
 def test_a_conversation_not_the_owners_may_hold_only_so_many_facts_for_the_owner(daemons: DaemonFactory,

@@ -85,7 +85,8 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     runtime = RecordingRuntime(home / "scripted.toml")
     channel = LocalChannel()
     services = ChatServices(
-        channels={"local": channel}, runtime=runtime, commands=commands, startup_context=startup_context(commands)
+        channels={"local": channel}, runtime=runtime, commands=commands, startup_context=startup_context(commands),
+        origins={"local": HUMAN_CLI},
     )
     fatal = threading.Event()
     supervisor = Supervisor(

@@ -119,7 +119,7 @@ class ConversationActor(EnactActor):
         self._max_actions: int = config["chat.max_actions"]
         self._timeout_s: float = config["runtime.timeout_s"]
         self._prompt_version: int = config["runtime.prompt_version"]
-        self._lock = ConversationLock(config["chat.allowed_conversations"])
+        self._lock = ConversationLock(config["chat.allowed_conversations"], services.origins)
         self._max_held: int = config["memory.max_pending_per_conversation"]
         # The facts the current native session was given at its start, so
         # recall does not repeat them.
@@ -138,11 +138,9 @@ class ConversationActor(EnactActor):
         """Recent context for the session, between turns; its answer is dropped."""
         channel, _, conversation = message.conversation_key.partition(":")
         event = ChatEvent(channel=channel, conversation=conversation, message_id="", text=message.text)
-        # No event says whose the conversation is: its channel's origin does.
-        owners = self._lock.owners(event, self._services.origins.get(channel, ""))
         try:
             self._ask_model(message.conversation_key, NOTE_PROMPT + message.text, event, receipt=None, recall_for=None,
-                            owners=owners)
+                            owners=self._lock.owners(event))
         except RuntimeFailure as error:
             log.warning("the note for %s did not reach its session: %s", message.conversation_key, error)
 
@@ -182,7 +180,7 @@ class ConversationActor(EnactActor):
             args=args,
             origin=origin,
             event_origin=event.origin,
-            owners=self._lock.owners(event.event, event.origin),
+            owners=self._lock.owners(event.event),
             cancel=self.context.fence.token.child(),
             conversation=event.event.conversation_key,
             request_id=event.event_id,
@@ -204,7 +202,7 @@ class ConversationActor(EnactActor):
         # Planned but never started: it did not run, so it may run now.
         next_index = len(done)
         session_key = event.conversation_key
-        owners = self._lock.owners(event, message.origin)
+        owners = self._lock.owners(event)
         answer = self._ask_model(session_key, self._first_prompt(event, done), event, receipt=None,
                                  recall_for=event.text, owners=owners)
         actions_run = len(done)
@@ -370,6 +368,6 @@ class ConversationActor(EnactActor):
         if not markers.texts:
             return markers.visible
         keeper = MarkerKeeper(ask=self.context.ask, conversation_key=message.event.conversation_key,
-                              owners=self._lock.owners(message.event, message.origin), max_held=self._max_held)
+                              owners=self._lock.owners(message.event), max_held=self._max_held)
         notice = keeper.keep(markers.texts, event_id=message.event_id, receipts=receipts)
         return f"{markers.visible}\n\n{notice}" if markers.visible else notice

@@ -90,7 +90,7 @@ class InboxActor(EnactActor):
         self._records = InboxRecords(self._store)
         self._receipts = self._records.receipts
         config = context.config
-        self._chat_lock = ConversationLock(config["chat.allowed_conversations"])
+        self._chat_lock = ConversationLock(config["chat.allowed_conversations"], services.origins)
         self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
         self._metrics = context.metrics
         # The conversation actors, and which events they hold: kept by the
@@ -159,7 +159,7 @@ class InboxActor(EnactActor):
         event_id = event.event_id
         if event.channel not in self._services.channels:
             return Rejected(reason=f"unknown channel {event.channel!r}")
-        if not self._chat_lock.allows(event, message.origin):
+        if not self._chat_lock.allows(event):
             log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
             self._metrics.inbox_events.labels(channel=event.channel, outcome="not_allowed").inc()
             if event.cursor is not None:

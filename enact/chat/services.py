@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from enact.channels import Channel
 from enact.commands import CommandRegistry
@@ -17,6 +17,7 @@ class ChatServices:
     runtime: Runtime
     commands: CommandRegistry
     startup_context: str
-    origins: Mapping[str, Origin] = field(default_factory=dict)
-    """Each channel's origin, as its events are stamped (``human-cli`` for
-    the local channel): whose a conversation is when no event says so."""
+    origins: Mapping[str, Origin]
+    """Each channel's origin, as its component vouches for it (``human-cli``
+    for the local channel): which conversations are the owner's
+    (``enact.chat.lock``)."""
