@@ -208,6 +208,7 @@ class _Enact:
                 runtime=build_runtime(installed, settings),
                 commands=commands,
                 startup_context=startup_context(commands),
+                origins={self.channel.name: HUMAN_CLI},
             )
             self.supervisor = Supervisor(
                 actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=self.storage,

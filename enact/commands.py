@@ -19,7 +19,7 @@ from enact.cancellation import CancellationToken
 from enact.credentials import redact_json
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
-from enact.messages.common import HUMAN_CLI, Origin, Rejected, is_human
+from enact.messages.common import Origin, Rejected, is_human
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 
 if TYPE_CHECKING:
@@ -32,9 +32,9 @@ MAX_RECEIPT = 4000
 
 
 class Authority(enum.Enum):
-    READ = "read"  # looks, changes nothing: anyone in an accepted conversation
-    EFFECT = "effect"  # changes something: needs the conversation lock or the owner's CLI
-    HUMAN = "human"  # approve, land, merge, remove: never a model action; from chat only with the lock
+    READ = "read"  # looks, changes nothing: anyone in an accepted conversation (memory is the owner's, though)
+    EFFECT = "effect"  # changes something: only in the owner's conversation (the CLI, or a locked chat)
+    HUMAN = "human"  # approve, land, merge, remove: never a model action; only in the owner's conversation
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +54,15 @@ class Param:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandCall:
     """One invocation: who asked (``origin``), in answer to which event's
-    origin, and whether the conversation lock is configured."""
+    origin, and whether that conversation is the owner's."""
 
     name: str
     args: dict[str, Any]
     origin: Origin
     event_origin: Origin
-    locked: bool
+    owners: bool
+    """The call answers the owner's conversation: the local CLI, or a chat
+    the conversation lock names (``enact.chat.lock``)."""
     cancel: CancellationToken
     conversation: str = ""
     request_id: str = ""
@@ -329,12 +331,12 @@ def _check_args(command: Command, args: dict[str, Any]) -> str:
 def _check_authority(command: Command, call: CommandCall) -> str:
     if command.authority is Authority.HUMAN and not is_human(call.origin):
         return f"refused: {command.name} needs a human; a model action cannot run it"
-    if command.authority is Authority.HUMAN and not (call.locked or call.event_origin == HUMAN_CLI):
+    if command.authority is Authority.HUMAN and not call.owners:
         # A person's word, and an effect too: from chat only where the lock
         # says the person is the owner.
         return (f"refused: {command.name} needs the conversation lock (chat.allowed_conversations) when asked "
                 "from chat, so that only the owner can; or use the CLI")
-    if command.authority is Authority.EFFECT and not (call.locked or call.event_origin == HUMAN_CLI):
+    if command.authority is Authority.EFFECT and not call.owners:
         return (
             f"refused: {command.name} changes things, and with no conversation lock configured "
             "(chat.allowed_conversations) only the owner's CLI may cause effects"

@@ -149,7 +149,8 @@ SETTINGS: tuple[Setting, ...] = (
         "chat.allowed_conversations",
         list,
         [],
-        "Conversations (channel:id or id) allowed to talk to enact; empty means no lock",
+        "The owner's chats (channel:id or id): only they may talk to enact; empty means no lock "
+        "(the local CLI is always the owner's)",
     ),
     Setting("chat.max_attempts", int, 3, "Processing attempts per chat event", between(1, 10)),
     Setting("chat.delivery_attempts", int, 3, "Delivery attempts per reply", between(1, 10)),
@@ -165,6 +166,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("memory.max_fact_chars", int, 500, "A longer fact is clipped, with a visible mark", between(40, 10000)),
     Setting("memory.confirm_model_facts", bool, False,
             "Facts from [MEMORY] markers are held until `enact memory confirm`"),
+    Setting("memory.max_pending_per_conversation", int, 20,
+            "Facts one conversation that is not the owner's may have held for confirmation", between(0, 10_000)),
     Setting("memory.context_chars", int, 8000, "Budget of the facts in the startup context", between(0, 200_000)),
     Setting("memory.identity_chars", int, 4000, "Budget of each identity in the startup context",
             between(0, 100_000)),

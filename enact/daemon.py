@@ -236,6 +236,7 @@ class _Daemon:
                                    allow_full_access=settings["runtime.allow_full_access"]),
             commands=commands,
             startup_context=startup_context(commands),
+            origins=dict(self._channel_origins),
         )
         core_actors = actor_specs(services)
         self.supervisor = Supervisor(
@@ -342,7 +343,7 @@ class _Daemon:
             args=message.args,
             origin=HUMAN_CLI,
             event_origin=HUMAN_CLI,
-            locked=bool(self.settings["chat.allowed_conversations"]),
+            owners=True,  # the owner at a shell
             cancel=self.fence.token.child(),
             request_id=f"commands.Run:{message.request_id}" if message.request_id else "",
         )

@@ -78,17 +78,6 @@ def test_send_json_of_an_event_still_in_progress_exits_1(daemons: DaemonFactory)
     assert result.stderr == ""
 
 
-def test_send_json_of_an_ignored_event_is_json_and_exits_1(daemons: DaemonFactory) -> None:
-    daemon = daemons.start(chat_home(daemons, '[chat]\nallowed_conversations = ["local:owner"]\n'))
-    result = daemon.cli("send", "--json", "--conversation", "stranger", "touch it")
-    assert result.returncode == 1, result
-    ignored = _json(result)
-    assert ignored["status"] == "ignored"
-    assert "allowed_conversations" in ignored["reason"]
-    assert len(ignored["event_id"]) == 32
-    assert runs(daemon.home) == 0
-
-
 def test_a_reused_message_id_says_duplicate_in_the_plain_form(daemons: DaemonFactory) -> None:
     daemon = daemons.start(chat_home(daemons))
     first = daemon.cli("send", "--message-id", "again-1", "hello")

@@ -289,7 +289,7 @@ def test_a_model_action_may_list_and_show_candidates_but_never_approve_or_remove
     def refusal(name: str) -> str:
         args = {} if name == "evolve.candidates" else {"text": "cand-0123456789ab now"}
         call = CommandCall(name=name, args=args, origin=MODEL_ACTION,
-                           event_origin="chat:local", locked=True, cancel=CancellationToken())
+                           event_origin="chat:local", owners=True, cancel=CancellationToken())
         refused = registry.refusal(call)
         return refused.text if refused is not None else ""
 

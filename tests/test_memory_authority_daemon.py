@@ -68,18 +68,15 @@ def bot() -> Iterator[FakeBotApi]:
 
 
 def home_for(daemons: DaemonFactory, bot: FakeBotApi, *, lock: tuple[int, ...]) -> tuple[Path, Path]:
-    """A Telegram home locked to the Telegram chats ``lock`` and this file's
-    local conversations (no chats: no lock), with this file's rules, and the
+    """A Telegram home locked to the Telegram chats ``lock`` (none: no lock;
+    the local CLI is the owner's either way), with this file's rules, and the
     scripted runtime's transcript of every call."""
     home = telegram_home(daemons, bot, lock=lock)
     (home / "scripted.toml").write_text(RULES)
     (home / "commands.toml").write_text(COMMANDS)
     transcript = home.parent / "transcript.jsonl"
     config = home / "config.toml"
-    text = config.read_text()
-    if lock:
-        text = text.replace('allowed_conversations = [', 'allowed_conversations = ["local:cli", "local:fresh", ')
-    config.write_text(text + f'\n[scripted]\ntranscript = "{transcript}"\n')
+    config.write_text(config.read_text() + f'\n[scripted]\ntranscript = "{transcript}"\n')
     return home, transcript
 
 
@@ -117,8 +114,7 @@ def test_a_strangers_marker_in_an_unlocked_chat_is_held_and_never_reaches_the_ow
     home, transcript = home_for(daemons, bot, lock=())
     daemon = daemons.start(home, env=ENV)
     reply = telegram_turn(bot, OTHER, f"[MEMORY]{BANK}[/MEMORY]")
-    assert reply.startswith("Noted.")
-    assert "held for confirmation as f-" in reply and "the conversation is not the owner's" in reply
+    assert reply == "Noted.\n\n(memory: held for the owner, whose memory it is)"
     [held] = facts(daemon, "--pending")
     assert held["text"] == BANK and held["state"] == "pending" and held["origin"] == "model-marker"
     shown = daemon.cli("memory", "show", held["id"], env=ENV).stdout

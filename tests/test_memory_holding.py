@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from enact.chat.keeping import held_from_tag
 from enact.chat.lock import ConversationLock
 from enact.chat.markers import FROM_A_RECEIPT, NOT_THE_OWNERS, hold_for_owner, repeats_receipt, split_markers
-from enact.memory.admission import Admitted, Candidate, admit
+from enact.memory.admission import MAX_TAG_CHARS, Admitted, Candidate, admit
 from enact.memory.holding import grants_permission, hold_reason
 from enact.messages.inbox import ChatEvent
 
@@ -82,15 +83,23 @@ def _event(channel: str, conversation: str) -> ChatEvent:
     return ChatEvent(channel=channel, conversation=conversation, message_id="1", text="hi")
 
 
+ORIGINS = {"local": "human-cli", "telegram": "chat:telegram"}
+
+
 def test_only_the_local_cli_and_chats_the_lock_names_are_the_owners() -> None:
-    unlocked, locked = ConversationLock([]), ConversationLock(["telegram:4242", "77"])
+    unlocked, locked = ConversationLock([], ORIGINS), ConversationLock(["telegram:4242", "77"], ORIGINS)
     assert unlocked.allows(_event("telegram", "5151"))
-    assert not unlocked.owners(_event("telegram", "5151"), "chat:telegram")
-    assert unlocked.owners(_event("local", "cli"), "human-cli")
-    assert locked.owners(_event("telegram", "4242"), "chat:telegram")
-    assert locked.owners(_event("telegram", "77"), "chat:telegram")
+    assert not unlocked.owners(_event("telegram", "5151"))
+    assert unlocked.owners(_event("local", "cli"))
+    assert locked.owners(_event("telegram", "4242"))
+    assert locked.owners(_event("telegram", "77"))
     assert not locked.allows(_event("telegram", "5151"))
-    assert not locked.owners(_event("telegram", "5151"), "chat:telegram")
+    assert not locked.owners(_event("telegram", "5151"))
+
+
+def test_a_telegram_lock_does_not_lock_out_the_owners_cli() -> None:
+    locked = ConversationLock(["telegram:4242"], ORIGINS)
+    assert locked.allows(_event("local", "elsewhere")) and locked.owners(_event("local", "elsewhere"))
 
 
 def test_markers_are_split_from_the_visible_reply() -> None:
@@ -127,3 +136,10 @@ def test_a_marker_of_the_owners_own_words_in_the_owners_conversation_is_not_held
 
 def test_a_marker_from_a_conversation_that_is_not_the_owners_is_held() -> None:
     assert hold_for_owner("the owner likes tea", owners_conversation=False, receipts=[]) == NOT_THE_OWNERS
+
+
+def test_the_tag_of_facts_held_from_a_conversation_names_it_within_the_tag_limit() -> None:
+    assert held_from_tag("telegram:5151") == "from-telegram-5151"
+    long_key = "matrix:" + "room" * 20
+    assert held_from_tag(long_key).startswith("from-") and len(held_from_tag(long_key)) <= MAX_TAG_CHARS
+    assert held_from_tag(long_key) != held_from_tag(long_key + "x")

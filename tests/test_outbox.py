@@ -294,7 +294,7 @@ class Home:
         for command in builtin_commands(commands):
             commands.register(command)
         services = ChatServices(channels={"test": self.channel}, runtime=ScriptedRuntime(self.path / "none.toml"),
-                                commands=commands, startup_context="")
+                                commands=commands, startup_context="", origins={"test": HUMAN_CLI})
         # The listener first: an event is told only to subscribers running then.
         specs = [ActorSpec(name="listener", actor=Listener, options={"heard": self.heard}, subscribes=(TurnLogged,)),
                  *actor_specs(services)]

@@ -210,7 +210,7 @@ def test_chat_without_the_conversation_lock_cannot_cancel_retry_or_resume_a_task
     registry.bind(CommandContext(fence=AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
     for name in ("task.cancel", "task.retry", "task.resume"):
         call = CommandCall(name=name, args={"text": "1"}, origin="chat:telegram", event_origin="chat:telegram",
-                           locked=False, cancel=CancellationToken())
+                           owners=False, cancel=CancellationToken())
         refused = registry.run(call)
         assert not refused.ok and "needs the conversation lock" in refused.text, refused
 
@@ -222,10 +222,10 @@ def test_chat_without_the_conversation_lock_cannot_land_or_close() -> None:
     registry.bind(CommandContext(fence=AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
     for name in ("review.land", "review.close"):
         call = CommandCall(name=name, args={"text": "1"}, origin="chat:telegram", event_origin="chat:telegram",
-                           locked=False, cancel=CancellationToken())
+                           owners=False, cancel=CancellationToken())
         refused = registry.run(call)
         assert not refused.ok and "needs the conversation lock" in refused.text, refused
-        model = dataclasses.replace(call, origin=MODEL_ACTION, locked=True)
+        model = dataclasses.replace(call, origin=MODEL_ACTION, owners=True)
         assert registry.run(model).text.startswith(f"refused: {name} needs a human")
 
 

@@ -85,7 +85,8 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     runtime = RecordingRuntime(home / "scripted.toml")
     channel = LocalChannel()
     services = ChatServices(
-        channels={"local": channel}, runtime=runtime, commands=commands, startup_context=startup_context(commands)
+        channels={"local": channel}, runtime=runtime, commands=commands, startup_context=startup_context(commands),
+        origins={"local": HUMAN_CLI},
     )
     fatal = threading.Event()
     supervisor = Supervisor(
@@ -177,8 +178,8 @@ def registry_with(command: Command) -> CommandRegistry:
     return registry
 
 
-def call(name: str, *, origin: str, event_origin: str, locked: bool) -> CommandCall:
-    return CommandCall(name=name, args={}, origin=origin, event_origin=event_origin, locked=locked,
+def call(name: str, *, origin: str, event_origin: str, owners: bool) -> CommandCall:
+    return CommandCall(name=name, args={}, origin=origin, event_origin=event_origin, owners=owners,
                        cancel=CancellationToken())
 
 
@@ -188,17 +189,17 @@ HUMAN = Command(name="land", summary="lands a change", authority=Authority.HUMAN
 
 def test_without_a_lock_effects_need_the_owners_cli() -> None:
     registry = registry_with(EFFECT)
-    assert registry.run(call("poke", origin=MODEL_ACTION, event_origin=HUMAN_CLI, locked=False)).ok
-    refused = registry.run(call("poke", origin=MODEL_ACTION, event_origin="chat:telegram", locked=False))
+    assert registry.run(call("poke", origin=MODEL_ACTION, event_origin=HUMAN_CLI, owners=True)).ok
+    refused = registry.run(call("poke", origin=MODEL_ACTION, event_origin="chat:telegram", owners=False))
     assert not refused.ok and "only the owner's CLI may cause effects" in refused.text
-    assert registry.run(call("poke", origin=MODEL_ACTION, event_origin="chat:telegram", locked=True)).ok
+    assert registry.run(call("poke", origin=MODEL_ACTION, event_origin="chat:telegram", owners=True)).ok
 
 
 def test_a_model_action_cannot_run_a_human_command() -> None:
     registry = registry_with(HUMAN)
-    refused = registry.run(call("land", origin=MODEL_ACTION, event_origin=HUMAN_CLI, locked=True))
+    refused = registry.run(call("land", origin=MODEL_ACTION, event_origin=HUMAN_CLI, owners=True))
     assert not refused.ok and refused.text.startswith("refused: land needs a human")
-    assert registry.run(call("land", origin=HUMAN_CLI, event_origin=HUMAN_CLI, locked=False)).ok
+    assert registry.run(call("land", origin=HUMAN_CLI, event_origin=HUMAN_CLI, owners=True)).ok
 
 
 def test_commands_file_errors_name_the_command(tmp_path: Path) -> None:

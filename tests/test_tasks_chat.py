@@ -151,7 +151,7 @@ def commands(tmp_path: Path) -> Any:
 
     def call(request_id: str) -> CommandCall:
         return CommandCall(name="task.add", args={"text": "fix it"}, origin="model-action",
-                           event_origin="chat:local", locked=True, cancel=CancellationToken(),
+                           event_origin="chat:local", owners=True, cancel=CancellationToken(),
                            conversation="local:owner", request_id=request_id)
 
     yield registry, call, queue

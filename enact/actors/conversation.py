@@ -22,18 +22,17 @@ import orjson
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.cancellation import Cancelled
+from enact.chat.keeping import MarkerKeeper
 from enact.chat.lock import ConversationLock
-from enact.chat.markers import MARKER_TAG, hold_for_owner, split_markers
+from enact.chat.markers import MARKER_TAG, split_markers
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
 from enact.commands import CommandCall, JournaledCommands, interrupted_text
 from enact.credentials import redact, redact_json
-from enact.memory.commands import memory_notice
-from enact.memory.facts import MODEL_MARKER_ORIGIN
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, SessionNote, TurnFailed, TurnFinished
 from enact.messages.journal import Step
-from enact.messages.memory import Context, ContextReply, Remember
+from enact.messages.memory import Context, ContextReply
 from enact.messages.sessions import Forget, HistoryMessage, Lookup, ReadHistory, Record, Session
 from enact.runtime import (
     RuntimeAuthFailed,
@@ -121,8 +120,8 @@ class ConversationActor(EnactActor):
         self._max_actions: int = config["chat.max_actions"]
         self._timeout_s: float = config["runtime.timeout_s"]
         self._prompt_version: int = config["runtime.prompt_version"]
-        self._lock = ConversationLock(config["chat.allowed_conversations"])
-        self._locked = self._lock.configured
+        self._lock = ConversationLock(config["chat.allowed_conversations"], services.origins)
+        self._max_held: int = config["memory.max_pending_per_conversation"]
         # The facts the current native session was given at its start, so
         # recall does not repeat them.
         self._session_facts: tuple[str | None, tuple[str, ...]] = (None, ())
@@ -141,7 +140,8 @@ class ConversationActor(EnactActor):
         channel, _, conversation = message.conversation_key.partition(":")
         event = ChatEvent(channel=channel, conversation=conversation, message_id="", text=message.text)
         try:
-            self._ask_model(message.conversation_key, NOTE_PROMPT + message.text, event, receipt=None, recall_for=None)
+            self._ask_model(message.conversation_key, NOTE_PROMPT + message.text, event, receipt=None, recall_for=None,
+                            owners=self._lock.owners(event))
         except RuntimeFailure as error:
             log.warning("the note for %s did not reach its session: %s", message.conversation_key, error)
 
@@ -181,7 +181,7 @@ class ConversationActor(EnactActor):
             args=args,
             origin=origin,
             event_origin=event.origin,
-            locked=self._locked,
+            owners=self._lock.owners(event.event),
             cancel=self.context.fence.token.child(),
             conversation=event.event.conversation_key,
             request_id=event.event_id,
@@ -203,8 +203,9 @@ class ConversationActor(EnactActor):
         # Planned but never started: it did not run, so it may run now.
         next_index = len(done)
         session_key = event.conversation_key
+        owners = self._lock.owners(event)
         answer = self._ask_model(session_key, self._first_prompt(event, done), event, receipt=None,
-                                 recall_for=event.text)
+                                 recall_for=event.text, owners=owners)
         actions_run = len(done)
         while True:
             parsed = parse_model_reply(answer)
@@ -231,7 +232,7 @@ class ConversationActor(EnactActor):
                 f"Receipt of action {command or '(invalid)'}:\n{receipt_text}\n\n"
                 "Answer with a final reply, or with one more action."
             )
-            answer = self._ask_model(session_key, prompt, event, receipt=receipt_text, recall_for=None)
+            answer = self._ask_model(session_key, prompt, event, receipt=receipt_text, recall_for=None, owners=owners)
 
     def _journaled_action(self, request_id: str, index: int, action: _Action, message: HandleEvent,
                           receipts: tuple[str, ...]) -> tuple[str, bool]:
@@ -240,11 +241,12 @@ class ConversationActor(EnactActor):
         self.context.metrics.actions.labels(outcome=receipt.outcome.value).inc()
         return receipt.text, receipt.ok
 
-    def _memory_context(self, recall_for: str | None, resume: str | None) -> ContextReply:
+    def _memory_context(self, recall_for: str | None, resume: str | None, owners: bool) -> ContextReply:
         """What memory has for this call: its startup context (used only for
         a new session) and the facts recalled for the owner's message, less
         those the session was already given at its start (all of them are
-        recalled when that is not known, e.g. after this actor restarted).
+        recalled when that is not known, e.g. after this actor restarted);
+        no fact unless the conversation is the owner's (``owners``).
         Memory that cannot answer costs the turn its memories, not the reply."""
         nothing = ContextReply(startup_text="", recall_text="", decisions=())
         if resume is not None and recall_for is None:
@@ -254,7 +256,7 @@ class ConversationActor(EnactActor):
         else:
             given = self._session_facts[1] if self._session_facts[0] == resume else ()
         try:
-            return self.context.ask(MEMORY, Context(query=recall_for or "", session_facts=given))
+            return self.context.ask(MEMORY, Context(query=recall_for or "", session_facts=given, owners=owners))
         except ActorUnavailable as error:
             log.warning("no memory context for this turn: %s", error)
             return nothing
@@ -279,22 +281,23 @@ class ConversationActor(EnactActor):
     # -- the runtime, through the session mapping ----------------------------------
 
     def _ask_model(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None,
-                   recall_for: str | None) -> str:
+                   recall_for: str | None, owners: bool) -> str:
         """The model's answer; or, when only the owner can fix what failed
         (a login, a missing binary), a reply that says what to do."""
         try:
-            return self._resume_or_start(session_key, prompt, event, receipt=receipt, recall_for=recall_for)
+            return self._resume_or_start(session_key, prompt, event, receipt=receipt, recall_for=recall_for,
+                                         owners=owners)
         except (RuntimeAuthFailed, RuntimeUnavailable) as error:
             log.warning("the %s runtime cannot answer (%s): %s", self._services.runtime.name, error.kind, error)
             return owner_advice(error, adapter=self._services.runtime.name)
 
     def _resume_or_start(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None,
-                         recall_for: str | None) -> str:
+                         recall_for: str | None, owners: bool) -> str:
         runtime = self._services.runtime
         mapping = self.context.ask("sessions", Lookup(key=session_key, prompt_version=self._prompt_version))
         resume = mapping.native_id if isinstance(mapping, Session) else None
         try:
-            return self._invoke(session_key, prompt, event, receipt, resume, recall_for)
+            return self._invoke(session_key, prompt, event, receipt, resume, recall_for, owners)
         except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable):
             raise  # not the session's fault: it is kept, and a fresh one would fail the same way
         except RuntimeSessionUnknown:
@@ -303,20 +306,20 @@ class ConversationActor(EnactActor):
             log.info("session %s is not known to the runtime (expected after a restart of the %s runtime): "
                      "starting a fresh one", session_key, runtime.name)
             self.context.ask("sessions", Forget(key=session_key))
-            return self._invoke(session_key, prompt, event, receipt, None, recall_for)
+            return self._invoke(session_key, prompt, event, receipt, None, recall_for, owners)
         except RuntimeFailure as error:
             if resume is None:
                 raise
             log.warning("resuming session %s failed (%s): starting a fresh one", session_key, error)
             self.context.metrics.runtime_calls.labels(adapter=runtime.name, outcome="resume_failed").inc()
             self.context.ask("sessions", Forget(key=session_key))
-            return self._invoke(session_key, prompt, event, receipt, None, recall_for)
+            return self._invoke(session_key, prompt, event, receipt, None, recall_for, owners)
 
     def _invoke(self, session_key: str, prompt: str, event: ChatEvent, receipt: str | None,
-                resume: str | None, recall_for: str | None) -> str:
+                resume: str | None, recall_for: str | None, owners: bool) -> str:
         runtime = self._services.runtime
         context_at = time.time()  # a fact forgotten from here on may be in this call (sessions.Record)
-        memory = self._memory_context(recall_for, resume)
+        memory = self._memory_context(recall_for, resume, owners)
         # The startup context (the host's, then memory's) goes once into each
         # native session, whoever starts it; recall comes with the owner's message.
         startup = "\n\n".join(part for part in (self._services.startup_context, memory.startup_text) if part)
@@ -367,24 +370,7 @@ class ConversationActor(EnactActor):
         markers = split_markers(reply)
         if not markers.texts:
             return markers.visible
-        owners = self._lock.owners(message.event, message.origin)
-        notice = self._save_memories(markers.texts, message.event_id, owners, receipts)
+        keeper = MarkerKeeper(ask=self.context.ask, conversation_key=message.event.conversation_key,
+                              owners=self._lock.owners(message.event), max_held=self._max_held)
+        notice = keeper.keep(markers.texts, event_id=message.event_id, receipts=receipts)
         return f"{markers.visible}\n\n{notice}" if markers.visible else notice
-
-    def _save_memories(self, texts: tuple[str, ...], event_id: str, owners: bool, receipts: list[str]) -> str:
-        """Each marker goes to the Memory actor (origin model-marker: a
-        model's claim, medium confidence by default), held for the owner
-        when it is not the owner's word (``enact.chat.markers``); the notice
-        says what became of each, and a refusal gives its reason, never the text."""
-        lines = []
-        for text in texts:
-            hold = hold_for_owner(text, owners_conversation=owners, receipts=receipts)
-            try:
-                reply = self.context.ask(MEMORY, Remember(text=text, origin=MODEL_MARKER_ORIGIN, refs=(event_id,),
-                                                          hold=hold))
-            except ActorUnavailable as error:
-                log.warning("event %s: a memory marker was not saved: %s", event_id, error)
-                lines.append("(memory: not saved, the memory is not available right now)")
-                continue
-            lines.append(f"(memory: {memory_notice(reply)})")
-        return "\n".join(lines)

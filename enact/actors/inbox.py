@@ -90,7 +90,7 @@ class InboxActor(EnactActor):
         self._records = InboxRecords(self._store)
         self._receipts = self._records.receipts
         config = context.config
-        self._chat_lock = ConversationLock(config["chat.allowed_conversations"])
+        self._chat_lock = ConversationLock(config["chat.allowed_conversations"], services.origins)
         self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
         self._metrics = context.metrics
         # The conversation actors, and which events they hold: kept by the

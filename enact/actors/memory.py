@@ -395,7 +395,7 @@ class MemoryActor(EnactActor):
         given = None if message.session_facts is None else frozenset(message.session_facts)
         built = self._briefing.context(self._book, change=self._change, query=message.query,
                                        search=self.index.search, lookup=self._book.get, session_facts=given,
-                                       explain=message.explain)
+                                       explain=message.explain, owners=message.owners)
         decisions, left_out = explained(built.decisions) if message.explain else ((), 0)
         return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
                             decisions=decisions, decisions_left_out=left_out,

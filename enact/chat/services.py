@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from enact.channels import Channel
 from enact.commands import CommandRegistry
+from enact.messages.common import Origin
 from enact.runtime import Runtime
 
 
@@ -16,3 +17,7 @@ class ChatServices:
     runtime: Runtime
     commands: CommandRegistry
     startup_context: str
+    origins: Mapping[str, Origin]
+    """Each channel's origin, as its component vouches for it (``human-cli``
+    for the local channel): which conversations are the owner's
+    (``enact.chat.lock``)."""

@@ -213,7 +213,7 @@ def context(home: Path | None, query: str, as_json: bool) -> None:
     from enact.messages import to_wire
     from enact.messages.memory import Context, ContextReply
 
-    message = Context(query=query, explain=True)
+    message = Context(query=query, explain=True, owners=True)  # what the owner's conversations get
     reply = expect(request(resolve_home(home), message), ContextReply, message)
     if as_json:
         print_json(to_wire(reply)["body"])

@@ -75,6 +75,10 @@ class Briefing:
             self._startup = (change, self._select(facts, explain=False))
         return self._startup[1]
 
+    def _strangers_startup(self) -> str:
+        return select_startup((), body_identity=self.body.render(), private_identity="", settings=self.settings,
+                              explain=False).text
+
     def _select(self, facts: FactBook, *, explain: bool) -> StartupContext:
         return select_startup(
             facts,
@@ -95,10 +99,17 @@ class Briefing:
         lookup: Callable[[str], Fact | None],
         session_facts: frozenset[str] | None = None,
         explain: bool = False,
+        owners: bool,
     ) -> MemoryContext:
         """``session_facts``: what a resumed session was given at its start
         (recall leaves those out, and no startup context is selected: the
-        session has one); None for a new session, which gets this one."""
+        session has one); None for a new session, which gets this one.
+        ``owners``: for the owner's conversation; memory is the owner's, so
+        any other gets who this software is (the body identity) and nothing
+        of the owner: no fact, no private identity, no recall."""
+        if not owners:
+            body = "" if session_facts is not None else self._strangers_startup()
+            return MemoryContext(startup_text=body, recall_text="", decisions=())
         if session_facts is not None and not explain:
             recall = select_recall(query, search=search, lookup=lookup, startup_ids=session_facts,
                                    settings=self.settings)
