@@ -130,5 +130,5 @@ def test_a_fact_saved_on_a_full_disk_leaves_the_index_stale_and_it_is_rebuilt_on
 
 def _recall_finds_the_zebra(daemon: Daemon) -> None:
     # As for a resumed session: recall, not the startup context, finds it.
-    recalled = daemon.request(Context(query="where does the zebra sleep", session_facts=()))
+    recalled = daemon.request(Context(query="where does the zebra sleep", session_facts=(), owners=True))
     assert isinstance(recalled, ContextReply) and ZEBRA in recalled.recall_text
