@@ -206,6 +206,13 @@ class ClaudeRuntime:
     own_state = OWN_STATE
 
     @property
+    def waits_for(self) -> str:
+        """What a call waits for, as ``runtime check --probe`` names it."""
+        environ = os.environ if self._environ is None else self._environ
+        api = environ.get("ANTHROPIC_BASE_URL") or "Anthropic's API"
+        return f"{self.executable} -p, which waits for its model at {api}"
+
+    @property
     def state_dirs(self) -> tuple[Path, ...]:
         """What claude writes besides the worktree, replaced by a private one
         when a task is confined: its config directory (sessions, credentials,

@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 import threading
+import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -294,6 +295,19 @@ class CodexRuntime:
     """A confined call (``RuntimeRequest.confine``) runs codex under the prefix."""
 
     own_state = OWN_STATE
+
+    @property
+    def waits_for(self) -> str:
+        """What a call waits for, as ``runtime check --probe`` names it: the
+        base URL of the model provider its config.toml selects, when it names one."""
+        [home] = self.state_dirs
+        try:
+            config = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
+            provider = config["model_providers"][config["model_provider"]]
+            api = f"its model provider {config['model_provider']!r} at {provider['base_url']}"
+        except (OSError, UnicodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+            api = "its model provider (OpenAI's API unless its config.toml names another)"
+        return f"codex exec, which waits for {api}"
 
     @property
     def state_dirs(self) -> tuple[Path, ...]:
