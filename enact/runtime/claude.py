@@ -170,8 +170,9 @@ def tool_uses(stdout: str) -> tuple[tuple[CommandRun, ...], tuple[str, ...]]:
         if name == "Bash":
             found = _EXIT_CODE.match(text)
             code = (int(found.group(1)) if found else None) if failed else 0
+            output = text[found.end():] if found else text
             commands.append(CommandRun(command=_clip(str(given.get("command", "?"))), exit_code=code,
-                                       output=text[-_OUTPUT_TAIL:] if failed else ""))
+                                       output=output.strip()[-_OUTPUT_TAIL:] if failed else ""))
         else:
             shown = _clip(f"{name} {orjson.dumps(given).decode()}")
             progress.append(f"{shown}: failed: {_clip(text)}" if failed else shown)
