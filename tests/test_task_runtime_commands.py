@@ -112,3 +112,18 @@ def test_a_claude_task_logs_each_command_with_its_exit_status_and_one_that_worke
         assert "model ran `ls lib.py` (exit 0)" in log
         assert f"model ran `{FAILING}` (exit 2): ls: cannot access 'no-such-file': No such file or directory" in log
         daemon.terminate()
+
+
+def test_a_scripted_task_whose_command_failed_without_a_change_fails_with_its_reason(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    from test_task_workers import rules, start
+
+    repo = make_repo(tmp_path / "repo")
+    daemon = start(daemons, rules('match = "look"\nrun = ["sh", "-c", "echo cannot start >&2; exit 3"]\n'
+                                  'reply = "nothing to do"'))
+    shown = run_task(daemon, repo, "look around")
+    assert shown["state"] == "failed", shown
+    assert shown["events"][-1]["summary"] == ("no changes, and every command the scripted runtime ran failed (1): "
+                                              "`sh -c 'echo cannot start >&2; exit 3'` (exit 3): cannot start")
+    assert "model ran `sh -c 'echo cannot start >&2; exit 3'` (exit 3): cannot start" in task_log(daemon, shown)
+    assert not (daemon.home / "worktrees" / f"task-{shown['id']}").exists()
