@@ -143,3 +143,20 @@ def test_claude_unable_to_reach_its_api_tells_the_owner_what_to_check_and_send_f
     reply = outcome["reply"]
     assert "is not available" in reply and f"To fix it, {UNAVAILABLE_HINTS['claude']}" in reply
     assert outcome["error"].startswith("RuntimeUnavailable: claude: ")
+
+
+@pytest.mark.parametrize(("status", "error_class"), [(429, "RuntimeRateLimited"), (500, "RuntimeFailure")])
+def test_openai_rate_limited_or_failing_is_retried_and_then_the_turn_fails(
+        daemons: DaemonFactory, server: ModelServer, status: int, error_class: str) -> None:
+    from model_server import Status
+
+    server.default = Status(status, "try later", retry_after=0)
+    daemon = daemons.start(env={"ENACT_RUNTIME_ADAPTER": "openai", "ENACT_OPENAI_BASE_URL": f"{server.url}/v1",
+                                "ENACT_OPENAI_MODEL": "llama-test"})
+    result = daemon.cli("send", "--json", "hello", timeout=90)
+    assert result.returncode == 1, result
+    outcome = orjson.loads(result.stdout)
+    # Not the owner's to fix: retried (the runtime's three tries in each of the inbox's attempts), then given up.
+    assert (outcome["status"], outcome["attempts"]) == ("failed", 3)
+    assert outcome["error"].startswith(f"{error_class}: ") and f"answered {status}: try later" in outcome["error"]
+    assert len(server.model_requests()) == 9
