@@ -87,16 +87,19 @@ def test_a_codex_task_whose_commands_all_failed_without_a_change_fails_with_thei
         daemon.terminate()
 
 
+@pytest.mark.parametrize("confinement", ["off", "auto"])
 def test_a_claude_task_whose_commands_all_failed_without_a_change_fails_with_their_reason(
-        daemons: DaemonFactory, server: ModelServer, tmp_path: Path) -> None:
+        daemons: DaemonFactory, server: ModelServer, tmp_path: Path, confinement: str, require_binary: Any) -> None:
+    if confinement == "auto":
+        require_binary("bwrap")
     repo = make_repo(tmp_path / "repo")
     server.script(ToolCall(FAILING), Reply("There is nothing to change."))
-    with scratch_dir("claude-home-") as owner_home:
-        daemon = daemons.start(env={**claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude",
-                                    "ENACT_CLAUDE_BIN": real_cli("claude"), "ENACT_TASKS_CONFINEMENT": "off"})
-        shown = run_task(daemon, repo, "look for the file and fix it")
-        assert_failed_with_the_commands_reason(daemon, shown, "claude")
-        daemon.terminate()
+    daemon = daemons.start(env={**claude_env(tmp_path / "claude-home", server.url), "ENACT_RUNTIME_ADAPTER": "claude",
+                                "ENACT_CLAUDE_BIN": real_cli("claude"), "ENACT_TASKS_CONFINEMENT": confinement})
+    shown = run_task(daemon, repo, "look for the file and fix it")
+    assert_failed_with_the_commands_reason(daemon, shown, "claude")
+    assert shown["confined"] is (confinement == "auto")
+    daemon.terminate()
 
 
 def test_a_claude_task_logs_each_command_with_its_exit_status_and_one_that_worked_means_no_changes_succeeds(
