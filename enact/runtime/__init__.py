@@ -75,8 +75,8 @@ class CommandRun:
     def describe(self) -> str:
         """One line for the task log and a failure's reason."""
         status = "no exit status" if self.exit_code is None else f"exit {self.exit_code}"
-        output = " ".join(self.output.split())
-        return f"`{self.command}` ({status})" + (f": {output}" if output and self.failed else "")
+        command, output = " ".join(self.command.split()), " ".join(self.output.split())
+        return f"`{command}` ({status})" + (f": {output}" if output and self.failed else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -392,8 +392,7 @@ class TaskAttempt:
         """No change, and every command the model ran failed: the runtime
         could not work here (a sandbox helper missing, a tool that does not
         start), which "no changes" would hide."""
-        worktrees.remove(tree, delete_branch=True)
-        self._tree = None
+        self._no_changes(tree)
         failed = "; ".join(command.describe() for command in commands[:3])
         more = f" and {len(commands) - 3} more" if len(commands) > 3 else ""
         return _Ending(Outcome.FAILED, f"no changes, and every command the {self.services.runtime.name} runtime "
