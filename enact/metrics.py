@@ -45,6 +45,7 @@ INBOX_EVENT_OUTCOMES = (
     "not_allowed",
     "attempt_failed",
     "replied",
+    "runtime_failed",
     "failed",
     "delivery_failed",
     "delivery_uncertain",

@@ -171,6 +171,35 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"  # free again once the socket is closed
 
 
+class SilentServer:
+    """A loopback port that accepts connections and never answers (as a
+    model behind a dead network path can look): ``with SilentServer() as
+    silent: silent.url``. The connections are held until it closes."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, name="silent-server", daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            self._held.append(connection)
+
+    def __enter__(self) -> SilentServer:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        self._listener.close()
+        for connection in self._held:
+            connection.close()
+
+
 # --- the server ----------------------------------------------------------------------
 
 
@@ -299,5 +328,5 @@ def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:
 
 __all__ = [
     "LISTINGS", "ROUTES", "Answer", "Malformed", "ModelServer", "RecordedRequest", "Rendered", "Renderer", "Reply",
-    "Stall", "Status", "Tokens", "ToolCall", "closed_port_url", "listing", "route", "sse",
+    "SilentServer", "Stall", "Status", "Tokens", "ToolCall", "closed_port_url", "listing", "route", "sse",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,9 @@ import orjson
 import pytest
 from claude_home import claude_env
 from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
-from model_server import ModelServer, Reply, Status, closed_port_url
+from model_server import ModelServer, Reply, SilentServer, Stall, Status, closed_port_url
+
+from enact.cli._runtime import PROBE_GRACE_S
 
 from conftest import real_cli, run_cli
 
@@ -164,3 +167,45 @@ def test_an_explicit_claude_path_that_does_not_exist_is_the_problem(tmp_path: Pa
     report = check(tmp_path, "--probe", env=env, code=1)
     assert set(report) == REPORT_KEYS and report["found"] == ""
     assert report["problems"] == ["ENACT_CLAUDE_BIN: /nowhere/claude is not an executable file; fix it or unset it"]
+
+
+def probe_that_waits(home: Path, env: dict[str, str], *args: str) -> tuple[dict[str, Any], float]:
+    """``runtime check --probe --timeout 2`` against a model that never
+    answers: the report, and how long the check took."""
+    started = time.monotonic()
+    report = check(home, "--probe", "--timeout", "2", *args, env=env, code=1)
+    return report, time.monotonic() - started
+
+
+def test_a_codex_probe_of_a_model_that_never_answers_ends_at_its_bound_and_says_what_it_waited_for(
+        tmp_path: Path) -> None:
+    with SilentServer() as silent, scratch_codex_home(silent.url) as directory:
+        env = {"CODEX_HOME": str(directory), FAKE_KEY_VARIABLE: "not-a-real-key",
+               "ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": real_cli("codex")}
+        report, took = probe_that_waits(tmp_path, env)
+    probe = report["probe"]
+    assert (report["ok"], probe["ok"], probe["kind"]) == (False, False, "timeout")
+    assert probe["waited_for"] == f"codex exec, which waits for its model provider 'fake' at {silent.url}/v1"
+    assert probe["error"].startswith(f"no answer within 2 s from {probe['waited_for']}")
+    assert took < 2 + PROBE_GRACE_S + 10  # codex's start and the check itself; never its own minutes of retries
+
+
+def test_a_claude_probe_of_a_model_that_never_answers_ends_at_its_bound(tmp_path: Path) -> None:
+    with SilentServer() as silent:
+        env = {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+               **claude_env(tmp_path / "claude-home", silent.url)}
+        report, took = probe_that_waits(tmp_path / "enact", env)
+        text = run_cli(tmp_path / "enact", "runtime", "check", "--probe", "--timeout", "1", env=env, timeout=60)
+    probe = report["probe"]
+    assert probe["kind"] == "timeout" and f"waits for its model at {silent.url}" in probe["waited_for"]
+    assert took < 2 + PROBE_GRACE_S + 10
+    assert text.returncode == 1 and f"probe    failed (timeout): no answer within 1 s from {env['ENACT_CLAUDE_BIN']}" \
+        in text.stdout
+
+
+def test_an_openai_probe_of_an_endpoint_that_stalls_ends_at_its_bound(tmp_path: Path, server: ModelServer) -> None:
+    server.default = Stall()  # the model list answers; the completion sends its headers and then nothing
+    report, took = probe_that_waits(tmp_path, openai_vars(f"{server.url}/v1", ENACT_OPENAI_MODEL="llama-test"))
+    probe = report["probe"]
+    assert probe["kind"] == "timeout" and took < 2 + PROBE_GRACE_S + 5
+    assert probe["error"].startswith(f"no answer within 2 s from {server.url}/v1/chat/completions (model llama-test)")

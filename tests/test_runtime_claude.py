@@ -88,6 +88,18 @@ def test_a_tool_call_edits_a_file_in_the_workspace(tmp_path: Path, server: Model
     assert result.text == "done"
     assert (workspace / "out.txt").read_text() == "written by the model"
     assert {"Bash", "Edit", "Write"} <= tools_offered(server)
+    [ran] = result.commands
+    assert ran.command == "printf 'written by the model' > out.txt" and ran.exit_code == 0
+
+
+def test_each_command_the_model_ran_comes_back_with_its_exit_status(tmp_path: Path, server: ModelServer) -> None:
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    server.script(ToolCall("printf x > out.txt"), ToolCall("ls no-such-file"), Reply("done"))
+    result = runtime_for(tmp_path, server).invoke(
+        RuntimeRequest(session_key="", prompt="look around", sandbox="workspace-write", cwd=workspace))
+    assert [(c.command, c.exit_code) for c in result.commands] == [("printf x > out.txt", 0), ("ls no-such-file", 2)]
+    assert "No such file or directory" in result.commands[1].output and result.commands[1].failed
     assert b"tool_result" in server.model_requests()[1].body
 
 

@@ -16,6 +16,7 @@ from model_server import Malformed, ModelServer, Reply, Stall, Status, Tokens, T
 
 from enact.cancellation import CancellationToken
 from enact.runtime import (
+    CommandRun,
     RuntimeAuthFailed,
     RuntimeCancelled,
     RuntimeFailure,
@@ -113,8 +114,21 @@ def test_a_tool_call_edits_a_file_in_the_working_directory(codex: CodexRuntime, 
     result = codex.invoke(ask(codex, "write the note", sandbox="workspace-write", cwd=work))
     assert result.text == "I wrote note.txt"
     assert (work / "note.txt").read_text() == "edited by codex\n"
-    assert any("note.txt" in line for line in result.progress)
+    [ran] = result.commands
+    assert "note.txt" in ran.command and ran.exit_code == 0 and not ran.failed
     assert "function_call_output" in _texts(server.model_requests()[1].json()["input"])
+
+
+def test_each_command_the_model_ran_comes_back_with_its_exit_status(codex: CodexRuntime, server: ModelServer,
+                                                                    tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    work.mkdir()
+    server.script(ToolCall("printf x > note.txt"), ToolCall("ls no-such-file"), Reply("done"))
+    result = codex.invoke(ask(codex, "look around", sandbox="workspace-write", cwd=work))
+    assert [(("ls no-such-file" in c.command), c.exit_code) for c in result.commands] == [(False, 0), (True, 2)]
+    failed = result.commands[1]
+    assert failed.failed and "No such file or directory" in failed.output
+    assert failed.describe().endswith("(exit 2): " + " ".join(failed.output.split()))
 
 
 def test_a_read_only_call_cannot_edit_the_working_directory(codex: CodexRuntime, server: ModelServer,
@@ -270,8 +284,18 @@ def test_retries_and_error_items_are_diagnostics_when_the_turn_completes() -> No
     )
     result = interpret(RuntimeRequest(session_key="k", prompt="p"), _output(stdout), last_message="")
     assert (result.text, result.native_session) == ("the answer", "t-1")
-    assert result.progress == ("ran ls (exit 0)",)
+    assert result.commands == (CommandRun(command="ls", exit_code=0),) and result.progress == ()
     assert result.usage == Usage(input_tokens=5, output_tokens=2)
+
+
+def test_codexs_warnings_on_stderr_reach_the_progress() -> None:
+    stdout = _lines({"type": "item.completed", "item": {"type": "agent_message", "text": "done"}},
+                    {"type": "turn.completed", "usage": {}})
+    warning = ("WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper "
+               'binaries under temporary dir "/tmp"')
+    result = interpret(RuntimeRequest(session_key="", prompt="p"), _output(stdout, stderr=warning + "\nother"),
+                       last_message="")
+    assert result.progress == (f"codex warned: {warning}",)
 
 
 def test_the_last_message_file_wins_over_the_agent_message_item() -> None:

@@ -80,10 +80,16 @@ def test_a_memory_marker_in_codexs_answer_is_handled(daemon: Daemon, server: Mod
     assert "the owner drinks green tea" in daemon.cli("memory", "list", "--json").stdout
 
 
-def test_a_refused_login_reaches_the_owner_with_what_to_do(daemon: Daemon, server: ModelServer) -> None:
+def test_a_refused_login_reaches_the_owner_with_what_to_do_and_send_fails_on_the_runtime(
+        daemon: Daemon, server: ModelServer) -> None:
     server.default = Status(401, "bad key")
-    reply = send(daemon, "hello")
+    result = daemon.cli("send", "--json", "hello", timeout=90)  # Codex retries a 401 five times (about 7 s)
+    assert result.returncode == 1, result
+    outcome = orjson.loads(result.stdout)
+    reply = outcome["reply"]
     assert "refused" in reply and "codex login" in reply and "enact runtime check --probe" in reply
+    assert outcome["status"] == "runtime_failed" and outcome["error"].startswith("RuntimeAuthFailed: codex: ")
+    assert "401" in outcome["error"]
 
 
 def _metric(text: str, name: str, **labels: str) -> float:

@@ -126,6 +126,8 @@ class ConversationActor(EnactActor):
         # recall does not repeat them.
         self._session_facts: tuple[str | None, tuple[str, ...]] = (None, ())
         self._journal = JournaledCommands(services.commands, lambda message: self.context.ask("journal", message))
+        self._runtime_failure = ""
+        """Why the runtime could not answer during the current event (its reply is then the advice)."""
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -146,6 +148,7 @@ class ConversationActor(EnactActor):
             log.warning("the note for %s did not reach its session: %s", message.conversation_key, error)
 
     def _handle_event(self, message: HandleEvent) -> None:
+        self._runtime_failure = ""
         try:
             reply, actions = self._turn(message)
         except Exception as error:  # the inbox counts attempts and retries
@@ -158,7 +161,8 @@ class ConversationActor(EnactActor):
             self.context.tell("inbox", TurnFailed(event_id=message.event_id, error_class=type(error).__name__,
                                                   error=str(error)))
             return
-        self.context.tell("inbox", TurnFinished(event_id=message.event_id, reply=reply, actions=tuple(actions)))
+        self.context.tell("inbox", TurnFinished(event_id=message.event_id, reply=reply, actions=tuple(actions),
+                                                runtime_failure=self._runtime_failure))
 
     # -- one turn -------------------------------------------------------------
 
@@ -289,6 +293,9 @@ class ConversationActor(EnactActor):
                                          owners=owners)
         except (RuntimeAuthFailed, RuntimeUnavailable) as error:
             log.warning("the %s runtime cannot answer (%s): %s", self._services.runtime.name, error.kind, error)
+            # The owner reads the advice; the turn's outcome says it failed
+            # on the runtime, so a script can tell an outage from an answer.
+            self._runtime_failure = f"{type(error).__name__}: {error}"
             return owner_advice(error, adapter=self._services.runtime.name)
 
     def _resume_or_start(self, session_key: str, prompt: str, event: ChatEvent, *, receipt: str | None,

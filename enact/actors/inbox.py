@@ -124,7 +124,9 @@ class InboxActor(EnactActor):
             case Receive():
                 return self._receive(message)
             case TurnFinished():
-                return self._turn_finished(message.event_id, message.reply, message.actions, TurnOutcome.REPLIED)
+                outcome = TurnOutcome.RUNTIME_FAILED if message.runtime_failure else TurnOutcome.REPLIED
+                return self._turn_finished(message.event_id, message.reply, message.actions, outcome,
+                                           runtime_failure=message.runtime_failure)
             case TurnFailed():
                 return self._turn_failed(message)
             case Retry():
@@ -278,8 +280,10 @@ class InboxActor(EnactActor):
         self._batch.stage(write, after, failed=lambda _: self._resuming.discard(event_id))
 
     def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...],
-                       outcome: TurnOutcome) -> None:
-        """Store the reply; the outbox is told to deliver it once that is durable."""
+                       outcome: TurnOutcome, *, runtime_failure: str = "") -> None:
+        """Store the reply; the outbox is told to deliver it once that is
+        durable. ``runtime_failure`` (``<class>: <reason>``) is kept as the
+        attempt's error, which the outcome and the turn report."""
         self._conversations.done(event_id)
 
         def write(txn: lmdb.Transaction) -> tuple[bytes, Receipt] | None:
@@ -287,6 +291,9 @@ class InboxActor(EnactActor):
             if found is None or found[1].status is not ReceiptStatus.PROCESSING:
                 return None
             key, receipt = found
+            if runtime_failure:
+                error_class, _, error = runtime_failure.partition(": ")
+                receipt = records.failed_attempt(receipt, error_class, error)
             receipt = dataclasses.replace(receipt, status=ReceiptStatus.REPLIED, reply=reply, actions=actions,
                                           outcome=outcome, generation=self.context.fence.generation)
             self._receipts.put(txn, key, receipt)

@@ -33,6 +33,7 @@ class TurnOutcome(enum.StrEnum):
     UNDECIDED = ""  # no reply yet
     REPLIED = "replied"
     FAILED = "failed"  # gave up: the diagnostic reply
+    RUNTIME_FAILED = "runtime_failed"  # the runtime could not answer: the reply is the advice to the owner
     DELIVERY_FAILED = "delivery_failed"
     DELIVERY_UNCERTAIN = "delivery_uncertain"
 

@@ -30,6 +30,8 @@ def _problem(outcome: Any) -> str:
             return f"no reply yet; event {outcome.event_id} is still being processed (see `enact turns`)"
         case local.INTERRUPTED:
             return INTERRUPTED_TEXT
+        case "runtime_failed":
+            return f"the runtime could not answer (the reply says what to do): {error or 'no error recorded'}"
         case "failed":
             return f"event {outcome.event_id} failed after {outcome.attempts} attempts: {error or 'no error recorded'}"
         case "delivery_failed":
@@ -53,9 +55,10 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
 
     TEXT ``-`` reads the text from standard input (UTF-8), which has no
     argument-length limit. Exits 0 once the reply is delivered, 1 if the
-    event was ignored, failed, is still in progress or its reply was not
-    delivered, 2 for text that cannot be sent (empty, not UTF-8, too long),
-    3 if no daemon runs."""
+    event was ignored, failed, failed on the runtime (status
+    ``runtime_failed``: the reply is the advice on what to fix), is still in
+    progress or its reply was not delivered, 2 for text that cannot be sent
+    (empty, not UTF-8, too long), 3 if no daemon runs."""
     import uuid
 
     from enact.messages import local, to_wire

@@ -12,7 +12,11 @@ import click
 from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, print_json, resolve_home
 
 PROBE_PROMPT = "This is a connectivity check from enact. Reply with the single word: ready"
-PROBE_TIMEOUT_S = 120.0
+PROBE_TIMEOUT_S = 30.0
+"""How long ``--probe`` waits for its answer by default (``--timeout``)."""
+PROBE_GRACE_S = 5.0
+"""How much longer it waits for a runtime that does not stop at its timeout
+(a name lookup that hangs, say) before it reports the timeout all the same."""
 
 
 @click.group("runtime")
@@ -23,8 +27,10 @@ def runtime_group() -> None:
 @runtime_group.command("check")
 @home_option
 @click.option("--probe", is_flag=True, help="Also make one tiny real call (it spends a few tokens).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=PROBE_TIMEOUT_S, show_default=True,
+              help="Seconds --probe waits for the answer (at most runtime.timeout_s).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def check(home: Path | None, probe: bool, as_json: bool) -> None:
+def check(home: Path | None, probe: bool, timeout_s: float, as_json: bool) -> None:
     """Show the selected adapter, whether its binary or endpoint is found and
     its version; exit 1 when something is missing (each problem says what to do)."""
     from enact import components, config
@@ -45,7 +51,7 @@ def check(home: Path | None, probe: bool, as_json: bool) -> None:
         "notes": list(found.notes),
     }
     if probe and not found.problems:
-        report["probe"] = _probe(component, settings)
+        report["probe"] = _probe(component, settings, min(timeout_s, settings["runtime.timeout_s"]))
     report["ok"] = not found.problems and report.get("probe", {}).get("ok", True)
     if as_json:
         print_json(report)
@@ -55,19 +61,44 @@ def check(home: Path | None, probe: bool, as_json: bool) -> None:
         raise SystemExit(EXIT_FAILED)
 
 
-def _probe(component: Any, settings: Any) -> dict[str, Any]:
-    from enact.runtime import RuntimeFailure, RuntimeRequest
+def _probe(component: Any, settings: Any, timeout_s: float) -> dict[str, Any]:
+    """One tiny call, bounded: the runtime is given ``timeout_s``, and one
+    that does not stop by then (plus a grace) is reported timed out anyway."""
+    import threading
+
+    from enact.cancellation import CancellationToken
+    from enact.runtime import RuntimeRequest
 
     try:
         runtime = component.make_runtime(settings, None)
-        result = runtime.invoke(RuntimeRequest(
-            session_key="", prompt=PROBE_PROMPT, purpose="probe",
-            timeout_s=min(PROBE_TIMEOUT_S, settings["runtime.timeout_s"]),
-        ))
-    except RuntimeFailure as error:
-        return {"ok": False, "kind": error.kind, "error": " ".join(str(error).split())}
     except ValueError as error:  # a runtime that cannot be made (a rules file that does not parse)
         return {"ok": False, "kind": "failed", "error": str(error)}
+    waited_for = str(getattr(runtime, "waits_for", f"the {component.name} runtime"))
+    cancel = CancellationToken()
+    request = RuntimeRequest(session_key="", prompt=PROBE_PROMPT, purpose="probe", timeout_s=timeout_s,
+                             cancel=cancel)
+    answers: list[dict[str, Any]] = []
+    call = threading.Thread(target=lambda: answers.append(_call(runtime, request)), name="probe", daemon=True)
+    call.start()
+    call.join(timeout_s + PROBE_GRACE_S)
+    if not answers:
+        cancel.cancel("the probe's time is up")
+        answers.append({"ok": False, "kind": "timeout", "error": f"the {component.name} runtime did not stop "
+                                                                 f"at its timeout of {timeout_s:g} s"})
+    answer = answers[0]
+    answer["waited_for"] = waited_for
+    if answer.get("kind") == "timeout":
+        answer["error"] = f"no answer within {timeout_s:g} s from {waited_for} ({answer['error']})"
+    return answer
+
+
+def _call(runtime: Any, request: Any) -> dict[str, Any]:
+    from enact.runtime import RuntimeFailure
+
+    try:
+        result = runtime.invoke(request)
+    except RuntimeFailure as error:
+        return {"ok": False, "kind": error.kind, "error": " ".join(str(error).split())}
     usage = result.usage
     return {
         "ok": True, "reply": result.text[:200], "duration_s": round(result.duration_s, 3),

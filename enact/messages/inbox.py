@@ -189,6 +189,9 @@ class TurnFinished:
     event_id: str
     reply: str
     actions: tuple[ActionRecord, ...]
+    runtime_failure: str = ""
+    """Set when the runtime could not answer (``<failure class>: <reason>``)
+    and ``reply`` is the advice to the owner: the turn ends ``runtime_failed``."""
 
 
 @internal("inbox.TurnFailed")

@@ -64,13 +64,37 @@ class RuntimeRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CommandRun:
+    """A command the runtime's model ran (a shell tool call), as its CLI reported it."""
+
+    command: str
+    exit_code: int | None
+    """None: it failed without an exit status (refused, or the tool itself failed)."""
+    output: str = ""
+    """The tail of what it printed, for a failed one."""
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code != 0
+
+    def describe(self) -> str:
+        """One line for the task log and a failure's reason."""
+        status = "no exit status" if self.exit_code is None else f"exit {self.exit_code}"
+        command, output = " ".join(self.command.split()), " ".join(self.output.split())
+        return f"`{command}` ({status})" + (f": {output}" if output and self.failed else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RuntimeResult:
     text: str
     native_session: str | None = None
     usage: Usage = Usage()
     duration_s: float = 0.0
     progress: tuple[str, ...] = ()
-    """Items that are not the answer (command executions, …), for the task log."""
+    """Items that are not the answer nor a command (tool uses, the CLI's warnings), for the task log."""
+    commands: tuple[CommandRun, ...] = ()
+    """The commands the model ran during the call, in order, for the task log
+    and for the worker (a task whose commands all failed did nothing)."""
 
 
 class RuntimeFailure(Exception):

@@ -1,7 +1,10 @@
 """The ``claude`` runtime: the Claude Code CLI in print mode.
 
-``claude -p --output-format json [--resume ID] [--model M]`` with the prompt
-on standard input prints one result object. Claude Code keeps its sessions
+``claude -p --output-format stream-json --verbose [--resume ID] [--model M]``
+with the prompt on standard input prints one JSON object a line: the
+session's messages as they happen (the tool uses and their results, which
+the task log records) and, last, one result object (what ``--output-format
+json`` prints alone). Claude Code keeps its sessions
 per working directory, so a conversation (which has no directory of its own)
 always runs in the same one, ``<home>/claude``, or a resume would not find
 its session.
@@ -20,6 +23,7 @@ stderr.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +33,7 @@ import orjson
 from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Config, Setting
 from enact.runtime import (
+    CommandRun,
     RuntimeAuthFailed,
     RuntimeFailure,
     RuntimeMalformedOutput,
@@ -86,7 +91,7 @@ def sandbox_flags(sandbox: str) -> tuple[str, ...]:
 
 
 def command_line(executable: str, request: RuntimeRequest, *, model: str) -> list[str]:
-    argv = [executable, "-p", "--output-format", "json", *sandbox_flags(request.sandbox)]
+    argv = [executable, "-p", "--output-format", "stream-json", "--verbose", *sandbox_flags(request.sandbox)]
     if request.native_session is not None:
         argv += ["--resume", request.native_session]
     if model:
@@ -106,10 +111,12 @@ def prompt_text(request: RuntimeRequest) -> str:
 def parse_output(output: CommandOutput, *, resumed: str | None) -> RuntimeResult:
     """The result object Claude Code printed, or the typed failure it says."""
     document = _result_object(output.stdout)
+    stderr = _clip(output.stderr)
+    # With stream-json, an unknown session also ends in an error result whose "errors" say it.
+    said = f"{output.stderr} {document.get('errors') if document else ''}".lower()
+    if resumed is not None and output.exit_code != 0 and "no conversation found" in said:
+        raise RuntimeSessionUnknown(f"claude has no session {resumed}: {stderr}")
     if document is None:
-        stderr = _clip(output.stderr)
-        if resumed is not None and "no conversation found" in output.stderr.lower():
-            raise RuntimeSessionUnknown(f"claude has no session {resumed}: {stderr}")
         if output.exit_code != 0:
             raise RuntimeFailure(f"claude exited with {output.exit_code}: {stderr or 'no output'}")
         raise RuntimeMalformedOutput(f"claude printed no result object: {_clip(output.stdout) or 'nothing'}")
@@ -121,12 +128,65 @@ def parse_output(output: CommandOutput, *, resumed: str | None) -> RuntimeResult
         raise RuntimeMalformedOutput(f"claude's result object lacks result or session_id: {_clip(output.stdout)}",
                                      usage=usage)
     duration_ms = document.get("duration_ms")
+    commands, progress = tool_uses(output.stdout)
     return RuntimeResult(
         text=result,
         native_session=document["session_id"],
         usage=usage,
         duration_s=duration_ms / 1000 if isinstance(duration_ms, (int, float)) else output.duration_s,
+        commands=commands,
+        progress=progress,
     )
+
+
+_EXIT_CODE = re.compile(r"\AExit code (-?\d+)")
+"""How Claude Code 2.1.328 starts a failed Bash result: "Exit code 2\nls: cannot access …"."""
+_OUTPUT_TAIL = 500
+
+
+def tool_uses(stdout: str) -> tuple[tuple[CommandRun, ...], tuple[str, ...]]:
+    """The Bash commands the model ran (each with its exit status, from the
+    ``tool_result`` that answered its ``tool_use``) and a line for each other
+    tool it used, from the stream's assistant and user messages."""
+    uses: dict[str, tuple[str, dict[str, Any]]] = {}
+    results: dict[str, tuple[bool, str]] = {}
+    for line in stdout.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        message = event.get("message") if isinstance(event, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
+                uses[str(block.get("id"))] = (str(block.get("name", "?")), block["input"])
+            elif block.get("type") == "tool_result":
+                results[str(block.get("tool_use_id"))] = (bool(block.get("is_error")), _text_of(block.get("content")))
+    commands: list[CommandRun] = []
+    progress: list[str] = []
+    for use_id, (name, given) in uses.items():
+        failed, text = results.get(use_id, (True, "no result"))
+        if name == "Bash":
+            found = _EXIT_CODE.match(text)
+            code = (int(found.group(1)) if found else None) if failed else 0
+            output = text[found.end():] if found else text
+            commands.append(CommandRun(command=_clip(str(given.get("command", "?"))), exit_code=code,
+                                       output=output.strip()[-_OUTPUT_TAIL:] if failed else ""))
+        else:
+            shown = _clip(f"{name} {orjson.dumps(given).decode()}")
+            progress.append(f"{shown}: failed: {_clip(text)}" if failed else shown)
+    return tuple(commands), tuple(progress)
+
+
+def _text_of(content: object) -> str:
+    """A tool result's content: a string, or a list of text blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
 
 
 def classify(document: dict[str, Any], usage: Usage) -> RuntimeFailure:
@@ -211,6 +271,13 @@ class ClaudeRuntime:
         return (Path(named) if named else Path(environ.get("HOME") or Path.home()) / ".claude").expanduser()
 
     own_state = OWN_STATE
+
+    @property
+    def waits_for(self) -> str:
+        """What a call waits for, as ``runtime check --probe`` names it."""
+        environ = os.environ if self._environ is None else self._environ
+        api = environ.get("ANTHROPIC_BASE_URL") or "Anthropic's API"
+        return f"{self.executable} -p, which waits for its model at {api}"
 
     @property
     def state_dirs(self) -> tuple[Path, ...]:

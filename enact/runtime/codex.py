@@ -12,11 +12,11 @@ import os
 import re
 import tempfile
 import threading
+import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -34,6 +34,7 @@ from enact.runtime import (
     Usage,
     checked_sandbox,
 )
+from enact.runtime._codex_events import minus, parse_events, short, total, usage_of, warnings_of
 from enact.runtime._executable import find_executable as find_program
 from enact.runtime._executable import named_where
 from enact.runtime._subprocess import CommandOutput, run_command
@@ -50,7 +51,6 @@ INSTALL_HINT = "install it (npm install -g @openai/codex) or set ENACT_CODEX_BIN
 _AUTH = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|not logged in|invalid[ _]api[ _]key|codex login", re.I)
 _RATE = re.compile(r"\b429\b|rate[ _-]?limit|quota|too many requests", re.I)
 _UNKNOWN_SESSION = re.compile(r"no rollout found|no saved session|session .* not found", re.I)
-_PROGRESS_LIMIT = 300
 
 OWN_STATE = ("sessions", "archived_sessions", "log", "history.jsonl", "*.sqlite", "*.sqlite-*", ".tmp", "tmp",
              "thread-writer-locks", "shell_snapshots", "models_cache.json", "version.json", "installation_id")
@@ -82,109 +82,6 @@ def env_keys(codex_home: Path) -> tuple[str, ...]:
     if not isinstance(providers, dict):
         return ()
     return tuple(str(p["env_key"]) for p in providers.values() if isinstance(p, dict) and p.get("env_key"))
-
-
-@dataclass(slots=True)
-class CodexTurn:
-    """What the JSON lines of one ``codex exec`` said."""
-
-    thread_id: str | None = None
-    completed: bool = False
-    failure: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    answer: str | None = None
-    diagnostics: list[str] = field(default_factory=list)
-    progress: list[str] = field(default_factory=list)
-    unreadable_lines: int = 0
-
-
-def parse_events(stdout: str) -> CodexTurn:
-    """Read the events; unknown event types are ignored, so a newer Codex
-    that adds some still works."""
-    turn = CodexTurn()
-    for line in stdout.splitlines():
-        if not line.strip():
-            continue
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            turn.unreadable_lines += 1
-            continue
-        if isinstance(event, dict):
-            _apply(turn, event)
-    return turn
-
-
-def _apply(turn: CodexTurn, event: dict[str, Any]) -> None:
-    match event.get("type"):
-        case "thread.started":
-            turn.thread_id = str(event.get("thread_id") or "") or turn.thread_id
-        case "turn.completed":
-            turn.completed, turn.failure = True, None
-            turn.usage = _usage(event.get("usage"))
-        case "turn.failed":
-            error = event.get("error")
-            turn.failure = str(error.get("message") if isinstance(error, dict) else error or "the turn failed")
-        case "error":
-            # The CLI reports its retries ("Reconnecting... 2/5") this way and may still complete.
-            turn.diagnostics.append(str(event.get("message", "")))
-        case "item.completed":
-            item = event.get("item")
-            if isinstance(item, dict):
-                _item(turn, item)
-
-
-def _item(turn: CodexTurn, item: dict[str, Any]) -> None:
-    kind = item.get("type")
-    if kind == "agent_message":
-        turn.answer = str(item.get("text", ""))
-    elif kind == "error":
-        turn.diagnostics.append(str(item.get("message", "")))
-    elif kind == "command_execution":
-        turn.progress.append(_short(f"ran {item.get('command', '?')} (exit {item.get('exit_code')})"))
-    else:
-        detail = item.get("text") or {k: v for k, v in item.items() if k not in ("id", "type")}
-        turn.progress.append(_short(f"{kind}: {detail}"))
-
-
-def _usage(raw: object) -> Usage:
-    if not isinstance(raw, dict):
-        return Usage()
-
-    def count(name: str) -> int:
-        value = raw.get(name)
-        return value if isinstance(value, int) and value >= 0 else 0
-
-    return Usage(
-        input_tokens=count("input_tokens"),
-        cached_input_tokens=count("cached_input_tokens"),
-        output_tokens=count("output_tokens"),
-        reasoning_tokens=count("reasoning_output_tokens"),
-    )
-
-
-def _sum(a: Usage, b: Usage) -> Usage:
-    return Usage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
-    )
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _PROGRESS_LIMIT else text[: _PROGRESS_LIMIT - 1] + "…"
-
-
-def minus(total: Usage, before: Usage) -> Usage:
-    """What one turn spent, from the thread's totals after and before it."""
-    return Usage(
-        input_tokens=max(0, total.input_tokens - before.input_tokens),
-        cached_input_tokens=max(0, total.cached_input_tokens - before.cached_input_tokens),
-        output_tokens=max(0, total.output_tokens - before.output_tokens),
-        reasoning_tokens=max(0, total.reasoning_tokens - before.reasoning_tokens),
-    )
 
 
 class ThreadTotals:
@@ -229,7 +126,7 @@ class ThreadTotals:
                 except (orjson.JSONDecodeError, KeyError, TypeError):
                     continue
                 if isinstance(info, dict):
-                    return _usage(info.get("total_token_usage"))
+                    return usage_of(info.get("total_token_usage"))
         return total
 
 
@@ -261,7 +158,8 @@ def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str,
             native_session=None if not request.session_key else turn.thread_id or request.native_session,
             usage=turn.usage,
             duration_s=output.duration_s,
-            progress=tuple(turn.progress),
+            progress=(*warnings_of(stderr), *turn.progress),
+            commands=tuple(turn.commands),
         )
     if turn.failure is None and output.exit_code == 0 and not turn.diagnostics:
         raise RuntimeMalformedOutput(
@@ -277,12 +175,20 @@ def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str,
         shown = exited
     else:
         shown = turn.diagnostics[-1]
-    raise classify(" ".join([shown, *turn.diagnostics, stderr]), message=f"codex: {_short(shown)}", usage=turn.usage)
+    raise classify(" ".join([shown, *turn.diagnostics, stderr]), message=f"codex: {short(shown)}", usage=turn.usage)
 
 
 def _last_line(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip()]
-    return _short(lines[-1]) if lines else ""
+    return short(lines[-1]) if lines else ""
+
+
+def home_under_temp(home: Path, environ: Mapping[str, str]) -> bool:
+    """Whether ``home`` lies under the temporary directory Codex would use
+    (its TMPDIR, else /tmp): Codex 0.169 then refuses to create its helper
+    binaries ("Refusing to create helper binaries under temporary dir")."""
+    temp = Path(environ.get("TMPDIR") or "/tmp")
+    return any(path.is_relative_to(under) for path in (home, home.resolve()) for under in (temp, temp.resolve()))
 
 
 def find_executable(explicit: str, *, where: str) -> str:
@@ -315,6 +221,19 @@ class CodexRuntime:
     """A confined call (``RuntimeRequest.confine``) runs codex under the prefix."""
 
     own_state = OWN_STATE
+
+    @property
+    def waits_for(self) -> str:
+        """What a call waits for, as ``runtime check --probe`` names it: the
+        base URL of the model provider its config.toml selects, when it names one."""
+        [home] = self.state_dirs
+        try:
+            config = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
+            provider = config["model_providers"][config["model_provider"]]
+            api = f"its model provider {config['model_provider']!r} at {provider['base_url']}"
+        except (OSError, UnicodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+            api = "its model provider (OpenAI's API unless its config.toml names another)"
+        return f"codex exec, which waits for {api}"
 
     @property
     def state_dirs(self) -> tuple[Path, ...]:
@@ -372,14 +291,13 @@ class CodexRuntime:
         # open it through a symlinked parent: measured, 0.169).
         parent = private_home or (home if request.confine else None)
         with tempfile.TemporaryDirectory(prefix="enact-codex-", dir=parent) as scratch:
+            scratch_seen_as = home.resolve() / Path(scratch).name if parent else Path(scratch)
             last_message = Path(scratch) / "last-message.txt"
-            seen_as = home.resolve() / Path(scratch).name / last_message.name if parent else last_message
-            environ = self._env if self._env is not None else os.environ
             output = run_command(
-                [*request.confine, *self.argv(executable, request, seen_as)],
+                [*request.confine, *self.argv(executable, request, scratch_seen_as / last_message.name)],
                 stdin_text=request.prompt,
                 cwd=request.cwd or self.default_cwd,
-                env=environ if request.env is None else cli_environment(request.env, self.cli_needs, environ),
+                env=self._call_env(request, home, scratch_seen_as),
                 timeout_s=request.timeout_s,
                 cancel=request.cancel,
             )
@@ -389,8 +307,21 @@ class CodexRuntime:
                 written = ""
         result = interpret(request, output, written, spent_before=before)
         if result.native_session:
-            self.totals.after(result.native_session, _sum(before, result.usage))
+            self.totals.after(result.native_session, total(before, result.usage))
         return result
+
+    def _call_env(self, request: RuntimeRequest, home: Path, scratch: Path) -> Mapping[str, str]:
+        """The environment of one call: the runtime's (a confined call's reduced
+        to what Codex needs, ``cli_environment``), but for a home under
+        Codex's temporary directory, where Codex will not lay out its sandbox
+        helper (every shell call then fails with ``bwrap: execvp
+        codex-linux-sandbox``): there it is given the call's scratch
+        directory (which its home does not lie under) as TMPDIR."""
+        environ = os.environ if self._env is None else self._env
+        env = environ if request.env is None else cli_environment(request.env, self.cli_needs, environ)
+        if not home_under_temp(home, environ):
+            return env
+        return {**env, "TMPDIR": str(scratch)}
 
     def version(self) -> str:
         """``codex --version``'s answer; raises RuntimeFailure."""
@@ -454,6 +385,9 @@ class CodexRuntimeComponent(RuntimeComponent):
             return RuntimeCheck(found=found, problems=(f"{error}; reinstall it ({INSTALL_HINT})",))
         home = runtime.totals.codex_home
         notes = [f"CODEX_HOME {home}"]
+        if home_under_temp(home, os.environ):
+            notes.append("CODEX_HOME is under the temporary directory, where Codex will not set up its shell "
+                         "tool's sandbox helper: enact gives each call a TMPDIR of its own, outside it")
         if not (home / "auth.json").exists() and not (home / "config.toml").exists():
             notes.append(f"no login ({home}/auth.json) and no config.toml: run `codex login` unless the "
                          "environment gives Codex a key; --probe tells whether its model answers")

@@ -105,6 +105,11 @@ class OpenAIRuntime:
             raise ValueError(f"runtime.openai.base_url: not an http(s) URL: {base_url!r}")
         self._url = parsed
 
+    @property
+    def waits_for(self) -> str:
+        """What a call waits for, as ``runtime check --probe`` names it."""
+        return f"{self.base_url}/chat/completions (model {self.model})"
+
     # -- a call ------------------------------------------------------------------
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import threading
 import uuid
 from collections.abc import Callable, Collection
@@ -23,6 +24,7 @@ from enact.config import Config, Setting
 from enact.home import SCRIPTED_RULES_NAME
 from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
+    CommandRun,
     RuntimeAuthFailed,
     RuntimeCancelled,
     RuntimeFailure,
@@ -210,7 +212,9 @@ class ScriptedRuntime:
         else:
             try:
                 native = self._session(request.native_session)
-                result = RuntimeResult(text=self._answer(rules, request), native_session=native)
+                ran: list[CommandRun] = []
+                result = RuntimeResult(text=self._answer(rules, request, ran), native_session=native,
+                                       commands=tuple(ran))
             except RuntimeFailure as failure:
                 self._record(request, None, f"failed: {failure}")
                 raise
@@ -253,7 +257,8 @@ class ScriptedRuntime:
         return "[]"
 
     @staticmethod
-    def _answer(rules: list[Rule], request: RuntimeRequest) -> str:
+    def _answer(rules: list[Rule], request: RuntimeRequest, ran: list[CommandRun]) -> str:
+        """The rule's answer; a command its ``run`` ran is added to ``ran``."""
         message = request.owner_message
         for rule in rules:
             match = rule.pattern.search(message)
@@ -262,7 +267,7 @@ class ScriptedRuntime:
             if rule.fail is not None:
                 raise _FAILURES[rule.fail_as](f"scripted failure: {rule.fail}")
             if rule.run:
-                _run_in_workdir(rule, request)
+                ran.append(_run_in_workdir(rule, request))
             if rule.reply is not None:
                 return match.expand(rule.reply)
             if request.receipt is not None and rule.then is not None:
@@ -273,7 +278,7 @@ class ScriptedRuntime:
         return f"(scripted runtime) You said: {echo}"
 
 
-def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> None:
+def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> CommandRun:
     """Run a rule's command in the request's working directory, confined as
     the request says; its exit code does not fail the call (a model's tool
     call may fail too), but a timeout or a cancellation does."""
@@ -286,6 +291,9 @@ def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> None:
     output = run_command([*request.confine, *rule.run], stdin_text="", cwd=request.cwd, env=env,
                          timeout_s=request.timeout_s, cancel=request.cancel)
     log.info("%s ran %s in %s: exit %d", rule.where, rule.run[0], request.cwd, output.exit_code)
+    printed = f"{output.stdout}\n{output.stderr}".strip()
+    return CommandRun(command=shlex.join(rule.run), exit_code=output.exit_code,
+                      output=printed[-500:] if output.exit_code else "")
 
 
 class ScriptedRuntimeComponent(RuntimeComponent):

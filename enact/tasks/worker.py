@@ -33,6 +33,7 @@ from enact.messages.common import Rejected
 from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.runtime import (
+    CommandRun,
     Runtime,
     RuntimeAuthFailed,
     RuntimeCancelled,
@@ -364,6 +365,8 @@ class TaskAttempt:
         self._native_session = result.native_session or self._native_session
         for item in result.progress:
             self._log(f"model: {item}")
+        for command in result.commands:
+            self._log(f"model ran {command.describe()}")
         self._log(f"model answered: {clip(result.text, 2_000)}")
         return result
 
@@ -374,8 +377,10 @@ class TaskAttempt:
             tree.repo, tree.base, home=self.services.home, settings=self.services.settings,
             allow_paths=task.allow_paths, allow_fewer_tests=task.allow_fewer_tests)
         self._report(Phase.MODEL)
-        self._invoke(tree, confined, task_prompt(task, tree, validation), task.request)
+        answered = self._invoke(tree, confined, task_prompt(task, tree, validation), task.request)
         changed = worktrees.changed_paths(tree)
+        if not changed and answered.commands and all(command.failed for command in answered.commands):
+            return self._nothing_could_run(tree, answered.commands)
         if not changed:
             return self._no_changes(tree)
         self._report(Phase.VALIDATE, summary=f"{len(changed)} changed: {', '.join(changed)}")
@@ -403,6 +408,17 @@ class TaskAttempt:
                                            f"{tree.path}", FailureClass.PERMANENT)
         self._report(self._phase, event=EventKind.VALIDATED, repair=round_, summary=result.summary)
         return self._hand_over(tree, result, changed)
+
+    def _nothing_could_run(self, tree: Worktree, commands: tuple[CommandRun, ...]) -> _Ending:
+        """No change, and every command the model ran failed: the runtime
+        could not work here (a sandbox helper missing, a tool that does not
+        start), which "no changes" would hide."""
+        self._no_changes(tree)
+        failed = "; ".join(command.describe() for command in commands[:3])
+        more = f" and {len(commands) - 3} more" if len(commands) > 3 else ""
+        return _Ending(Outcome.FAILED, f"no changes, and every command the {self.services.runtime.name} runtime "
+                                       f"ran failed ({len(commands)}): {failed}{more}", FailureClass.PERMANENT,
+                       keep_worktree=False)
 
     def _no_changes(self, tree: Worktree) -> _Ending:
         worktrees.remove(tree, delete_branch=True)

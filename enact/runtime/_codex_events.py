@@ -1,0 +1,132 @@
+"""What ``codex exec --json`` prints, read: one JSON event a line (Codex
+0.169: ``thread.started``, ``turn.started``/``completed``/``failed``,
+``error`` for its retries, ``item.started``/``completed`` for messages,
+command executions and errors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from enact.runtime import CommandRun, Usage
+
+_PROGRESS_LIMIT = 300
+_OUTPUT_TAIL = 500
+"""How much of a failed command's output its record keeps (the end, where the error is)."""
+
+@dataclass(slots=True)
+class CodexTurn:
+    """What the JSON lines of one ``codex exec`` said."""
+
+    thread_id: str | None = None
+    completed: bool = False
+    failure: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    answer: str | None = None
+    diagnostics: list[str] = field(default_factory=list)
+    progress: list[str] = field(default_factory=list)
+    commands: list[CommandRun] = field(default_factory=list)
+    unreadable_lines: int = 0
+
+
+def parse_events(stdout: str) -> CodexTurn:
+    """Read the events; unknown event types are ignored, so a newer Codex
+    that adds some still works."""
+    turn = CodexTurn()
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            turn.unreadable_lines += 1
+            continue
+        if isinstance(event, dict):
+            _apply(turn, event)
+    return turn
+
+
+def _apply(turn: CodexTurn, event: dict[str, Any]) -> None:
+    match event.get("type"):
+        case "thread.started":
+            turn.thread_id = str(event.get("thread_id") or "") or turn.thread_id
+        case "turn.completed":
+            turn.completed, turn.failure = True, None
+            turn.usage = usage_of(event.get("usage"))
+        case "turn.failed":
+            error = event.get("error")
+            turn.failure = str(error.get("message") if isinstance(error, dict) else error or "the turn failed")
+        case "error":
+            # The CLI reports its retries ("Reconnecting... 2/5") this way and may still complete.
+            turn.diagnostics.append(str(event.get("message", "")))
+        case "item.completed":
+            item = event.get("item")
+            if isinstance(item, dict):
+                _item(turn, item)
+
+
+def _item(turn: CodexTurn, item: dict[str, Any]) -> None:
+    kind = item.get("type")
+    if kind == "agent_message":
+        turn.answer = str(item.get("text", ""))
+    elif kind == "error":
+        turn.diagnostics.append(str(item.get("message", "")))
+    elif kind == "command_execution":
+        code = item.get("exit_code")
+        output = str(item.get("aggregated_output") or "")
+        turn.commands.append(CommandRun(command=short(str(item.get("command", "?"))),
+                                        exit_code=code if isinstance(code, int) else None,
+                                        output=output[-_OUTPUT_TAIL:]))
+    else:
+        detail = item.get("text") or {k: v for k, v in item.items() if k not in ("id", "type")}
+        turn.progress.append(short(f"{kind}: {detail}"))
+
+
+def usage_of(raw: object) -> Usage:
+    if not isinstance(raw, dict):
+        return Usage()
+
+    def count(name: str) -> int:
+        value = raw.get(name)
+        return value if isinstance(value, int) and value >= 0 else 0
+
+    return Usage(
+        input_tokens=count("input_tokens"),
+        cached_input_tokens=count("cached_input_tokens"),
+        output_tokens=count("output_tokens"),
+        reasoning_tokens=count("reasoning_output_tokens"),
+    )
+
+
+def total(a: Usage, b: Usage) -> Usage:
+    return Usage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        cached_input_tokens=a.cached_input_tokens + b.cached_input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
+    )
+
+
+def short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _PROGRESS_LIMIT else text[: _PROGRESS_LIMIT - 1] + "…"
+
+
+def minus(after: Usage, before: Usage) -> Usage:
+    """What one turn spent, from the thread's totals after and before it."""
+    return Usage(
+        input_tokens=max(0, after.input_tokens - before.input_tokens),
+        cached_input_tokens=max(0, after.cached_input_tokens - before.cached_input_tokens),
+        output_tokens=max(0, after.output_tokens - before.output_tokens),
+        reasoning_tokens=max(0, after.reasoning_tokens - before.reasoning_tokens),
+    )
+
+
+def warnings_of(stderr: str) -> list[str]:
+    """The warnings Codex printed on stderr (``WARNING: proceeding, even
+    though we could not create PATH aliases: …`` when its sandbox helper is
+    missing, after which every shell call fails), for the task log."""
+    return [short(f"codex warned: {line.strip()}") for line in stderr.splitlines()
+            if line.strip().upper().startswith("WARNING")]
