@@ -164,7 +164,7 @@ class WorkersActor(EnactActor):
                                             force=message.force)
         if refusal is not None:
             return CleanupRefused(task_id=message.task_id, reason=refusal)
-        worktrees.cleanup(item)
+        worktrees.cleanup(self.context.home, item)
         return CleanedUp(task_id=message.task_id, path=str(item.path))
 
     def _prune(self) -> None:
@@ -178,4 +178,4 @@ class WorkersActor(EnactActor):
             if state in (TaskState.FAILED.value, TaskState.CANCELLED.value, TaskState.SUCCEEDED.value, ""):
                 log.info("pruning the kept worktree of task %d (%s): %s", item.task_id, state or "unknown",
                          Path(item.path))
-                worktrees.cleanup(item)
+                worktrees.cleanup(self.context.home, item)

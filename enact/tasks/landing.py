@@ -5,7 +5,7 @@ doctor passed on the merged result.
 The merge is made and checked in a temporary worktree, detached, so the
 owner's checkout changes only at the very end, by a fast-forward to a
 result that passed. Every refusal leaves the checkout and its branch as
-they were. git runs through ``sh`` (``enact.tasks.worktrees.git``).
+they were. git runs through ``sh`` (``enact.tasks.host_git``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 from enact.messages.reviews import LandRefusal
-from enact.tasks.worktrees import WorktreeError, authoritative_head, git
+from enact.tasks.host_git import WorktreeError, git
+from enact.tasks.worktrees import authoritative_head
 
 _MAX_REASON = 600
 

@@ -95,8 +95,9 @@ def task_prompt(task: Task, tree: Worktree, plan: doctor.DoctorPlan, protected: 
     checks = f"`{plan.command}` (from {plan.source})" if plan.command else "no test command"
     return "\n".join([
         f"You are working on task {task.id} in a git worktree of {tree.repo} (branch {tree.branch}, made from "
-        f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only; do not commit: "
-        "the host commits your change and hands it to the owner for review.",
+        f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only. git works here, on "
+        "a repository of this worktree's own (your commits stay in it): the host takes the files as you leave "
+        "them, commits them and hands the change to the owner for review.",
         "", "Request:", task.request,
         "", "Brief:", task.brief or "(none)",
         "", f"Repository notes ({NOTES_FILE}):", notes,
@@ -291,7 +292,7 @@ class TaskAttempt:
         state = tuple(StateDir(path, own_state) for path in getattr(runtime, "state_dirs", ()))
         programs = tuple(getattr(runtime, "program_dirs", ()))
         with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
-                         programs=programs, state=state) as confined:
+                         programs=programs, state=state, readable=(tree.objects,)) as confined:
             # Confined means the runtime's commands too: a runtime that does
             # not start them under the prefix leaves the task unconfined
             # (its doctor still is).
@@ -330,7 +331,7 @@ class TaskAttempt:
     def _remove_leftover_worktree(self) -> None:
         leftover = worktrees.info(self.services.home, self.task.id)
         if leftover is not None:  # the earlier attempt died before removing it; the branch holds the change
-            worktrees.cleanup(leftover)
+            worktrees.cleanup(self.services.home, leftover)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
         if self.cancel.cancelled:
@@ -384,7 +385,7 @@ class TaskAttempt:
         return self._hand_over(tree, result, changed)
 
     def _no_changes(self, tree: Worktree) -> _Ending:
-        worktrees.remove(tree, delete_branch=True)
+        worktrees.remove(tree, self.services.home, delete_branch=True)
         self._tree = None
         return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
 
@@ -408,7 +409,7 @@ class TaskAttempt:
         self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
                      summary=f"review {review_id}: {stat.splitlines()[-1].strip() if stat else head[:12]}")
         # The branch holds the change; the worktree is not needed any more.
-        worktrees.remove(tree, delete_branch=False)
+        worktrees.remove(tree, self.services.home, delete_branch=False)
         return _Ending(Outcome.SUCCEEDED, f"review {review_id} opened: {result.summary}", review_id=review_id,
                        keep_worktree=False)
 
