@@ -114,8 +114,11 @@ def land(plan: LandPlan, *, scratch: Path, doctor: Doctor, current: Callable[[],
         return _merge_and_check(plan, scratch, doctor, current, target=target, tip=tip, head=head,
                                 fast_forward=fast_forward)
     finally:
-        if not _succeeds(repo, "worktree", "remove", "--force", str(scratch)):
-            remove_scratch(scratch)
+        # Not ``git worktree remove``: the doctor could write the scratch
+        # worktree's ``.git``. Its directory goes, then the repository
+        # forgets it.
+        remove_scratch(scratch)
+        _succeeds(repo, "worktree", "prune")
 
 
 def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Callable[[], bool], *,
@@ -163,7 +166,7 @@ def remove_scratch(scratch: Path) -> None:
 
 def diff(repo: Path, base: str, head: str, *, max_chars: int) -> tuple[str, bool]:
     """The unified diff ``base``..``head`` and whether it was cut at ``max_chars``."""
-    text = git(repo, "diff", "--no-color", "--no-ext-diff", f"{base}..{head}")
+    text = git(repo, "diff", "--no-color", "--no-ext-diff", "--no-textconv", f"{base}..{head}")
     if len(text) <= max_chars:
         return text, False
     return text[:max_chars], True

@@ -168,7 +168,9 @@ def content_of(worktree: Worktree, paths: list[str]) -> dict[str, str]:
     hashes = {}
     for relative in paths:
         file = worktree.path / relative
-        hashes[relative] = worktree.git("hash-object", "--", relative).strip() if file.is_file() else "gone"
+        # As the file is, unfiltered: the hashes are only compared with each other.
+        hashes[relative] = worktree.git("hash-object", "--no-filters", "--", relative).strip() \
+            if file.is_file() else "gone"
     return hashes
 
 
@@ -192,7 +194,7 @@ def capture(worktree: Worktree, request: str, paths: list[str]) -> str:
 
 
 def diffstat(worktree: Worktree, head: str) -> str:
-    return worktree.git("diff", "--stat", worktree.base, head).strip()
+    return worktree.git("diff", "--stat", "--no-textconv", "--no-ext-diff", worktree.base, head).strip()
 
 
 def remove(worktree: Worktree, home: Path, *, delete_branch: bool) -> None:
