@@ -5,6 +5,7 @@ real git repositories, directly and in a running daemon."""
 from __future__ import annotations
 
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,24 @@ def test_two_homes_on_one_repository_and_a_home_made_afresh_never_share_a_branch
     assert again.branch not in (first.branch, second.branch)
     assert git(repo, "rev-parse", second.branch) == head
     assert git(repo, "rev-parse", first.branch) == first.base  # the old home's branch is left as it was
+
+
+def test_workers_asking_for_a_new_homes_id_at_once_all_get_the_same_whole_one(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    barrier = threading.Barrier(8)
+    found: list[str] = []
+
+    def ask() -> None:
+        barrier.wait()
+        found.append(task_branches.home_id(home))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(found) == 8 and len(set(found)) == 1 and len(found[0]) == 8
+    assert [entry.name for entry in home.iterdir()] == ["home-id"]  # no draft left behind
 
 
 def test_a_branch_this_home_did_not_make_is_never_reset(repo: Path, tmp_path: Path) -> None:

@@ -41,10 +41,18 @@ def home_id(home: Path) -> str:
     with contextlib.suppress(FileNotFoundError):
         return _valid_id(path)
     home.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(FileExistsError):  # another worker made it first: that one is the id
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w", encoding="ascii") as file:
-            file.write(secrets.token_hex(_HOME_ID_LENGTH // 2) + "\n")
+    # Written whole under a name of its own, then linked into place: a
+    # worker starting at the same moment finds either no id or the whole
+    # one, and the first link wins.
+    draft = home / f".{HOME_ID_FILE}.{secrets.token_hex(8)}"
+    descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="ascii") as file:
+        file.write(secrets.token_hex(_HOME_ID_LENGTH // 2) + "\n")
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.link(draft, path)
+    finally:
+        draft.unlink()
     return _valid_id(path)
 
 
