@@ -70,8 +70,6 @@ class WorktreeInfo:
     branch: str
     dirty: bool
     modified_at: float
-    tree: Worktree | None = None
-    """What the host recorded when it made it; None for a directory it has no record of."""
 
 
 def worktrees_root(home: Path) -> Path:
@@ -239,8 +237,7 @@ def info(home: Path, task_id: int) -> WorktreeInfo | None:
         except WorktreeError:
             dirty = False
     return WorktreeInfo(task_id=task_id, path=path, repo=tree.repo if tree else None,
-                        branch=tree.branch if tree else "", dirty=dirty, modified_at=path.stat().st_mtime,
-                        tree=tree)
+                        branch=tree.branch if tree else "", dirty=dirty, modified_at=path.stat().st_mtime)
 
 
 def list_worktrees(home: Path) -> list[WorktreeInfo]:
