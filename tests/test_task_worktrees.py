@@ -158,3 +158,15 @@ def test_capture_commits_only_the_validated_paths(repo: Path, tmp_path: Path) ->
     head = worktrees.capture(tree, "change the answer", validated)
     committed = git(repo, "ls-tree", "-r", "--name-only", head).split()
     assert "lib.py" in committed and "left-by-the-test-run.txt" not in committed
+
+
+def test_a_home_reached_through_a_symlink_still_knows_its_worktree_and_its_changes(repo: Path,
+                                                                                  tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    home = tmp_path / "link" / "home"
+    tree = worktrees.prepare(repo, home, 13)
+    (tree.path / "lib.py").write_text("changed\n")
+    assert tree.registered()
+    [listed] = worktrees.list_worktrees(home)
+    assert (listed.repo, listed.dirty) == (repo, True)

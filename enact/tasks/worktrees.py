@@ -59,7 +59,7 @@ class Worktree:
             back = (self.git_dir / "gitdir").read_text(encoding="utf-8").strip()
         except OSError:
             return False
-        return Path(back) == self.path / ".git"
+        return Path(back) == self.path.resolve() / ".git"  # git writes the real path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
