@@ -89,6 +89,21 @@ def test_release_deletes_only_the_branch_the_ledger_names(repo: Path, tmp_path: 
     assert task_branches.release(home, 6) is None  # never made: nothing to delete
 
 
+@pytest.mark.parametrize(("task_state", "has_worktree", "review_state", "orphaned"), [
+    ("", False, "", True),  # the task is gone
+    ("failed", False, "", True),
+    ("succeeded", False, "landed", True),
+    ("cancelled", False, "closed", True),
+    ("failed", True, "", False),  # its kept worktree still shows the work
+    ("succeeded", False, "open", False),  # the owner has yet to decide
+    ("queued", False, "", False), ("running", False, "", False), ("paused", False, "", False),
+])
+def test_a_branch_is_orphaned_once_no_task_worktree_or_open_review_needs_it(
+        task_state: str, has_worktree: bool, review_state: str, orphaned: bool) -> None:
+    assert task_branches.orphaned(task_state=task_state, has_worktree=has_worktree,
+                                  review_state=review_state) is orphaned
+
+
 CHANGE = 'match = "change"\nrun = ["sh", "-c", "echo two > app.txt"]\nreply = "changed"'
 BREAK = 'match = "break"\nrun = ["sh", "-c", "rm ok; echo two > app.txt"]\nreply = "broke it"'
 

@@ -184,7 +184,7 @@ class WorkersActor(EnactActor):
     def _orphaned(self, entry: task_branches.TaskBranch) -> bool:
         listed = self.context.ask("reviews", ListReviews(task_id=entry.task_id, limit=1))
         review_state = listed.reviews[0].state.value if listed.reviews else ""
-        return task_branches.orphaned(entry, task_state=self._task_state(entry.task_id), review_state=review_state,
+        return task_branches.orphaned(task_state=self._task_state(entry.task_id), review_state=review_state,
                                       has_worktree=worktrees.path_of(self.context.home, entry.task_id).exists())
 
     def _cleanup_branches(self, message: CleanupBranches) -> BranchesCleanedUp | Rejected:

@@ -132,9 +132,10 @@ def release(home: Path, task_id: int, *, branch: str | None = None) -> TaskBranc
     return found
 
 
-def orphaned(entry: TaskBranch, *, task_state: str, has_worktree: bool, review_state: str) -> bool:
-    """Whether a branch is nobody's any more: its task is gone or ended, it
-    has no kept worktree and no open review names it."""
+def orphaned(*, task_state: str, has_worktree: bool, review_state: str) -> bool:
+    """Whether a task's branch is nobody's any more: the task is gone
+    (``task_state`` empty) or ended, it has no kept worktree and its review,
+    if any, is not open."""
     if has_worktree or review_state == "open":
         return False
     return task_state not in ("queued", "running", "paused")
