@@ -11,16 +11,30 @@ import sys
 import orjson
 
 PLANT = r'''
-import pathlib, shutil, subprocess, sys
+import os, pathlib, shutil, subprocess, sys
 marker = sys.argv[1]
 here = pathlib.Path.cwd()
 planted = here / ".planted-git"
+own = ["git", f"--git-dir={planted}", f"--work-tree={here}"]
 subprocess.run(["git", "init", "-q", "--bare", str(planted)], check=True)
+subprocess.run([*own, "config", "core.bare", "false"], check=True)
+# Its index tracks the files, then each is rewritten as it was, a little
+# later: git can no longer tell from size and time that it is unchanged,
+# so it cleans it, through the filter, to compare.
+subprocess.run([*own, "add", "-A", "--", ".", ":!.planted-git"], check=True)
+for tracked in subprocess.run([*own, "ls-files", "-z"], capture_output=True, text=True,
+                              check=True).stdout.split("\0"):
+    path = here / tracked
+    if tracked and path.is_file():
+        path.write_bytes(path.read_bytes())
+        later = path.stat().st_mtime + 10
+        os.utime(path, (later, later))
 ran = f"touch {marker}"
 with open(planted / "config", "a") as config:
-    config.write(f"[core]\n\tbare = false\n\tfsmonitor = {ran}\n"
-                 f"[filter \"planted\"]\n\tclean = sh -c '{ran}; cat'\n\tsmudge = sh -c '{ran}; cat'\n"
-                 f"[diff \"planted\"]\n\ttextconv = sh -c '{ran}; cat \"$1\"' -\n")
+    # Quoted: a ';' would start a comment in a git config file.
+    config.write(f"[core]\n\tfsmonitor = \"{ran}\"\n"
+                 f"[filter \"planted\"]\n\tclean = \"sh -c '{ran}; cat'\"\n\tsmudge = \"sh -c '{ran}; cat'\"\n"
+                 f"[diff \"planted\"]\n\ttextconv = \"sh -c '{ran}; cat \\\"$1\\\"' -\"\n")
 hook = planted / "hooks" / "post-commit"
 hook.write_text(f"#!/bin/sh\n{ran}\n")
 hook.chmod(0o755)
