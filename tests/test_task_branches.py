@@ -13,7 +13,7 @@ from git_repos import commit, git, make_repo
 from test_task_workers import UNCONFINED, add, reviews, rules, wait_ended
 
 from enact.tasks import task_branches, worktrees
-from enact.tasks.worktrees import WorktreeError
+from enact.tasks.host_git import WorktreeError
 
 from conftest import DaemonFactory, wait_for
 

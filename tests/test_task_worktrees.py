@@ -12,7 +12,7 @@ from hostile_git import plant_argv
 from task_repos import git, make_repo
 
 from enact.tasks import task_branches, worktrees
-from enact.tasks.worktrees import WorktreeError
+from enact.tasks.host_git import WorktreeError
 
 
 @pytest.fixture

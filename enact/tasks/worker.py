@@ -45,8 +45,9 @@ from enact.runtime._subprocess import TERM_GRACE_S
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import Confinement, StateDir, confinement
 from enact.tasks.finishing import finish_with_retries
+from enact.tasks.host_git import WorktreeError
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
-from enact.tasks.worktrees import Worktree, WorktreeError
+from enact.tasks.worktrees import Worktree
 
 log = logging.getLogger(__name__)
 

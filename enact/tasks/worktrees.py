@@ -27,8 +27,6 @@ from pathlib import Path
 from enact.tasks import task_branches, task_git
 from enact.tasks.host_git import WorktreeError, git
 
-__all__ = ["Worktree", "WorktreeError", "WorktreeInfo", "git"]
-
 WORKTREES_DIR = "worktrees"
 _SUBJECT_LIMIT = 72
 
