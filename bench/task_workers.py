@@ -121,7 +121,7 @@ def _baseline_per_minute(base: Path, count: int) -> float:
         if not result.passed:
             raise RuntimeError(result.summary)
         worktrees.capture(tree, f"touch {task_id}", worktrees.changed_paths(tree))
-        worktrees.remove(tree, delete_branch=False)
+        worktrees.remove(tree, home, delete_branch=False)
     return count / (time.perf_counter() - started) * 60
 
 

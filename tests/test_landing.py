@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from git_repos import commit, git, make_repo, task_branch
+from hostile_git import plant_argv
 
 from enact.messages.reviews import LandRefusal
 from enact.tasks.landing import LandPlan, land
@@ -46,6 +48,21 @@ def test_land_fast_forwards_target_when_doctor_passes_on_the_result(tmp_path: Pa
     assert (repo / "app.txt").read_text() == "two\n"  # the checkout moved with its branch
     assert seen == [tmp_path / "scratch"] and not seen[0].exists()  # checked apart, then removed
     assert str(tmp_path / "scratch") not in git(repo, "worktree", "list")
+
+
+def test_a_doctor_that_plants_a_git_file_in_the_scratch_worktree_runs_nothing_on_the_host(tmp_path: Path) -> None:
+    """The doctor runs the merged code, which may rewrite the scratch
+    worktree's .git to a git directory whose filter, textconv, fsmonitor
+    and hook would run when the host's git next looks there: the host does
+    not look there again."""
+    repo = make_repo(tmp_path / "repo")
+    _, head = task_branch(repo, "enact/task-1", {"app.txt": "two\n", "lib.py": ""})
+    marker = tmp_path / "planted-ran"
+    outcome = land(LandPlan(repo=repo, head=head, message="land"), scratch=tmp_path / "scratch",
+                   doctor=shell_doctor(shlex.join(plant_argv(str(marker)))), current=always)
+    assert outcome.landed, outcome.reason
+    assert not (tmp_path / "scratch").exists() and str(tmp_path / "scratch") not in git(repo, "worktree", "list")
+    assert not marker.exists()
 
 
 def test_land_refuses_on_failing_doctor_and_leaves_target_untouched(tmp_path: Path) -> None:

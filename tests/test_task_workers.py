@@ -14,6 +14,7 @@ import pytest
 from home_state import rewrite_record
 from task_repos import git, make_repo
 
+from enact.tasks import task_branches
 from enact.tasks.records import Task
 from enact.tasks.tables import DATABASES, QUEUE, TASK_VERSION
 
@@ -48,6 +49,10 @@ def wait_ended(daemon: Daemon, task_id: int, timeout: float = 60) -> dict[str, A
     return show(daemon, task_id)
 
 
+def branch(daemon: Daemon, task_id: int) -> str:
+    return task_branches.branch_of(daemon.home, task_id)
+
+
 def kinds(shown: dict[str, Any]) -> list[str]:
     return [event["kind"] for event in shown["events"]]
 
@@ -75,9 +80,9 @@ def test_a_task_is_validated_captured_and_handed_over_as_a_review(daemons: Daemo
     assert shown["confined"] is False
     [review] = reviews(daemon)
     assert review["task_id"] == task_id and str(review["id"]) == str(shown["review"])
-    assert git(repo, "log", "-1", "--format=%s", f"enact/task-{task_id}").strip() == \
+    assert git(repo, "log", "-1", "--format=%s", branch(daemon, task_id)).strip() == \
         f"enact task {task_id}: mark the answer as checked"
-    assert "# checked" in git(repo, "show", f"enact/task-{task_id}:lib.py")
+    assert "# checked" in git(repo, "show", f"{branch(daemon, task_id)}:lib.py")
     assert "# checked" not in (repo / "lib.py").read_text()  # nothing lands without the owner
     assert not (daemon.home / "worktrees" / f"task-{task_id}").exists()
     log = daemon.cli("task", "log", str(task_id))
@@ -92,7 +97,7 @@ def test_a_task_that_changes_nothing_succeeds_with_no_changes_and_leaves_no_work
     shown = wait_ended(daemon, task_id)
     assert (shown["state"], shown["summary"]) == ("succeeded", "no changes")
     assert not (daemon.home / "worktrees" / f"task-{task_id}").exists()
-    assert f"enact/task-{task_id}" not in git(repo, "branch", "--list")
+    assert branch(daemon, task_id) not in git(repo, "branch", "--list")
 
 
 def test_a_test_run_that_rewrites_what_it_validated_fails_the_task(daemons: DaemonFactory, tmp_path: Path) -> None:
@@ -115,7 +120,7 @@ def test_a_repair_in_the_same_session_fixes_a_failing_test(daemons: DaemonFactor
     shown = wait_ended(daemon, task_id)
     assert shown["state"] == "succeeded", shown
     assert "repaired" in kinds(shown) and "repair 1/2" in phases(shown)
-    assert "return 42  # tuned" in git(repo, "show", f"enact/task-{task_id}:lib.py")
+    assert "return 42  # tuned" in git(repo, "show", f"{branch(daemon, task_id)}:lib.py")
     assert len(reviews(daemon)) == 1
     log = daemon.cli("task", "log", str(task_id)).stdout
     assert "failed (exit 1)" in log and "passed" in log
@@ -355,7 +360,7 @@ def test_kept_worktrees_of_failed_tasks_are_pruned_after_the_keep_period(daemons
     restarted = daemons.start(daemon.home, env={**UNCONFINED, "ENACT_TASKS_KEEP_FAILED_WORKTREES_DAYS": "0"})
     wait_for(lambda: not kept.exists(), what="the kept worktree to be pruned")
     assert restarted.cli_json("worktree", "list", "--json") == []
-    assert f"enact/task-{task_id}" in git(repo, "branch", "--list")
+    assert branch(restarted, task_id) in git(repo, "branch", "--list")
 
 
 @pytest.mark.parametrize(("fail_as", "state", "event"), [

@@ -22,6 +22,8 @@ from model_server import ModelServer, Reply, ToolCall
 from scratch_homes import scratch_dir, snapshot
 from task_repos import git, make_repo
 
+from enact.tasks import task_branches
+
 from conftest import Daemon, DaemonFactory, real_cli, wait_for
 
 ADD_DOUBLE = "printf '\\n\\ndef double(x):\\n    return 2 * x\\n' >> lib.py"
@@ -49,7 +51,7 @@ def run_task(daemon: Daemon, repo: Path, text: str) -> dict[str, Any]:
 
 def assert_reviewed_with_the_edit(daemon: Daemon, repo: Path, shown: dict[str, Any]) -> None:
     assert shown["state"] == "succeeded", (shown["summary"], daemon.cli("task", "log", str(shown["id"])).stdout)
-    assert "def double(x)" in git(repo, "show", f"enact/task-{shown['id']}:lib.py")
+    assert "def double(x)" in git(repo, "show", f"{task_branches.branch_of(daemon.home, shown['id'])}:lib.py")
     [review] = daemon.cli_json("review", "list", "--json")
     assert review["task_id"] == shown["id"]
 

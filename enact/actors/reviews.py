@@ -49,8 +49,8 @@ from enact.messages.reviews import (
     UnknownReview,
 )
 from enact.storage import AppendLog, RecordTable, decode_record
-from enact.tasks import landing
-from enact.tasks.worktrees import WorktreeError
+from enact.tasks import landing, task_branches
+from enact.tasks.host_git import WorktreeError
 
 log = logging.getLogger(__name__)
 
@@ -279,6 +279,7 @@ class ReviewsActor(EnactActor):
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,
             note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}); doctor: {outcome.doctor_summary}",
             updated_at=time.time()))
+        self._drop_branch(landed)
         event = Landed(review=landed, fast_forward=outcome.fast_forward)
         # Also an event: the curator adopts the candidate whose task this was.
         self.context.publish(event)
@@ -293,7 +294,17 @@ class ReviewsActor(EnactActor):
             return refused or UnknownReview(review_id=message.review_id)
         note = f"closed: {message.reason}" if message.reason else "closed without landing"
         closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note, updated_at=time.time()))
+        self._drop_branch(closed)
         return Closed(review=closed)
+
+    def _drop_branch(self, review: Review) -> None:
+        """The task's branch is done with once its review is landed (the
+        target has the commit) or closed (the owner turned it down); only a
+        branch this home made is deleted."""
+        try:
+            task_branches.release(self.context.home, review.task_id, branch=review.branch)
+        except WorktreeError as error:
+            log.warning("review %d: branch %s stays: %s", review.id, review.branch, error)
 
 
 def _doctor(context: ActorContext, review: Review, log_path: Path) -> landing.Doctor:

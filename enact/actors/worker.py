@@ -16,9 +16,13 @@ from typing import Any
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._pool import KeyedPool
 from enact.actors._specs import ActorSpec
+from enact.messages.common import Rejected, is_human
+from enact.messages.reviews import List as ListReviews
 from enact.messages.tasks import Claim, Claimed, Found, Get, NothingQueued, TaskChanged
 from enact.messages.workers import (
+    BranchesCleanedUp,
     CleanedUp,
+    CleanupBranches,
     CleanupRefused,
     CleanupWorktree,
     ListWorktrees,
@@ -28,7 +32,8 @@ from enact.messages.workers import (
     WorktreeList,
 )
 from enact.runtime import Runtime
-from enact.tasks import worktrees
+from enact.tasks import task_branches, worktrees
+from enact.tasks.host_git import WorktreeError
 from enact.tasks.records import DEADLINE_RANGE_S, EventKind, TaskState
 from enact.tasks.validation import remove_leftovers
 from enact.tasks.worker import TaskAttempt, WorkerServices
@@ -137,6 +142,8 @@ class WorkersActor(EnactActor):
                                                     worktrees.list_worktrees(self.context.home)))
             case CleanupWorktree():
                 return self._cleanup(message)
+            case CleanupBranches():
+                return self._cleanup_branches(message)
             case PruneWorktrees():
                 try:
                     self._prune()
@@ -169,8 +176,35 @@ class WorkersActor(EnactActor):
                                             force=message.force)
         if refusal is not None:
             return CleanupRefused(task_id=message.task_id, reason=refusal)
-        worktrees.cleanup(item)
-        return CleanedUp(task_id=message.task_id, path=str(item.path))
+        worktrees.cleanup(self.context.home, item)
+        entry = task_branches.recorded(self.context.home, item.task_id)
+        removed = ""
+        if entry is not None and self._orphaned(entry):
+            try:
+                removed = entry.branch if task_branches.release(self.context.home, entry.task_id) else ""
+            except WorktreeError as error:
+                log.warning("task %d: its branch stays: %s", item.task_id, error)
+        return CleanedUp(task_id=message.task_id, path=str(item.path), branch=removed)
+
+    def _orphaned(self, entry: task_branches.TaskBranch) -> bool:
+        listed = self.context.ask("reviews", ListReviews(task_id=entry.task_id, limit=1))
+        review_state = listed.reviews[0].state.value if listed.reviews else ""
+        return task_branches.orphaned(task_state=self._task_state(entry.task_id), review_state=review_state,
+                                      has_worktree=worktrees.path_of(self.context.home, entry.task_id).exists())
+
+    def _cleanup_branches(self, message: CleanupBranches) -> BranchesCleanedUp | Rejected:
+        if not is_human(message.origin):
+            return Rejected(reason=f"deleting branches needs a human, not {message.origin or 'an unnamed origin'}")
+        removed, failed = [], []
+        for entry in list(task_branches.ledger(self.context.home)):
+            if not self._orphaned(entry):
+                continue
+            try:
+                if task_branches.release(self.context.home, entry.task_id) is not None:
+                    removed.append(f"{entry.repo} {entry.branch}")
+            except WorktreeError as error:
+                failed.append(str(error))
+        return BranchesCleanedUp(removed=tuple(removed), failed=tuple(failed))
 
     def _prune(self) -> None:
         """Kept worktrees of ended tasks (failed, cancelled) past the keep
@@ -183,4 +217,4 @@ class WorkersActor(EnactActor):
             if state in (TaskState.FAILED.value, TaskState.CANCELLED.value, TaskState.SUCCEEDED.value, ""):
                 log.info("pruning the kept worktree of task %d (%s): %s", item.task_id, state or "unknown",
                          Path(item.path))
-                worktrees.cleanup(item)
+                worktrees.cleanup(self.context.home, item)

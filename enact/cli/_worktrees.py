@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
 
 @click.group("worktree")
@@ -43,13 +43,22 @@ def list_worktrees(home: Path | None, as_json: bool) -> None:
 
 @worktree.command("cleanup")
 @home_option
-@click.argument("task_id", type=click.IntRange(min=1))
+@click.argument("task_id", type=click.IntRange(min=1), required=False)
 @click.option("--force", is_flag=True, help="Remove it even with uncommitted changes.")
+@click.option("--orphaned-branches", is_flag=True,
+              help="Delete this home's task branches that no task, kept worktree or open review needs.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
-def cleanup(home: Path | None, task_id: int, force: bool, as_json: bool) -> None:
-    """Remove TASK_ID's kept worktree (its branch stays)."""
+def cleanup(home: Path | None, task_id: int | None, force: bool, orphaned_branches: bool, as_json: bool) -> None:
+    """Remove TASK_ID's kept worktree, and its branch unless a review still
+    names it; with --orphaned-branches, delete every orphaned task branch."""
     from enact.messages.common import HUMAN_CLI
+
+    if (task_id is None) == (not orphaned_branches):
+        fail("name a TASK_ID or --orphaned-branches (one of them)", as_json=as_json, code=EXIT_USAGE)
+    if task_id is None:
+        _cleanup_branches(home, as_json)
+        return
     from enact.messages.workers import CleanedUp, CleanupRefused, CleanupWorktree
 
     message = CleanupWorktree(task_id=task_id, force=force, origin=HUMAN_CLI)
@@ -58,6 +67,28 @@ def cleanup(home: Path | None, task_id: int, force: bool, as_json: bool) -> None
         fail(reply.reason, as_json=as_json, code=EXIT_USAGE, status="refused")
     done = expect(reply, CleanedUp, message)
     if as_json:
-        print_json({"task_id": done.task_id, "path": done.path, "removed": True})
+        print_json({"task_id": done.task_id, "path": done.path, "removed": True, "branch": done.branch})
         return
-    click.echo(f"removed {done.path}")
+    click.echo(f"removed {done.path}" + (f" and branch {done.branch}" if done.branch else ""))
+
+
+def _cleanup_branches(home: Path | None, as_json: bool) -> None:
+    from enact.messages.common import HUMAN_CLI, Rejected
+    from enact.messages.workers import BranchesCleanedUp, CleanupBranches
+
+    message = CleanupBranches(origin=HUMAN_CLI)
+    reply = request(resolve_home(home), message)
+    if isinstance(reply, Rejected):
+        fail(reply.reason, as_json=as_json, code=EXIT_USAGE, status="refused")
+    done = expect(reply, BranchesCleanedUp, message)
+    if as_json:
+        print_json({"removed": list(done.removed), "failed": list(done.failed)})
+    else:
+        for line in done.removed:
+            click.echo(f"deleted {line}")
+        for line in done.failed:
+            click.echo(f"kept: {line}")
+        if not done.removed and not done.failed:
+            click.echo("no orphaned branches")
+    if done.failed:
+        raise SystemExit(EXIT_FAILED)

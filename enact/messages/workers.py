@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Origin
+from enact.messages.common import Origin, Rejected
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,8 +37,9 @@ class WorktreeList:
 @request("workers.CleanupWorktree")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CleanupWorktree(Request["CleanedUp | CleanupRefused"]):
-    """Remove a kept worktree (its branch stays). Refused while its task is
-    queued, running or paused, and with uncommitted changes unless ``force``."""
+    """Remove a kept worktree, and its branch when that is orphaned (no open
+    review names the task). Refused while its task is queued, running or
+    paused, and with uncommitted changes unless ``force``."""
 
     task_id: int
     force: bool = False
@@ -50,6 +51,8 @@ class CleanupWorktree(Request["CleanedUp | CleanupRefused"]):
 class CleanedUp:
     task_id: int
     path: str
+    branch: str = ""
+    """The task's branch, when it was orphaned and deleted too."""
 
 
 @reply("workers.CleanupRefused")
@@ -57,6 +60,25 @@ class CleanedUp:
 class CleanupRefused:
     task_id: int
     reason: str
+
+
+@request("workers.CleanupBranches")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CleanupBranches(Request["BranchesCleanedUp | Rejected"]):
+    """Delete this home's orphaned task branches: those whose task is gone
+    or ended and has neither a kept worktree nor an open review. Only on a
+    human's word."""
+
+    origin: Origin = ""
+
+
+@reply("workers.BranchesCleanedUp")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BranchesCleanedUp:
+    removed: tuple[str, ...]
+    """Each as ``<repository> <branch>``."""
+    failed: tuple[str, ...] = ()
+    """Why a branch could not be deleted, one line each."""
 
 
 @internal("workers.Poll")

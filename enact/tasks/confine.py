@@ -267,16 +267,18 @@ def _unconfinable(mode: str, *, home: Path, worktree: Path, tmp: Path) -> str:
 @contextmanager
 def confinement(
     mode: str, *, home: Path, worktree: Path, programs: Sequence[Path] = (), state: Sequence[StateDir] = (),
-    passthrough: Sequence[str] = (),
+    passthrough: Sequence[str] = (), readable: Sequence[Path] = (),
 ) -> Iterator[Confinement]:
     """The task's confinement for as long as the task runs (all its calls
     and repairs: a session the runtime wrote in its private state stays
     there until the end); its private directories are removed afterwards.
     ``programs``: where the runtime runs from, kept visible (read-only);
     ``state``: the runtime's state directories, each replaced by a private
-    one (see ``private_state_binds``); ``passthrough``: the owner's
-    ``tasks.env_passthrough``. Raises ConfinementUnavailable when ``mode``
-    is ``required`` and bwrap cannot confine."""
+    one (see ``private_state_binds``); ``readable``: what the task's
+    commands read besides (the owner's git objects, which the task's own git
+    uses), kept visible (read-only) like ``programs``; ``passthrough``: the
+    owner's ``tasks.env_passthrough``. Raises ConfinementUnavailable when
+    ``mode`` is ``required`` and bwrap cannot confine."""
     root = Path(tempfile.mkdtemp(prefix=f"enact-{worktree.name}-"))
     tmp = root / "tmp"
     (tmp / "home").mkdir(parents=True)
@@ -291,7 +293,7 @@ def confinement(
                 private.mkdir()
                 private_state.append((state_dir, private))
             prefix = bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home.resolve(),),
-                                  private_state=private_state, tools=tools_under_tmp(programs=programs),
+                                  private_state=private_state, tools=tools_under_tmp(programs=(*programs, *readable)),
                                   credentials=hidden_credentials())
             reason = tried(prefix, worktree)
         if reason and mode == "required":

@@ -5,7 +5,7 @@ doctor passed on the merged result.
 The merge is made and checked in a temporary worktree, detached, so the
 owner's checkout changes only at the very end, by a fast-forward to a
 result that passed. Every refusal leaves the checkout and its branch as
-they were. git runs through ``sh`` (``enact.tasks.worktrees.git``).
+they were. git runs through ``sh`` (``enact.tasks.host_git``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Protocol
 
 from enact.messages.reviews import LandRefusal
-from enact.tasks.worktrees import WorktreeError, authoritative_head, git
+from enact.tasks.host_git import WorktreeError, git
+from enact.tasks.worktrees import authoritative_head
 
 _MAX_REASON = 600
 
@@ -115,8 +116,11 @@ def land(plan: LandPlan, *, scratch: Path, doctor: Doctor, current: Callable[[],
         return _merge_and_check(plan, scratch, doctor, current, target=target, tip=tip, head=head,
                                 fast_forward=fast_forward)
     finally:
-        if not _succeeds(repo, "worktree", "remove", "--force", str(scratch)):
-            remove_scratch(scratch)
+        # Not ``git worktree remove``: the doctor could write the scratch
+        # worktree's ``.git``. Its directory goes, then the repository
+        # forgets it.
+        remove_scratch(scratch)
+        _succeeds(repo, "worktree", "prune")
 
 
 def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Callable[[], bool], *,
@@ -164,7 +168,7 @@ def remove_scratch(scratch: Path) -> None:
 
 def diff(repo: Path, base: str, head: str, *, max_chars: int) -> tuple[str, bool]:
     """The unified diff ``base``..``head`` and whether it was cut at ``max_chars``."""
-    text = git(repo, "diff", "--no-color", "--no-ext-diff", f"{base}..{head}")
+    text = git(repo, "diff", "--no-color", "--no-ext-diff", "--no-textconv", f"{base}..{head}")
     if len(text) <= max_chars:
         return text, False
     return text[:max_chars], True

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from enact.config import SETTINGS, checked
-from enact.tasks.worktrees import WorktreeError, git
+from enact.tasks.host_git import WorktreeError, git
 
 REPO_CONFIG = ".enact.toml"
 MAX_CONFIG_BYTES = 64 * 1024

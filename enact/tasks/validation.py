@@ -12,6 +12,7 @@ revision, confined like the task, and kept in
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -28,9 +29,9 @@ from enact.cancellation import CancellationToken
 from enact.tasks import repo_config
 from enact.tasks.confine import Confinement, confinement
 from enact.tasks.doctor import DoctorPlan, DoctorResult, append_log, plan_at, run_doctor
+from enact.tasks.host_git import WorktreeError, git
 from enact.tasks.protected import Guards
 from enact.tasks.test_report import TestRun, not_run
-from enact.tasks.worktrees import WorktreeError, git
 
 BASELINES_DIR = "doctor-baselines"
 
@@ -156,10 +157,12 @@ class Validation:
                              passthrough=self.settings["tasks.env_passthrough"]) as confine:
                 return run_doctor(scratch, self.plan, log_path=log_path, cancel=cancel, confine=confine)
         finally:
-            try:
-                git(repo, "worktree", "remove", "--force", str(scratch))
-            except WorktreeError:
-                shutil.rmtree(scratch, ignore_errors=True)  # forgotten at the repository's next prune
+            # Not ``git worktree remove``: the base's doctor could write the
+            # scratch worktree's ``.git``. Its directory goes, then the
+            # repository forgets it.
+            shutil.rmtree(scratch, ignore_errors=True)
+            with contextlib.suppress(WorktreeError):  # else forgotten at the repository's next prune
+                git(repo, "worktree", "prune")
 
 
 def remove_leftovers(home: Path, *, older_than_s: float, now: float | None = None) -> list[Path]:

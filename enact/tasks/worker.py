@@ -47,10 +47,11 @@ from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import Confinement, ConfinementUnavailable, StateDir, confinement
 from enact.tasks.finishing import finish_with_retries
+from enact.tasks.host_git import WorktreeError
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
 from enact.tasks.repo_config import RepoConfigError
 from enact.tasks.validation import Validation
-from enact.tasks.worktrees import Worktree, WorktreeError
+from enact.tasks.worktrees import Worktree
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,9 @@ def task_prompt(task: Task, tree: Worktree, validation: Validation) -> str:
         notes = f"(none: {error})"
     return "\n".join([
         f"You are working on task {task.id} in a git worktree of {tree.repo} (branch {tree.branch}, made from "
-        f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only; do not commit: "
-        "the host commits your change and hands it to the owner for review.",
+        f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only. git works here, on "
+        "a repository of this worktree's own (your commits stay in it): the host takes the files as you leave "
+        "them, commits them and hands the change to the owner for review.",
         "", "Request:", task.request,
         "", "Brief:", task.brief or "(none)",
         "", f"Repository notes ({NOTES_FILE}):", notes,
@@ -299,13 +301,14 @@ class TaskAttempt:
         programs = tuple(getattr(runtime, "program_dirs", ()))
         try:
             with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
-                             programs=programs, state=state, passthrough=settings["tasks.env_passthrough"]) as confined:
+                             programs=programs, state=state, readable=(tree.objects,),
+                             passthrough=settings["tasks.env_passthrough"]) as confined:
                 return self._confined_work(tree, confined)
         except ConfinementUnavailable as refused:
             # Nothing ran in the worktree: it goes, and the task fails for
             # good (a retry would be refused the same way).
             self._report(Phase.WORKSPACE, summary=str(refused), confined=False)
-            worktrees.remove(tree, delete_branch=True)
+            worktrees.remove(tree, self.services.home, delete_branch=True)
             self._tree = None
             return _Ending(Outcome.FAILED, str(refused), FailureClass.PERMANENT, keep_worktree=False)
 
@@ -350,7 +353,7 @@ class TaskAttempt:
     def _remove_leftover_worktree(self) -> None:
         leftover = worktrees.info(self.services.home, self.task.id)
         if leftover is not None:  # the earlier attempt died before removing it; the branch holds the change
-            worktrees.cleanup(leftover)
+            worktrees.cleanup(self.services.home, leftover)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
         if self.cancel.cancelled:
@@ -421,7 +424,7 @@ class TaskAttempt:
                        keep_worktree=False)
 
     def _no_changes(self, tree: Worktree) -> _Ending:
-        worktrees.remove(tree, delete_branch=True)
+        worktrees.remove(tree, self.services.home, delete_branch=True)
         self._tree = None
         return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
 
@@ -446,7 +449,7 @@ class TaskAttempt:
         self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
                      summary=f"review {review_id}: {stat.splitlines()[-1].strip() if stat else head[:12]}")
         # The branch holds the change; the worktree is not needed any more.
-        worktrees.remove(tree, delete_branch=False)
+        worktrees.remove(tree, self.services.home, delete_branch=False)
         return _Ending(Outcome.SUCCEEDED, f"review {review_id} opened: {result.summary}", review_id=review_id,
                        keep_worktree=False)
 

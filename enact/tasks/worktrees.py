@@ -6,32 +6,29 @@ The authoritative branch is the branch the target repository has checked out
 lands into. A repository on a detached ``HEAD`` is refused, since there would
 be nothing to land into.
 
-Every worktree lives under ``$ENACT_HOME/worktrees/task-<id>`` on branch
-``enact/task-<id>``; git runs through ``sh``.
+Every worktree lives under ``$ENACT_HOME/worktrees/task-<id>`` on the task's
+branch (``enact.tasks.task_branches``). What the host made is written down
+next to it, outside it (``task-<id>.json``: repository, owner-side git
+directory, branches, base): the worktree, ``.git`` entry and all, is the
+task's to write, so the host addresses it only through that record
+(``enact.tasks.host_git``). Its ``.git`` is the task's own repository
+(``enact.tasks.task_git``).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
+import json
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import sh
-
 from enact.home import WORKTREES_DIR
-from enact.home_guard import as_owner
+from enact.tasks import task_branches, task_git
+from enact.tasks.host_git import WorktreeError, git
 
-BRANCH_PREFIX = "enact/task-"
-AUTHOR = ("enact", "enact@localhost")
 _SUBJECT_LIMIT = 72
-
-
-class WorktreeError(Exception):
-    """A git operation on a task's worktree failed; the message is one line."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,13 +41,23 @@ class Worktree:
     base: str
     """The commit the worktree was made from."""
     git_dir: Path
-    """The worktree's git directory, read when it was made: the ``.git``
-    file inside is the task's to write, so the host never trusts it."""
+    """The worktree's git directory in the owner's repository, read when it
+    was made; the host never reads the worktree's ``.git``."""
+    objects: Path
+    """The owner repository's object store, which the task's own git reads."""
 
     def git(self, *args: str) -> str:
-        """git in this worktree, with its own git directory and no hooks."""
-        return git(self.path, *args, options=(f"--git-dir={self.git_dir}", f"--work-tree={self.path}",
-                                              *SAFE_OPTIONS))
+        """git in this worktree, through its recorded git directory."""
+        return git(self.path, *args, options=(f"--git-dir={self.git_dir}", f"--work-tree={self.path}"))
+
+    def registered(self) -> bool:
+        """Whether the owner's repository still has this worktree's git
+        directory, for this path (pruned and reused, it would be another's)."""
+        try:
+            back = (self.git_dir / "gitdir").read_text(encoding="utf-8").strip()
+        except OSError:
+            return False
+        return Path(back) == self.path.resolve() / ".git"  # git writes the real path
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,10 +70,6 @@ class WorktreeInfo:
     modified_at: float
 
 
-def branch_of(task_id: int) -> str:
-    return f"{BRANCH_PREFIX}{task_id}"
-
-
 def worktrees_root(home: Path) -> Path:
     return home / WORKTREES_DIR
 
@@ -75,33 +78,24 @@ def path_of(home: Path, task_id: int) -> Path:
     return worktrees_root(home) / f"task-{task_id}"
 
 
-def _git_env() -> dict[str, str]:
-    # The daemon's own environment must not point git elsewhere (a GIT_DIR
-    # inherited from a hook, say), and commits need an identity even where
-    # the owner configured none.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-    name, email = AUTHOR
-    env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
-               GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0")
-    return env
+def _record_path(home: Path, task_id: int) -> Path:
+    return worktrees_root(home) / f"task-{task_id}.json"
 
 
-SAFE_OPTIONS = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
-"""For git run by the host in a worktree a task's runtime could write: no
-hook and no fsmonitor command it might have planted runs outside the
-confinement."""
+def _write_record(home: Path, tree: Worktree) -> None:
+    fields = {key: str(value) if isinstance(value, Path) else value for key, value in asdict(tree).items()}
+    _record_path(home, tree.task_id).write_text(json.dumps(fields) + "\n", encoding="utf-8")
 
 
-def git(cwd: Path, *args: str, options: tuple[str, ...] = ()) -> str:
-    """Run ``git [OPTIONS] ARGS`` in ``cwd``; its standard output, or WorktreeError."""
+def recorded(home: Path, task_id: int) -> Worktree | None:
+    """The worktree as the host made it, from its record."""
     try:
-        output = sh.git(*options, *args, _cwd=str(cwd), _env=_git_env(), _tty_out=False, _preexec_fn=as_owner)
-    except sh.ErrorReturnCode as error:
-        detail = error.stderr.decode(errors="replace").strip().splitlines()
-        raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else error.exit_code}") from None
-    except sh.CommandNotFound:
-        raise WorktreeError("git is not installed") from None
-    return str(output)
+        data = json.loads(_record_path(home, task_id).read_text(encoding="utf-8"))
+        return Worktree(task_id=int(data["task_id"]), path=Path(data["path"]), repo=Path(data["repo"]),
+                        branch=str(data["branch"]), base_branch=str(data["base_branch"]), base=str(data["base"]),
+                        git_dir=Path(data["git_dir"]), objects=Path(data["objects"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def authoritative_head(repo: Path) -> tuple[str, str]:
@@ -121,20 +115,34 @@ def authoritative_head(repo: Path) -> tuple[str, str]:
 
 def prepare(repo: Path, home: Path, task_id: int) -> Worktree:
     """A fresh worktree for the task from the repository's authoritative
-    head. One left by an earlier attempt of the same task (its worker died)
-    is replaced: its work was never captured."""
+    head, with the task's own git in it. One left by an earlier attempt of
+    the same task (its worker died) is replaced: its work was never
+    captured. The task's branch is reset only if this home made it."""
     repo = Path(git(repo, "rev-parse", "--show-toplevel").strip()) if repo.is_dir() else repo
     base_branch, base = authoritative_head(repo)
     path = path_of(home, task_id)
-    branch = branch_of(task_id)
-    if path.exists():
-        _remove_path(repo, path)
+    _remove_leftover(home, task_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     git(repo, "worktree", "prune")
-    git(repo, "worktree", "add", "--quiet", "-B", branch, str(path), base)
+    branch, existed = task_branches.claim(home, repo, task_id)
+    git(repo, "worktree", "add", "--quiet", "-B" if existed else "-b", branch, str(path), base)
+    # Read now, before the task runs: afterwards nothing in the worktree is the host's to trust.
     git_dir = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
-    return Worktree(task_id=task_id, path=path, repo=repo, branch=branch, base_branch=base_branch, base=base,
-                    git_dir=git_dir)
+    tree = Worktree(task_id=task_id, path=path, repo=repo, branch=branch, base_branch=base_branch, base=base,
+                    git_dir=git_dir, objects=task_git.objects_dir(repo))
+    _write_record(home, tree)
+    task_git.make_private(path, objects=tree.objects, branch=branch, base_branch=base_branch, base=base)
+    return tree
+
+
+def _remove_leftover(home: Path, task_id: int) -> None:
+    leftover = recorded(home, task_id)
+    if leftover is not None:
+        _remove_path(leftover.repo, leftover.path)
+    path = path_of(home, task_id)
+    if path.exists():
+        shutil.rmtree(path)
+    _record_path(home, task_id).unlink(missing_ok=True)
 
 
 def _split_z(output: str) -> list[str]:
@@ -142,8 +150,9 @@ def _split_z(output: str) -> list[str]:
 
 
 def changed_paths(worktree: Worktree) -> list[str]:
-    """Every path that differs from the base: edited, added, deleted or
-    renamed, committed by the runtime or not; sorted."""
+    """Every path whose file differs from the base: edited, added, deleted
+    or renamed; sorted. The files are what counts, whatever the task did
+    with its own git."""
     tracked = _split_z(worktree.git("diff", "--name-only", "-z", "--no-renames", worktree.base))
     untracked = _split_z(worktree.git("ls-files", "--others", "--exclude-standard", "-z"))
     return sorted(set(tracked) | set(untracked))
@@ -155,7 +164,9 @@ def content_of(worktree: Worktree, paths: list[str]) -> dict[str, str]:
     hashes = {}
     for relative in paths:
         file = worktree.path / relative
-        hashes[relative] = worktree.git("hash-object", "--", relative).strip() if file.is_file() else "gone"
+        # As the file is, unfiltered: the hashes are only compared with each other.
+        hashes[relative] = worktree.git("hash-object", "--no-filters", "--", relative).strip() \
+            if file.is_file() else "gone"
     return hashes
 
 
@@ -167,8 +178,7 @@ def commit_subject(task_id: int, request: str) -> str:
 
 def capture(worktree: Worktree, request: str, paths: list[str]) -> str:
     """Commit the validated ``paths`` on the task branch (nothing the test
-    run left behind); the head commit. Changes the runtime committed itself
-    stay as they are."""
+    run left behind), as the work tree has them; the head commit."""
     if paths:
         worktree.git("add", "--all", "--", *paths)
     staged = worktree.git("diff", "--cached", "--name-only").strip()
@@ -180,40 +190,26 @@ def capture(worktree: Worktree, request: str, paths: list[str]) -> str:
 
 
 def diffstat(worktree: Worktree, head: str) -> str:
-    return worktree.git("diff", "--stat", worktree.base, head).strip()
+    return worktree.git("diff", "--stat", "--no-textconv", "--no-ext-diff", worktree.base, head).strip()
 
 
-def remove(worktree: Worktree, *, delete_branch: bool) -> None:
-    """Remove the worktree; with ``delete_branch`` also its branch (nothing
-    on it is wanted: the task made no change)."""
+def remove(worktree: Worktree, home: Path, *, delete_branch: bool) -> None:
+    """Remove the worktree and its record; with ``delete_branch`` also its
+    branch (nothing on it is wanted: the task made no change)."""
     _remove_path(worktree.repo, worktree.path)
+    _record_path(home, worktree.task_id).unlink(missing_ok=True)
     if delete_branch:
-        git(worktree.repo, "branch", "-D", "--quiet", worktree.branch)
+        task_branches.release(home, worktree.task_id, branch=worktree.branch)
 
 
 def _remove_path(repo: Path | None, path: Path) -> None:
-    if repo is not None and repo.is_dir():
-        # Not (or no longer) registered: the directory is removed below.
-        with contextlib.suppress(WorktreeError):
-            git(repo, "worktree", "remove", "--force", "--force", str(path))
+    """Delete the directory, then have the repository forget worktrees
+    whose directories are gone: ``git worktree remove`` would read the
+    worktree's ``.git``, which is the task's."""
     if path.exists():
         shutil.rmtree(path)
     if repo is not None and repo.is_dir():
         git(repo, "worktree", "prune")
-
-
-def repo_of(path: Path) -> Path | None:
-    """The repository a worktree belongs to, from its ``.git`` file
-    (``gitdir: <repo>/.git/worktrees/<name>``); None if it is not one."""
-    try:
-        line = (path / ".git").read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    if not line.startswith("gitdir:"):
-        return None
-    gitdir = Path(line.removeprefix("gitdir:").strip())
-    # <repo>/.git/worktrees/<name> -> <repo>
-    return gitdir.parent.parent.parent if gitdir.parent.name == "worktrees" else None
 
 
 def _task_dirs(home: Path) -> Iterator[tuple[int, Path]]:
@@ -230,12 +226,16 @@ def info(home: Path, task_id: int) -> WorktreeInfo | None:
     path = path_of(home, task_id)
     if not path.is_dir():
         return None
-    try:
-        dirty = bool(git(path, "status", "--porcelain", "--untracked-files=all", options=SAFE_OPTIONS).strip())
-    except WorktreeError:
-        dirty = False  # not a worktree git knows any more: nothing in it is tracked
-    return WorktreeInfo(task_id=task_id, path=path, repo=repo_of(path), branch=branch_of(task_id),
-                        dirty=dirty, modified_at=path.stat().st_mtime)
+    tree = recorded(home, task_id)
+    dirty = False  # without a record (or registration) git is not asked: nothing in it is tracked
+    if tree is not None and tree.path == path and tree.registered():
+        try:
+            dirty = bool(tree.git("status", "--porcelain", "--untracked-files=all", "--ignore-submodules=all")
+                         .strip())
+        except WorktreeError:
+            dirty = False
+    return WorktreeInfo(task_id=task_id, path=path, repo=tree.repo if tree else None,
+                        branch=tree.branch if tree else "", dirty=dirty, modified_at=path.stat().st_mtime)
 
 
 def list_worktrees(home: Path) -> list[WorktreeInfo]:
@@ -254,9 +254,10 @@ def cleanup_refusal(item: WorktreeInfo, *, task_state: str | None, force: bool) 
     return None
 
 
-def cleanup(item: WorktreeInfo) -> None:
-    """Remove a kept worktree; its branch stays (a review may still name it)."""
+def cleanup(home: Path, item: WorktreeInfo) -> None:
+    """Remove a kept worktree and its record; its branch stays (a review may still name it)."""
     _remove_path(item.repo, item.path)
+    _record_path(home, item.task_id).unlink(missing_ok=True)
 
 
 def expired(item: WorktreeInfo, *, keep_days: float, now: float | None = None) -> bool:

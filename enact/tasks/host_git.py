@@ -1,0 +1,59 @@
+"""git as the host runs it: through ``sh``, in an environment and with
+options that keep it from running anything a task could have written.
+
+A task's worktree is the task's to write, all of it: its ``.git`` entry,
+``.gitattributes``, nested repositories. The host therefore addresses a
+worktree only with the git directory it recorded when it made it (the owner
+repository's own ``worktrees/<name>``) and an explicit work tree
+(``Worktree.git``), and runs git with ``HOST_OPTIONS``: no hook, no
+fsmonitor, no submodule (a nested ``.git`` is the task's), no system config.
+In-tree ``.gitattributes`` still apply (git 2.39 cannot read them from a
+commit instead), but an attribute only names a filter or diff driver: its
+command comes from configuration, which the task cannot write.
+"""
+
+from __future__ import annotations
+
+import os
+
+import sh
+
+from enact.home_guard import as_owner
+
+AUTHOR = ("enact", "enact@localhost")
+
+HOST_OPTIONS = (
+    "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
+    "-c", "diff.ignoreSubmodules=all", "-c", "submodule.recurse=false", "-c", "status.submoduleSummary=false",
+)
+"""For every git the host runs where a task's files are: no hook, fsmonitor
+command or nested repository of the task's is run or looked into."""
+
+
+class WorktreeError(Exception):
+    """A git operation on a task's worktree failed; the message is one line."""
+
+
+def git_env() -> dict[str, str]:
+    # The daemon's own environment must not point git elsewhere (a GIT_DIR
+    # inherited from a hook, say), and commits need an identity even where
+    # the owner configured none. The system configuration is left out: what
+    # the host's git runs must come from the owner's own files.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    name, email = AUTHOR
+    env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
+               GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
+    return env
+
+
+def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = ()) -> str:
+    """Run ``git [OPTIONS] ARGS`` in ``cwd``; its standard output, or WorktreeError."""
+    try:
+        output = sh.git(*HOST_OPTIONS, *options, *args, _cwd=str(cwd), _env=git_env(), _tty_out=False,
+                        _preexec_fn=as_owner)
+    except sh.ErrorReturnCode as error:
+        detail = error.stderr.decode(errors="replace").strip().splitlines()
+        raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else error.exit_code}") from None
+    except sh.CommandNotFound:
+        raise WorktreeError("git is not installed") from None
+    return str(output)
