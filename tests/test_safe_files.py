@@ -102,7 +102,7 @@ def _task() -> Task:
 
 def _prompt(tree: Path) -> str:
     worktree = Worktree(task_id=1, path=tree, repo=tree, branch="enact/task-1", base_branch="main", base="0" * 40,
-                        git_dir=tree / ".git")
+                        git_dir=tree / ".git", objects=tree / ".git" / "objects")
     validation = Validation(home=tree, settings=None, plan=doctor.DoctorPlan(command="", timeout_s=1, source="none"),
                             guards=Guards(repo=tree, base="0" * 40, patterns=("tests/",)))
     return task_prompt(_task(), worktree, validation)

@@ -11,6 +11,8 @@ from typing import Any
 
 from task_repos import git, make_repo
 
+from enact.tasks import task_branches
+
 from conftest import Daemon, DaemonFactory, wait_for
 
 UNCONFINED = {"ENACT_TASKS_CONFINEMENT": "off"}
@@ -119,7 +121,7 @@ def test_land_runs_the_targets_doctor_never_the_one_the_task_wrote_into_enact_to
     daemon = start(daemons, rule("doctor", f"cat > .enact.toml <<'EOF'\n{own}EOF"), env=UNCONFINED)
     shown = run_task(daemon, repo, "make the doctor quicker", "--allow-path", ".enact.toml")
     assert shown["state"] == "succeeded", shown
-    assert "touch" in git(repo, "show", f"enact/task-{shown['id']}:.enact.toml")
+    assert "touch" in git(repo, "show", f"{task_branches.branch_of(daemon.home, shown['id'])}:.enact.toml")
     landed = daemon.cli("review", "land", str(shown["review"]), "--json")
     assert landed.returncode == 0, landed.stdout
     assert "1 passed; base: 1 passed" in json.loads(landed.stdout)["note"]
