@@ -69,6 +69,11 @@ def _until_connected(argv: list[str], listener: _Listener, env: dict[str, str]) 
     started = time.monotonic()
     process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     process.wait(timeout=30)
+    # The listener's thread records the arrival; on a loaded machine it may
+    # do so only after the sender has already exited.
+    deadline = time.monotonic() + 5
+    while len(listener.arrivals) == before and time.monotonic() < deadline:
+        time.sleep(0.001)
     if len(listener.arrivals) == before:
         raise RuntimeError(f"{argv[:3]} sent no request (exit {process.returncode})")
     return listener.arrivals[before] - started
