@@ -100,6 +100,8 @@ def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
     match reply:
         case Saved():
             return f"saved as {reply.id}" + (" (clipped)" if reply.clipped else "")
+        case Merged() if reply.unchanged:
+            return f"already remembered as {reply.id}"
         case Merged():
             return f"merged into {reply.id}"
         case Pending():
