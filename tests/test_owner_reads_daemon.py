@@ -83,4 +83,5 @@ def test_the_owners_locked_chat_reads_the_owners_work(daemons: DaemonFactory, bo
     assert "is the owner's, and this conversation" not in telegram_turn(bot, OWNER, "/task.list")
     assert "is the owner's, and this conversation" not in telegram_turn(bot, OWNER, "what are you working on?")
     first = requests_of(transcript, f"telegram:{OWNER}")[0]["prompt"]
-    assert f"Owner message (telegram, conversation {OWNER}):" in first and "not the owner's" not in first
+    assert f"Owner message (telegram, conversation {OWNER}):" in first
+    assert "Message from a chat that is not the owner's" not in first
