@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from enact.cancellation import CancellationToken
+from enact.chat.lock import not_the_owners
 from enact.credentials import redact_json
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
@@ -32,9 +33,15 @@ MAX_RECEIPT = 4000
 
 
 class Authority(enum.Enum):
-    READ = "read"  # looks, changes nothing: anyone in an accepted conversation (memory is the owner's, though)
+    PUBLIC = "public"  # shows nothing of the owner's (the command list, whether the daemon is up): any accepted chat
+    READ = "read"  # looks, changes nothing, shows the owner's (work, memory, schedules): only the owner's conversation
     EFFECT = "effect"  # changes something: only in the owner's conversation (the CLI, or a locked chat)
     HUMAN = "human"  # approve, land, merge, remove: never a model action; only in the owner's conversation
+
+    @property
+    def looks(self) -> bool:
+        """It changes nothing: not journaled, and a fenced daemon may still run it."""
+        return self in (Authority.PUBLIC, Authority.READ)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,9 @@ class Command:
     summary: str
     handler: Handler
     authority: Authority = Authority.READ
+    shows: str = ""
+    """What a ``read`` command shows, for the refusal a conversation that is
+    not the owner's gets ("memory"); "" for "what NAME shows"."""
     params: Mapping[str, Param] = field(default_factory=dict)
     free: bool = False  # any JSON object of arguments is accepted; ``params`` is then empty
 
@@ -210,7 +220,7 @@ class CommandRegistry:
             return unsuccessful(call.name, CommandOutcome.REFUSED, problem)
         if self._context is None:
             raise RuntimeError("the command registry is used before the daemon bound it")
-        if command.authority is not Authority.READ and not self._context.fence.is_current():
+        if not command.authority.looks and not self._context.fence.is_current():
             return unsuccessful(call.name, CommandOutcome.REFUSED, "refused: this daemon was taken over (fenced)")
         return None
 
@@ -280,7 +290,7 @@ class JournaledCommands:
         as the one step of its request. A ``read`` command or a refusal is
         not journaled: it changes nothing, so running it again is harmless."""
         command = self.registry.get(call.name)
-        if command is None or command.authority is Authority.READ or self.registry.refusal(call) is not None:
+        if command is None or command.authority.looks or self.registry.refusal(call) is not None:
             return self.registry.run(call)
         with self._lock:
             if request_id in self._running:
@@ -341,6 +351,11 @@ def _check_authority(command: Command, call: CommandCall) -> str:
             f"refused: {command.name} changes things, and with no conversation lock configured "
             "(chat.allowed_conversations) only the owner's CLI may cause effects"
         )
+    if command.authority is Authority.READ and not call.owners:
+        # What it shows is the owner's (tasks, reviews, repositories, memory,
+        # evolution, schedules): a stranger's chat, or a model's action in
+        # one, is told so and how the owner makes a chat theirs; nothing more.
+        return not_the_owners(command.shows or f"what {command.name} shows", call.conversation)
     return ""
 
 
@@ -365,9 +380,12 @@ def builtin_commands(registry: CommandRegistry) -> list[Command]:
     def status_text(_: CommandCall, context: CommandContext) -> str:
         return context.status()
 
+    # Both are public: the command list is the software's, and the status line
+    # says only that the daemon is up (version, pid, uptime, actors running),
+    # nothing of the owner's tasks, reviews, repositories, memory or schedules.
     return [
-        Command(name="help", summary="list the commands", handler=help_text),
-        Command(name="status", summary="the daemon's status", handler=status_text),
+        Command(name="help", summary="list the commands", handler=help_text, authority=Authority.PUBLIC),
+        Command(name="status", summary="the daemon's status", handler=status_text, authority=Authority.PUBLIC),
     ]
 
 

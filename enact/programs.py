@@ -100,7 +100,7 @@ def load_program_commands(path: Path, *, run_dir: Path | None = None) -> list[Co
         try:
             authority = Authority(table.get("authority", "effect"))
         except ValueError:
-            raise CommandsFileError(f"{where}: 'authority' must be read, effect or human") from None
+            raise CommandsFileError(f"{where}: 'authority' must be public, read, effect or human") from None
         timeout, problem = checked(PROGRAM_TIMEOUT, table.get("timeout_s", PROGRAM_TIMEOUT.default))
         if problem:
             raise CommandsFileError(f"{where}: 'timeout_s' {problem}")

@@ -3,6 +3,7 @@ real actors in this process (real LMDB), with a runtime that records calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
+from enact.chat.lock import not_the_owners
 from enact.chat.services import ChatServices
 from enact.commands import (
     Authority,
@@ -27,6 +29,7 @@ from enact.commands import (
 )
 from enact.daemon import startup_context
 from enact.fence import Fence
+from enact.messages.commands import CommandOutcome
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.messages.inbox import Outcome
 from enact.messages.local import Send
@@ -202,13 +205,68 @@ def test_a_model_action_cannot_run_a_human_command() -> None:
     assert registry.run(call("land", origin=HUMAN_CLI, event_origin=HUMAN_CLI, owners=True)).ok
 
 
+LOOK = Command(name="look", summary="shows the owner's work", handler=lambda c, x: "the owner's tasks")
+
+
+def test_a_read_command_shows_the_owners_work_to_the_owners_conversations_only() -> None:
+    registry = registry_with(LOOK)
+    for origin in ("chat:telegram", MODEL_ACTION):
+        refused = registry.run(dataclasses.replace(call("look", origin=origin, event_origin="chat:telegram",
+                                                        owners=False), conversation="telegram:5151"))
+        assert not refused.ok and refused.outcome is CommandOutcome.REFUSED
+        assert refused.text == not_the_owners("what look shows", "telegram:5151")
+        assert refused.text == ("what look shows is the owner's, and this conversation is not the owner's; to make "
+                                'this chat the owner\'s, lock it to the owner: chat.allowed_conversations = '
+                                '["telegram:5151"] in config.toml')
+        assert "the owner's tasks" not in refused.text
+    assert registry.run(call("look", origin="chat:telegram", event_origin="chat:telegram", owners=True)).ok
+    assert registry.run(call("look", origin=MODEL_ACTION, event_origin=HUMAN_CLI, owners=True)).ok
+
+
+def test_only_the_harmless_built_in_commands_are_public() -> None:
+    from enact.evolution.commands import evolve_commands
+    from enact.evolution.mode_commands import mode_commands
+    from enact.memory.commands import memory_commands
+    from enact.tasks.backlog_commands import backlog_commands
+    from enact.tasks.from_chat import task_commands
+    from enact.tasks.review_commands import review_commands
+
+    registry = CommandRegistry()
+    commands = (*builtin_commands(registry), *memory_commands(), *task_commands(), *review_commands(),
+                *backlog_commands(), *evolve_commands(), *mode_commands())
+    public = sorted(c.name for c in commands if c.authority is Authority.PUBLIC)
+    assert public == ["help", "status"]
+    reads = {c.name for c in commands if c.authority is Authority.READ}
+    assert {"task.list", "task.show", "review.list", "review.show", "evolve.candidates", "evolve.show",
+            "backlog.list", "cron.list", "memory"} == reads
+    for command in commands:
+        registry.register(command)
+    registry.bind(CommandContext(fence=_Fenced(), status=lambda: "up"))  # type: ignore[arg-type]
+    stranger = dataclasses.replace(call("help", origin="chat:telegram", event_origin="chat:telegram",
+                                        owners=False), conversation="telegram:5151")
+    for command in (c for c in commands if c.authority is Authority.READ):
+        name, args = command.name, {"text": "1"} if "text" in command.params else {}
+        refused = registry.refusal(dataclasses.replace(stranger, name=name, args=args))
+        assert refused is not None and refused.text.endswith("is the owner's, and this conversation is not the "
+                                                              "owner's; to make this chat the owner's, lock it to "
+                                                              'the owner: chat.allowed_conversations = '
+                                                              '["telegram:5151"] in config.toml'), name
+    # The public ones run anywhere, a fenced daemon too: they change nothing.
+    assert registry.run(stranger).ok and registry.run(dataclasses.replace(stranger, name="status")).text == "up"
+
+
+class _Fenced:
+    def is_current(self) -> bool:
+        return False
+
+
 def test_commands_file_errors_name_the_command(tmp_path: Path) -> None:
     path = tmp_path / "commands.toml"
     path.write_text('[[command]]\nname = "x"\nrun = "not a list"\n')
     with pytest.raises(CommandsFileError, match=r"command #1 \(x\): 'run' must be a non-empty list"):
         load_program_commands(path)
     path.write_text('[[command]]\nname = "x"\nrun = ["true"]\nauthority = "god"\n')
-    with pytest.raises(CommandsFileError, match="'authority' must be read, effect or human"):
+    with pytest.raises(CommandsFileError, match="'authority' must be public, read, effect or human"):
         load_program_commands(path)
 
 

@@ -209,7 +209,7 @@ class MemoryActor(EnactActor):
 
     # -- remembering ----------------------------------------------------------
 
-    def _remember(self, message: Remember) -> Deferred | Refused:
+    def _remember(self, message: Remember) -> Deferred | Merged | Refused:
         candidate = Candidate(text=message.text, origin=message.origin, type=message.type, scope=message.scope,
                               subject=message.subject, confidence=message.confidence,
                               sensitivity=message.sensitivity, tags=message.tags, refs=message.refs)
@@ -224,9 +224,16 @@ class MemoryActor(EnactActor):
         state = FactState.PENDING if why else FactState.ACTIVE
         now = time.time()
         existing = self._book.by_key(admitted.key)
+        if existing is not None and why and existing.state is FactState.ACTIVE:
+            # Only the owner's word changes an active fact: a write to hold
+            # (a stranger's marker, a repeated receipt) that meets one is a
+            # duplicate, dropped, and the fact keeps its tags, refs and
+            # updated time (which ranking reads) as they were.
+            log.info("memory left active fact %s as it was: a write from %s to hold met it (%s)",
+                     existing.id, message.origin, why)
+            return Merged(id=existing.id, unchanged=True)
         if existing is not None:
             fact = merged(existing, admitted, state=state, now=now)
-            why = why if fact.state is FactState.PENDING else ""  # an active fact stays active
             reply: Saved | Merged | Pending = Pending(id=fact.id, merged=True, why=why) if why else Merged(id=fact.id)
             entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs, held=why)
         else:

@@ -47,3 +47,10 @@ def how_to_lock(conversation_key: str) -> str:
     """How the owner makes a chat theirs, in one sentence."""
     return (f"to make this chat the owner's, lock it to the owner: chat.allowed_conversations = "
             f"[\"{conversation_key}\"] in config.toml")
+
+
+def not_the_owners(what: str, conversation_key: str) -> str:
+    """The one line a conversation that is not the owner's gets when it asks
+    for what is the owner's (``what``: "memory", "what task.list shows"):
+    that it is the owner's, and how the owner makes the chat theirs."""
+    return f"{what} is the owner's, and this conversation is not the owner's; {how_to_lock(conversation_key)}"

@@ -2,14 +2,14 @@
 
 They ask the Memory actor, as the CLI does. ``/forget`` needs a human
 (``Authority.HUMAN``): a model action can never forget; the Memory actor
-checks the origin again. Memory is the owner's: ``/memory`` lists facts only
-in the owner's conversation (``CommandCall.owners``), for a person or a
-model's action alike; the others change memory, so they need it anyway.
+checks the origin again. Memory is the owner's: ``/memory`` is a ``read``
+command, so the registry lets it list facts only in the owner's conversation
+(``CommandCall.owners``), for a person or a model's action alike; the others
+change memory, so they need it anyway.
 """
 
 from __future__ import annotations
 
-from enact.chat.lock import how_to_lock
 from enact.chat.markers import FROM_A_RECEIPT, repeats_receipt
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
 from enact.memory.facts import FactState, Sensitivity
@@ -26,7 +26,7 @@ def memory_commands() -> list[Command]:
     return [
         Command(name="remember", summary="remember a fact (/remember TEXT)", handler=_remember,
                 authority=Authority.EFFECT, params=text),
-        Command(name="memory", summary="list remembered facts (/memory [TAG])", handler=_list,
+        Command(name="memory", summary="list remembered facts (/memory [TAG])", handler=_list, shows="memory",
                 params={"text": Param(str, required=False, doc="a tag")}),
         Command(name="forget", summary="forget one fact by id, text or tag (/forget [--redact] SELECTOR)",
                 handler=_forget, authority=Authority.HUMAN,
@@ -52,9 +52,6 @@ def _remember(call: CommandCall, context: CommandContext) -> str:
 def _list(call: CommandCall, context: CommandContext) -> str:
     from enact.messages.memory import FactList, List
 
-    if not call.owners:
-        raise CommandFailed(f"memory is the owner's, and this conversation is not the owner's; "
-                            f"{how_to_lock(call.conversation)}")
     tag = str(call.args.get("text", "")).strip().lower()
     reply = context.ask(MEMORY, List(tag=tag, max_facts=_LISTED))
     if not isinstance(reply, FactList):
@@ -100,6 +97,8 @@ def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:
     match reply:
         case Saved():
             return f"saved as {reply.id}" + (" (clipped)" if reply.clipped else "")
+        case Merged() if reply.unchanged:
+            return f"already remembered as {reply.id}"
         case Merged():
             return f"merged into {reply.id}"
         case Pending():

@@ -56,6 +56,9 @@ class Merged:
     """The text equals an existing fact's after normalisation: merged into it."""
 
     id: str
+    unchanged: bool = False
+    """The fact is active and the text was one to hold for the owner (not
+    the owner's word): dropped as a duplicate, the fact left as it was."""
 
 
 @reply("memory.Pending")
