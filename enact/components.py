@@ -39,12 +39,12 @@ if TYPE_CHECKING:
 
 GROUP = "enact.extensions"
 
-RESERVED_NAMES = frozenset(
-    {"core", "daemon", "supervisor", "storage", "control", "chat", "runtime", "commands",
-     "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact",
-     "accounting", "channel", "channels"}
-)
-"""Sections and wire prefixes the daemon itself owns; no component may take one."""
+RESERVED_NAMES = frozenset({"core", "enact", "common", "commands", "channel", "channels"})
+"""Wire prefixes and words the daemon itself owns that name neither a section
+of enact's own settings nor one of its actors. No component may take one, nor
+a section of ``config.SETTINGS`` (``check``), nor, when the daemon starts, the
+name of one of its actors or their pools' families (the roster's:
+``component_actors``)."""
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
@@ -226,12 +226,13 @@ def check(components: Components) -> None:
     in its component's sections and is declared once."""
     seen_names: set[str] = set()
     keys = {s.key: "core" for s in config.SETTINGS}
+    core_sections = {s.key.partition(".")[0] for s in config.SETTINGS}
     variables = {s.env_name: "core" for s in config.SETTINGS}
     for component in components.items:
         name = component.name
         if not _NAME.fullmatch(name):
             raise ComponentError(f"component {name!r}: a name is lower-case letters, digits and _ (at most 32)")
-        if name in RESERVED_NAMES or name in seen_names:
+        if name in RESERVED_NAMES or name in core_sections or name in seen_names:
             raise ComponentError(f"component {name}: the name is already taken")
         seen_names.add(name)
         for setting in component.settings:
@@ -249,11 +250,15 @@ def check(components: Components) -> None:
 
 
 def component_actors(installed: Components, settings: Config, *, taken: Iterable[str]) -> list[ActorSpec]:
-    """Every component's actors; raises ComponentError for an actor not
-    named after its component or whose name is already taken."""
+    """Every component's actors; raises ComponentError for a component named
+    like one of the ``taken`` actors (the daemon's own, and their pools'
+    families), or for an actor not named after its component or whose name is
+    already taken."""
     names = set(taken)
     specs = []
     for component in installed.items:
+        if component.name in names:
+            raise ComponentError(f"component {component.name}: the name is already taken")
         for spec in component.actors(settings):
             if spec.name != component.name and not spec.name.startswith(f"{component.name}:"):
                 raise ComponentError(f"component {component.name}: its actor {spec.name!r} must be named after it")

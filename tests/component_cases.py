@@ -25,7 +25,16 @@ class Taken(Component):
 
 
 class Reserved(Component):
-    name = "inbox"
+    name = "channels"
+
+
+class NamedLikeACoreSection(Component):
+    name = "evolve"
+
+
+def named(name: str) -> Component:
+    """A component with nothing but ``name``."""
+    return type(f"Named_{name}", (Component,), {"name": name})()
 
 
 class OutsideItsSection(Component):
