@@ -28,6 +28,10 @@ class Reserved(Component):
     name = "channels"
 
 
+class NamedLikeAProtocol(Component):
+    name = "inbox"
+
+
 class NamedLikeACoreSection(Component):
     name = "evolve"
 

@@ -89,6 +89,7 @@ def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
          "extension other (component_cases:Fine) declares the name 'fine'; its entry point must have that name"),
         ("local", "component_cases:Taken", "component local: the name is already taken"),
         ("channels", "component_cases:Reserved", "component channels: the name is already taken"),
+        ("inbox", "component_cases:NamedLikeAProtocol", "component inbox: the name is already taken"),
         ("evolve", "component_cases:NamedLikeACoreSection", "component evolve: the name is already taken"),
         ("stray", "component_cases:OutsideItsSection",
          "component stray: setting chat.stray is outside its section [stray]"),
@@ -118,7 +119,12 @@ def test_a_components_actors_are_named_after_it(tmp_path: Path) -> None:
 
 
 def test_a_component_named_like_any_of_the_daemons_actors_or_their_pools_is_refused(tmp_path: Path) -> None:
-    own = [family for spec in actor_specs(roster_services()) for family in spec.families]
+    specs = actor_specs(roster_services())
+    for spec in specs:  # each actor serves its own protocol: even the CLI's commands refuse its name
+        with pytest.raises(ComponentError) as error:
+            components.check(Components(items=(*components.builtin().items, component_cases.named(spec.name))))
+        assert _one_line(error) == f"component {spec.name}: the name is already taken"
+    own = [family for spec in specs for family in spec.families]
     assert {"memory", "tasks", "reviews", "scheduler", "workers", "curator", "scanner", "conversation",
             "worker"} <= set(own)
     settings = components.load(entry_points=[]).load_config(tmp_path, environ={})
