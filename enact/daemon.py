@@ -242,6 +242,8 @@ class _Daemon:
             channel = component.make_channel(settings)
             self.channels[channel.name] = channel
             self._channel_origins[channel.name] = component.origin()
+        self.metrics.initialise(channels=tuple(self.channels), adapters=(runtime.name,),
+                                polling_channels=tuple(name for name in self.channels if name != "local"))
         services = ChatServices(
             channels=dict(self.channels),
             runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
@@ -253,8 +255,6 @@ class _Daemon:
         core_actors = actor_specs(services)
         own_names = (family for spec in core_actors for family in spec.families)
         extension_actors = components.component_actors(installed, settings, taken=own_names)
-        self.metrics.initialise(channels=tuple(self.channels), adapters=(runtime.name,),
-                                polling_channels=tuple(name for name in self.channels if name != "local"))
         self.supervisor = Supervisor(
             [*core_actors, *extension_actors],
             home=home,
