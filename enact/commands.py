@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from enact.cancellation import CancellationToken
-from enact.chat.lock import not_the_owners
 from enact.credentials import redact_json
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
 from enact.messages.common import Origin, Rejected, is_human
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
+from enact.ownership import not_the_owners
 
 if TYPE_CHECKING:
     from enact.fence import Fence
@@ -69,7 +69,7 @@ class CommandCall:
     event_origin: Origin
     owners: bool
     """The call answers the owner's conversation: the local CLI, or a chat
-    the conversation lock names (``enact.chat.lock``)."""
+    the conversation lock names (``enact.ownership``)."""
     cancel: CancellationToken
     conversation: str = ""
     request_id: str = ""

@@ -17,7 +17,6 @@ from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
-from enact.chat.lock import not_the_owners
 from enact.chat.services import ChatServices
 from enact.commands import (
     Authority,
@@ -35,6 +34,7 @@ from enact.messages.inbox import Outcome
 from enact.messages.local import Send
 from enact.messages.sessions import Forget, Lookup, Session
 from enact.metrics import Metrics
+from enact.ownership import not_the_owners
 from enact.programs import CommandsFileError, load_program_commands
 from enact.roster import actor_specs
 from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult

@@ -23,7 +23,6 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.cancellation import Cancelled
 from enact.chat.keeping import MarkerKeeper
-from enact.chat.lock import ConversationLock
 from enact.chat.markers import MARKER_TAG, split_markers
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
@@ -34,6 +33,7 @@ from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, SessionNo
 from enact.messages.journal import Step
 from enact.messages.memory import Context, ContextReply
 from enact.messages.sessions import Forget, HistoryMessage, Lookup, ReadHistory, Record, Session
+from enact.ownership import ConversationLock
 from enact.runtime import (
     RuntimeAuthFailed,
     RuntimeCancelled,

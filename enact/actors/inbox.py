@@ -36,7 +36,6 @@ from enact.actors.supervisor import ActorSpec
 from enact.chat import records
 from enact.chat.cursor import Cursors
 from enact.chat.inbox_records import OPEN, InboxRecords, sequence_of
-from enact.chat.lock import ConversationLock
 from enact.chat.notices import notice_event, notice_receipt
 from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.redaction import pattern_of, redacted_receipt, redacted_turn
@@ -68,6 +67,7 @@ from enact.messages.inbox import (
     TurnsRedacted,
 )
 from enact.messages.outbox import Deliver, DeliveryOutcome
+from enact.ownership import ConversationLock
 from enact.retry import Backoff
 from enact.storage import CorruptRecord
 

@@ -20,4 +20,4 @@ class ChatServices:
     origins: Mapping[str, Origin]
     """Each channel's origin, as its component vouches for it (``human-cli``
     for the local channel): which conversations are the owner's
-    (``enact.chat.lock``)."""
+    (``enact.ownership``)."""

@@ -259,7 +259,7 @@ class Context(Request["ContextReply"]):
     query: str = field(default="", metadata=limit(MAX_TEXT))
     explain: bool = False
     owners: bool = False
-    """For the owner's conversation (``enact.chat.lock``). Memory is the
+    """For the owner's conversation (``enact.ownership``). Memory is the
     owner's: any other gets the body identity only, no fact and no private
     identity."""
     session_facts: tuple[str, ...] | None = field(default=None, metadata=limit(100_000))
