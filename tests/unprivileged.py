@@ -134,16 +134,19 @@ class Place:
 
 
 @contextmanager
-def place_for(who: str, daemons: DaemonFactory, tmp_path: Path) -> Iterator[Place]:
+def place_for(who: str, daemons: DaemonFactory, base: Path, *, home_in_base: bool = False) -> Iterator[Place]:
     """The place of a test run as ``who`` (one of ``WHO``): as root (skipped
-    unless root, see ``need_root``) in ``tmp_path`` with a home of the
-    factory's, as it always was; as a throwaway user in a directory of
-    theirs (or, not root, as this process's user, as root would be)."""
+    unless root, see ``need_root``) in ``base`` (a test's ``tmp_path``) with
+    a home of the factory's, or ``base / "h"`` when ``home_in_base``; as a
+    throwaway user in a directory of theirs outside /tmp (or, not root, as
+    this process's user, as root would be)."""
     if who == "root":
         need_root("the as-root variant")
     with throwaway_user() if who == "unprivileged" else contextlib.nullcontext() as user:
         if user is None:
-            yield Place(None, tmp_path, daemons.new_home(), sys.executable, {})
+            home = base / "h" if home_in_base else daemons.new_home()
+            home.mkdir(mode=0o700, exist_ok=True)
+            yield Place(None, base, home, sys.executable, {})
             return
         # Not this interpreter, even when the user reaches it: a confined
         # task may not (bwrap refused one under root's 0700 home, measured).
