@@ -129,9 +129,16 @@ def test_git_works_inside_a_confined_task_on_its_real_branch_and_the_owners_repo
         git_at_work(daemon, repo)
 
 
+def owners_view(repo: Path, *, but: str = "") -> dict[str, str | bytes]:
+    """What the owner sees of ``repo``: its refs (but the branch ``but``),
+    status, index and HEAD."""
+    refs = "".join(line + "\n" for line in git(repo, "for-each-ref").splitlines() if not but or not line.endswith(but))
+    return {"refs": refs, "status": git(repo, "status", "--porcelain"),
+            "index": (repo / ".git" / "index").read_bytes(), "head": git(repo, "rev-parse", "HEAD")}
+
+
 def git_at_work(daemon: Daemon, repo: Path) -> None:
-    before = {"refs": git(repo, "for-each-ref"), "status": git(repo, "status", "--porcelain"),
-              "index": (repo / ".git" / "index").read_bytes(), "head": git(repo, "rev-parse", "HEAD")}
+    before = owners_view(repo)
     task_id = add(daemon, repo, "use git", "--repairs", "0")
     shown = wait_ended(daemon, task_id)
     assert (shown["state"], shown["confined"]) == ("failed", True), shown
@@ -140,9 +147,7 @@ def git_at_work(daemon: Daemon, repo: Path) -> None:
     assert report.count("ok: ") == 8, report
     branch = task_branches.branch_of(daemon.home, task_id)
     assert f"branch: {branch}\n" in report and "log: the task's own commit" in report
-    after_refs = "\n".join(line for line in git(repo, "for-each-ref").splitlines() if not line.endswith(branch))
-    assert {"refs": after_refs + "\n", "status": git(repo, "status", "--porcelain"),
-            "index": (repo / ".git" / "index").read_bytes(), "head": git(repo, "rev-parse", "HEAD")} == before
+    assert owners_view(repo, but=branch) == before
     assert git(repo, "rev-parse", branch) == before["head"]  # the task's commit is its own, not the host's
 
 

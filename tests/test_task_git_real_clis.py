@@ -1,0 +1,90 @@
+"""Git inside a confined task run by the real Codex and Claude Code CLIs,
+driven by the scripted model servers: the model edits the worktree, then
+runs git there (status, add, stash and pop, the branch's name). Each
+command works, the branch is the task's real one, and the owner's
+repository is as it was (but for the task's branch, which the host makes).
+
+Codex runs its commands in its own sandbox (``workspace-write``, nested in
+enact's), which keeps a worktree's ``.git`` read-only by design, and the git
+directory a ``.git`` file points to too (measured, codex-cli 0.169.0): git's
+reads work there, its writes (``add``, ``stash``) do not yet."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import model_anthropic  # noqa: F401  (registers /v1/messages)
+import pytest
+from claude_home import claude_env
+from codex_home import FAKE_KEY_VARIABLE, codex_home
+from model_server import ModelServer, RecordedRequest, Reply, ToolCall
+from scratch_homes import scratch_dir
+from task_repos import git, make_repo
+from test_task_git_safety import owners_view
+from test_task_workers_real_clis import ADD_DOUBLE, assert_reviewed_with_the_edit, run_task
+
+from enact.tasks import task_branches
+
+from conftest import DaemonFactory, real_cli
+
+GIT_COMMANDS = ("git status", "git add -A", "git stash", "git stash pop", "git branch --show-current")
+
+
+@pytest.fixture
+def server() -> Iterator[ModelServer]:
+    with ModelServer() as model:
+        yield model
+
+
+def tool_outputs(request: RecordedRequest) -> list[str]:
+    """What the CLI told the model its commands printed, in order: the
+    Responses API's ``function_call_output`` items (Codex), the Messages
+    API's ``tool_result`` blocks (Claude Code)."""
+    body = request.json()
+    found = [str(item.get("output", "")) for item in body.get("input", [])
+             if isinstance(item, dict) and item.get("type") == "function_call_output"]
+    for message in body.get("messages", []):
+        for block in message.get("content", []) if isinstance(message.get("content"), list) else []:
+            if block.get("type") == "tool_result":
+                content = block.get("content")
+                found.append(content if isinstance(content, str)
+                             else "".join(part.get("text", "") for part in content or []))
+    return found
+
+
+@pytest.mark.parametrize("cli", [
+    pytest.param("codex", marks=pytest.mark.xfail(
+        strict=True, reason="Codex's own sandbox keeps the task's .git read-only: git add and stash fail")),
+    "claude"])
+def test_git_works_for_a_real_cli_in_a_confined_task_on_its_real_branch_and_the_owners_repository_is_unchanged(
+        daemons: DaemonFactory, server: ModelServer, tmp_path: Path, cli: str, require_binary: Any) -> None:
+    require_binary("bwrap")
+    binary = real_cli(cli)
+    repo = make_repo(tmp_path / "repo")
+    before = owners_view(repo)
+    server.script(ToolCall(ADD_DOUBLE), *(ToolCall(command) for command in GIT_COMMANDS),
+                  Reply("I added double() and looked at it with git."))
+    # The CLI's home outside /tmp, as a real one is (see scratch_homes).
+    with scratch_dir(f"{cli}-home-") as owner_home:
+        if cli == "codex":
+            env = {"CODEX_HOME": str(codex_home(owner_home, server.url)), FAKE_KEY_VARIABLE: "fake-key-value",
+                   "ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary}
+        else:
+            env = {**claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude",
+                   "ENACT_CLAUDE_BIN": binary}
+        daemon = daemons.start(env={**env, "ENACT_TASKS_CONFINEMENT": "required"})
+        shown = run_task(daemon, repo, "add a double function to lib.py")
+        log = daemon.cli("task", "log", str(shown["id"])).stdout
+        ran = [line.split("model ran ", 1)[1] for line in log.splitlines() if "model ran `" in line]
+        assert len(ran) == 1 + len(GIT_COMMANDS), log
+        for command, line in zip(GIT_COMMANDS, ran[1:], strict=True):
+            assert command in line and line.endswith("(exit 0)"), log
+        assert_reviewed_with_the_edit(daemon, repo, shown)
+        assert shown["confined"] is True
+        branch = task_branches.branch_of(daemon.home, shown["id"])
+        assert tool_outputs(server.model_requests()[-1])[-1].strip().endswith(branch), log
+        assert owners_view(repo, but=branch) == before
+        assert git(repo, "rev-parse", f"{branch}~1") == before["head"]  # one commit: the host's capture
+        daemon.terminate()
