@@ -5,9 +5,11 @@ command works, the branch is the task's real one, and the owner's
 repository is as it was (but for the task's branch, which the host makes).
 
 Codex runs its commands in its own sandbox (``workspace-write``, nested in
-enact's), which keeps a worktree's ``.git`` read-only by design, and the git
-directory a ``.git`` file points to too (measured, codex-cli 0.169.0): git's
-reads work there, its writes (``add``, ``stash``) do not yet."""
+enact's), which keeps the ``.git`` of each place it may write read-only by
+design, and the git directory a ``.git`` file names too (measured,
+codex-cli 0.169.0): the task's own git directory is given to it as a place
+it may write (``RuntimeRequest.writable``), or ``git add`` and ``stash``
+fail there."""
 
 from __future__ import annotations
 
@@ -54,10 +56,7 @@ def tool_outputs(request: RecordedRequest) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("cli", [
-    pytest.param("codex", marks=pytest.mark.xfail(
-        strict=True, reason="Codex's own sandbox keeps the task's .git read-only: git add and stash fail")),
-    "claude"])
+@pytest.mark.parametrize("cli", ["codex", "claude"])
 def test_git_works_for_a_real_cli_in_a_confined_task_on_its_real_branch_and_the_owners_repository_is_unchanged(
         daemons: DaemonFactory, server: ModelServer, tmp_path: Path, cli: str, require_binary: Any) -> None:
     require_binary("bwrap")
