@@ -26,10 +26,11 @@ from scratch_homes import scratch_dir
 from task_repos import git, make_repo
 from test_task_git_safety import owners_view
 from test_task_workers_real_clis import ADD_DOUBLE, assert_reviewed_with_the_edit, run_task
+from unprivileged import WHO, place_for
 
 from enact.tasks import task_branches
 
-from conftest import DaemonFactory, real_cli
+from conftest import Daemon, DaemonFactory, real_cli
 
 GIT_COMMANDS = ("git status", "git add -A", "git stash", "git stash pop", "git branch --show-current")
 
@@ -56,34 +57,39 @@ def tool_outputs(request: RecordedRequest) -> list[str]:
     return found
 
 
+@pytest.mark.parametrize("who", WHO)
 @pytest.mark.parametrize("cli", ["codex", "claude"])
 def test_git_works_for_a_real_cli_in_a_confined_task_on_its_real_branch_and_the_owners_repository_is_unchanged(
-        daemons: DaemonFactory, server: ModelServer, tmp_path: Path, cli: str, require_binary: Any) -> None:
+        daemons: DaemonFactory, server: ModelServer, cli: str, who: str, require_binary: Any) -> None:
     require_binary("bwrap")
     binary = real_cli(cli)
-    repo = make_repo(tmp_path / "repo")
-    before = owners_view(repo)
     server.script(ToolCall(ADD_DOUBLE), *(ToolCall(command) for command in GIT_COMMANDS),
                   Reply("I added double() and looked at it with git."))
     # The CLI's home outside /tmp, as a real one is (see scratch_homes).
-    with scratch_dir(f"{cli}-home-") as owner_home:
+    with scratch_dir(f"{cli}-git-") as scratch, place_for(who, daemons, scratch) as place:
+        repo = make_repo(place.base / "repo", doctor=place.pytest)
+        cli_home = place.base / f"{cli}-home"
         if cli == "codex":
-            env = {"CODEX_HOME": str(codex_home(owner_home, server.url)), FAKE_KEY_VARIABLE: "fake-key-value",
+            env = {"CODEX_HOME": str(codex_home(cli_home, server.url)), FAKE_KEY_VARIABLE: "fake-key-value",
                    "ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": binary}
         else:
-            env = {**claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude",
-                   "ENACT_CLAUDE_BIN": binary}
-        daemon = daemons.start(env={**env, "ENACT_TASKS_CONFINEMENT": "required"})
-        shown = run_task(daemon, repo, "add a double function to lib.py")
-        log = daemon.cli("task", "log", str(shown["id"])).stdout
-        ran = [line.split("model ran ", 1)[1] for line in log.splitlines() if "model ran `" in line]
-        assert len(ran) == 1 + len(GIT_COMMANDS), log
-        for command, line in zip(GIT_COMMANDS, ran[1:], strict=True):
-            assert command in line and line.endswith("(exit 0)"), log
-        assert_reviewed_with_the_edit(daemon, repo, shown)
-        assert shown["confined"] is True
-        branch = task_branches.branch_of(daemon.home, shown["id"])
-        assert tool_outputs(server.model_requests()[-1])[-1].strip().endswith(branch), log
-        assert owners_view(repo, but=branch) == before
-        assert git(repo, "rev-parse", f"{branch}~1") == before["head"]  # one commit: the host's capture
-        daemon.terminate()
+            env = {**claude_env(cli_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary}
+        daemon = place.start(daemons, {**env, "ENACT_TASKS_CONFINEMENT": "required"})
+        git_by_the_cli(daemon, server, repo)
+
+
+def git_by_the_cli(daemon: Daemon, server: ModelServer, repo: Path) -> None:
+    before = owners_view(repo)  # once the repository is the daemon's user's
+    shown = run_task(daemon, repo, "add a double function to lib.py")
+    log = daemon.cli("task", "log", str(shown["id"])).stdout
+    ran = [line.split("model ran ", 1)[1] for line in log.splitlines() if "model ran `" in line]
+    assert len(ran) == 1 + len(GIT_COMMANDS), log
+    for command, line in zip(GIT_COMMANDS, ran[1:], strict=True):
+        assert command in line and line.endswith("(exit 0)"), log
+    assert_reviewed_with_the_edit(daemon, repo, shown)
+    assert shown["confined"] is True
+    branch = task_branches.branch_of(daemon.home, shown["id"])
+    assert tool_outputs(server.model_requests()[-1])[-1].strip().endswith(branch), log
+    assert owners_view(repo, but=branch) == before
+    assert git(repo, "rev-parse", f"{branch}~1") == before["head"]  # one commit: the host's capture
+    daemon.terminate()
