@@ -50,11 +50,12 @@ with open(here / "lib.py", "a") as lib:
 '''
 
 
-def plant_argv(marker: str) -> list[str]:
+def plant_argv(marker: str, python: str = sys.executable) -> list[str]:
     """The command that plants it in the current directory (and changes lib.py)."""
-    return [sys.executable, "-c", PLANT, marker]
+    return [python, "-c", PLANT, marker]
 
 
-def plant_rule(match: str, marker: str) -> str:
-    """A scripted runtime rule (``tests.test_task_workers.rules``) whose task plants it."""
-    return f'match = "{match}"\nrun = {orjson.dumps(plant_argv(marker)).decode()}\nreply = "planted"'
+def plant_rule(match: str, marker: str, *, python: str = sys.executable) -> str:
+    """A scripted runtime rule (``tests.test_task_workers.rules``) whose task
+    plants it, run by ``python`` (the daemon's user must be able to run it)."""
+    return f'match = "{match}"\nrun = {orjson.dumps(plant_argv(marker, python)).decode()}\nreply = "planted"'

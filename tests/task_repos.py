@@ -11,6 +11,11 @@ GIT_ENV = {
     "GIT_AUTHOR_NAME": "owner", "GIT_AUTHOR_EMAIL": "owner@example.invalid",
     "GIT_COMMITTER_NAME": "owner", "GIT_COMMITTER_EMAIL": "owner@example.invalid",
     "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent",
+    # A repository given to an unprivileged user (tests.unprivileged) is
+    # still the test's to look at, as root.
+    "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
+    # Looking never writes: ``git status`` would refresh the index, as root.
+    "GIT_OPTIONAL_LOCKS": "0",
 }
 
 LIB = "def answer():\n    return 42\n"

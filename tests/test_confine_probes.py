@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from scratch_homes import scratch_dir
 from task_repos import make_repo
-from unprivileged import User, need_root, new_home, start_as, throwaway_user
+from unprivileged import WHO, Place, place_for
 
 from conftest import Daemon, DaemonFactory, wait_for
 
@@ -27,31 +26,17 @@ LEAKED_ENV = {"OPENAI_API_KEY": "sk-probe-leak", "ANTHROPIC_API_KEY": "sk-ant-pr
               "GITHUB_TOKEN": "ghp_probeleak", "AWS_SECRET_ACCESS_KEY": "aws-probe-leak"}
 
 
-@pytest.fixture(params=["root", "unprivileged"])
-def daemon_user(request: pytest.FixtureRequest) -> Iterator[tuple[str, User | None]]:
-    """Root, or a throwaway unprivileged user (the current one when not root)."""
-    if request.param == "root":
-        need_root("the as-root probes")
-        yield "root", None
-        return
-    with throwaway_user() as user:
-        yield "unprivileged", user
-
-
-def start_probing(daemons: DaemonFactory, base: Path, user: User | None) -> tuple[Daemon, Path, Path]:
-    home = new_home(user) if user is not None else base / "h"
-    home.mkdir(mode=0o700, exist_ok=True)
-    outside = base / "outside"
+def start_probing(daemons: DaemonFactory, place: Place) -> tuple[Daemon, Path, Path]:
+    outside = place.base / "outside"
     outside.mkdir()
-    settings = {"home": str(home), "repo": str(base / "repo"), "outside": str(outside), "secret": SECRET}
-    repo = make_repo(base / "repo", doctor=f"{PYTHON} confine_probe.py doctor probe.json; exit 1",
+    settings = {"home": str(place.home), "repo": str(place.base / "repo"), "outside": str(outside),
+                "secret": SECRET}
+    repo = make_repo(place.base / "repo", doctor=f"{PYTHON} confine_probe.py doctor probe.json; exit 1",
                      files={"confine_probe.py": PROBE.read_text(), "probe.json": json.dumps(settings)})
-    (home / "scripted.toml").write_text(
+    (place.home / "scripted.toml").write_text(
         f'[[rule]]\nmatch = "probe"\nrun = ["{PYTHON}", "confine_probe.py", "task", "probe.json"]\n'
         'reply = "probed"\n')
-    if user is not None:
-        user.own(base)
-    daemon = start_as(user, daemons, home, {"ENACT_TASKS_CONFINEMENT": "required", **LEAKED_ENV})
+    daemon = place.start(daemons, {"ENACT_TASKS_CONFINEMENT": "required", **LEAKED_ENV})
     remembered = daemon.cli("memory", "remember", "--sensitivity", "secret", SECRET)
     assert remembered.returncode == 0, remembered.stderr
     return daemon, repo, outside
@@ -74,12 +59,13 @@ def run_probes(daemon: Daemon) -> dict[str, Any]:
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
+@pytest.mark.parametrize("who", WHO)
 def test_a_hostile_task_gets_through_none_of_its_probes_as_root_or_unprivileged(
-        daemons: DaemonFactory, daemon_user: tuple[str, User | None]) -> None:
-    who, user = daemon_user
-    with scratch_dir("probe-") as scratch:
-        base = user.base if user is not None else scratch
-        daemon, repo, outside = start_probing(daemons, base, user)
+        daemons: DaemonFactory, who: str) -> None:
+    # Outside /tmp, as a real owner's home and repositories are: a confined
+    # task's /tmp is a private one, so a probe of a path there proves nothing.
+    with scratch_dir("probe-") as scratch, place_for(who, daemons, scratch, home_in_base=True) as place:
+        daemon, repo, outside = start_probing(daemons, place)
         task = run_probes(daemon)
         assert task["confined"] is True, (task, daemon.log_text())
         worktree = Path(task["worktree"])

@@ -242,6 +242,22 @@ def test_codex_settings_live_in_a_runtime_codex_table_and_the_environment_wins(t
     assert resume[:4] == ["codex", "exec", "resume", "t-1"] and 'sandbox_mode="read-only"' in resume
 
 
+def test_a_tasks_own_git_directory_is_a_place_codex_may_write_and_nothing_else_is(tmp_path: Path) -> None:
+    """Codex keeps a writable place's .git read-only; a task's is its own
+    (``enact.tasks.task_git``), given as ``writable``, and only with
+    ``workspace-write``, on a first call and on a resumed one."""
+    runtime = CodexRuntime(lambda: "codex", default_cwd=tmp_path)
+    own = tmp_path / "task-1" / ".git"
+    for native in (None, "t-1"):
+        task = RuntimeRequest(session_key="task:1", prompt="p", sandbox="workspace-write", cwd=tmp_path / "task-1",
+                              native_session=native, writable=(own,))
+        argv = runtime.argv("codex", task, Path("/x"))
+        assert argv[argv.index(f'sandbox_workspace_write.writable_roots=["{own}"]') - 1] == "-c"
+    for request in (RuntimeRequest(session_key="k", prompt="p", sandbox="workspace-write"),
+                    RuntimeRequest(session_key="k", prompt="p", writable=(own,))):
+        assert not [arg for arg in runtime.argv("codex", request, Path("/x")) if "writable_roots" in arg]
+
+
 def test_an_explicit_codex_path_that_is_missing_stops_the_daemon_at_start(tmp_path: Path) -> None:
     from enact import components
     from enact.components import ComponentError

@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pytest
 from task_repos import git, make_repo
+from unprivileged import WHO, place_for
 
 from enact import config
 from enact.safe_files import UnsafeFile, read_inside
@@ -122,22 +123,23 @@ def _transcript(path: Path) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines()] if path.exists() else []
 
 
+@pytest.mark.parametrize("who", WHO)
 def test_a_committed_agents_md_linked_to_a_secret_never_reaches_the_model(daemons: DaemonFactory,
-                                                                          tmp_path: Path) -> None:
-    token = tmp_path / "telegram.token"
-    token.write_text(SECRET)
-    repo = make_repo(tmp_path / "repo", doctor=None)
-    (repo / "AGENTS.md").symlink_to(token)
-    git(repo, "add", "AGENTS.md")
-    git(repo, "commit", "-q", "-m", "notes")
-    calls = tmp_path / "transcript.jsonl"
-    home = daemons.new_home()
-    (home / "scripted.toml").write_text('[[rule]]\nmatch = "look"\nrun = ["true"]\nreply = "nothing to do"\n')
-    daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off", "ENACT_SCRIPTED_TRANSCRIPT": str(calls)})
-    added = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "look around")
-    wait_for(lambda: any(call["session_key"].startswith("task") for call in _transcript(calls)),
-             timeout=60, what="the task's model call")
-    prompts = [call["prompt"] for call in _transcript(calls)]
+                                                                          tmp_path: Path, who: str) -> None:
+    with place_for(who, daemons, tmp_path) as place:
+        token = place.base / "telegram.token"
+        token.write_text(SECRET)
+        repo = make_repo(place.base / "repo", doctor=None)
+        (repo / "AGENTS.md").symlink_to(token)
+        git(repo, "add", "AGENTS.md")
+        git(repo, "commit", "-q", "-m", "notes")
+        calls = place.base / "transcript.jsonl"
+        (place.home / "scripted.toml").write_text('[[rule]]\nmatch = "look"\nrun = ["true"]\nreply = "nothing to do"\n')
+        daemon = place.start(daemons, {"ENACT_TASKS_CONFINEMENT": "off", "ENACT_SCRIPTED_TRANSCRIPT": str(calls)})
+        added = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "look around")
+        wait_for(lambda: any(call["session_key"].startswith("task") for call in _transcript(calls)),
+                 timeout=60, what="the task's model call")
+        prompts = [call["prompt"] for call in _transcript(calls)]
     assert not any(SECRET in prompt for prompt in prompts)
     [task_prompt_sent] = [p for p in prompts if f"task {added['id']}" in p]
     assert "(none: AGENTS.md is not read: it leads outside" in task_prompt_sent

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from git_repos import commit, git, make_repo
 from test_task_workers import UNCONFINED, add, reviews, rules, wait_ended
+from unprivileged import WHO, Place, place_for
 
 from enact.tasks import task_branches, worktrees
 from enact.tasks.host_git import WorktreeError
@@ -125,13 +126,19 @@ def test_a_landed_or_closed_reviews_branch_is_deleted(daemons: DaemonFactory, tm
     assert branches[closed] not in git(repo, "branch", "--list")
 
 
-def test_worktree_cleanup_deletes_orphaned_branches_of_this_home_only(daemons: DaemonFactory,
-                                                                      tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo")
-    git(repo, "branch", "enact/0ther0ne/task-1")  # another home's
-    home = daemons.new_home()
-    (home / "scripted.toml").write_text(rules(CHANGE, BREAK))
-    daemon = daemons.start(home, env=UNCONFINED)
+@pytest.mark.parametrize("who", WHO)
+def test_worktree_cleanup_deletes_orphaned_branches_of_this_home_only(daemons: DaemonFactory, tmp_path: Path,
+                                                                      who: str) -> None:
+    with place_for(who, daemons, tmp_path) as place:
+        repo = make_repo(place.base / "repo")
+        git(repo, "branch", "enact/0ther0ne/task-1")  # another home's
+        (place.home / "scripted.toml").write_text(rules(CHANGE, BREAK))
+        orphans_cleaned_up(place, daemons, repo)
+
+
+def orphans_cleaned_up(place: Place, daemons: DaemonFactory, repo: Path) -> None:
+    home = place.home
+    daemon = place.start(daemons, UNCONFINED)
     cleaned, reviewed, pruned = add(daemon, repo, "break it"), add(daemon, repo, "change it"), \
         add(daemon, repo, "break it too")
     assert [wait_ended(daemon, task_id)["state"] for task_id in (cleaned, reviewed, pruned)] == \
@@ -142,7 +149,7 @@ def test_worktree_cleanup_deletes_orphaned_branches_of_this_home_only(daemons: D
     assert branch[cleaned] not in git(repo, "branch", "--list")
     assert daemon.terminate() == 0
     # The prune takes the kept worktree of ``pruned``; its branch stays, orphaned.
-    restarted = daemons.start(home, env={**UNCONFINED, "ENACT_TASKS_KEEP_FAILED_WORKTREES_DAYS": "0"})
+    restarted = place.start(daemons, {**UNCONFINED, "ENACT_TASKS_KEEP_FAILED_WORKTREES_DAYS": "0"})
     kept = worktrees.path_of(home, pruned)
     wait_for(lambda: not kept.exists(), what="the kept worktree to be pruned")
     assert branch[pruned] in git(repo, "branch", "--list")
@@ -152,4 +159,3 @@ def test_worktree_cleanup_deletes_orphaned_branches_of_this_home_only(daemons: D
     assert branch[pruned] not in listed
     assert branch[reviewed] in listed and "enact/0ther0ne/task-1" in listed  # an open review's; another home's
     assert restarted.cli_json("worktree", "cleanup", "--orphaned-branches", "--json")["removed"] == []
-

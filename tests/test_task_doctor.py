@@ -84,6 +84,22 @@ def test_passing_and_failing_runs_log_everything_and_show_the_model_a_bounded_he
     assert "x" * 100000 in log.read_text()
 
 
+def test_a_repository_below_another_projects_pytest_config_names_its_tests_from_its_own_root(
+        tmp_path: Path) -> None:
+    """An ENACT_HOME inside a directory with a pytest config (an owner's
+    checkout, a home with a pytest.ini) puts the base's worktree and the
+    task's at different places below it: the same test must keep one name,
+    or validation finds the base's tests "not run at all"."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    names = []
+    for place in ("doctor-baselines/work-1", "worktrees/task-1"):
+        repo = make_repo(tmp_path / place)
+        ran = doctor.run_doctor(repo, PYTEST, log_path=tmp_path / "log", cancel=CancellationToken())
+        assert ran.passed and ran.tests is not None, ran
+        names.append(ran.tests.passed)
+    assert names == [("tests.test_lib::test_answer",)] * 2
+
+
 def test_the_doctor_runs_without_colour_and_its_output_is_stripped_of_escapes(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     log = tmp_path / "task.log"

@@ -16,8 +16,9 @@ from codex_home import FAKE_KEY_VARIABLE, codex_home
 from model_server import ModelServer, Reply, ToolCall
 from scratch_homes import scratch_dir
 from task_repos import make_repo
+from unprivileged import place_for
 
-from conftest import DaemonFactory, real_cli, wait_for
+from conftest import Daemon, DaemonFactory, real_cli, wait_for
 
 SECRETS = {"OPENAI_API_KEY": "sk-env-leak", "ANTHROPIC_API_KEY": "sk-ant-env-leak",
            "AWS_SECRET_ACCESS_KEY": "aws-env-leak", "GITHUB_TOKEN": "ghp_env_leak"}
@@ -27,18 +28,22 @@ def environment(text: str) -> dict[str, str]:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-@pytest.mark.parametrize("confinement", ["auto", "off"])
+@pytest.mark.parametrize(("confinement", "who"), [("auto", "root"), ("off", "root"), ("auto", "unprivileged")])
 def test_task_commands_and_the_doctor_see_only_the_allow_list_and_what_the_owner_passes_through(
-        daemons: DaemonFactory, tmp_path: Path, confinement: str) -> None:
+        daemons: DaemonFactory, tmp_path: Path, confinement: str, who: str) -> None:
     if confinement == "auto" and shutil.which("bwrap") is None:
         pytest.skip("bwrap is not installed")
-    repo = make_repo(tmp_path / "repo", doctor="env > env-doctor.txt; exit 1")
-    home = daemons.new_home()
-    (home / "scripted.toml").write_text('[[rule]]\nmatch = "print"\nrun = ["sh", "-c", "env > env-task.txt"]\n'
-                                        'reply = "printed"\n')
-    daemon = daemons.start(home, env={**SECRETS, "PROJECT_MODE": "wanted", "LC_TIME": "C",
-                                      "ENACT_TASKS_CONFINEMENT": confinement,
-                                      "ENACT_TASKS_ENV_PASSTHROUGH": "PROJECT_*,GITHUB_TOKEN"})
+    with place_for(who, daemons, tmp_path) as place:
+        repo = make_repo(place.base / "repo", doctor="env > env-doctor.txt; exit 1")
+        (place.home / "scripted.toml").write_text(
+            '[[rule]]\nmatch = "print"\nrun = ["sh", "-c", "env > env-task.txt"]\nreply = "printed"\n')
+        daemon = place.start(daemons, {**SECRETS, "PROJECT_MODE": "wanted", "LC_TIME": "C",
+                                       "ENACT_TASKS_CONFINEMENT": confinement,
+                                       "ENACT_TASKS_ENV_PASSTHROUGH": "PROJECT_*,GITHUB_TOKEN"})
+        seen_by_the_task_and_its_doctor(daemon, repo, confined=confinement == "auto")
+
+
+def seen_by_the_task_and_its_doctor(daemon: Daemon, repo: Path, *, confined: bool) -> None:
     task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "--repairs", "0", "print the env")["id"]
 
     def shown() -> dict[str, Any]:
@@ -46,7 +51,7 @@ def test_task_commands_and_the_doctor_see_only_the_allow_list_and_what_the_owner
         return found
 
     wait_for(lambda: shown()["state"] == "failed", what="the task to fail its doctor")
-    assert shown()["confined"] is (confinement == "auto")
+    assert shown()["confined"] is confined
     worktree = Path(shown()["worktree"])
     for seen_by in ("task", "doctor"):
         seen = environment((worktree / f"env-{seen_by}.txt").read_text())

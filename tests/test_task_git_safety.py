@@ -13,6 +13,7 @@ import pytest
 from hostile_git import plant_rule
 from task_repos import git, make_repo
 from test_task_workers import UNCONFINED, add, reviews, rules, wait_ended
+from unprivileged import WHO, place_for
 
 from enact.tasks import task_branches
 
@@ -72,14 +73,21 @@ def test_a_planted_git_file_never_runs_a_filter_on_the_host_when_a_restart_prune
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("who", WHO)
 def test_a_planted_git_file_never_runs_a_filter_on_the_host_when_the_change_is_captured_and_landed(
-        daemons: DaemonFactory, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", doctor="true")
-    marker = tmp_path / "planted-ran"
-    daemon = start(daemons, rules(plant_rule("plant", str(marker))))
+        daemons: DaemonFactory, tmp_path: Path, who: str) -> None:
+    with place_for(who, daemons, tmp_path) as place:
+        repo = make_repo(place.base / "repo", doctor="true")
+        marker = place.base / "planted-ran"
+        (place.home / "scripted.toml").write_text(rules(plant_rule("plant", str(marker), python=place.python)))
+        daemon = place.start(daemons, CONFINED)
+        captured_and_landed(daemon, repo, marker)
+
+
+def captured_and_landed(daemon: Daemon, repo: Path, marker: Path) -> None:
     task_id = add(daemon, repo, "plant it")
     shown = wait_ended(daemon, task_id)
-    assert (shown["state"], shown["confined"]) == ("succeeded", True), shown
+    assert (shown["state"], shown["confined"]) == ("succeeded", True), daemon.cli("task", "log", str(task_id)).stdout
     branch = task_branches.branch_of(daemon.home, task_id)
     assert git(repo, "show", f"{branch}:lib.py").endswith("# changed\n")
     assert not marker.exists()
@@ -109,13 +117,28 @@ echo "log: $(git log -1 --format=%s)" >> $report
 """
 
 
+@pytest.mark.parametrize("who", WHO)
 def test_git_works_inside_a_confined_task_on_its_real_branch_and_the_owners_repository_is_unchanged(
-        daemons: DaemonFactory, tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "repo", doctor="exit 1")  # under /tmp, which the task sees a private one of
-    run = orjson.dumps(["sh", "-c", GIT_AT_WORK]).decode()
-    daemon = start(daemons, rules(f'match = "use git"\nrun = {run}\nreply = "used git"'))
-    before = {"refs": git(repo, "for-each-ref"), "status": git(repo, "status", "--porcelain"),
-              "index": (repo / ".git" / "index").read_bytes(), "head": git(repo, "rev-parse", "HEAD")}
+        daemons: DaemonFactory, tmp_path: Path, who: str) -> None:
+    with place_for(who, daemons, tmp_path) as place:
+        # As root under /tmp, which the task sees a private one of.
+        repo = make_repo(place.base / "repo", doctor="exit 1")
+        run = orjson.dumps(["sh", "-c", GIT_AT_WORK]).decode()
+        (place.home / "scripted.toml").write_text(rules(f'match = "use git"\nrun = {run}\nreply = "used git"'))
+        daemon = place.start(daemons, CONFINED)
+        git_at_work(daemon, repo)
+
+
+def owners_view(repo: Path, *, but: str = "") -> dict[str, str | bytes]:
+    """What the owner sees of ``repo``: its refs (but the branch ``but``),
+    status, index and HEAD."""
+    refs = "".join(line + "\n" for line in git(repo, "for-each-ref").splitlines() if not but or not line.endswith(but))
+    return {"refs": refs, "status": git(repo, "status", "--porcelain"),
+            "index": (repo / ".git" / "index").read_bytes(), "head": git(repo, "rev-parse", "HEAD")}
+
+
+def git_at_work(daemon: Daemon, repo: Path) -> None:
+    before = owners_view(repo)
     task_id = add(daemon, repo, "use git", "--repairs", "0")
     shown = wait_ended(daemon, task_id)
     assert (shown["state"], shown["confined"]) == ("failed", True), shown
@@ -124,9 +147,7 @@ def test_git_works_inside_a_confined_task_on_its_real_branch_and_the_owners_repo
     assert report.count("ok: ") == 8, report
     branch = task_branches.branch_of(daemon.home, task_id)
     assert f"branch: {branch}\n" in report and "log: the task's own commit" in report
-    after_refs = "\n".join(line for line in git(repo, "for-each-ref").splitlines() if not line.endswith(branch))
-    assert {"refs": after_refs + "\n", "status": git(repo, "status", "--porcelain"),
-            "index": (repo / ".git" / "index").read_bytes(), "head": git(repo, "rev-parse", "HEAD")} == before
+    assert owners_view(repo, but=branch) == before
     assert git(repo, "rev-parse", branch) == before["head"]  # the task's commit is its own, not the host's
 
 

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from task_repos import git, make_repo
+from unprivileged import WHO, place_for
 
 from enact.tasks import task_branches
 
@@ -23,9 +25,13 @@ SKIP_ALL = ("import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    f
 PYPROJECT = '[project]\nname = "lib"\nversion = "1"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n'
 
 
-def start(daemons: DaemonFactory, *rules: str, env: dict[str, str] | None = None) -> Daemon:
+def rules(*texts: str) -> str:
+    return "".join(f"[[rule]]\n{text.strip()}\n\n" for text in texts)
+
+
+def start(daemons: DaemonFactory, *texts: str, env: dict[str, str] | None = None) -> Daemon:
     home = daemons.new_home()
-    (home / "scripted.toml").write_text("".join(f"[[rule]]\n{rule.strip()}\n\n" for rule in rules))
+    (home / "scripted.toml").write_text(rules(*texts))
     return daemons.start(home, env=env)
 
 
@@ -43,18 +49,26 @@ def run_task(daemon: Daemon, repo: Path, text: str, *extra: str) -> dict[str, An
     return shown
 
 
+@pytest.mark.parametrize("who", WHO)
 def test_a_request_saying_not_to_change_tests_unlocks_nothing_and_the_owners_allow_path_does(
-        daemons: DaemonFactory, tmp_path: Path, require_binary: object) -> None:
+        daemons: DaemonFactory, tmp_path: Path, require_binary: object, who: str) -> None:
     require_binary("bwrap")  # type: ignore[operator]
-    repo = make_repo(tmp_path / "repo", doctor=f"{PYTEST} --color=yes")  # a doctor that insists on colour
-    daemon = start(daemons, rule("answer", "echo '# reworded' >> tests/test_lib.py"))
+    with place_for(who, daemons, tmp_path) as place:
+        repo = make_repo(place.base / "repo", doctor=f"{place.pytest} --color=yes")  # a doctor that insists on colour
+        (place.home / "scripted.toml").write_text(rules(rule("answer", "echo '# reworded' >> tests/test_lib.py")))
+        daemon = place.start(daemons)
+        unlocked_only_by_the_owner(daemon, repo)
+
+
+def unlocked_only_by_the_owner(daemon: Daemon, repo: Path) -> None:
     request = "Keep the answer as it is. Do not change anything under tests/"
     refused = run_task(daemon, repo, request)
     assert refused["state"] == "failed", refused
     assert "protected paths changed without the owner's leave" in refused["summary"]
     assert "tests/test_lib.py" in refused["summary"]
     allowed = run_task(daemon, repo, request, "--allow-path", "tests/")
-    assert allowed["state"] == "succeeded" and allowed["confined"] is True, allowed
+    assert (allowed["state"], allowed["confined"]) == ("succeeded", True), \
+        daemon.cli("task", "log", str(allowed["id"])).stdout
     assert allowed["allow_paths"] == ["tests/"] and allowed["allow_fewer_tests"] is False
     assert "unlocked  tests/" in daemon.cli("task", "show", str(allowed["id"])).stdout
     shown = daemon.cli("review", "show", str(allowed["review"])).stdout
@@ -63,6 +77,10 @@ def test_a_request_saying_not_to_change_tests_unlocks_nothing_and_the_owners_all
     assert "protected paths changed with the owner's leave: tests/test_lib.py" in shown
     log = daemon.cli("task", "log", str(allowed["id"])).stdout
     assert "1 passed" in log and "\x1b" not in log
+    landed = daemon.cli("review", "land", str(allowed["review"]), "--json")  # the target's doctor, confined
+    assert landed.returncode == 0, landed.stdout + landed.stderr
+    assert "1 passed; base: 1 passed" in json.loads(landed.stdout)["note"]
+    assert (repo / "tests" / "test_lib.py").read_text().endswith("# reworded\n")
 
 
 def test_changes_to_conftest_pytest_ini_or_the_pytest_section_of_pyproject_fail_validation(

@@ -8,6 +8,12 @@ user (``setpriv``) on a home in a directory the user owns, and the returned
 ends up owned by root. Not root, the current user is unprivileged already:
 ``throwaway_user`` yields None and ``start_as`` starts the daemon as it is.
 
+A daemon test that must hold for both is parametrized over ``WHO`` and
+takes its ``Place`` from ``place_for``: where to make its repositories,
+its home, the python its repositories' doctors run, and ``start``, the one
+way to start its daemon (as the user, once what the test made there is
+given to them).
+
 The interpreter of the tests may live where the user cannot reach (a
 pyenv under a 0700 /root): the user runs the system's python of the same
 version on this checkout and the virtualenv's packages (``PYTHONPATH``).
@@ -95,6 +101,60 @@ def throwaway_user() -> Iterator[User | None]:
         subprocess.run(["userdel", name], capture_output=True)
 
 
+WHO = ("root", "unprivileged")
+"""The users a daemon test runs as: ``@pytest.mark.parametrize("who", WHO)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a test runs its daemon as ``user`` (None: as this process's)."""
+
+    user: User | None
+    base: Path
+    """Where the test makes its repositories and files, the user's."""
+    home: Path
+    """The daemon's ENACT_HOME, the user's."""
+    python: str
+    """A python the user runs, with pytest when ``env`` is passed through
+    to the task (``ENACT_TASKS_ENV_PASSTHROUGH=PYTHONPATH``)."""
+    env: dict[str, str]
+
+    @property
+    def pytest(self) -> str:
+        """A doctor command running the repository's tests with pytest."""
+        return f"{self.python} -m pytest -q -p no:cacheprovider"
+
+    def start(self, daemons: DaemonFactory, env: dict[str, str] | None = None) -> Daemon:
+        """Give what the test made in its place to the user, then start the
+        daemon on ``home`` as the user (``start_as``)."""
+        if self.user is not None:
+            self.user.own(self.base)
+            self.user.own(self.home)
+        return start_as(self.user, daemons, self.home, {**self.env, **(env or {})})
+
+
+@contextmanager
+def place_for(who: str, daemons: DaemonFactory, base: Path, *, home_in_base: bool = False) -> Iterator[Place]:
+    """The place of a test run as ``who`` (one of ``WHO``): as root (skipped
+    unless root, see ``need_root``) in ``base`` (a test's ``tmp_path``) with
+    a home of the factory's, or ``base / "h"`` when ``home_in_base``; as a
+    throwaway user in a directory of theirs outside /tmp (or, not root, as
+    this process's user, as root would be)."""
+    if who == "root":
+        need_root("the as-root variant")
+    with throwaway_user() if who == "unprivileged" else contextlib.nullcontext() as user:
+        if user is None:
+            home = base / "h" if home_in_base else daemons.new_home()
+            home.mkdir(mode=0o700, exist_ok=True)
+            yield Place(None, base, home, sys.executable, {})
+            return
+        # Not this interpreter, even when the user reaches it: a confined
+        # task may not (bwrap refused one under root's 0700 home, measured).
+        python = _system_python("the user's task commands need a python of theirs")
+        passed = {"ENACT_TASKS_ENV_PASSTHROUGH": "PYTHONPATH", "PYTHONPATH": sysconfig.get_paths()["purelib"]}
+        yield Place(user, user.base, new_home(user), python, passed)
+
+
 def _processes_of(uid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -112,11 +172,15 @@ def _python_for(user: User) -> tuple[list[str], dict[str, str]]:
                                capture_output=True, env=_user_env(user, {}))
     if reachable.returncode == 0:
         return [sys.executable], {}
+    return [_system_python(f"{sys.executable} is out of an unprivileged user's reach")], \
+        {"PYTHONPATH": f"{sysconfig.get_paths()['purelib']}:{ROOT}"}
+
+
+def _system_python(why: str) -> str:
     system = shutil.which(f"python{sys.version_info.major}.{sys.version_info.minor}", path="/usr/bin:/bin")
     if system is None:
-        pytest.skip(f"{sys.executable} is out of an unprivileged user's reach and no system python "
-                    f"{sys.version_info.major}.{sys.version_info.minor} is installed")
-    return [system], {"PYTHONPATH": f"{sysconfig.get_paths()['purelib']}:{ROOT}"}
+        pytest.skip(f"{why} and no system python {sys.version_info.major}.{sys.version_info.minor} is installed")
+    return system
 
 
 def _user_env(user: User, env: dict[str, str]) -> dict[str, str]:

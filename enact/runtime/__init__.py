@@ -61,6 +61,11 @@ class RuntimeRequest:
     """The environment of the commands the call runs (``enact.environment``:
     an allow-list); a CLI gets it plus what it needs to reach its model.
     None: the runtime's own environment."""
+    writable: tuple[Path, ...] = ()
+    """With ``workspace-write``: what the call's commands may also write, where
+    a runtime's own sandbox would keep it read-only (a task's git directory
+    of its own, ``enact.tasks.task_git``, which Codex's keeps read-only as a
+    repository's ``.git``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

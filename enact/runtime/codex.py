@@ -262,6 +262,12 @@ class CodexRuntime:
         if request.env is not None:  # what codex needs, its commands do not get
             kept = ", ".join(f'"{name}"' for name in self.cli_needs if name != "CODEX_HOME")
             common += ["-c", f"shell_environment_policy.exclude=[{kept}]"]
+        if request.writable and sandbox == "workspace-write":
+            # Codex keeps the .git of each place it may write read-only (and
+            # the git directory a .git file names), unless it is such a place
+            # itself: a task's own git directory is the task's to write.
+            roots = ", ".join(orjson.dumps(str(path.resolve())).decode() for path in request.writable)
+            common += ["-c", f"sandbox_workspace_write.writable_roots=[{roots}]"]
         if self.model:
             common += ["--model", self.model]
         if self.reasoning_effort:

@@ -101,10 +101,14 @@ def head_tail(text: str, limit: int = HEAD_TAIL_LIMIT) -> str:
     return text[: keep // 2] + marker + text[-(keep - keep // 2):]
 
 
-def _environment(confine: Confinement, report_inside: Path) -> dict[str, str]:
+def _environment(confine: Confinement, report_inside: Path, worktree: Path) -> dict[str, str]:
     env = {key: value for key, value in confine.env.items() if key not in _COLOUR_FORCING}
     env.update(NO_COLOR="1", PY_COLORS="0", TERM="dumb")
-    ours = f"--junitxml={shlex.quote(str(report_inside))} -p no:cacheprovider"
+    # Its root the worktree's, even below a directory with a pytest config
+    # of its own (a home inside a checkout): pytest names a test from its
+    # root, and the base's worktree and the task's lie at different places.
+    ours = (f"--junitxml={shlex.quote(str(report_inside))} -p no:cacheprovider "
+            f"--rootdir={shlex.quote(str(worktree.resolve()))}")
     env["PYTEST_ADDOPTS"] = f"{env['PYTEST_ADDOPTS']} {ours}" if env.get("PYTEST_ADDOPTS") else ours
     return env
 
@@ -126,7 +130,7 @@ def run_doctor(worktree: Path, plan: DoctorPlan, *, log_path: Path, cancel: Canc
         name = f"enact-doctor-report-{uuid.uuid4().hex}.xml"
         outside = (confine.tmp if confine.tmp is not None else Path(own_tmp)) / name
         inside = Path("/tmp") / name if confine.confined else outside
-        result = _run(worktree, plan, argv, _environment(confine, inside), log_path=log_path, cancel=cancel)
+        result = _run(worktree, plan, argv, _environment(confine, inside, worktree), log_path=log_path, cancel=cancel)
         try:
             return replace(result, tests=read_junit(outside))
         except ReportError as error:

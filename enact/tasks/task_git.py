@@ -21,6 +21,12 @@ from pathlib import Path
 from enact.tasks.host_git import AUTHOR, git
 
 
+def own_git_dir(worktree: Path) -> Path:
+    """The task's own git directory in ``worktree`` (``make_private``): its
+    to write, even where a runtime's sandbox keeps a ``.git`` read-only."""
+    return worktree / ".git"
+
+
 def objects_dir(repo: Path) -> Path:
     """The owner repository's object store, which the task's git reads."""
     common = git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir").strip()
@@ -31,7 +37,7 @@ def make_private(path: Path, *, objects: Path, branch: str, base_branch: str, ba
     """Replace the worktree's ``.git`` file by the task's own repository;
     its git directory. Run before the task starts: nothing in it is the
     task's yet."""
-    dot_git = path / ".git"
+    dot_git = own_git_dir(path)
     dot_git.unlink()
     git(path, "init", "--quiet", "--template=", str(path))
     (dot_git / "objects" / "info").mkdir(parents=True, exist_ok=True)

@@ -44,7 +44,7 @@ from enact.runtime import (
 )
 from enact.runtime._subprocess import TERM_GRACE_S
 from enact.safe_files import UnsafeFile, read_inside
-from enact.tasks import doctor, worktrees
+from enact.tasks import doctor, task_git, worktrees
 from enact.tasks.confine import Confinement, ConfinementUnavailable, StateDir, confinement
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.host_git import WorktreeError
@@ -364,7 +364,7 @@ class TaskAttempt:
             owner_message=owner_message, sandbox="workspace-write", cwd=tree.path,
             timeout_s=max(1.0, min(float(self.services.settings["runtime.timeout_s"]), remaining)),
             cancel=self.cancel, purpose="task", confine=confined.prefix, private_state=confined.private_state,
-            env=confined.env))
+            env=confined.env, writable=(task_git.own_git_dir(tree.path),)))
         self._native_session = result.native_session or self._native_session
         for item in result.progress:
             self._log(f"model: {item}")
