@@ -253,6 +253,22 @@ def _unconfinable(mode: str, *, home: Path, worktree: Path, tmp: Path) -> str:
     return tried(bwrap_prefix(bwrap, worktree=worktree, private_tmp=tmp, hidden=(home,)), worktree)
 
 
+def settled(mode: str, prefix: tuple[str, ...], reason: str, *, tmp: Path, passthrough: Sequence[str],
+            private_state: tuple[tuple[Path, Path], ...] = ()) -> Confinement:
+    """What a call runs under once bwrap was tried (``reason`` empty: it
+    confines): the confined prefix with the environment as seen inside, or,
+    where it cannot confine, nothing but the private directories, saying
+    why. Raises ConfinementUnavailable when ``mode`` is ``required`` and it
+    cannot confine."""
+    if reason and mode == "required":
+        raise ConfinementUnavailable(f"not run: tasks.confinement is required and {reason}")
+    if reason:
+        return Confinement(tmp=tmp, env=task_environment(tmp=tmp, home=tmp / "home", passthrough=passthrough),
+                           unconfined=reason)
+    return Confinement(prefix=prefix, tmp=tmp, private_state=private_state,
+                       env=task_environment(tmp=Path("/tmp"), home=Path("/tmp/home"), passthrough=passthrough))
+
+
 @contextmanager
 def confinement(
     mode: str, *, home: Path, worktree: Path, programs: Sequence[Path] = (), state: Sequence[StateDir] = (),
@@ -285,15 +301,8 @@ def confinement(
                                   private_state=private_state, tools=tools_under_tmp(programs=(*programs, *readable)),
                                   credentials=hidden_credentials())
             reason = tried(prefix, worktree)
-        if reason and mode == "required":
-            raise ConfinementUnavailable(f"not run: tasks.confinement is required and {reason}")
-        if reason:
-            yield Confinement(tmp=tmp, env=task_environment(tmp=tmp, home=tmp / "home", passthrough=passthrough),
-                              unconfined=reason)
-        else:
-            yield Confinement(prefix=prefix, tmp=tmp,
-                              env=task_environment(tmp=Path("/tmp"), home=Path("/tmp/home"), passthrough=passthrough),
-                              private_state=tuple((state_dir.path, private) for state_dir, private in private_state))
+        yield settled(mode, prefix, reason, tmp=tmp, passthrough=passthrough,
+                      private_state=tuple((state_dir.path, private) for state_dir, private in private_state))
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -32,13 +32,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from enact.config import Config
-from enact.environment import task_environment
 from enact.runtime import Runtime, RuntimeRequest, RuntimeResult, RuntimeUnavailable
 from enact.tasks.confine import (
     Confinement,
+    ConfinementUnavailable,
     bwrap_prefix,
     find_bwrap,
     hidden_credentials,
+    settled,
     tools_under_tmp,
     tried,
 )
@@ -102,13 +103,10 @@ def call_confinement(mode: str, *, home: Path, workdir: Path, programs: Sequence
                                   tools=tools_under_tmp(programs=programs), credentials=hidden_credentials(),
                                   read_only_worktree=True, shared=shared, readable=readable)
             reason = tried(prefix, workdir)
-        if reason and mode == "required":
-            raise NotConfinable(f"not run: tasks.confinement is required and {reason}")
-        if reason:
-            yield Confinement(tmp=tmp, env=task_environment(tmp=tmp, home=tmp / "home", passthrough=passthrough),
-                              unconfined=reason)
-        else:
-            yield Confinement(prefix=prefix, tmp=tmp, env=task_environment(
-                tmp=Path("/tmp"), home=Path("/tmp/home"), passthrough=passthrough))
+        try:
+            confined = settled(mode, prefix, reason, tmp=tmp, passthrough=passthrough)
+        except ConfinementUnavailable as refused:  # said as a runtime that cannot run, with its fix
+            raise NotConfinable(str(refused)) from None
+        yield confined
     finally:
         shutil.rmtree(root, ignore_errors=True)
