@@ -14,8 +14,9 @@ from typing import Any
 
 import orjson
 import pytest
+from scripted_chats import requests_of, scripted_telegram_home, telegram_turn
 from telegram_server import FakeBotApi
-from test_telegram import ENV, OTHER, OWNER, TOKEN, telegram_home
+from test_telegram import ENV, OTHER, OWNER, TOKEN
 
 from conftest import Daemon, DaemonFactory, wait_for
 
@@ -43,34 +44,11 @@ def bot() -> Iterator[FakeBotApi]:
         yield server
 
 
-def home_for(daemons: DaemonFactory, bot: FakeBotApi, *, lock: tuple[int, ...], config: str = "") -> tuple[Path, Path]:
-    """A Telegram home locked to the Telegram chats ``lock`` (none: no lock),
-    with this file's rules and the scripted runtime's transcript."""
-    home = telegram_home(daemons, bot, lock=lock)
-    (home / "scripted.toml").write_text(RULES)
-    transcript = home.parent / "transcript.jsonl"
-    path = home / "config.toml"
-    path.write_text(path.read_text() + f'\n[scripted]\ntranscript = "{transcript}"\n{config}')
-    return home, transcript
-
-
-def telegram_turn(bot: FakeBotApi, chat: int, text: str) -> str:
-    before = len(bot.sent(chat))
-    bot.message(chat, text)
-    wait_for(lambda: len(bot.sent(chat)) > before, what=f"the reply to {text!r}")
-    return str(bot.sent(chat)[-1]["text"])
-
-
 def send(daemon: Daemon, text: str) -> dict[str, Any]:
     result = daemon.cli("send", "--json", text, env=ENV)
     assert result.returncode == 0, result
     outcome: dict[str, Any] = orjson.loads(result.stdout)
     return outcome
-
-
-def requests_of(transcript: Path, session_key: str) -> list[dict[str, Any]]:
-    calls = [orjson.loads(line) for line in transcript.read_text().splitlines()]
-    return [call for call in calls if call["session_key"] == session_key]
 
 
 def remember(daemon: Daemon, text: str) -> str:
@@ -87,7 +65,7 @@ def install_identity(daemon: Daemon, home: Path) -> None:
 
 def test_a_strangers_chat_is_told_nothing_of_memory_while_the_owners_cli_gets_it(daemons: DaemonFactory,
                                                                                   bot: FakeBotApi) -> None:
-    home, transcript = home_for(daemons, bot, lock=())
+    home, transcript = scripted_telegram_home(daemons, bot, rules=RULES, lock=())
     daemon = daemons.start(home, env=ENV)
     remember(daemon, BANK)
     install_identity(daemon, home)
@@ -123,7 +101,7 @@ def test_a_strangers_chat_is_told_nothing_of_memory_while_the_owners_cli_gets_it
 
 def test_a_strangers_marker_learns_nothing_of_memory_from_its_notice(daemons: DaemonFactory,
                                                                       bot: FakeBotApi) -> None:
-    home, _ = home_for(daemons, bot, lock=())
+    home, _ = scripted_telegram_home(daemons, bot, rules=RULES, lock=())
     daemon = daemons.start(home, env=ENV)
     known = remember(daemon, BANK)
     new = telegram_turn(bot, OTHER, "[MEMORY]The owner's cat is called Tom.[/MEMORY]")
@@ -133,7 +111,7 @@ def test_a_strangers_marker_learns_nothing_of_memory_from_its_notice(daemons: Da
 
 
 def test_a_strangers_marker_never_changes_an_active_fact(daemons: DaemonFactory, bot: FakeBotApi) -> None:
-    home, _ = home_for(daemons, bot, lock=())
+    home, _ = scripted_telegram_home(daemons, bot, rules=RULES, lock=())
     daemon = daemons.start(home, env=ENV)
     known = remember(daemon, BANK)
     before = daemon.cli_json("memory", "show", "--json", known, env=ENV)
@@ -157,7 +135,7 @@ def test_a_write_to_hold_leaves_an_active_fact_as_it_was_whoever_sends_it(daemon
     """The rule at the Memory actor: any write it is asked to hold (here the
     CLI's own ``Remember`` with a reason to hold) is dropped as a duplicate of
     an active fact, and says so; without a reason it merges, as before."""
-    home, _ = home_for(daemons, bot, lock=())
+    home, _ = scripted_telegram_home(daemons, bot, rules=RULES, lock=())
     daemon = daemons.start(home, env=ENV)
     known = remember(daemon, BANK)
     before = daemon.cli_json("memory", "show", "--json", known, env=ENV)
@@ -170,7 +148,7 @@ def test_a_write_to_hold_leaves_an_active_fact_as_it_was_whoever_sends_it(daemon
 
 
 def test_a_telegram_only_lock_leaves_the_owners_cli_answered(daemons: DaemonFactory, bot: FakeBotApi) -> None:
-    home, transcript = home_for(daemons, bot, lock=(OWNER,))
+    home, transcript = scripted_telegram_home(daemons, bot, rules=RULES, lock=(OWNER,))
     daemon = daemons.start(home, env=ENV)
     remember(daemon, BANK)
     result = daemon.cli("send", "hi", env=ENV)
@@ -190,7 +168,8 @@ def test_a_telegram_only_lock_leaves_the_owners_cli_answered(daemons: DaemonFact
 
 def test_a_conversation_not_the_owners_may_hold_only_so_many_facts_for_the_owner(daemons: DaemonFactory,
                                                                                  bot: FakeBotApi) -> None:
-    home, _ = home_for(daemons, bot, lock=(), config="\n[memory]\nmax_pending_per_conversation = 2\n")
+    home, _ = scripted_telegram_home(daemons, bot, rules=RULES, lock=(),
+                                     config="\n[memory]\nmax_pending_per_conversation = 2\n")
     daemon = daemons.start(home, env=ENV)
     held = "Noted.\n\n(memory: held for the owner, whose memory it is)"
     assert telegram_turn(bot, OTHER, "[MEMORY]The owner likes jazz.[/MEMORY]") == held

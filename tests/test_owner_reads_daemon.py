@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from scripted_chats import requests_of, scripted_telegram_home, telegram_turn
 from telegram_server import FakeBotApi
-from test_memory_reading_daemon import requests_of, telegram_turn
-from test_telegram import ENV, OTHER, OWNER, TOKEN, telegram_home
+from test_telegram import ENV, OTHER, OWNER, TOKEN
 
 from conftest import DaemonFactory
 
@@ -39,22 +38,13 @@ def bot() -> Iterator[FakeBotApi]:
         yield server
 
 
-def home_for(daemons: DaemonFactory, bot: FakeBotApi, *, lock: tuple[int, ...]) -> tuple[Path, Path]:
-    home = telegram_home(daemons, bot, lock=lock)
-    (home / "scripted.toml").write_text(RULES)
-    transcript = home.parent / "transcript.jsonl"
-    path = home / "config.toml"
-    path.write_text(path.read_text() + f'\n[scripted]\ntranscript = "{transcript}"\n')
-    return home, transcript
-
-
 def refusal(what: str) -> str:
     return (f"{what} is the owner's, and this conversation is not the owner's; to make this chat the owner's, "
             f'lock it to the owner: chat.allowed_conversations = ["telegram:{OTHER}"] in config.toml')
 
 
 def test_a_strangers_chat_reads_nothing_of_the_owners_work(daemons: DaemonFactory, bot: FakeBotApi) -> None:
-    home, transcript = home_for(daemons, bot, lock=())
+    home, transcript = scripted_telegram_home(daemons, bot, rules=RULES, lock=())
     daemon = daemons.start(home, env=ENV)
     assert daemon.cli_json("backlog", "add", "--json", "rotate the Example Bank keys", env=ENV)
     for typed in READS:
@@ -76,7 +66,7 @@ def test_a_strangers_chat_reads_nothing_of_the_owners_work(daemons: DaemonFactor
 
 
 def test_the_owners_locked_chat_reads_the_owners_work(daemons: DaemonFactory, bot: FakeBotApi) -> None:
-    home, transcript = home_for(daemons, bot, lock=(OWNER,))
+    home, transcript = scripted_telegram_home(daemons, bot, rules=RULES, lock=(OWNER,))
     daemon = daemons.start(home, env=ENV)
     assert daemon.cli_json("backlog", "add", "--json", "rotate the Example Bank keys", env=ENV)
     assert "rotate the Example Bank keys" in telegram_turn(bot, OWNER, "/backlog.list")
