@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
 from enact.config import Config, ConfigError, Setting
-from enact.messages._registry import Request
+from enact.messages._registry import PROTOCOLS, Request
 from enact.messages.common import Origin, chat_origin
 
 if TYPE_CHECKING:
@@ -39,12 +39,13 @@ if TYPE_CHECKING:
 
 GROUP = "enact.extensions"
 
-RESERVED_NAMES = frozenset(
-    {"core", "daemon", "supervisor", "storage", "control", "chat", "runtime", "commands",
-     "common", "epoch", "inbox", "outbox", "conversation", "journal", "sessions", "enact",
-     "accounting", "channel", "channels"}
-)
-"""Sections and wire prefixes the daemon itself owns; no component may take one."""
+RESERVED_NAMES = frozenset({"core", "enact", "channels"})
+"""Words the daemon keeps that name no section, protocol or actor of its own.
+No component may take one, nor a section of enact's own settings
+(``config.SETTINGS``), nor the prefix of one of enact's own protocols
+(``PROTOCOLS``, but those a built-in component serves: ``local``), nor, when
+the daemon starts, the name of one of its actors or of their pools' families
+(the roster's: ``component_actors``)."""
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
@@ -226,12 +227,14 @@ def check(components: Components) -> None:
     in its component's sections and is declared once."""
     seen_names: set[str] = set()
     keys = {s.key: "core" for s in config.SETTINGS}
+    taken_by_enact = (RESERVED_NAMES | {s.key.partition(".")[0] for s in config.SETTINGS}
+                      | (set(PROTOCOLS) - {c.name for c in builtin().items}))
     variables = {s.env_name: "core" for s in config.SETTINGS}
     for component in components.items:
         name = component.name
         if not _NAME.fullmatch(name):
             raise ComponentError(f"component {name!r}: a name is lower-case letters, digits and _ (at most 32)")
-        if name in RESERVED_NAMES or name in seen_names:
+        if name in taken_by_enact or name in seen_names:
             raise ComponentError(f"component {name}: the name is already taken")
         seen_names.add(name)
         for setting in component.settings:
@@ -249,11 +252,15 @@ def check(components: Components) -> None:
 
 
 def component_actors(installed: Components, settings: Config, *, taken: Iterable[str]) -> list[ActorSpec]:
-    """Every component's actors; raises ComponentError for an actor not
-    named after its component or whose name is already taken."""
+    """Every component's actors; raises ComponentError for a component named
+    like one of the ``taken`` actors (the daemon's own, and their pools'
+    families), or for an actor not named after its component or whose name is
+    already taken."""
     names = set(taken)
     specs = []
     for component in installed.items:
+        if component.name in names:
+            raise ComponentError(f"component {component.name}: the name is already taken")
         for spec in component.actors(settings):
             if spec.name != component.name and not spec.name.startswith(f"{component.name}:"):
                 raise ComponentError(f"component {component.name}: its actor {spec.name!r} must be named after it")

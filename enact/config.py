@@ -78,7 +78,7 @@ _address = Check(ADDRESS_FORM, _is_address)
 
 
 def _is_evolve_schedule(value: str) -> bool:
-    from enact.evolution.modes import ScheduleError, parse_schedule
+    from enact.evolve_schedule import ScheduleError, parse_schedule
 
     try:
         parse_schedule(value)

@@ -13,10 +13,10 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pykka.debug
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -27,7 +27,6 @@ from enact.actors.control import ControlServer
 from enact.actors.supervisor import Supervisor
 from enact.channels import Channel, InboxInlet
 from enact.chat.services import ChatServices
-from enact.cli._server import CommandServer
 from enact.commands import (
     CommandCall,
     CommandContext,
@@ -121,8 +120,21 @@ class _StopRequest:
             self.event.set()
 
 
-def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: bool = False) -> int:
-    """Run the daemon in the foreground until stopped; returns the exit code."""
+class CommandServer(Protocol):
+    """What runs CLI commands warm beside the daemon (the CLI's, ``enact.cli._server``):
+    started once the actors are, stopped before them."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+
+def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: bool = False,
+        command_server: Callable[[Path], CommandServer] | None = None) -> int:
+    """Run the daemon in the foreground until stopped; returns the exit code.
+    ``command_server`` makes the command server of the home, run unless
+    ``daemon.command_server`` is off (the CLI hands its own: the daemon does
+    not import the CLI)."""
     try:
         check_home(home)
         for name in (CONFIG_NAME, COMMANDS_NAME):
@@ -171,7 +183,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     kill_leftover_programs(home / PROGRAMS_RUN_DIR)  # only now: the home is ours
     try:
-        daemon = _Daemon(home, settings, storage, fence, installed, commands, runtime, metrics, metrics_server)
+        daemon = _Daemon(home, settings, storage, fence, installed, commands, runtime, metrics, metrics_server,
+                         command_server)
     except ComponentError as error:  # a component's actor or request that is not its own
         print(f"enact: {error}", file=sys.stderr)
         metrics_server.stop()
@@ -207,6 +220,7 @@ class _Daemon:
         runtime: Runtime,
         metrics: Metrics,
         metrics_server: MetricsServer,
+        command_server: Callable[[Path], CommandServer] | None,
     ) -> None:
         self.home = home
         self.settings = settings
@@ -240,8 +254,10 @@ class _Daemon:
             origins=dict(self._channel_origins),
         )
         core_actors = actor_specs(services)
+        own_names = (family for spec in core_actors for family in spec.families)
+        extension_actors = components.component_actors(installed, settings, taken=own_names)
         self.supervisor = Supervisor(
-            [*core_actors, *components.component_actors(installed, settings, taken=(s.name for s in core_actors))],
+            [*core_actors, *extension_actors],
             home=home,
             config=settings,
             metrics=self.metrics,
@@ -258,7 +274,8 @@ class _Daemon:
             idle_timeout_s=settings["control.idle_timeout_s"],
             request_timeout_s=settings["control.request_timeout_s"],
         )
-        self.command_server = CommandServer(home) if settings["daemon.command_server"] else None
+        self.command_server = (command_server(home) if command_server is not None and settings["daemon.command_server"]
+                               else None)
         self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)

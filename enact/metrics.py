@@ -20,7 +20,6 @@ from prometheus_client.registry import Collector
 from enact import __version__
 from enact.config import parse_address
 from enact.messages.epoch import Owner
-from enact.tasks.records import EventKind
 
 if TYPE_CHECKING:
     import threading
@@ -32,12 +31,9 @@ log = logging.getLogger(__name__)
 # ``Metrics.initialise`` creates each combination at 0 when the daemon starts;
 # an outcome counted somewhere but missing here would be invisible to the
 # alerts for its first occurrence (tests/test_metrics.py checks the code
-# against these lists).
-
-STATIC_ACTORS = ("epoch", "journal", "sessions", "outbox", "inbox", "memory", "accounting", "tasks", "reviews",
-                 "scheduler", "scanner", "curator")
-ACTOR_FAMILIES = ("conversation",)
-"""Keyed actors are counted by family, not by their per-conversation name."""
+# against these lists). The actors' names and the task events are not listed
+# here: the supervisor creates a series for each actor and keyed pool it runs
+# (the roster's), the task queue one for each kind of task event.
 
 INBOX_EVENT_OUTCOMES = (
     "accepted",
@@ -63,7 +59,6 @@ CHANNEL_POLL_ERROR_REASONS = (
 )
 """Why a polling channel's poll failed (the Telegram reasons of enact.channels.telegram_api, and ``inbox``)."""
 CHANNEL_DELIVERY_ERROR_REASONS = CHANNEL_POLL_ERROR_REASONS[:-1]
-TASK_EVENTS = tuple(kind.value for kind in EventKind)
 LAND_OUTCOMES = ("landed", "not-human", "not-open", "dirty-target", "conflict", "doctor-failed", "target-moved",
                  "busy", "git-failed", "fenced")
 """``landed`` or a refusal (``enact.messages.reviews.LandRefusal``)."""
@@ -189,16 +184,14 @@ class Metrics:
     def initialise(
         self,
         *,
-        actors: Sequence[str] = STATIC_ACTORS + ACTOR_FAMILIES,
         channels: Sequence[str] = ("local",),
         polling_channels: Sequence[str] = (),
         adapters: Sequence[str] = (),
     ) -> None:
         """Create every known labelled series at 0, so the first incident after
-        a start is an increase that the alert rules can see."""
-        for actor in actors:
-            self.restarts.labels(actor=actor)
-            self.callback_errors.labels(actor=actor)
+        a start is an increase that the alert rules can see. The actors' series
+        are the supervisor's to create (one per actor and pool it runs), the
+        task events' the task queue's (one per ``EventKind``)."""
         for channel in polling_channels:
             self.channel_up.labels(channel=channel)
             for reason in CHANNEL_POLL_ERROR_REASONS:
@@ -223,8 +216,6 @@ class Metrics:
             self.control_errors.labels(reason=reason)
         for state in MEMORY_FACT_STATES:
             self.memory_facts.labels(state=state)
-        for event in TASK_EVENTS:
-            self.task_events.labels(event=event)
         for outcome in LAND_OUTCOMES:
             self.review_lands.labels(outcome=outcome)
         for outcome in CRON_OUTCOMES:

@@ -2,17 +2,19 @@
 
 The one table of them, read by the daemon (and by tests and benchmarks that
 run the same actors without a daemon); the supervisor starts them in
-dependency order.
+dependency order. Their names and their pools' families are the daemon's
+own: no component may take one, and each has its restart series from the
+start.
 """
 
 from __future__ import annotations
 
-from enact.actors import accounting, journal, memory, outbox, reviews, scanner, scheduler, sessions, tasks
+from enact.actors import accounting, journal, memory, outbox, reviews, scanner, scheduler, sessions, tasks, worker
 from enact.actors.accounting import AccountingActor
 from enact.actors.curator import DATABASES as CURATOR_DATABASES
 from enact.actors.curator import CuratorActor
 from enact.actors.epoch import EpochFenceActor
-from enact.actors.inbox import InboxActor
+from enact.actors.inbox import CONVERSATIONS, InboxActor
 from enact.actors.journal import JournalActor
 from enact.actors.memory import MemoryActor
 from enact.actors.outbox import OutboxActor
@@ -55,6 +57,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             databases=inbox_records.DATABASES,
             depends_on=("epoch", "journal", "sessions", "outbox", "memory"),
             options={"services": services},
+            pools=(CONVERSATIONS,),
         ),
         ActorSpec(
             name="tasks",
@@ -73,6 +76,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             depends_on=("epoch", "tasks", "reviews"),
             options={"runtime": services.runtime},
             subscribes=(TaskChanged,),
+            pools=(worker.FAMILY,),
         ),
         ActorSpec(
             name="scanner",

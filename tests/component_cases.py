@@ -25,7 +25,20 @@ class Taken(Component):
 
 
 class Reserved(Component):
+    name = "channels"
+
+
+class NamedLikeAProtocol(Component):
     name = "inbox"
+
+
+class NamedLikeACoreSection(Component):
+    name = "evolve"
+
+
+def named(name: str) -> Component:
+    """A component with nothing but ``name``."""
+    return type(f"Named_{name}", (Component,), {"name": name})()
 
 
 class OutsideItsSection(Component):

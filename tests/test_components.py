@@ -11,9 +11,11 @@ import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
+import component_cases
 import orjson
 import pytest
 from control_wire import RawClient
+from roster_services import roster_services
 
 from enact import components
 from enact.channels import InboxInlet, UnexpectedInboxReply
@@ -21,6 +23,7 @@ from enact.components import ChannelComponent, ComponentError, Components
 from enact.config import ConfigError
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Receive
+from enact.roster import actor_specs
 
 from conftest import DaemonFactory, enact_env, run_cli
 
@@ -85,7 +88,9 @@ def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
         ("other", "component_cases:Fine",
          "extension other (component_cases:Fine) declares the name 'fine'; its entry point must have that name"),
         ("local", "component_cases:Taken", "component local: the name is already taken"),
-        ("inbox", "component_cases:Reserved", "component inbox: the name is already taken"),
+        ("channels", "component_cases:Reserved", "component channels: the name is already taken"),
+        ("inbox", "component_cases:NamedLikeAProtocol", "component inbox: the name is already taken"),
+        ("evolve", "component_cases:NamedLikeACoreSection", "component evolve: the name is already taken"),
         ("stray", "component_cases:OutsideItsSection",
          "component stray: setting chat.stray is outside its section [stray]"),
         ("baddefault", "component_cases:BadDefault",
@@ -105,12 +110,29 @@ def test_a_components_actors_are_named_after_it(tmp_path: Path) -> None:
     specs = components.component_actors(installed, settings, taken=["inbox"])
     assert [spec.name for spec in specs] == ["two", "two:helper"]
     with pytest.raises(ComponentError) as error:
-        components.component_actors(installed, settings, taken=["two"])
-    assert _one_line(error) == "component two: the actor name 'two' is already taken"
+        components.component_actors(installed, settings, taken=["two:helper"])
+    assert _one_line(error) == "component two: the actor name 'two:helper' is already taken"
     misnamed = components.load(entry_points=[_entry("misnamed", "component_cases:MisnamedActor")])
     with pytest.raises(ComponentError) as error:
         components.component_actors(misnamed, settings, taken=["inbox"])
     assert _one_line(error) == "component misnamed: its actor 'inbox' must be named after it"
+
+
+def test_a_component_named_like_any_of_the_daemons_actors_or_their_pools_is_refused(tmp_path: Path) -> None:
+    specs = actor_specs(roster_services())
+    for spec in specs:  # each actor serves its own protocol: even the CLI's commands refuse its name
+        with pytest.raises(ComponentError) as error:
+            components.check(Components(items=(*components.builtin().items, component_cases.named(spec.name))))
+        assert _one_line(error) == f"component {spec.name}: the name is already taken"
+    own = [family for spec in specs for family in spec.families]
+    assert {"memory", "tasks", "reviews", "scheduler", "workers", "curator", "scanner", "conversation",
+            "worker"} <= set(own)
+    settings = components.load(entry_points=[]).load_config(tmp_path, environ={})
+    for name in own:
+        installed = Components(items=(component_cases.named(name),))
+        with pytest.raises(ComponentError) as error:
+            components.component_actors(installed, settings, taken=own)
+        assert _one_line(error) == f"component {name}: the name is already taken"
 
 
 def test_a_request_is_served_only_under_its_own_prefix() -> None:

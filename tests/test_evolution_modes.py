@@ -12,15 +12,9 @@ import pytest
 from enact.claimed_clock import RETRIES, ClaimState, Decision, nest_flat_claim
 from enact.evolution import brainstorm
 from enact.evolution import schedule as clock_rules
-from enact.evolution.modes import (
-    EvolveMode,
-    ScheduleError,
-    latest_due,
-    next_due,
-    parse_mode,
-    parse_schedule,
-)
+from enact.evolution.modes import EvolveMode, parse_mode
 from enact.evolution.schedule import acknowledge, claim, decide, follow, run_failed, upcoming
+from enact.evolve_schedule import ScheduleError, latest_due, next_due, parse_schedule
 
 TOKYO = datetime.timezone(datetime.timedelta(hours=9))  # no daylight saving time
 START = datetime.datetime(2026, 3, 10, 12, 0, tzinfo=TOKYO).timestamp()  # a Tuesday, noon in TOKYO

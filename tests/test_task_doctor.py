@@ -15,9 +15,10 @@ from task_repos import git, make_repo
 from enact import config
 from enact.cancellation import CancellationToken
 from enact.runtime import RuntimeCancelled
+from enact.runtime._executable import install_root
 from enact.runtime._subprocess import run_command
 from enact.tasks import doctor, worktrees
-from enact.tasks.confine import confinement, install_root, tools_under_tmp
+from enact.tasks.confine import confinement, tools_under_tmp
 from enact.tasks.repo_config import RepoConfigError
 
 from conftest import wait_for

@@ -31,8 +31,9 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.claimed_clock import Decision, nest_flat_claim
 from enact.evolution import schedule as rules
-from enact.evolution.modes import EvolveMode, EvolveSchedule, parse_schedule
+from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
+from enact.evolve_schedule import EvolveSchedule, parse_schedule
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.curator import (

@@ -13,7 +13,8 @@ from typing import Any
 import lmdb
 
 from enact.evolution.curator_records import audit_event
-from enact.evolution.modes import EvolveMode, ScheduleError, parse_mode
+from enact.evolution.modes import EvolveMode, parse_mode
+from enact.evolve_schedule import ScheduleError
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import AuditEvent, EvolveClockChanged, EvolveRunFailed, ModeSet, ModeShown, SetMode
 from enact.storage import Store, Table

@@ -27,6 +27,14 @@ class ActorSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     subscribes: tuple[type[Any], ...] = ()
     """Event types told to this actor whenever an actor publishes one."""
+    pools: tuple[str, ...] = ()
+    """The families of the keyed pools it keeps (``conversation``): each child
+    is named ``<family>:<key>`` and counted under its family."""
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """What its metrics count it and its pools' children under."""
+        return (self.name, *self.pools)
 
 
 @dataclass(slots=True, eq=False)

@@ -77,8 +77,12 @@ _RETRY_FIRST_S = 0.2
 OUTBOX = "outbox"
 
 
+CONVERSATIONS = "conversation"
+"""The family of the conversation actors, a keyed pool the inbox keeps."""
+
+
 def conversation_actor_name(conversation_key: str) -> str:
-    return f"conversation:{conversation_key}"
+    return f"{CONVERSATIONS}:{conversation_key}"
 
 
 class InboxActor(EnactActor):
@@ -96,7 +100,7 @@ class InboxActor(EnactActor):
         # The conversation actors, and which events they hold: kept by the
         # supervisor, so a restarted inbox sees the work still running.
         self._conversations = context.supervisor.pool(
-            "conversation", self._conversation_spec, idle_s=config["chat.conversation_idle_s"]
+            CONVERSATIONS, self._conversation_spec, idle_s=config["chat.conversation_idle_s"]
         )
         # Events whose next attempt is being committed, not yet handed over.
         self._resuming: set[str] = set()

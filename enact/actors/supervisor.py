@@ -88,6 +88,9 @@ class Supervisor:
         # two actors stops the daemon at start-up rather than at run time.
         self._stores = {spec.name: storage.grant(spec.name, spec.databases) if spec.databases else None
                         for spec in self._order}
+        for spec in self._order:
+            for family in spec.families:
+                self._count_from_zero(family)
 
     # -- life cycle -------------------------------------------------------
 
@@ -141,6 +144,12 @@ class Supervisor:
         with slot.changed:  # another caller is starting it: wait for its ref
             slot.changed.wait_for(lambda: slot.ref is not None or slot.stopping, timeout=_START_TIMEOUT_S)
 
+    def _count_from_zero(self, family: str) -> None:
+        """Its restart and callback-error series exist, at 0, before its first
+        incident: an alert's ``increase()`` sees only a series that existed."""
+        self._metrics.restarts.labels(actor=family)
+        self._metrics.callback_errors.labels(actor=family)
+
     def pool(self, family: str, spec_of: Callable[[str], ActorSpec], *, idle_s: float) -> KeyedPool:
         """The keyed pool of ``family``, made on first use. The same pool is
         returned to a restarted caller, with the work its children hold."""
@@ -148,6 +157,7 @@ class Supervisor:
             found = self._pools.get(family)
             if found is None:
                 found = self._pools[family] = KeyedPool(self, family=family, spec_of=spec_of, idle_s=idle_s)
+                self._count_from_zero(family)
             return found
 
     def retire(self, name: str) -> None:

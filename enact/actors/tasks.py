@@ -35,7 +35,7 @@ from enact.messages.tasks import (
     Submit,
 )
 from enact.tasks.queue import TaskQueue
-from enact.tasks.records import Task
+from enact.tasks.records import EventKind, Task
 from enact.tasks.tables import DATABASES
 
 __all__ = ["DATABASES", "TaskQueueActor"]
@@ -61,6 +61,8 @@ class TaskQueueActor(EnactActor):
         self._agentic = agentic
         self._runtime = str(settings["runtime.adapter"])
         self._events = context.metrics.task_events
+        for kind in EventKind:  # each at 0 from the start, so its first increase is seen
+            self._events.labels(event=kind.value)
 
     def on_start(self) -> None:
         # A sweep at once, which also tells the inbox every held notice (it

@@ -57,10 +57,12 @@ def run_command(
     home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
 ) -> None:
     """Run the daemon in the foreground."""
+    from enact.cli._server import CommandServer
     from enact.daemon import run
     from enact.process import exit_process
 
-    exit_process(run(resolve_home(home), overrides=_overrides(metrics_addr, workers, log_level), takeover=takeover))
+    exit_process(run(resolve_home(home), overrides=_overrides(metrics_addr, workers, log_level), takeover=takeover,
+                     command_server=CommandServer))
 
 
 @daemon.command("start")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from enact import claimed_clock
 from enact.claimed_clock import NO_CLAIM, ClaimState, Step
-from enact.evolution.modes import EvolveSchedule, latest_due, next_due
+from enact.evolve_schedule import EvolveSchedule, latest_due, next_due
 
 MAX_REPORT = 2000
 

@@ -58,7 +58,7 @@ class RuntimeRequest:
     """Confined: (a state directory of the runtime, the task's private one
     that takes its place), so that what the call wrote there is found."""
     env: Mapping[str, str] | None = None
-    """The environment of the commands the call runs (``enact.tasks.environment``:
+    """The environment of the commands the call runs (``enact.environment``:
     an allow-list); a CLI gets it plus what it needs to reach its model.
     None: the runtime's own environment."""
 

@@ -1,4 +1,5 @@
-"""Where a model CLI is: the one lookup the CLI adapters (codex, claude) share.
+"""Where a model CLI is: the one lookup the CLI adapters (codex, claude) share,
+and the directory it runs from.
 
 An executable named in the settings (or their environment variable) must be
 there: a typo is an error, never a silent fallback to another ``codex`` or
@@ -35,3 +36,14 @@ def named_where(settings: Config, key: str, variable: str) -> str:
     its environment variable, else the key and where it was read."""
     source = settings.sources[key]
     return variable if source == "environment" else f"{key} ({source})"
+
+
+def install_root(executable: Path) -> Path:
+    """The directory a program runs from: for an npm-installed CLI, the
+    prefix holding its ``node_modules`` (its native parts live in sibling
+    packages), else the directory of the resolved executable."""
+    resolved = executable.resolve()
+    parts = resolved.parts
+    if "node_modules" in parts:
+        return Path(*parts[: parts.index("node_modules")])
+    return resolved.parent

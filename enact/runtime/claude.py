@@ -32,6 +32,7 @@ import orjson
 
 from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Config, Setting
+from enact.environment import cli_environment
 from enact.runtime import (
     CommandRun,
     RuntimeAuthFailed,
@@ -46,9 +47,8 @@ from enact.runtime import (
     checked_sandbox,
 )
 from enact.runtime._executable import find_executable as find_program
-from enact.runtime._executable import named_where
+from enact.runtime._executable import install_root, named_where
 from enact.runtime._subprocess import CommandOutput, run_command
-from enact.tasks.environment import cli_environment
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -295,8 +295,6 @@ class ClaudeRuntime:
     def program_dirs(self) -> tuple[Path, ...]:
         """Where claude runs from (its npm prefix), kept visible to a
         confined call even when it lies under the private /tmp's place."""
-        from enact.tasks.confine import install_root
-
         return (install_root(Path(self.executable)),)
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:

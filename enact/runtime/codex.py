@@ -22,6 +22,7 @@ import orjson
 
 from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Check, Config, Setting
+from enact.environment import cli_environment
 from enact.runtime import (
     RuntimeAuthFailed,
     RuntimeFailure,
@@ -36,9 +37,8 @@ from enact.runtime import (
 )
 from enact.runtime._codex_events import minus, parse_events, short, total, usage_of, warnings_of
 from enact.runtime._executable import find_executable as find_program
-from enact.runtime._executable import named_where
+from enact.runtime._executable import install_root, named_where
 from enact.runtime._subprocess import CommandOutput, run_command
-from enact.tasks.environment import cli_environment
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -246,8 +246,6 @@ class CodexRuntime:
     def program_dirs(self) -> tuple[Path, ...]:
         """Where codex runs from (its npm prefix), kept visible to a
         confined call even when it lies under the private /tmp's place."""
-        from enact.tasks.confine import install_root
-
         try:
             return (install_root(Path(self._executable())),)
         except RuntimeUnavailable:

@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from enact.tasks.environment import task_environment
+from enact.environment import task_environment
 
 CONFINEMENT_MODES = ("auto", "required", "off")
 """``tasks.confinement``: ``auto`` confines when bwrap can, else runs the task
@@ -103,17 +103,6 @@ class Confinement:
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         return [*self.prefix, *argv]
-
-
-def install_root(executable: Path) -> Path:
-    """The directory a program runs from: for an npm-installed CLI, the
-    prefix holding its ``node_modules`` (its native parts live in sibling
-    packages), else the directory of the resolved executable."""
-    resolved = executable.resolve()
-    parts = resolved.parts
-    if "node_modules" in parts:
-        return Path(*parts[: parts.index("node_modules")])
-    return resolved.parent
 
 
 def tools_under_tmp(environ: Mapping[str, str] = os.environ, programs: Sequence[Path] = ()) -> tuple[Path, ...]:

@@ -9,7 +9,7 @@ LMDB environment. Here such a call runs in a directory of its own (the
 runtime's ``conversation_dir``, else ``$ENACT_HOME/conversation``), shown
 read-only, under the same bwrap confinement as a task (``$ENACT_HOME``
 masked, no capabilities, own namespaces, a private /tmp) with the
-allow-listed environment of ``enact.tasks.environment``. Unlike a task's,
+allow-listed environment of ``enact.environment``. Unlike a task's,
 the runtime's state directories are its real ones, writable: a
 conversation's session lives on from call to call (the CLI's own sandbox
 keeps its commands from writing there: read-only for Codex, no shell nor
@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from enact.config import Config
+from enact.environment import task_environment
 from enact.runtime import Runtime, RuntimeRequest, RuntimeResult, RuntimeUnavailable
 from enact.tasks.confine import (
     Confinement,
@@ -41,7 +42,6 @@ from enact.tasks.confine import (
     tools_under_tmp,
     tried,
 )
-from enact.tasks.environment import task_environment
 
 
 class NotConfinable(RuntimeUnavailable):

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from enact.cancellation import CancellationToken
+from enact.environment import task_environment
 from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
 from enact.tasks import repo_config
 from enact.tasks.confine import Confinement
-from enact.tasks.environment import task_environment
 from enact.tasks.test_report import ReportError, TestRun, read_junit
 
 DEFAULT_COMMAND = "python -m pytest -q"
