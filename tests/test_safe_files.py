@@ -16,11 +16,11 @@ from unprivileged import WHO, place_for
 from enact import config
 from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks import doctor
+from enact.tasks.prompts import task_prompt
 from enact.tasks.protected import Guards
 from enact.tasks.records import Phase, Task, TaskState
 from enact.tasks.repo_config import RepoConfigError
 from enact.tasks.validation import Validation
-from enact.tasks.worker import task_prompt
 from enact.tasks.worktrees import Worktree
 
 from conftest import DaemonFactory, wait_for

@@ -1,9 +1,11 @@
 """The Memory actor: long-term facts, their admission, merging and forgetting.
 
-A thin front over plain modules: admission (``enact.memory.admission``), the
-facts in LMDB and in memory (``enact.memory.book``), the search index
-(``enact.memory.index``). Writes are group-committed and acknowledged only
-once durable. The index is derived: every write stages the fact in it at
+A thin front over plain modules: what a write decides
+(``enact.memory.remembering``: admission, holding, merging, the owner's
+verbs), the facts in LMDB and in memory (``enact.memory.book``), the search
+index (``enact.memory.index``), the context and the identities
+(``enact.memory.briefing``). Writes are group-committed and acknowledged
+only once durable. The index is derived: every write stages the fact in it at
 once (search sees it from memory), and its commits are grouped on a timer;
 at start, an index that does not reflect the facts' change counter (missing,
 stale, corrupt, or a kill between the two commits) is rebuilt from LMDB.
@@ -12,7 +14,6 @@ stale, corrupt, or a kill between the two commits) is rebuilt from LMDB.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -25,25 +26,21 @@ import pykka
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
-from enact.memory.admission import Candidate, Refusal, admit, merged, new_fact
 from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
-from enact.memory.context import ContextSettings, explained
-from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
+from enact.memory.context import ContextSettings
+from enact.memory.facts import Fact, FactState
 from enact.memory.forgetting import ForgetIntent, Forgettings, intent_of, patient
-from enact.memory.holding import MODEL_FACTS_HELD, hold_reason
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
+from enact.memory.remembering import Write, confirmed, held, needs_human, remembered
 from enact.memory.upkeep import IndexUpkeep
 from enact.messages._framing import first_page
-from enact.messages.common import MODEL_ACTION, is_human
 from enact.messages.memory import (
     Change,
     ClearIdentity,
     Confirm,
-    Confirmed,
     Context,
-    ContextReply,
     Discarded,
     FactList,
     FactShown,
@@ -55,11 +52,9 @@ from enact.messages.memory import (
     InstallIdentity,
     List,
     Merged,
-    Pending,
     Refused,
     Reject,
     Remember,
-    Saved,
     Show,
 )
 
@@ -73,8 +68,6 @@ INDEX_COMMIT_DELAY_S = 1.0
 """How long index work is gathered before one tantivy commit (about 8 ms)."""
 INDEX_RETRY_S = 5.0
 """How often a stale index (its writes failed: a full disk) is tried again."""
-_MODEL_ORIGINS = frozenset({MODEL_MARKER_ORIGIN, MODEL_ACTION})
-_NEEDS_HUMAN = "refused: {verb} needs a human; a model cannot {verb}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +183,7 @@ class MemoryActor(EnactActor):
             case Show():
                 return self._show(message.id)
             case Context():
-                return self._context(message)
+                return self._briefing.reply(self._book, message, change=self._change, search=self.index.search)
             case GetIdentity():
                 return Identity(body=self._briefing.body, private=self._briefing.private)
             case InstallIdentity():
@@ -210,43 +203,14 @@ class MemoryActor(EnactActor):
     # -- remembering ----------------------------------------------------------
 
     def _remember(self, message: Remember) -> Deferred | Merged | Refused:
-        candidate = Candidate(text=message.text, origin=message.origin, type=message.type, scope=message.scope,
-                              subject=message.subject, confidence=message.confidence,
-                              sensitivity=message.sensitivity, tags=message.tags, refs=message.refs)
-        admitted = admit(candidate, max_chars=self._max_chars)
-        if isinstance(admitted, Refusal):
-            # The reason names what was wrong, never the text: safe to log.
-            log.info("memory refused a fact from %s: %s", message.origin, admitted.reason)
-            return Refused(reason=admitted.reason)
-        by_config = MODEL_FACTS_HELD if self._hold_model_facts and message.origin in _MODEL_ORIGINS else ""
-        # The reason, never the text: safe to log, and kept in the history.
-        why = hold_reason(admitted.text, message.origin, asked=message.hold.strip() or by_config) or ""
-        state = FactState.PENDING if why else FactState.ACTIVE
-        now = time.time()
-        existing = self._book.by_key(admitted.key)
-        if existing is not None and why and existing.state is FactState.ACTIVE:
-            # Only the owner's word changes an active fact: a write to hold
-            # (a stranger's marker, a repeated receipt) that meets one is a
-            # duplicate, dropped, and the fact keeps its tags, refs and
-            # updated time (which ranking reads) as they were.
-            log.info("memory left active fact %s as it was: a write from %s to hold met it (%s)",
-                     existing.id, message.origin, why)
-            return Merged(id=existing.id, unchanged=True)
-        if existing is not None:
-            fact = merged(existing, admitted, state=state, now=now)
-            reply: Saved | Merged | Pending = Pending(id=fact.id, merged=True, why=why) if why else Merged(id=fact.id)
-            entry = Change(at=now, change="merged", origin=message.origin, refs=admitted.refs, held=why)
-        else:
-            fact = new_fact(admitted, fact_id=self._book.new_id(), state=state, now=now)
-            reply = Pending(id=fact.id, why=why) if why else Saved(id=fact.id, clipped=admitted.clipped)
-            entry = Change(at=now, change="created", origin=message.origin, refs=admitted.refs, held=why)
-        if why:
-            log.info("memory holds a fact from %s for the owner: %s", message.origin, why)
-        return self._put(fact, entry, reply)
+        decided = remembered(message, self._book, max_chars=self._max_chars,
+                             hold_model_facts=self._hold_model_facts, now=time.time())
+        return self._put(decided) if isinstance(decided, Write) else decided
 
-    def _put(self, fact: Fact, entry: Change, reply: object) -> Deferred:
-        """Write ``fact`` through: in memory and in the index at once (so the
+    def _put(self, write: Write) -> Deferred:
+        """Write the fact through: in memory and in the index at once (so the
         next message sees it), in LMDB at the group commit, answered after."""
+        fact, entry, reply = write.fact, write.entry, write.reply
         self._book.put(fact)
         self.index.stage(fact)
         self._change += 1
@@ -342,8 +306,9 @@ class MemoryActor(EnactActor):
     # -- forgetting, confirming -------------------------------------------------
 
     def _forget(self, message: Forget) -> Deferred | Refused:
-        if not is_human(message.origin):
-            return Refused(reason=_NEEDS_HUMAN.format(verb="forget"))
+        refused = needs_human(message.origin, "forget")
+        if refused is not None:
+            return refused
         found = self._book.select(message.selector)
         # A forgetting a crash or a failure cut short is found by what named its fact.
         again = self._forgettings.again(message.selector, redact=message.redact) if found == NO_MATCH else None
@@ -358,30 +323,13 @@ class MemoryActor(EnactActor):
         with contextlib.suppress(pykka.ActorDeadError):  # stopped: finished again at the next start
             self.actor_ref.tell(_Finished(intent))
 
-    def _held(self, fact_id: str, origin: str, verb: str) -> Fact | Refused:
-        if not is_human(origin):
-            return Refused(reason=_NEEDS_HUMAN.format(verb=verb))
-        fact = self._book.get(fact_id.strip())
-        if fact is None:
-            return Refused(reason=f"refused: no fact {fact_id.strip()!r}")
-        if fact.state is not FactState.PENDING:
-            return Refused(reason=f"refused: {fact.id} is not held for confirmation")
-        return fact
-
     def _confirm(self, message: Confirm) -> Deferred | Refused:
-        fact = self._held(message.id, message.origin, "confirm")
-        if isinstance(fact, Refused):
-            return fact
-        now = time.time()
-        confirmed = dataclasses.replace(fact, state=FactState.ACTIVE, updated_at=now)
-        entry = Change(at=now, change="confirmed", origin=message.origin)
-        return self._put(confirmed, entry, Confirmed(id=fact.id))
+        fact = held(self._book, message.id, message.origin, "confirm")
+        return fact if isinstance(fact, Refused) else self._put(confirmed(fact, message.origin, time.time()))
 
     def _reject(self, message: Reject) -> Deferred | Refused:
-        fact = self._held(message.id, message.origin, "reject")
-        if isinstance(fact, Refused):
-            return fact
-        return self._drop(fact, Discarded(id=fact.id))
+        fact = held(self._book, message.id, message.origin, "reject")
+        return fact if isinstance(fact, Refused) else self._drop(fact, Discarded(id=fact.id))
 
     # -- reading ------------------------------------------------------------
 
@@ -398,19 +346,10 @@ class MemoryActor(EnactActor):
 
     # -- context and identity (enact.memory.briefing) -------------------------------
 
-    def _context(self, message: Context) -> ContextReply:
-        given = None if message.session_facts is None else frozenset(message.session_facts)
-        built = self._briefing.context(self._book, change=self._change, query=message.query,
-                                       search=self.index.search, lookup=self._book.get, session_facts=given,
-                                       explain=message.explain, owners=message.owners)
-        decisions, left_out = explained(built.decisions) if message.explain else ((), 0)
-        return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
-                            decisions=decisions, decisions_left_out=left_out,
-                            startup_ids=tuple(sorted(built.startup_ids)))
-
     def _install_identity(self, message: InstallIdentity) -> Deferred | Refused:
-        if not is_human(message.origin):
-            return Refused(reason=_NEEDS_HUMAN.format(verb="install an identity"))
+        refused = needs_human(message.origin, "install an identity")
+        if refused is not None:
+            return refused
         try:
             identity = checked_identity(message.identity)
         except IdentityError as error:
@@ -419,8 +358,9 @@ class MemoryActor(EnactActor):
         return self._write_identity(lambda txn: self._identity.put(txn, identity), identity, reply)
 
     def _clear_identity(self, message: ClearIdentity) -> Deferred | Refused:
-        if not is_human(message.origin):
-            return Refused(reason=_NEEDS_HUMAN.format(verb="clear the identity"))
+        refused = needs_human(message.origin, "clear the identity")
+        if refused is not None:
+            return refused
         reply = IdentityCleared(cleared=self._briefing.private is not None)
         return self._write_identity(self._identity.delete, None, reply)
 

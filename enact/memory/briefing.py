@@ -13,9 +13,17 @@ from collections.abc import Callable
 import lmdb
 
 from enact.memory.book import FactBook
-from enact.memory.context import ContextSettings, MemoryContext, StartupContext, select_recall, select_startup
+from enact.memory.context import (
+    ContextSettings,
+    MemoryContext,
+    StartupContext,
+    explained,
+    select_recall,
+    select_startup,
+)
 from enact.memory.facts import Fact
 from enact.memory.identity import BodyIdentity, PrivateIdentity, body_identity, parse_identity
+from enact.messages.memory import Context, ContextReply
 from enact.storage import RecordTable, Store
 
 _PRIVATE_KEY = b"private"
@@ -123,3 +131,14 @@ class Briefing:
             decisions=startup.decisions + recall.decisions,
             startup_ids=startup.fact_ids,
         )
+
+    def reply(self, facts: FactBook, message: Context, *, change: int,
+              search: Callable[[str, int], list[str]]) -> ContextReply:
+        """What a ``Context`` asks, from ``facts`` as of ``change``."""
+        given = None if message.session_facts is None else frozenset(message.session_facts)
+        built = self.context(facts, change=change, query=message.query, search=search, lookup=facts.get,
+                             session_facts=given, explain=message.explain, owners=message.owners)
+        decisions, left_out = explained(built.decisions) if message.explain else ((), 0)
+        return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
+                            decisions=decisions, decisions_left_out=left_out,
+                            startup_ids=tuple(sorted(built.startup_ids)))

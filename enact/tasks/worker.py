@@ -11,10 +11,10 @@ its Finish) ends the attempt succeeded with that review, or cancelled when
 the owner closed it meanwhile: nothing is redone.
 
 A cancellation token ends the attempt early; its reason says who: the owner
-(the next heartbeat says ``cancel_requested``: outcome ``cancelled``), the
-deadline (failed, permanent), the daemon stopping gracefully (outcome
-``interrupted``: queued again without counting the attempt), a lost lease or
-a fence (nothing is reported: the task is no longer this worker's to finish).
+(the next heartbeat says ``cancel_requested``), the deadline, the daemon
+stopping gracefully, a lost lease or a fence. What each ending is worth to
+the queue is ``enact.tasks.endings``'; what the model is told,
+``enact.tasks.prompts``'.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from enact.actors._asks import ActorUnavailable
-from enact.cancellation import DAEMON_STOPPING, CancellationToken
+from enact.cancellation import CancellationToken
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.runtime import (
-    CommandRun,
     Runtime,
     RuntimeAuthFailed,
     RuntimeCancelled,
@@ -43,12 +41,13 @@ from enact.runtime import (
     RuntimeResult,
 )
 from enact.runtime._subprocess import TERM_GRACE_S
-from enact.safe_files import UnsafeFile, read_inside
-from enact.tasks import doctor, task_git, worktrees
+from enact.tasks import doctor, endings, task_git, worktrees
 from enact.tasks.confine import Confinement, ConfinementUnavailable, StateDir, confinement
+from enact.tasks.endings import CANCELLED_BY_OWNER, DEADLINE_EXCEEDED, LEASE_LOST, Ending
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.host_git import WorktreeError
-from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, Task, clip, task_log_path
+from enact.tasks.prompts import repair_prompt, task_prompt
+from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, clip, task_log_path
 from enact.tasks.repo_config import RepoConfigError
 from enact.tasks.validation import Validation
 from enact.tasks.worktrees import Worktree
@@ -57,13 +56,6 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-CANCELLED_BY_OWNER = "cancelled by the owner"
-DEADLINE_EXCEEDED = "deadline exceeded"
-LEASE_LOST = "lease lost"
-NOTES_FILE = "AGENTS.md"
-_NOTES_LIMIT = 4_000
-_NOTES_READ_LIMIT = 256 * 1024
-"""A larger notes file is not read at all (a note says so), not read whole to be clipped."""
 _HEARTBEAT_MAX_S = 1.0
 """Heartbeats come at least this often, so a cancel is seen within about a second."""
 
@@ -83,40 +75,6 @@ class WorkerServices:
 
 class _Stop(Exception):
     """The attempt ends without a Finish from this worker (lease lost, fenced)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Ending:
-    outcome: Outcome
-    summary: str
-    failure_class: FailureClass | None = None
-    retry_after_s: float | None = None
-    review_id: str = ""
-    keep_worktree: bool = True
-
-
-def task_prompt(task: Task, tree: Worktree, validation: Validation) -> str:
-    try:
-        text = read_inside(tree.path, NOTES_FILE, limit=_NOTES_READ_LIMIT)
-        notes = "(none)" if text is None else clip(text, _NOTES_LIMIT)
-    except UnsafeFile as error:
-        log.warning("task %d: %s", task.id, error)
-        notes = f"(none: {error})"
-    return "\n".join([
-        f"You are working on task {task.id} in a git worktree of {tree.repo} (branch {tree.branch}, made from "
-        f"{tree.base_branch} at {tree.base[:12]}). Change files in the current directory only. git works here, on "
-        "a repository of this worktree's own (your commits stay in it): the host takes the files as you leave "
-        "them, commits them and hands the change to the owner for review.",
-        "", "Request:", task.request,
-        "", "Brief:", task.brief or "(none)",
-        "", f"Repository notes ({NOTES_FILE}):", notes,
-        "", f"Validation: {validation.rules()}",
-    ])
-
-
-def repair_prompt(round_: int, repairs: int, result: doctor.DoctorResult) -> str:
-    return (f"repair {round_}/{repairs}: validation failed: {result.summary}\n\nThe checks' output (head and "
-            f"tail):\n{result.head_tail}\n\nFix the cause in the worktree and answer when done.")
 
 
 class TaskAttempt:
@@ -231,7 +189,7 @@ class TaskAttempt:
             stopped.set()
         self._finish(ending)
 
-    def _finish(self, ending: _Ending) -> None:
+    def _finish(self, ending: Ending) -> None:
         worktree = str(self._tree.path) if self._tree is not None and ending.keep_worktree else ""
         self._log(f"attempt {self.task.attempt} ends {ending.outcome.value}: {ending.summary}")
         finish = Finish(
@@ -243,56 +201,42 @@ class TaskAttempt:
         if isinstance(reply, LeaseLost):
             log.info("task %d: finish refused, the lease is lost: %s", self.task.id, reply.reason)
 
-    def _attempt(self) -> _Ending:
+    def _attempt(self) -> Ending:
         try:
             return self._steps()
         except _Stop:
             raise
         except RuntimeCancelled:
             return self._cancelled()
-        except RuntimeAuthFailed as error:
-            return _Ending(Outcome.FAILED, f"the runtime refused its credentials: {error}", FailureClass.AUTH)
-        except RuntimeRateLimited as error:
-            return _Ending(Outcome.FAILED, f"rate limited: {error}", FailureClass.TRANSIENT,
-                           retry_after_s=error.retry_after_s)
+        except (RuntimeAuthFailed, RuntimeRateLimited) as error:
+            return endings.runtime_failed(error)
         except RuntimeFailure as error:
-            if self.cancel.cancelled:
-                return self._cancelled()
-            # Unavailable, timed out, malformed output or a failed call: the
-            # runtime or its network, worth another attempt after a while.
-            return _Ending(Outcome.FAILED, f"the runtime failed ({error.kind}): {error}", FailureClass.TRANSIENT)
+            return self._cancelled() if self.cancel.cancelled else endings.runtime_failed(error)
         except (WorktreeError, RepoConfigError) as error:
-            return _Ending(Outcome.FAILED, str(error), FailureClass.PERMANENT)
+            return Ending(Outcome.FAILED, str(error), FailureClass.PERMANENT)
         except Exception as error:
             if self.cancel.cancelled:
                 return self._cancelled()
             log.exception("task %d: attempt %d failed unexpectedly", self.task.id, self.task.attempt)
-            failure_class, text = classify_unexpected(error)
-            return _Ending(Outcome.FAILED, text, failure_class)
+            return endings.unexpected(error)
 
-    def _cancelled(self) -> _Ending:
+    def _cancelled(self) -> Ending:
         reason = self.cancel.reason
-        where = f"; its worktree is kept at {self._tree.path}" if self._tree is not None else ""
-        if reason == CANCELLED_BY_OWNER:
-            return _Ending(Outcome.CANCELLED, f"cancelled by the owner{where}")
-        if reason == DEADLINE_EXCEEDED:
-            return _Ending(Outcome.FAILED, f"deadline of {self.task.deadline_s} s exceeded in {self._phase.value}"
-                                           f"{where}", FailureClass.PERMANENT)
-        if reason == DAEMON_STOPPING:  # handed back: the next daemon runs it again
-            return _Ending(Outcome.INTERRUPTED, f"interrupted in {self._phase.value}: {DAEMON_STOPPING}")
-        raise _Stop(reason or "cancelled")
+        ending = endings.cancelled(reason, phase=self._phase, deadline_s=self.task.deadline_s,
+                                   kept_at=self._tree.path if self._tree is not None else None)
+        if ending is None:
+            raise _Stop(reason or "cancelled")
+        return ending
 
-    def _steps(self) -> _Ending:
+    def _steps(self) -> Ending:
         task, settings = self.task, self.services.settings
         reviewed = self._earlier_review()
-        if reviewed is not None and reviewed.state is ReviewState.CLOSED:
-            return self._closed_by_owner(reviewed)
         if reviewed is not None:
-            return self._already_handed_over(reviewed)
+            return self._handed_over_before(reviewed)
         named = task.repo or settings["tasks.default_repo"]
         if not named:
-            return _Ending(Outcome.FAILED, "no repository: name one or set tasks.default_repo",
-                           FailureClass.PERMANENT)
+            return Ending(Outcome.FAILED, "no repository: name one or set tasks.default_repo",
+                          FailureClass.PERMANENT)
         self._report(Phase.WORKSPACE)
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
         runtime = self.services.runtime
@@ -310,9 +254,9 @@ class TaskAttempt:
             self._report(Phase.WORKSPACE, summary=str(refused), confined=False)
             worktrees.remove(tree, self.services.home, delete_branch=True)
             self._tree = None
-            return _Ending(Outcome.FAILED, str(refused), FailureClass.PERMANENT, keep_worktree=False)
+            return Ending(Outcome.FAILED, str(refused), FailureClass.PERMANENT, keep_worktree=False)
 
-    def _confined_work(self, tree: Worktree, confined: Confinement) -> _Ending:
+    def _confined_work(self, tree: Worktree, confined: Confinement) -> Ending:
         runtime = self.services.runtime
         # Confined means the runtime's commands too: a runtime that does
         # not start them under the prefix leaves the task unconfined
@@ -333,27 +277,15 @@ class TaskAttempt:
         listed = self.services.ask("reviews", List(task_id=self.task.id, limit=1))
         return listed.reviews[0] if listed.reviews else None
 
-    def _already_handed_over(self, review: Review) -> _Ending:
-        review_id = str(review.id)
-        self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
-                     summary=f"review {review_id} is {review.state.value} already (an earlier attempt opened it): "
-                             "the work is not redone")
-        self._remove_leftover_worktree()
-        return _Ending(Outcome.SUCCEEDED, f"review {review_id} was opened by an earlier attempt",
-                       review_id=review_id, keep_worktree=False)
-
-    def _closed_by_owner(self, review: Review) -> _Ending:
-        """The owner closed the review an earlier attempt opened: the owner
-        turned the work down, so the task ends as cancelled by its owner
-        (terminal, never retried by itself; ``task retry`` makes a new one)."""
-        self._remove_leftover_worktree()
-        return _Ending(Outcome.CANCELLED, f"the owner closed review {review.id} (an earlier attempt opened it); "
-                                          "the work is not redone", review_id=str(review.id), keep_worktree=False)
-
-    def _remove_leftover_worktree(self) -> None:
+    def _handed_over_before(self, review: Review) -> Ending:
+        if review.state is not ReviewState.CLOSED:
+            self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=str(review.id),
+                         summary=f"review {review.id} is {review.state.value} already (an earlier attempt opened "
+                                 "it): the work is not redone")
         leftover = worktrees.info(self.services.home, self.task.id)
         if leftover is not None:  # the earlier attempt died before removing it; the branch holds the change
             worktrees.cleanup(self.services.home, leftover)
+        return endings.handed_over_before(review)
 
     def _invoke(self, tree: Worktree, confined: Confinement, prompt: str, owner_message: str) -> RuntimeResult:
         if self.cancel.cancelled:
@@ -373,7 +305,7 @@ class TaskAttempt:
         self._log(f"model answered: {clip(result.text, 2_000)}")
         return result
 
-    def _work(self, tree: Worktree, confined: Confinement) -> _Ending:
+    def _work(self, tree: Worktree, confined: Confinement) -> Ending:
         task = self.task
         # Checked against the base as it is, never as the change has it.
         validation = Validation.against(
@@ -383,7 +315,8 @@ class TaskAttempt:
         answered = self._invoke(tree, confined, task_prompt(task, tree, validation), task.request)
         changed = worktrees.changed_paths(tree)
         if not changed and answered.commands and all(command.failed for command in answered.commands):
-            return self._nothing_could_run(tree, answered.commands)
+            self._no_changes(tree)
+            return endings.nothing_could_run(self.services.runtime.name, answered.commands)
         if not changed:
             return self._no_changes(tree)
         self._report(Phase.VALIDATE, summary=f"{len(changed)} changed: {', '.join(changed)}")
@@ -401,32 +334,16 @@ class TaskAttempt:
             if result.passed:
                 self._report(Phase.REPAIR, repair=round_, event=EventKind.REPAIRED, summary=result.summary)
         if not result.passed:
-            why = (f"validation failed after {round_} of {task.repairs} repairs: {result.summary}"
-                   if not result.protected_changed else result.summary)
-            return _Ending(Outcome.FAILED, f"{why}; the worktree is kept at {tree.path}", FailureClass.PERMANENT)
+            return endings.validation_failed(result, repaired=round_, repairs=task.repairs, kept_at=tree.path)
         if worktrees.content_of(tree, changed) != self._validated:
-            # The test run itself rewrote what it validated: what would be
-            # committed is not what passed.
-            return _Ending(Outcome.FAILED, f"the test run changed the files it validated; the worktree is kept at "
-                                           f"{tree.path}", FailureClass.PERMANENT)
+            return endings.rewritten_by_tests(tree.path)
         self._report(self._phase, event=EventKind.VALIDATED, repair=round_, summary=result.summary)
         return self._hand_over(tree, result, changed)
 
-    def _nothing_could_run(self, tree: Worktree, commands: tuple[CommandRun, ...]) -> _Ending:
-        """No change, and every command the model ran failed: the runtime
-        could not work here (a sandbox helper missing, a tool that does not
-        start), which "no changes" would hide."""
-        self._no_changes(tree)
-        failed = "; ".join(command.describe() for command in commands[:3])
-        more = f" and {len(commands) - 3} more" if len(commands) > 3 else ""
-        return _Ending(Outcome.FAILED, f"no changes, and every command the {self.services.runtime.name} runtime "
-                                       f"ran failed ({len(commands)}): {failed}{more}", FailureClass.PERMANENT,
-                       keep_worktree=False)
-
-    def _no_changes(self, tree: Worktree) -> _Ending:
+    def _no_changes(self, tree: Worktree) -> Ending:
         worktrees.remove(tree, self.services.home, delete_branch=True)
         self._tree = None
-        return _Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
+        return Ending(Outcome.SUCCEEDED, "no changes", keep_worktree=False)
 
     def _doctor(self, validation: Validation, tree: Worktree, confined: Confinement,
                 changed: list[str]) -> doctor.DoctorResult:
@@ -434,7 +351,7 @@ class TaskAttempt:
         return validation.check(tree.path, log_path=self.log_path, cancel=self.cancel, confine=confined,
                                       changed=changed)
 
-    def _hand_over(self, tree: Worktree, result: doctor.DoctorResult, validated: list[str]) -> _Ending:
+    def _hand_over(self, tree: Worktree, result: doctor.DoctorResult, validated: list[str]) -> Ending:
         self._report(Phase.CAPTURE)
         head = worktrees.capture(tree, self.task.request, validated)
         stat = worktrees.diffstat(tree, head)
@@ -444,19 +361,12 @@ class TaskAttempt:
             task_id=self.task.id, repo=str(tree.repo), branch=tree.branch, base=tree.base, head=head,
             diffstat=stat, doctor_summary=result.summary))
         if isinstance(opened, Rejected):
-            return _Ending(Outcome.FAILED, f"the review was refused: {opened.reason}", FailureClass.PERMANENT)
+            return Ending(Outcome.FAILED, f"the review was refused: {opened.reason}", FailureClass.PERMANENT)
         review_id = str(opened.review_id)
         self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
                      summary=f"review {review_id}: {stat.splitlines()[-1].strip() if stat else head[:12]}")
         # The branch holds the change; the worktree is not needed any more.
         worktrees.remove(tree, self.services.home, delete_branch=False)
-        return _Ending(Outcome.SUCCEEDED, f"review {review_id} opened: {result.summary}", review_id=review_id,
-                       keep_worktree=False)
-
-
-def classify_unexpected(error: BaseException) -> tuple[FailureClass, str]:
-    """An error no step expected (a bug, a full disk): a full disk or a lost
-    actor may pass, anything else would fail again."""
-    transient = isinstance(error, OSError | ActorUnavailable)
-    return (FailureClass.TRANSIENT if transient else FailureClass.PERMANENT), f"{type(error).__name__}: {error}"
+        return Ending(Outcome.SUCCEEDED, f"review {review_id} opened: {result.summary}", review_id=review_id,
+                      keep_worktree=False)
 
