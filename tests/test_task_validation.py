@@ -210,3 +210,19 @@ def test_base_run_worktrees_a_crash_left_are_removed_but_not_one_in_use(tmp_path
     os.utime(old, (1_000.0, 1_000.0))
     assert remove_leftovers(home, older_than_s=7_200) == [old]
     assert fresh.is_dir() and not old.exists()
+
+
+def test_a_report_the_tests_turned_into_a_link_out_or_a_fifo_is_not_read(tmp_path: Path) -> None:
+    # The command under test writes where the report goes: it may leave a
+    # link to a host file there, or a FIFO no one will ever write.
+    private, elsewhere = tmp_path / "tmp", tmp_path / "host"
+    private.mkdir()
+    elsewhere.mkdir()
+    secret = elsewhere / "secret.xml"
+    secret.write_text('<?xml version="1.0"?><testsuites><testcase classname="secret" name="token"/></testsuites>')
+    (private / "report.xml").symlink_to(secret)
+    with pytest.raises(ReportError, match="leads outside"):
+        read_junit(private / "report.xml")
+    os.mkfifo(private / "fifo.xml")
+    with pytest.raises(ReportError, match="not a regular file"):
+        read_junit(private / "fifo.xml")

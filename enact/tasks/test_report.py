@@ -14,6 +14,8 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
+from enact.safe_files import UnsafeFile, read_bytes_inside
+
 MAX_REPORT_BYTES = 32 * 1024 * 1024
 NAMED = 10
 """How many tests a refusal names before it counts the rest."""
@@ -48,15 +50,14 @@ class TestRun:
 def read_junit(path: Path) -> TestRun | None:
     """The run the JUnit XML report at ``path`` describes; None when there
     is no report. Raises ReportError for one that cannot be read."""
+    # The report is where the command under test writes: it may have made
+    # it a link to a file of the host's, or a FIFO that would never end.
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_REPORT_BYTES + 1)
-    except FileNotFoundError:
+        data = read_bytes_inside(path.parent, path.name, limit=MAX_REPORT_BYTES)
+    except UnsafeFile as error:
+        raise ReportError(f"the test report is not read: {error}") from None
+    if data is None:
         return None
-    except OSError as error:
-        raise ReportError(f"the test report cannot be read: {error}") from None
-    if len(data) > MAX_REPORT_BYTES:
-        raise ReportError(f"the test report is larger than {MAX_REPORT_BYTES} bytes")
     if b"<!DOCTYPE" in data.upper() or b"<!ENTITY" in data.upper():
         raise ReportError("the test report declares a DOCTYPE or entities; it is not read")
     try:
