@@ -39,6 +39,7 @@ from enact.runtime._codex_events import minus, parse_events, short, total, usage
 from enact.runtime._executable import find_executable as find_program
 from enact.runtime._executable import install_root, named_where
 from enact.runtime._subprocess import CommandOutput, run_command
+from enact.safe_files import UnsafeFile, read_inside
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -67,6 +68,8 @@ CLI_NEEDS = ("CODEX_HOME", "CODEX_*", "OPENAI_*", "AZURE_OPENAI_*", "SSL_CERT_*"
 ``env_key`` its configuration names (a model provider's key variable)."""
 
 _NOTHING = Usage()
+LAST_MESSAGE_LIMIT = 4 * 1024 * 1024
+"""The most of Codex's answer file that is read (far above any reply)."""
 
 
 def env_keys(codex_home: Path) -> tuple[str, ...]:
@@ -305,9 +308,11 @@ class CodexRuntime:
                 timeout_s=request.timeout_s,
                 cancel=request.cancel,
             )
+            # Read as a file the call's commands could have replaced (a link
+            # to a host file, a FIFO): only a regular one, inside, bounded.
             try:
-                written = last_message.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+                written = read_inside(Path(scratch), last_message.name, limit=LAST_MESSAGE_LIMIT) or ""
+            except (UnsafeFile, OSError):
                 written = ""
         result = interpret(request, output, written, spent_before=before)
         if result.native_session:
