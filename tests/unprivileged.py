@@ -37,11 +37,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from scratch_homes import SCRATCH
 
 from conftest import Daemon, DaemonFactory, enact_env
 
 ROOT = Path(__file__).resolve().parent.parent
+
+USERS_ROOT = Path("/var/tmp/enact-test-users")
+"""Where each throwaway user gets a directory of its own: outside /tmp, as a
+real owner's home and repositories are (a confined task's /tmp is a private
+one, so a probe of a path there proves nothing), and within reach of any
+user wherever the checkout is (a checkout under /tmp keeps the CLI homes
+under root's own 0700 home)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +88,9 @@ def throwaway_user() -> Iterator[User | None]:
     name = f"enact-probe-{secrets.token_hex(4)}"
     subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
                    check=True, capture_output=True)
-    # Outside /tmp, as a real owner's home and repositories are: a confined
-    # task's /tmp is a private one, so a probe of a path there proves nothing.
-    SCRATCH.mkdir(parents=True, exist_ok=True)
-    base = Path(tempfile.mkdtemp(prefix="enact-u-", dir=SCRATCH.resolve()))
+    USERS_ROOT.mkdir(parents=True, exist_ok=True)
+    USERS_ROOT.chmod(0o755)
+    base = Path(tempfile.mkdtemp(prefix="enact-u-", dir=USERS_ROOT))
     try:
         entry = pwd.getpwnam(name)
         user = User(name, entry.pw_uid, entry.pw_gid, base)
