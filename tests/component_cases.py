@@ -82,6 +82,7 @@ class NotAComponent:
 class EchoRuntime:
     name = "echo"
     capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the echo runtime"
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         return RuntimeResult(text=request.owner_message)

@@ -12,6 +12,7 @@ class _NeverCalled:
 
     name = "never-called"
     capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the never-called runtime"
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         raise AssertionError("the roster's runtime is not called")

@@ -16,6 +16,7 @@ from conftest import DaemonFactory
 class _Canned:
     name = "canned"
     capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the canned runtime"
 
     def __init__(self, outcome: RuntimeResult | BaseException) -> None:
         self.outcome = outcome

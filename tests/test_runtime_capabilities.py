@@ -1,5 +1,5 @@
 """Every built-in runtime declares what it can do in one value
-(``Runtime.capabilities``), and the wrappers around it (the metered runtime,
+(``Runtime.capabilities``) and what a call waits for (``waits_for``), and the wrappers around it (the metered runtime,
 the confined conversation calls) pass that value through as it is."""
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ def test_each_built_in_runtime_declares_its_capabilities(tmp_path: Path) -> None
 
     scripted = ScriptedRuntime(tmp_path / "no-rules.toml").capabilities
     assert scripted == Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True)
+    assert ScriptedRuntime(tmp_path / "no-rules.toml").waits_for == "the scripted runtime"
 
 
 def test_the_capabilities_value_is_frozen() -> None:
@@ -65,6 +66,7 @@ def test_the_wrappers_keep_the_capabilities_of_the_runtime_they_wrap(tmp_path: P
         confined = ConfinedCalls(metered, settings)
         assert confined.capabilities == runtime.capabilities
         assert MeteredRuntime(confined, Metrics()).capabilities == runtime.capabilities
+        assert metered.waits_for == confined.waits_for == runtime.waits_for
     # Only a runtime with state directories of a CLI has its conversation calls confined.
     assert [confines_calls(runtime) for runtime in runtimes] == [True, False, False]
 

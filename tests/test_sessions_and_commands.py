@@ -47,6 +47,7 @@ class RecordingRuntime:
 
     name = "recording"
     capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the recording runtime"
 
     def __init__(self, rules: Path) -> None:
         self.inner = ScriptedRuntime(rules)

@@ -75,6 +75,7 @@ class WindingDown:
 
     name = "winding-down"
     capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the winding-down runtime"
 
     def __init__(self, on_start: Callable[[], None] = lambda: None,
                  wind_down: Callable[[RuntimeRequest], None] = lambda request: None) -> None:

@@ -203,4 +203,9 @@ class Runtime(Protocol):
         may follow its environment and its executable)."""
         ...
 
+    @property
+    def waits_for(self) -> str:
+        """What a call waits for, as ``runtime check --probe`` names it."""
+        ...
+
     def invoke(self, request: RuntimeRequest) -> RuntimeResult: ...

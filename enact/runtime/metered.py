@@ -33,6 +33,10 @@ class MeteredRuntime:
         """The wrapped runtime's, read at each ask (they may follow its environment)."""
         return self.runtime.capabilities
 
+    @property
+    def waits_for(self) -> str:
+        return self.runtime.waits_for
+
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         started = time.monotonic()
         try:

@@ -142,6 +142,8 @@ class ScriptedRuntime:
     """Its ``run`` rules start under ``RuntimeRequest.confine``; it has no
     state directories (its sessions are in memory), so its conversation
     calls are not confined."""
+    waits_for = "the scripted runtime"
+    """What a call waits for, as ``runtime check --probe`` names it."""
 
     def __init__(
         self,

@@ -71,6 +71,10 @@ class ConfinedCalls:
         """The wrapped runtime's, read at each ask (they may follow its environment)."""
         return self.runtime.capabilities
 
+    @property
+    def waits_for(self) -> str:
+        return self.runtime.waits_for
+
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         if request.cwd is not None or request.confine:
             return self.runtime.invoke(request)
