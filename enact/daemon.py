@@ -282,7 +282,7 @@ class _Daemon:
         converse = session_call(runtime, self._ask, prompt_version=settings["runtime.prompt_version"],
                                 timeout_s=settings["runtime.timeout_s"], startup_context=services.startup_context)
         commands.bind(CommandContext(fence=fence, status=self._status_line, ask=self._ask, converse=converse,
-                                     agentic=getattr(runtime, "agentic", True)))
+                                     agentic=runtime.capabilities.agentic))
 
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
         """Who serves which prefix in the control connection's thread; any

@@ -64,7 +64,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             actor=TaskQueueActor,
             databases=tasks.DATABASES,
             depends_on=("epoch", "inbox"),  # it tells the inbox its owner notices, at start too
-            options={"agentic": getattr(services.runtime, "agentic", True)},
+            options={"agentic": services.runtime.capabilities.agentic},
         ),
         ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
         # The evolve schedule asks the scanner, the curator, memory and the inbox.

@@ -8,7 +8,7 @@ from enact.actors._base import EnactActor
 from enact.actors.supervisor import ActorSpec
 from enact.components import Component, RuntimeComponent
 from enact.config import Config, Setting, between
-from enact.runtime import RuntimeRequest, RuntimeResult
+from enact.runtime import Capabilities, RuntimeRequest, RuntimeResult
 
 
 class Fine(Component):
@@ -81,6 +81,8 @@ class NotAComponent:
 
 class EchoRuntime:
     name = "echo"
+    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the echo runtime"
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         return RuntimeResult(text=request.owner_message)

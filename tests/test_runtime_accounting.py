@@ -7,7 +7,7 @@ from prometheus_client import generate_latest
 
 from enact.cancellation import Cancelled
 from enact.metrics import Metrics
-from enact.runtime import RuntimeAuthFailed, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage
+from enact.runtime import Capabilities, RuntimeAuthFailed, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage
 from enact.runtime.metered import MeteredRuntime
 
 from conftest import DaemonFactory
@@ -15,6 +15,8 @@ from conftest import DaemonFactory
 
 class _Canned:
     name = "canned"
+    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the canned runtime"
 
     def __init__(self, outcome: RuntimeResult | BaseException) -> None:
         self.outcome = outcome

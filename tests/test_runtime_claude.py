@@ -169,7 +169,7 @@ def test_an_explicit_executable_that_is_missing_is_an_error(tmp_path: Path) -> N
     settings = installed.load_config(tmp_path, environ={"ENACT_CLAUDE_BIN": real_cli("claude"),
                                                         "ENACT_CLAUDE_MODEL": "claude-x"})
     runtime = ClaudeRuntimeComponent().make_runtime(settings, None)
-    assert (runtime.executable, runtime.model, runtime.agentic) == (real_cli("claude"), "claude-x", True)
+    assert (runtime.executable, runtime.model, runtime.capabilities.agentic) == (real_cli("claude"), "claude-x", True)
 
 
 def test_claude_missing_from_path_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -198,8 +198,8 @@ def test_a_confined_call_gets_the_config_dir_replaced_and_the_install_root_visib
     def runtime(environ: dict[str, str]) -> ClaudeRuntime:
         return ClaudeRuntime(str(executable), conversation_dir=tmp_path / "c", environ=environ)
 
-    assert runtime({}).confines_subprocesses is True
-    assert runtime({}).program_dirs == (prefix.resolve(),)
+    assert runtime({}).capabilities.confines_subprocesses is True
+    assert runtime({}).capabilities.program_dirs == (prefix.resolve(),)
     named = tmp_path / "config"
     assert runtime({"CLAUDE_CONFIG_DIR": str(named)}).state_dirs == (named,)
     home = tmp_path / "home"

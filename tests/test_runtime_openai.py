@@ -212,7 +212,7 @@ def test_the_component_needs_a_model_and_reads_its_variables(tmp_path: Path) -> 
     settings = installed.load_config(tmp_path, environ={"ENACT_OPENAI_MODEL": "qwen", "ENACT_OPENAI_API_KEY": "k",
                                                         "ENACT_OPENAI_BASE_URL": "http://10.0.0.2:8000/v1/"})
     runtime = component.make_runtime(settings, None)
-    assert (runtime.base_url, runtime.model, runtime.agentic) == ("http://10.0.0.2:8000/v1", "qwen", False)
+    assert (runtime.base_url, runtime.model, runtime.capabilities.agentic) == ("http://10.0.0.2:8000/v1", "qwen", False)
     with pytest.raises(ConfigError, match="http"):
         installed.load_config(tmp_path, environ={"ENACT_OPENAI_BASE_URL": "ftp://x"})
 

@@ -37,7 +37,7 @@ from enact.metrics import Metrics
 from enact.ownership import not_the_owners
 from enact.programs import CommandsFileError, load_program_commands
 from enact.roster import actor_specs
-from enact.runtime import RuntimeFailure, RuntimeRequest, RuntimeResult
+from enact.runtime import Capabilities, RuntimeFailure, RuntimeRequest, RuntimeResult
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 from enact.storage import Storage
 
@@ -46,6 +46,8 @@ class RecordingRuntime:
     """The scripted runtime, with every request kept for the test to read."""
 
     name = "recording"
+    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the recording runtime"
 
     def __init__(self, rules: Path) -> None:
         self.inner = ScriptedRuntime(rules)

@@ -25,7 +25,7 @@ from enact.actors._asks import ActorNotFound
 from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.messages.reviews import List, ReviewList
 from enact.messages.tasks import Claimed, Finish, Found, Heartbeat, ReportPhase, Submit, Submitted
-from enact.runtime import RuntimeCancelled, RuntimeRequest, RuntimeResult
+from enact.runtime import Capabilities, RuntimeCancelled, RuntimeRequest, RuntimeResult
 from enact.storage import Storage
 from enact.tasks.queue import TaskQueue
 from enact.tasks.records import EventKind, FailureClass, Task, TaskState, task_log_path
@@ -74,6 +74,8 @@ class WindingDown:
     ``wind_down`` (called with the request) before it answers cancelled."""
 
     name = "winding-down"
+    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the winding-down runtime"
 
     def __init__(self, on_start: Callable[[], None] = lambda: None,
                  wind_down: Callable[[RuntimeRequest], None] = lambda request: None) -> None:

@@ -338,7 +338,8 @@ class ConversationActor(EnactActor):
             text = f"{text}\n\n{memory.recall_text}"
         cancel = self.context.fence.token.child()
         history: tuple[HistoryMessage, ...] = ()
-        if host_keeps_history(runtime) and session_key and resume is not None:
+        capabilities = runtime.capabilities
+        if host_keeps_history(capabilities) and session_key and resume is not None:
             history = self.context.ask("sessions", ReadHistory(key=session_key, native_id=resume)).messages
         request = RuntimeRequest(
             history=history,
@@ -366,11 +367,11 @@ class ConversationActor(EnactActor):
             exchange = (
                 (HistoryMessage(role="user", content=redact(text)),
                  HistoryMessage(role="assistant", content=redact(result.text)))
-                if host_keeps_history(runtime) else ()
+                if host_keeps_history(capabilities) else ()
             )
             self.context.tell("sessions", Record(key=session_key, native_id=result.native_session,
                                                 prompt_version=self._prompt_version, exchange=exchange,
-                                                history_chars=getattr(runtime, "history_chars", 0),
+                                                history_chars=capabilities.history_chars,
                                                 context_at=context_at))
         return result.text
 

@@ -73,7 +73,7 @@ def _probe(component: Any, settings: Any, timeout_s: float) -> dict[str, Any]:
         runtime = component.make_runtime(settings, None)
     except ValueError as error:  # a runtime that cannot be made (a rules file that does not parse)
         return {"ok": False, "kind": "failed", "error": str(error)}
-    waited_for = str(getattr(runtime, "waits_for", f"the {component.name} runtime"))
+    waited_for = runtime.waits_for
     cancel = CancellationToken()
     request = RuntimeRequest(session_key="", prompt=PROBE_PROMPT, purpose="probe", timeout_s=timeout_s,
                              cancel=cancel)

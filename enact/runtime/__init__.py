@@ -50,7 +50,7 @@ class RuntimeRequest:
     images: tuple[Path, ...] = ()
     purpose: str = "conversation"
     history: tuple[HistoryMessage, ...] = ()
-    """The session's earlier messages, for a runtime that keeps none (``keeps_history = False``)."""
+    """The session's earlier messages, for a runtime that keeps none (``Capabilities.keeps_history`` False)."""
     confine: tuple[str, ...] = ()
     """An argv prefix (bubblewrap's, from ``enact.tasks.confine``) that every
     subprocess the runtime starts for this call runs under; () unconfined."""
@@ -164,7 +164,48 @@ def checked_sandbox(sandbox: str) -> str:
     return sandbox
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a runtime can do and what it keeps, declared by every runtime in
+    one value (``Runtime.capabilities``) and passed through unchanged by the
+    wrappers around it (``enact.runtime.metered``, ``enact.tasks.confined_calls``)."""
+
+    agentic: bool
+    """It edits files and runs commands: task work can be given to it."""
+    keeps_history: bool
+    """It keeps a session's history itself; False (a stateless endpoint):
+    the host stores it and sends it with each call (``RuntimeRequest.history``)."""
+    confines_subprocesses: bool
+    """A confined call (``RuntimeRequest.confine``) starts every subprocess
+    under the prefix; False: a task on it is not confined (its doctor is)."""
+    history_chars: int = 0
+    """With ``keeps_history`` False: the budget the host trims a session's history to."""
+    state_dirs: tuple[Path, ...] = ()
+    """What its CLI writes besides the worktree (sessions, logs), replaced by a
+    private one when a task is confined; none: its calls outside a task are
+    not confined either (``enact.tasks.confined_calls.confines_calls``)."""
+    own_state: tuple[str, ...] = ()
+    """Patterns of the names in ``state_dirs`` that a call writes for itself
+    (``enact.tasks.confine.StateDir``)."""
+    program_dirs: tuple[Path, ...] = ()
+    """Where its CLI runs from, kept visible to a confined call."""
+    conversation_dir: Path | None = None
+    """Where a call with no working directory of its own runs; None:
+    ``$ENACT_HOME/conversation``."""
+
+
 class Runtime(Protocol):
     name: str
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What it can do (read when needed: state and program directories
+        may follow its environment and its executable)."""
+        ...
+
+    @property
+    def waits_for(self) -> str:
+        """What a call waits for, as ``runtime check --probe`` names it."""
+        ...
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult: ...

@@ -34,6 +34,7 @@ from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Config, Setting
 from enact.environment import cli_environment
 from enact.runtime import (
+    Capabilities,
     CommandRun,
     RuntimeAuthFailed,
     RuntimeFailure,
@@ -250,8 +251,6 @@ CLI_NEEDS = ("ANTHROPIC_*", "CLAUDE_*", "SSL_CERT_*", "NODE_EXTRA_CA_CERTS", "HT
 class ClaudeRuntime:
     name = "claude"
     cli_needs = CLI_NEEDS
-    agentic = True
-    keeps_history = True
 
     def __init__(self, executable: str, *, model: str = "", conversation_dir: Path,
                  environ: Mapping[str, str] | None = None) -> None:
@@ -259,9 +258,6 @@ class ClaudeRuntime:
         self.model = model
         self.conversation_dir = conversation_dir
         self._environ = environ
-
-    confines_subprocesses = True
-    """A confined call (``RuntimeRequest.confine``) runs claude under the prefix."""
 
     @property
     def config_dir(self) -> Path:
@@ -296,6 +292,13 @@ class ClaudeRuntime:
         """Where claude runs from (its npm prefix), kept visible to a
         confined call even when it lies under the private /tmp's place."""
         return (install_root(Path(self.executable)),)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Agentic, keeps its sessions; a confined call runs claude under the prefix."""
+        return Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True,
+                            state_dirs=self.state_dirs, own_state=self.own_state, program_dirs=self.program_dirs,
+                            conversation_dir=self.conversation_dir)
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         cwd = request.cwd

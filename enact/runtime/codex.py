@@ -24,6 +24,7 @@ from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Check, Config, Setting
 from enact.environment import cli_environment
 from enact.runtime import (
+    Capabilities,
     RuntimeAuthFailed,
     RuntimeFailure,
     RuntimeMalformedOutput,
@@ -220,9 +221,6 @@ class CodexRuntime:
         environ = os.environ if env is None else env
         self.totals = ThreadTotals(Path(environ.get("CODEX_HOME") or Path.home() / ".codex"))
 
-    confines_subprocesses = True
-    """A confined call (``RuntimeRequest.confine``) runs codex under the prefix."""
-
     own_state = OWN_STATE
 
     @property
@@ -253,6 +251,12 @@ class CodexRuntime:
             return (install_root(Path(self._executable())),)
         except RuntimeUnavailable:
             return ()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Agentic, keeps its sessions; a confined call runs codex under the prefix."""
+        return Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True,
+                            state_dirs=self.state_dirs, own_state=self.own_state, program_dirs=self.program_dirs)
 
     @property
     def cli_needs(self) -> tuple[str, ...]:

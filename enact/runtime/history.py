@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from enact.messages.sessions import HistoryMessage
+from enact.runtime import Capabilities
 
 
-def host_keeps_history(runtime: object) -> bool:
-    """A runtime that says ``keeps_history = False`` gets its session's
-    history from the host with each call (and ``history_chars`` bounds it)."""
-    return getattr(runtime, "keeps_history", True) is False
+def host_keeps_history(capabilities: Capabilities) -> bool:
+    """A runtime whose capabilities say ``keeps_history`` False gets its
+    session's history from the host with each call (and ``history_chars``
+    bounds it)."""
+    return not capabilities.keeps_history
 
 
 def trim(messages: Sequence[HistoryMessage], budget_chars: int) -> tuple[HistoryMessage, ...]:

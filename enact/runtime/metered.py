@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from enact.cancellation import Cancelled
 from enact.metrics import Metrics
-from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage, checked_sandbox
+from enact.runtime import Capabilities, Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage, checked_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +28,14 @@ class MeteredRuntime:
         self._on_spent = on_spent
         self._allow_full_access = allow_full_access
 
-    def __getattr__(self, name: str) -> object:
-        # What a runtime declares of itself (keeps_history, history_chars,
-        # agentic, ...) reads through the wrapper: callers ask the runtime
-        # they were handed, which is this one.
-        if name == "runtime":  # not set yet (a copy being made): no recursion
-            raise AttributeError(name)
-        return getattr(self.runtime, name)
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped runtime's, read at each ask (they may follow its environment)."""
+        return self.runtime.capabilities
+
+    @property
+    def waits_for(self) -> str:
+        return self.runtime.waits_for
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         started = time.monotonic()

@@ -32,6 +32,7 @@ from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Check, Config, Setting, between
 from enact.retry import Backoff
 from enact.runtime import (
+    Capabilities,
     RuntimeAuthFailed,
     RuntimeCancelled,
     RuntimeFailure,
@@ -79,10 +80,6 @@ class _Retryable(Exception):
 
 class OpenAIRuntime:
     name = "openai"
-    agentic = False
-    """Conversation only: task work needs a runtime that edits and runs commands."""
-    keeps_history = False
-    """The endpoint forgets each call: the caller sends the session's history."""
 
     def __init__(
         self,
@@ -104,6 +101,15 @@ class OpenAIRuntime:
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
             raise ValueError(f"runtime.openai.base_url: not an http(s) URL: {base_url!r}")
         self._url = parsed
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """Conversation only (not ``agentic``: task work needs a runtime that
+        edits and runs commands); the endpoint forgets each call, so the host
+        keeps the session's history, up to ``history_chars``; it starts no
+        subprocess."""
+        return Capabilities(agentic=False, keeps_history=False, confines_subprocesses=False,
+                            history_chars=self.history_chars)
 
     @property
     def waits_for(self) -> str:

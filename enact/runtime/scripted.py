@@ -24,6 +24,7 @@ from enact.config import Config, Setting
 from enact.home import SCRIPTED_RULES_NAME
 from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
+    Capabilities,
     CommandRun,
     RuntimeAuthFailed,
     RuntimeCancelled,
@@ -137,8 +138,12 @@ def _check_groups(pattern: re.Pattern[str], template: str, where: str) -> None:
 
 class ScriptedRuntime:
     name = "scripted"
-    confines_subprocesses = True
-    """Its ``run`` rules start under ``RuntimeRequest.confine``."""
+    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True)
+    """Its ``run`` rules start under ``RuntimeRequest.confine``; it has no
+    state directories (its sessions are in memory), so its conversation
+    calls are not confined."""
+    waits_for = "the scripted runtime"
+    """What a call waits for, as ``runtime check --probe`` names it."""
 
     def __init__(
         self,

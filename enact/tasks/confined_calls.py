@@ -6,7 +6,7 @@ from chat, an evolution scan) would otherwise run the CLI, and the commands
 its model asks for, in the daemon's working directory with the daemon's
 whole environment: a command could print the daemon's tokens or read the
 LMDB environment. Here such a call runs in a directory of its own (the
-runtime's ``conversation_dir``, else ``$ENACT_HOME/conversation``), shown
+runtime's ``Capabilities.conversation_dir``, else ``$ENACT_HOME/conversation``), shown
 read-only, under the same bwrap confinement as a task (``$ENACT_HOME``
 masked, no capabilities, own namespaces, a private /tmp) with the
 allow-listed environment of ``enact.environment``. Unlike a task's,
@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from enact.config import Config
-from enact.runtime import Runtime, RuntimeRequest, RuntimeResult, RuntimeUnavailable
+from enact.runtime import Capabilities, Runtime, RuntimeRequest, RuntimeResult, RuntimeUnavailable
 from enact.tasks.confine import (
     Confinement,
     ConfinementUnavailable,
@@ -55,7 +55,7 @@ class NotConfinable(RuntimeUnavailable):
 def confines_calls(runtime: Runtime) -> bool:
     """Agentic runtimes: those with state directories of a CLI whose model
     runs commands (the scripted and HTTP runtimes run none in a conversation)."""
-    return bool(getattr(runtime, "state_dirs", ()))
+    return bool(runtime.capabilities.state_dirs)
 
 
 class ConfinedCalls:
@@ -66,17 +66,23 @@ class ConfinedCalls:
         self.name = runtime.name
         self._settings = settings
 
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.runtime, name)
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped runtime's, read at each ask (they may follow its environment)."""
+        return self.runtime.capabilities
+
+    @property
+    def waits_for(self) -> str:
+        return self.runtime.waits_for
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         if request.cwd is not None or request.confine:
             return self.runtime.invoke(request)
-        settings = self._settings
-        workdir = Path(getattr(self.runtime, "conversation_dir", settings.home / "conversation"))
+        settings, capabilities = self._settings, self.runtime.capabilities
+        workdir = capabilities.conversation_dir or settings.home / "conversation"
         with call_confinement(settings["tasks.confinement"], home=settings.home, workdir=workdir,
-                              programs=tuple(getattr(self.runtime, "program_dirs", ())),
-                              shared=tuple(getattr(self.runtime, "state_dirs", ())), readable=request.images,
+                              programs=capabilities.program_dirs,
+                              shared=capabilities.state_dirs, readable=request.images,
                               passthrough=settings["tasks.env_passthrough"]) as confined:
             return self.runtime.invoke(dataclasses.replace(request, cwd=workdir, confine=confined.prefix,
                                                            env=confined.env))

@@ -239,10 +239,9 @@ class TaskAttempt:
                           FailureClass.PERMANENT)
         self._report(Phase.WORKSPACE)
         tree = self._tree = worktrees.prepare(Path(named).expanduser(), self.services.home, task.id)
-        runtime = self.services.runtime
-        own_state = tuple(getattr(runtime, "own_state", ()))
-        state = tuple(StateDir(path, own_state) for path in getattr(runtime, "state_dirs", ()))
-        programs = tuple(getattr(runtime, "program_dirs", ()))
+        capabilities = self.services.runtime.capabilities
+        state = tuple(StateDir(path, capabilities.own_state) for path in capabilities.state_dirs)
+        programs = capabilities.program_dirs
         try:
             with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
                              programs=programs, state=state, readable=(tree.objects,),
@@ -261,7 +260,7 @@ class TaskAttempt:
         # Confined means the runtime's commands too: a runtime that does
         # not start them under the prefix leaves the task unconfined
         # (its doctor still is).
-        self._confined = confined.confined and bool(getattr(runtime, "confines_subprocesses", False))
+        self._confined = confined.confined and runtime.capabilities.confines_subprocesses
         how = ("confined" if self._confined else
                f"doctor confined, the {runtime.name} runtime is not" if confined.confined
                else f"not confined: {confined.unconfined}")
