@@ -18,6 +18,9 @@ queued messages share one group commit, see ``_batching``):
 At start-up, unfinished receipts are resumed, and the outbox is told again to
 deliver every reply not yet completed: its journal makes that idempotent (a
 finished delivery is only reported again).
+
+Each step's write and what follows it are plain rules in
+``enact.chat.receipts``; this actor carries out what they return.
 """
 
 from __future__ import annotations
