@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the features' actors, until each moves into its feature, and the roster of them", (
         "enact.actors", "enact.roster",
     )),
-    ("the daemon: start-up and shut-down", ("enact.daemon",)),
+    ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
     ("the CLI, which also runs the daemon", ("enact.cli", "enact.__main__")),
 )
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from enact import config
+from enact._app.commands import startup_context
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
@@ -26,7 +27,6 @@ from enact.commands import (
     CommandRegistry,
     builtin_commands,
 )
-from enact.daemon import startup_context
 from enact.fence import Fence
 from enact.messages.commands import CommandOutcome
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION

@@ -18,27 +18,26 @@ queued messages share one group commit, see ``_batching``):
 At start-up, unfinished receipts are resumed, and the outbox is told again to
 deliver every reply not yet completed: its journal makes that idempotent (a
 finished delivery is only reported again).
+
+Each step's write and what follows it are plain rules in
+``enact.chat.receipts``; this actor carries out what they return.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
-
-import lmdb
 
 from enact.actors._asks import ActorNotFound
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.conversation import ConversationActor
 from enact.actors.supervisor import ActorSpec
-from enact.chat import records
-from enact.chat.cursor import Cursors
-from enact.chat.inbox_records import OPEN, InboxRecords, sequence_of
-from enact.chat.notices import notice_event, notice_receipt
-from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
-from enact.chat.redaction import pattern_of, redacted_receipt, redacted_turn
+from enact.chat.inbox_records import InboxRecords, sequence_of
+from enact.chat.notices import notice_event
+from enact.chat.receipts import GiveUp, ReceiptRules, Received, Resumption, RetryIn, diagnostic
+from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
+from enact.chat.redaction import pattern_of
 from enact.chat.services import ChatServices
 from enact.chat.turns import read_turns
 from enact.messages.common import Rejected
@@ -66,10 +65,9 @@ from enact.messages.inbox import (
     TurnLogged,
     TurnsRedacted,
 )
-from enact.messages.outbox import Deliver, DeliveryOutcome
+from enact.messages.outbox import Deliver
 from enact.ownership import ConversationLock
 from enact.retry import Backoff
-from enact.storage import CorruptRecord
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +90,11 @@ class InboxActor(EnactActor):
         self._store = context.own_store()
         self._batch = self.batch = WriteBatch(self._store, owner=context.name)
         self._records = InboxRecords(self._store)
-        self._receipts = self._records.receipts
         config = context.config
         self._chat_lock = ConversationLock(config["chat.allowed_conversations"], services.origins)
-        self._attempts = Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"])
+        self._rules = ReceiptRules(self._records, Backoff(first_s=_RETRY_FIRST_S, factor=2.0,
+                                                          attempts=config["chat.max_attempts"]))
+        self._cursor_rule = self._rules.cursors
         self._metrics = context.metrics
         # The conversation actors, and which events they hold: kept by the
         # supervisor, so a restarted inbox sees the work still running.
@@ -104,7 +103,6 @@ class InboxActor(EnactActor):
         )
         # Events whose next attempt is being committed, not yet handed over.
         self._resuming: set[str] = set()
-        self._cursor_rule = Cursors()
 
     # -- life cycle ---------------------------------------------------------
 
@@ -172,19 +170,11 @@ class InboxActor(EnactActor):
                 self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
 
-        def write(txn: lmdb.Transaction) -> tuple[bool, bytes, Receipt]:
-            found = self._records.find(txn, event_id)
-            if found is not None:
-                return True, *found
-            receipt = records.new_receipt(event, origin=message.origin, generation=self.context.fence.generation)
-            return False, self._records.create(txn, event_id, receipt), receipt
-
         reply = Deferred()
 
-        def after(result: tuple[bool, bytes, Receipt]) -> None:
-            duplicate, key, receipt = result
-            if duplicate:
-                reply.resolve(self._duplicate(event_id, key, receipt))
+        def after(received: Received) -> None:
+            if received.duplicate:
+                reply.resolve(self._duplicate(event_id, received.key, received.receipt))
                 return
             self._metrics.inbox_events.labels(channel=event.channel, outcome="accepted").inc()
             if event.cursor is not None:
@@ -192,7 +182,9 @@ class InboxActor(EnactActor):
             self._dispatch(event_id, event, attempt=1, origin=message.origin)
             reply.resolve(Accepted(event_id=event_id, duplicate=False, in_flight=True))
 
-        self._batch.stage(write, after, failed=reply.fail)
+        self._batch.stage(lambda txn: self._rules.receive(txn, event, origin=message.origin,
+                                                          generation=self.context.fence.generation),
+                          after, failed=reply.fail)
         return reply
 
     def _duplicate(self, event_id: str, key: bytes, receipt: Receipt) -> Accepted:
@@ -216,34 +208,19 @@ class InboxActor(EnactActor):
     def _turn_failed(self, message: TurnFailed) -> None:
         self._conversations.done(message.event_id)
 
-        def write(txn: lmdb.Transaction) -> Receipt | None:
-            found = self._records.find(txn, message.event_id)
-            if found is None or found[1].status is not ReceiptStatus.PROCESSING:
-                return None
-            key, receipt = found
-            receipt = records.failed_attempt(receipt, message.error_class, message.error)
-            self._receipts.put(txn, key, receipt)
-            return receipt
-
         def after(receipt: Receipt | None) -> None:
             if receipt is None:
                 return
             self._metrics.inbox_events.labels(channel=receipt.event.channel, outcome="attempt_failed").inc()
             log.warning("event %s failed on attempt %d: %s", message.event_id, receipt.attempts, message.error_class)
-            if not self._attempts.exhausted(receipt.attempts):
-                self.tell_later(self._attempts.delay(receipt.attempts), Retry(event_id=message.event_id))
-            else:
-                self._give_up(message.event_id, receipt)
+            match self._rules.after_failure(message.event_id, receipt):
+                case RetryIn(delay_s=delay_s):
+                    self.tell_later(delay_s, Retry(event_id=message.event_id))
+                case GiveUp(diagnostic=text):
+                    self._turn_finished(message.event_id, text, (), TurnOutcome.FAILED)
 
-        self._batch.stage(write, after)
-
-    def _give_up(self, event_id: str, receipt: Receipt) -> None:
-        diagnostic = (
-            f"enact could not process message {receipt.event.message_id} (event {event_id}) after "
-            f"{receipt.attempts} attempts; failure class: {receipt.last_error_class}. "
-            "The failure is recorded on the event's receipt; it will not be retried."
-        )
-        self._turn_finished(event_id, diagnostic, (), TurnOutcome.FAILED)
+        self._batch.stage(lambda txn: self._rules.fail_attempt(txn, message.event_id, message.error_class,
+                                                               message.error), after)
 
     def _retry(self, event_id: str) -> None:
         if self._busy(event_id):
@@ -255,25 +232,17 @@ class InboxActor(EnactActor):
 
     def _resume(self, event_id: str, key: bytes, receipt: Receipt) -> None:
         """Start the next attempt of an unfinished event, or give up on it."""
-        if receipt.status is ReceiptStatus.REPLIED:
-            self._deliver(key, receipt)
-            return
-        if receipt.status is not ReceiptStatus.PROCESSING:
-            return
-        if self._attempts.exhausted(receipt.attempts):
-            self._give_up(event_id, receipt)
-            return
+        match self._rules.resumption(receipt):
+            case Resumption.DELIVER:
+                self._deliver(key, receipt)
+                return
+            case Resumption.GIVE_UP:
+                self._turn_finished(event_id, diagnostic(event_id, receipt), (), TurnOutcome.FAILED)
+                return
+            case Resumption.NOTHING:
+                return
         # Marked at once, so a redelivery meanwhile does not resume it twice.
         self._resuming.add(event_id)
-
-        def write(txn: lmdb.Transaction) -> Receipt:
-            current = self._receipts.get(txn, key)
-            if current is None:
-                raise CorruptRecord(OPEN, key, "marks a receipt that does not exist")
-            current = dataclasses.replace(current, attempts=current.attempts + 1,
-                                          generation=self.context.fence.generation)
-            self._receipts.put(txn, key, current)
-            return current
 
         def after(current: Receipt) -> None:
             event = current.event
@@ -281,7 +250,8 @@ class InboxActor(EnactActor):
                 self._cursor_rule.of(event.channel).received(event.cursor)
             self._dispatch(event_id, event, attempt=current.attempts, origin=current.origin)
 
-        self._batch.stage(write, after, failed=lambda _: self._resuming.discard(event_id))
+        self._batch.stage(lambda txn: self._rules.start_attempt(txn, key, generation=self.context.fence.generation),
+                          after, failed=lambda _: self._resuming.discard(event_id))
 
     def _turn_finished(self, event_id: str, reply: str, actions: tuple[ActionRecord, ...],
                        outcome: TurnOutcome, *, runtime_failure: str = "") -> None:
@@ -290,20 +260,11 @@ class InboxActor(EnactActor):
         attempt's error, which the outcome and the turn report."""
         self._conversations.done(event_id)
 
-        def write(txn: lmdb.Transaction) -> tuple[bytes, Receipt] | None:
-            found = self._records.find(txn, event_id)
-            if found is None or found[1].status is not ReceiptStatus.PROCESSING:
-                return None
-            key, receipt = found
-            if runtime_failure:
-                error_class, _, error = runtime_failure.partition(": ")
-                receipt = records.failed_attempt(receipt, error_class, error)
-            receipt = dataclasses.replace(receipt, status=ReceiptStatus.REPLIED, reply=reply, actions=actions,
-                                          outcome=outcome, generation=self.context.fence.generation)
-            self._receipts.put(txn, key, receipt)
-            return key, receipt
-
-        self._batch.stage(write, lambda stored: self._deliver(*stored, first=True) if stored is not None else None)
+        self._batch.stage(
+            lambda txn: self._rules.store_reply(txn, event_id, reply, actions, outcome, runtime_failure=runtime_failure,
+                                                generation=self.context.fence.generation),
+            lambda stored: self._deliver(*stored, first=True) if stored is not None else None,
+        )
 
     def _notify(self, message: Notify) -> None:
         """A notice is a receipt already replied: delivered like a reply."""
@@ -315,12 +276,6 @@ class InboxActor(EnactActor):
             return
         event_id = notice_event(message).event_id
 
-        def write(txn: lmdb.Transaction) -> tuple[bytes, Receipt] | None:
-            if self._records.find(txn, event_id) is not None:
-                return None  # told again: sent (or being sent) already
-            receipt = notice_receipt(message, generation=self.context.fence.generation)
-            return self._records.create(txn, event_id, receipt), receipt
-
         def after(stored: tuple[bytes, Receipt] | None) -> None:
             self._acknowledge(message)
             if stored is None:
@@ -331,7 +286,8 @@ class InboxActor(EnactActor):
                 self._conversations.tell(key, event_id, SessionNote(conversation_key=key, text=message.session_note))
                 self._conversations.done(event_id)  # nothing waits for the note
 
-        self._batch.stage(write, after)
+        self._batch.stage(lambda txn: self._rules.store_notice(txn, message, generation=self.context.fence.generation),
+                          after)
 
     def _acknowledge(self, message: Notify) -> None:
         if not message.acknowledge_to:
@@ -355,36 +311,12 @@ class InboxActor(EnactActor):
         ))
 
     def _delivered(self, message: Delivered) -> None:
-        failed = None if message.outcome is DeliveryOutcome.DELIVERED else TurnOutcome(message.outcome.value)
-
-        def write(txn: lmdb.Transaction) -> tuple[Receipt, int] | None:
-            found = self._records.find(txn, message.event_id)
-            if found is None or found[1].status is not ReceiptStatus.REPLIED:
-                return None  # told again for a delivery whose event is finished
-            return self._finish(txn, *found, failed, message.error)
-
         def after(finished: tuple[Receipt, int] | None) -> None:
             if finished is not None:
                 self._announce(*finished)
 
-        self._batch.stage(write, after)
-
-    def _finish(self, txn: lmdb.Transaction, key: bytes, receipt: Receipt, delivery_outcome: TurnOutcome | None,
-                delivery_error: str) -> tuple[Receipt, int]:
-        """Log the turn, complete the receipt, advance the cursor: one commit.
-        Returns the receipt and the turn's cursor."""
-        receipt = records.finished(receipt, delivery_outcome, delivery_error)
-        cursor = self._records.turns.append(txn, records.turn_of(receipt))
-        self._receipts.put(txn, key, receipt)
-        self._records.open.delete(txn, key)
-        event = receipt.event
-        if event.cursor is not None:
-            self._write_cursor(txn, event.channel, self._cursor_rule.of(event.channel).target(event.cursor))
-        return receipt, cursor
-
-    def _write_cursor(self, txn: lmdb.Transaction, channel: str, target: int) -> None:
-        if target > self._records.cursor(txn, channel):
-            self._records.cursors.put(txn, channel.encode(), CursorRecord(cursor=target))
+        self._batch.stage(lambda txn: self._rules.complete(txn, message.event_id, message.outcome, message.error),
+                          after)
 
     def _settle_cursor(self, channel: str, finished: int) -> None:
         """After the commit: forget the finished cursor and tell the channel."""
@@ -396,7 +328,7 @@ class InboxActor(EnactActor):
     def _finish_cursor(self, channel: str, cursor: int) -> None:
         target = self._cursor_rule.of(channel).target(cursor)
         self._batch.stage(
-            lambda txn: self._write_cursor(txn, channel, target),
+            lambda txn: self._rules.write_cursor(txn, channel, target),
             lambda _: self._settle_cursor(channel, cursor),
         )
 
@@ -418,34 +350,15 @@ class InboxActor(EnactActor):
         if pattern is None:
             return TurnsRedacted(turns=0, receipts=0)
 
-        def write(txn: lmdb.Transaction) -> TurnsRedacted:
-            turns = [(key, changed) for key, turn in self._records.turns.items(txn)
-                     if (changed := redacted_turn(turn, pattern, message.tombstone)) is not None]
-            receipts = [(key, scrubbed) for key, receipt in self._receipts.items(txn)
-                        if (scrubbed := redacted_receipt(receipt, pattern, message.tombstone)) is not None]
-            for key, turn in turns:
-                self._records.turns.put(txn, key, turn)
-            for key, receipt in receipts:
-                self._receipts.put(txn, key, receipt)
-            return TurnsRedacted(turns=len(turns), receipts=len(receipts))
-
         reply = Deferred()
-        self._batch.stage(write, reply.resolve, failed=reply.fail)
+        self._batch.stage(lambda txn: self._rules.redact(txn, pattern, message.tombstone), reply.resolve,
+                          failed=reply.fail)
         return reply
 
     # -- start-up recovery --------------------------------------------------
 
     def _recover(self) -> None:
-        def scan(txn: lmdb.Transaction) -> list[tuple[bytes, Receipt]]:
-            found = []
-            for key, _ in self._records.open.items(txn):
-                receipt = self._receipts.get(txn, key)
-                if receipt is None:
-                    raise CorruptRecord(OPEN, key, "marks a receipt that does not exist")
-                found.append((key, receipt))
-            return found
-
-        for key, receipt in self._store.read(scan):
+        for key, receipt in self._store.read(self._rules.unfinished):
             event = receipt.event
             if event.cursor is not None:
                 self._cursor_rule.of(event.channel).received(event.cursor)

@@ -1,0 +1,43 @@
+"""The daemon's chat channels: the ones the installed components enable,
+started after the actors and stopped before them."""
+
+from __future__ import annotations
+
+from enact import config
+from enact.channels import AskInbox, Channel, InboxInlet
+from enact.components import Components
+from enact.fence import Fence
+from enact.messages.channel import DISABLED, ChannelState
+from enact.messages.common import Origin
+from enact.metrics import Metrics
+
+
+class DaemonChannels:
+    """Each enabled channel with the origin its component vouches for."""
+
+    def __init__(self, installed: Components, settings: config.Config) -> None:
+        self._installed = installed
+        self.channels: dict[str, Channel] = {}
+        self.origins: dict[str, Origin] = {}
+        for component in installed.channels():
+            if not component.enabled(settings):
+                continue
+            channel = component.make_channel(settings)
+            self.channels[channel.name] = channel
+            self.origins[channel.name] = component.origin()
+
+    def start(self, ask_inbox: AskInbox, *, fence: Fence, metrics: Metrics) -> None:
+        """After the actors: each channel's events go straight to the inbox."""
+        for name, channel in self.channels.items():
+            channel.start(InboxInlet(name, ask_inbox, origin=self.origins[name], fence=fence, metrics=metrics))
+
+    def stop(self) -> None:
+        for channel in self.channels.values():
+            channel.stop()
+
+    def states(self) -> tuple[ChannelState, ...]:
+        """Every installed channel: a running one says how it runs."""
+        return tuple(
+            self.channels[c.name].state() if c.name in self.channels else ChannelState(name=c.name, state=DISABLED)
+            for c in self._installed.channels()
+        )

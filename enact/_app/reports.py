@@ -1,0 +1,106 @@
+"""What the daemon reports of itself: its status, the gauges scraped from it,
+and the tokens its calls spent, tallied by the accounting actor."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from enact import __version__, config
+from enact._app.channels import DaemonChannels
+from enact.actors._asks import ActorUnavailable
+from enact.actors.supervisor import Supervisor
+from enact.fence import Fence
+from enact.messages.control import StatusReport, StorageStatus
+from enact.runtime import Usage
+from enact.storage import Storage
+
+log = logging.getLogger("enact.daemon")
+
+
+class DaemonReports:
+    def __init__(self, *, home: Path, settings: config.Config, storage: Storage, fence: Fence,
+                 supervisor: Supervisor, channels: DaemonChannels, metrics_addr: str, started: float) -> None:
+        self.home = home
+        self.settings = settings
+        self.storage = storage
+        self.fence = fence
+        self.supervisor = supervisor
+        self.channels = channels
+        self.metrics_addr = metrics_addr
+        self.started = started
+        self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
+
+    def status(self) -> StatusReport:
+        from enact.messages.accounting import SpentOn
+
+        stats = self.storage.stats()
+        spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
+                                       timeout=self.settings["control.request_timeout_s"])
+        return StatusReport(
+            version=__version__,
+            pid=os.getpid(),
+            home=str(self.home),
+            generation=self.fence.generation,
+            uptime_s=round(time.monotonic() - self.started, 3),
+            metrics_addr=self.metrics_addr,
+            actors=tuple(self.supervisor.statuses()),
+            storage=StorageStatus(
+                path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases
+            ),
+            spending=spending.purposes,
+            channels=self.channels.states(),
+            confinement=self._confinement_state(),
+        )
+
+    def status_line(self) -> str:
+        report = self.status()
+        alive = sum(1 for actor in report.actors if actor.alive)
+        return (
+            f"enact {report.version}, pid {report.pid}, generation {report.generation}, up {report.uptime_s:.0f} s, "
+            f"{alive} of {len(report.actors)} actors running"
+        )
+
+    def _confinement_state(self) -> str:
+        """Tried once (bwrap runs ``true``): whether the kernel lets bwrap
+        confine does not change while the daemon runs."""
+        from enact.tasks.confine import state_of
+
+        mode = self.settings["tasks.confinement"]
+        if self._confinement is None or self._confinement[0] != mode:
+            self._confinement = (mode, state_of(mode))
+        return self._confinement[1]
+
+    def scrape_gauges(self) -> Iterable[Metric]:
+        mailbox = GaugeMetricFamily("enact_actor_mailbox_depth", "Messages waiting per actor", labels=["actor"])
+        for family, value in sorted(self.supervisor.mailbox_depths().items()):
+            mailbox.add_metric([family], value)
+        stats = self.storage.stats()
+        yield mailbox
+        yield GaugeMetricFamily("enact_storage_map_bytes", "LMDB map size", value=stats.map_bytes)
+        yield GaugeMetricFamily("enact_storage_used_bytes", "LMDB pages in use", value=stats.used_bytes)
+
+
+def tally_spend(supervisor: Supervisor, purpose: str, usage: Usage) -> None:
+    """Tell the accounting actor what a call spent."""
+    from enact.messages.accounting import Spend
+
+    try:
+        supervisor.tell("accounting", Spend(
+            day=time.strftime("%Y-%m-%d"), purpose=purpose, input_tokens=usage.input_tokens,
+            cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens,
+            reasoning_tokens=usage.reasoning_tokens, cost_usd=usage.cost_usd,
+        ))
+    except ActorUnavailable:
+        if not supervisor.stopping:
+            raise
+        # A call the stop cut short, answered after the accounting actor
+        # went (a fenced daemon could not commit the tally anyway): the
+        # metrics counted it; one line, not a traceback.
+        log.warning("%s tokens of a %s call not tallied: the daemon is stopping",
+                    usage.input_tokens + usage.output_tokens, purpose)
