@@ -245,7 +245,8 @@ def test_two_workers_never_hold_one_task(daemons: DaemonFactory, tmp_path: Path)
                                   'reply = "counted"'), env={"ENACT_DAEMON_WORKERS": "2"})
     ids = [add(daemon, repo, f"count me {n}") for n in range(8)]
     for task_id in ids:
-        assert wait_ended(daemon, task_id)["state"] == "succeeded"
+        ended = wait_ended(daemon, task_id)
+        assert ended["state"] == "succeeded", ended["summary"]
     assert sorted(runs.read_text().split()) == sorted(f"task-{task_id}" for task_id in ids)
     workers = set()
     for task_id in ids:

@@ -125,11 +125,19 @@ def prepare(repo: Path, home: Path, task_id: int) -> Worktree:
     path.parent.mkdir(parents=True, exist_ok=True)
     git(repo, "worktree", "prune")
     branch, existed = task_branches.claim(home, repo, task_id)
-    git(repo, "worktree", "add", "--quiet", "-B" if existed else "-b", branch, str(path), base)
+    # Forced twice: an entry for this path that a home made afresh (or a
+    # crash) left registered is locked (below) and its directory gone;
+    # nothing else of ours is at this path (the leftover was just removed).
+    git(repo, "worktree", "add", "--quiet", "-f", "-f", "-B" if existed else "-b", branch, str(path), base)
     # Read now, before the task runs: afterwards nothing in the worktree is the host's to trust.
     git_dir = Path(git(path, "rev-parse", "--absolute-git-dir").strip())
     tree = Worktree(task_id=task_id, path=path, repo=repo, branch=branch, base_branch=base_branch, base=base,
                     git_dir=git_dir, objects=task_git.objects_dir(repo))
+    # Locked before its ``.git`` file is replaced: in between the file is
+    # gone, and another worker's ``git worktree prune`` would take the
+    # owner-side directory this worktree is addressed through (seen with two
+    # workers: git then ran outside any repository).
+    (git_dir / "locked").write_text("an enact task's worktree\n", encoding="utf-8")
     _write_record(home, tree)
     task_git.make_private(path, objects=tree.objects, branch=branch, base_branch=base_branch, base=base)
     return tree
@@ -138,7 +146,7 @@ def prepare(repo: Path, home: Path, task_id: int) -> Worktree:
 def _remove_leftover(home: Path, task_id: int) -> None:
     leftover = recorded(home, task_id)
     if leftover is not None:
-        _remove_path(leftover.repo, leftover.path)
+        _remove_path(leftover.repo, leftover.path, leftover.git_dir)
     path = path_of(home, task_id)
     if path.exists():
         shutil.rmtree(path)
@@ -196,18 +204,21 @@ def diffstat(worktree: Worktree, head: str) -> str:
 def remove(worktree: Worktree, home: Path, *, delete_branch: bool) -> None:
     """Remove the worktree and its record; with ``delete_branch`` also its
     branch (nothing on it is wanted: the task made no change)."""
-    _remove_path(worktree.repo, worktree.path)
+    _remove_path(worktree.repo, worktree.path, worktree.git_dir)
     _record_path(home, worktree.task_id).unlink(missing_ok=True)
     if delete_branch:
         task_branches.release(home, worktree.task_id, branch=worktree.branch)
 
 
-def _remove_path(repo: Path | None, path: Path) -> None:
-    """Delete the directory, then have the repository forget worktrees
-    whose directories are gone: ``git worktree remove`` would read the
+def _remove_path(repo: Path | None, path: Path, git_dir: Path | None) -> None:
+    """Delete the directory, unlock its owner-side git directory (recorded
+    when it was made), then have the repository forget worktrees whose
+    directories are gone: ``git worktree remove`` would read the
     worktree's ``.git``, which is the task's."""
     if path.exists():
         shutil.rmtree(path)
+    if git_dir is not None:
+        (git_dir / "locked").unlink(missing_ok=True)
     if repo is not None and repo.is_dir():
         git(repo, "worktree", "prune")
 
@@ -256,7 +267,8 @@ def cleanup_refusal(item: WorktreeInfo, *, task_state: str | None, force: bool) 
 
 def cleanup(home: Path, item: WorktreeInfo) -> None:
     """Remove a kept worktree and its record; its branch stays (a review may still name it)."""
-    _remove_path(item.repo, item.path)
+    made = recorded(home, item.task_id)
+    _remove_path(item.repo, item.path, made.git_dir if made is not None else None)
     _record_path(home, item.task_id).unlink(missing_ok=True)
 
 
