@@ -285,6 +285,9 @@ def test_a_held_notice_for_a_channel_this_daemon_lacks_is_dropped_with_a_log_lin
     assert held(lambda tables: lambda txn: tables.hold_notice(txn, gone)) == [gone]
     daemon = daemons.start(home, env=NO_WORKERS)
     wait_for(lambda: "unknown channel 'gone'" in daemon.log_text(), what="the notice to be turned down")
+    # The inbox's acknowledgement is a tell the tasks actor takes in its own
+    # time: read the store (a second reader of the environment) until it has.
+    wait_for(lambda: held() == [], what="the tasks actor to drop the held notice")
     assert daemon.terminate() == 0
     assert "notice task:1:1:succeeded dropped" in daemon.log_text()
     assert held() == []  # acknowledged: not told again at every start
