@@ -209,3 +209,25 @@ class Runtime(Protocol):
         ...
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult: ...
+
+
+class RuntimeWrapper:
+    """A runtime around another (metering, confinement of calls): it is the
+    wrapped one in name, capabilities and what it waits for; a subclass
+    changes only ``invoke``."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.name = runtime.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The wrapped runtime's, read at each ask (they may follow its environment)."""
+        return self.runtime.capabilities
+
+    @property
+    def waits_for(self) -> str:
+        return self.runtime.waits_for
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        return self.runtime.invoke(request)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from enact.cancellation import Cancelled
 from enact.metrics import Metrics
-from enact.runtime import Capabilities, Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, Usage, checked_sandbox
+from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, RuntimeWrapper, Usage, checked_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -19,23 +19,13 @@ Spent = Callable[[str, Usage], None]
 """Told ``(purpose, usage)`` after each call, for the day's tally."""
 
 
-class MeteredRuntime:
+class MeteredRuntime(RuntimeWrapper):
     def __init__(self, runtime: Runtime, metrics: Metrics, *, on_spent: Spent | None = None,
                  allow_full_access: bool = False) -> None:
-        self.runtime = runtime
-        self.name = runtime.name
+        super().__init__(runtime)
         self._metrics = metrics
         self._on_spent = on_spent
         self._allow_full_access = allow_full_access
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The wrapped runtime's, read at each ask (they may follow its environment)."""
-        return self.runtime.capabilities
-
-    @property
-    def waits_for(self) -> str:
-        return self.runtime.waits_for
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         started = time.monotonic()

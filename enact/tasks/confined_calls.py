@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from enact.config import Config
-from enact.runtime import Capabilities, Runtime, RuntimeRequest, RuntimeResult, RuntimeUnavailable
+from enact.runtime import Runtime, RuntimeRequest, RuntimeResult, RuntimeUnavailable, RuntimeWrapper
 from enact.tasks.confine import (
     Confinement,
     ConfinementUnavailable,
@@ -58,22 +58,12 @@ def confines_calls(runtime: Runtime) -> bool:
     return bool(runtime.capabilities.state_dirs)
 
 
-class ConfinedCalls:
+class ConfinedCalls(RuntimeWrapper):
     """``runtime`` with its calls that have no working directory confined."""
 
     def __init__(self, runtime: Runtime, settings: Config) -> None:
-        self.runtime = runtime
-        self.name = runtime.name
+        super().__init__(runtime)
         self._settings = settings
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """The wrapped runtime's, read at each ask (they may follow its environment)."""
-        return self.runtime.capabilities
-
-    @property
-    def waits_for(self) -> str:
-        return self.runtime.waits_for
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         if request.cwd is not None or request.confine:
