@@ -27,6 +27,7 @@ import pwd
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -156,6 +157,7 @@ def place_for(who: str, daemons: DaemonFactory, base: Path, *, home_in_base: boo
         # Not this interpreter, even when the user reaches it: a confined
         # task may not (bwrap refused one under root's 0700 home, measured).
         python = _system_python("the user's task commands need a python of theirs")
+        _traversable_checkout()
         passed = {"ENACT_TASKS_ENV_PASSTHROUGH": "PYTHONPATH", "PYTHONPATH": sysconfig.get_paths()["purelib"]}
         yield Place(user, user.base, new_home(user), python, passed)
 
@@ -170,9 +172,22 @@ def _processes_of(uid: int) -> list[int]:
     return found
 
 
+def _traversable_checkout() -> None:
+    """Let any user pass through the directories above the checkout (the
+    execute bit only: nothing is listed) and read the checkout itself (an
+    import lists the directories on the path): a clone made in ``mktemp -d``
+    sits in a 0700 directory, and the user must import enact and its
+    packages from the checkout and its virtualenv."""
+    for directory, needed in ((ROOT, stat.S_IROTH | stat.S_IXOTH), *((up, stat.S_IXOTH) for up in ROOT.parents)):
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode & needed != needed:
+            directory.chmod(mode | needed)
+
+
 def _python_for(user: User) -> tuple[list[str], dict[str, str]]:
     """How the user runs enact: this interpreter if it can reach it, else
     the system's python of the same version with our packages on its path."""
+    _traversable_checkout()
     reachable = subprocess.run([*user.prefix(), sys.executable, "-c", "import enact"], cwd="/",
                                capture_output=True, env=_user_env(user, {}))
     if reachable.returncode == 0:
