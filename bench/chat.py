@@ -50,11 +50,11 @@ from bench._table import Table, median, percentile, rate, ratio, run_together
 from bench.append_log import _rewrite_atomically
 from bench.control_socket import _start_daemon, _stop
 from enact import __version__, components
-from enact.actors import outbox
 from enact.actors.supervisor import Supervisor
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
 from enact.chat import inbox_records, records
+from enact.chat import outbox_actor as outbox
 from enact.chat.records import LoggedTurn, Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.services import ChatServices
 from enact.cli._client import Client

@@ -44,7 +44,6 @@ import orjson
 
 from bench._table import Table, median, ratio
 from enact.actors._batching import WriteBatch
-from enact.actors.memory import INDEX_COMMIT_DELAY_S
 from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.memory.admission import Candidate, Refusal, admit, merge_key, merged, new_fact
@@ -53,6 +52,7 @@ from enact.memory.context import ContextSettings, select_recall, select_startup
 from enact.memory.facts import FactState
 from enact.memory.forgetting import FORGETTING, ForgetIntent, intent_of
 from enact.memory.index import FactIndex
+from enact.memory.memory_actor import INDEX_COMMIT_DELAY_S
 from enact.messages.memory import Change
 from enact.storage import RecordTable, Storage
 

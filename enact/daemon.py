@@ -19,9 +19,9 @@ from enact import components, config
 from enact._app.channels import DaemonChannels
 from enact._app.claim import claim_home
 from enact._app.commands import daemon_commands, run_command, startup_context
+from enact._app.control import ControlServer
 from enact._app.reports import DaemonReports, tally_spend
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
-from enact.actors.control import ControlServer
 from enact.actors.supervisor import Supervisor
 from enact.chat.services import ChatServices
 from enact.commands import CommandContext, CommandRegistry, JournaledCommands

@@ -9,26 +9,35 @@ start.
 
 from __future__ import annotations
 
-from enact.actors import accounting, journal, memory, outbox, reviews, scanner, scheduler, sessions, tasks, worker
-from enact.actors.accounting import AccountingActor
-from enact.actors.curator import DATABASES as CURATOR_DATABASES
-from enact.actors.curator import CuratorActor
-from enact.actors.epoch import EpochFenceActor
-from enact.actors.inbox import CONVERSATIONS, InboxActor
-from enact.actors.journal import JournalActor
-from enact.actors.memory import MemoryActor
-from enact.actors.outbox import OutboxActor
-from enact.actors.reviews import ReviewsActor
-from enact.actors.scanner import ScannerActor
-from enact.actors.scheduler import SchedulerActor
-from enact.actors.sessions import SessionsActor
 from enact.actors.supervisor import ActorSpec
-from enact.actors.tasks import TaskQueueActor
-from enact.actors.worker import WorkersActor
 from enact.chat import inbox_records
+from enact.chat import journal_actor as journal
+from enact.chat import outbox_actor as outbox
+from enact.chat import sessions_actor as sessions
+from enact.chat.inbox_actor import CONVERSATIONS, InboxActor
+from enact.chat.journal_actor import JournalActor
+from enact.chat.outbox_actor import OutboxActor
 from enact.chat.services import ChatServices
+from enact.chat.sessions_actor import SessionsActor
+from enact.epoch_actor import EpochFenceActor
+from enact.evolution import scanner_actor as scanner
+from enact.evolution.curator_actor import DATABASES as CURATOR_DATABASES
+from enact.evolution.curator_actor import CuratorActor
+from enact.evolution.scanner_actor import ScannerActor
+from enact.memory import memory_actor as memory
+from enact.memory.memory_actor import MemoryActor
 from enact.messages.reviews import Landed
 from enact.messages.tasks import TaskChanged
+from enact.runtime import accounting_actor as accounting
+from enact.runtime.accounting_actor import AccountingActor
+from enact.tasks import queue_actor as tasks
+from enact.tasks import reviews_actor as reviews
+from enact.tasks import scheduler_actor as scheduler
+from enact.tasks import workers_actor as worker
+from enact.tasks.queue_actor import TaskQueueActor
+from enact.tasks.reviews_actor import ReviewsActor
+from enact.tasks.scheduler_actor import SchedulerActor
+from enact.tasks.workers_actor import WorkersActor
 
 
 def actor_specs(services: ChatServices) -> list[ActorSpec]:

@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from enact.actors import outbox
 from enact.chat import inbox_records
+from enact.chat import outbox_actor as outbox
 from enact.chat.records import ReceiptStatus
 from enact.home import STATE_DIR
 from enact.messages.outbox import DeliveryRecord, DeliveryState

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import socket
 
-from enact.actors.control import MAX_CONNECTIONS
+from enact._app.control import MAX_CONNECTIONS
 from enact.messages import decode, encode
 from enact.messages._framing import read_frame, write_frame
 from enact.messages.control import Error, Status, StatusReport

@@ -12,7 +12,7 @@ from pathlib import Path
 import orjson
 from control_wire import RawClient, status_frame
 
-from enact.actors.control import ControlServer
+from enact._app.control import ControlServer
 from enact.chat.turns import CLIPPED_TEXT_CHARS, PAGE_BYTES, _Page
 from enact.memory.context import MAX_DECISIONS
 from enact.messages._framing import MAX_FRAME_BYTES

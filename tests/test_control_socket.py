@@ -22,7 +22,7 @@ import pytest
 from control_wire import LENGTH, MAX_FRAME_BYTES, RawClient, example_body, example_value, status_frame
 from home_state import snapshot, values_under
 
-from enact.actors.control import ControlServer, _stamp_origin
+from enact._app.control import ControlServer, _stamp_origin
 from enact.home import SOCKET_NAME
 from enact.messages import Kind, Registration, registered
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION

@@ -17,8 +17,8 @@ from git_repos import make_repo
 from home_state import rewrite_record, snapshot
 from schedule_clock import FAST_TICKS, fenced_past
 
-from enact.actors.scheduler import DATABASES, SCHEDULES
 from enact.claimed_clock import ClaimState
+from enact.tasks.scheduler_actor import DATABASES, SCHEDULES
 from enact.tasks.scheduling import Schedule
 
 from conftest import DaemonFactory, wait_for

@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 from task_repos import git, make_repo
 
-from enact.actors.curator import CANDIDATES, DATABASES
 from enact.evolution.candidates import Candidate, CandidateState, Draft, candidate_id
+from enact.evolution.curator_actor import CANDIDATES, DATABASES
 from enact.storage import RecordTable, Storage
 
 from conftest import Daemon, DaemonFactory, wait_for

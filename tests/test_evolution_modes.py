@@ -236,7 +236,7 @@ def test_the_brainstorm_prompt_names_the_theme_and_what_exists_and_redacts_crede
 
 
 def test_the_report_goes_to_report_to_else_the_locked_conversation_else_nowhere() -> None:
-    from enact.actors._evolve_runs import ReportTarget, report_target
+    from enact.evolution.runs import ReportTarget, report_target
 
     assert report_target("telegram:42", ["local:owner"]) == ReportTarget(channel="telegram", conversation="42")
     assert report_target("", ["owner", "local:owner"]) == ReportTarget(channel="local", conversation="owner")

@@ -13,10 +13,10 @@ import pytest
 from schedule_clock import FaultyActors, home
 
 from enact.actors._batching import Deferred
-from enact.actors._evolve_brainstorm import BrainstormAnswered, Brainstorms
-from enact.actors._evolve_runs import DATABASE, EvolveRuns
+from enact.evolution.brainstorms import BrainstormAnswered, Brainstorms
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CANDIDATES, SETTINGS
+from enact.evolution.runs import DATABASE, EvolveRuns
 from enact.fence import FencedError
 from enact.messages.curator import AuditEvent
 from enact.storage import RecordTable
@@ -56,9 +56,9 @@ def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_wa
 
 
 def test_a_model_answer_for_a_run_from_before_a_curator_restart_is_ignored(tmp_path: Path) -> None:
-    from enact.actors._curator_proposals import Curated, Run
-    from enact.actors.curator import DATABASES as CURATOR_DATABASES
-    from enact.actors.curator import CuratorActor
+    from enact.evolution.curator_actor import DATABASES as CURATOR_DATABASES
+    from enact.evolution.curator_actor import CuratorActor
+    from enact.evolution.curator_proposals import Curated, Run
 
     with home(tmp_path, "curator", CURATOR_DATABASES, FaultyActors()) as context:
         restarted = CuratorActor(context, runtime=None)  # type: ignore[arg-type]  # a new instance, never started

@@ -16,13 +16,13 @@ import orjson
 import pytest
 
 from enact import config
-from enact.actors import outbox
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
 from enact.channels.telegram import TelegramChannel
 from enact.channels.telegram_text import MAX_MESSAGE
 from enact.chat import deliveries, inbox_records, records
+from enact.chat import outbox_actor as outbox
 from enact.chat.deliveries import Step
 from enact.chat.parts import split_reply
 from enact.chat.records import ReceiptStatus, TurnOutcome

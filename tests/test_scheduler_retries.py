@@ -14,15 +14,15 @@ from typing import Any
 from schedule_clock import FaultyActors, UnavailableActors, home
 
 from enact.actors._asks import AskTimeout
-from enact.actors._evolve_runs import DATABASE, EvolveRuns
-from enact.actors.scheduler import DATABASES, SCHEDULES, SchedulerActor
-from enact.actors.tasks import TaskQueueActor
 from enact.claimed_clock import RETRIES, ClaimState
+from enact.evolution.runs import DATABASE, EvolveRuns
 from enact.evolution.schedule import EvolveClock
 from enact.messages.curator import EvolveRunFailed
 from enact.messages.tasks import Submit
 from enact.storage import RecordTable, Storage
 from enact.tasks.queue import TaskQueue
+from enact.tasks.queue_actor import TaskQueueActor
+from enact.tasks.scheduler_actor import DATABASES, SCHEDULES, SchedulerActor
 from enact.tasks.scheduling import Schedule
 from enact.tasks.tables import DATABASES as TASK_DATABASES
 
@@ -90,8 +90,8 @@ def test_an_evolve_run_whose_actors_do_not_answer_is_retried_after_a_back_off_th
 
 
 def test_a_given_up_evolve_run_is_in_the_evolve_history(tmp_path: Path) -> None:
-    from enact.actors.curator import DATABASES as CURATOR_DATABASES
-    from enact.actors.curator import CuratorActor
+    from enact.evolution.curator_actor import DATABASES as CURATOR_DATABASES
+    from enact.evolution.curator_actor import CuratorActor
 
     with home(tmp_path, "curator", CURATOR_DATABASES, FaultyActors()) as context:
         curator = CuratorActor(context, runtime=None)  # type: ignore[arg-type]  # never started

@@ -5,7 +5,7 @@
 place) and ``evolution.audit`` (an append log of events, never changed;
 ``evolution.audit_index`` keys each candidate's events by candidate id and
 sequence, so one candidate's history is read without the whole log);
-``evolution.settings`` is the evolve mode's (``enact.actors._evolve_schedule``).
+``evolution.settings`` is the evolve mode's (``enact.evolution.mode_store``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from enact.memory.holding import MODEL_FACTS_HELD, hold_reason
 from enact.messages.common import MODEL_ACTION, is_human
 from enact.messages.memory import Change, Confirmed, Merged, Pending, Refused, Remember, Saved
 
-log = logging.getLogger("enact.actors.memory")  # the actor's decisions, logged under its name
+log = logging.getLogger("enact.memory.memory_actor")  # the actor's decisions, logged under its name
 
 MODEL_ORIGINS = frozenset({MODEL_MARKER_ORIGIN, MODEL_ACTION})
 NEEDS_HUMAN = "refused: {verb} needs a human; a model cannot {verb}"

@@ -17,7 +17,7 @@ from pathlib import Path
 from enact.memory.facts import Fact
 from enact.memory.index import FactIndex, IndexUnwritable
 
-log = logging.getLogger("enact.actors.memory")
+log = logging.getLogger("enact.memory.memory_actor")
 
 
 class IndexUpkeep:

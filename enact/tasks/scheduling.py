@@ -1,5 +1,5 @@
 """Cron schedules and the backlog as plain records and rules, testable
-without threads: the Scheduler actor (``enact.actors.scheduler``) stores
+without threads: the Scheduler actor (``enact.tasks.scheduler_actor``) stores
 them, keeps the clock and asks the queue.
 
 A schedule is an interval (``every 10m``, ``every 2h``, ``every 1d``; also

@@ -8,7 +8,7 @@ keeps the clock (its own timer, ``scheduler.tick_s``), asks the task queue
 and stores what it did. Every tick first checks the epoch fence: a fenced
 daemon submits nothing (and the queue refuses a fenced write anyway).
 
-It also runs the evolve schedule (``enact.actors._evolve_runs``, its clock
+It also runs the evolve schedule (``enact.evolution.runs``, its clock
 in ``scheduler.evolve``): scans, proposals and, with auto-evolve,
 brainstorming, reported to the owner and never approved.
 
@@ -28,9 +28,9 @@ import lmdb
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
-from enact.actors._evolve_runs import DATABASE as EVOLVE
-from enact.actors._evolve_runs import EvolveRuns
 from enact.claimed_clock import Decision, nest_flat_claim
+from enact.evolution.runs import DATABASE as EVOLVE
+from enact.evolution.runs import EvolveRuns
 from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,

@@ -31,8 +31,8 @@ from typing import Any
 from enact.actors._asks import ActorNotFound
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
-from enact.actors.conversation import ConversationActor
 from enact.actors.supervisor import ActorSpec
+from enact.chat.conversation_actor import ConversationActor
 from enact.chat.inbox_records import InboxRecords, sequence_of
 from enact.chat.notices import notice_event
 from enact.chat.receipts import GiveUp, ReceiptRules, Received, Resumption, RetryIn, diagnostic

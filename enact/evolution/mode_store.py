@@ -2,7 +2,7 @@
 Scheduler last said of its evolve clock, both in ``evolution.settings``
 (keys ``mode`` and ``clock``), and the runs it gave up (an audit event
 ``run-failed``, in the evolve history). The curator actor calls these; the
-Scheduler runs the schedule (``enact.actors._evolve_runs``).
+Scheduler runs the schedule (``enact.evolution.runs``).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ human's approval into an ordinary task.
 
 Owns ``evolution.candidates`` (key: the candidate id), ``evolution.proposals``
 and ``evolution.audit`` (append logs) and ``evolution.settings`` (the evolve
-mode and schedule state, written by ``enact.actors._evolve_schedule``). The
+mode and schedule state, written by ``enact.evolution.mode_store``). The
 rules are plain modules in ``enact.evolution``; this actor routes each
 message to the part that handles it and answers the reads itself:
 
@@ -24,15 +24,15 @@ import time
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
-from enact.actors._curator_adoption import Adoption
-from enact.actors._curator_decisions import Decisions
-from enact.actors._curator_proposals import Curated, Proposals, Synthesised
-from enact.actors._curator_signals import signals_of
-from enact.actors._evolve_brainstorm import BrainstormAnswered, Brainstorms
-from enact.actors._evolve_schedule import EvolveModes
 from enact.evolution import ranking
+from enact.evolution.brainstorms import BrainstormAnswered, Brainstorms
 from enact.evolution.candidates import CandidateState
+from enact.evolution.curator_adoption import Adoption
+from enact.evolution.curator_decisions import Decisions
+from enact.evolution.curator_proposals import Curated, Proposals, Synthesised
 from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
+from enact.evolution.curator_signals import signals_of
+from enact.evolution.mode_store import EvolveModes
 from enact.messages.common import Rejected
 from enact.messages.curator import (
     MAX_LIST,

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
-from enact.actors._curator_signals import SCANNER, link_signals
 from enact.evolution import curation, synthesis
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
+from enact.evolution.curator_signals import SCANNER, link_signals
 from enact.evolution.signals import Signal
 from enact.messages.common import Rejected
 from enact.messages.curator import MAX_LIST, PROPOSAL_RUNNING, Propose, Proposed

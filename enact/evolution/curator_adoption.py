@@ -18,11 +18,11 @@ from collections.abc import Callable
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
-from enact.actors._curator_signals import set_signals
 from enact.evolution import approval
 from enact.evolution.candidates import Candidate, CandidateState
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
+from enact.evolution.curator_signals import set_signals
 from enact.evolution.signals import SignalState
 from enact.messages.curator import AuditEvent
 from enact.messages.reviews import Landed

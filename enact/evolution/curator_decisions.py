@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 
 from enact.actors._base import ActorContext
-from enact.actors._curator_signals import set_signals, signals_of
 from enact.evolution import approval, curation
 from enact.evolution.candidates import CandidateState
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
+from enact.evolution.curator_signals import set_signals, signals_of
 from enact.evolution.signals import SignalState
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import (
