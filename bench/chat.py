@@ -1,6 +1,6 @@
 """Chat end to end: events/s and ``send`` latency vs the original JSON files.
 
-enact, events/s: the daemon's own actors (``enact.roster.actor_specs``:
+enact, events/s: the daemon's own actors (the components' ``enact.components.component_actors``:
 epoch, journal, sessions, inbox, and one conversation actor per
 conversation) assembled in this process with a Supervisor on real LMDB with
 durable commits, the scripted runtime with no rules file (every message gets
@@ -56,10 +56,10 @@ from enact.channels.local import LocalChannel
 from enact.chat import inbox_records, records
 from enact.chat import outbox_actor as outbox
 from enact.chat.records import LoggedTurn, Receipt, ReceiptStatus, TurnOutcome
-from enact.chat.services import ChatServices
 from enact.cli._client import Client
 from enact.commands import CommandContext, CommandRegistry, builtin_commands
-from enact.daemon import build_runtime, startup_context
+from enact.components import DaemonParts
+from enact.daemon import build_runtime
 from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages import local
@@ -68,7 +68,6 @@ from enact.messages.inbox import ChatEvent, Outcome
 from enact.messages.local import Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
-from enact.roster import actor_specs
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import RecordTable, Storage, Store
@@ -183,7 +182,7 @@ class _Enact:
         self.events = self.history = history
         self.prefill_s = 0.0
         self.fatal: list[str] = []
-        installed = components.builtin()
+        installed = components.load()
         settings = installed.load_config(home, environ={})
         self.storage = Storage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20)
         self.fence = Fence(home, self.storage)
@@ -202,17 +201,17 @@ class _Enact:
                 commands.register(command)
             timeout = settings["control.request_timeout_s"]
             self.channel = LocalChannel(wait_timeout_s=timeout)
-            services = ChatServices(
-                channels={self.channel.name: self.channel},
+            parts = DaemonParts(
+                settings=settings,
                 # The scripted runtime; no rules file, so every reply is an echo.
                 runtime=build_runtime(installed, settings),
-                commands=commands,
-                startup_context=startup_context(commands),
+                channels={self.channel.name: self.channel},
                 origins={self.channel.name: HUMAN_CLI},
+                commands=commands,
             )
             self.supervisor = Supervisor(
-                actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=self.storage,
-                fence=self.fence, on_fatal=self.fatal.append,
+                components.component_actors(installed, parts), home=home, config=settings, metrics=Metrics(),
+                storage=self.storage, fence=self.fence, on_fatal=self.fatal.append,
             )
             commands.bind(CommandContext(fence=self.fence, status=lambda: "bench"))
             self.supervisor.start()

@@ -1,17 +1,20 @@
 """Components: the parts of enact that bring their own configuration.
 
-A component (a chat channel, a runtime adapter, later memory and tasks, or
-an installed extension) is a ``Component`` subclass, in the shape of
-Mopidy's ``Extension``: a name, the settings of its config section (with
-defaults and checks), an environment check run at daemon start, and what it
-adds to the daemon: actors, the wire requests it serves (their prefix is the
-component's name), a channel or a runtime.
+A component is a ``Component`` subclass, in the shape of Mopidy's
+``Extension``: a name, the settings of its config section (with defaults and
+checks), an environment check run at daemon start, and what it adds to the
+daemon: actors, the wire requests it serves (their prefix is the
+component's name), chat commands, CLI commands, metrics, a channel or a
+runtime. Every feature of enact is one: chat, memory, tasks, evolution, each
+channel and each runtime, and the daemon's own core.
 
-enact's own components (the local channel, the scripted runtime) are built
-in, so a source checkout works without being installed; an installed package
-adds one through the ``enact.extensions`` entry-point group, each entry
-point naming a Component subclass or a factory that returns an instance.
-A broken extension stops the daemon at start with one line naming it.
+They are all found the same way: through the ``enact.extensions``
+entry-point group, each entry point naming a Component subclass or a factory
+that returns an instance. enact's own are the entry points of the ``enact``
+distribution (``setup.cfg``), loaded first; an installed package adds one the
+same way. A broken extension stops the daemon at start with one line naming
+it. The daemon's actors, the reserved names, the chat commands and the CLI's
+commands are read from what loaded; nothing else lists them.
 """
 
 from __future__ import annotations
@@ -26,26 +29,28 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
 from enact.config import Config, ConfigError, Setting
-from enact.messages._registry import PROTOCOLS, Request
+from enact.messages._registry import Request, protocols
 from enact.messages.common import Origin, chat_origin
 
 if TYPE_CHECKING:
     import importlib.metadata
 
+    from prometheus_client import CollectorRegistry
+
     from enact.actors.supervisor import ActorSpec
     from enact.channels import Channel
-    from enact.commands import CommandRegistry
+    from enact.commands import Command, CommandRegistry
     from enact.runtime import Runtime
 
 GROUP = "enact.extensions"
+OWN_DISTRIBUTION = "enact"
+"""The distribution whose entry points are enact's own components."""
 
-RESERVED_NAMES = frozenset({"core", "enact", "channels"})
-"""Words the daemon keeps that name no section, protocol or actor of its own.
-No component may take one, nor a section of enact's own settings
-(``config.SETTINGS``), nor the prefix of one of enact's own protocols
-(``PROTOCOLS``, but those a built-in component serves: ``local``), nor, when
-the daemon starts, the name of one of its actors or of their pools' families
-(the roster's: ``component_actors``)."""
+RESERVED_NAMES = frozenset({"enact"})
+"""The one word no component may take. Every other name a component may not
+take is read from what loaded (``check``, ``component_actors``): another
+component's name, a section of enact's own settings, the prefix of one of
+enact's protocols it does not serve, an actor or a pool's family."""
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
@@ -60,23 +65,58 @@ class ComponentError(Exception):
     """A component cannot be loaded or its environment is not usable; one line."""
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class DaemonParts:
+    """What the daemon has made before the components add their actors."""
+
+    settings: Config
+    runtime: Runtime
+    """The runtime ``runtime.adapter`` names, metered."""
+    channels: Mapping[str, Channel]
+    """The channels the daemon runs, by name."""
+    origins: Mapping[str, Origin]
+    """Each channel's origin, as its component vouches for it."""
+    commands: CommandRegistry
+    """Every component's chat commands and the owner's programs."""
+
+
 class Component:
-    """Subclass it; set ``name`` and ``settings``, override what applies."""
+    """Subclass it; set ``name`` and ``settings``, override what applies.
+
+    The module that declares a component is imported by every CLI command
+    (which reads ``cli``): it imports what its actors and commands need
+    inside the methods that make them."""
 
     name: ClassVar[str] = ""
     settings: ClassVar[tuple[Setting, ...]] = ()
     sections: ClassVar[tuple[str, ...]] = ()
     """Config sections its keys may live in; empty means its own name only."""
+    cli: ClassVar[Mapping[str, str]] = {}
+    """The CLI commands it adds: command name -> ``module:attribute`` of a
+    click command, imported only when that command runs."""
 
     def validate_environment(self, settings: Config) -> None:
         """Raise ComponentError (one line) if the daemon cannot use this
         component as configured: a missing binary, an unset token."""
 
-    def actors(self, settings: Config) -> Sequence[ActorSpec]:
-        """The actors it adds to the supervisor, each named after the
-        component (``<name>`` or ``<name>:<part>``), so that its wire prefix
-        reaches them."""
+    def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
+        """The actors it adds to the supervisor. An installed extension's are
+        each named after it (``<name>`` or ``<name>:<part>``), so that its
+        wire prefix reaches them; enact's own keep the names of their
+        protocols (``inbox``, ``tasks``)."""
         return ()
+
+    def commands(self, registry: CommandRegistry) -> Sequence[Command]:
+        """The chat commands it adds to ``registry`` (``/name`` in chat, a
+        model's action, ``enact call commands.Run``); the registry is there for
+        a command that lists the others (``/help``)."""
+        return ()
+
+    def metrics(self, registry: CollectorRegistry) -> None:
+        """Create its metrics in the daemon's registry (each named
+        ``enact_<...>``, every labelled series at 0 so that the first
+        incident is an increase an alert sees); called once, before
+        ``actors``, which hands them to the actors that count."""
 
     def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
         """The wire requests it serves, each a registered request named
@@ -132,6 +172,19 @@ class Components:
     """The loaded components, enact's own first."""
 
     items: tuple[Component, ...]
+    own: frozenset[str] = frozenset()
+    """The names of enact's own among them."""
+
+    def cli_commands(self) -> dict[str, str]:
+        """Every CLI command: name -> ``module:attribute`` of its click command."""
+        return {name: target for component in self.items for name, target in component.cli.items()}
+
+    def chat_commands(self, registry: CommandRegistry) -> list[Command]:
+        return [command for component in self.items for command in component.commands(registry)]
+
+    def create_metrics(self, registry: CollectorRegistry) -> None:
+        for component in self.items:
+            component.metrics(registry)
 
     def settings(self) -> tuple[Setting, ...]:
         """Every key that exists: the core ones (``runtime.adapter`` choosing
@@ -180,36 +233,41 @@ class Components:
                 ) from None
 
 
-def builtin() -> Components:
-    """enact's own components, without reading any entry point."""
-    from enact.channels.local import LocalChannelComponent
-    from enact.channels.telegram_component import TelegramChannelComponent
-    from enact.runtime.claude import ClaudeRuntimeComponent
-    from enact.runtime.codex import CodexRuntimeComponent
-    from enact.runtime.openai import OpenAIRuntimeComponent
-    from enact.runtime.scripted import ScriptedRuntimeComponent
+def load(extensions: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:
+    """enact's own components, then every installed extension (or the given
+    ``extensions`` in their place); raises ComponentError naming the first
+    one that cannot be used."""
+    import importlib.metadata  # only here: a command that needs no component never reads entry points
 
-    return Components(items=(LocalChannelComponent(), TelegramChannelComponent(), ScriptedRuntimeComponent(),
-                             CodexRuntimeComponent(), ClaudeRuntimeComponent(), OpenAIRuntimeComponent()))
-
-
-def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:
-    """The built-in components plus every installed extension; raises
-    ComponentError naming the first extension that cannot be used."""
-    import importlib.metadata  # only here: the CLI's other commands never read entry points
-
-    own = builtin().items
-    found = importlib.metadata.entry_points(group=GROUP) if entry_points is None else entry_points
-    items = list(own)
-    for entry_point in sorted(found, key=lambda e: e.name):
-        items.append(_load_extension(entry_point))
-    components = Components(items=tuple(items))
+    found = importlib.metadata.entry_points(group=GROUP)
+    own = [entry for entry in found if _distribution_of(entry) == OWN_DISTRIBUTION]
+    if not own:
+        raise ComponentError("enact's own components are not installed: install enact "
+                             "(`make run` does: pip install -e .) rather than running it from a bare source tree")
+    others = [entry for entry in found if _distribution_of(entry) != OWN_DISTRIBUTION]
+    items = sorted((_load_entry(entry, own=True) for entry in own), key=_own_order)
+    for entry_point in sorted(others if extensions is None else extensions, key=lambda e: e.name):
+        items.append(_load_entry(entry_point, own=False))
+    components = Components(items=tuple(items), own=frozenset(entry.name for entry in own))
     check(components)
     return components
 
 
-def _load_extension(entry_point: importlib.metadata.EntryPoint) -> Component:
-    where = f"extension {entry_point.name} ({entry_point.value})"
+def _own_order(component: Component) -> tuple[int, str]:
+    """enact's own in a steady order: the core, the features, the channels,
+    the runtimes (entry points come in no particular order)."""
+    kind = 0 if component.name == "core" else 3 if isinstance(component, RuntimeComponent) else (
+        2 if isinstance(component, ChannelComponent) else 1)
+    return kind, component.name
+
+
+def _distribution_of(entry_point: importlib.metadata.EntryPoint) -> str:
+    distribution = entry_point.dist
+    return "" if distribution is None else str(distribution.metadata["Name"])
+
+
+def _load_entry(entry_point: importlib.metadata.EntryPoint, *, own: bool) -> Component:
+    where = f"{'component' if own else 'extension'} {entry_point.name} ({entry_point.value})"
     try:
         made = entry_point.load()
         component = made() if callable(made) else made
@@ -223,20 +281,31 @@ def _load_extension(entry_point: importlib.metadata.EntryPoint) -> Component:
 
 
 def check(components: Components) -> None:
-    """Names are valid and unique, and every setting is well declared, lives
-    in its component's sections and is declared once."""
+    """Names are valid and unique, no extension takes a section or protocol
+    prefix of enact's own, every setting is well declared, lives in its
+    component's sections and is declared once, and every CLI command has
+    one component."""
     seen_names: set[str] = set()
     keys = {s.key: "core" for s in config.SETTINGS}
-    taken_by_enact = (RESERVED_NAMES | {s.key.partition(".")[0] for s in config.SETTINGS}
-                      | (set(PROTOCOLS) - {c.name for c in builtin().items}))
+    own_sections = {s.key.partition(".")[0] for s in config.SETTINGS}
+    for component in components.items:
+        if component.name in components.own:
+            own_sections.update(component.sections or (component.name,))
+    served_by_own = {c.name for c in components.items if c.name in components.own}
+    taken_by_enact = RESERVED_NAMES | own_sections | (set(protocols()) - served_by_own)
     variables = {s.env_name: "core" for s in config.SETTINGS}
+    cli_commands: dict[str, str] = {}
     for component in components.items:
         name = component.name
         if not _NAME.fullmatch(name):
             raise ComponentError(f"component {name!r}: a name is lower-case letters, digits and _ (at most 32)")
-        if name in taken_by_enact or name in seen_names:
+        if name in seen_names or (name not in components.own and name in taken_by_enact):
             raise ComponentError(f"component {name}: the name is already taken")
         seen_names.add(name)
+        for command in component.cli:
+            if command in cli_commands:
+                raise ComponentError(f"component {name}: the CLI command {command!r} is {cli_commands[command]}'s")
+            cli_commands[command] = name
         for setting in component.settings:
             try:
                 config.check_declaration(setting)
@@ -251,23 +320,26 @@ def check(components: Components) -> None:
                 taken[what] = name
 
 
-def component_actors(installed: Components, settings: Config, *, taken: Iterable[str]) -> list[ActorSpec]:
-    """Every component's actors; raises ComponentError for a component named
-    like one of the ``taken`` actors (the daemon's own, and their pools'
-    families), or for an actor not named after its component or whose name is
-    already taken."""
-    names = set(taken)
-    specs = []
+def component_actors(installed: Components, parts: DaemonParts) -> list[ActorSpec]:
+    """Every component's actors, enact's own first; raises ComponentError for
+    an extension's actor not named after it, for an actor name or a pool's
+    family taken twice, and for an extension named like another component's
+    actor or pool family."""
+    specs: list[ActorSpec] = []
+    owner_of: dict[str, Component] = {}  # an actor's name or a pool's family -> its component
     for component in installed.items:
-        if component.name in names:
-            raise ComponentError(f"component {component.name}: the name is already taken")
-        for spec in component.actors(settings):
-            if spec.name != component.name and not spec.name.startswith(f"{component.name}:"):
+        extension = component.name not in installed.own
+        for spec in component.actors(parts):
+            if extension and spec.name != component.name and not spec.name.startswith(f"{component.name}:"):
                 raise ComponentError(f"component {component.name}: its actor {spec.name!r} must be named after it")
-            if spec.name in names:
-                raise ComponentError(f"component {component.name}: the actor name {spec.name!r} is already taken")
-            names.add(spec.name)
+            for family in spec.families:
+                if family in owner_of:
+                    raise ComponentError(f"component {component.name}: the actor name {family!r} is already taken")
+                owner_of[family] = component
             specs.append(spec)
+    for component in installed.items:
+        if owner_of.get(component.name, component) is not component:
+            raise ComponentError(f"component {component.name}: the name is already taken")
     return specs
 
 

@@ -18,14 +18,14 @@ from typing import Any, Protocol
 from enact import components, config
 from enact._app.channels import DaemonChannels
 from enact._app.claim import claim_home
-from enact._app.commands import daemon_commands, run_command, startup_context
+from enact._app.commands import daemon_commands, run_command
 from enact._app.control import ControlServer
 from enact._app.reports import DaemonReports, tally_spend
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
-from enact.chat.services import ChatServices
+from enact.chat.services import startup_context
 from enact.commands import CommandContext, CommandRegistry, JournaledCommands
-from enact.components import ComponentError, Components, WireHandler
+from enact.components import ComponentError, Components, DaemonParts, WireHandler
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
 from enact.home_guard import HomeRefused, check_home, check_owned_file, make_private
@@ -38,14 +38,13 @@ from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, kill_leftover_programs
-from enact.roster import actor_specs
 from enact.runtime import Runtime, Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
 from enact.tasks.from_chat import session_call
 
-__all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_REFUSED", "CommandServer", "build_runtime", "run", "startup_context"]
+__all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_REFUSED", "CommandServer", "build_runtime", "run"]
 
 log = logging.getLogger("enact.daemon")
 
@@ -107,7 +106,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        commands = daemon_commands(home)
+        commands = daemon_commands(home, installed)
         runtime = build_runtime(installed, settings, commands)
     except (CommandsFileError, RulesError, ValueError) as error:
         print(f"enact: {error}", file=sys.stderr)
@@ -164,19 +163,18 @@ class _Daemon:
         self.channels = DaemonChannels(installed, settings)
         self.metrics.initialise(channels=tuple(self.channels.channels), adapters=(runtime.name,),
                                 polling_channels=tuple(name for name in self.channels.channels if name != "local"))
-        services = ChatServices(
-            channels=dict(self.channels.channels),
+        parts = DaemonParts(
+            settings=settings,
             runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
                                    allow_full_access=settings["runtime.allow_full_access"]),
-            commands=commands,
-            startup_context=startup_context(commands),
+            channels=dict(self.channels.channels),
             origins=dict(self.channels.origins),
+            commands=commands,
         )
-        core_actors = actor_specs(services)
-        own_names = (family for spec in core_actors for family in spec.families)
-        extension_actors = components.component_actors(installed, settings, taken=own_names)
+        installed.create_metrics(self.metrics.registry)
+        actors = components.component_actors(installed, parts)
         self.supervisor = Supervisor(
-            [*core_actors, *extension_actors],
+            actors,
             home=home,
             config=settings,
             metrics=self.metrics,
@@ -202,7 +200,7 @@ class _Daemon:
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
         converse = session_call(runtime, self._ask, prompt_version=settings["runtime.prompt_version"],
-                                timeout_s=settings["runtime.timeout_s"], startup_context=services.startup_context)
+                                timeout_s=settings["runtime.timeout_s"], startup_context=startup_context(commands))
         commands.bind(CommandContext(fence=fence, status=self.reports.status_line, ask=self._ask, converse=converse,
                                      agentic=runtime.capabilities.agentic))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enact.actors._base import EnactActor
 from enact.actors.supervisor import ActorSpec
-from enact.components import Component, RuntimeComponent
+from enact.components import Component, DaemonParts, RuntimeComponent
 from enact.config import Config, Setting, between
 from enact.runtime import Capabilities, RuntimeRequest, RuntimeResult
 
@@ -25,7 +25,7 @@ class Taken(Component):
 
 
 class Reserved(Component):
-    name = "channels"
+    name = "enact"
 
 
 class NamedLikeAProtocol(Component):
@@ -64,14 +64,14 @@ class Pong(EnactActor):
 class MisnamedActor(Component):
     name = "misnamed"
 
-    def actors(self, settings: Config) -> list[ActorSpec]:
+    def actors(self, parts: DaemonParts) -> list[ActorSpec]:
         return [ActorSpec(name="inbox", actor=Pong)]
 
 
 class TwoActors(Component):
     name = "two"
 
-    def actors(self, settings: Config) -> list[ActorSpec]:
+    def actors(self, parts: DaemonParts) -> list[ActorSpec]:
         return [ActorSpec(name="two", actor=Pong), ActorSpec(name="two:helper", actor=Pong)]
 
 

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import urllib.request
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import component_cases
 import orjson
 import pytest
 from control_wire import RawClient
-from roster_services import roster_services
+from roster_services import daemon_actors, daemon_parts, roster_services
 
 from enact import components
 from enact.channels import InboxInlet, UnexpectedInboxReply
@@ -23,7 +24,6 @@ from enact.components import ChannelComponent, ComponentError, Components
 from enact.config import ConfigError
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Receive
-from enact.roster import actor_specs
 
 from conftest import DaemonFactory, enact_env, run_cli
 
@@ -43,9 +43,10 @@ def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:
 # -- in one process ------------------------------------------------------------
 
 
-def test_enacts_own_components_are_the_local_and_telegram_channels_and_the_built_in_runtimes() -> None:
-    installed = components.load(entry_points=[])
-    assert [c.name for c in installed.items][:3] == ["local", "telegram", "scripted"]
+def test_enacts_own_components_are_its_core_features_channels_and_runtimes() -> None:
+    installed = components.load(extensions=[])
+    assert [c.name for c in installed.items] == ["core", "chat", "evolution", "memory", "tasks", "local", "telegram",
+                                                 "claude", "codex", "openai", "scripted"]
     assert [c.name for c in installed.channels()] == ["local", "telegram"]
     assert {"scripted", "codex", "claude", "openai"} <= set(installed.runtimes())
     by_key = {s.key: s for s in installed.settings()}
@@ -56,7 +57,7 @@ def test_enacts_own_components_are_the_local_and_telegram_channels_and_the_built
 
 
 def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) -> None:
-    installed = components.load(entry_points=[_entry("echo", "component_cases:EchoRuntimeComponent")])
+    installed = components.load(extensions=[_entry("echo", "component_cases:EchoRuntimeComponent")])
     allowed = {s.key: s for s in installed.settings()}["runtime.adapter"].allowed
     assert allowed == "one of claude, codex, echo, openai, scripted"
     settings = installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "echo"})
@@ -70,8 +71,8 @@ def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) ->
 
 
 def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
-    installed = components.load(entry_points=[_entry("fine", "component_cases:make_fine")])
-    assert [c.name for c in installed.items] == ["local", "telegram", "scripted", "codex", "claude", "openai", "fine"]
+    installed = components.load(extensions=[_entry("fine", "component_cases:make_fine")])
+    assert [c.name for c in installed.items][-1] == "fine"
     settings = installed.load_config(tmp_path, environ={"ENACT_FINE_LEVEL": "3"})
     assert settings["fine.level"] == 3
     assert {row["key"]: row["component"] for row in settings.describe()}["fine.level"] == "fine"
@@ -88,7 +89,7 @@ def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
         ("other", "component_cases:Fine",
          "extension other (component_cases:Fine) declares the name 'fine'; its entry point must have that name"),
         ("local", "component_cases:Taken", "component local: the name is already taken"),
-        ("channels", "component_cases:Reserved", "component channels: the name is already taken"),
+        ("enact", "component_cases:Reserved", "component enact: the name is already taken"),
         ("inbox", "component_cases:NamedLikeAProtocol", "component inbox: the name is already taken"),
         ("evolve", "component_cases:NamedLikeACoreSection", "component evolve: the name is already taken"),
         ("stray", "component_cases:OutsideItsSection",
@@ -100,38 +101,39 @@ def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
 )
 def test_a_broken_extension_is_refused_with_one_line_naming_it(name: str, value: str, problem: str) -> None:
     with pytest.raises(ComponentError) as error:
-        components.load(entry_points=[_entry(name, value)])
+        components.load(extensions=[_entry(name, value)])
     assert _one_line(error) == problem
 
 
 def test_a_components_actors_are_named_after_it(tmp_path: Path) -> None:
-    installed = components.load(entry_points=[_entry("two", "component_cases:TwoActors")])
-    settings = installed.load_config(tmp_path, environ={})
-    specs = components.component_actors(installed, settings, taken=["inbox"])
-    assert [spec.name for spec in specs] == ["two", "two:helper"]
+    parts = daemon_parts(tmp_path)
+    installed = Components(items=(component_cases.TwoActors(),))
+    assert [spec.name for spec in components.component_actors(installed, parts)] == ["two", "two:helper"]
+    twice = Components(items=(component_cases.TwoActors(), component_cases.TwoActors()))
     with pytest.raises(ComponentError) as error:
-        components.component_actors(installed, settings, taken=["two:helper"])
-    assert _one_line(error) == "component two: the actor name 'two:helper' is already taken"
-    misnamed = components.load(entry_points=[_entry("misnamed", "component_cases:MisnamedActor")])
+        components.component_actors(twice, parts)
+    assert _one_line(error) == "component two: the actor name 'two' is already taken"
+    misnamed = Components(items=(component_cases.MisnamedActor(),))
     with pytest.raises(ComponentError) as error:
-        components.component_actors(misnamed, settings, taken=["inbox"])
+        components.component_actors(misnamed, parts)
     assert _one_line(error) == "component misnamed: its actor 'inbox' must be named after it"
 
 
 def test_a_component_named_like_any_of_the_daemons_actors_or_their_pools_is_refused(tmp_path: Path) -> None:
-    specs = actor_specs(roster_services())
+    own = components.load(extensions=[])
+    specs = daemon_actors(roster_services())
     for spec in specs:  # each actor serves its own protocol: even the CLI's commands refuse its name
         with pytest.raises(ComponentError) as error:
-            components.check(Components(items=(*components.builtin().items, component_cases.named(spec.name))))
+            components.check(Components(items=(*own.items, component_cases.named(spec.name)), own=own.own))
         assert _one_line(error) == f"component {spec.name}: the name is already taken"
-    own = [family for spec in specs for family in spec.families]
+    families = [family for spec in specs for family in spec.families]
     assert {"memory", "tasks", "reviews", "scheduler", "workers", "curator", "scanner", "conversation",
-            "worker"} <= set(own)
-    settings = components.load(entry_points=[]).load_config(tmp_path, environ={})
-    for name in own:
-        installed = Components(items=(component_cases.named(name),))
+            "worker"} <= set(families)
+    parts = daemon_parts(tmp_path)
+    for name in families:
+        installed = Components(items=(*own.items, component_cases.named(name)), own=own.own)
         with pytest.raises(ComponentError) as error:
-            components.component_actors(installed, settings, taken=own)
+            components.component_actors(installed, parts)
         assert _one_line(error) == f"component {name}: the name is already taken"
 
 
@@ -156,14 +158,14 @@ def test_a_channel_submits_only_its_own_events_under_the_origin_its_component_vo
     with pytest.raises(UnexpectedInboxReply):  # nothing answered: asked.append returns None
         inlet.submit(own)
     assert asked == [Receive(event=own, origin=HUMAN_CLI)]
-    local, telegram = components.builtin().channels()
+    local, telegram = components.load().channels()
     assert local.origin() == HUMAN_CLI
     assert telegram.origin() == "chat:telegram"
     assert ChannelComponent.origin(local) == "chat:local"  # what any other channel vouches for
 
 
 def test_only_the_chosen_runtime_checks_its_environment(tmp_path: Path) -> None:
-    installed = Components(items=components.builtin().items)
+    installed = Components(items=components.load().items)
     settings = installed.load_config(tmp_path, environ={"ENACT_SCRIPTED_RULES": str(tmp_path / "absent.toml")})
     with pytest.raises(ComponentError) as error:
         installed.validate_environment(settings)
@@ -188,7 +190,7 @@ def hello_path(tmp_path_factory: pytest.TempPathFactory) -> str:
     return os.pathsep.join(filter(None, [str(target), os.environ.get("PYTHONPATH", "")]))
 
 
-def test_an_installed_extension_adds_its_settings_and_serves_its_request(
+def test_an_installed_extension_adds_its_settings_actor_requests_metric_chat_and_cli_commands(
     daemons: DaemonFactory, hello_path: str
 ) -> None:
     home = daemons.new_home()
@@ -210,9 +212,20 @@ def test_an_installed_extension_adds_its_settings_and_serves_its_request(
         assert reply == {"type": "hello.Greeting", "body": {"text": "good morning, Ada"}}
         for pings in (1, 2):  # served by the extension's own actor
             assert client.ask({"type": "hello.Ping"}) == {"type": "hello.Pong", "body": {"pings": pings}}
-    assert "hello" in [actor["name"] for actor in daemon.cli_json("status", "--json")["actors"]]
-    # `enact call` reaches an extension's types too, loading extensions only for them.
+    status = daemon.cli_json("status", "--json")
+    assert "hello" in [actor["name"] for actor in status["actors"]]
+    # Its chat command and its CLI command, both reaching its actor or its handler.
     env = {"PYTHONPATH": hello_path}
+    sent = daemon.cli_json("send", "--json", "/hello.ping", env=env)
+    assert (sent["status"], sent["reply"]) == ("replied", "pong 3")
+    said = run_cli(home, "hello", "Cy", env=env)
+    assert (said.returncode, said.stdout) == (0, "good morning, Cy\n"), said.stderr
+    assert "hello" in run_cli(home, "--help", env=env).stdout
+    # Its metric, in the daemon's registry with the rest.
+    with urllib.request.urlopen(f"http://{status['metrics_addr']}/metrics", timeout=10) as page:
+        scraped = page.read().decode()
+    assert "enact_hello_pings_total 3.0" in scraped.splitlines()
+    # `enact call` reaches an extension's types too.
     assert daemon.cli_json("call", "hello.Greet", '{"name": "Bo"}', env=env) == {
         "type": "hello.Greeting", "body": {"text": "good morning, Bo"}
     }

@@ -32,10 +32,17 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact.actors._specs", "enact.actors.supervisor",
     )),
     ("the command registry and the owner's programs", ("enact.commands", "enact.programs")),
-    ("components and the model runtimes they plug in", ("enact.components", "enact.runtime")),
-    ("the features", ("enact.chat", "enact.memory", "enact.channels", "enact.tasks")),
+    ("components, the channel contract and the model runtimes they plug in", (
+        "enact.components", "enact.runtime",
+        "enact.channels",  # the package itself: what a channel is; the channels are features, listed there
+    )),
+    ("the features", (
+        "enact.chat", "enact.memory", "enact.tasks", "enact.channels.local", "enact.channels.telegram",
+        "enact.channels.telegram_api", "enact.channels.telegram_component", "enact.channels.telegram_text",
+        "enact.channels.telegram_updates",
+    )),
     ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),
-    ("the daemon's own fence actor, and the roster of every actor", ("enact.epoch_actor", "enact.roster")),
+    ("the daemon's own component: the fence's actor, the token tally, /help", ("enact.epoch_actor", "enact.core")),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
     ("the CLI, which also runs the daemon", ("enact.cli", "enact.__main__")),
 )
@@ -60,11 +67,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
     ("enact.tasks.scheduler_actor", "enact.evolution"): (
         "the scheduler carries out the scheduled evolve run on its tick; it goes once the evolve run is an "
         "actor of the evolution package"
-    ),
-    ("enact.components", "enact.channels"): (
-        "builtin() names the built-in channel components, and a ChannelComponent makes a Channel, whose protocol "
-        "lives in enact.channels; both go once the built-ins register through the entry-point group as an "
-        "installed extension does"
     ),
 }
 """(importer, imported), each a prefix as in LAYERS: an import that runs

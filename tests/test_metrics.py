@@ -17,12 +17,11 @@ from typing import Any
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
-from roster_services import roster_services
+from roster_services import daemon_actors, roster_services
 
 from enact import __version__
 from enact import metrics as metric_labels
 from enact.messages.commands import CommandOutcome
-from enact.roster import actor_specs
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeTimeout
 from enact.tasks.records import EventKind
 
@@ -70,7 +69,7 @@ def test_metrics_endpoint_exports_the_foundation_metrics(daemons: DaemonFactory)
 
 def test_every_known_labelled_series_is_exported_at_zero_from_the_start(daemons: DaemonFactory) -> None:
     text = scrape(daemons.start())
-    families = [family for spec in actor_specs(roster_services()) for family in spec.families]
+    families = [family for spec in daemon_actors(roster_services()) for family in spec.families]
     assert {"workers", "worker", "conversation"} <= set(families)
     for actor in families:
         assert value(text, "enact_actor_restarts_total", actor=actor) == 0

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
+from roster_services import daemon_actors
 
 from enact import config
 from enact.actors._base import ActorContext, EnactActor
@@ -34,7 +35,6 @@ from enact.messages.inbox import ChatEvent, GetOutcome, Outcome, ReadTurns, Rece
 from enact.messages.outbox import DeliveryOutcome, DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
 from enact.retry import Backoff
-from enact.roster import actor_specs
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import RecordTable, Storage, decode_record, encode_record
 
@@ -297,7 +297,7 @@ class Home:
                                 commands=commands, startup_context="", origins={"test": HUMAN_CLI})
         # The listener first: an event is told only to subscribers running then.
         specs = [ActorSpec(name="listener", actor=Listener, options={"heard": self.heard}, subscribes=(TurnLogged,)),
-                 *actor_specs(services)]
+                 *daemon_actors(services, settings)]
         fatal = threading.Event()
         supervisor = Supervisor(specs, home=self.path, config=settings, metrics=Metrics(), storage=storage,
                                 fence=fence, on_fatal=lambda _: fatal.set())

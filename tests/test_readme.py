@@ -13,14 +13,14 @@ from pathlib import Path
 import orjson
 
 from enact.cli._group import main
-from enact.components import builtin
+from enact.components import load
 from enact.home import SOCKET_NAME
 from enact.messages._framing import MAX_FRAME_BYTES
 
 from conftest import DaemonFactory, enact_env
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
-SETTINGS = builtin().settings()
+SETTINGS = load().settings()
 """The daemon's own settings and those of enact's built-in components."""
 
 

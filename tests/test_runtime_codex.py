@@ -230,8 +230,8 @@ def test_codex_settings_live_in_a_runtime_codex_table_and_the_environment_wins(t
 
     (tmp_path / "config.toml").write_text('[runtime]\nadapter = "codex"\n[runtime.codex]\nmodel = "gpt-x"\n'
                                           'reasoning_effort = "low"\n')
-    settings = components.builtin().load_config(tmp_path, environ={"ENACT_CODEX_REASONING_EFFORT": "high"})
-    runtime = components.builtin().runtime(settings).make_runtime(settings, None)
+    settings = components.load().load_config(tmp_path, environ={"ENACT_CODEX_REASONING_EFFORT": "high"})
+    runtime = components.load().runtime(settings).make_runtime(settings, None)
     assert isinstance(runtime, CodexRuntime)
     assert (runtime.model, runtime.reasoning_effort) == ("gpt-x", "high")
     argv = runtime.argv("codex", RuntimeRequest(session_key="k", prompt="p", sandbox="full-access"), Path("/x"))
@@ -262,7 +262,7 @@ def test_an_explicit_codex_path_that_is_missing_stops_the_daemon_at_start(tmp_pa
     from enact import components
     from enact.components import ComponentError
 
-    installed = components.builtin()
+    installed = components.load()
     settings = installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "codex",
                                                          "ENACT_CODEX_BIN": str(tmp_path / "nope")})
     with pytest.raises(ComponentError, match="ENACT_CODEX_BIN"):

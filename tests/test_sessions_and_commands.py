@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from roster_services import daemon_actors
 
 from enact import config
-from enact._app.commands import startup_context
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
-from enact.chat.services import ChatServices
+from enact.chat.services import ChatServices, startup_context
 from enact.commands import (
     Authority,
     Command,
@@ -36,7 +36,6 @@ from enact.messages.sessions import Forget, Lookup, Session
 from enact.metrics import Metrics
 from enact.ownership import not_the_owners
 from enact.programs import CommandsFileError, load_program_commands
-from enact.roster import actor_specs
 from enact.runtime import Capabilities, RuntimeFailure, RuntimeRequest, RuntimeResult
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 from enact.storage import Storage
@@ -95,7 +94,7 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     )
     fatal = threading.Event()
     supervisor = Supervisor(
-        actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=storage, fence=fence,
+        daemon_actors(services, settings), home=home, config=settings, metrics=Metrics(), storage=storage, fence=fence,
         on_fatal=lambda _: fatal.set(),
     )
     commands.bind(CommandContext(fence=fence, status=lambda: "fine"))

@@ -73,12 +73,12 @@ def _code_stamp() -> int:
 
 def _preload() -> None:
     """Everything a command imports, once, before the first fork."""
-    from enact.cli._group import COMMANDS
-    from enact.messages._registry import PROTOCOLS
+    from enact import components
+    from enact.messages._registry import protocols
 
-    for target in COMMANDS.values():
+    for target in components.load().cli_commands().values():
         importlib.import_module(target.partition(":")[0])
-    for protocol in PROTOCOLS:
+    for protocol in protocols():
         importlib.import_module(f"enact.messages.{protocol}")
     for module in ("uuid", "datetime", "orjson", "enact.messages._framing"):
         importlib.import_module(module)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import importlib
+import os
 import sys
 import types
 import typing
@@ -60,7 +61,7 @@ class _ProtocolNames(dict[str, Any]):
     searched first, as globals."""
 
     def __missing__(self, name: str) -> Any:
-        if name not in PROTOCOLS:
+        if name not in protocols():
             raise KeyError(name)
         return importlib.import_module(f"enact.messages.{name}")
 
@@ -130,20 +131,24 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
     return _register(name, Kind.INTERNAL)
 
 
-PROTOCOLS = (
-    "channel", "commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
-    "memory", "accounting", "tasks", "reviews", "scheduler", "workers",
-    "curator",
-    "scanner",
-)
-"""The protocol modules of ``enact.messages``. A wire name's prefix is the
-module that declares it, which is imported when one of its names is first
-looked up: a CLI command loads only the protocols it speaks (a dataclass costs
-about half a millisecond to create, and every command pays it at start)."""
+_PROTOCOLS: tuple[str, ...] = ()
+
+
+def protocols() -> tuple[str, ...]:
+    """The protocol modules of ``enact.messages``: every module of the
+    package not named with a leading ``_``. A wire name's prefix is the module
+    that declares it, which is imported when one of its names is first looked
+    up: a CLI command loads only the protocols it speaks (a dataclass costs
+    about half a millisecond to create, and every command pays it at start)."""
+    global _PROTOCOLS
+    if not _PROTOCOLS:
+        names = os.listdir(os.path.dirname(__file__))
+        _PROTOCOLS = tuple(sorted(name[:-3] for name in names if name.endswith(".py") and not name.startswith("_")))
+    return _PROTOCOLS
 
 
 def _load_protocol(prefix: str) -> None:
-    if prefix in PROTOCOLS:
+    if prefix in protocols():
         importlib.import_module(f"enact.messages.{prefix}")
 
 
@@ -167,6 +172,6 @@ def type_name(message: object) -> str:
 
 
 def registered() -> list[Registration]:
-    for prefix in PROTOCOLS:
+    for prefix in protocols():
         _load_protocol(prefix)
     return sorted(_BY_NAME.values(), key=lambda r: r.name)

@@ -1,6 +1,7 @@
 """A third-party component: its settings, an environment check, one wire
-request it serves itself (``hello.Greet``) and an actor of its own that
-serves another (``hello.Ping``)."""
+request it serves itself (``hello.Greet``), an actor of its own that serves
+another (``hello.Ping``) and counts them in a metric of its own, a chat
+command (``/hello.ping``) and a CLI command (``enact hello``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 
 from enact.actors._base import EnactActor, UnknownMessage
 from enact.actors.supervisor import ActorSpec
-from enact.components import Ask, Component, ComponentError, WireHandler
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandRegistry
+from enact.components import Ask, Component, ComponentError, DaemonParts, WireHandler
 from enact.config import Check, Config, Setting
 from enact.messages import Request, reply, request
+from prometheus_client import CollectorRegistry, Counter
 
 
 @request("hello.Greet")
@@ -43,20 +46,29 @@ class Pong:
 
 
 class HelloActor(EnactActor):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, pinged: Counter, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._pings = 0
+        self._pinged = pinged
 
     def handle(self, message: Any) -> Any:
         match message:
             case Ping():
                 self._pings += 1
+                self._pinged.inc()
                 return Pong(pings=self._pings)
         raise UnknownMessage(self.context.name, message)
 
 
+def _ping(call: CommandCall, context: CommandContext) -> str:
+    pong = context.ask("hello", Ping())
+    assert isinstance(pong, Pong)
+    return f"pong {pong.pings}"
+
+
 class HelloComponent(Component):
     name = "hello"
+    cli = {"hello": "enact_hello.cli:hello"}
     settings = (
         Setting("hello.greeting", str, "hello", "What the hello extension says",
                 Check("1 to 40 characters", lambda value: 1 <= len(value) <= 40)),
@@ -68,8 +80,15 @@ class HelloComponent(Component):
         if needed and not Path(needed).exists():
             raise ComponentError(f"hello: hello.needs_file {needed} does not exist")
 
-    def actors(self, settings: Config) -> list[ActorSpec]:
-        return [ActorSpec(name="hello", actor=HelloActor)]
+    def metrics(self, registry: CollectorRegistry) -> None:
+        self._pinged = Counter("enact_hello_pings", "Pings the hello actor answered", registry=registry)
+
+    def actors(self, parts: DaemonParts) -> list[ActorSpec]:
+        return [ActorSpec(name="hello", actor=HelloActor, options={"pinged": self._pinged})]
+
+    def commands(self, registry: CommandRegistry) -> list[Command]:
+        return [Command(name="hello.ping", summary="ping the hello actor", handler=_ping,
+                        authority=Authority.PUBLIC)]
 
     def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
         greeting = settings["hello.greeting"]

@@ -1,0 +1,40 @@
+"""The evolution component: the evidence scanner and the curator (signals,
+candidates, proposals, the evolve mode); their chat commands and ``enact
+evolve``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from enact.components import Component, DaemonParts
+
+if TYPE_CHECKING:
+    from enact.actors.supervisor import ActorSpec
+    from enact.commands import Command, CommandRegistry
+
+
+class EvolutionComponent(Component):
+    name = "evolution"
+    sections = ("evolve",)
+    cli: ClassVar[Mapping[str, str]] = {"evolve": "enact.cli._evolve:evolve"}
+
+    def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
+        from enact.actors.supervisor import ActorSpec
+        from enact.evolution import curator_actor, scanner_actor
+        from enact.messages.reviews import Landed
+        from enact.messages.tasks import TaskChanged
+
+        return [
+            ActorSpec(name="scanner", actor=scanner_actor.ScannerActor, databases=scanner_actor.DATABASES,
+                      depends_on=("epoch", "inbox", "tasks"), options={"runtime": parts.runtime}),
+            ActorSpec(name="curator", actor=curator_actor.CuratorActor, databases=curator_actor.DATABASES,
+                      depends_on=("epoch", "tasks", "reviews", "scanner"), options={"runtime": parts.runtime},
+                      subscribes=(TaskChanged, Landed)),
+        ]
+
+    def commands(self, registry: CommandRegistry) -> Sequence[Command]:
+        from enact.evolution.commands import evolve_commands
+        from enact.evolution.mode_commands import mode_commands
+
+        return [*evolve_commands(), *mode_commands()]

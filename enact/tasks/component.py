@@ -1,0 +1,52 @@
+"""The tasks component: the queue, the worker pool, reviews and the
+scheduler (cron and backlog); their chat commands and ``enact task``,
+``review``, ``cron``, ``backlog`` and ``worktree``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from enact.components import Component, DaemonParts
+
+if TYPE_CHECKING:
+    from enact.actors.supervisor import ActorSpec
+    from enact.commands import Command, CommandRegistry
+
+
+class TasksComponent(Component):
+    name = "tasks"
+    sections = ("tasks", "scheduler")
+    cli: ClassVar[Mapping[str, str]] = {
+        "task": "enact.cli._tasks:task",
+        "review": "enact.cli._reviews:review",
+        "cron": "enact.cli._schedule:cron",
+        "backlog": "enact.cli._schedule:backlog",
+        "worktree": "enact.cli._worktrees:worktree",
+    }
+
+    def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
+        from enact.actors.supervisor import ActorSpec
+        from enact.messages.tasks import TaskChanged
+        from enact.tasks import queue_actor, reviews_actor, scheduler_actor, workers_actor
+
+        return [
+            ActorSpec(name="tasks", actor=queue_actor.TaskQueueActor, databases=queue_actor.DATABASES,
+                      depends_on=("epoch", "inbox"),  # it tells the inbox its owner notices, at start too
+                      options={"agentic": parts.runtime.capabilities.agentic}),
+            ActorSpec(name="reviews", actor=reviews_actor.ReviewsActor, databases=reviews_actor.DATABASES,
+                      depends_on=("epoch",)),
+            # The evolve schedule asks the scanner, the curator, memory and the inbox.
+            ActorSpec(name="scheduler", actor=scheduler_actor.SchedulerActor, databases=scheduler_actor.DATABASES,
+                      depends_on=("epoch", "tasks", "scanner", "curator", "memory", "inbox")),
+            ActorSpec(name="workers", actor=workers_actor.WorkersActor, depends_on=("epoch", "tasks", "reviews"),
+                      options={"runtime": parts.runtime}, subscribes=(TaskChanged,),
+                      pools=(workers_actor.FAMILY,)),
+        ]
+
+    def commands(self, registry: CommandRegistry) -> Sequence[Command]:
+        from enact.tasks.backlog_commands import backlog_commands
+        from enact.tasks.from_chat import task_commands
+        from enact.tasks.review_commands import review_commands
+
+        return [*task_commands(), *review_commands(), *backlog_commands()]
