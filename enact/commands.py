@@ -13,20 +13,26 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
 from enact.credentials import redact_json
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
 from enact.messages.common import Origin, Rejected, is_human
-from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
+from enact.messages.journal import Finish, Plan, Recorded, Start, Step, Steps
 from enact.ownership import not_the_owners
 
 if TYPE_CHECKING:
     from enact.fence import Fence
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+JOURNAL = "journal"
+"""The actor that journals each step of a request's action loop."""
 
 MAX_RECEIPT = 4000
 """Receipt text is clipped to this many characters (head and tail kept)."""
@@ -88,7 +94,7 @@ class CommandFailed(Exception):
     """The command ran and failed; the message is the receipt."""
 
 
-def _no_actors(actor: str, message: Request[Any]) -> object:
+def _no_actors(actor: str, message: Request[R], /) -> R:
     raise RuntimeError(f"this command context cannot ask actor {actor!r}")
 
 
@@ -98,7 +104,7 @@ class CommandContext:
 
     fence: Fence
     status: Callable[[], str]
-    ask: Callable[[str, Request[Any]], object] = _no_actors
+    ask: Asker = _no_actors
     """Ask an actor by name (``Supervisor.ask`` with the control deadline)."""
     converse: Callable[[str, str, str], str] | None = None
     """A call on a conversation's own session: (session key, prompt, owner message) -> answer."""
@@ -257,9 +263,9 @@ def interrupted_text(subject: str) -> str:
 class JournaledCommands:
     """Runs commands through the step journal (Plan → Start → run → Finish),
     so that after a crash a step found ``running`` is reported as
-    interrupted and never run again. ``ask`` asks the journal actor."""
+    interrupted and never run again."""
 
-    def __init__(self, registry: CommandRegistry, ask: Callable[[Request[Any]], object]) -> None:
+    def __init__(self, registry: CommandRegistry, ask: Asker) -> None:
         self.registry = registry
         self._ask = ask
         self._running: set[str] = set()
@@ -280,9 +286,7 @@ class JournaledCommands:
         return receipt
 
     def steps(self, request_id: str) -> list[Step]:
-        reply = self._ask(Steps(request_id=request_id))
-        if not isinstance(reply, StepList):
-            raise RuntimeError(f"the journal answered {type(reply).__name__} to Steps")
+        reply = self._ask(JOURNAL, Steps(request_id=request_id))
         return sorted(reply.steps, key=lambda s: s.index)
 
     def once(self, call: CommandCall, *, request_id: str, subject: str, resumed: bool = True) -> Receipt:
@@ -315,7 +319,7 @@ class JournaledCommands:
                 self._running.discard(request_id)
 
     def _expect(self, message: Request[Recorded | Rejected], verb: str, index: int) -> None:
-        reply = self._ask(message)
+        reply = self._ask(JOURNAL, message)
         if not isinstance(reply, Recorded):
             raise RuntimeError(f"the journal refused to {verb} step {index}: {reply}")
 

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from enact.cli._client import DaemonError, NotRunning, request
+from enact.cli._client import DaemonError, NotRunning, request, send
 from enact.messages.control import Status, StatusReport
 
 # --- require_binary: external tools needed by a test -------------------------
@@ -120,7 +120,7 @@ class Daemon:
         raise AssertionError(f"daemon not ready within {timeout} s:\n{self.log_text()}")
 
     def request(self, message: object, timeout: float = 60) -> object:
-        return request(self.home, message, timeout=timeout)
+        return send(self.home, message, timeout=timeout)
 
     def cli(
         self, *args: str, env: dict[str, str] | None = None, timeout: float = 60

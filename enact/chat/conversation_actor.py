@@ -125,7 +125,7 @@ class ConversationActor(EnactActor):
         # The facts the current native session was given at its start, so
         # recall does not repeat them.
         self._session_facts: tuple[str | None, tuple[str, ...]] = (None, ())
-        self._journal = JournaledCommands(services.commands, lambda message: self.context.ask("journal", message))
+        self._journal = JournaledCommands(services.commands, self.context.ask)
         self._runtime_failure = ""
         """Why the runtime could not answer during the current event (its reply is then the advice)."""
 
