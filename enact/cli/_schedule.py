@@ -124,7 +124,7 @@ def backlog_drop(item_id: int, home: Path | None, as_json: bool) -> None:
 
 @click.group("cron")
 def cron() -> None:
-    """Tasks on a clock: every 10m, every 2h, every 1d, or a cron expression."""
+    """Tasks on a clock: every 10m, every 2h, every 1d, daily 09:00, or a cron expression."""
 
 
 @cron.command("add")

@@ -33,7 +33,6 @@ from enact.claimed_clock import Decision, nest_flat_claim
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
-from enact.evolve_schedule import EvolveSchedule, parse_schedule
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.curator import (
@@ -54,6 +53,7 @@ from enact.messages.curator import (
 from enact.messages.inbox import Notify
 from enact.messages.memory import GetIdentity
 from enact.messages.scanner import Scan, ScanReport
+from enact.schedules import ParsedSchedule, parse
 from enact.storage import RecordTable, Store
 
 log = logging.getLogger(__name__)
@@ -88,7 +88,7 @@ class EvolveRuns:
         self._store = store
         self._clock = RecordTable(store.table(DATABASE), EvolveClock, upgrade=nest_flat_claim)
         config = context.config
-        self._schedule: EvolveSchedule = parse_schedule(config["evolve.schedule"])
+        self._schedule: ParsedSchedule = parse(config["evolve.schedule"])
         self._theme = str(config["evolve.theme"]).strip()
         self._target = report_target(config["evolve.report_to"], list(config["chat.allowed_conversations"]))
         # A scan or a proposal may make two model calls in a row.

@@ -53,9 +53,10 @@ from enact.messages.scheduler import (
     UnknownSchedule,
 )
 from enact.messages.tasks import Found, Get, GetByKey, Leases, Refused, Submit
+from enact.schedules import ScheduleError
 from enact.storage import RecordTable
 from enact.tasks import scheduling
-from enact.tasks.scheduling import BacklogItem, Schedule, ScheduleError
+from enact.tasks.scheduling import BacklogItem, Schedule
 
 log = logging.getLogger(__name__)
 
