@@ -24,7 +24,8 @@ from enact._app.reports import DaemonReports, tally_spend
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.chat.services import ChatServices
-from enact.commands import CommandContext, CommandRegistry, JournaledCommands
+from enact.command_journal import JournaledCommands
+from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, WireHandler
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR

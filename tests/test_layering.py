@@ -31,7 +31,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._pool",
         "enact.actors._specs", "enact.actors.supervisor",
     )),
-    ("the command registry and the owner's programs", ("enact.commands", "enact.programs")),
+    ("the command registry, its journaled runs and the owner's programs", (
+        "enact.commands", "enact.command_journal", "enact.programs",
+    )),
     ("components and the model runtimes they plug in", ("enact.components", "enact.runtime")),
     ("the features", ("enact.chat", "enact.memory", "enact.channels", "enact.tasks")),
     ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),

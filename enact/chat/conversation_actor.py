@@ -26,7 +26,8 @@ from enact.chat.keeping import MarkerKeeper
 from enact.chat.markers import MARKER_TAG, split_markers
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
-from enact.commands import CommandCall, JournaledCommands, interrupted_text
+from enact.command_journal import JournaledCommands, interrupted_text
+from enact.commands import CommandCall
 from enact.credentials import redact, redact_json
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, SessionNote, TurnFailed, TurnFinished
