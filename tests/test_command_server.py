@@ -90,7 +90,8 @@ def test_a_signal_to_the_client_reaches_the_command(daemons, tmp_path):
                              env=enact_env(daemon.home, _poisoned_click(tmp_path)),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)  # it is watching: nothing to wait on from outside but time
+        assert watch.stdout is not None
+        assert watch.stdout.readline().startswith("task 1 ")  # its first progress line: it is watching
         assert watch.poll() is None
         watch.send_signal(signal.SIGINT)
         _, errors = watch.communicate(timeout=20)

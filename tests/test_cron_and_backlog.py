@@ -8,8 +8,6 @@ real daemon."""
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -22,7 +20,7 @@ import pytest
 from actor_system import NO_WORKERS, ActorSystem, running_actors
 from git_repos import make_repo
 from home_state import rewrite_record, snapshot
-from schedule_clock import FAST_TICKS, FENCE_WRITER
+from schedule_clock import FAST_TICKS, taken_over
 
 from enact.claimed_clock import ClaimState
 from enact.clock import ManualClock
@@ -33,7 +31,7 @@ from enact.tasks.records import Task
 from enact.tasks.scheduler_actor import DATABASES, SCHEDULES
 from enact.tasks.scheduling import Schedule
 
-from conftest import DaemonFactory, enact_env, wait_for
+from conftest import DaemonFactory, wait_for
 
 TICK = {**NO_WORKERS, "ENACT_SCHEDULER_TICK_S": "1"}
 """One scheduler tick a second of the manual clock: tests advance it a second at a time."""
@@ -115,21 +113,11 @@ def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(tmp_path: P
     home = tmp_path / "home"
     with running_actors(home, ManualClock(), TICK) as system:
         system.ask("scheduler", AddSchedule(spec="every 2s", request="tidy the notes", repo=str(repo)))
-        # Another process takes the home over before the due time.
-        newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(home), "takeover"], env=enact_env(home),
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        try:
-            assert newer.stdout is not None
-            assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
-            with caplog.at_level(logging.INFO, logger="enact.tasks.scheduler_actor"):
-                system.clock.advance(2)
-                system.ask("scheduler", ListSchedules())
+        with taken_over(home), caplog.at_level(logging.INFO, logger="enact.tasks.scheduler_actor"):
+            system.clock.advance(2)  # due, after another process took the home over
+            system.ask("scheduler", ListSchedules())
             assert "this daemon is fenced; it submits nothing" in caplog.text
             assert tasks_in(system) == []
-        finally:
-            assert newer.stdin is not None
-            newer.stdin.close()
-            newer.wait(15)
     assert snapshot(home).databases.get(b"tasks.queue", {}) == {}
 
 
