@@ -39,9 +39,11 @@ def _serving(home: Path) -> bool:
 SERVED = {"ENACT_DAEMON_COMMAND_SERVER": "true"}
 
 
-@pytest.fixture
-def served(daemons):  # type: ignore[no-untyped-def]
-    daemon = daemons.start(env=SERVED)
+@pytest.fixture(scope="module")
+def served(module_daemons):  # type: ignore[no-untyped-def]
+    """One serving daemon for the module: its tests each add turns or an
+    identity, and none reads what another wrote."""
+    daemon = module_daemons.start(env=SERVED)
     wait_for(lambda: _serving(daemon.home), what="the command server to listen")
     return daemon
 
