@@ -201,6 +201,18 @@ def daemons() -> Iterator[DaemonFactory]:
         factory.close()
 
 
+@pytest.fixture(scope="module")
+def module_daemons() -> Iterator[DaemonFactory]:
+    """Daemons that a module's tests share, killed once the module is done:
+    for tests whose writes none of the others reads (a daemon's start costs
+    more than most tests that use it)."""
+    factory = DaemonFactory()
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
 def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "condition") -> None:
     """Poll ``predicate`` until it holds, or fail naming ``what``."""
     deadline = time.monotonic() + timeout

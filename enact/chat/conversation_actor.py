@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -329,7 +328,7 @@ class ConversationActor(EnactActor):
     def _invoke(self, session_key: str, prompt: str, event: ChatEvent, receipt: str | None,
                 resume: str | None, recall_for: str | None, owners: bool) -> str:
         runtime = self._services.runtime
-        context_at = time.time()  # a fact forgotten from here on may be in this call (sessions.Record)
+        context_at = self.context.clock.time()  # a fact forgotten from here on may be in this call (sessions.Record)
         memory = self._memory_context(recall_for, resume, owners)
         # The startup context (the host's, then memory's) goes once into each
         # native session, whoever starts it; recall comes with the owner's message.

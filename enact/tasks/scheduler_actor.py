@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from typing import Any, TypeVar
 
 import lmdb
@@ -140,7 +139,7 @@ class SchedulerActor(EnactActor):
             return Rejected(reason=str(error))
         if not message.request.strip():
             return Rejected(reason="a schedule needs a request (what its tasks should do)")
-        now = time.time()
+        now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> Schedule:
             schedule = Schedule(id=self._next_id(txn, "schedule"), spec=spec, request=message.request,
@@ -152,7 +151,7 @@ class SchedulerActor(EnactActor):
         return ScheduleAdded(schedule=schedule, next_due=scheduling.next_due(spec, now))
 
     def _list_schedules(self) -> ScheduleList:
-        now = time.time()
+        now = self.context.clock.time()
         return ScheduleList(schedules=tuple(
             ScheduleEntry(schedule=schedule, next_due=scheduling.upcoming(schedule, now))
             for schedule in self._all(self._schedules)))
@@ -195,7 +194,7 @@ class SchedulerActor(EnactActor):
         return isinstance(reply, Found) and not reply.task.state.ended
 
     def _run_schedule(self, schedule: Schedule) -> None:
-        now = time.time()
+        now = self.context.clock.time()
         step = scheduling.decide(schedule, now)
         if step.due is None or step.decision is Decision.WAIT:
             return
@@ -274,7 +273,7 @@ class SchedulerActor(EnactActor):
     def _add_item(self, message: AddItem) -> ItemAdded | Rejected:
         if not message.text.strip():
             return Rejected(reason="a backlog item needs text (what should be done)")
-        now = time.time()
+        now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> ItemAdded | Rejected:
             if self._backlog.table.count(txn) >= MAX_ITEMS:
