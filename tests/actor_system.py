@@ -79,7 +79,7 @@ def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = 
     commands.bind(CommandContext(fence=fence, status=lambda: "fine",
                                  ask=lambda actor, message: supervisor.ask(actor, message, timeout=30)))
     supervisor.start()
-    channel.start(InboxInlet("local", lambda message: supervisor.ask("inbox", message, timeout=30),
+    channel.start(InboxInlet("local", lambda actor, message: supervisor.ask(actor, message, timeout=30),
                              origin=HUMAN_CLI))
     try:
         yield ActorSystem(supervisor, clock, channel)
