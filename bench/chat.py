@@ -216,15 +216,15 @@ class _Enact:
             commands.bind(CommandContext(fence=self.fence, status=lambda: "bench"))
             self.supervisor.start()
             self.channel.start(
-                InboxInlet(self.channel.name, lambda message: self._ask_inbox(message, timeout), origin=HUMAN_CLI)
+                InboxInlet(self.channel.name, lambda to, message: self._ask(to, message, timeout), origin=HUMAN_CLI)
             )
         except BaseException:
             self.close()
             raise
 
-    def _ask_inbox(self, message: object, timeout: float) -> object:
+    def _ask(self, actor: str, message: Any, timeout: float) -> Any:
         assert self.supervisor is not None
-        return self.supervisor.ask("inbox", message, timeout=timeout)
+        return self.supervisor.ask(actor, message, timeout=timeout)
 
     def send(self, conversation: str) -> None:
         outcome = self.channel.send(Send(text=_TEXT, conversation=conversation, origin=HUMAN_CLI))

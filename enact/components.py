@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
 from enact.config import Config, ConfigError, Setting
-from enact.messages._registry import Request, protocols
+from enact.messages._registry import protocols
 from enact.messages.common import Origin, chat_origin
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from prometheus_client import CollectorRegistry
 
+    from enact.actors._asks import Asker
     from enact.actors.supervisor import ActorSpec
     from enact.channels import Channel
     from enact.commands import Command, CommandRegistry
@@ -54,8 +55,6 @@ enact's protocols it does not serve, an actor or a pool's family."""
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
-Ask = Callable[[str, Request[Any]], object]
-"""Ask a named actor (through the supervisor) and wait for its reply."""
 
 WireHandler = Callable[[Any], object]
 """Serves one request type in the control connection's thread."""
@@ -118,7 +117,7 @@ class Component:
         incident is an increase an alert sees); called once, before
         ``actors``, which hands them to the actors that count."""
 
-    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
+    def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
         """The wire requests it serves, each a registered request named
         ``<component name>.<Type>``; called once the actors exist."""
         return {}

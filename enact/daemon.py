@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from enact import components, config
 from enact._app.channels import DaemonChannels
@@ -24,7 +24,8 @@ from enact._app.reports import DaemonReports, tally_spend
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.chat.services import startup_context
-from enact.commands import CommandContext, CommandRegistry, JournaledCommands
+from enact.command_journal import JournaledCommands
+from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, DaemonParts, WireHandler
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
@@ -47,6 +48,8 @@ from enact.tasks.from_chat import session_call
 __all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_REFUSED", "CommandServer", "build_runtime", "run"]
 
 log = logging.getLogger("enact.daemon")
+
+R = TypeVar("R")
 
 _HALT_S = 0.4
 """How long a fenced daemon gives its actors and metrics server to stop."""
@@ -196,7 +199,7 @@ class _Daemon:
         )
         self.command_server = (command_server(home) if command_server is not None and settings["daemon.command_server"]
                                else None)
-        self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
+        self.journaled_commands = JournaledCommands(commands, self._ask)
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
         converse = session_call(runtime, self._ask, prompt_version=settings["runtime.prompt_version"],
@@ -216,7 +219,8 @@ class _Daemon:
             *((component.name, component.handlers(self.settings, self._ask)) for component in self.components.items),
         ]
 
-    def _ask(self, actor: str, message: Request[Any]) -> object:
+    def _ask(self, actor: str, message: Request[R], /) -> R:
+        """The daemon's own asks (commands, components, channels), with the control deadline."""
         return self.supervisor.ask(actor, message, timeout=self.settings["control.request_timeout_s"])
 
     def serve(self) -> int:
@@ -226,7 +230,7 @@ class _Daemon:
     def _serve(self) -> int:
         try:
             self.supervisor.start()
-            self.channels.start(lambda message: self._ask("inbox", message), fence=self.fence, metrics=self.metrics)
+            self.channels.start(self._ask, fence=self.fence, metrics=self.metrics)
             self.control.start()
             if self.command_server is not None:
                 self.command_server.start()

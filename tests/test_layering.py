@@ -21,7 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves: plain helpers that know nothing of the daemon", (
         "enact", "enact.home", "enact.process", "enact.retry", "enact.cancellation", "enact.tables",
         "enact.safe_files", "enact.credentials", "enact.claimed_clock", "enact.home_guard", "enact.environment",
-        "enact.evolve_schedule",
+        "enact.schedules", "enact.clock",
     )),
     ("the contract and the store: messages, storage, settings, the fence, metrics", (
         "enact.messages", "enact.storage", "enact.config", "enact.fence", "enact.metrics",
@@ -31,7 +31,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._pool",
         "enact.actors._specs", "enact.actors.supervisor",
     )),
-    ("the command registry and the owner's programs", ("enact.commands", "enact.programs")),
+    ("the command registry, its journaled runs and the owner's programs", (
+        "enact.commands", "enact.command_journal", "enact.programs",
+    )),
     ("components, the channel contract and the model runtimes they plug in", (
         "enact.components", "enact.runtime",
         "enact.channels",  # the package itself: what a channel is; the channels are features, listed there

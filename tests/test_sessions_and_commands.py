@@ -99,7 +99,7 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     )
     commands.bind(CommandContext(fence=fence, status=lambda: "fine"))
     supervisor.start()
-    channel.start(InboxInlet("local", lambda message: supervisor.ask("inbox", message, timeout=30), origin=HUMAN_CLI))
+    channel.start(InboxInlet("local", lambda to, message: supervisor.ask(to, message, timeout=30), origin=HUMAN_CLI))
     try:
         yield Harness(supervisor=supervisor, channel=channel, runtime=runtime, services=services)
     finally:

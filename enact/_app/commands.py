@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from enact.commands import CommandCall, CommandRegistry, JournaledCommands
+from enact.command_journal import JournaledCommands
+from enact.commands import CommandCall, CommandRegistry
 from enact.components import Components
 from enact.fence import Fence
 from enact.home import COMMANDS_NAME

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import pykka
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
+from enact.clock import REAL_CLOCK, Clock, Timer
 from enact.fence import FencedError
 from enact.messages._registry import Request, registration_of
 from enact.messages.epoch import Fenced
@@ -86,6 +86,8 @@ class ActorContext:
     fence: Fence
     store: Store | None
     slot: ActorSlot
+    clock: Clock = REAL_CLOCK
+    """What the actor reads the time and sets its timers by (enact.clock)."""
 
     def ask(self, actor: str, message: Request[R], timeout: float | None = None) -> R:
         """Ask another actor by name for the reply ``message`` declares; by
@@ -142,7 +144,7 @@ class EnactActor(pykka.ThreadingActor):
         # Replies handed out as Deferred and not yet answered: what this
         # actor owes, failed at once if it fails or stops.
         self._owed: list[Deferred] = []
-        self._timers: set[threading.Timer] = set()
+        self._timers: dict[object, Timer] = {}
 
     def on_receive(self, message: Any) -> Any:
         if message is STARTED:
@@ -190,20 +192,20 @@ class EnactActor(pykka.ThreadingActor):
     def tell_later(self, delay: float, message: object) -> None:
         """Tell this actor ``message`` after ``delay``, whichever incarnation
         of it runs then (it is addressed by name, as every caller does)."""
+        # Keyed, not the timer itself: it may fire before call_later returns
+        # it (then its entry lingers until cancel_timers, cancelling nothing).
+        key = object()
 
         def fire() -> None:
-            self._timers.discard(timer)
+            self._timers.pop(key, None)
             with contextlib.suppress(ActorUnavailable):  # the daemon is stopping
                 self.context.tell(self.context.name, message)
 
-        timer = threading.Timer(delay, fire)
-        timer.daemon = True
-        self._timers.add(timer)
-        timer.start()
+        self._timers[key] = self.context.clock.call_later(delay, fire)
 
     def cancel_timers(self) -> None:
         """Drop every ``tell_later`` not yet told."""
-        for timer in list(self._timers):
+        for timer in list(self._timers.values()):
             timer.cancel()
         self._timers.clear()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,8 @@ from enact.chat.keeping import MarkerKeeper
 from enact.chat.markers import MARKER_TAG, split_markers
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
-from enact.commands import CommandCall, JournaledCommands, interrupted_text
+from enact.command_journal import JournaledCommands, interrupted_text
+from enact.commands import CommandCall
 from enact.credentials import redact, redact_json
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, SessionNote, TurnFailed, TurnFinished
@@ -125,7 +125,7 @@ class ConversationActor(EnactActor):
         # The facts the current native session was given at its start, so
         # recall does not repeat them.
         self._session_facts: tuple[str | None, tuple[str, ...]] = (None, ())
-        self._journal = JournaledCommands(services.commands, lambda message: self.context.ask("journal", message))
+        self._journal = JournaledCommands(services.commands, self.context.ask)
         self._runtime_failure = ""
         """Why the runtime could not answer during the current event (its reply is then the advice)."""
 
@@ -328,7 +328,7 @@ class ConversationActor(EnactActor):
     def _invoke(self, session_key: str, prompt: str, event: ChatEvent, receipt: str | None,
                 resume: str | None, recall_for: str | None, owners: bool) -> str:
         runtime = self._services.runtime
-        context_at = time.time()  # a fact forgotten from here on may be in this call (sessions.Record)
+        context_at = self.context.clock.time()  # a fact forgotten from here on may be in this call (sessions.Record)
         memory = self._memory_context(recall_for, resume, owners)
         # The startup context (the host's, then memory's) goes once into each
         # native session, whoever starts it; recall comes with the owner's message.

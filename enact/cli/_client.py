@@ -1,5 +1,10 @@
 """Talking to the running daemon over its control socket.
 
+``request`` returns the reply its request declares (``Request[R]``), checked
+here once: a reply of another type is ``UnexpectedReply`` and a daemon taken
+over is ``TakenOver``, so no command checks the type again. ``send`` is for
+``enact call``, which prints whatever typed reply comes back.
+
 The message modules are imported inside the calls: importing them registers
 every wire type, which costs more than ``enact --version`` may take.
 """
@@ -8,11 +13,15 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from enact.home import SOCKET_NAME
 
+if TYPE_CHECKING:
+    from enact.messages._registry import Request
+
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class NotRunning(RuntimeError):
@@ -56,8 +65,18 @@ class BadRequest(ValueError):
 
 
 class UnexpectedReply(DaemonError):
-    """The daemon answered with a type the command does not expect (a daemon
+    """The daemon answered with a type the request does not declare (a daemon
     of another version, or a defect)."""
+
+
+class TakenOver(DaemonError):
+    """The daemon reached was fenced: another daemon took the home over
+    (``epoch.Fenced``), so it did not act on the request."""
+
+    def __init__(self, generation: int, current: int) -> None:
+        super().__init__(f"the daemon reached (generation {generation}) was taken over by generation {current}; "
+                         "try again")
+        self.generation, self.current = generation, current
 
 
 def _name_of(value: object) -> str:
@@ -68,10 +87,25 @@ def _name_of(value: object) -> str:
 
 
 def expect(reply: object, expected: type[T], request: object) -> T:
-    """``reply`` as ``expected``, or UnexpectedReply naming both types."""
+    """``reply`` as ``expected``, or UnexpectedReply naming both types: for a
+    reply that is one of a few its request declares, once the command has
+    dealt with the others (its refusals)."""
     if isinstance(reply, expected):
         return reply
     raise UnexpectedReply(f"unexpected reply {_name_of(reply)} to {_name_of(request)}")
+
+
+def checked_reply(message: Request[R], reply: object) -> R:
+    """``reply`` as the type ``message`` declares, or the one error that says
+    why it is not."""
+    from enact.messages._registry import is_reply_to
+    from enact.messages.epoch import Fenced
+
+    if is_reply_to(message, reply):
+        return cast(R, reply)
+    if isinstance(reply, Fenced):
+        raise TakenOver(reply.generation, reply.current_generation)
+    raise UnexpectedReply(f"unexpected reply {_name_of(reply)} to {_name_of(message)}")
 
 
 class Client:
@@ -88,7 +122,13 @@ class Client:
             self._sock.close()
             raise NotRunning(home) from None
 
-    def request(self, message: object) -> object:
+    def request(self, message: Request[R]) -> R:
+        """The reply ``message`` declares; raises UnexpectedReply or TakenOver
+        for any other, and the errors of ``send``."""
+        return checked_reply(message, self.send(message))
+
+    def send(self, message: object) -> object:
+        """Any typed reply (``control.Error`` raised as DaemonError)."""
         from enact.messages import decode
         from enact.messages._framing import read_frame, write_frame
         from enact.messages.control import Error
@@ -165,6 +205,11 @@ def _not_utf8(value: object, path: str) -> str:
     return ""
 
 
-def request(home: Path, message: object, *, timeout: float | None = 130.0) -> object:
+def request(home: Path, message: Request[R], *, timeout: float | None = 130.0) -> R:
     with Client(home, timeout=timeout) as client:
         return client.request(message)
+
+
+def send(home: Path, message: object, *, timeout: float | None = 130.0) -> object:
+    with Client(home, timeout=timeout) as client:
+        return client.send(message)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -75,7 +74,7 @@ class Brainstorms:
         if not self._context.fence.is_current():
             return Rejected(reason="this daemon was taken over (fenced); it brainstorms nothing")
         key = rules.theme_key(theme).encode()
-        now = time.time()
+        now = self._context.clock.time()
 
         def claim(txn: lmdb.Transaction) -> list[Candidate] | None:
             last = self._settings.get(txn, key)
@@ -129,7 +128,7 @@ class Brainstorms:
             if refused:
                 log.warning("brainstorm on %r rejected as a whole: %s", theme[:80], refused)
                 return Brainstormed(candidates=(), note=f"rejected: {refused}")
-        now = time.time()
+        now = self._context.clock.time()
 
         def store_new(txn: lmdb.Transaction) -> tuple[str, ...]:
             titles = [candidate.draft.title for _, candidate in self._candidates.items(txn)]

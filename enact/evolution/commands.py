@@ -9,29 +9,27 @@ chat, grants only in a locked conversation).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.curator import (
     Approve,
-    Approved,
-    CandidateList,
     Candidates,
-    CandidateShown,
     Remove,
-    Removed,
     Show,
     UnknownCandidate,
 )
+
+R = TypeVar("R")
 
 CURATOR = "curator"
 _ID = {"text": Param(str, doc="the candidate id")}
 _REMOVAL = {"text": Param(str, doc="the candidate id, then the reason")}
 
 
-def _ask(context: CommandContext, message: Request[Any]) -> object:
+def _ask(context: CommandContext, message: Request[R]) -> R:
     return context.ask(CURATOR, message)
 
 
@@ -46,17 +44,17 @@ def _candidate_id(call: CommandCall) -> str:
     return words[0]
 
 
-def _refused(reply: object, candidate_id: str) -> None:
+def _answer(reply: R | UnknownCandidate | Rejected, candidate_id: str = "") -> R:
+    """The curator's answer, or CommandFailed for its refusal."""
     if isinstance(reply, UnknownCandidate):
         raise CommandFailed(f"no candidate {candidate_id}")
     if isinstance(reply, Rejected):
         raise CommandFailed(reply.reason)
+    return reply
 
 
 def _list(_: CommandCall, context: CommandContext) -> str:
-    reply = _ask(context, Candidates(state="active", limit=20))
-    if not isinstance(reply, CandidateList):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    reply = _answer(_ask(context, Candidates(state="active", limit=20)))
     if not reply.candidates:
         return "no active candidates"
     return "Active candidates, best first:\n" + "\n".join(
@@ -65,10 +63,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 
 def _show(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
-    reply = _ask(context, Show(candidate_id=candidate_id))
-    _refused(reply, candidate_id)
-    if not isinstance(reply, CandidateShown):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    reply = _answer(_ask(context, Show(candidate_id=candidate_id)), candidate_id)
     c, draft = reply.candidate, reply.candidate.draft
     lines = [f"{c.id} {c.state.value} ({draft.source}, {c.score:.2f}): {draft.title}", f"Rationale: {draft.rationale}",
              f"Change: {draft.proposed_change}", f"Benefit: {draft.expected_benefit}", f"Risk: {draft.risk}",
@@ -79,10 +74,7 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
 def _approve(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
-    reply = _ask(context, Approve(candidate_id=candidate_id, origin=call.origin))
-    _refused(reply, candidate_id)
-    if not isinstance(reply, Approved):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    reply = _answer(_ask(context, Approve(candidate_id=candidate_id, origin=call.origin)), candidate_id)
     return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
 
 
@@ -91,10 +83,7 @@ def _remove(call: CommandCall, context: CommandContext) -> str:
     if len(words) < 2:
         raise CommandFailed(f"/{call.name} needs a candidate id and a reason, e.g. /{call.name} cand-… done already")
     candidate_id, reason = words[0], " ".join(words[1:])
-    reply = _ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin))
-    _refused(reply, candidate_id)
-    if not isinstance(reply, Removed):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    _answer(_ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin)), candidate_id)
     return f"candidate {candidate_id} removed"
 
 

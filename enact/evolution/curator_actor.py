@@ -20,7 +20,6 @@ message to the part that handles it and answers the reads itself:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
@@ -132,7 +131,8 @@ class CuratorActor(EnactActor):
             return Rejected(reason=f"unknown state {message.state!r}; one of "
                                    + ", ".join(state.value for state in CandidateState))
         chosen = [c for c in self.records.all_candidates() if not message.state or c.state.value == message.state]
-        return CandidateList(candidates=tuple(ranking.diverse(ranking.rescored(chosen, time.time()), message.limit)))
+        rescored = ranking.rescored(chosen, self.context.clock.time())
+        return CandidateList(candidates=tuple(ranking.diverse(rescored, message.limit)))
 
     def _show(self, message: Show) -> CandidateShown | UnknownCandidate:
         found = self.records.candidate(message.candidate_id)

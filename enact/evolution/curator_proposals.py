@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -149,7 +148,7 @@ class Proposals:
         if problem:
             run.notes.append(f"synthesis rejected: {problem}")
             self._records.note(_event("synthesis-rejected", detail=problem))
-        now = time.time()
+        now = self._context.clock.time()
         for draft in drafts:
             if self._records.candidate(draft.id) is None:
                 made = synthesis.candidate(draft, message.signals, now)
@@ -161,7 +160,7 @@ class Proposals:
         self._curate(run)
 
     def _curate(self, run: Run) -> None:
-        shown = curation.shown(self._records.all_candidates(), time.time())
+        shown = curation.shown(self._records.all_candidates(), self._context.clock.time())
         if not shown:
             self._record(run, curation.Curation(recommended=None, reason="no active candidates to curate",
                                                 guidance="", removals=(), fallback=False), shown)
@@ -216,7 +215,7 @@ class Proposals:
 
     def _record(self, run: Run, verdict: curation.Curation, shown: list[Candidate]) -> None:
         try:
-            proposal = self._records.record_proposal(verdict, shown, time.time())
+            proposal = self._records.record_proposal(verdict, shown, self._context.clock.time())
         finally:
             self._running = None
         self._context.metrics.evolution_proposals.inc()

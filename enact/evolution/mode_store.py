@@ -14,9 +14,9 @@ import lmdb
 
 from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, parse_mode
-from enact.evolve_schedule import ScheduleError
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import AuditEvent, EvolveClockChanged, EvolveRunFailed, ModeSet, ModeShown, SetMode
+from enact.schedules import ScheduleError
 from enact.storage import Store, Table
 
 _MODE = b"mode"

@@ -21,7 +21,6 @@ handled on the next tick (they coalesce as always).
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -33,7 +32,6 @@ from enact.claimed_clock import Decision, nest_flat_claim
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
-from enact.evolve_schedule import EvolveSchedule, parse_schedule
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.curator import (
@@ -54,6 +52,7 @@ from enact.messages.curator import (
 from enact.messages.inbox import Notify
 from enact.messages.memory import GetIdentity
 from enact.messages.scanner import Scan, ScanReport
+from enact.schedules import ParsedSchedule, parse
 from enact.storage import RecordTable, Store
 
 log = logging.getLogger(__name__)
@@ -88,7 +87,7 @@ class EvolveRuns:
         self._store = store
         self._clock = RecordTable(store.table(DATABASE), EvolveClock, upgrade=nest_flat_claim)
         config = context.config
-        self._schedule: EvolveSchedule = parse_schedule(config["evolve.schedule"])
+        self._schedule: ParsedSchedule = parse(config["evolve.schedule"])
         self._theme = str(config["evolve.theme"]).strip()
         self._target = report_target(config["evolve.report_to"], list(config["chat.allowed_conversations"]))
         # A scan or a proposal may make two model calls in a row.
@@ -96,7 +95,7 @@ class EvolveRuns:
         self._told: EvolveClock | None = None
 
     def tick(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        now = self._context.clock.time() if now is None else now
         clock = self._current_clock(now)
         if self._context.fence.is_current():  # a fenced daemon runs nothing
             step = rules.decide(clock, self._schedule, now)
@@ -139,7 +138,8 @@ class EvolveRuns:
         log.warning("evolve run %s: %s", rules.run_id(due), reason)
         # Acknowledged first: a stop between the two then loses the audit
         # line at worst, never tells it for a claim that is given up again.
-        given_up = self._save(rules.acknowledge(clock, due, time.time(), f"failed: {reason}", self._schedule))
+        now = self._context.clock.time()
+        given_up = self._save(rules.acknowledge(clock, due, now, f"failed: {reason}", self._schedule))
         self._context.tell("curator", EvolveRunFailed(run_id=rules.run_id(due), due=due, reason=reason))
         return given_up
 
@@ -162,7 +162,7 @@ class EvolveRuns:
         except Exception as error:  # any other fault ends this run, never the Scheduler (and cron with it)
             outcome = f"failed: {type(error).__name__}: {error}"
             log.exception("evolve run %s %s", rules.run_id(due), outcome)
-        return self._save(rules.acknowledge(claimed, due, time.time(), outcome, self._schedule))
+        return self._save(rules.acknowledge(claimed, due, self._context.clock.time(), outcome, self._schedule))
 
     def _ask_long(self, actor: str, message: Request[R]) -> R:
         return self._context.ask(actor, message, timeout=self._model_timeout_s)

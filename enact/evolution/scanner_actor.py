@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
@@ -128,12 +127,12 @@ class ScannerActor(EnactActor):
     def _link(self, message: LinkSignals) -> SignalsLinked | Rejected:
         if not message.candidate_id:
             return Rejected(reason="a link needs the candidate's id")
-        linked = self.tables.link(message.signal_ids, message.candidate_id, time.time())
+        linked = self.tables.link(message.signal_ids, message.candidate_id, self.context.clock.time())
         self.signals_changed()
         return SignalsLinked(linked=tuple(linked))
 
     def _set_state(self, message: SetSignalState) -> SignalsUpdated:
-        updated = self.tables.set_state(message.signal_ids, message.state, time.time())
+        updated = self.tables.set_state(message.signal_ids, message.state, self.context.clock.time())
         self.signals_changed()
         return SignalsUpdated(updated=tuple(updated))
 

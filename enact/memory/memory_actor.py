@@ -204,7 +204,7 @@ class MemoryActor(EnactActor):
 
     def _remember(self, message: Remember) -> Deferred | Merged | Refused:
         decided = remembered(message, self._book, max_chars=self._max_chars,
-                             hold_model_facts=self._hold_model_facts, now=time.time())
+                             hold_model_facts=self._hold_model_facts, now=self.context.clock.time())
         return self._put(decided) if isinstance(decided, Write) else decided
 
     def _put(self, write: Write) -> Deferred:
@@ -316,7 +316,7 @@ class MemoryActor(EnactActor):
             return again
         if isinstance(found, str):
             return Refused(reason=found)
-        return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=time.time()))
+        return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=self.context.clock.time()))
 
     def _finished(self, intent: ForgetIntent) -> None:
         """Called on a finishing thread: the actor deletes the intent."""
@@ -325,7 +325,9 @@ class MemoryActor(EnactActor):
 
     def _confirm(self, message: Confirm) -> Deferred | Refused:
         fact = held(self._book, message.id, message.origin, "confirm")
-        return fact if isinstance(fact, Refused) else self._put(confirmed(fact, message.origin, time.time()))
+        if isinstance(fact, Refused):
+            return fact
+        return self._put(confirmed(fact, message.origin, self.context.clock.time()))
 
     def _reject(self, message: Reject) -> Deferred | Refused:
         fact = held(self._book, message.id, message.origin, "reject")

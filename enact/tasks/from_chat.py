@@ -15,12 +15,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
+from enact.actors._asks import Asker
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
-from enact.messages._registry import Request
 from enact.messages.inbox import Notify
 from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown
 from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, check_request, clip
@@ -33,8 +32,6 @@ NOTIFIER = "tasks"
 
 SessionCall = Callable[[str, str, str], str]
 """(session key, prompt, owner message) -> the session's answer."""
-Ask = Callable[[str, Request[Any]], object]
-"""(actor, message) -> its reply."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +89,6 @@ def conversation_of(call: CommandCall) -> ConversationRef | None:
     return ConversationRef(channel=channel, conversation=conversation, session_key=call.conversation)
 
 
-def _ask(context: CommandContext) -> Ask:
-    return context.ask
-
-
 def _task_id(call: CommandCall) -> int:
     raw = call.args.get("id", call.args.get("text", ""))
     text = str(raw).strip().lstrip("#")
@@ -112,7 +105,7 @@ def _describe(task: Task) -> str:
 
 
 def _add(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import Refused, Submit, Submitted
+    from enact.messages.tasks import Refused, Submit
 
     request = str(call.args.get("text", "")).strip()
     if not request:
@@ -137,22 +130,18 @@ def _add(call: CommandCall, context: CommandContext) -> str:
                      idempotency_key=task_key(call.request_id, request),
                      repairs=int(call.args.get("repairs", 2)), deadline_s=int(call.args.get("deadline", 600)),
                      conversation=conversation_of(call))
-    reply = _ask(context)("tasks", message)
+    reply = context.ask("tasks", message)
     if isinstance(reply, Refused):
         raise CommandFailed(f"not queued: {reply.reason}")
-    if not isinstance(reply, Submitted):
-        raise CommandFailed(f"not queued: the queue answered {type(reply).__name__}")
     if reply.existing:
         return f"task {reply.task.id} was already queued for this message ({reply.task.state})"
     return f"queued task {reply.task.id} on {reply.task.repo}; you will hear here when it ends"
 
 
 def _list(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import List, TaskPage
+    from enact.messages.tasks import List
 
-    page = _ask(context)("tasks", List(limit=10))
-    if not isinstance(page, TaskPage):
-        raise CommandFailed(f"the queue answered {type(page).__name__}")
+    page = context.ask("tasks", List(limit=10))
     if not page.tasks:
         return "no tasks"
     return "\n".join(_describe(task) for task in page.tasks)
@@ -162,7 +151,7 @@ def _show(call: CommandCall, context: CommandContext) -> str:
     from enact.messages.tasks import Found, Get
 
     task_id = _task_id(call)
-    found = _ask(context)("tasks", Get(task_id=task_id))
+    found = context.ask("tasks", Get(task_id=task_id))
     if not isinstance(found, Found):
         raise CommandFailed(f"no task {task_id}")
     return f"{_describe(found.task)}\nrequest: {found.task.request}"
@@ -174,7 +163,7 @@ def _owner_action(verb: str) -> Callable[[CommandCall, CommandContext], str]:
 
         task_id = _task_id(call)
         kind = {"cancel": tasks.Cancel, "retry": tasks.Retry, "resume": tasks.Resume}[verb]
-        reply = _ask(context)("tasks", kind(task_id=task_id, origin=call.origin))
+        reply = context.ask("tasks", kind(task_id=task_id, origin=call.origin))
         if isinstance(reply, tasks.Refused):
             raise CommandFailed(reply.reason)
         if isinstance(reply, tasks.CancelAccepted):
@@ -182,14 +171,12 @@ def _owner_action(verb: str) -> Callable[[CommandCall, CommandContext], str]:
                 f"task {task_id} is running; it stops at its worker's next heartbeat"
         if isinstance(reply, tasks.Submitted):
             return f"queued task {reply.task.id} as a retry of task {task_id}"
-        if isinstance(reply, tasks.Resumed):
-            return f"task {task_id} queued again"
-        raise CommandFailed(f"the queue answered {type(reply).__name__}")
+        return f"task {task_id} queued again"
 
     return run
 
 
-def session_call(runtime: Runtime, ask: Ask, *, prompt_version: int, timeout_s: float,
+def session_call(runtime: Runtime, ask: Asker, *, prompt_version: int, timeout_s: float,
                  startup_context: str) -> SessionCall:
     """A call on a conversation's own session, as its Conversation actor
     makes them: resume the native session the Sessions actor maps, or start

@@ -8,25 +8,23 @@ model action, and here a chat origin counts only in a locked conversation
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.reviews import (
     Close,
-    Closed,
-    Found,
     Get,
     Land,
-    Landed,
     LandRefused,
     List,
     Review,
-    ReviewList,
     ReviewState,
     UnknownReview,
 )
+
+R = TypeVar("R")
 
 _ID = {"text": Param(str, doc="the review id")}
 
@@ -38,7 +36,7 @@ def _review_id(call: CommandCall) -> int:
     return int(text)
 
 
-def _ask_reviews(context: CommandContext, message: Request[Any]) -> object:
+def _ask_reviews(context: CommandContext, message: Request[R]) -> R:
     return context.ask("reviews", message)
 
 
@@ -48,8 +46,6 @@ def _line(review: Review) -> str:
 
 def _list(_: CommandCall, context: CommandContext) -> str:
     reply = _ask_reviews(context, List(state=ReviewState.OPEN, limit=20))
-    if not isinstance(reply, ReviewList):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     if not reply.reviews:
         return "no open reviews"
     more = "\n(more: enact review list)" if reply.more else ""
@@ -61,8 +57,6 @@ def _show(call: CommandCall, context: CommandContext) -> str:
     reply = _ask_reviews(context, Get(review_id=review_id))
     if isinstance(reply, UnknownReview):
         raise CommandFailed(f"no review {review_id}")
-    if not isinstance(reply, Found):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     review = reply.review
     lines = [_line(review), f"{review.base[:12]}..{review.head[:12]}"]
     lines += [text for text in (review.diffstat.rstrip(), f"doctor: {review.doctor_summary}" if
@@ -77,8 +71,6 @@ def _land(call: CommandCall, context: CommandContext) -> str:
         raise CommandFailed(f"no review {review_id}")
     if isinstance(reply, LandRefused):
         raise CommandFailed(f"review {review_id} not landed: {reply.reason}")
-    if not isinstance(reply, Landed):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     return f"review {review_id} {reply.review.note}"
 
 
@@ -89,8 +81,6 @@ def _close(call: CommandCall, context: CommandContext) -> str:
         raise CommandFailed(f"no review {review_id}")
     if isinstance(reply, Rejected):
         raise CommandFailed(reply.reason)
-    if not isinstance(reply, Closed):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     return f"review {review_id} closed"
 
 

@@ -15,7 +15,6 @@ import dataclasses
 import logging
 import struct
 import threading
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -136,7 +135,7 @@ class ReviewsActor(EnactActor):
         task_key = _ID.pack(message.task_id)
 
         def write(txn: lmdb.Transaction) -> Opened | Rejected:
-            now = time.time()
+            now = self.context.clock.time()
             known = self._tasks.get(txn, task_key)
             if known is not None:
                 review = self._records.get(txn, AppendLog.key(int(known["review_id"])))
@@ -278,7 +277,7 @@ class ReviewsActor(EnactActor):
         landed = self._put(dataclasses.replace(
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,
             note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}); doctor: {outcome.doctor_summary}",
-            updated_at=time.time()))
+            updated_at=self.context.clock.time()))
         self._drop_branch(landed)
         event = Landed(review=landed, fast_forward=outcome.fast_forward)
         # Also an event: the curator adopts the candidate whose task this was.
@@ -293,7 +292,8 @@ class ReviewsActor(EnactActor):
         if refused is not None or review is None:
             return refused or UnknownReview(review_id=message.review_id)
         note = f"closed: {message.reason}" if message.reason else "closed without landing"
-        closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note, updated_at=time.time()))
+        closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note,
+                                               updated_at=self.context.clock.time()))
         self._drop_branch(closed)
         return Closed(review=closed)
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from typing import Any, TypeVar
 
 import lmdb
@@ -53,9 +52,10 @@ from enact.messages.scheduler import (
     UnknownSchedule,
 )
 from enact.messages.tasks import Found, Get, GetByKey, Leases, Refused, Submit
+from enact.schedules import ScheduleError
 from enact.storage import RecordTable
 from enact.tasks import scheduling
-from enact.tasks.scheduling import BacklogItem, Schedule, ScheduleError
+from enact.tasks.scheduling import BacklogItem, Schedule
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class SchedulerActor(EnactActor):
             return Rejected(reason=str(error))
         if not message.request.strip():
             return Rejected(reason="a schedule needs a request (what its tasks should do)")
-        now = time.time()
+        now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> Schedule:
             schedule = Schedule(id=self._next_id(txn, "schedule"), spec=spec, request=message.request,
@@ -151,7 +151,7 @@ class SchedulerActor(EnactActor):
         return ScheduleAdded(schedule=schedule, next_due=scheduling.next_due(spec, now))
 
     def _list_schedules(self) -> ScheduleList:
-        now = time.time()
+        now = self.context.clock.time()
         return ScheduleList(schedules=tuple(
             ScheduleEntry(schedule=schedule, next_due=scheduling.upcoming(schedule, now))
             for schedule in self._all(self._schedules)))
@@ -194,7 +194,7 @@ class SchedulerActor(EnactActor):
         return isinstance(reply, Found) and not reply.task.state.ended
 
     def _run_schedule(self, schedule: Schedule) -> None:
-        now = time.time()
+        now = self.context.clock.time()
         step = scheduling.decide(schedule, now)
         if step.due is None or step.decision is Decision.WAIT:
             return
@@ -273,7 +273,7 @@ class SchedulerActor(EnactActor):
     def _add_item(self, message: AddItem) -> ItemAdded | Rejected:
         if not message.text.strip():
             return Rejected(reason="a backlog item needs text (what should be done)")
-        now = time.time()
+        now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> ItemAdded | Rejected:
             if self._backlog.table.count(txn) >= MAX_ITEMS:

@@ -9,7 +9,6 @@ heartbeats run on a thread of their own, so nothing waits on a worker.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +62,7 @@ class WorkerActor(EnactActor):
     def on_start(self) -> None:
         # Also after a restart: nobody else would wake this worker. Its own
         # ref, since it is not addressable by name until on_start returns.
-        self.actor_ref.tell(Poll(sent_at=time.monotonic()))
+        self.actor_ref.tell(Poll(sent_at=self.context.clock.monotonic()))
 
     def on_stop(self) -> None:
         self.cancel_timers()
@@ -80,20 +79,20 @@ class WorkerActor(EnactActor):
             self._timer_pending = False
         if message.sent_at < self._last_claim or self.context.supervisor.stopping:
             return  # stale: this worker claimed since it was sent
-        self._last_claim = time.monotonic()
+        self._last_claim = self.context.clock.monotonic()
         claimed = self.context.ask("tasks", Claim(worker_id=self._worker_id))
         if isinstance(claimed, NothingQueued):
             self._poll_later(claimed.next_due_in_s)
             return
         self._run(claimed)
-        self.context.tell(self.context.name, Poll(sent_at=time.monotonic()))
+        self.context.tell(self.context.name, Poll(sent_at=self.context.clock.monotonic()))
 
     def _poll_later(self, due_in_s: float | None) -> None:
         if self._timer_pending:
             return
         self._timer_pending = True
         delay = IDLE_POLL_S if due_in_s is None else max(0.05, min(IDLE_POLL_S, due_in_s))
-        self.tell_later(delay, Poll(sent_at=time.monotonic() + delay, timer=True))
+        self.tell_later(delay, Poll(sent_at=self.context.clock.monotonic() + delay, timer=True))
 
     def _run(self, claimed: Claimed) -> None:
         task = claimed.task
@@ -124,7 +123,7 @@ class WorkersActor(EnactActor):
             float(DEADLINE_RANGE_S[1]), 2 * float(self.context.config["tasks.doctor_timeout_s"])))
         pool = self._pool = self.context.supervisor.pool(FAMILY, self._spec_of, idle_s=_NEVER_IDLE_S)
         for index in range(self._count):
-            pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=time.monotonic()))
+            pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=self.context.clock.monotonic()))
         self.tell_later(1.0, PruneWorktrees())
 
     def on_stop(self) -> None:
@@ -155,7 +154,7 @@ class WorkersActor(EnactActor):
     def _wake(self) -> None:
         if self._pool is None:
             return
-        now = time.monotonic()
+        now = self.context.clock.monotonic()
         for index in range(self._count):
             self.context.tell(self._pool.name_of(str(index)), Poll(sent_at=now))
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from prometheus_client import CollectorRegistry, Counter
+
+from enact.actors._asks import Asker
 from enact.actors._base import EnactActor, UnknownMessage
 from enact.actors.supervisor import ActorSpec
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandRegistry
-from enact.components import Ask, Component, ComponentError, DaemonParts, WireHandler
+from enact.components import Component, ComponentError, DaemonParts, WireHandler
 from enact.config import Check, Config, Setting
 from enact.messages import Request, reply, request
-from prometheus_client import CollectorRegistry, Counter
 
 
 @request("hello.Greet")
@@ -68,7 +70,7 @@ def _ping(call: CommandCall, context: CommandContext) -> str:
 
 class HelloComponent(Component):
     name = "hello"
-    cli = {"hello": "enact_hello.cli:hello"}
+    cli: ClassVar[Mapping[str, str]] = {"hello": "enact_hello.cli:hello"}
     settings = (
         Setting("hello.greeting", str, "hello", "What the hello extension says",
                 Check("1 to 40 characters", lambda value: 1 <= len(value) <= 40)),
@@ -90,6 +92,6 @@ class HelloComponent(Component):
         return [Command(name="hello.ping", summary="ping the hello actor", handler=_ping,
                         authority=Authority.PUBLIC)]
 
-    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
+    def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
         greeting = settings["hello.greeting"]
         return {Greet: lambda message: Greeting(text=f"{greeting}, {message.name}")}

@@ -11,7 +11,6 @@ def hello(name: str) -> None:
     """Ask the hello extension for its greeting."""
     from enact.cli._client import request
     from enact.cli._options import resolve_home
-
     from enact_hello import Greet, Greeting
 
     answer = request(resolve_home(None), Greet(name=name))
