@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact.ownership",  # whose a conversation is: the authority rule commands and the chat path share
     )),
     ("the actor runtime: base, supervisor, keyed pools, asks, group commit", (
-        "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._pool",
+        "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._long_work",
+        "enact.actors._pool",
         "enact.actors._specs", "enact.actors.supervisor",
     )),
     ("the command registry and the owner's programs", ("enact.commands", "enact.programs")),
