@@ -13,6 +13,7 @@ import pytest
 from schedule_clock import FaultyActors, home
 
 from enact.actors._batching import Deferred
+from enact.actors._long_work import run_inline
 from enact.evolution.brainstorms import BrainstormAnswered, Brainstorms
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CANDIDATES, SETTINGS
@@ -43,7 +44,8 @@ def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_wa
         store = context.own_store()
         brainstorms = Brainstorms(context, settings=store.table(SETTINGS),
                                   candidates=RecordTable(store.table(CANDIDATES), Candidate),
-                                  audit=fenced_audit, runtime=None, stored=lambda: None)  # type: ignore[arg-type]
+                                  audit=fenced_audit, runtime=None,  # type: ignore[arg-type]
+                                  off_thread=run_inline, stored=lambda: None)
         idea = {"evidence_ids": [], "title": "Number the steps", "rationale": "lists read faster",
                 "proposed_change": "number multi-step answers", "expected_benefit": "clarity", "risk": "none",
                 "test_plan": "a chat test"}
@@ -54,16 +56,3 @@ def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_wa
         with pytest.raises(FencedError):
             reply.wait(0)
 
-
-def test_a_model_answer_for_a_run_from_before_a_curator_restart_is_ignored(tmp_path: Path) -> None:
-    from enact.evolution.curator_actor import DATABASES as CURATOR_DATABASES
-    from enact.evolution.curator_actor import CuratorActor
-    from enact.evolution.curator_proposals import Curated, Run
-
-    with home(tmp_path, "curator", CURATOR_DATABASES, FaultyActors()) as context:
-        restarted = CuratorActor(context, runtime=None)  # type: ignore[arg-type]  # a new instance, never started
-        stale = Run(reply=Deferred(), origin="human-cli")
-        restarted.handle(Curated(run=stale, shown=[], records=[], answer="{}", failure=""))
-        assert restarted.records.newest_proposals(5) == []  # nothing recorded for the old run
-        with pytest.raises(RuntimeError, match="restarted"):
-            stale.reply.wait(0)

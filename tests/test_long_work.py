@@ -44,6 +44,11 @@ class Stored(Request["list[str]"]):
     pass
 
 
+@dataclass(frozen=True)
+class Break:
+    """Told: the handler raises, and the actor fails."""
+
+
 @dataclass
 class Seen:
     """What the test watches, shared with every incarnation of the actor."""
@@ -78,6 +83,8 @@ class Waiter(EnactActor):
                                 failed=self._failed if message.handle_errors else None, name="wait",
                                 stop_waits=message.stop_waits)
                 return None
+            case Break():
+                raise RuntimeError("a defect in a handler")
             case Stored():
                 return self.context.own_store().read(
                     lambda txn: [str(document["text"]) for _, document in self._table.items(txn)])
@@ -191,3 +198,15 @@ def test_a_stop_waits_for_work_that_asks_it_to(home: Home) -> None:
     assert home.seen.work_ended.is_set()  # already: the stop returned only after the work ended
     assert home.seen.cancelled == [DAEMON_STOPPING]
     assert home.running() == 0
+
+
+def test_work_of_an_actor_that_fails_is_cancelled_and_its_outcome_never_reaches_the_restarted_one(
+        home: Home) -> None:
+    release = threading.Event()
+    home.supervisor.ask("waiter", Begin(release=release, value="stale"), timeout=WAIT_S)
+    home.supervisor.tell("waiter", Break())
+    assert home.seen.restarted.wait(WAIT_S)
+    assert home.seen.work_ended.wait(WAIT_S)
+    assert home.seen.cancelled == ["actor 'waiter' failed"]
+    assert home.supervisor.ask("waiter", Stored(), timeout=WAIT_S) == []
+    assert home.seen.outcome_threads == []
