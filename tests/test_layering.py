@@ -58,10 +58,6 @@ make more imports run upward). The protocols may import them; each of them
 imports nothing above the contract but the others of this list."""
 
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("enact.tasks.scheduler_actor", "enact.evolution"): (
-        "the scheduler carries out the scheduled evolve run on its tick; it goes once the evolve run is an "
-        "actor of the evolution package"
-    ),
     ("enact.components", "enact.channels"): (
         "builtin() names the built-in channel components, and a ChannelComponent makes a Channel, whose protocol "
         "lives in enact.channels; both go once the built-ins register through the entry-point group as an "
