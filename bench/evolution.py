@@ -25,7 +25,7 @@ import lmdb
 import orjson
 
 from bench._table import Table, median, ratio
-from enact.cancellation import CancellationToken
+from enact.actors._long_work import run_inline
 from enact.chat.inbox_records import TURNS, RecordLog
 from enact.chat.records import LoggedTurn, TurnOutcome
 from enact.chat.turns import read_turns
@@ -36,7 +36,7 @@ from enact.evolution.scan_validation import parse_observations
 from enact.evolution.scanning import Scanner
 from enact.evolution.signals import EvidenceSource, turn_ref
 from enact.messages.inbox import ReadTurns, Turn, Turns
-from enact.messages.scanner import Scan, ScanRecord
+from enact.messages.scanner import Scan, ScanRecord, ScanReport
 from enact.messages.tasks import ChangedTasks
 from enact.runtime import RuntimeRequest, RuntimeResult
 from enact.storage import Storage, Store
@@ -90,8 +90,9 @@ class _Enact:
         self.tables.record(ScanRecord(id="", source=EvidenceSource.FEEDBACK, outcome="completed", error="",
                                       records=history, refs=(), signals=(), started_at=0, finished_at=0),
                            CompletedScan(signals=(), checkpoint=history))
+        # Driven inline: the scan's model call is timed where it is made, without a thread.
         self.scanner = Scanner(self.tables, _LogReader(store, self.turns), _answer, batch=BATCH, timeout_s=5,
-                               cancel=CancellationToken)
+                               off_thread=run_inline)
 
     def append(self, numbers: range) -> None:
         def write(txn: lmdb.Transaction) -> None:
@@ -101,7 +102,13 @@ class _Enact:
         self.store.write(write)
 
     def scan(self) -> int:
-        (summary,) = self.scanner.scan(Scan(source="feedback")).scans
+        reports: list[ScanReport] = []
+
+        def failed(error: Exception) -> None:
+            raise error
+
+        self.scanner.scan(Scan(source="feedback"), done=reports.append, failed=failed)
+        [(summary,)] = [report.scans for report in reports]
         if summary.outcome != "completed":
             raise RuntimeError(f"the enact scan did not complete: {summary.error}")
         return summary.records
