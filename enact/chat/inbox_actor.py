@@ -26,6 +26,7 @@ Each step's write and what follows it are plain rules in
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from enact.actors._asks import ActorNotFound
@@ -183,7 +184,7 @@ class InboxActor(EnactActor):
             reply.resolve(Accepted(event_id=event_id, duplicate=False, in_flight=True))
 
         self._batch.stage(lambda txn: self._rules.receive(txn, event, origin=message.origin,
-                                                          generation=self.context.fence.generation),
+                                                          generation=self.context.fence.generation, now=time.time()),
                           after, failed=reply.fail)
         return reply
 
@@ -286,7 +287,8 @@ class InboxActor(EnactActor):
                 self._conversations.tell(key, event_id, SessionNote(conversation_key=key, text=message.session_note))
                 self._conversations.done(event_id)  # nothing waits for the note
 
-        self._batch.stage(lambda txn: self._rules.store_notice(txn, message, generation=self.context.fence.generation),
+        self._batch.stage(lambda txn: self._rules.store_notice(txn, message, generation=self.context.fence.generation,
+                                                                     now=time.time()),
                           after)
 
     def _acknowledge(self, message: Notify) -> None:
@@ -315,7 +317,8 @@ class InboxActor(EnactActor):
             if finished is not None:
                 self._announce(*finished)
 
-        self._batch.stage(lambda txn: self._rules.complete(txn, message.event_id, message.outcome, message.error),
+        self._batch.stage(lambda txn: self._rules.complete(txn, message.event_id, message.outcome, message.error,
+                                                               now=time.time()),
                           after)
 
     def _settle_cursor(self, channel: str, finished: int) -> None:
