@@ -26,8 +26,7 @@ import orjson
 
 from bench._table import Table, median, ratio
 from enact.actors._long_work import run_inline
-from enact.chat.inbox_records import TURNS, RecordLog
-from enact.chat.records import LoggedTurn, TurnOutcome
+from enact.chat.inbox_records import TURNS, TurnLog
 from enact.chat.turns import read_turns
 from enact.evolution.scan_batch import feedback_records
 from enact.evolution.scan_prompt import scan_prompt
@@ -45,11 +44,11 @@ TITLE = "11. Evidence scan: one feedback batch with 10k and 100k turns of histor
 BATCH = 20
 
 
-def _turn(n: int) -> LoggedTurn:
-    return LoggedTurn(event_id=f"e{n}", channel="local", conversation="cli", message_id=f"m{n}",
-                      message=f"turn {n}: the reply to my question about the build was too long again",
-                      reply="(scripted runtime) Here is a long answer about the build and its tests.",
-                      time=1_700_000_000.0 + n, outcome=TurnOutcome.REPLIED, attempts=1, actions=())
+def _turn(n: int) -> Turn:
+    return Turn(cursor=n, event_id=f"e{n}", channel="local", conversation="cli", message_id=f"m{n}",
+                message=f"turn {n}: the reply to my question about the build was too long again",
+                reply="(scripted runtime) Here is a long answer about the build and its tests.",
+                time=1_700_000_000.0 + n, outcome="replied", attempts=1, actions=())
 
 
 def _answer(request: RuntimeRequest) -> RuntimeResult:
@@ -62,7 +61,7 @@ def _answer(request: RuntimeRequest) -> RuntimeResult:
 
 
 class _LogReader:
-    def __init__(self, store: Store, turns: RecordLog[LoggedTurn]) -> None:
+    def __init__(self, store: Store, turns: TurnLog) -> None:
         self._store, self._turns = store, turns
 
     def turns(self, since: int, limit: int) -> Turns:
@@ -83,7 +82,7 @@ class _Enact:
         self.storage = Storage(directory, map_size=1 << 30)
         store = self.storage.grant("scanner", (*DATABASES, TURNS))
         self.store = store
-        self.turns = RecordLog(store.log(TURNS), LoggedTurn)
+        self.turns = TurnLog(store.log(TURNS))
         self.tables = ScanTables(store)
         self.append(range(1, history + 1))
         # The history was scanned: the checkpoint stands at its last turn.
@@ -134,7 +133,7 @@ class _Baseline:
     def append(self, numbers: range) -> None:
         with open(self.turn_log, "ab") as file:
             for n in numbers:
-                file.write(orjson.dumps({"cursor": n, **orjson.loads(orjson.dumps(_turn(n)))}) + b"\n")
+                file.write(orjson.dumps(_turn(n)) + b"\n")
 
     def scan(self) -> int:
         processed: set[str] = set()

@@ -13,14 +13,13 @@ import orjson
 import pytest
 
 from enact.actors._long_work import run_inline
-from enact.chat.inbox_records import RecordLog
-from enact.chat.records import LoggedTurn, TurnOutcome
+from enact.chat import inbox_records
 from enact.chat.turns import read_turns
 from enact.evolution.scan_store import DATABASES, ScanTables
 from enact.evolution.scan_validation import InvalidScanReply, parse_observations
 from enact.evolution.scanning import Scanner
 from enact.evolution.signals import EvidenceSource, SignalState, signal_id
-from enact.messages.inbox import ReadTurns, Turns
+from enact.messages.inbox import ReadTurns, Turn, Turns
 from enact.messages.scanner import Scan, ScanReport, Signals
 from enact.messages.tasks import ChangedTasks
 from enact.runtime import RuntimeRequest, RuntimeResult
@@ -90,15 +89,15 @@ class TurnLog:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.turns = RecordLog(store.log("logs.turns"), LoggedTurn)
+        self.turns = inbox_records.TurnLog(store.log("logs.turns"))
 
     def add(self, *messages: str) -> None:
         def write(txn: Any) -> None:
             for message in messages:
-                self.turns.append(txn, LoggedTurn(
+                self.turns.append(txn, Turn(
                     event_id=f"e{time.monotonic_ns()}", channel="local", conversation="c", message_id="m",
                     message=message, reply="(scripted runtime) ok", time=time.time(),
-                    outcome=TurnOutcome.REPLIED, attempts=1, actions=()))
+                    outcome="replied", attempts=1, actions=()))
 
         self.store.write(write)
 
