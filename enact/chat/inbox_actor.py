@@ -9,7 +9,6 @@ outcomes, the ``TurnLogged`` feed, retries on its own timer.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from enact.actors._asks import ActorNotFound
@@ -106,7 +105,7 @@ class InboxActor(EnactActor):
         inbox = self.inbox
         match message:
             case Receive():
-                return inbox.receive(message, time.time())
+                return inbox.receive(message, self.context.clock.time())
             case TurnFinished():
                 return inbox.turn_finished(message)
             case TurnFailed():
@@ -114,13 +113,13 @@ class InboxActor(EnactActor):
             case Retry():
                 return inbox.retry(message.event_id)
             case Delivered():
-                return inbox.delivered(message, time.time())
+                return inbox.delivered(message, self.context.clock.time())
             case GetOutcome():
                 return inbox.outcome(message.event_id)
             case ReadTurns():
                 return inbox.turns(message)
             case Notify():
-                return inbox.notify(message, time.time())
+                return inbox.notify(message, self.context.clock.time())
             case GetCursor():
                 return inbox.cursor(message.channel)
             case RedactTurns():
