@@ -93,6 +93,13 @@ def _no_actors(actor: str, message: Request[R], /) -> R:
     raise RuntimeError(f"this command context cannot ask actor {actor!r}")
 
 
+class Converse(Protocol):
+    """A call on a conversation's own session (``enact.chat.session_calls``);
+    ``owners``: the conversation is the owner's. Returns the session's answer."""
+
+    def __call__(self, session_key: str, prompt: str, *, owner_message: str, owners: bool) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CommandContext:
     """What a command handler may use of the daemon."""
@@ -101,8 +108,8 @@ class CommandContext:
     status: Callable[[], str]
     ask: Asker = _no_actors
     """Ask an actor by name (``Supervisor.ask`` with the control deadline)."""
-    converse: Callable[[str, str, str], str] | None = None
-    """A call on a conversation's own session: (session key, prompt, owner message) -> answer."""
+    converse: Converse | None = None
+    """A call on a conversation's own session, as its conversation makes them."""
     agentic: bool = True
     """Whether the selected runtime can work in a repository."""
 

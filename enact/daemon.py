@@ -24,6 +24,7 @@ from enact._app.reports import DaemonReports, tally_spend
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.chat.services import startup_context
+from enact.chat.session_calls import SessionCalls
 from enact.command_journal import JournaledCommands
 from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, DaemonParts, WireHandler
@@ -43,7 +44,6 @@ from enact.runtime import Runtime, Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
-from enact.tasks.from_chat import session_call
 
 __all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_REFUSED", "CommandServer", "build_runtime", "run"]
 
@@ -202,9 +202,14 @@ class _Daemon:
         self.journaled_commands = JournaledCommands(commands, self._ask)
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
-        converse = session_call(runtime, self._ask, prompt_version=settings["runtime.prompt_version"],
-                                timeout_s=settings["runtime.timeout_s"], startup_context=startup_context(commands))
-        commands.bind(CommandContext(fence=fence, status=self.reports.status_line, ask=self._ask, converse=converse,
+        # Calls on a conversation's session from a command (a task's brief),
+        # made as the conversation's own turns make them.
+        sessions = SessionCalls(parts.runtime, ask=self._ask, tell=self.supervisor.tell,
+                                startup_context=startup_context(commands),
+                                prompt_version=settings["runtime.prompt_version"],
+                                timeout_s=settings["runtime.timeout_s"], token=fence.token, metrics=self.metrics)
+        commands.bind(CommandContext(fence=fence, status=self.reports.status_line, ask=self._ask,
+                                     converse=sessions.call,
                                      agentic=runtime.capabilities.agentic))
 
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:

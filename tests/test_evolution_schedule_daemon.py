@@ -122,9 +122,7 @@ def test_a_due_run_in_co_evolve_scans_proposes_and_tells_the_owner_and_approves_
 
 
 def mode_in(system: ActorSystem) -> ModeShown:
-    """The evolve mode and clock, once the scheduler's latest tick is handled
-    (it tells the curator its clock before it answers the ask after it)."""
-    system.ask("scheduler", ListSchedules())
+    """The evolve mode and clock as the curator last heard them."""
     return system.ask("curator", GetMode())
 
 
@@ -133,9 +131,11 @@ def notices_in(system: ActorSystem) -> list[Turn]:
 
 
 def tick(system: ActorSystem, seconds: int) -> None:
+    """Advance the clock a second at a time, each time until the run that
+    came due (if one did) has ended: its clock's next due time is ahead."""
     for _ in range(seconds):
         system.clock.advance(1)
-        system.ask("scheduler", ListSchedules())
+        wait_for(lambda: (mode_in(system).next_due_at or 0) > system.clock.time(), what="the due evolve run ended")
 
 
 def test_disabled_runs_nothing_and_calls_no_model(tmp_path: Path) -> None:

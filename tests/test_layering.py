@@ -28,7 +28,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact.ownership",  # whose a conversation is: the authority rule commands and the chat path share
     )),
     ("the actor runtime: base, supervisor, keyed pools, asks, group commit", (
-        "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._pool",
+        "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._long_work",
+        "enact.actors._pool",
         "enact.actors._specs", "enact.actors.supervisor",
     )),
     ("the command registry, its journaled runs and the owner's programs", (
@@ -65,12 +66,7 @@ beside their feature's rules (moving them into the messages was measured to
 make more imports run upward). The protocols may import them; each of them
 imports nothing above the contract but the others of this list."""
 
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("enact.tasks.scheduler_actor", "enact.evolution"): (
-        "the scheduler carries out the scheduled evolve run on its tick; it goes once the evolve run is an "
-        "actor of the evolution package"
-    ),
-}
+EXCEPTIONS: dict[tuple[str, str], str] = {}
 """(importer, imported), each a prefix as in LAYERS: an import that runs
 upward today, and why. Remove an entry once its import is gone."""
 

@@ -15,6 +15,8 @@ import pykka
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
+from enact.actors._long_work import LongWork, WorkDone
+from enact.cancellation import DAEMON_STOPPING
 from enact.clock import REAL_CLOCK, Clock, Timer
 from enact.fence import FencedError
 from enact.messages._registry import Request, registration_of
@@ -43,6 +45,7 @@ class UnknownMessage(TypeError):
 
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class ActorSystem(Protocol):
@@ -145,13 +148,15 @@ class EnactActor(pykka.ThreadingActor):
         # actor owes, failed at once if it fails or stops.
         self._owed: list[Deferred] = []
         self._timers: dict[object, Timer] = {}
+        running = metrics.long_work.labels(actor=context.slot.family)
+        self._long_work = LongWork(context.name, tell_back=self._tell_back, running=running.inc)
 
     def on_receive(self, message: Any) -> Any:
         if message is STARTED:
             return None  # not counted: it is the supervisor's, not a caller's
         started = time.perf_counter()
         try:
-            reply = self.handle(message)
+            reply = self._long_work.done(message) if isinstance(message, WorkDone) else self.handle(message)
             if isinstance(reply, Deferred):
                 self._owe(reply)
             return reply
@@ -209,6 +214,29 @@ class EnactActor(pykka.ThreadingActor):
             timer.cancel()
         self._timers.clear()
 
+    def off_thread(self, work: Callable[[CancellationToken], T], *, then: Callable[[T], object],
+                   failed: Callable[[Exception], object] | None = None, name: str = "work",
+                   stop_waits: bool = False) -> None:
+        """Run ``work(cancel)`` on a thread of its own; its result goes to
+        ``then`` and its exception to ``failed`` (or, with none, to this
+        actor's failure path), each on this actor's thread as a message of
+        its own (``enact.actors._long_work``). ``cancel`` is cancelled when
+        the daemon stops or is fenced and when this actor stops or fails;
+        ``stop_waits``: this actor's stop waits for the work to end."""
+        token = self.context.supervisor.stopping_token.child()
+        self._long_work.start(work, then=then, failed=failed, token=token, name=name, stop_waits=stop_waits)
+
+    @property
+    def long_work_running(self) -> int:
+        """Work started off this actor's thread whose outcome it has not handled yet."""
+        return self._long_work.running
+
+    def _tell_back(self, done: WorkDone) -> None:
+        # This incarnation's own ref: a restarted actor never gets the
+        # outcome of work its predecessor abandoned.
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.actor_ref.tell(done)
+
     def _owe(self, reply: Deferred) -> None:
         if len(self._owed) >= _PRUNE_OWED_AT:
             self._owed = [owed for owed in self._owed if not owed.done]
@@ -223,6 +251,8 @@ class EnactActor(pykka.ThreadingActor):
         self._owed.clear()
 
     def on_stop(self) -> None:
+        stopping = self.context.supervisor.stopping
+        self._long_work.abandon(DAEMON_STOPPING if stopping else f"actor {self.context.name!r} stopped", wait=True)
         if self.batch is not None:
             self.batch.flush()
         self._fail_what_is_owed(f"actor {self.context.name!r} stopped before it answered")
@@ -237,6 +267,7 @@ class EnactActor(pykka.ThreadingActor):
         traceback: TracebackType | None,
     ) -> None:
         log.error("actor %s failed: %r", self.context.name, exception_value)
+        self._long_work.abandon(f"actor {self.context.name!r} failed", wait=False)
         # Whoever waits on this actor hears it now, not at their deadline.
         self._fail_what_is_owed(f"actor {self.context.name!r} failed: {exception_value!r}")
         self.context.supervisor.report_failure(self.context.name, self.actor_ref, exception_value)

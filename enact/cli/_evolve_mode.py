@@ -1,5 +1,5 @@
 """``enact evolve mode [disabled|co-evolve|auto-evolve]``: show or set what
-the scheduled evolve run may do (the curator stores it; the Scheduler runs
+the scheduled evolve run may do (the curator stores it; the evolve actor runs
 the schedule)."""
 
 from __future__ import annotations

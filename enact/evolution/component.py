@@ -1,5 +1,5 @@
-"""The evolution component: the evidence scanner and the curator (signals,
-candidates, proposals, the evolve mode); their chat commands and ``enact
+"""The evolution component: the evidence scanner, the curator (signals,
+candidates, proposals, the evolve mode) and the scheduled evolve run; their chat commands and ``enact
 evolve``."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class EvolutionComponent(Component):
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
         from enact.actors.supervisor import ActorSpec
-        from enact.evolution import curator_actor, scanner_actor
+        from enact.evolution import curator_actor, evolve_actor, scanner_actor
         from enact.messages.reviews import Landed
         from enact.messages.tasks import TaskChanged
 
@@ -31,6 +31,9 @@ class EvolutionComponent(Component):
             ActorSpec(name="curator", actor=curator_actor.CuratorActor, databases=curator_actor.DATABASES,
                       depends_on=("epoch", "tasks", "reviews", "scanner"), options={"runtime": parts.runtime},
                       subscribes=(TaskChanged, Landed)),
+            # The evolve run asks the scanner, the curator, memory and the inbox.
+            ActorSpec(name="evolve", actor=evolve_actor.EvolveActor, databases=evolve_actor.DATABASES,
+                      depends_on=("epoch", "scanner", "curator", "memory", "inbox")),
         ]
 
     def commands(self, registry: CommandRegistry) -> Sequence[Command]:

@@ -1,8 +1,8 @@
 """The curator's part of the evolve modes: the stored mode and what the
-Scheduler last said of its evolve clock, both in ``evolution.settings``
+evolve actor last said of its clock, both in ``evolution.settings``
 (keys ``mode`` and ``clock``), and the runs it gave up (an audit event
 ``run-failed``, in the evolve history). The curator actor calls these; the
-Scheduler runs the schedule (``enact.evolution.runs``).
+evolve actor runs the schedule (``enact.evolution.runs``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The evolve schedule's clock: when a run is due, and the claim and
 acknowledgement that make it happen once.
 
-The Scheduler actor keeps one ``EvolveClock`` (in ``scheduler.evolve``) and
+The evolve actor keeps one ``EvolveClock`` (in ``scheduler.evolve``) and
 follows the claimed clock's rules (``enact.claimed_clock``) on every tick of
 a current daemon: the latest due time since the last acknowledged one
 (missed due times coalesce into it) is *claimed*, committed before anything

@@ -3,8 +3,10 @@
 The fact's deletion and a ``ForgetIntent`` are committed in one transaction
 (``memory.forgetting``, owned by the Memory actor), so a crash cannot leave
 the fact gone and its copies kept with nothing left to name them. Once that
-is durable the intent is finished, on a thread of its own (the Inbox rewrites
-its whole log, which takes a while; the Memory actor must not wait on it):
+is durable the intent is finished off the Memory actor's thread
+(``off_thread``: the Inbox rewrites its whole log, which takes a while; the
+Memory actor must not wait on it), and the reply given and the intent
+deleted back on it:
 
 - the Sessions actor redacts the text in the kept message histories (the
   ``openai`` runtime's) and resets the native sessions that may have been
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ import lmdb
 
 from enact.actors._asks import ActorNotFound, Asker
 from enact.actors._batching import Deferred, WriteBatch
+from enact.actors._long_work import OffThread
 from enact.memory.admission import TRUNCATION_MARK, merge_key
 from enact.memory.facts import Fact
 from enact.messages._registry import Request
@@ -125,28 +127,16 @@ def patient(ask: Asker, *, stopping: Callable[[], bool], wait_s: float = ACTORS_
     return asking
 
 
-def finish_then(ask: Asker, intent: ForgetIntent, then: Callable[[Forgotten], None]) -> threading.Thread:
-    """Finish ``intent`` on its own thread, then call ``then`` with the reply."""
-
-    def run() -> None:
-        then(finished(ask, intent))
-
-    thread = threading.Thread(target=run, name=f"enact-memory-forget-{intent.fact_id}", daemon=True)
-    thread.start()
-    return thread
-
-
 class Forgettings:
     """The Memory actor's pending intents, in LMDB and in memory. Used on
-    the actor's thread only; a finished intent comes back through ``done``
-    (which tells the actor, which then calls ``finished``)."""
+    the actor's thread only; only the asks that reach the copies run off it."""
 
-    def __init__(self, store: Store, batch: WriteBatch, ask: Asker, done: Callable[[ForgetIntent], None]) -> None:
+    def __init__(self, store: Store, batch: WriteBatch, ask: Asker, off_thread: OffThread) -> None:
         self._table = RecordTable(store.table(FORGETTING), ForgetIntent)
         self._store = store
         self._batch = batch
         self._ask = ask
-        self._done = done
+        self._off_thread = off_thread
         self._pending: dict[str, ForgetIntent] = {}  # as committed, or staged
 
     def resume(self) -> None:
@@ -192,8 +182,8 @@ class Forgettings:
     def _finish(self, intent: ForgetIntent, reply: Deferred | None = None) -> None:
         def then(forgotten: Forgotten) -> None:
             if not forgotten.redact_error:
-                self._done(intent)
+                self.finished(intent)
             if reply is not None:
                 reply.resolve(forgotten)
 
-        finish_then(self._ask, intent, then)
+        self._off_thread(lambda _: finished(self._ask, intent), then=then)

@@ -133,7 +133,11 @@ class Cursor:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Turn:
-    cursor: int
+    """One finished event, as ``logs.turns`` stores it and ``Turns`` sends it."""
+
+    cursor: int = 0
+    """Its key in the turn log (0 until it is logged); turns logged before
+    the cursor was stored with them read it from their key."""
     event_id: str
     channel: str
     conversation: str

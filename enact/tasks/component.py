@@ -36,9 +36,8 @@ class TasksComponent(Component):
                       options={"agentic": parts.runtime.capabilities.agentic}),
             ActorSpec(name="reviews", actor=reviews_actor.ReviewsActor, databases=reviews_actor.DATABASES,
                       depends_on=("epoch",)),
-            # The evolve schedule asks the scanner, the curator, memory and the inbox.
             ActorSpec(name="scheduler", actor=scheduler_actor.SchedulerActor, databases=scheduler_actor.DATABASES,
-                      depends_on=("epoch", "tasks", "scanner", "curator", "memory", "inbox")),
+                      depends_on=("epoch", "tasks")),
             ActorSpec(name="workers", actor=workers_actor.WorkersActor, depends_on=("epoch", "tasks", "reviews"),
                       options={"runtime": parts.runtime}, subscribes=(TaskChanged,),
                       pools=(workers_actor.FAMILY,)),

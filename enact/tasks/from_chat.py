@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from enact.actors._asks import Asker
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
 from enact.messages.inbox import Notify
-from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown
+from enact.runtime import RuntimeFailure
 from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, check_request, clip
 
 BRIEF_MARKER = "[task brief]"
@@ -30,8 +29,6 @@ BRIEF_MARKER = "[task brief]"
 NOTIFIER = "tasks"
 """The actor that holds a task's outcome notice until the inbox takes it."""
 
-SessionCall = Callable[[str, str, str], str]
-"""(session key, prompt, owner message) -> the session's answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +116,8 @@ def _add(call: CommandCall, context: CommandContext) -> str:
     brief: Brief | Question = Brief("")
     if context.converse is not None and call.conversation:
         try:
-            answer = context.converse(call.conversation, brief_prompt(request), f"{BRIEF_MARKER} {request}")
+            answer = context.converse(call.conversation, brief_prompt(request),
+                                      owner_message=f"{BRIEF_MARKER} {request}", owners=call.owners)
         except RuntimeFailure as error:
             raise CommandFailed(f"not queued: the conversation's session could not write the brief "
                                 f"({error.kind}: {error}); ask again") from None
@@ -174,34 +172,6 @@ def _owner_action(verb: str) -> Callable[[CommandCall, CommandContext], str]:
         return f"task {task_id} queued again"
 
     return run
-
-
-def session_call(runtime: Runtime, ask: Asker, *, prompt_version: int, timeout_s: float,
-                 startup_context: str) -> SessionCall:
-    """A call on a conversation's own session, as its Conversation actor
-    makes them: resume the native session the Sessions actor maps, or start
-    one with the startup context, and record the mapping."""
-    from enact.messages.sessions import Lookup, Record, Session
-
-    def invoke(session_key: str, prompt: str, owner_message: str, resume: str | None) -> str:
-        text = prompt if resume is not None else f"{startup_context}\n\n{prompt}"
-        result = runtime.invoke(RuntimeRequest(session_key=session_key, prompt=text, native_session=resume,
-                                               owner_message=owner_message, timeout_s=timeout_s))
-        if result.native_session and result.native_session != resume:
-            ask("sessions", Record(key=session_key, native_id=result.native_session, prompt_version=prompt_version))
-        return result.text
-
-    def call(session_key: str, prompt: str, owner_message: str) -> str:
-        mapping = ask("sessions", Lookup(key=session_key, prompt_version=prompt_version))
-        resume = mapping.native_id if isinstance(mapping, Session) else None
-        try:
-            return invoke(session_key, prompt, owner_message, resume)
-        except RuntimeSessionUnknown:
-            if resume is None:
-                raise
-            return invoke(session_key, prompt, owner_message, None)
-
-    return call
 
 
 def outcome_notice(task: Task) -> Notify | None:

@@ -8,10 +8,6 @@ keeps the clock (its own timer, ``scheduler.tick_s``), asks the task queue
 and stores what it did. Every tick first checks the epoch fence: a fenced
 daemon submits nothing (and the queue refuses a fenced write anyway).
 
-It also runs the evolve schedule (``enact.evolution.runs``, its clock
-in ``scheduler.evolve``): scans, proposals and, with auto-evolve,
-brainstorming, reported to the owner and never approved.
-
 The backlog lives here rather than in an actor of its own: its only effect
 besides its own records is the promotion, which is a tick's business when
 ``tasks.auto_promote`` is on.
@@ -28,8 +24,6 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.claimed_clock import Decision, nest_flat_claim
-from enact.evolution.runs import DATABASE as EVOLVE
-from enact.evolution.runs import EvolveRuns
 from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,
@@ -62,7 +56,7 @@ log = logging.getLogger(__name__)
 SCHEDULES = "scheduler.schedules"
 BACKLOG = "scheduler.backlog"
 COUNTERS = "scheduler.counters"
-DATABASES = (SCHEDULES, BACKLOG, COUNTERS, EVOLVE)
+DATABASES = (SCHEDULES, BACKLOG, COUNTERS)
 ORIGIN = "scheduler"
 MAX_ITEMS = 10_000
 
@@ -84,7 +78,6 @@ class SchedulerActor(EnactActor):
         self._tick_s = float(context.config["scheduler.tick_s"])
         self._auto_promote = bool(context.config["tasks.auto_promote"])
         self._fenced_logged = False
-        self._evolve = EvolveRuns(context, self._store)
 
     def on_start(self) -> None:
         # At once: due times missed while the daemon was down run now, once.
@@ -179,7 +172,6 @@ class SchedulerActor(EnactActor):
                 self._run_schedule(schedule)
             if self._auto_promote:
                 self._promote_when_idle()
-            self._evolve.tick()
         except ActorUnavailable as error:
             # An actor is restarting or slow: what is due is due next tick too.
             log.warning("scheduler: %s; trying again next tick", error)

@@ -2,8 +2,10 @@
 the actor that starts them, wakes them when a task is queued and keeps the
 task worktrees (list, clean up, prune).
 
-A worker's thread is busy for a whole attempt (``enact.tasks.worker``); its
-heartbeats run on a thread of their own, so nothing waits on a worker.
+A worker's attempt (``enact.tasks.worker``) runs off its thread
+(``off_thread``), its heartbeats on a thread of their own; the worker claims
+again once the attempt has ended. A stop cancels the attempt and waits for
+it to hand its task back.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class WorkerActor(EnactActor):
         self._worker_id = worker_id
         self._last_claim = 0.0
         self._timer_pending = False
+        self._running: int | None = None
+        """The task whose attempt runs now."""
 
     def on_start(self) -> None:
         # Also after a restart: nobody else would wake this worker. Its own
@@ -77,15 +81,14 @@ class WorkerActor(EnactActor):
     def _poll(self, message: Poll) -> None:
         if message.timer:
             self._timer_pending = False
-        if message.sent_at < self._last_claim or self.context.supervisor.stopping:
-            return  # stale: this worker claimed since it was sent
+        if message.sent_at < self._last_claim or self._running is not None or self.context.supervisor.stopping:
+            return  # stale (this worker claimed since it was sent), or busy: it claims again when done
         self._last_claim = self.context.clock.monotonic()
         claimed = self.context.ask("tasks", Claim(worker_id=self._worker_id))
         if isinstance(claimed, NothingQueued):
             self._poll_later(claimed.next_due_in_s)
             return
         self._run(claimed)
-        self.context.tell(self.context.name, Poll(sent_at=self.context.clock.monotonic()))
 
     def _poll_later(self, due_in_s: float | None) -> None:
         if self._timer_pending:
@@ -97,8 +100,16 @@ class WorkerActor(EnactActor):
     def _run(self, claimed: Claimed) -> None:
         task = claimed.task
         log.info("%s runs task %d (attempt %d)", self._worker_id, task.id, task.attempt)
-        TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
-                    parent=self.context.supervisor.stopping_token, fence=self.context.fence.token).run()
+        self._running = task.id
+        # The attempt's cancel is the work's: a graceful stop hands the task
+        # back (interrupted), and the stop waits for that.
+        self.off_thread(lambda cancel: TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
+                                                   parent=cancel, fence=self.context.fence.token).run(),
+                        then=self._ended, name=f"task-{task.id}", stop_waits=True)
+
+    def _ended(self, _: None) -> None:
+        self._running = None
+        self.context.tell(self.context.name, Poll(sent_at=self.context.clock.monotonic()))
 
 
 class WorkersActor(EnactActor):
