@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 # alerts for its first occurrence (tests/test_metrics.py checks the code
 # against these lists). The actors' names and the task events are not listed
 # here: the supervisor creates a series for each actor and keyed pool it runs
-# (the roster's), the task queue one for each kind of task event.
+# (the components'), the task queue one for each kind of task event.
 
 INBOX_EVENT_OUTCOMES = (
     "accepted",

@@ -1,4 +1,4 @@
-"""The daemon's actors in this process, from the roster, on a manual clock.
+"""The daemon's actors in this process, as the components declare them, on a manual clock.
 
 For tests that would otherwise run a daemon only to wait for its clock (a
 cron due time, a back-off): the same actors on a real home (LMDB, fence),
