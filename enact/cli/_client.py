@@ -86,6 +86,14 @@ def _name_of(value: object) -> str:
     return registration.name if registration else type(value).__qualname__
 
 
+def is_reply(reply: object, name: str) -> bool:
+    """Whether ``reply`` is of the registered type ``name`` (``"epoch.Fenced"``),
+    told without importing that type's protocol: decoding a reply loaded its
+    own, and a command that only checks for another protocol's reply (every
+    command checks for ``control.Error``) need not pay its start-up cost."""
+    return _name_of(reply) == name
+
+
 def expect(reply: object, expected: type[T], request: object) -> T:
     """``reply`` as ``expected``, or UnexpectedReply naming both types: for a
     reply that is one of a few its request declares, once the command has
@@ -99,12 +107,14 @@ def checked_reply(message: Request[R], reply: object) -> R:
     """``reply`` as the type ``message`` declares, or the one error that says
     why it is not."""
     from enact.messages._registry import is_reply_to
-    from enact.messages.epoch import Fenced
 
     if is_reply_to(message, reply):
         return cast(R, reply)
-    if isinstance(reply, Fenced):
-        raise TakenOver(reply.generation, reply.current_generation)
+    if is_reply(reply, "epoch.Fenced"):
+        from enact.messages.epoch import Fenced
+
+        if isinstance(reply, Fenced):
+            raise TakenOver(reply.generation, reply.current_generation)
     raise UnexpectedReply(f"unexpected reply {_name_of(reply)} to {_name_of(message)}")
 
 
@@ -131,7 +141,6 @@ class Client:
         """Any typed reply (``control.Error`` raised as DaemonError)."""
         from enact.messages import decode
         from enact.messages._framing import read_frame, write_frame
-        from enact.messages.control import Error
 
         try:
             write_frame(self._sock, checked_frame(message))
@@ -145,8 +154,11 @@ class Client:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except (ConnectionError, EOFError) as error:  # EOFError: also gone in the middle of a reply
             raise ConnectionLost(self.home) from error
-        if isinstance(reply, Error):
-            raise DaemonError(reply.message)
+        if is_reply(reply, "control.Error"):
+            from enact.messages.control import Error
+
+            if isinstance(reply, Error):
+                raise DaemonError(reply.message)
         return reply
 
     def close(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +50,8 @@ class ChatEvent:
     @property
     def event_id(self) -> str:
         """A stable id of the event's identity, safe as a key and in logs."""
+        import hashlib  # here: OpenSSL's loading would cost every command that speaks to the inbox a start-up
+
         identity = f"{self.channel}\0{self.conversation}\0{self.message_id}".encode()
         return hashlib.sha256(identity).hexdigest()[:32]
 
