@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
 from enact.config import Config, ConfigError, Setting
+from enact.entry_points import EntryPoint, entry_points
 from enact.messages._registry import protocols
 from enact.messages.common import Origin, chat_origin
 
 if TYPE_CHECKING:
-    import importlib.metadata
-
     from prometheus_client import CollectorRegistry
 
     from enact.actors._asks import Asker
@@ -232,24 +231,25 @@ class Components:
                 ) from None
 
 
-def load(extensions: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:
+def load(extensions: Iterable[EntryPoint] | None = None) -> Components:
     """enact's own components, then every installed extension (or the given
     ``extensions`` in their place); raises ComponentError naming the first
     one that cannot be used."""
-    import importlib.metadata  # only here: a command that needs no component never reads entry points
-
-    found = importlib.metadata.entry_points(group=GROUP)
-    own = [entry for entry in found if _distribution_of(entry) == OWN_DISTRIBUTION]
+    found = entry_points(GROUP)
+    own = [entry for entry in found if _is_own(entry)]
     if not own:
         raise ComponentError("enact's own components are not installed: install enact "
                              "(`make run` does: pip install -e .) rather than running it from a bare source tree")
-    others = [entry for entry in found if _distribution_of(entry) != OWN_DISTRIBUTION]
+    others = [entry for entry in found if not _is_own(entry)] if extensions is None else list(extensions)
     items = sorted((_load_entry(entry, own=True) for entry in own), key=_own_order)
-    for entry_point in sorted(others if extensions is None else extensions, key=lambda e: e.name):
-        items.append(_load_entry(entry_point, own=False))
+    items.extend(_load_entry(entry, own=False) for entry in sorted(others, key=lambda e: e.name))
     components = Components(items=tuple(items), own=frozenset(entry.name for entry in own))
     check(components)
     return components
+
+
+def _is_own(entry_point: EntryPoint) -> bool:
+    return entry_point.distribution.lower() == OWN_DISTRIBUTION
 
 
 def _own_order(component: Component) -> tuple[int, str]:
@@ -260,12 +260,7 @@ def _own_order(component: Component) -> tuple[int, str]:
     return kind, component.name
 
 
-def _distribution_of(entry_point: importlib.metadata.EntryPoint) -> str:
-    distribution = entry_point.dist
-    return "" if distribution is None else str(distribution.metadata["Name"])
-
-
-def _load_entry(entry_point: importlib.metadata.EntryPoint, *, own: bool) -> Component:
+def _load_entry(entry_point: EntryPoint, *, own: bool) -> Component:
     where = f"{'component' if own else 'extension'} {entry_point.name} ({entry_point.value})"
     try:
         made = entry_point.load()

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import urllib.request
-from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from enact import components
 from enact.channels import InboxInlet, InboxRefused
 from enact.components import ChannelComponent, ComponentError, Components
 from enact.config import ConfigError
+from enact.entry_points import EntryPoint
 from enact.messages.common import HUMAN_CLI, Rejected
 from enact.messages.inbox import ChatEvent, Receive
 
@@ -32,7 +32,7 @@ FIXTURE = Path(__file__).parent / "extension_fixture"
 
 
 def _entry(name: str, value: str) -> EntryPoint:
-    return EntryPoint(name=name, value=value, group=components.GROUP)
+    return EntryPoint(name=name, value=value, distribution="enact-cases")
 
 
 def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:

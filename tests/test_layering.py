@@ -1,7 +1,7 @@
 """No module of enact imports from a layer above its own.
 
 The layers, from the floor up, are declared once below; a module belongs to
-the entry that names the longest prefix of it. Every import counts: at the
+the entry that names the longest prefix of it (or, written `=name`, just it). Every import counts: at the
 top of a module, inside a function (a lazy import is still an import) and
 under ``TYPE_CHECKING`` (a type is a dependency too). What runs upward today
 is listed in ``EXCEPTIONS`` with its reason; the list may only shrink.
@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves: plain helpers that know nothing of the daemon", (
         "enact", "enact.home", "enact.process", "enact.retry", "enact.cancellation", "enact.tables",
         "enact.safe_files", "enact.credentials", "enact.claimed_clock", "enact.home_guard", "enact.environment",
-        "enact.schedules", "enact.clock",
+        "enact.schedules", "enact.clock", "enact.entry_points",
     )),
     ("the contract and the store: messages, storage, settings, the fence, metrics", (
         "enact.messages", "enact.storage", "enact.config", "enact.fence", "enact.metrics",
@@ -35,13 +35,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("components, the channel contract and the model runtimes they plug in", (
         "enact.components", "enact.runtime",
-        "enact.channels",  # the package itself: what a channel is; the channels are features, listed there
+        "=enact.channels",  # the package's own module: what a channel is; the channels in it are features
     )),
-    ("the features", (
-        "enact.chat", "enact.memory", "enact.tasks", "enact.channels.local", "enact.channels.telegram",
-        "enact.channels.telegram_api", "enact.channels.telegram_component", "enact.channels.telegram_text",
-        "enact.channels.telegram_updates",
-    )),
+    ("the features", ("enact.chat", "enact.memory", "enact.tasks", "enact.channels")),
     ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),
     ("the daemon's own component: the fence's actor, the token tally, /help", ("enact.epoch_actor", "enact.core")),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
@@ -70,11 +66,17 @@ upward today, and why. Remove an entry once its import is gone."""
 
 
 def _layer_of(module: str) -> int:
-    best, index = "", -1
+    """The layer naming the longest prefix of ``module``; an entry written
+    ``=name`` names that module only, and wins over any prefix."""
+    best, index = -1, -1
     for position, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
-                best, index = prefix, position
+            exact = prefix.startswith("=")
+            name = prefix.lstrip("=")
+            matches = module == name if exact else module == name or module.startswith(name + ".")
+            strength = 1 << 16 if exact else len(name)
+            if matches and strength > best:
+                best, index = strength, position
     if index < 0:
         raise AssertionError(f"{module} is in no layer of LAYERS: add it where it belongs")
     return index
