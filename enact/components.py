@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
-from enact.config import Config, ConfigError, Setting
+from enact.config import Config, ConfigError, RuntimeSettings, Setting
 from enact.messages._registry import PROTOCOLS
 from enact.messages.common import Origin, chat_origin
 
@@ -43,7 +43,7 @@ GROUP = "enact.extensions"
 RESERVED_NAMES = frozenset({"core", "enact", "channels"})
 """Words the daemon keeps that name no section, protocol or actor of its own.
 No component may take one, nor a section of enact's own settings
-(``config.SETTINGS``), nor the prefix of one of enact's own protocols
+(``Components.own``), nor the prefix of one of enact's own protocols
 (``PROTOCOLS``, but those a built-in component serves: ``local``), nor, when
 the daemon starts, the name of one of its actors or of their pools' families
 (the roster's: ``component_actors``)."""
@@ -131,6 +131,9 @@ class Components:
     """The loaded components, enact's own first."""
 
     items: tuple[Component, ...]
+    own: tuple[Setting, ...] = config.SETTINGS
+    """enact's own keys (``core``): the daemon's, and its features' when the
+    caller gathered them (``enact.own_settings``), as this layer may not."""
 
     def settings(self) -> tuple[Setting, ...]:
         """Every key that exists: the core ones (``runtime.adapter`` choosing
@@ -138,7 +141,7 @@ class Components:
         runtimes = sorted(self.runtimes())
         core = tuple(
             dataclasses.replace(s, check=config.one_of(*runtimes)) if s.key == "runtime.adapter" else s
-            for s in config.SETTINGS
+            for s in self.own
         )
         return core + tuple(
             dataclasses.replace(s, component=component.name) for component in self.items for s in component.settings
@@ -160,11 +163,11 @@ class Components:
     def runtime(self, settings: Config) -> RuntimeComponent:
         """The runtime component ``runtime.adapter`` names (the config check
         already refused any other value)."""
-        return self.runtimes()[settings["runtime.adapter"]]
+        return self.runtimes()[settings.typed(RuntimeSettings).adapter]
 
     def validate_environment(self, settings: Config) -> None:
         """Each component's check; only the runtime in use is checked of the runtimes."""
-        chosen = settings["runtime.adapter"]
+        chosen = settings.typed(RuntimeSettings).adapter
         for component in self.items:
             if isinstance(component, RuntimeComponent) and component.name != chosen:
                 continue
@@ -179,8 +182,9 @@ class Components:
                 ) from None
 
 
-def builtin() -> Components:
-    """enact's own components, without reading any entry point."""
+def builtin(own: tuple[Setting, ...] = config.SETTINGS) -> Components:
+    """enact's own components, without reading any entry point; ``own`` as
+    in ``Components``."""
     from enact.channels.local import LocalChannelComponent
     from enact.channels.telegram_component import TelegramChannelComponent
     from enact.runtime.claude import ClaudeRuntimeComponent
@@ -189,20 +193,22 @@ def builtin() -> Components:
     from enact.runtime.scripted import ScriptedRuntimeComponent
 
     return Components(items=(LocalChannelComponent(), TelegramChannelComponent(), ScriptedRuntimeComponent(),
-                             CodexRuntimeComponent(), ClaudeRuntimeComponent(), OpenAIRuntimeComponent()))
+                             CodexRuntimeComponent(), ClaudeRuntimeComponent(), OpenAIRuntimeComponent()), own=own)
 
 
-def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None) -> Components:
+def load(entry_points: Iterable[importlib.metadata.EntryPoint] | None = None, *,
+         own: tuple[Setting, ...]) -> Components:
     """The built-in components plus every installed extension; raises
-    ComponentError naming the first extension that cannot be used."""
+    ComponentError naming the first extension that cannot be used. ``own``
+    as in ``Components``: no default, since an extension is checked against
+    every section enact keeps."""
     import importlib.metadata  # only here: the CLI's other commands never read entry points
 
-    own = builtin().items
     found = importlib.metadata.entry_points(group=GROUP) if entry_points is None else entry_points
-    items = list(own)
+    items = list(builtin().items)
     for entry_point in sorted(found, key=lambda e: e.name):
         items.append(_load_extension(entry_point))
-    components = Components(items=tuple(items))
+    components = Components(items=tuple(items), own=own)
     check(components)
     return components
 
@@ -225,10 +231,10 @@ def check(components: Components) -> None:
     """Names are valid and unique, and every setting is well declared, lives
     in its component's sections and is declared once."""
     seen_names: set[str] = set()
-    keys = {s.key: "core" for s in config.SETTINGS}
-    taken_by_enact = (RESERVED_NAMES | {s.key.partition(".")[0] for s in config.SETTINGS}
+    keys = {s.key: "core" for s in components.own}
+    taken_by_enact = (RESERVED_NAMES | {s.key.partition(".")[0] for s in components.own}
                       | (set(PROTOCOLS) - {c.name for c in builtin().items}))
-    variables = {s.env_name: "core" for s in config.SETTINGS}
+    variables = {s.env_name: "core" for s in components.own}
     for component in components.items:
         name = component.name
         if not _NAME.fullmatch(name):

@@ -45,10 +45,10 @@ def channel_list(home: Path | None, as_json: bool) -> None:
 @click.argument("name")
 def channel_check(home: Path | None, as_json: bool, name: str) -> None:
     """Try channel NAME's credentials (Telegram: getMe); needs no daemon."""
-    from enact import components, config
+    from enact import components, config, own_settings
 
     try:
-        installed = components.load()
+        installed = components.load(own=own_settings.SETTINGS)
         settings = installed.load_config(resolve_home(home))
     except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)

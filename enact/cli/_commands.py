@@ -106,10 +106,10 @@ def _request_types() -> list[dict[str, Any]]:
 def _load_extensions(as_json: bool) -> None:
     """Import the installed extensions, only when a command needs their types:
     reading entry points costs every other command nothing."""
-    from enact import components
+    from enact import components, own_settings
 
     try:
-        components.load()
+        components.load(own=own_settings.SETTINGS)
     except components.ComponentError as error:
         fail(str(error), as_json=as_json)
 
@@ -166,12 +166,12 @@ def config_group() -> None:
 def config_show(home: Path | None, as_json: bool) -> None:
     """Print the effective configuration, where each value came from and
     which component declares it (``core``: the daemon itself)."""
-    from enact import components, config
+    from enact import components, config, own_settings
 
     try:
         # The only command that reads the installed extensions: their
         # settings are part of the configuration.
-        settings = components.load().load_config(resolve_home(home))
+        settings = components.load(own=own_settings.SETTINGS).load_config(resolve_home(home))
     except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
     rows = settings.describe()

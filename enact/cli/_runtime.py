@@ -33,10 +33,10 @@ def runtime_group() -> None:
 def check(home: Path | None, probe: bool, timeout_s: float, as_json: bool) -> None:
     """Show the selected adapter, whether its binary or endpoint is found and
     its version; exit 1 when something is missing (each problem says what to do)."""
-    from enact import components, config
+    from enact import components, config, own_settings
 
     try:
-        installed = components.load()
+        installed = components.load(own=own_settings.SETTINGS)
         settings = installed.load_config(resolve_home(home))
     except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
@@ -51,7 +51,7 @@ def check(home: Path | None, probe: bool, timeout_s: float, as_json: bool) -> No
         "notes": list(found.notes),
     }
     if probe and not found.problems:
-        report["probe"] = _probe(component, settings, min(timeout_s, settings["runtime.timeout_s"]))
+        report["probe"] = _probe(component, settings, min(timeout_s, settings.typed(config.RuntimeSettings).timeout_s))
     report["ok"] = not found.problems and report.get("probe", {}).get("ok", True)
     if as_json:
         print_json(report)
