@@ -49,7 +49,7 @@ import orjson
 from bench._table import Table, median, percentile, rate, ratio, run_together
 from bench.append_log import _rewrite_atomically
 from bench.control_socket import _start_daemon, _stop
-from enact import __version__, components
+from enact import __version__, components, own_settings
 from enact.actors.supervisor import Supervisor
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
@@ -182,7 +182,7 @@ class _Enact:
         self.events = self.history = history
         self.prefill_s = 0.0
         self.fatal: list[str] = []
-        installed = components.builtin()
+        installed = components.builtin(own=own_settings.SETTINGS)
         settings = installed.load_config(home, environ={})
         self.storage = Storage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20)
         self.fence = Fence(home, self.storage)

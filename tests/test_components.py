@@ -18,7 +18,7 @@ import pytest
 from control_wire import RawClient
 from roster_services import roster_services
 
-from enact import components
+from enact import components, own_settings
 from enact.channels import InboxInlet, InboxRefused
 from enact.components import ChannelComponent, ComponentError, Components
 from enact.config import ConfigError
@@ -35,6 +35,11 @@ def _entry(name: str, value: str) -> EntryPoint:
     return EntryPoint(name=name, value=value, group=components.GROUP)
 
 
+def _loaded(*entry_points: EntryPoint) -> Components:
+    """As the daemon loads them: the built-ins, ``entry_points``, enact's own keys."""
+    return components.load(entry_points=entry_points, own=own_settings.SETTINGS)
+
+
 def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:
     message = str(error.value)
     assert "\n" not in message, message
@@ -45,7 +50,7 @@ def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:
 
 
 def test_enacts_own_components_are_the_local_and_telegram_channels_and_the_built_in_runtimes() -> None:
-    installed = components.load(entry_points=[])
+    installed = _loaded()
     assert [c.name for c in installed.items][:3] == ["local", "telegram", "scripted"]
     assert [c.name for c in installed.channels()] == ["local", "telegram"]
     assert {"scripted", "codex", "claude", "openai"} <= set(installed.runtimes())
@@ -57,7 +62,7 @@ def test_enacts_own_components_are_the_local_and_telegram_channels_and_the_built
 
 
 def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) -> None:
-    installed = components.load(entry_points=[_entry("echo", "component_cases:EchoRuntimeComponent")])
+    installed = _loaded(_entry("echo", "component_cases:EchoRuntimeComponent"))
     allowed = {s.key: s for s in installed.settings()}["runtime.adapter"].allowed
     assert allowed == "one of claude, codex, echo, openai, scripted"
     settings = installed.load_config(tmp_path, environ={"ENACT_RUNTIME_ADAPTER": "echo"})
@@ -71,7 +76,7 @@ def test_runtime_adapter_chooses_among_the_installed_runtimes(tmp_path: Path) ->
 
 
 def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
-    installed = components.load(entry_points=[_entry("fine", "component_cases:make_fine")])
+    installed = _loaded(_entry("fine", "component_cases:make_fine"))
     assert [c.name for c in installed.items] == ["local", "telegram", "scripted", "codex", "claude", "openai", "fine"]
     settings = installed.load_config(tmp_path, environ={"ENACT_FINE_LEVEL": "3"})
     assert settings["fine.level"] == 3
@@ -101,19 +106,19 @@ def test_an_extension_may_be_a_class_or_a_factory(tmp_path: Path) -> None:
 )
 def test_a_broken_extension_is_refused_with_one_line_naming_it(name: str, value: str, problem: str) -> None:
     with pytest.raises(ComponentError) as error:
-        components.load(entry_points=[_entry(name, value)])
+        _loaded(_entry(name, value))
     assert _one_line(error) == problem
 
 
 def test_a_components_actors_are_named_after_it(tmp_path: Path) -> None:
-    installed = components.load(entry_points=[_entry("two", "component_cases:TwoActors")])
+    installed = _loaded(_entry("two", "component_cases:TwoActors"))
     settings = installed.load_config(tmp_path, environ={})
     specs = components.component_actors(installed, settings, taken=["inbox"])
     assert [spec.name for spec in specs] == ["two", "two:helper"]
     with pytest.raises(ComponentError) as error:
         components.component_actors(installed, settings, taken=["two:helper"])
     assert _one_line(error) == "component two: the actor name 'two:helper' is already taken"
-    misnamed = components.load(entry_points=[_entry("misnamed", "component_cases:MisnamedActor")])
+    misnamed = _loaded(_entry("misnamed", "component_cases:MisnamedActor"))
     with pytest.raises(ComponentError) as error:
         components.component_actors(misnamed, settings, taken=["inbox"])
     assert _one_line(error) == "component misnamed: its actor 'inbox' must be named after it"
@@ -128,7 +133,7 @@ def test_a_component_named_like_any_of_the_daemons_actors_or_their_pools_is_refu
     own = [family for spec in specs for family in spec.families]
     assert {"memory", "tasks", "reviews", "scheduler", "workers", "curator", "scanner", "conversation",
             "worker"} <= set(own)
-    settings = components.load(entry_points=[]).load_config(tmp_path, environ={})
+    settings = _loaded().load_config(tmp_path, environ={})
     for name in own:
         installed = Components(items=(component_cases.named(name),))
         with pytest.raises(ComponentError) as error:

@@ -11,10 +11,20 @@ from typing import Any
 import orjson
 import pytest
 
+from enact import own_settings
 from enact.components import builtin
-from enact.config import SETTINGS, ConfigError, Setting, load
+from enact.config import Config, ConfigError, Setting
+from enact.config import load as load_config
 
 from conftest import DaemonFactory
+
+SETTINGS = own_settings.SETTINGS
+"""enact's own keys: the daemon's and its features'."""
+
+
+def load(home: Path, **options: Any) -> Config:
+    """The configuration of enact's own keys unless told other ones."""
+    return load_config(home, **{"settings": SETTINGS, **options})
 
 
 def _home(tmp_path: Path, toml: str | None = None) -> Path:
@@ -71,7 +81,7 @@ def test_the_environment_overrides_the_file(tmp_path: Path) -> None:
         "ENACT_HOME": "/elsewhere",  # not a setting, and not an error
         "PATH": "/bin",
     }
-    config = load(home, environ=environ, settings=builtin().settings())
+    config = load(home, environ=environ, settings=builtin(own=own_settings.SETTINGS).settings())
     assert config["daemon.workers"] == 8
     assert config.sources["daemon.workers"] == "environment"
     assert config["supervisor.max_restarts"] == 3
@@ -233,7 +243,7 @@ def test_a_non_finite_or_huge_number_is_refused_naming_key_and_source(
 def test_every_number_setting_declares_a_finite_range() -> None:
     from enact.config import check_declaration
 
-    for setting in builtin().settings():
+    for setting in builtin(own=own_settings.SETTINGS).settings():
         check_declaration(setting)  # raises for a number without between()
         if setting.kind in (int, float):
             assert setting.check is not None and setting.check.high is not None
@@ -291,7 +301,7 @@ def test_config_show_json_prints_every_key_with_its_source(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     rows: list[dict[str, Any]] = orjson.loads(result.stdout)
     by_key = {row["key"]: row for row in rows}
-    assert [row["key"] for row in rows] == [s.key for s in builtin().settings()]
+    assert [row["key"] for row in rows] == [s.key for s in builtin(own=own_settings.SETTINGS).settings()]
     assert by_key["daemon.workers"]["value"] == 4 and by_key["daemon.workers"]["source"] == "file"
     assert by_key["supervisor.max_restarts"]["value"] == 7
     assert by_key["supervisor.max_restarts"]["source"] == "environment"

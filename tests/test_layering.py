@@ -38,7 +38,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("components and the model runtimes they plug in", ("enact.components", "enact.runtime")),
     ("the features", ("enact.chat", "enact.memory", "enact.channels", "enact.tasks")),
     ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),
-    ("the daemon's own fence actor, and the roster of every actor", ("enact.epoch_actor", "enact.roster")),
+    ("the daemon's own fence actor, and the rosters of every actor and every key", (
+        "enact.epoch_actor", "enact.roster",
+        "enact.own_settings",  # gathers the features' keys until each feature is a component declaring them
+    )),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
     ("the CLI, which also runs the daemon", ("enact.cli", "enact.__main__")),
 )

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from enact import config
+from enact import config, own_settings
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
@@ -287,7 +287,7 @@ class Home:
 
     def run(self, check: Callable[[Supervisor], None]) -> None:
         """Start the chat actors (a new daemon, a new generation) and ``check``."""
-        settings = config.load(self.path, environ={})
+        settings = config.load(self.path, environ={}, settings=own_settings.SETTINGS)
         storage = Storage(self.path / "state")
         fence = Fence(self.path, storage)
         fence.acquire(takeover=False)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 
+from enact import own_settings
 from enact.cli._group import main
 from enact.components import builtin
 from enact.home import SOCKET_NAME
@@ -20,7 +21,7 @@ from enact.messages._framing import MAX_FRAME_BYTES
 from conftest import DaemonFactory, enact_env
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
-SETTINGS = builtin().settings()
+SETTINGS = builtin(own=own_settings.SETTINGS).settings()
 """The daemon's own settings and those of enact's built-in components."""
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from enact import config
+from enact import config, own_settings
 from enact._app.commands import startup_context
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
@@ -81,7 +81,7 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     home = tmp_path / "home"
     home.mkdir()
     (home / "scripted.toml").write_text('[[rule]]\nmatch = "status please"\naction = "status"\nthen = "ok"\n')
-    settings = config.load(home, environ={})
+    settings = config.load(home, environ={}, settings=own_settings.SETTINGS)
     storage = Storage(home / "state")
     fence = Fence(home, storage)
     fence.acquire(takeover=False)
