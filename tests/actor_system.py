@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from enact import components
+from enact import components, own_settings
 from enact._app.commands import daemon_commands, startup_context
 from enact.actors.supervisor import Supervisor
 from enact.channels import InboxInlet
@@ -62,7 +62,7 @@ def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = 
     config.toml and ``environ``.
     No workers by default: a task stays queued until the test ends it."""
     home.mkdir(parents=True, exist_ok=True)
-    installed = components.builtin()
+    installed = components.builtin(own=own_settings.SETTINGS)
     settings = installed.load_config(home, environ=environ)
     storage = Storage(home / STATE_DIR)
     fence = Fence(home, storage)

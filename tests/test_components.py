@@ -128,7 +128,8 @@ def test_a_component_named_like_any_of_the_daemons_actors_or_their_pools_is_refu
     specs = actor_specs(roster_services())
     for spec in specs:  # each actor serves its own protocol: even the CLI's commands refuse its name
         with pytest.raises(ComponentError) as error:
-            components.check(Components(items=(*components.builtin().items, component_cases.named(spec.name))))
+            components.check(Components(items=(*components.builtin().items, component_cases.named(spec.name)),
+                                        own=own_settings.SETTINGS))
         assert _one_line(error) == f"component {spec.name}: the name is already taken"
     own = [family for spec in specs for family in spec.families]
     assert {"memory", "tasks", "reviews", "scheduler", "workers", "curator", "scanner", "conversation",
