@@ -21,12 +21,13 @@ import time
 from pathlib import Path
 
 from bench._table import Table, ratio
-from enact import config
+from enact import components, config
 from enact.cancellation import CancellationToken
 from enact.cli._client import Client, NotRunning, request
 from enact.messages.control import Status, StatusReport
 from enact.messages.tasks import List, Submit, Submitted, TaskPage
 from enact.tasks import worktrees
+from enact.tasks.settings import TasksSettings
 from enact.tasks.validation import Validation
 
 TITLE = "10. Task workers: trivial tasks completed per minute with 1, 2 and 4 workers"
@@ -110,7 +111,7 @@ def _baseline_per_minute(base: Path, count: int) -> float:
     home = base / "baseline"
     home.mkdir()
     repo = _repo(base / "repo-baseline")
-    settings = config.load(home, environ={})
+    settings = config.load(home, environ={}, settings=components.load().settings()).typed(TasksSettings)
     started = time.perf_counter()
     for task_id in range(1, count + 1):
         tree = worktrees.prepare(repo, home, task_id)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
-from enact.config import Config, ConfigError, Setting
+from enact.config import Config, ConfigError, RuntimeSettings, Setting
 from enact.entry_points import EntryPoint, entry_points
 from enact.messages._registry import protocols
 from enact.messages.common import Origin, chat_origin
@@ -185,16 +185,12 @@ class Components:
             component.metrics(registry)
 
     def settings(self) -> tuple[Setting, ...]:
-        """Every key that exists: the core ones (``runtime.adapter`` choosing
-        among the installed runtimes), then each component's."""
-        runtimes = sorted(self.runtimes())
-        core = tuple(
-            dataclasses.replace(s, check=config.one_of(*runtimes)) if s.key == "runtime.adapter" else s
-            for s in config.SETTINGS
-        )
-        return core + tuple(
-            dataclasses.replace(s, component=component.name) for component in self.items for s in component.settings
-        )
+        """Every key that exists, each component's in turn (``runtime.adapter``
+        choosing among the installed runtimes)."""
+        adapter = config.one_of(*sorted(self.runtimes()))
+        declared = (dataclasses.replace(s, component=component.name)
+                    for component in self.items for s in component.settings)
+        return tuple(dataclasses.replace(s, check=adapter) if s.key == "runtime.adapter" else s for s in declared)
 
     def load_config(
         self, home: Path, *, environ: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None
@@ -212,11 +208,11 @@ class Components:
     def runtime(self, settings: Config) -> RuntimeComponent:
         """The runtime component ``runtime.adapter`` names (the config check
         already refused any other value)."""
-        return self.runtimes()[settings["runtime.adapter"]]
+        return self.runtimes()[settings.typed(RuntimeSettings).adapter]
 
     def validate_environment(self, settings: Config) -> None:
         """Each component's check; only the runtime in use is checked of the runtimes."""
-        chosen = settings["runtime.adapter"]
+        chosen = settings.typed(RuntimeSettings).adapter
         for component in self.items:
             if isinstance(component, RuntimeComponent) and component.name != chosen:
                 continue
@@ -280,14 +276,11 @@ def check(components: Components) -> None:
     component's sections and is declared once, and every CLI command has
     one component."""
     seen_names: set[str] = set()
-    keys = {s.key: "core" for s in config.SETTINGS}
-    own_sections = {s.key.partition(".")[0] for s in config.SETTINGS}
-    for component in components.items:
-        if component.name in components.own:
-            own_sections.update(component.sections or (component.name,))
-    served_by_own = {c.name for c in components.items if c.name in components.own}
-    taken_by_enact = RESERVED_NAMES | own_sections | (set(protocols()) - served_by_own)
-    variables = {s.env_name: "core" for s in config.SETTINGS}
+    keys: dict[str, str] = {}
+    variables: dict[str, str] = {}
+    own = [component for component in components.items if component.name in components.own]
+    own_sections = {section for component in own for section in component.sections or (component.name,)}
+    taken_by_enact = RESERVED_NAMES | own_sections | (set(protocols()) - {component.name for component in own})
     cli_commands: dict[str, str] = {}
     for component in components.items:
         name = component.name

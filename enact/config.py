@@ -1,9 +1,14 @@
 """Configuration: documented defaults, ``config.toml``, ``ENACT_*`` variables.
 
 Precedence, lowest first: default, file, environment, command line. Every
-key is declared once: the daemon's own in ``SETTINGS``, a component's by the
+key is declared once: the daemon's own in ``SETTINGS``, a feature's in its
+package's ``settings`` module (``enact.chat.settings``), a component's by the
 component (``enact.components``); anything else is an error at start-up that
 names the key and where it came from.
+
+Code reads values as typed settings (``DaemonSettings``, ``ChatSettings``),
+each built once per configuration by ``Config.typed``, never as
+``config["a.b"]``.
 """
 
 from __future__ import annotations
@@ -13,10 +18,9 @@ import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar, cast
 
 from enact.home import CONFIG_NAME
-from enact.schedules import FORMS as SCHEDULE_FORMS
 
 
 class ConfigError(ValueError):
@@ -78,20 +82,6 @@ def _is_address(value: str) -> bool:
 _address = Check(ADDRESS_FORM, _is_address)
 
 
-def _is_evolve_schedule(value: str) -> bool:
-    from enact.schedules import ScheduleError, parse
-
-    try:
-        parse(value)
-    except ScheduleError:
-        return False
-    return True
-
-
-def _is_conversation(value: str) -> bool:
-    channel, sep, conversation = value.partition(":")
-    return bool(sep and channel.strip() and conversation.strip())
-
 LIST_FORMS = 'a TOML/JSON list such as ["a", "b"] or a comma-separated list such as a,b'
 """How a list-valued setting is written in an ENACT_* variable."""
 
@@ -146,68 +136,69 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("control.idle_timeout_s", float, 30.0, "Idle control connections are closed after this",
             between(0.1, DAY)),
     Setting("control.request_timeout_s", float, 120.0, "Longest wait for an actor's reply", between(0.1, DAY)),
-    Setting(
-        "chat.allowed_conversations",
-        list,
-        [],
-        "The owner's chats (channel:id or id): only they may talk to enact; empty means no lock "
-        "(the local CLI is always the owner's)",
-    ),
-    Setting("chat.max_attempts", int, 3, "Processing attempts per chat event", between(1, 10)),
-    Setting("chat.delivery_attempts", int, 3, "Delivery attempts per reply", between(1, 10)),
-    Setting("chat.delivery_backoff_s", float, 0.5, "First retry delay of a failed delivery", between(0, 60)),
-    Setting("chat.max_actions", int, 6, "Model actions per chat event", between(1, 50)),
-    Setting("chat.conversation_idle_s", float, 300.0, "An idle conversation actor stops after this",
-            between(0.1, WEEK)),
     # Its choices are the installed runtime components: enact.components fills them in.
     Setting("runtime.adapter", str, "scripted", "The model runtime"),
     Setting("runtime.timeout_s", float, 600.0, "Timeout of one runtime call", between(0.1, DAY)),
     Setting("runtime.prompt_version", int, 1, "Sessions started under another version are not resumed",
             between(1, 1_000_000)),
-    Setting("memory.max_fact_chars", int, 500, "A longer fact is clipped, with a visible mark", between(40, 10000)),
-    Setting("memory.confirm_model_facts", bool, False,
-            "Facts from [MEMORY] markers are held until `enact memory confirm`"),
-    Setting("memory.max_pending_per_conversation", int, 20,
-            "Facts one conversation that is not the owner's may have held for confirmation", between(0, 10_000)),
-    Setting("memory.context_chars", int, 8000, "Budget of the facts in the startup context", between(0, 200_000)),
-    Setting("memory.identity_chars", int, 4000, "Budget of each identity in the startup context",
-            between(0, 100_000)),
-    Setting("memory.send_private", bool, False, "Private facts may be sent to the model (secret ones never are)"),
-    Setting("memory.recall_k", int, 8, "Facts recalled for each owner message", between(0, 100)),
-    Setting("memory.recall_chars", int, 2000, "Budget of the recalled facts", between(0, 100_000)),
     Setting("runtime.allow_full_access", bool, False, "Whether a runtime call may run without a sandbox"),
-    Setting("tasks.default_repo", str, "", "The repository a task works on when none is named"),
-    Setting("tasks.lease_ttl_s", float, 60.0, "A worker's lease on a task lapses unless renewed within this",
-            between(1, 3600)),
-    # Task workers (enact.tasks): the doctor, protected paths, confinement, kept worktrees.
-    Setting("tasks.doctor_command", str, "", "Test command of a repository without a [doctor] in its .enact.toml"),
-    Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", between(0.1, DAY)),
-    Setting("tasks.protected_paths", list,
-            ["tests/", "test/", ".enact.toml", ".ci/", ".github/", ".gitlab-ci.yml", "conftest.py", "pytest.ini",
-             "tox.ini", "noxfile.py"],
-            "Paths a task may change only when its owner unlocked them (task add --allow-path)"),
-    Setting("tasks.confinement", str, "auto",
-            "auto: confine runtime and doctor with bwrap when it can, else say so; required: never run unconfined",
-            one_of("auto", "required", "off")),
-    Setting("tasks.env_passthrough", list, [],
-            "Environment variables (names or globs) given to task commands and the doctor besides PATH, locale"),
-    Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",
-            between(0, 3650)),
-    # Backlog and cron (the Scheduler actor).
-    Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
-    Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
-    # Evolve modes and the evolve schedule (enact.evolution.modes).
-    Setting("evolve.mode", str, "co-evolve", "What scheduled evolve runs may do until `enact evolve mode` sets it",
-            one_of("disabled", "co-evolve", "auto-evolve")),
-    Setting("evolve.schedule", str, "daily 09:00", "When the scheduled evolve run is due",
-            Check(SCHEDULE_FORMS, _is_evolve_schedule)),
-    Setting("evolve.theme", str, "", "What brainstorming (auto-evolve) starts from; empty: the mission"),
-    Setting("evolve.report_to", str, "", "The conversation evolve reports go to; empty: the locked one",
-            Check("empty or a conversation key channel:id", lambda value: value == "" or _is_conversation(value))),
-    # Evolution (the EvidenceScanner actor).
-    Setting("evolve.scan_batch", int, 20, "Turns or tasks one evidence scan sends to the model", between(1, 100)),
 )
-"""The daemon's own settings; each component declares its own."""
+"""The daemon's own settings; each feature and component declares its own."""
+
+
+class TypedSettings(Protocol):
+    """A frozen value of some keys, built from a configuration by its class."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> Self: ...
+
+
+T = TypeVar("T", bound=TypedSettings)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DaemonSettings:
+    """The daemon's own sections: ``daemon``, ``supervisor``, ``storage``, ``control``."""
+
+    metrics_addr: str
+    workers: int
+    log_level: str
+    shutdown_timeout_s: float
+    command_server: bool
+    max_restarts: int
+    restart_window_s: float
+    map_size_mb: int
+    idle_timeout_s: float
+    request_timeout_s: float
+
+    @classmethod
+    def from_config(cls, config: Config) -> DaemonSettings:
+        values = config.values
+        return cls(
+            metrics_addr=values["daemon.metrics_addr"], workers=values["daemon.workers"],
+            log_level=values["daemon.log_level"], shutdown_timeout_s=values["daemon.shutdown_timeout_s"],
+            command_server=values["daemon.command_server"], max_restarts=values["supervisor.max_restarts"],
+            restart_window_s=values["supervisor.restart_window_s"], map_size_mb=values["storage.map_size_mb"],
+            idle_timeout_s=values["control.idle_timeout_s"], request_timeout_s=values["control.request_timeout_s"],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RuntimeSettings:
+    """How the daemon calls its model runtime (``runtime``); the adapter's own
+    keys are its component's."""
+
+    adapter: str
+    timeout_s: float
+    prompt_version: int
+    allow_full_access: bool
+
+    @classmethod
+    def from_config(cls, config: Config) -> RuntimeSettings:
+        values = config.values
+        return cls(adapter=values["runtime.adapter"], timeout_s=values["runtime.timeout_s"],
+                   prompt_version=values["runtime.prompt_version"],
+                   allow_full_access=values["runtime.allow_full_access"])
 
 _NOT_SETTINGS = frozenset({"ENACT_HOME"})
 """ENACT_* variables that are not configuration keys."""
@@ -221,6 +212,16 @@ class Config:
     values: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)
     settings: tuple[Setting, ...] = SETTINGS
+    _typed: dict[type[Any], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def typed(self, kind: type[T]) -> T:
+        """``kind`` built from this configuration on first use, then shared:
+        whoever holds the configuration reads the same value."""
+        built = self._typed.get(kind)
+        if built is None:
+            # Two threads may both build it; setdefault keeps the first for all.
+            built = self._typed.setdefault(kind, kind.from_config(self))
+        return cast(T, built)
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -1,13 +1,14 @@
-"""The daemon's own component: the epoch fence's actor and the token
-tally; ``/help`` and ``/status``; the commands that run and ask the daemon
-itself (``daemon``, ``status``, ``config``, ``call``, ``channel``,
-``runtime``)."""
+"""The daemon's own component: its settings (``enact.config``), the epoch
+fence's actor and the token tally; ``/help`` and ``/status``; the commands
+that run and ask the daemon itself (``daemon``, ``status``, ``config``,
+``call``, ``channel``, ``runtime``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from enact import config
 from enact.components import Component, DaemonParts
 
 if TYPE_CHECKING:
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 
 class CoreComponent(Component):
     name = "core"
+    sections = ("daemon", "supervisor", "storage", "control", "runtime")
+    settings = config.SETTINGS
     cli: ClassVar[Mapping[str, str]] = {
         "daemon": "enact.cli._daemon:daemon",
         "status": "enact.cli._commands:status",

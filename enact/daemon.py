@@ -28,6 +28,7 @@ from enact.chat.session_calls import SessionCalls
 from enact.command_journal import JournaledCommands
 from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, DaemonParts, WireHandler
+from enact.config import DaemonSettings, RuntimeSettings
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
 from enact.home_guard import HomeRefused, check_home, check_owned_file, make_private
@@ -96,7 +97,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     except (ComponentError, config.ConfigError) as error:
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
-    configure_logging(settings["daemon.log_level"])
+    daemon_settings = settings.typed(DaemonSettings)
+    configure_logging(daemon_settings.log_level)
     try:
         installed.validate_environment(settings)
     except ComponentError as error:
@@ -104,7 +106,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     make_private(home)  # only once the home and its files are accepted: refusing them changes nothing
     try:
-        storage = Storage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20)
+        storage = Storage(home / STATE_DIR, map_size=daemon_settings.map_size_mb << 20)
     except (SchemaError, StorageError) as error:
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
@@ -118,7 +120,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     fence = Fence(home, storage)
     metrics = Metrics()
     try:
-        metrics_server = claim_home(fence, metrics, settings["daemon.metrics_addr"], takeover=takeover)
+        metrics_server = claim_home(fence, metrics, daemon_settings.metrics_addr, takeover=takeover)
     except (AlreadyRunning, MetricsUnavailable) as error:
         print(f"enact: {error}" if isinstance(error, MetricsUnavailable) else str(error), file=sys.stderr)
         fence.release()
@@ -153,6 +155,8 @@ class _Daemon:
     ) -> None:
         self.home = home
         self.settings = settings
+        self.daemon_settings = settings.typed(DaemonSettings)
+        runtime_settings = settings.typed(RuntimeSettings)
         self.storage = storage
         self.fence = fence
         started = time.monotonic()
@@ -169,7 +173,7 @@ class _Daemon:
         parts = DaemonParts(
             settings=settings,
             runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
-                                   allow_full_access=settings["runtime.allow_full_access"]),
+                                   allow_full_access=runtime_settings.allow_full_access),
             channels=dict(self.channels.channels),
             origins=dict(self.channels.origins),
             commands=commands,
@@ -194,11 +198,11 @@ class _Daemon:
             home,
             self.supervisor,
             self.metrics,
-            idle_timeout_s=settings["control.idle_timeout_s"],
-            request_timeout_s=settings["control.request_timeout_s"],
+            idle_timeout_s=self.daemon_settings.idle_timeout_s,
+            request_timeout_s=self.daemon_settings.request_timeout_s,
         )
-        self.command_server = (command_server(home) if command_server is not None and settings["daemon.command_server"]
-                               else None)
+        self.command_server = (command_server(home)
+                               if command_server is not None and self.daemon_settings.command_server else None)
         self.journaled_commands = JournaledCommands(commands, self._ask)
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
@@ -206,8 +210,8 @@ class _Daemon:
         # made as the conversation's own turns make them.
         sessions = SessionCalls(parts.runtime, ask=self._ask, tell=self.supervisor.tell,
                                 startup_context=startup_context(commands),
-                                prompt_version=settings["runtime.prompt_version"],
-                                timeout_s=settings["runtime.timeout_s"], token=fence.token, metrics=self.metrics)
+                                prompt_version=runtime_settings.prompt_version,
+                                timeout_s=runtime_settings.timeout_s, token=fence.token, metrics=self.metrics)
         commands.bind(CommandContext(fence=fence, status=self.reports.status_line, ask=self._ask,
                                      converse=sessions.call,
                                      agentic=runtime.capabilities.agentic))
@@ -226,7 +230,7 @@ class _Daemon:
 
     def _ask(self, actor: str, message: Request[R], /) -> R:
         """The daemon's own asks (commands, components, channels), with the control deadline."""
-        return self.supervisor.ask(actor, message, timeout=self.settings["control.request_timeout_s"])
+        return self.supervisor.ask(actor, message, timeout=self.daemon_settings.request_timeout_s)
 
     def serve(self) -> int:
         with stopped_by_signals(self.stop):
@@ -274,7 +278,7 @@ class _Daemon:
         if self.stop.fenced:
             self._halt()
             return
-        timeout = self.settings["daemon.shutdown_timeout_s"]
+        timeout = self.daemon_settings.shutdown_timeout_s
         deadline = time.monotonic() + timeout
         self._stop_command_server()
         self.control.stop(self.stop.reason)

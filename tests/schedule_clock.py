@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from enact import config
+from enact import components, config
 from enact.actors._asks import AskTimeout
 from enact.actors._base import ActorContext
 from enact.actors._specs import ActorSlot, ActorSpec
@@ -86,7 +86,7 @@ class FaultyActors:
 def home(tmp_path: Path, owner: str, databases: Sequence[str], actors: FaultyActors,
          schedule: str = "every 10s") -> Iterator[ActorContext]:
     (tmp_path / "config.toml").write_text(f'[evolve]\nschedule = "{schedule}"\n')
-    settings = config.load(tmp_path, environ={})
+    settings = config.load(tmp_path, environ={}, settings=components.load().settings())
     storage = Storage(tmp_path / "state")
     fence = Fence(tmp_path, storage)
     fence.acquire(takeover=False)

@@ -12,9 +12,18 @@ import orjson
 import pytest
 
 from enact import components
-from enact.config import SETTINGS, ConfigError, Setting, load
+from enact.config import Config, ConfigError, Setting
+from enact.config import load as load_config
 
 from conftest import DaemonFactory
+
+SETTINGS = components.load().settings()
+"""enact's own keys: the daemon's and its features'."""
+
+
+def load(home: Path, **options: Any) -> Config:
+    """The configuration of enact's own keys unless told other ones."""
+    return load_config(home, **{"settings": SETTINGS, **options})
 
 
 def _home(tmp_path: Path, toml: str | None = None) -> Path:

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from roster_services import daemon_actors
 
-from enact import config
+from enact import components, config
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
@@ -287,7 +287,7 @@ class Home:
 
     def run(self, check: Callable[[Supervisor], None]) -> None:
         """Start the chat actors (a new daemon, a new generation) and ``check``."""
-        settings = config.load(self.path, environ={})
+        settings = config.load(self.path, environ={}, settings=components.load().settings())
         storage = Storage(self.path / "state")
         fence = Fence(self.path, storage)
         fence.acquire(takeover=False)

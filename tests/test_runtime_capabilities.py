@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from enact import components
 from enact.components import Components
 from enact.metrics import Metrics
 from enact.runtime import Capabilities, Runtime
@@ -57,7 +58,8 @@ def test_the_capabilities_value_is_frozen() -> None:
 
 
 def test_the_wrappers_keep_the_capabilities_of_the_runtime_they_wrap(tmp_path: Path) -> None:
-    settings = Components(items=(ScriptedRuntimeComponent(),)).load_config(tmp_path, environ={})
+    settings = Components(items=(ScriptedRuntimeComponent(),), own=components.load().settings()).load_config(
+        tmp_path, environ={})
     runtimes: list[Runtime] = [_claude(tmp_path), OpenAIRuntime("http://127.0.0.1:9/v1", model="m"),
                                ScriptedRuntime(tmp_path / "no-rules.toml")]
     for runtime in runtimes:

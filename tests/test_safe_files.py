@@ -13,13 +13,14 @@ import pytest
 from task_repos import git, make_repo
 from unprivileged import WHO, place_for
 
-from enact import config
+from enact import components, config
 from enact.safe_files import UnsafeFile, read_inside
 from enact.tasks import doctor
 from enact.tasks.prompts import task_prompt
 from enact.tasks.protected import Guards
 from enact.tasks.records import Phase, Task, TaskState
 from enact.tasks.repo_config import RepoConfigError
+from enact.tasks.settings import TasksSettings
 from enact.tasks.validation import Validation
 from enact.tasks.worktrees import Worktree
 
@@ -87,7 +88,7 @@ def test_a_repository_config_linked_outside_is_refused_in_one_line(tmp_path: Pat
     (repo / ".enact.toml").symlink_to(tmp_path / "elsewhere.toml")
     git(repo, "add", ".enact.toml")
     git(repo, "commit", "-q", "-m", "link the config")
-    settings = config.load(tmp_path / "home", environ={})
+    settings = config.load(tmp_path / "home", environ={}, settings=components.load().settings()).typed(TasksSettings)
     with pytest.raises(RepoConfigError) as refused:
         doctor.plan_at(repo, "HEAD", settings=settings)
     assert str(refused.value) == ".enact.toml at HEAD is not a regular file"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from roster_services import daemon_actors
 
-from enact import config
+from enact import components, config
 from enact.actors.supervisor import Supervisor
 from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
@@ -80,7 +80,7 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     home = tmp_path / "home"
     home.mkdir()
     (home / "scripted.toml").write_text('[[rule]]\nmatch = "status please"\naction = "status"\nthen = "ok"\n')
-    settings = config.load(home, environ={})
+    settings = config.load(home, environ={}, settings=components.load().settings())
     storage = Storage(home / "state")
     fence = Fence(home, storage)
     fence.acquire(takeover=False)

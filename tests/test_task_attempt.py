@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from task_repos import make_repo
 
-from enact import config
+from enact import components, config
 from enact.actors._asks import ActorNotFound
 from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.messages.reviews import List, ReviewList
@@ -29,6 +29,7 @@ from enact.runtime import Capabilities, RuntimeCancelled, RuntimeRequest, Runtim
 from enact.storage import Storage
 from enact.tasks.queue import TaskQueue
 from enact.tasks.records import EventKind, FailureClass, Task, TaskState, task_log_path
+from enact.tasks.settings import TasksSettings
 from enact.tasks.tables import DATABASES
 from enact.tasks.worker import TaskAttempt, WorkerServices
 
@@ -105,8 +106,10 @@ def run_attempt(tmp_path: Path, claimed: Claimed, transport: Transport, runtime:
                 stopping: CancellationToken, **attempt_options: Any) -> None:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    settings = config.load(home, environ={}, overrides={"tasks.confinement": "off"})
-    services = WorkerServices(home=home, settings=settings, runtime=runtime, ask=transport)
+    settings = components.load().load_config(home, environ={}, overrides={"tasks.confinement": "off"})
+    services = WorkerServices(home=home, settings=settings.typed(TasksSettings),
+                              call_timeout_s=settings.typed(config.RuntimeSettings).timeout_s, runtime=runtime,
+                              ask=transport)
     TaskAttempt(claimed, worker_id=WORKER, services=services, parent=stopping, fence=CancellationToken(),
                 **attempt_options).run()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from task_repos import git, make_repo
 
-from enact import config
+from enact import components, config
 from enact.cancellation import CancellationToken
 from enact.runtime import RuntimeCancelled
 from enact.runtime._executable import install_root
@@ -20,15 +20,16 @@ from enact.runtime._subprocess import run_command
 from enact.tasks import doctor, worktrees
 from enact.tasks.confine import confinement, tools_under_tmp
 from enact.tasks.repo_config import RepoConfigError
+from enact.tasks.settings import TasksSettings
 
 from conftest import wait_for
 
 PYTEST = doctor.DoctorPlan(command=f"{sys.executable} -m pytest -q", timeout_s=60, source="test")
 
 
-def settings(home: Path, **values: object) -> config.Config:
+def settings(home: Path, **values: object) -> TasksSettings:
     home.mkdir(parents=True, exist_ok=True)
-    return config.load(home, environ={}, overrides=values)
+    return config.load(home, environ={}, overrides=values, settings=components.load().settings()).typed(TasksSettings)
 
 
 def test_plan_prefers_the_repository_then_the_setting_then_pytest_when_there_are_tests(tmp_path: Path) -> None:

@@ -13,13 +13,14 @@ import orjson
 import pytest
 from task_repos import git, make_repo
 
-from enact import config
+from enact import components, config
 from enact.cancellation import CancellationToken
 from enact.messages.tasks import Found, Refused, Submit, Submitted
 from enact.storage import Storage
 from enact.tasks import worktrees
 from enact.tasks.protected import Guards, covers
 from enact.tasks.queue import TaskQueue
+from enact.tasks.settings import TasksSettings
 from enact.tasks.tables import DATABASES, QUEUE
 from enact.tasks.test_report import ReportError, TestRun, not_run, read_junit
 from enact.tasks.validation import BASELINES_DIR, Validation, remove_leftovers
@@ -29,9 +30,10 @@ SETUP_CFG = "[metadata]\nname = lib\n\n[tool:pytest]\naddopts = -q\n"
 SECOND = "def test_second():\n    assert True\n"
 
 
-def settings(home: Path) -> config.Config:
+def settings(home: Path) -> TasksSettings:
     home.mkdir(parents=True, exist_ok=True)
-    return config.load(home, environ={}, overrides={"tasks.confinement": "off"})
+    return config.load(home, environ={}, overrides={"tasks.confinement": "off"},
+                       settings=components.load().settings()).typed(TasksSettings)
 
 
 def guards(repo: Path, home: Path, *allowed: str) -> Guards:

@@ -19,6 +19,7 @@ from enact.fence import Fence
 from enact.messages.control import StatusReport, StorageStatus
 from enact.runtime import Usage
 from enact.storage import Storage
+from enact.tasks.settings import TasksSettings
 
 log = logging.getLogger("enact.daemon")
 
@@ -41,7 +42,7 @@ class DaemonReports:
 
         stats = self.storage.stats()
         spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
-                                       timeout=self.settings["control.request_timeout_s"])
+                                       timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
         return StatusReport(
             version=__version__,
             pid=os.getpid(),
@@ -71,7 +72,7 @@ class DaemonReports:
         confine does not change while the daemon runs."""
         from enact.tasks.confine import state_of
 
-        mode = self.settings["tasks.confinement"]
+        mode = self.settings.typed(TasksSettings).confinement
         if self._confinement is None or self._confinement[0] != mode:
             self._confinement = (mode, state_of(mode))
         return self._confinement[1]

@@ -18,6 +18,7 @@ from enact.actors._batching import Deferred
 from enact.actors._long_work import LongWork, WorkDone
 from enact.cancellation import DAEMON_STOPPING
 from enact.clock import REAL_CLOCK, Clock, Timer
+from enact.config import DaemonSettings
 from enact.fence import FencedError
 from enact.messages._registry import Request, registration_of
 from enact.messages.epoch import Fenced
@@ -98,7 +99,7 @@ class ActorContext:
         (``control.request_timeout_s``). Raises ActorUnavailable, FencedError
         or UnexpectedReply."""
         if timeout is None:
-            timeout = float(self.config["control.request_timeout_s"])
+            timeout = self.config.typed(DaemonSettings).request_timeout_s
         return self.supervisor.ask(actor, message, timeout=timeout)
 
     def tell(self, actor: str, message: object) -> None:

@@ -27,6 +27,7 @@ from enact.actors._pool import KeyedPool
 from enact.actors._specs import ActorSlot, ActorSpec, dependency_order
 from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.clock import REAL_CLOCK, Clock
+from enact.config import DaemonSettings
 from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
 
@@ -73,8 +74,9 @@ class Supervisor:
         self._storage = storage
         self._fence = fence
         self._on_fatal = on_fatal
-        self._max_restarts: int = config["supervisor.max_restarts"]
-        self._window_s: float = config["supervisor.restart_window_s"]
+        daemon_settings = config.typed(DaemonSettings)
+        self._max_restarts = daemon_settings.max_restarts
+        self._window_s = daemon_settings.restart_window_s
         self._order = dependency_order(specs)
         self._subscribers: dict[type[Any], tuple[str, ...]] = {}
         for spec in self._order:

@@ -24,7 +24,7 @@ from typing import Any
 from enact.actors._asks import Asker
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
 from enact.components import ChannelComponent, WireHandler
-from enact.config import Config, Setting
+from enact.config import Config, DaemonSettings, Setting
 from enact.messages.channel import STOPPED, UP, ChannelState
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.inbox import ChatEvent, Ignored, Outcome
@@ -156,6 +156,16 @@ def _unfinished(event_id: str, status: str, *, duplicate: bool) -> Outcome:
     return Outcome(event_id=event_id, status=status, duplicate=duplicate, reply="", actions=(), attempts=0)
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class LocalSettings:
+    deliver_command: str
+    """The program each reply is also handed to; "": none."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> LocalSettings:
+        return cls(deliver_command=config.values["chat.local_deliver_command"])
+
+
 class LocalChannelComponent(ChannelComponent):
     """The local channel as a component: its setting, its channel, and the
     ``local.*`` requests it serves."""
@@ -177,8 +187,8 @@ class LocalChannelComponent(ChannelComponent):
 
     def make_channel(self, settings: Config) -> LocalChannel:
         self._channel = LocalChannel(
-            deliver_command=settings["chat.local_deliver_command"],
-            wait_timeout_s=settings["control.request_timeout_s"],
+            deliver_command=settings.typed(LocalSettings).deliver_command,
+            wait_timeout_s=settings.typed(DaemonSettings).request_timeout_s,
         )
         return self._channel
 

@@ -3,6 +3,8 @@ its token, its environment check and ``enact channel check telegram``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from enact.channels.telegram import TelegramChannel
 from enact.channels.telegram_api import UNAUTHORIZED, BotApi, BotApiError, TokenError, read_token
 from enact.channels.telegram_updates import NAME
@@ -16,6 +18,26 @@ _TOKEN = "channels.telegram.token"
 
 def _is_http_url(value: str) -> bool:
     return value.startswith(("http://", "https://")) and len(value) > len("https://")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TelegramSettings:
+    enabled: bool
+    token: str
+    token_file: str
+    api_base: str
+    poll_timeout_s: int
+    max_photo_bytes: int
+    parse_mode: str
+
+    @classmethod
+    def from_config(cls, config: Config) -> TelegramSettings:
+        values = config.values
+        return cls(enabled=values["channels.telegram.enabled"], token=values[_TOKEN],
+                   token_file=values["channels.telegram.token_file"], api_base=values["channels.telegram.api_base"],
+                   poll_timeout_s=values["channels.telegram.poll_timeout_s"],
+                   max_photo_bytes=values["channels.telegram.max_photo_bytes"],
+                   parse_mode=values["channels.telegram.parse_mode"])
 
 
 class TelegramChannelComponent(ChannelComponent):
@@ -40,14 +62,15 @@ class TelegramChannelComponent(ChannelComponent):
     )
 
     def enabled(self, settings: Config) -> bool:
-        return bool(settings["channels.telegram.enabled"])
+        return settings.typed(TelegramSettings).enabled
 
     def _api(self, settings: Config) -> BotApi:
+        own = settings.typed(TelegramSettings)
         try:
-            token = read_token(settings[_TOKEN], settings["channels.telegram.token_file"])
+            token = read_token(own.token, own.token_file)
         except TokenError as error:
             raise ComponentError(f"telegram: {error}") from None
-        return BotApi(settings["channels.telegram.api_base"], token)
+        return BotApi(own.api_base, token)
 
     def validate_environment(self, settings: Config) -> None:
         """An enabled channel needs a token it may read."""
@@ -55,12 +78,13 @@ class TelegramChannelComponent(ChannelComponent):
             self._api(settings)
 
     def make_channel(self, settings: Config) -> TelegramChannel:
+        own = settings.typed(TelegramSettings)
         return TelegramChannel(
             self._api(settings),
             attachments=settings.home / ATTACHMENTS_DIR / NAME,
-            poll_timeout_s=settings["channels.telegram.poll_timeout_s"],
-            max_photo_bytes=settings["channels.telegram.max_photo_bytes"],
-            parse_mode=settings["channels.telegram.parse_mode"],
+            poll_timeout_s=own.poll_timeout_s,
+            max_photo_bytes=own.max_photo_bytes,
+            parse_mode=own.parse_mode,
         )
 
     def check(self, settings: Config) -> str:
@@ -72,7 +96,7 @@ class TelegramChannelComponent(ChannelComponent):
             if error.reason == UNAUTHORIZED:
                 raise ComponentError(f"telegram: the bot token was refused by Telegram ({error}); "
                                      "check it with @BotFather") from None
-            raise ComponentError(f"telegram: cannot reach the Bot API at {settings['channels.telegram.api_base']}"
+            raise ComponentError(f"telegram: cannot reach the Bot API at {settings.typed(TelegramSettings).api_base}"
                                  f": {error}") from None
         if not isinstance(me, dict):
             raise ComponentError("telegram: getMe answered something that is not a bot")

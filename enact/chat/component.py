@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from enact.chat import settings as chat_settings
 from enact.components import Component, DaemonParts
 
 if TYPE_CHECKING:
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 
 class ChatComponent(Component):
     name = "chat"
+    settings = chat_settings.SETTINGS
     cli: ClassVar[Mapping[str, str]] = {"send": "enact.cli._chat:send", "turns": "enact.cli._chat:turns"}
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:

@@ -21,8 +21,11 @@ from enact.chat.markers import split_markers
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
 from enact.chat.session_calls import SessionCalls
+from enact.chat.settings import ChatSettings
 from enact.command_journal import JournaledCommands
 from enact.commands import CommandCall
+from enact.config import RuntimeSettings
+from enact.memory.settings import MemorySettings
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, SessionNote, TurnFailed, TurnFinished
 from enact.ownership import ConversationLock
@@ -36,14 +39,14 @@ class ConversationActor(EnactActor):
     def __init__(self, context: ActorContext, *, services: ChatServices) -> None:
         super().__init__(context)
         self._services = services
-        config = context.config
-        self._max_actions: int = config["chat.max_actions"]
-        self._lock = ConversationLock(config["chat.allowed_conversations"], services.origins)
-        self._max_held: int = config["memory.max_pending_per_conversation"]
+        chat, runtime = context.config.typed(ChatSettings), context.config.typed(RuntimeSettings)
+        self._max_actions = chat.max_actions
+        self._lock = ConversationLock(chat.allowed_conversations, services.origins)
+        self._max_held = context.config.typed(MemorySettings).max_pending_per_conversation
         self._sessions = SessionCalls(services.runtime, ask=context.ask, tell=context.tell,
                                       startup_context=services.startup_context,
-                                      prompt_version=config["runtime.prompt_version"],
-                                      timeout_s=config["runtime.timeout_s"], token=context.fence.token,
+                                      prompt_version=runtime.prompt_version,
+                                      timeout_s=runtime.timeout_s, token=context.fence.token,
                                       metrics=context.metrics, clock=context.clock)
         self._journal = JournaledCommands(services.commands, self.context.ask)
         self._runtime_failure = ""

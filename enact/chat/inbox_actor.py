@@ -28,6 +28,7 @@ from enact.chat.inbox import (
     ToConversation,
 )
 from enact.chat.services import ChatServices
+from enact.chat.settings import ChatSettings
 from enact.messages.inbox import (
     Delivered,
     GetCursor,
@@ -61,17 +62,17 @@ class InboxActor(EnactActor):
     def __init__(self, context: ActorContext, *, services: ChatServices) -> None:
         super().__init__(context)
         self._services = services
-        config = context.config
+        chat = context.config.typed(ChatSettings)
         # The conversation actors, and which events they hold: kept by the
         # supervisor, so a restarted inbox sees the work still running.
         self._conversations = context.supervisor.pool(
-            CONVERSATIONS, self._conversation_spec, idle_s=config["chat.conversation_idle_s"]
+            CONVERSATIONS, self._conversation_spec, idle_s=chat.conversation_idle_s
         )
         self.inbox = Inbox(
             context.own_store(), name=context.name, generation=context.fence.generation,
             channels=services.channels.keys(),
-            lock=ConversationLock(config["chat.allowed_conversations"], services.origins),
-            attempts=Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=config["chat.max_attempts"]),
+            lock=ConversationLock(chat.allowed_conversations, services.origins),
+            attempts=Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=chat.max_attempts),
             running=self._conversations.running,
         )
         self.batch = self.inbox.batch

@@ -33,6 +33,7 @@ from enact.channels import Channel, DeliveryReport, OutgoingReply
 from enact.chat import deliveries
 from enact.chat.deliveries import Step
 from enact.chat.parts import split_reply
+from enact.chat.settings import ChatSettings
 from enact.messages.inbox import Delivered
 from enact.messages.outbox import ChannelAnswered, Deliver, DeliveryRecord, DeliveryState, RetryDelivery
 from enact.retry import Backoff
@@ -54,9 +55,8 @@ class OutboxActor(EnactActor):
         self._store = store = context.own_store()
         self.batch = self._batch = WriteBatch(store, owner=context.name)
         self._journal = RecordTable(store.table(DELIVERIES), DeliveryRecord)
-        config = context.config
-        self._policy = Backoff(first_s=config["chat.delivery_backoff_s"], factor=2.0,
-                               attempts=config["chat.delivery_attempts"])
+        chat = context.config.typed(ChatSettings)
+        self._policy = Backoff(first_s=chat.delivery_backoff_s, factor=2.0, attempts=chat.delivery_attempts)
         self._metrics = context.metrics
         self._pools: dict[str, ThreadPoolExecutor] = {}
 

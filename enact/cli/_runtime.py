@@ -51,7 +51,7 @@ def check(home: Path | None, probe: bool, timeout_s: float, as_json: bool) -> No
         "notes": list(found.notes),
     }
     if probe and not found.problems:
-        report["probe"] = _probe(component, settings, min(timeout_s, settings["runtime.timeout_s"]))
+        report["probe"] = _probe(component, settings, min(timeout_s, settings.typed(config.RuntimeSettings).timeout_s))
     report["ok"] = not found.problems and report.get("probe", {}).get("ok", True)
     if as_json:
         print_json(report)

@@ -23,6 +23,7 @@ from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._long_work import OffThread
 from enact.cancellation import CancellationToken
+from enact.config import RuntimeSettings
 from enact.evolution import brainstorm as rules
 from enact.evolution import guard
 from enact.evolution.candidates import Candidate, CandidateState
@@ -90,7 +91,7 @@ class Brainstorms:
             return Brainstormed(candidates=(), skipped=True, note="this theme was brainstormed within 24 hours")
         summaries = [f"{c.draft.title} ({c.state})" for c in sorted(existing, key=lambda c: -c.updated_at)]
         prompt = rules.prompt(theme, summaries, self._completed_work())
-        timeout_s = float(self._context.config["runtime.timeout_s"])
+        timeout_s = self._context.config.typed(RuntimeSettings).timeout_s
         reply = Deferred()
 
         def call(cancel: CancellationToken) -> BrainstormAnswered:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from enact.components import Component, DaemonParts
+from enact.evolution import settings as evolution_settings
 
 if TYPE_CHECKING:
     from enact.actors.supervisor import ActorSpec
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 class EvolutionComponent(Component):
     name = "evolution"
     sections = ("evolve",)
+    settings = evolution_settings.SETTINGS
     cli: ClassVar[Mapping[str, str]] = {"evolve": "enact.cli._evolve:evolve"}
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:

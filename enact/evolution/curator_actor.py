@@ -32,6 +32,7 @@ from enact.evolution.curator_proposals import Proposals
 from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
 from enact.evolution.curator_signals import signals_of
 from enact.evolution.mode_store import EvolveModes
+from enact.evolution.settings import EvolutionSettings
 from enact.messages.common import Rejected
 from enact.messages.curator import (
     MAX_LIST,
@@ -70,7 +71,8 @@ class CuratorActor(EnactActor):
                                     stored=self._count_states)
         self._decisions = Decisions(context, self.records, stored=self._count_states)
         self._adoption = Adoption(context, self.records, stored=self._count_states)
-        self._modes = EvolveModes(self.records.store, settings, context.config, audit=self.records.append_event)
+        self._modes = EvolveModes(self.records.store, settings, context.config.typed(EvolutionSettings),
+                                  audit=self.records.append_event)
         self._brainstorms = Brainstorms(context, settings=settings, candidates=self.records.candidates,
                                         audit=self.records.append_event, runtime=runtime,
                                         off_thread=self.off_thread, stored=self._count_states)

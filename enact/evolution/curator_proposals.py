@@ -19,6 +19,7 @@ from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._long_work import OffThread
 from enact.cancellation import CancellationToken
+from enact.config import RuntimeSettings
 from enact.evolution import curation, synthesis
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CuratorRecords
@@ -123,7 +124,7 @@ class Proposals:
     def _call(self, prompt: str, done: Callable[[str, str], None]) -> None:
         """Run one isolated, read-only model call off the curator's thread;
         ``done(answer, failure)`` on it."""
-        timeout_s = float(self._context.config["runtime.timeout_s"])
+        timeout_s = self._context.config.typed(RuntimeSettings).timeout_s
 
         def call(cancel: CancellationToken) -> tuple[str, str]:
             request = RuntimeRequest(session_key="", prompt=prompt, sandbox="read-only", purpose="curation",

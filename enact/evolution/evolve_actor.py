@@ -16,6 +16,7 @@ from typing import Any
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.evolution.runs import DATABASE, EvolveRuns
+from enact.tasks.settings import TasksSettings
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class Tick:
 class EvolveActor(EnactActor):
     def __init__(self, context: ActorContext) -> None:
         super().__init__(context)
-        self._tick_s = float(context.config["scheduler.tick_s"])
+        self._tick_s = context.config.typed(TasksSettings).scheduler_tick_s
         self._runs = EvolveRuns(context, context.own_store(), off_thread=self.off_thread)
         self._fenced_logged = False
 

@@ -8,12 +8,12 @@ evolve actor runs the schedule (``enact.evolution.runs``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import lmdb
 
 from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, parse_mode
+from enact.evolution.settings import EvolutionSettings
 from enact.messages.common import Rejected, is_human
 from enact.messages.curator import AuditEvent, EvolveClockChanged, EvolveRunFailed, ModeSet, ModeShown, SetMode
 from enact.schedules import ScheduleError
@@ -24,13 +24,13 @@ _CLOCK = b"clock"
 
 
 class EvolveModes:
-    def __init__(self, store: Store, settings: Table, config: Any, *,
+    def __init__(self, store: Store, settings: Table, evolution: EvolutionSettings, *,
                  audit: Callable[[lmdb.Transaction, AuditEvent], None]) -> None:
         self._store = store
         self._settings = settings
         self._audit = audit
-        self._default = EvolveMode(config["evolve.mode"])
-        self._schedule = str(config["evolve.schedule"])
+        self._default = evolution.mode
+        self._schedule = evolution.schedule
 
     def _stored_mode(self, txn: lmdb.Transaction) -> EvolveMode | None:
         document = self._settings.get(txn, _MODE)

@@ -22,7 +22,7 @@ stop or a crash stays claimed and is run again (``Decision.RERUN``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -31,10 +31,13 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.actors._long_work import OffThread
+from enact.chat.settings import ChatSettings
 from enact.claimed_clock import Decision, nest_flat_claim
+from enact.config import DaemonSettings, RuntimeSettings
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
+from enact.evolution.settings import EvolutionSettings
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.curator import (
@@ -74,7 +77,7 @@ class ReportTarget:
     conversation: str
 
 
-def report_target(report_to: str, allowed_conversations: list[str]) -> ReportTarget | None:
+def report_target(report_to: str, allowed_conversations: Sequence[str]) -> ReportTarget | None:
     """``evolve.report_to``, else the first ``channel:id`` the conversation
     lock names, else None (the report is only logged)."""
     for key in (report_to, *allowed_conversations):
@@ -107,11 +110,13 @@ class EvolveRuns:
         self._off_thread = off_thread
         self._clock = RecordTable(store.table(DATABASE), EvolveClock, upgrade=nest_flat_claim)
         config = context.config
-        self._schedule: ParsedSchedule = parse(config["evolve.schedule"])
-        self._theme = str(config["evolve.theme"]).strip()
-        self._target = report_target(config["evolve.report_to"], list(config["chat.allowed_conversations"]))
+        evolution = config.typed(EvolutionSettings)
+        self._schedule: ParsedSchedule = parse(evolution.schedule)
+        self._theme = evolution.theme.strip()
+        self._target = report_target(evolution.report_to, config.typed(ChatSettings).allowed_conversations)
         # A scan or a proposal may make two model calls in a row.
-        self._model_timeout_s = 2 * float(config["runtime.timeout_s"]) + float(config["control.request_timeout_s"])
+        self._model_timeout_s = (2 * config.typed(RuntimeSettings).timeout_s
+                                 + config.typed(DaemonSettings).request_timeout_s)
         self._told: EvolveClock | None = None
         self._run: _Run | None = None
 

@@ -14,8 +14,10 @@ from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
+from enact.config import RuntimeSettings
 from enact.evolution.scan_store import DATABASES, ScanTables
 from enact.evolution.scanning import Scanner
+from enact.evolution.settings import EvolutionSettings
 from enact.evolution.signals import EvidenceSource, SignalState
 from enact.messages.common import Rejected
 from enact.messages.inbox import ReadTurns, Turns
@@ -63,10 +65,9 @@ class ScannerActor(EnactActor):
     def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
         super().__init__(context)
         self.tables = ScanTables(context.own_store())
-        settings = context.config
         self._scanner = Scanner(
-            self.tables, _Reader(context), runtime.invoke, batch=int(settings["evolve.scan_batch"]),
-            timeout_s=float(settings["runtime.timeout_s"]), off_thread=self.off_thread, counter=self,
+            self.tables, _Reader(context), runtime.invoke, batch=context.config.typed(EvolutionSettings).scan_batch,
+            timeout_s=context.config.typed(RuntimeSettings).timeout_s, off_thread=self.off_thread, counter=self,
             current=context.fence.is_current)
         self._scanning = False
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from enact.components import Component, DaemonParts
+from enact.memory import settings as memory_settings
 
 if TYPE_CHECKING:
     from enact.actors.supervisor import ActorSpec
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 
 class MemoryComponent(Component):
     name = "memory"
+    settings = memory_settings.SETTINGS
     cli: ClassVar[Mapping[str, str]] = {
         "memory": "enact.cli._memory:memory", "identity": "enact.cli._identity:identity",
     }

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from enact.memory.facts import Fact, FactState, Sensitivity
 from enact.memory.ranking import StartupRanking, fact_line
@@ -46,16 +45,6 @@ class ContextSettings:
     recall_k: int = 8
     recall_chars: int = 2000
     send_private: bool = False
-
-    @classmethod
-    def from_config(cls, config: Any) -> ContextSettings:
-        return cls(
-            context_chars=config["memory.context_chars"],
-            identity_chars=config["memory.identity_chars"],
-            recall_k=config["memory.recall_k"],
-            recall_chars=config["memory.recall_chars"],
-            send_private=config["memory.send_private"],
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

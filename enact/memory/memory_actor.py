@@ -26,12 +26,12 @@ from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
 from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecords, load_book
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
-from enact.memory.context import ContextSettings
 from enact.memory.facts import Fact, FactState
 from enact.memory.forgetting import ForgetIntent, Forgettings, intent_of, patient
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
 from enact.memory.remembering import Write, confirmed, held, needs_human, remembered
+from enact.memory.settings import MemorySettings
 from enact.memory.upkeep import IndexUpkeep
 from enact.messages._framing import first_page
 from enact.messages.memory import (
@@ -84,9 +84,9 @@ class MemoryActor(EnactActor):
         self._store = context.own_store()
         self._batch = self.batch = WriteBatch(self._store, owner=context.name)
         self._records = FactRecords(self._store)
-        config = context.config
-        self._max_chars: int = config["memory.max_fact_chars"]
-        self._hold_model_facts: bool = config["memory.confirm_model_facts"]
+        settings = context.config.typed(MemorySettings)
+        self._max_chars = settings.max_fact_chars
+        self._hold_model_facts = settings.confirm_model_facts
         self._book = FactBook()
         self._change = 0  # the latest change staged
         self._durable = 0  # the latest change committed to LMDB
@@ -94,7 +94,7 @@ class MemoryActor(EnactActor):
         self._commit_due = False
         self._upkeep: IndexUpkeep
         self._identity = IdentityRecords(self._store, IDENTITY)
-        self._briefing = Briefing(ContextSettings.from_config(config), None)
+        self._briefing = Briefing(settings.context, None)
         ask = patient(context.ask, stopping=lambda: context.supervisor.stopping)
         self._forgettings = Forgettings(self._store, self._batch, ask, self.off_thread)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -175,12 +176,23 @@ class ClaudeRuntime:
         return parse_output(output, resumed=request.native_session)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaudeSettings:
+    executable: str
+    model: str
+
+    @classmethod
+    def from_config(cls, config: Config) -> ClaudeSettings:
+        return cls(executable=config.values["runtime.claude.executable"], model=config.values["runtime.claude.model"])
+
+
 def find_executable(settings: Config) -> str:
     """``runtime.claude.executable`` (``ENACT_CLAUDE_BIN``) if set, which must
     exist, else ``claude`` on PATH; raises ComponentError saying what to do."""
     key = "runtime.claude.executable"
     try:
-        return find_program(settings[key], program="claude", where=named_where(settings, key, "ENACT_CLAUDE_BIN"),
+        return find_program(settings.typed(ClaudeSettings).executable, program="claude",
+                            where=named_where(settings, key, "ENACT_CLAUDE_BIN"),
                             not_on_path=f"the claude CLI is not on PATH: {INSTALL_HINT}")
     except RuntimeUnavailable as error:
         raise ComponentError(str(error)) from None
@@ -234,7 +246,7 @@ class ClaudeRuntimeComponent(RuntimeComponent):
         find_executable(settings)
 
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ClaudeRuntime:
-        return ClaudeRuntime(find_executable(settings), model=settings["runtime.claude.model"],
+        return ClaudeRuntime(find_executable(settings), model=settings.typed(ClaudeSettings).model,
                              conversation_dir=settings.home / "claude")
 
     def check(self, settings: Config) -> RuntimeCheck:

@@ -14,6 +14,7 @@ import threading
 import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -287,6 +288,19 @@ class CodexRuntime:
 EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodexSettings:
+    executable: str
+    model: str
+    reasoning_effort: str
+
+    @classmethod
+    def from_config(cls, config: Config) -> CodexSettings:
+        values = config.values
+        return cls(executable=values["runtime.codex.executable"], model=values["runtime.codex.model"],
+                   reasoning_effort=values["runtime.codex.reasoning_effort"])
+
+
 class CodexRuntimeComponent(RuntimeComponent):
     """The Codex CLI, selected by ``runtime.adapter = "codex"``."""
 
@@ -306,7 +320,7 @@ class CodexRuntimeComponent(RuntimeComponent):
         """An explicit executable that is not there stops the daemon at start;
         codex missing from PATH does not (each call then tells the owner
         what to install, and ``enact runtime check`` says so too)."""
-        explicit = settings["runtime.codex.executable"]
+        explicit = settings.typed(CodexSettings).executable
         if explicit:
             try:
                 find_executable(explicit, where=_where(settings))
@@ -314,11 +328,11 @@ class CodexRuntimeComponent(RuntimeComponent):
                 raise ComponentError(str(error)) from None
 
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> CodexRuntime:
-        explicit, where = settings["runtime.codex.executable"], _where(settings)
+        own, where = settings.typed(CodexSettings), _where(settings)
         return CodexRuntime(
-            lambda: find_executable(explicit, where=where),
-            model=settings["runtime.codex.model"],
-            reasoning_effort=settings["runtime.codex.reasoning_effort"],
+            lambda: find_executable(own.executable, where=where),
+            model=own.model,
+            reasoning_effort=own.reasoning_effort,
             default_cwd=settings.home,
         )
 
@@ -326,7 +340,7 @@ class CodexRuntimeComponent(RuntimeComponent):
     def check(self, settings: Config) -> RuntimeCheck:
         runtime = self.make_runtime(settings, None)
         try:
-            found = find_executable(settings["runtime.codex.executable"], where=_where(settings))
+            found = find_executable(settings.typed(CodexSettings).executable, where=_where(settings))
         except RuntimeUnavailable as error:
             return RuntimeCheck(problems=(str(error),))
         try:

@@ -290,6 +290,20 @@ def _is_http_url(value: str) -> bool:
     return parsed.scheme in ("http", "https") and bool(parsed.hostname)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpenAISettings:
+    base_url: str
+    api_key: str
+    model: str
+    history_chars: int
+
+    @classmethod
+    def from_config(cls, config: Config) -> OpenAISettings:
+        values = config.values
+        return cls(base_url=values["runtime.openai.base_url"], api_key=values["runtime.openai.api_key"],
+                   model=values["runtime.openai.model"], history_chars=values["runtime.openai.history_chars"])
+
+
 class OpenAIRuntimeComponent(RuntimeComponent):
     """The chat-completions runtime as a component."""
 
@@ -310,18 +324,14 @@ class OpenAIRuntimeComponent(RuntimeComponent):
     )
 
     def validate_environment(self, settings: Config) -> None:
-        if not settings["runtime.openai.model"]:
+        if not settings.typed(OpenAISettings).model:
             raise ComponentError("runtime.openai.model is not set: name the endpoint's model "
                                  "(ENACT_OPENAI_MODEL=llama3.2, for instance)")
 
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> OpenAIRuntime:
-        return OpenAIRuntime(
-            settings["runtime.openai.base_url"],
-            model=settings["runtime.openai.model"],
-            api_key=settings["runtime.openai.api_key"],
-            history_chars=settings["runtime.openai.history_chars"],
-        )
+        own = settings.typed(OpenAISettings)
+        return OpenAIRuntime(own.base_url, model=own.model, api_key=own.api_key, history_chars=own.history_chars)
 
     def check(self, settings: Config) -> RuntimeCheck:
-        return check_endpoint(settings["runtime.openai.base_url"], api_key=settings["runtime.openai.api_key"],
-                              model=settings["runtime.openai.model"])
+        own = settings.typed(OpenAISettings)
+        return check_endpoint(own.base_url, api_key=own.api_key, model=own.model)

@@ -301,6 +301,17 @@ def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> CommandRun:
                       output=printed[-500:] if output.exit_code else "")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptedSettings:
+    rules: str
+    """As written; empty: ``<home>/scripted.toml``."""
+    transcript: str
+
+    @classmethod
+    def from_config(cls, config: Config) -> ScriptedSettings:
+        return cls(rules=config.values["scripted.rules"], transcript=config.values["scripted.transcript"])
+
+
 class ScriptedRuntimeComponent(RuntimeComponent):
     """The scripted runtime as a component: its settings and how to build it."""
 
@@ -314,7 +325,7 @@ class ScriptedRuntimeComponent(RuntimeComponent):
     def validate_environment(self, settings: Config) -> None:
         """A rules file named in the configuration must exist (the default
         ``<home>/scripted.toml`` may be absent)."""
-        rules = settings["scripted.rules"]
+        rules = settings.typed(ScriptedSettings).rules
         if rules and not Path(rules).expanduser().is_file():
             raise ComponentError(f"scripted.rules ({settings.sources['scripted.rules']}): {rules} does not exist")
         try:  # its rules run commands: the same rule as the home's config.toml
@@ -324,8 +335,8 @@ class ScriptedRuntimeComponent(RuntimeComponent):
 
     def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ScriptedRuntime:
         """Raises RulesError for a rules file that does not parse."""
-        rules = settings["scripted.rules"]
-        transcript = settings["scripted.transcript"]
+        own = settings.typed(ScriptedSettings)
+        rules, transcript = own.rules, own.transcript
         return ScriptedRuntime(
             Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME,
             transcript=Path(transcript).expanduser() if transcript else None,

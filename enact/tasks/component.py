@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from enact.components import Component, DaemonParts
+from enact.tasks import settings as tasks_settings
 
 if TYPE_CHECKING:
     from enact.actors.supervisor import ActorSpec
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 class TasksComponent(Component):
     name = "tasks"
     sections = ("tasks", "scheduler")
+    settings = tasks_settings.SETTINGS
     cli: ClassVar[Mapping[str, str]] = {
         "task": "enact.cli._tasks:task",
         "review": "enact.cli._reviews:review",

@@ -43,6 +43,7 @@ from enact.tasks.confine import (
     tools_under_tmp,
     tried,
 )
+from enact.tasks.settings import TasksSettings
 
 
 class NotConfinable(RuntimeUnavailable):
@@ -63,17 +64,18 @@ class ConfinedCalls(RuntimeWrapper):
 
     def __init__(self, runtime: Runtime, settings: Config) -> None:
         super().__init__(runtime)
-        self._settings = settings
+        self._home = settings.home
+        self._settings = settings.typed(TasksSettings)
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         if request.cwd is not None or request.confine:
             return self.runtime.invoke(request)
         settings, capabilities = self._settings, self.runtime.capabilities
-        workdir = capabilities.conversation_dir or settings.home / "conversation"
-        with call_confinement(settings["tasks.confinement"], home=settings.home, workdir=workdir,
+        workdir = capabilities.conversation_dir or self._home / "conversation"
+        with call_confinement(settings.confinement, home=self._home, workdir=workdir,
                               programs=capabilities.program_dirs,
                               shared=capabilities.state_dirs, readable=request.images,
-                              passthrough=settings["tasks.env_passthrough"]) as confined:
+                              passthrough=settings.env_passthrough) as confined:
             return self.runtime.invoke(dataclasses.replace(request, cwd=workdir, confine=confined.prefix,
                                                            env=confined.env))
 

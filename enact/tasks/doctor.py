@@ -30,7 +30,6 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from enact.cancellation import CancellationToken
 from enact.environment import task_environment
@@ -38,6 +37,7 @@ from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
 from enact.tasks import repo_config
 from enact.tasks.confine import Confinement
+from enact.tasks.settings import TasksSettings
 from enact.tasks.test_report import ReportError, TestRun, read_junit
 
 DEFAULT_COMMAND = "python -m pytest -q"
@@ -71,15 +71,15 @@ class DoctorResult:
     """False when the command timed out or could not start: nothing is known of its tests."""
 
 
-def plan_at(repo: Path, revision: str, *, settings: Any) -> DoctorPlan:
-    """The command the doctor runs for changes to ``revision`` of ``repo``;
-    ``settings`` is the daemon's Config. Raises RepoConfigError."""
+def plan_at(repo: Path, revision: str, *, settings: TasksSettings) -> DoctorPlan:
+    """The command the doctor runs for changes to ``revision`` of ``repo``.
+    Raises RepoConfigError."""
     own = repo_config.read_at(repo, revision)
-    timeout_s = own.doctor_timeout_s or float(settings["tasks.doctor_timeout_s"])
+    timeout_s = own.doctor_timeout_s or settings.doctor_timeout_s
     if own.doctor_command is not None:
         return DoctorPlan(command=own.doctor_command, timeout_s=timeout_s, source=repo_config.REPO_CONFIG)
-    if settings["tasks.doctor_command"]:
-        return DoctorPlan(command=settings["tasks.doctor_command"], timeout_s=timeout_s,
+    if settings.doctor_command:
+        return DoctorPlan(command=settings.doctor_command, timeout_s=timeout_s,
                           source="tasks.doctor_command")
     names = repo_config.root_names_at(repo, revision)
     if "tests" in names or "test" in names or any(re.fullmatch(r"test_.*\.py", name) for name in names):

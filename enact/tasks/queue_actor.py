@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
+from enact.config import RuntimeSettings
 from enact.messages.common import is_human
 from enact.messages.inbox import NoticeTaken
 from enact.messages.tasks import (
@@ -35,6 +36,7 @@ from enact.messages.tasks import (
 )
 from enact.tasks.queue import TaskQueue
 from enact.tasks.records import EventKind, Task
+from enact.tasks.settings import TasksSettings
 from enact.tasks.tables import DATABASES
 
 __all__ = ["DATABASES", "TaskQueueActor"]
@@ -53,12 +55,12 @@ class TaskQueueActor(EnactActor):
 
     def __init__(self, context: ActorContext, *, agentic: bool = True) -> None:
         super().__init__(context)
-        settings = context.config
-        self._lease_ttl_s = float(settings["tasks.lease_ttl_s"])
-        self.queue = TaskQueue(context.own_store(), default_repo=str(settings["tasks.default_repo"]),
+        settings = context.config.typed(TasksSettings)
+        self._lease_ttl_s = settings.lease_ttl_s
+        self.queue = TaskQueue(context.own_store(), default_repo=settings.default_repo,
                                lease_ttl_s=self._lease_ttl_s)
         self._agentic = agentic
-        self._runtime = str(settings["runtime.adapter"])
+        self._runtime = context.config.typed(RuntimeSettings).adapter
         self._events = context.metrics.task_events
         for kind in EventKind:  # each at 0 from the start, so its first increase is seen
             self._events.labels(event=kind.value)

@@ -23,12 +23,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from enact.config import SETTINGS, checked
+from enact.config import checked
 from enact.tasks.host_git import WorktreeError, git
+from enact.tasks.settings import DOCTOR_TIMEOUT
 
 REPO_CONFIG = ".enact.toml"
 MAX_CONFIG_BYTES = 64 * 1024
-_DOCTOR_TIMEOUT = next(setting for setting in SETTINGS if setting.key == "tasks.doctor_timeout_s")
 
 
 class RepoConfigError(ValueError):
@@ -92,7 +92,7 @@ def parse(text: str, *, revision: str = "") -> RepoConfig:
         raise RepoConfigError(f"{REPO_CONFIG}: [doctor] command must be a non-empty string")
     if timeout is not None:
         # The same range as tasks.doctor_timeout_s, from its declaration.
-        timeout, problem = checked(_DOCTOR_TIMEOUT, timeout)
+        timeout, problem = checked(DOCTOR_TIMEOUT, timeout)
         if problem:
             raise RepoConfigError(f"{REPO_CONFIG}: [doctor] timeout (seconds) {problem}")
     protected = tasks.get("protected", [])

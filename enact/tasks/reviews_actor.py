@@ -48,6 +48,7 @@ from enact.messages.reviews import (
 from enact.storage import AppendLog, RecordTable, decode_record
 from enact.tasks import landing, task_branches
 from enact.tasks.host_git import WorktreeError
+from enact.tasks.settings import TasksSettings
 
 log = logging.getLogger(__name__)
 
@@ -305,6 +306,8 @@ def _doctor(context: ActorContext, review: Review, log_path: Path, cancel: Cance
     from enact.tasks.repo_config import RepoConfigError
     from enact.tasks.validation import Validation
 
+    settings = context.config.typed(TasksSettings)
+
     def check(worktree: Path, target: str) -> landing.DoctorVerdict:
         try:
             task = context.ask("tasks", Get(task_id=review.task_id))
@@ -312,13 +315,13 @@ def _doctor(context: ActorContext, review: Review, log_path: Path, cancel: Cance
             task = None
         fewer = isinstance(task, Found) and task.task.allow_fewer_tests
         try:
-            validation = Validation.against(Path(review.repo), target, home=context.home, settings=context.config,
+            validation = Validation.against(Path(review.repo), target, home=context.home, settings=settings,
                                             allow_fewer_tests=fewer)
         except RepoConfigError as error:
             return DoctorResult(passed=False, summary=str(error), head_tail=str(error))
         try:
-            with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree,
-                             passthrough=context.config["tasks.env_passthrough"]) as confine:
+            with confinement(settings.confinement, home=context.home, worktree=worktree,
+                             passthrough=settings.env_passthrough) as confine:
                 return validation.check(worktree, log_path=log_path, cancel=cancel.child(),
                                         confine=confine)
         except ConfinementUnavailable as refused:  # required, and not to be had: the checks did not run

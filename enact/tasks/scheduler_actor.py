@@ -50,6 +50,7 @@ from enact.schedules import ScheduleError
 from enact.storage import RecordTable
 from enact.tasks import scheduling
 from enact.tasks.scheduling import BacklogItem, Schedule
+from enact.tasks.settings import TasksSettings
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,9 @@ class SchedulerActor(EnactActor):
         self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule, upgrade=nest_flat_claim)
         self._backlog = RecordTable(self._store.table(BACKLOG), BacklogItem)
         self._ids = self._store.table(COUNTERS)
-        self._tick_s = float(context.config["scheduler.tick_s"])
-        self._auto_promote = bool(context.config["tasks.auto_promote"])
+        settings = context.config.typed(TasksSettings)
+        self._tick_s = settings.scheduler_tick_s
+        self._auto_promote = settings.auto_promote
         self._fenced_logged = False
 
     def on_start(self) -> None:

@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import orjson
 
@@ -31,6 +30,7 @@ from enact.tasks.confine import Confinement, confinement
 from enact.tasks.doctor import DoctorPlan, DoctorResult, append_log, plan_at, run_doctor
 from enact.tasks.host_git import WorktreeError, git
 from enact.tasks.protected import Guards
+from enact.tasks.settings import TasksSettings
 from enact.tasks.test_report import TestRun, not_run
 
 BASELINES_DIR = "doctor-baselines"
@@ -39,8 +39,7 @@ BASELINES_DIR = "doctor-baselines"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Validation:
     home: Path
-    settings: Any
-    """The daemon's Config."""
+    settings: TasksSettings
     plan: DoctorPlan
     guards: Guards
     allow_fewer_tests: bool = False
@@ -50,13 +49,13 @@ class Validation:
     be kept: a base run that timed out is not run again for each repair)."""
 
     @classmethod
-    def against(cls, repo: Path, revision: str, *, home: Path, settings: Any, allow_paths: Sequence[str] = (),
+    def against(cls, repo: Path, revision: str, *, home: Path, settings: TasksSettings, allow_paths: Sequence[str] = (),
                 allow_fewer_tests: bool = False) -> Validation:
         """Validation of changes to ``revision`` of ``repo``, by its own
         ``.enact.toml``. Raises RepoConfigError."""
         own = repo_config.read_at(repo, revision)
         guards = Guards(repo=repo, base=revision, allowed=tuple(allow_paths),
-                        patterns=(*settings["tasks.protected_paths"], *own.protected))
+                        patterns=(*settings.protected_paths, *own.protected))
         return cls(home=home, settings=settings, plan=plan_at(repo, revision, settings=settings), guards=guards,
                    allow_fewer_tests=allow_fewer_tests)
 
@@ -153,8 +152,8 @@ class Validation:
         try:
             # Confined and given the environment as the candidate's run is,
             # so the two runs differ only by the change.
-            with confinement(self.settings["tasks.confinement"], home=self.home, worktree=scratch,
-                             passthrough=self.settings["tasks.env_passthrough"]) as confine:
+            with confinement(self.settings.confinement, home=self.home, worktree=scratch,
+                             passthrough=self.settings.env_passthrough) as confine:
                 return run_doctor(scratch, self.plan, log_path=log_path, cancel=cancel, confine=confine)
         finally:
             # Not ``git worktree remove``: the base's doctor could write the

@@ -24,7 +24,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
@@ -49,6 +48,7 @@ from enact.tasks.host_git import WorktreeError
 from enact.tasks.prompts import repair_prompt, task_prompt
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, clip, task_log_path
 from enact.tasks.repo_config import RepoConfigError
+from enact.tasks.settings import TasksSettings
 from enact.tasks.validation import Validation
 from enact.tasks.worktrees import Worktree
 
@@ -62,8 +62,9 @@ _HEARTBEAT_MAX_S = 1.0
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerServices:
     home: Path
-    settings: Any
-    """The daemon's Config."""
+    settings: TasksSettings
+    call_timeout_s: float
+    """The longest one runtime call may take (``runtime.timeout_s``)."""
     runtime: Runtime
     ask: Asker
 
@@ -228,7 +229,7 @@ class TaskAttempt:
         reviewed = self._earlier_review()
         if reviewed is not None:
             return self._handed_over_before(reviewed)
-        named = task.repo or settings["tasks.default_repo"]
+        named = task.repo or settings.default_repo
         if not named:
             return Ending(Outcome.FAILED, "no repository: name one or set tasks.default_repo",
                           FailureClass.PERMANENT)
@@ -238,9 +239,9 @@ class TaskAttempt:
         state = tuple(StateDir(path, capabilities.own_state) for path in capabilities.state_dirs)
         programs = capabilities.program_dirs
         try:
-            with confinement(settings["tasks.confinement"], home=self.services.home, worktree=tree.path,
+            with confinement(settings.confinement, home=self.services.home, worktree=tree.path,
                              programs=programs, state=state, readable=(tree.objects,),
-                             passthrough=settings["tasks.env_passthrough"]) as confined:
+                             passthrough=settings.env_passthrough) as confined:
                 return self._confined_work(tree, confined)
         except ConfinementUnavailable as refused:
             # Nothing ran in the worktree: it goes, and the task fails for
@@ -288,7 +289,7 @@ class TaskAttempt:
         result = self.services.runtime.invoke(RuntimeRequest(
             session_key=f"task:{self.task.id}", prompt=prompt, native_session=self._native_session,
             owner_message=owner_message, sandbox="workspace-write", cwd=tree.path,
-            timeout_s=max(1.0, min(float(self.services.settings["runtime.timeout_s"]), remaining)),
+            timeout_s=max(1.0, min(self.services.call_timeout_s, remaining)),
             cancel=self.cancel, purpose="task", confine=confined.prefix, private_state=confined.private_state,
             env=confined.env, writable=(task_git.own_git_dir(tree.path),)))
         self._native_session = result.native_session or self._native_session

@@ -17,6 +17,7 @@ from typing import Any
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._pool import KeyedPool
 from enact.actors._specs import ActorSpec
+from enact.config import DaemonSettings, RuntimeSettings
 from enact.messages.common import Rejected, is_human
 from enact.messages.reviews import List as ListReviews
 from enact.messages.tasks import Claim, Claimed, Found, Get, NothingQueued, TaskChanged
@@ -36,6 +37,7 @@ from enact.runtime import Runtime
 from enact.tasks import task_branches, worktrees
 from enact.tasks.host_git import WorktreeError
 from enact.tasks.records import DEADLINE_RANGE_S, EventKind, TaskState
+from enact.tasks.settings import TasksSettings
 from enact.tasks.validation import remove_leftovers
 from enact.tasks.worker import TaskAttempt, WorkerServices
 
@@ -55,8 +57,9 @@ _NEVER_IDLE_S = 365 * 86400.0
 class WorkerActor(EnactActor):
     def __init__(self, context: ActorContext, *, runtime: Runtime, worker_id: str) -> None:
         super().__init__(context)
-        self._services = WorkerServices(home=context.home, settings=context.config, runtime=runtime,
-                                        ask=context.ask)
+        self._services = WorkerServices(home=context.home, settings=context.config.typed(TasksSettings),
+                                        call_timeout_s=context.config.typed(RuntimeSettings).timeout_s,
+                                        runtime=runtime, ask=context.ask)
         self._worker_id = worker_id
         self._last_claim = 0.0
         self._timer_pending = False
@@ -118,8 +121,8 @@ class WorkersActor(EnactActor):
     def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
         super().__init__(context)
         self._runtime = runtime
-        self._count = int(context.config["daemon.workers"])
-        self._keep_days = float(context.config["tasks.keep_failed_worktrees_days"])
+        self._count = context.config.typed(DaemonSettings).workers
+        self._settings = context.config.typed(TasksSettings)
         self._pool: KeyedPool | None = None
 
     def _spec_of(self, key: str) -> ActorSpec:
@@ -131,7 +134,7 @@ class WorkersActor(EnactActor):
         # Base runs a crash cut short; a live one is younger than the
         # longest a task's deadline or twice a doctor's timeout allow.
         remove_leftovers(self.context.home, older_than_s=max(
-            float(DEADLINE_RANGE_S[1]), 2 * float(self.context.config["tasks.doctor_timeout_s"])))
+            float(DEADLINE_RANGE_S[1]), 2 * self._settings.doctor_timeout_s))
         pool = self._pool = self.context.supervisor.pool(FAMILY, self._spec_of, idle_s=_NEVER_IDLE_S)
         for index in range(self._count):
             pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=self.context.clock.monotonic()))
@@ -221,7 +224,7 @@ class WorkersActor(EnactActor):
         period go; a worktree with uncommitted changes goes too: the period
         was the owner's time to look at it."""
         for item in worktrees.list_worktrees(self.context.home):
-            if not worktrees.expired(item, keep_days=self._keep_days):
+            if not worktrees.expired(item, keep_days=self._settings.keep_failed_worktrees_days):
                 continue
             state = self._task_state(item.task_id)
             if state in (TaskState.FAILED.value, TaskState.CANCELLED.value, TaskState.SUCCEEDED.value, ""):

@@ -1,0 +1,56 @@
+"""Evolution's settings (``evolve``): its keys, their checks, and the typed
+value the evolve run, the curator and the scanner read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from enact.config import Check, Config, Setting, between, one_of
+from enact.evolution.modes import EvolveMode
+from enact.schedules import FORMS as SCHEDULE_FORMS
+from enact.schedules import ScheduleError, parse
+
+
+def _is_evolve_schedule(value: str) -> bool:
+    try:
+        parse(value)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _is_conversation(value: str) -> bool:
+    channel, sep, conversation = value.partition(":")
+    return bool(sep and channel.strip() and conversation.strip())
+
+
+SETTINGS: tuple[Setting, ...] = (
+    # Evolve modes and the evolve schedule (enact.evolution.modes).
+    Setting("evolve.mode", str, "co-evolve", "What scheduled evolve runs may do until `enact evolve mode` sets it",
+            one_of("disabled", "co-evolve", "auto-evolve")),
+    Setting("evolve.schedule", str, "daily 09:00", "When the scheduled evolve run is due",
+            Check(SCHEDULE_FORMS, _is_evolve_schedule)),
+    Setting("evolve.theme", str, "", "What brainstorming (auto-evolve) starts from; empty: the mission"),
+    Setting("evolve.report_to", str, "", "The conversation evolve reports go to; empty: the locked one",
+            Check("empty or a conversation key channel:id", lambda value: value == "" or _is_conversation(value))),
+    # Evolution (the EvidenceScanner actor).
+    Setting("evolve.scan_batch", int, 20, "Turns or tasks one evidence scan sends to the model", between(1, 100)),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvolutionSettings:
+    mode: EvolveMode
+    """The mode until the owner sets one (``enact evolve mode``)."""
+    schedule: str
+    """As written; its check made sure ``enact.schedules.parse`` reads it."""
+    theme: str
+    report_to: str
+    scan_batch: int
+
+    @classmethod
+    def from_config(cls, config: Config) -> EvolutionSettings:
+        values = config.values
+        return cls(mode=EvolveMode(values["evolve.mode"]), schedule=values["evolve.schedule"],
+                   theme=values["evolve.theme"], report_to=values["evolve.report_to"],
+                   scan_batch=values["evolve.scan_batch"])
