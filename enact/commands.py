@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from enact.cancellation import CancellationToken
 from enact.credentials import redact_json
+from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
 from enact.messages.common import Origin, Rejected, is_human
@@ -84,7 +85,7 @@ Handler = Callable[[CommandCall, "CommandContext"], str]
 """Returns the receipt text; raises CommandFailed for an expected failure."""
 
 
-class CommandFailed(Exception):
+class CommandFailed(EnactError):
     """The command ran and failed; the message is the receipt."""
 
 

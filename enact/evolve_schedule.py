@@ -13,6 +13,8 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from enact.errors import EnactError
+
 MAX_SPEC = 100
 MAX_INTERVAL_S = 7 * 86_400
 _UNIT_S = {"s": 1, "m": 60, "h": 3_600}
@@ -21,7 +23,7 @@ _DAILY = re.compile(r"daily\s+(\d{1,2}):(\d{2})", re.IGNORECASE)
 FORMS = "'every 30m', 'every 6h' or 'daily 09:00' (local time)"
 
 
-class ScheduleError(ValueError):
+class ScheduleError(EnactError, ValueError):
     """A schedule that cannot be used; the message is one line."""
 
 

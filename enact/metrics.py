@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from enact import __version__
 from enact.config import parse_address
+from enact.errors import EnactError
 from enact.messages.epoch import Owner
 
 if TYPE_CHECKING:
@@ -283,7 +284,7 @@ def serve(metrics: Metrics, address: str) -> MetricsServer:
     return MetricsServer(server=server, thread=thread)
 
 
-class MetricsUnavailable(RuntimeError):
+class MetricsUnavailable(EnactError, RuntimeError):
     """The metrics address cannot be served; the message is one line."""
 
 

@@ -16,6 +16,7 @@ import pykka
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
+from enact.errors import EnactError
 from enact.fence import FencedError
 from enact.messages._registry import Request, registration_of
 from enact.messages.epoch import Fenced
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 _PRUNE_OWED_AT = 64
 
 
-class UnknownMessage(TypeError):
+class UnknownMessage(EnactError, TypeError):
     """An actor got a message it has no handler for: a bug in the sender."""
 
     def __init__(self, actor: str, message: object) -> None:

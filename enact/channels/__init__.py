@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.channel import ChannelState
 from enact.messages.common import Origin
@@ -58,7 +59,7 @@ AskInbox = Callable[[Request[Any]], object]
 """Asks the inbox actor (through the supervisor) and waits for its reply."""
 
 
-class UnexpectedInboxReply(RuntimeError):
+class UnexpectedInboxReply(EnactError, RuntimeError):
     def __init__(self, reply: object, request: str) -> None:
         super().__init__(f"unexpected reply {type(reply).__qualname__} to {request}")
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from enact.config import SETTINGS, checked
+from enact.errors import EnactError
 from enact.tasks.host_git import WorktreeError, git
 
 REPO_CONFIG = ".enact.toml"
@@ -31,7 +32,7 @@ MAX_CONFIG_BYTES = 64 * 1024
 _DOCTOR_TIMEOUT = next(setting for setting in SETTINGS if setting.key == "tasks.doctor_timeout_s")
 
 
-class RepoConfigError(ValueError):
+class RepoConfigError(EnactError, ValueError):
     """The repository's ``.enact.toml`` cannot be used; one line naming it."""
 
 

@@ -29,6 +29,7 @@ from functools import partial
 
 from enact import claimed_clock
 from enact.claimed_clock import NO_CLAIM, ClaimState, Step
+from enact.errors import EnactError
 
 MAX_SPEC = 200
 MAX_TEXT = 20_000
@@ -38,7 +39,7 @@ MIN_INTERVAL_S = 1
 MAX_INTERVAL_S = 366 * 86_400
 
 
-class ScheduleError(ValueError):
+class ScheduleError(EnactError, ValueError):
     """A schedule that cannot be used; the message is one line."""
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from enact.cancellation import CancellationToken
+from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.common import Rejected
 from enact.messages.reviews import List, Open, Review, ReviewState
@@ -73,7 +74,7 @@ class WorkerServices:
     ask: Asker
 
 
-class _Stop(Exception):
+class _Stop(EnactError):
     """The attempt ends without a Finish from this worker (lease lost, fenced)."""
 
 
