@@ -20,7 +20,7 @@ from enact.credentials import redact_json
 from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
-from enact.messages.common import Origin, Rejected, is_human
+from enact.messages.common import NotFound, Origin, Refused, is_human
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 from enact.ownership import not_the_owners
 
@@ -86,7 +86,22 @@ Handler = Callable[[CommandCall, "CommandContext"], str]
 
 
 class CommandFailed(EnactError):
-    """The command ran and failed; the message is the receipt."""
+    """The command ran and failed; the message is the receipt, ``outcome``
+    how it failed (an actor's refusal is ``refused``, see ``end_on_failure``)."""
+
+    def __init__(self, text: str, outcome: CommandOutcome = CommandOutcome.FAILED) -> None:
+        super().__init__(text)
+        self.outcome = outcome
+
+
+def end_on_failure(reply: object, about: str = "") -> None:
+    """End the command the way every command ends on an actor's refusal or
+    not-found reply: its line as the receipt (after ``about``, what did not
+    happen, when given), with the outcome ``refused`` or ``not_found``."""
+    if isinstance(reply, Refused):
+        raise CommandFailed(f"{about}: {reply.reason}" if about else reply.reason, CommandOutcome.REFUSED)
+    if isinstance(reply, NotFound):
+        raise CommandFailed(reply.line, CommandOutcome.NOT_FOUND)
 
 
 def _no_actors(actor: str, message: Request[Any]) -> object:
@@ -236,7 +251,7 @@ class CommandRegistry:
         try:
             text = command.handler(call, context)
         except CommandFailed as failure:
-            return unsuccessful(call.name, CommandOutcome.FAILED, clip(str(failure)))
+            return unsuccessful(call.name, failure.outcome, clip(str(failure)))
         except Exception as error:
             log.exception("command %s failed", call.name)
             return unsuccessful(call.name, CommandOutcome.FAILED, clip(f"failed: {type(error).__name__}: {error}"))
@@ -315,7 +330,7 @@ class JournaledCommands:
             with self._lock:
                 self._running.discard(request_id)
 
-    def _expect(self, message: Request[Recorded | Rejected], verb: str, index: int) -> None:
+    def _expect(self, message: Request[Recorded | Refused], verb: str, index: int) -> None:
         reply = self._ask(message)
         if not isinstance(reply, Recorded):
             raise RuntimeError(f"the journal refused to {verb} step {index}: {reply}")
@@ -402,5 +417,6 @@ __all__ = [
     "ProgramsSource",
     "builtin_commands",
     "clip",
+    "end_on_failure",
     "interrupted_text",
 ]

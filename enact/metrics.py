@@ -48,7 +48,7 @@ INBOX_EVENT_OUTCOMES = (
     "delivery_uncertain",
 )
 DELIVERY_OUTCOMES = ("ok", "retry", "failed", "not_resent")
-ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "failed")
+ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "not_found", "failed")
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled", "session_unknown", "unavailable",
                          "auth", "rate-limited", "malformed-output")
 RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")

@@ -40,7 +40,7 @@ from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.redaction import pattern_of
 from enact.chat.services import ChatServices
 from enact.chat.turns import read_turns
-from enact.messages.common import Rejected
+from enact.messages.common import NotFound
 from enact.messages.inbox import (
     Accepted,
     ActionRecord,
@@ -51,7 +51,6 @@ from enact.messages.inbox import (
     GetOutcome,
     HandleEvent,
     Ignored,
-    NoSuchEvent,
     NoticeTaken,
     Notify,
     Outcome,
@@ -158,11 +157,11 @@ class InboxActor(EnactActor):
 
     # -- 1. receiving -----------------------------------------------------------
 
-    def _receive(self, message: Receive) -> Deferred | Ignored | Rejected:
+    def _receive(self, message: Receive) -> Deferred | Ignored | NotFound:
         event = message.event
         event_id = event.event_id
         if event.channel not in self._services.channels:
-            return Rejected(reason=f"unknown channel {event.channel!r}")
+            return NotFound(kind="channel", id=event.channel)
         if not self._chat_lock.allows(event):
             log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
             self._metrics.inbox_events.labels(channel=event.channel, outcome="not_allowed").inc()
@@ -370,6 +369,6 @@ class InboxActor(EnactActor):
 
     # -- reading ------------------------------------------------------------
 
-    def _outcome(self, event_id: str) -> Outcome | NoSuchEvent:
+    def _outcome(self, event_id: str) -> Outcome | NotFound:
         found = self._store.read(lambda txn: self._records.find(txn, event_id))
-        return NoSuchEvent(event_id=event_id) if found is None else found[1].outcome_of()
+        return NotFound(kind="event", id=event_id) if found is None else found[1].outcome_of()

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
 from enact.messages.curator import (
     Approve,
     Approved,
@@ -23,7 +22,6 @@ from enact.messages.curator import (
     Remove,
     Removed,
     Show,
-    UnknownCandidate,
 )
 
 CURATOR = "curator"
@@ -46,13 +44,6 @@ def _candidate_id(call: CommandCall) -> str:
     return words[0]
 
 
-def _refused(reply: object, candidate_id: str) -> None:
-    if isinstance(reply, UnknownCandidate):
-        raise CommandFailed(f"no candidate {candidate_id}")
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
-
-
 def _list(_: CommandCall, context: CommandContext) -> str:
     reply = _ask(context, Candidates(state="active", limit=20))
     if not isinstance(reply, CandidateList):
@@ -66,7 +57,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 def _show(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
     reply = _ask(context, Show(candidate_id=candidate_id))
-    _refused(reply, candidate_id)
+    end_on_failure(reply)
     if not isinstance(reply, CandidateShown):
         raise CommandFailed(f"the curator answered {type(reply).__name__}")
     c, draft = reply.candidate, reply.candidate.draft
@@ -80,7 +71,7 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 def _approve(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
     reply = _ask(context, Approve(candidate_id=candidate_id, origin=call.origin))
-    _refused(reply, candidate_id)
+    end_on_failure(reply)
     if not isinstance(reply, Approved):
         raise CommandFailed(f"the curator answered {type(reply).__name__}")
     return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
@@ -92,7 +83,7 @@ def _remove(call: CommandCall, context: CommandContext) -> str:
         raise CommandFailed(f"/{call.name} needs a candidate id and a reason, e.g. /{call.name} cand-… done already")
     candidate_id, reason = words[0], " ".join(words[1:])
     reply = _ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin))
-    _refused(reply, candidate_id)
+    end_on_failure(reply)
     if not isinstance(reply, Removed):
         raise CommandFailed(f"the curator answered {type(reply).__name__}")
     return f"candidate {candidate_id} removed"

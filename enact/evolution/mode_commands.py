@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import time
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
-from enact.messages.common import Rejected
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
 from enact.messages.curator import GetMode, ModeSet, ModeShown, SetMode
 
 
@@ -20,8 +19,7 @@ def _mode(call: CommandCall, context: CommandContext) -> str:
     text = str(call.args.get("text", "")).strip()
     if text:
         reply = context.ask("curator", SetMode(mode=text, origin=call.origin))
-        if isinstance(reply, Rejected):
-            raise CommandFailed(reply.reason)
+        end_on_failure(reply)
         if not isinstance(reply, ModeSet):
             raise CommandFailed(f"the curator answered {type(reply).__name__}")
         return f"evolve mode: {reply.mode} (was {reply.previous})"

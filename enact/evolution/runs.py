@@ -35,7 +35,7 @@ from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
 from enact.evolve_schedule import EvolveSchedule, parse_schedule
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
+from enact.messages.common import Refused
 from enact.messages.curator import (
     MAX_LIST,
     Brainstorm,
@@ -178,7 +178,7 @@ class EvolveRuns:
                     detail = f"{len(scan.signals)} signals" if scan.outcome == "completed" else scan.error
                     lines.append(f"{scan.source} scan {scan.outcome} over {scan.records} records: {detail}")
                 found_signals = found_signals or (scan.outcome == "completed" and bool(scan.signals))
-        elif isinstance(report, Rejected):
+        elif isinstance(report, Refused):
             lines.append(f"scan refused: {report.reason}")
         if mode.brainstorms:
             lines.extend(self._brainstorm())
@@ -205,7 +205,7 @@ class EvolveRuns:
 
     def _brainstorm(self) -> list[str]:
         reply = self._ask_long("curator", Brainstorm(theme=self._theme_or_mission(), origin=ORIGIN))
-        if isinstance(reply, Rejected):
+        if isinstance(reply, Refused):
             return [f"brainstorm refused: {reply.reason}"]
         if not isinstance(reply, Brainstormed) or reply.skipped:
             return []
@@ -214,7 +214,7 @@ class EvolveRuns:
 
     def _propose(self) -> list[str]:
         reply = self._ask_long("curator", Propose(origin=ORIGIN))
-        if isinstance(reply, Rejected):
+        if isinstance(reply, Refused):
             return [f"proposal refused: {reply.reason}"]
         if not isinstance(reply, Proposed):
             return []

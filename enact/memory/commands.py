@@ -11,10 +11,10 @@ change memory, so they need it anyway.
 from __future__ import annotations
 
 from enact.chat.markers import FROM_A_RECEIPT, repeats_receipt
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
 from enact.memory.facts import FactState, Sensitivity
-from enact.messages.common import MODEL_ACTION, is_human
-from enact.messages.memory import Merged, Pending, Refused, Saved
+from enact.messages.common import MODEL_ACTION, Refused, is_human
+from enact.messages.memory import Merged, Pending, Saved
 
 MEMORY = "memory"
 _LISTED = 20
@@ -42,10 +42,9 @@ def _remember(call: CommandCall, context: CommandContext) -> str:
     # A model keeping what an earlier action's receipt said is not the owner's word.
     hold = FROM_A_RECEIPT if origin == MODEL_ACTION and repeats_receipt(call.args["text"], call.receipts) else ""
     reply = context.ask(MEMORY, Remember(text=call.args["text"], origin=origin, hold=hold))
-    if not isinstance(reply, (Saved, Merged, Pending, Refused)):
+    end_on_failure(reply)  # memory's reason starts "refused: "
+    if not isinstance(reply, (Saved, Merged, Pending)):
         raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
-    if isinstance(reply, Refused):
-        raise CommandFailed(f"not saved, {reply.reason}")
     return memory_notice(reply)
 
 
@@ -84,8 +83,7 @@ def _forget(call: CommandCall, context: CommandContext) -> str:
     if redact:
         selector = selector[len(_REDACT_FLAG):].strip()
     reply = context.ask(MEMORY, Forget(selector=selector, redact=redact, origin=call.origin))
-    if isinstance(reply, Refused):
-        raise CommandFailed(reply.reason)
+    end_on_failure(reply)
     if not isinstance(reply, Forgotten):
         raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,
     Backlog,
@@ -20,7 +19,6 @@ from enact.messages.scheduler import (
     Promote,
     Promoted,
     ScheduleList,
-    UnknownItem,
 )
 from enact.tasks.scheduling import Priority, next_run_said
 
@@ -48,8 +46,7 @@ def _add(call: CommandCall, context: CommandContext) -> str:
     if sep and head.strip().lower() in {p.value for p in Priority}:
         priority, text = Priority(head.strip().lower()), rest.strip()
     reply = _ask_scheduler(context, AddItem(text=text, priority=priority, origin=call.origin))
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
+    end_on_failure(reply)
     if not isinstance(reply, ItemAdded):
         raise CommandFailed(f"the scheduler answered {type(reply).__name__}")
     return f"backlog item {reply.item.id} ({reply.item.priority.value})"
@@ -60,10 +57,7 @@ def _promote(call: CommandCall, context: CommandContext) -> str:
     if not text.isdigit():
         raise CommandFailed("/backlog.promote needs an item id, e.g. /backlog.promote 3")
     reply = _ask_scheduler(context, Promote(item_id=int(text), origin=call.origin))
-    if isinstance(reply, UnknownItem):
-        raise CommandFailed(f"no backlog item {text}")
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
+    end_on_failure(reply)
     if not isinstance(reply, Promoted):
         raise CommandFailed(f"the scheduler answered {type(reply).__name__}")
     return f"backlog item {reply.item.id} is task {reply.submitted.task.id}"

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
 from enact.messages._registry import Request
 from enact.messages.inbox import Notify
 from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown
@@ -112,7 +112,7 @@ def _describe(task: Task) -> str:
 
 
 def _add(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import Refused, Submit, Submitted
+    from enact.messages.tasks import Submit, Submitted
 
     request = str(call.args.get("text", "")).strip()
     if not request:
@@ -138,8 +138,7 @@ def _add(call: CommandCall, context: CommandContext) -> str:
                      repairs=int(call.args.get("repairs", 2)), deadline_s=int(call.args.get("deadline", 600)),
                      conversation=conversation_of(call))
     reply = _ask(context)("tasks", message)
-    if isinstance(reply, Refused):
-        raise CommandFailed(f"not queued: {reply.reason}")
+    end_on_failure(reply, "not queued")
     if not isinstance(reply, Submitted):
         raise CommandFailed(f"not queued: the queue answered {type(reply).__name__}")
     if reply.existing:
@@ -163,8 +162,9 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
     task_id = _task_id(call)
     found = _ask(context)("tasks", Get(task_id=task_id))
+    end_on_failure(found)
     if not isinstance(found, Found):
-        raise CommandFailed(f"no task {task_id}")
+        raise CommandFailed(f"the queue answered {type(found).__name__}")
     return f"{_describe(found.task)}\nrequest: {found.task.request}"
 
 
@@ -175,8 +175,7 @@ def _owner_action(verb: str) -> Callable[[CommandCall, CommandContext], str]:
         task_id = _task_id(call)
         kind = {"cancel": tasks.Cancel, "retry": tasks.Retry, "resume": tasks.Resume}[verb]
         reply = _ask(context)("tasks", kind(task_id=task_id, origin=call.origin))
-        if isinstance(reply, tasks.Refused):
-            raise CommandFailed(reply.reason)
+        end_on_failure(reply)
         if isinstance(reply, tasks.CancelAccepted):
             return f"task {task_id} cancelled" if reply.at_once else \
                 f"task {task_id} is running; it stops at its worker's next heartbeat"

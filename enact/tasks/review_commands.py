@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
 from enact.messages.reviews import (
     Close,
     Closed,
@@ -20,12 +19,10 @@ from enact.messages.reviews import (
     Get,
     Land,
     Landed,
-    LandRefused,
     List,
     Review,
     ReviewList,
     ReviewState,
-    UnknownReview,
 )
 
 _ID = {"text": Param(str, doc="the review id")}
@@ -59,8 +56,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 def _show(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
     reply = _ask_reviews(context, Get(review_id=review_id))
-    if isinstance(reply, UnknownReview):
-        raise CommandFailed(f"no review {review_id}")
+    end_on_failure(reply)
     if not isinstance(reply, Found):
         raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     review = reply.review
@@ -73,10 +69,7 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 def _land(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
     reply = _ask_reviews(context, Land(review_id=review_id, origin=call.origin))
-    if isinstance(reply, UnknownReview):
-        raise CommandFailed(f"no review {review_id}")
-    if isinstance(reply, LandRefused):
-        raise CommandFailed(f"review {review_id} not landed: {reply.reason}")
+    end_on_failure(reply, f"review {review_id} not landed")
     if not isinstance(reply, Landed):
         raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     return f"review {review_id} {reply.review.note}"
@@ -85,10 +78,7 @@ def _land(call: CommandCall, context: CommandContext) -> str:
 def _close(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
     reply = _ask_reviews(context, Close(review_id=review_id, origin=call.origin, reason="closed from chat"))
-    if isinstance(reply, UnknownReview):
-        raise CommandFailed(f"no review {review_id}")
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
+    end_on_failure(reply)
     if not isinstance(reply, Closed):
         raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     return f"review {review_id} closed"

@@ -29,7 +29,7 @@ from typing import Any, Protocol, TypeVar
 from enact.cancellation import CancellationToken
 from enact.errors import EnactError
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
+from enact.messages.common import Refused
 from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.runtime import (
@@ -360,7 +360,7 @@ class TaskAttempt:
         opened = self.services.ask("reviews", Open(
             task_id=self.task.id, repo=str(tree.repo), branch=tree.branch, base=tree.base, head=head,
             diffstat=stat, doctor_summary=result.summary))
-        if isinstance(opened, Rejected):
+        if isinstance(opened, Refused):
             return Ending(Outcome.FAILED, f"the review was refused: {opened.reason}", FailureClass.PERMANENT)
         review_id = str(opened.review_id)
         self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,
