@@ -222,10 +222,10 @@ def test_a_daemon_error_with_json_is_json_and_exit_1(daemons: DaemonFactory) -> 
     daemon = daemons.start()
     result = daemon.cli("call", "--json", "control.ShuttingDown", '{"pid": 1}')
     assert result.returncode == 1, result
-    assert "not a request" in _json(result)["error"]
+    assert _json(result)["status"] == "failed" and "not a request" in _json(result)["error"]
     bad = daemon.cli("call", "--json", "nope.Nothing")
     assert bad.returncode == 2
-    assert "nope.Nothing" in _json(bad)["error"]
+    assert _json(bad)["status"] == "bad_input" and "nope.Nothing" in _json(bad)["error"]
 
 
 # -- enact turns --last --------------------------------------------------------

@@ -63,7 +63,9 @@ def test_a_due_schedule_submits_its_task_and_nothing_while_that_task_is_unfinish
     removed = daemon.cli_json("cron", "remove", "1", "--json")
     assert removed["id"] == 1 and daemon.cli_json("cron", "list", "--json") == []
     bad = daemon.cli("cron", "add", "every fortnight", "x", "--json")
-    assert bad.returncode == 2 and "every" in orjson.loads(bad.stdout)["error"]
+    refused = orjson.loads(bad.stdout)
+    assert bad.returncode == 2 and (refused["status"], refused["code"]) == ("refused", "invalid")
+    assert "every" in refused["error"]
 
 
 def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(daemons: DaemonFactory,
@@ -94,7 +96,8 @@ def test_backlog_items_wait_in_priority_order_and_promote_into_tasks(daemons: Da
     assert dropped["text"] == "also soon"
     assert [item["text"] for item in daemon.cli_json("backlog", "list", "--json")] == ["now", "later"]
     gone = daemon.cli("backlog", "promote", "4", "--json")
-    assert gone.returncode == 2 and orjson.loads(gone.stdout)["status"] == "unknown"
+    assert gone.returncode == 2 and orjson.loads(gone.stdout) == {
+        "status": "not_found", "kind": "backlog item", "id": "4", "error": "no backlog item 4"}
 
 
 def ticks(daemon: Any) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -11,8 +12,8 @@ import click
 from enact.cli._client import expect, request
 from enact.cli._options import (
     EXIT_FAILED,
+    end_command,
     end_on_failure,
-    fail,
     failure_of,
     home_option,
     needs_daemon,
@@ -47,10 +48,10 @@ def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> N
     resolved = resolve_home(home)
     done: list[ScanSummary] = []
 
-    def stop(text: str, *, code: int, status: str, **fields: str) -> NoReturn:
+    def stop(text: str, *, code: int, status: str, fields: Mapping[str, str] | None = None) -> NoReturn:
         """End the drain in one line; with --json, the batches done so far beside why."""
-        fail(text, as_json=as_json, code=code, status=status, **fields,
-             **to_wire(ScanReport(scans=tuple(done)))["body"])
+        end_command(text, as_json=as_json, exit_code=code, status=status,
+                    fields={**(fields or {}), **to_wire(ScanReport(scans=tuple(done)))["body"]})
 
     for each in [source] if source else ["feedback", "experience"]:
         first = len(done)
@@ -65,7 +66,7 @@ def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> N
                 stop(f"the drain stopped: {error}", code=EXIT_FAILED, status="interrupted")
             refused = failure_of(reply)
             if refused is not None:  # one running already is code busy, exit 1: try again later
-                stop(refused.line, status=refused.status, code=refused.code, **refused.fields)
+                stop(refused.line, status=refused.status, code=refused.code, fields=refused.fields)
             scans = expect(reply, ScanReport, message).scans
             if len(scans) != 1:
                 raise UnexpectedReply(f"a scan of {each} answered {len(scans)} summaries, not one")

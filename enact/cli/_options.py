@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
@@ -49,16 +49,22 @@ def print_json(value: object) -> None:
 
 def fail(text: str, *, as_json: bool, code: int = EXIT_FAILED, status: str = "", prefix: str = "enact: ",
          **fields: object) -> NoReturn:
-    """End the command with one line: ``{"status": status, "error": text,
-    **fields}`` on standard output with ``--json``, else the text on
+    """End the command with one line (``end_command``), exit ``code``."""
+    end_command(text, as_json=as_json, exit_code=code, status=status, prefix=prefix, fields=fields)
+
+
+def end_command(line: str, *, as_json: bool, exit_code: int, status: str = "", prefix: str = "enact: ",
+                fields: Mapping[str, object] | None = None) -> NoReturn:
+    """End the command with one line: ``{"status": status, **fields,
+    "error": line}`` on standard output with ``--json``, else the line on
     standard error. ``status`` is one of ``STATUSES``; left out, the exit
-    code says it (1 ``failed``, 2 ``bad_input``)."""
+    code says it (2 ``bad_input``, else ``failed``)."""
     if as_json:
-        said = status or ("bad_input" if code == EXIT_USAGE else "failed")
-        click.echo(orjson.dumps({"status": said, **fields, "error": text}).decode())
+        said = status or ("bad_input" if exit_code == EXIT_USAGE else "failed")
+        click.echo(orjson.dumps({"status": said, **(fields or {}), "error": line}).decode())
     else:
-        click.echo(f"{prefix}{text}", err=True)
-    sys.exit(code)
+        click.echo(f"{prefix}{line}", err=True)
+    sys.exit(exit_code)
 
 
 STATUSES = ("refused", "not_found", "bad_input", "failed", "connection_lost", "not_running")
@@ -109,8 +115,8 @@ def end_on_failure(outcome: object, *, as_json: bool, about: str = "") -> None:
     way every command ends on one; return otherwise."""
     failure = failure_of(outcome, about)
     if failure is not None:
-        fail(failure.line, as_json=as_json, code=failure.code, status=failure.status, prefix=failure.prefix,
-             **failure.fields)
+        end_command(failure.line, as_json=as_json, exit_code=failure.code, status=failure.status,
+                    prefix=failure.prefix, fields=failure.fields)
 
 
 def needs_daemon(command: F) -> F:
