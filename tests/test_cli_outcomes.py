@@ -195,7 +195,7 @@ def test_an_unexpected_reply_type_is_one_line_and_exit_1(daemons: DaemonFactory,
     assert result.returncode == 1, result
     text = "unexpected reply epoch.Current to control.Status"
     if as_json:
-        assert _json(result) == {"error": text}
+        assert _json(result) == {"status": "failed", "error": text}
     else:
         assert _lines(result.stdout + result.stderr) == [f"enact: {text}"]
 
