@@ -20,7 +20,7 @@ from enact.messages.common import NotFound, Origin, Refused
 
 MAX_LIST = 1_000
 PROPOSAL_RUNNING = "a proposal is being made now; propose again once it is done"
-"""The refusal while one proposal is made (the CLI exits 1 on it: not a usage error)."""
+"""The reason of the refusal while one proposal is made (code ``busy``: the CLI exits 1, not a usage error)."""
 _ID = 64
 _REASON = 2_000
 

@@ -26,7 +26,7 @@ ScanOutcome = Literal["completed", "failed", "nothing-new", "skipped"]
 
 MAX_LIST = 1_000
 SCAN_RUNNING = "a scan is running already; ask again once it has finished"
-"""The refusal while one scan runs (the CLI exits 1 on it: not a usage error)."""
+"""The reason of the refusal while one scan runs (code ``busy``: the CLI exits 1, not a usage error)."""
 _ID = 64
 _MAX_IDS = 100
 
