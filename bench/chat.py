@@ -55,7 +55,7 @@ from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
 from enact.chat import inbox_records, records
 from enact.chat import outbox_actor as outbox
-from enact.chat.records import LoggedTurn, Receipt, ReceiptStatus, TurnOutcome
+from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.services import ChatServices
 from enact.cli._client import Client
 from enact.commands import CommandContext, CommandRegistry, builtin_commands
@@ -64,7 +64,7 @@ from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages import local
 from enact.messages.common import HUMAN_CLI
-from enact.messages.inbox import ChatEvent, Outcome
+from enact.messages.inbox import ChatEvent, Outcome, Turn
 from enact.messages.local import Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
@@ -94,7 +94,7 @@ def _conversation(index: int) -> str:
 
 
 def _receipt(event: ChatEvent, generation: int, at: float) -> Receipt:
-    return dataclasses.replace(records.new_receipt(event, origin=HUMAN_CLI, generation=generation), received_at=at)
+    return records.new_receipt(event, origin=HUMAN_CLI, generation=generation, now=at)
 
 
 def _delivery(event: ChatEvent, reply: str, state: DeliveryState, at: float, generation: int) -> DeliveryRecord:
@@ -107,12 +107,11 @@ def _complete(receipt: Receipt, reply: str, at: float) -> Receipt:
                                finished_at=at)
 
 
-def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> LoggedTurn:
-    completed = _complete(_receipt(event, 1, at), reply, at)
-    return dataclasses.replace(records.turn_of(completed), time=at)
+def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> Turn:
+    return records.turn_of(_complete(_receipt(event, 1, at), reply, at), now=at)
 
 
-_Row = tuple[str, Receipt, DeliveryRecord, LoggedTurn]
+_Row = tuple[str, Receipt, DeliveryRecord, Turn]
 
 
 def _history(count: int, generation: int) -> Iterator[_Row]:
@@ -217,15 +216,15 @@ class _Enact:
             commands.bind(CommandContext(fence=self.fence, status=lambda: "bench"))
             self.supervisor.start()
             self.channel.start(
-                InboxInlet(self.channel.name, lambda message: self._ask_inbox(message, timeout), origin=HUMAN_CLI)
+                InboxInlet(self.channel.name, lambda to, message: self._ask(to, message, timeout), origin=HUMAN_CLI)
             )
         except BaseException:
             self.close()
             raise
 
-    def _ask_inbox(self, message: object, timeout: float) -> object:
+    def _ask(self, actor: str, message: Any, timeout: float) -> Any:
         assert self.supervisor is not None
-        return self.supervisor.ask("inbox", message, timeout=timeout)
+        return self.supervisor.ask(actor, message, timeout=timeout)
 
     def send(self, conversation: str) -> None:
         outcome = self.channel.send(Send(text=_TEXT, conversation=conversation, origin=HUMAN_CLI))

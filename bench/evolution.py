@@ -25,9 +25,8 @@ import lmdb
 import orjson
 
 from bench._table import Table, median, ratio
-from enact.cancellation import CancellationToken
-from enact.chat.inbox_records import TURNS, RecordLog
-from enact.chat.records import LoggedTurn, TurnOutcome
+from enact.actors._long_work import run_inline
+from enact.chat.inbox_records import TURNS, TurnLog
 from enact.chat.turns import read_turns
 from enact.evolution.scan_batch import feedback_records
 from enact.evolution.scan_prompt import scan_prompt
@@ -36,7 +35,7 @@ from enact.evolution.scan_validation import parse_observations
 from enact.evolution.scanning import Scanner
 from enact.evolution.signals import EvidenceSource, turn_ref
 from enact.messages.inbox import ReadTurns, Turn, Turns
-from enact.messages.scanner import Scan, ScanRecord
+from enact.messages.scanner import Scan, ScanRecord, ScanReport
 from enact.messages.tasks import ChangedTasks
 from enact.runtime import RuntimeRequest, RuntimeResult
 from enact.storage import Storage, Store
@@ -45,11 +44,11 @@ TITLE = "11. Evidence scan: one feedback batch with 10k and 100k turns of histor
 BATCH = 20
 
 
-def _turn(n: int) -> LoggedTurn:
-    return LoggedTurn(event_id=f"e{n}", channel="local", conversation="cli", message_id=f"m{n}",
-                      message=f"turn {n}: the reply to my question about the build was too long again",
-                      reply="(scripted runtime) Here is a long answer about the build and its tests.",
-                      time=1_700_000_000.0 + n, outcome=TurnOutcome.REPLIED, attempts=1, actions=())
+def _turn(n: int) -> Turn:
+    return Turn(cursor=n, event_id=f"e{n}", channel="local", conversation="cli", message_id=f"m{n}",
+                message=f"turn {n}: the reply to my question about the build was too long again",
+                reply="(scripted runtime) Here is a long answer about the build and its tests.",
+                time=1_700_000_000.0 + n, outcome="replied", attempts=1, actions=())
 
 
 def _answer(request: RuntimeRequest) -> RuntimeResult:
@@ -62,7 +61,7 @@ def _answer(request: RuntimeRequest) -> RuntimeResult:
 
 
 class _LogReader:
-    def __init__(self, store: Store, turns: RecordLog[LoggedTurn]) -> None:
+    def __init__(self, store: Store, turns: TurnLog) -> None:
         self._store, self._turns = store, turns
 
     def turns(self, since: int, limit: int) -> Turns:
@@ -83,15 +82,16 @@ class _Enact:
         self.storage = Storage(directory, map_size=1 << 30)
         store = self.storage.grant("scanner", (*DATABASES, TURNS))
         self.store = store
-        self.turns = RecordLog(store.log(TURNS), LoggedTurn)
+        self.turns = TurnLog(store.log(TURNS))
         self.tables = ScanTables(store)
         self.append(range(1, history + 1))
         # The history was scanned: the checkpoint stands at its last turn.
         self.tables.record(ScanRecord(id="", source=EvidenceSource.FEEDBACK, outcome="completed", error="",
                                       records=history, refs=(), signals=(), started_at=0, finished_at=0),
                            CompletedScan(signals=(), checkpoint=history))
+        # Driven inline: the scan's model call is timed where it is made, without a thread.
         self.scanner = Scanner(self.tables, _LogReader(store, self.turns), _answer, batch=BATCH, timeout_s=5,
-                               cancel=CancellationToken)
+                               off_thread=run_inline)
 
     def append(self, numbers: range) -> None:
         def write(txn: lmdb.Transaction) -> None:
@@ -101,7 +101,13 @@ class _Enact:
         self.store.write(write)
 
     def scan(self) -> int:
-        (summary,) = self.scanner.scan(Scan(source="feedback")).scans
+        reports: list[ScanReport] = []
+
+        def failed(error: Exception) -> None:
+            raise error
+
+        self.scanner.scan(Scan(source="feedback"), done=reports.append, failed=failed)
+        [(summary,)] = [report.scans for report in reports]
         if summary.outcome != "completed":
             raise RuntimeError(f"the enact scan did not complete: {summary.error}")
         return summary.records
@@ -127,7 +133,7 @@ class _Baseline:
     def append(self, numbers: range) -> None:
         with open(self.turn_log, "ab") as file:
             for n in numbers:
-                file.write(orjson.dumps({"cursor": n, **orjson.loads(orjson.dumps(_turn(n)))}) + b"\n")
+                file.write(orjson.dumps(_turn(n)) + b"\n")
 
     def scan(self) -> int:
         processed: set[str] = set()

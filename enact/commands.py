@@ -13,21 +13,22 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
-from enact.credentials import redact_json
 from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
 from enact.messages.common import NotFound, Origin, Refused, is_human
-from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps
 from enact.ownership import not_the_owners
 
 if TYPE_CHECKING:
     from enact.fence import Fence
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 MAX_RECEIPT = 4000
 """Receipt text is clipped to this many characters (head and tail kept)."""
@@ -87,25 +88,34 @@ Handler = Callable[[CommandCall, "CommandContext"], str]
 
 class CommandFailed(EnactError):
     """The command ran and failed; the message is the receipt, ``outcome``
-    how it failed (an actor's refusal is ``refused``, see ``end_on_failure``)."""
+    how it failed (an actor's refusal is ``refused``, see ``answered``)."""
 
     def __init__(self, text: str, outcome: CommandOutcome = CommandOutcome.FAILED) -> None:
         super().__init__(text)
         self.outcome = outcome
 
 
-def end_on_failure(reply: object, about: str = "") -> None:
-    """End the command the way every command ends on an actor's refusal or
-    not-found reply: its line as the receipt (after ``about``, what did not
-    happen, when given), with the outcome ``refused`` or ``not_found``."""
+def answered(reply: R | Refused | NotFound, about: str = "") -> R:
+    """``reply``, unless it is an actor's refusal or not-found reply: then
+    the end of the command, the way every command ends on one: its line as
+    the receipt (after ``about``, what did not happen, when given), with the
+    outcome ``refused`` or ``not_found``."""
     if isinstance(reply, Refused):
         raise CommandFailed(f"{about}: {reply.reason}" if about else reply.reason, CommandOutcome.REFUSED)
     if isinstance(reply, NotFound):
         raise CommandFailed(reply.line, CommandOutcome.NOT_FOUND)
+    return reply
 
 
-def _no_actors(actor: str, message: Request[Any]) -> object:
+def _no_actors(actor: str, message: Request[R], /) -> R:
     raise RuntimeError(f"this command context cannot ask actor {actor!r}")
+
+
+class Converse(Protocol):
+    """A call on a conversation's own session (``enact.chat.session_calls``);
+    ``owners``: the conversation is the owner's. Returns the session's answer."""
+
+    def __call__(self, session_key: str, prompt: str, *, owner_message: str, owners: bool) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +124,10 @@ class CommandContext:
 
     fence: Fence
     status: Callable[[], str]
-    ask: Callable[[str, Request[Any]], object] = _no_actors
+    ask: Asker = _no_actors
     """Ask an actor by name (``Supervisor.ask`` with the control deadline)."""
-    converse: Callable[[str, str, str], str] | None = None
-    """A call on a conversation's own session: (session key, prompt, owner message) -> answer."""
+    converse: Converse | None = None
+    """A call on a conversation's own session, as its conversation makes them."""
     agentic: bool = True
     """Whether the selected runtime can work in a repository."""
 
@@ -263,79 +273,6 @@ def unsuccessful(command: str, outcome: CommandOutcome, text: str) -> Receipt:
     return Receipt(command=command, ok=False, text=text, outcome=outcome)
 
 
-def interrupted_text(subject: str) -> str:
-    return (
-        f"{subject} was interrupted before its result was recorded. It may have completed; "
-        "check its state before retrying. It was not repeated."
-    )
-
-
-class JournaledCommands:
-    """Runs commands through the step journal (Plan → Start → run → Finish),
-    so that after a crash a step found ``running`` is reported as
-    interrupted and never run again. ``ask`` asks the journal actor."""
-
-    def __init__(self, registry: CommandRegistry, ask: Callable[[Request[Any]], object]) -> None:
-        self.registry = registry
-        self._ask = ask
-        self._running: set[str] = set()
-        self._lock = threading.Lock()
-
-    def step(self, call: CommandCall, *, request_id: str, index: int) -> Receipt:
-        """Journal and run step ``index`` of a request, whatever the command."""
-        # The journal keeps the args redacted from the start (a refused
-        # credential must not stay in it, not even in LMDB's freed pages);
-        # nothing runs a step again from its args, and memory refuses a text
-        # carrying the redaction mark.
-        self._expect(Plan(request_id=request_id, index=index, command=call.name, args=redact_json(call.args)),
-                     "plan", index)
-        self._expect(Start(request_id=request_id, index=index), "start", index)
-        receipt = self.registry.run(call)
-        self._expect(Finish(request_id=request_id, index=index, receipt=receipt.text, ok=receipt.ok), "finish",
-                     index)
-        return receipt
-
-    def steps(self, request_id: str) -> list[Step]:
-        reply = self._ask(Steps(request_id=request_id))
-        if not isinstance(reply, StepList):
-            raise RuntimeError(f"the journal answered {type(reply).__name__} to Steps")
-        return sorted(reply.steps, key=lambda s: s.index)
-
-    def once(self, call: CommandCall, *, request_id: str, subject: str, resumed: bool = True) -> Receipt:
-        """A command asked for directly (``/name`` in chat, ``commands.Run``)
-        as the one step of its request. A ``read`` command or a refusal is
-        not journaled: it changes nothing, so running it again is harmless."""
-        command = self.registry.get(call.name)
-        if command is None or command.authority.looks or self.registry.refusal(call) is not None:
-            return self.registry.run(call)
-        with self._lock:
-            if request_id in self._running:
-                return unsuccessful(call.name, CommandOutcome.FAILED,
-                               f"{subject} is still running for this request; it was not started again")
-            self._running.add(request_id)
-        try:
-            earlier = [s for s in self.steps(request_id) if s.index == 0] if resumed else []
-            if earlier and earlier[0].state == "running":
-                return unsuccessful(call.name, CommandOutcome.FAILED, interrupted_text(subject))
-            if earlier and earlier[0].state == "done":
-                step = earlier[0]
-                if step.command != call.name:
-                    return unsuccessful(call.name, CommandOutcome.FAILED,
-                                   f"this request already ran {step.command}; use another request id")
-                # The journal keeps whether the step succeeded, not why it did not.
-                replayed = CommandOutcome.OK if step.ok else CommandOutcome.FAILED
-                return Receipt(command=step.command, ok=step.ok, text=step.receipt, outcome=replayed)
-            return self.step(call, request_id=request_id, index=0)
-        finally:
-            with self._lock:
-                self._running.discard(request_id)
-
-    def _expect(self, message: Request[Recorded | Refused], verb: str, index: int) -> None:
-        reply = self._ask(message)
-        if not isinstance(reply, Recorded):
-            raise RuntimeError(f"the journal refused to {verb} step {index}: {reply}")
-
-
 def _check_args(command: Command, args: dict[str, Any]) -> str:
     if command.free:
         return ""
@@ -412,11 +349,9 @@ __all__ = [
     "CommandContext",
     "CommandFailed",
     "CommandRegistry",
-    "JournaledCommands",
     "Param",
     "ProgramsSource",
+    "answered",
     "builtin_commands",
     "clip",
-    "end_on_failure",
-    "interrupted_text",
 ]

@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from enact import config
 from enact.config import Config, ConfigError, Setting
 from enact.errors import EnactError
-from enact.messages._registry import PROTOCOLS, Request
+from enact.messages._registry import PROTOCOLS
 from enact.messages.common import Origin, chat_origin
 
 if TYPE_CHECKING:
     import importlib.metadata
 
+    from enact.actors._asks import Asker
     from enact.actors.supervisor import ActorSpec
     from enact.channels import Channel
     from enact.commands import CommandRegistry
@@ -50,8 +51,6 @@ the daemon starts, the name of one of its actors or of their pools' families
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
-Ask = Callable[[str, Request[Any]], object]
-"""Ask a named actor (through the supervisor) and wait for its reply."""
 
 WireHandler = Callable[[Any], object]
 """Serves one request type in the control connection's thread."""
@@ -79,7 +78,7 @@ class Component:
         reaches them."""
         return ()
 
-    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
+    def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
         """The wire requests it serves, each a registered request named
         ``<component name>.<Type>``; called once the actors exist."""
         return {}

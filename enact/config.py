@@ -17,6 +17,7 @@ from typing import Any
 
 from enact.errors import EnactError
 from enact.home import CONFIG_NAME
+from enact.schedules import FORMS as SCHEDULE_FORMS
 
 
 class ConfigError(EnactError, ValueError):
@@ -79,10 +80,10 @@ _address = Check(ADDRESS_FORM, _is_address)
 
 
 def _is_evolve_schedule(value: str) -> bool:
-    from enact.evolve_schedule import ScheduleError, parse_schedule
+    from enact.schedules import ScheduleError, parse
 
     try:
-        parse_schedule(value)
+        parse(value)
     except ScheduleError:
         return False
     return True
@@ -200,7 +201,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("evolve.mode", str, "co-evolve", "What scheduled evolve runs may do until `enact evolve mode` sets it",
             one_of("disabled", "co-evolve", "auto-evolve")),
     Setting("evolve.schedule", str, "daily 09:00", "When the scheduled evolve run is due",
-            Check("'every 30m', 'every 6h' or 'daily 09:00' (local time; 'every 10s' too)", _is_evolve_schedule)),
+            Check(SCHEDULE_FORMS, _is_evolve_schedule)),
     Setting("evolve.theme", str, "", "What brainstorming (auto-evolve) starts from; empty: the mission"),
     Setting("evolve.report_to", str, "", "The conversation evolve reports go to; empty: the locked one",
             Check("empty or a conversation key channel:id", lambda value: value == "" or _is_conversation(value))),

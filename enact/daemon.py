@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from enact import components, config
 from enact._app.channels import DaemonChannels
@@ -24,7 +24,9 @@ from enact._app.reports import DaemonReports, tally_spend
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.chat.services import ChatServices
-from enact.commands import CommandContext, CommandRegistry, JournaledCommands
+from enact.chat.session_calls import SessionCalls
+from enact.command_journal import JournaledCommands
+from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, WireHandler
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
@@ -43,11 +45,12 @@ from enact.runtime import Runtime, Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
-from enact.tasks.from_chat import session_call
 
 __all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_REFUSED", "CommandServer", "build_runtime", "run", "startup_context"]
 
 log = logging.getLogger("enact.daemon")
+
+R = TypeVar("R")
 
 _HALT_S = 0.4
 """How long a fenced daemon gives its actors and metrics server to stop."""
@@ -198,12 +201,17 @@ class _Daemon:
         )
         self.command_server = (command_server(home) if command_server is not None and settings["daemon.command_server"]
                                else None)
-        self.journaled_commands = JournaledCommands(commands, lambda message: self._ask("journal", message))
+        self.journaled_commands = JournaledCommands(commands, self._ask)
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
-        converse = session_call(runtime, self._ask, prompt_version=settings["runtime.prompt_version"],
-                                timeout_s=settings["runtime.timeout_s"], startup_context=services.startup_context)
-        commands.bind(CommandContext(fence=fence, status=self.reports.status_line, ask=self._ask, converse=converse,
+        # Calls on a conversation's session from a command (a task's brief),
+        # made as the conversation's own turns make them.
+        sessions = SessionCalls(services.runtime, ask=self._ask, tell=self.supervisor.tell,
+                                startup_context=services.startup_context,
+                                prompt_version=settings["runtime.prompt_version"],
+                                timeout_s=settings["runtime.timeout_s"], token=fence.token, metrics=self.metrics)
+        commands.bind(CommandContext(fence=fence, status=self.reports.status_line, ask=self._ask,
+                                     converse=sessions.call,
                                      agentic=runtime.capabilities.agentic))
 
     def _wire_servers(self) -> list[tuple[str, Mapping[type[Any], WireHandler]]]:
@@ -218,7 +226,8 @@ class _Daemon:
             *((component.name, component.handlers(self.settings, self._ask)) for component in self.components.items),
         ]
 
-    def _ask(self, actor: str, message: Request[Any]) -> object:
+    def _ask(self, actor: str, message: Request[R], /) -> R:
+        """The daemon's own asks (commands, components, channels), with the control deadline."""
         return self.supervisor.ask(actor, message, timeout=self.settings["control.request_timeout_s"])
 
     def serve(self) -> int:
@@ -228,7 +237,7 @@ class _Daemon:
     def _serve(self) -> int:
         try:
             self.supervisor.start()
-            self.channels.start(lambda message: self._ask("inbox", message), fence=self.fence, metrics=self.metrics)
+            self.channels.start(self._ask, fence=self.fence, metrics=self.metrics)
             self.control.start()
             if self.command_server is not None:
                 self.command_server.start()

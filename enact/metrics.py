@@ -176,6 +176,10 @@ class Metrics:
             ["actor"],
             registry=r,
         )
+        self.long_work = Gauge(
+            "enact_actor_long_work", "Work running off an actor's thread (a model call, a land, a task attempt)",
+            ["actor"], registry=r,
+        )
         self.evolution_scans = Counter(
             "enact_evolution_scans", "Evidence scans by source and outcome", ["source", "outcome"], registry=r
         )

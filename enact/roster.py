@@ -23,6 +23,8 @@ from enact.epoch_actor import EpochFenceActor
 from enact.evolution import scanner_actor as scanner
 from enact.evolution.curator_actor import DATABASES as CURATOR_DATABASES
 from enact.evolution.curator_actor import CuratorActor
+from enact.evolution.evolve_actor import DATABASES as EVOLVE_DATABASES
+from enact.evolution.evolve_actor import EvolveActor
 from enact.evolution.scanner_actor import ScannerActor
 from enact.memory import memory_actor as memory
 from enact.memory.memory_actor import MemoryActor
@@ -76,9 +78,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             options={"agentic": services.runtime.capabilities.agentic},
         ),
         ActorSpec(name="reviews", actor=ReviewsActor, databases=reviews.DATABASES, depends_on=("epoch",)),
-        # The evolve schedule asks the scanner, the curator, memory and the inbox.
-        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES,
-                  depends_on=("epoch", "tasks", "scanner", "curator", "memory", "inbox")),
+        ActorSpec(name="scheduler", actor=SchedulerActor, databases=scheduler.DATABASES, depends_on=("epoch", "tasks")),
         ActorSpec(
             name="workers",
             actor=WorkersActor,
@@ -102,4 +102,7 @@ def actor_specs(services: ChatServices) -> list[ActorSpec]:
             options={"runtime": services.runtime},
             subscribes=(TaskChanged, Landed),
         ),
+        # The evolve run asks the scanner, the curator, memory and the inbox.
+        ActorSpec(name="evolve", actor=EvolveActor, databases=EVOLVE_DATABASES,
+                  depends_on=("epoch", "scanner", "curator", "memory", "inbox")),
     ]

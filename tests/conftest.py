@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
-from enact.cli._client import DaemonError, NotRunning, request
+from enact.cli._client import DaemonError, NotRunning, request, send
 from enact.messages.control import Status, StatusReport
 
 # --- require_binary: external tools needed by a test -------------------------
@@ -120,7 +120,7 @@ class Daemon:
         raise AssertionError(f"daemon not ready within {timeout} s:\n{self.log_text()}")
 
     def request(self, message: object, timeout: float = 60) -> object:
-        return request(self.home, message, timeout=timeout)
+        return send(self.home, message, timeout=timeout)
 
     def cli(
         self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
@@ -194,6 +194,18 @@ class DaemonFactory:
 @pytest.fixture
 def daemons() -> Iterator[DaemonFactory]:
     """Start real daemon processes; all are killed at the end of the test."""
+    factory = DaemonFactory()
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="module")
+def module_daemons() -> Iterator[DaemonFactory]:
+    """Daemons that a module's tests share, killed once the module is done:
+    for tests whose writes none of the others reads (a daemon's start costs
+    more than most tests that use it)."""
     factory = DaemonFactory()
     try:
         yield factory

@@ -33,26 +33,36 @@ FAST_TICK_S = 0.1
 FAST_TICKS = {"ENACT_SCHEDULER_TICK_S": str(FAST_TICK_S)}
 
 
+@contextlib.contextmanager
+def taken_over(home: Path) -> Iterator[None]:
+    """While this lasts, another process holds ``home``: it took it over, so
+    the daemon (or actors) running there before are fenced."""
+    newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(home), "takeover"],
+                             env=enact_env(home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert newer.stdout is not None
+        assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
+        yield
+    finally:
+        assert newer.stdin is not None
+        newer.stdin.close()
+        newer.wait(15)
+
+
 def fenced_past(daemon: Daemon, due: float) -> None:
     """Freeze ``daemon`` before ``due``, let another process take its home
     over, and wake it once ``due`` has passed: its first tick then finds
     the schedule due and itself fenced. Returns once it has exited."""
     os.kill(daemon.pid, signal.SIGSTOP)  # frozen before the due time: it cannot notice the takeover yet
-    newer = subprocess.Popen([sys.executable, str(FENCE_WRITER), str(daemon.home), "takeover"],
-                             env=enact_env(daemon.home), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert newer.stdout is not None
-        assert orjson.loads(newer.stdout.readline())["event"] == "acquired"
-        # The clock, not a race: the schedule must be due when the old daemon wakes.
-        time.sleep(max(0.0, due + 0.5 - time.time()))
-        os.kill(daemon.pid, signal.SIGCONT)
-        assert daemon.wait_exit(15) == 0, daemon.log_text()
+        with taken_over(daemon.home):
+            # The clock, not a race: the schedule must be due when the old daemon wakes.
+            time.sleep(max(0.0, due + 0.5 - time.time()))
+            os.kill(daemon.pid, signal.SIGCONT)
+            assert daemon.wait_exit(15) == 0, daemon.log_text()
     finally:
         if daemon.process.poll() is None:
             os.kill(daemon.pid, signal.SIGCONT)
-        assert newer.stdin is not None
-        newer.stdin.close()
-        newer.wait(15)
 
 
 class FaultyActors:

@@ -3,12 +3,14 @@ the same JSON objects (plus the fields added since)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 
-from enact.chat import records
-from enact.chat.records import LoggedTurn, Receipt, ReceiptStatus, TurnOutcome
-from enact.messages.inbox import ChatEvent
-from enact.storage import decode_record, encode_record
+from enact.chat import inbox_records, records
+from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
+from enact.messages.inbox import ChatEvent, Turn
+from enact.storage import Storage, decode_record, encode_record
 
 OLD_RECEIPT = {
     "event_id": "e1",
@@ -51,14 +53,14 @@ def test_a_typed_receipt_is_stored_as_the_same_json_object_plus_the_new_fields()
     assert stored["errors"][0].pop("error_class") == ""
     assert stored["event"]["attachments"][0].pop("path") == ""
     assert stored == OLD_RECEIPT
-    turn = read(LoggedTurn, OLD_TURN)
-    assert isinstance(turn, LoggedTurn) and turn.error == ""
-    assert turn.at(7).outcome == "delivery_uncertain" and turn.at(7).cursor == 7
+    turn = read(Turn, OLD_TURN)
+    assert isinstance(turn, Turn) and turn.error == "" and turn.outcome == "delivery_uncertain"
 
 
 def test_a_failed_attempt_keeps_its_error_class_as_a_field() -> None:
     event = ChatEvent(channel="local", conversation="cli", message_id="m1", text="explode")
-    receipt = records.failed_attempt(records.new_receipt(event, origin="", generation=1), "Odd: Class", "why: so")
+    receipt = records.failed_attempt(records.new_receipt(event, origin="", generation=1, now=1.0), "Odd: Class",
+                                     "why: so")
     assert receipt.errors[0].error == "Odd: Class: why: so"
     assert receipt.last_error_class == "Odd: Class"
 
@@ -67,8 +69,28 @@ def test_a_finished_receipt_carries_its_delivery_outcome() -> None:
     event = ChatEvent(channel="local", conversation="cli", message_id="m1", text="hi")
     replied = read(Receipt, {**OLD_RECEIPT, "status": "replied", "outcome": "failed", "errors": []})
     assert isinstance(replied, Receipt)
-    done = records.finished(replied, TurnOutcome.DELIVERY_FAILED, "exit 1")
+    done = records.finished(replied, TurnOutcome.DELIVERY_FAILED, "exit 1", now=2.0)
     assert done.status is ReceiptStatus.FAILED and done.outcome is TurnOutcome.DELIVERY_FAILED
     assert done.last_error == "exit 1" and done.outcome_of().status == "delivery_failed"
-    delivered = records.finished(records.new_receipt(event, origin="", generation=1), None, "")
+    delivered = records.finished(records.new_receipt(event, origin="", generation=1, now=1.0), None, "", now=2.0)
     assert delivered.status is ReceiptStatus.COMPLETED and delivered.finished_at is not None
+
+
+def test_a_turn_is_stored_as_it_is_sent_and_one_logged_before_the_cursor_reads_it_from_its_key(
+        tmp_path: Path) -> None:
+    storage = Storage(tmp_path / "state")
+    try:
+        store = storage.grant("inbox", inbox_records.DATABASES)
+        log = store.log(inbox_records.TURNS)
+        turns = inbox_records.InboxRecords(store).turns
+        old = store.write(lambda txn: log.append(txn, OLD_TURN), fenced=False)  # as the inbox wrote it before
+        turn = Turn(**{**OLD_TURN, "event_id": "e2", "actions": ()})
+        new = store.write(lambda txn: turns.append(txn, turn), fenced=False)
+
+        read_back = store.read(lambda txn: dict(turns.iterate(log.iterate_from(txn, 0))))
+        assert read_back[old] == Turn(**{**OLD_TURN, "cursor": old, "actions": ()})
+        assert read_back[new].cursor == new and read_back[new].event_id == "e2"
+        stored = store.read(lambda txn: log.get(txn, log.key(new)))
+        assert stored is not None and stored["cursor"] == new
+    finally:
+        storage.close()

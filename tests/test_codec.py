@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from enact.chat.records import LoggedTurn, Receipt
+from enact.chat.records import Receipt
 from enact.messages import (
     DecodeError,
     Registration,
@@ -38,6 +38,7 @@ from enact.messages._compiled import decoder
 from enact.messages.common import Done
 from enact.messages.control import ActorStatus, StatusReport, StorageStatus
 from enact.messages.epoch import Current
+from enact.messages.inbox import Turn
 from enact.messages.outbox import DeliveryRecord
 
 # --- test-only message types -------------------------------------------------
@@ -514,7 +515,7 @@ def _full_outcome(cls: type[Any], body: Any) -> tuple[str, Any]:
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), cls=st.sampled_from([*(r.cls for r in REGISTRATIONS), Receipt, LoggedTurn, DeliveryRecord]))
+@given(data=st.data(), cls=st.sampled_from([*(r.cls for r in REGISTRATIONS), Receipt, Turn, DeliveryRecord]))
 def test_the_compiled_decoder_accepts_and_refuses_exactly_what_the_checked_one_does(
     data: st.DataObject, cls: type[Any]
 ) -> None:

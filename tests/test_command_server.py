@@ -39,9 +39,11 @@ def _serving(home: Path) -> bool:
 SERVED = {"ENACT_DAEMON_COMMAND_SERVER": "true"}
 
 
-@pytest.fixture
-def served(daemons):  # type: ignore[no-untyped-def]
-    daemon = daemons.start(env=SERVED)
+@pytest.fixture(scope="module")
+def served(module_daemons):  # type: ignore[no-untyped-def]
+    """One serving daemon for the module: its tests each add turns or an
+    identity, and none reads what another wrote."""
+    daemon = module_daemons.start(env=SERVED)
     wait_for(lambda: _serving(daemon.home), what="the command server to listen")
     return daemon
 
@@ -90,7 +92,8 @@ def test_a_signal_to_the_client_reaches_the_command(daemons, tmp_path):
                              env=enact_env(daemon.home, _poisoned_click(tmp_path)),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)  # it is watching: nothing to wait on from outside but time
+        assert watch.stdout is not None
+        assert watch.stdout.readline().startswith("task 1 ")  # its first progress line: it is watching
         assert watch.poll() is None
         watch.send_signal(signal.SIGINT)
         _, errors = watch.communicate(timeout=20)

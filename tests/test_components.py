@@ -10,6 +10,7 @@ import subprocess
 import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from typing import Any
 
 import component_cases
 import orjson
@@ -18,10 +19,10 @@ from control_wire import RawClient
 from roster_services import roster_services
 
 from enact import components
-from enact.channels import InboxInlet, UnexpectedInboxReply
+from enact.channels import InboxInlet, InboxRefused
 from enact.components import ChannelComponent, ComponentError, Components
 from enact.config import ConfigError
-from enact.messages.common import HUMAN_CLI
+from enact.messages.common import HUMAN_CLI, NotFound
 from enact.messages.inbox import ChatEvent, Receive
 from enact.roster import actor_specs
 
@@ -146,16 +147,21 @@ def test_a_request_is_served_only_under_its_own_prefix() -> None:
 
 
 def test_a_channel_submits_only_its_own_events_under_the_origin_its_component_vouches_for() -> None:
-    asked: list[object] = []
-    inlet = InboxInlet("local", asked.append, origin=HUMAN_CLI)
+    asked: list[tuple[str, object]] = []
+
+    def refusing_inbox(target: str, message: Any) -> Any:
+        asked.append((target, message))
+        return NotFound(kind="channel", id="local")
+
+    inlet = InboxInlet("local", refusing_inbox, origin=HUMAN_CLI)
     event = ChatEvent(channel="telegram", conversation="c", message_id="m", text="hi")
     with pytest.raises(ValueError, match="the local channel cannot submit an event of channel 'telegram'"):
         inlet.submit(event)
     assert asked == []
     own = dataclasses.replace(event, channel="local")
-    with pytest.raises(UnexpectedInboxReply):  # nothing answered: asked.append returns None
+    with pytest.raises(InboxRefused, match="the inbox refused an event of the local channel: no channel local"):
         inlet.submit(own)
-    assert asked == [Receive(event=own, origin=HUMAN_CLI)]
+    assert asked == [("inbox", Receive(event=own, origin=HUMAN_CLI))]
     local, telegram = components.builtin().channels()
     assert local.origin() == HUMAN_CLI
     assert telegram.origin() == "chat:telegram"

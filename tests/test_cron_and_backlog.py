@@ -1,10 +1,13 @@
-"""Cron and the backlog in a running daemon: a due schedule submits its task
-(never while the previous one is unfinished), a fenced daemon submits
-nothing, backlog items are promoted by hand or when the queue is idle."""
+"""Cron and the backlog: a due schedule submits its task (never while the
+previous one is unfinished), a fenced daemon submits nothing, runs missed
+while no daemon ran coalesce, backlog items are promoted by hand or when
+the queue is idle. The schedule's clock is driven by hand in the daemon's
+actors in this process (``actor_system``); the CLI and chat paths run a
+real daemon."""
 
 from __future__ import annotations
 
-import itertools
+import logging
 import time
 import urllib.request
 from collections.abc import Callable
@@ -13,17 +16,25 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
+from actor_system import NO_WORKERS, ActorSystem, running_actors
 from git_repos import make_repo
 from home_state import rewrite_record, snapshot
-from schedule_clock import FAST_TICKS, fenced_past
+from schedule_clock import FAST_TICKS, taken_over
 
 from enact.claimed_clock import ClaimState
+from enact.clock import ManualClock
+from enact.messages.common import HUMAN_CLI, RefusalCode, Refused
+from enact.messages.scheduler import AddSchedule, ListSchedules, RemoveSchedule, ScheduleAdded, ScheduleRemoved
+from enact.messages.tasks import Cancel, CancelAccepted, List
+from enact.tasks.records import Task
 from enact.tasks.scheduler_actor import DATABASES, SCHEDULES
 from enact.tasks.scheduling import Schedule
 
 from conftest import DaemonFactory, wait_for
 
-NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
+TICK = {**NO_WORKERS, "ENACT_SCHEDULER_TICK_S": "1"}
+"""One scheduler tick a second of the manual clock: tests advance it a second at a time."""
 
 
 def planted(home: Path, schedule_id: int, change: Callable[[Schedule], Schedule]) -> Schedule:
@@ -36,30 +47,60 @@ def tasks_of(daemon: Any) -> list[dict[str, Any]]:
     return sorted(listed, key=lambda task: task["id"])
 
 
-def test_a_due_schedule_submits_its_task_and_nothing_while_that_task_is_unfinished(
-        daemons: DaemonFactory, tmp_path: Path) -> None:
+def tasks_in(system: ActorSystem) -> list[Task]:
+    return sorted(system.ask("tasks", List(limit=100)).tasks, key=lambda task: task.id)
+
+
+def schedule_in(system: ActorSystem) -> Schedule:
+    [entry] = system.ask("scheduler", ListSchedules()).schedules
+    return entry.schedule
+
+
+def tick(system: ActorSystem, seconds: int = 1) -> None:
+    """Move time on a second at a time, each tick handled before the next:
+    a timer's message is told, and the ask after it is answered after it."""
+    for _ in range(seconds):
+        system.clock.advance(1)
+        system.ask("scheduler", ListSchedules())
+
+
+def test_a_due_schedule_submits_its_task_and_nothing_while_that_task_is_unfinished(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = daemons.start(env=FAST_TICKS)
+    clock = ManualClock()
+    with running_actors(tmp_path / "home", clock, TICK) as system:
+        added = system.ask("scheduler", AddSchedule(spec="every 2s", request="tidy the notes", repo=str(repo)))
+        assert isinstance(added, ScheduleAdded) and added.next_due == clock.time() + 2
+        tick(system)
+        assert tasks_in(system) == []  # not due yet
+        tick(system)
+        [first] = tasks_in(system)
+        assert first.origin == "scheduler" and first.idempotency_key == f"cron:1:{int(added.next_due)}"
+        assert schedule_in(system).last_task == first.id
+        tick(system, 4)  # two due times while the first task is queued: skipped
+        assert tasks_in(system) == [first] and schedule_in(system).skipped == 2
+        cancelled = system.ask("tasks", Cancel(task_id=first.id, origin=HUMAN_CLI))
+        assert isinstance(cancelled, CancelAccepted) and cancelled.at_once
+        tick(system, 2)
+        earlier, later = tasks_in(system)
+        assert later.origin == "scheduler" and later.idempotency_key != earlier.idempotency_key
+        assert earlier.finished_at is not None and later.created_at >= earlier.finished_at
+        assert schedule_in(system).last_task == later.id
+        removed = system.ask("scheduler", RemoveSchedule(schedule_id=1))
+        assert isinstance(removed, ScheduleRemoved) and system.ask("scheduler", ListSchedules()).schedules == ()
+        tick(system, 2)
+        assert len(tasks_in(system)) == 2  # a removed schedule submits nothing
+        bad = system.ask("scheduler", AddSchedule(spec="every fortnight", request="x"))
+        assert isinstance(bad, Refused) and "every" in bad.reason and bad.code == RefusalCode.INVALID
+
+
+def test_cron_from_the_cli_submits_the_task_when_due(daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    daemon = daemons.start(env={**FAST_TICKS, **NO_WORKERS})
     added = daemon.cli_json("cron", "add", "every 1s", "tidy the notes", "--repo", str(repo), "--json")
-    assert added["spec"] == "every 1s" and added["next_due"] > added["created_at"]
-
-    def schedule() -> dict[str, Any]:
-        [only] = daemon.cli_json("cron", "list", "--json")
-        return dict(only)
-
-    # Either due times pass while its task waits (skipped), or, where a worker
-    # finishes tasks quickly, the schedule goes on submitting: in both cases
-    # no two of its tasks are ever unfinished at once.
-    wait_for(lambda: schedule()["skipped"] >= 2 or len(tasks_of(daemon)) >= 3, timeout=30, what="due times")
-    last_task = schedule()["last_task"]
-    tasks = tasks_of(daemon)
-    assert tasks and all(task["origin"] == "scheduler" for task in tasks)
-    assert all(task["idempotency_key"].startswith("cron:1:") for task in tasks)
-    assert len({task["idempotency_key"] for task in tasks}) == len(tasks)
-    for earlier, later in itertools.pairwise(tasks):
-        assert earlier["finished_at"] is not None and later["created_at"] >= earlier["finished_at"]
-    assert last_task in {task["id"] for task in tasks}
-
+    assert added["spec"] == "every 1s" and added["next_due"] == added["created_at"] + 1
+    wait_for(lambda: tasks_of(daemon), what="the first due time's task")
+    [task] = tasks_of(daemon)
+    assert task["origin"] == "scheduler" and task["idempotency_key"] == f"cron:1:{int(added['next_due'])}"
     removed = daemon.cli_json("cron", "remove", "1", "--json")
     assert removed["id"] == 1 and daemon.cli_json("cron", "list", "--json") == []
     bad = daemon.cli("cron", "add", "every fortnight", "x", "--json")
@@ -68,14 +109,18 @@ def test_a_due_schedule_submits_its_task_and_nothing_while_that_task_is_unfinish
     assert "every" in refused["error"]
 
 
-def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(daemons: DaemonFactory,
-                                                                     tmp_path: Path) -> None:
+def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = daemons.start(env=FAST_TICKS)
-    added = daemon.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
-    fenced_past(daemon, added["next_due"])
-    assert "this daemon is fenced" in daemon.log_text()
-    assert snapshot(daemon.home).databases.get(b"tasks.queue", {}) == {}
+    home = tmp_path / "home"
+    with running_actors(home, ManualClock(), TICK) as system:
+        system.ask("scheduler", AddSchedule(spec="every 2s", request="tidy the notes", repo=str(repo)))
+        with taken_over(home), caplog.at_level(logging.INFO, logger="enact.tasks.scheduler_actor"):
+            system.clock.advance(2)  # due, after another process took the home over
+            system.ask("scheduler", ListSchedules())
+            assert "this daemon is fenced; it submits nothing" in caplog.text
+            assert tasks_in(system) == []
+    assert snapshot(home).databases.get(b"tasks.queue", {}) == {}
 
 
 def test_backlog_items_wait_in_priority_order_and_promote_into_tasks(daemons: DaemonFactory,
@@ -153,59 +198,45 @@ def test_the_backlog_from_chat(daemons: DaemonFactory, tmp_path: Path) -> None:
     assert say("/cron.list") == "no schedules"
 
 
-def test_runs_missed_while_the_daemon_was_down_coalesce_into_one_at_start(daemons: DaemonFactory,
-                                                                          tmp_path: Path) -> None:
+def test_runs_missed_while_the_daemon_was_down_coalesce_into_one_at_start(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    first = daemons.start(env=FAST_TICKS)
-    first.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
-    assert first.terminate() == 0
-    stopped = time.time()
-
-    def due_times(daemon: Any) -> list[int]:
-        return sorted(int(task["idempotency_key"].rsplit(":", 1)[1]) for task in tasks_of(daemon))
-
-    # The clock, not a race: let at least three due times pass while no daemon runs.
-    time.sleep(max(0.0, stopped + 6.5 - time.time()))
-    restarting = time.time()
-    second = daemons.start(first.home, env=FAST_TICKS)
-    wait_for(lambda: any(due > stopped for due in due_times(second)), what="the run at start")
-    after = [due for due in due_times(second) if due > stopped]
-    # One run for all the missed due times, the latest before the start (a
-    # replay of each would begin right after the stop); later ones follow.
-    assert restarting - 3 < after[0], (stopped, restarting, after)
-    assert all(later - earlier >= 2 for earlier, later in itertools.pairwise(after))
+    home, clock = tmp_path / "home", ManualClock()
+    with running_actors(home, clock, TICK) as first:
+        added = first.ask("scheduler", AddSchedule(spec="every 2s", request="tidy the notes", repo=str(repo)))
+        assert isinstance(added, ScheduleAdded)
+    clock.advance(6.5)  # three due times pass while no daemon runs
+    with running_actors(home, clock, TICK) as second:
+        second.ask("scheduler", ListSchedules())  # answered after the start's own tick
+        [task] = tasks_in(second)  # one run for all three
+        assert task.idempotency_key == f"cron:1:{int(added.schedule.created_at + 6)}"
+        cancelled = second.ask("tasks", Cancel(task_id=task.id, origin=HUMAN_CLI))
+        assert isinstance(cancelled, CancelAccepted)
+        tick(second, 4)
+        later = [int(task.idempotency_key.rsplit(":", 1)[1]) for task in tasks_in(second)][1:]
+        assert later == [int(added.schedule.created_at + 8)]  # the next due time, on the schedule's grid
 
 
-def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_second(
-        daemons: DaemonFactory, tmp_path: Path) -> None:
+def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_second(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    first = daemons.start(env={**FAST_TICKS, **NO_WORKERS})
-    first.cli_json("cron", "add", "every 2s", "tidy the notes", "--repo", str(repo), "--json")
-    wait_for(lambda: tasks_of(first), what="the first due time's task")
-    [queued] = tasks_of(first)
-    assert first.terminate() == 0
-    stopped = time.time()
+    home, clock = tmp_path / "home", ManualClock()
+    with running_actors(home, clock, TICK) as first:
+        first.ask("scheduler", AddSchedule(spec="every 2s", request="tidy the notes", repo=str(repo)))
+        tick(first, 2)
+        [queued] = tasks_in(first)
 
     # What a crash right after the submit leaves: the task queued, its due
     # time claimed and not acknowledged.
-    due = float(queued["idempotency_key"].rsplit(":", 1)[1])
-    stored = planted(first.home, 1, lambda stored: replace(stored, claim=ClaimState(claimed=due), last_due=None,
-                                                           last_task=None))
-
-    # The clock, not a race: later due times pass while no daemon runs.
-    time.sleep(max(0.0, stopped + 4.5 - time.time()))
-    second = daemons.start(first.home, env={**FAST_TICKS, **NO_WORKERS})
-
-    def schedule() -> dict[str, Any]:
-        [only] = second.cli_json("cron", "list", "--json")
-        return dict(only)
-
-    # Acknowledged, and a later tick found its task still unfinished.
-    wait_for(lambda: schedule()["skipped"] > stored.skipped,
-             what="the claim acknowledged and a later due time skipped")
-    after = schedule()
-    assert after["claim"]["claimed"] is None and after["last_task"] == queued["id"]
-    assert [task["idempotency_key"] for task in tasks_of(second)] == [queued["idempotency_key"]]
+    due = float(queued.idempotency_key.rsplit(":", 1)[1])
+    stored = planted(home, 1, lambda stored: replace(stored, claim=ClaimState(claimed=due), last_due=None,
+                                                     last_task=None))
+    clock.advance(4.5)  # later due times pass while no daemon runs
+    with running_actors(home, clock, TICK) as second:
+        # Acknowledged at start, and a later tick found its task still unfinished.
+        tick(second, 2)
+        after = schedule_in(second)
+        assert after.skipped > stored.skipped
+        assert after.claim.claimed is None and after.last_task == queued.id
+        assert [task.idempotency_key for task in tasks_in(second)] == [queued.idempotency_key]
 
 
 def test_cron_list_shows_a_pending_claim_with_its_retry_and_the_due_times_given_up(daemons: DaemonFactory,

@@ -14,7 +14,8 @@ from enact.evolution import brainstorm
 from enact.evolution import schedule as clock_rules
 from enact.evolution.modes import EvolveMode, parse_mode
 from enact.evolution.schedule import acknowledge, claim, decide, follow, run_failed, upcoming
-from enact.evolve_schedule import ScheduleError, latest_due, next_due, parse_schedule
+from enact.schedules import ScheduleError, latest_due, next_due
+from enact.schedules import parse as parse_schedule
 
 TOKYO = datetime.timezone(datetime.timedelta(hours=9))  # no daylight saving time
 START = datetime.datetime(2026, 3, 10, 12, 0, tzinfo=TOKYO).timestamp()  # a Tuesday, noon in TOKYO
@@ -38,6 +39,8 @@ def test_modes_parse_their_names_and_say_what_they_allow() -> None:
 @pytest.mark.parametrize(("text", "spec", "interval"), [
     ("every 6h", "every 6h", 21_600), ("Every  30m", "every 30m", 1_800), ("every 2s", "every 2s", 2),
     ("daily 9:05", "daily 09:05", 0), ("daily 09:00", "daily 09:00", 0),
+    # The one grammar cron has too: days, up to 366 of them, and cron expressions.
+    ("every 1D", "every 1d", 86_400), ("every 200h", "every 200h", 720_000), ("0  9 * * 1-5", "0 9 * * 1-5", 0),
 ])
 def test_schedules_parse_to_a_normalised_spec(text: str, spec: str, interval: int) -> None:
     parsed = parse_schedule(text)
@@ -45,14 +48,14 @@ def test_schedules_parse_to_a_normalised_spec(text: str, spec: str, interval: in
 
 
 @pytest.mark.parametrize(("text", "why"), [
-    ("", "an evolve schedule is 'every 30m', 'every 6h' or 'daily 09:00'"),
-    ("hourly", "an evolve schedule is"),
-    ("every 6 hours", "an evolve schedule is"),
-    ("every 0m", "between 1 s and 7 days"),
-    ("every 200h", "between 1 s and 7 days"),
+    ("", "a schedule is 'every 30m', 'every 6h', 'every 1d', 'daily 09:00' \\(local time\\) or a cron expression"),
+    ("hourly", "a schedule is"),
+    ("every 6 hours", "an interval is 'every N' with a unit s, m, h or d"),
+    ("every 0m", "between 1 s and 366 days"),
+    ("every 367d", "between 1 s and 366 days"),
     ("daily 24:00", "a daily time is HH:MM from 00:00 to 23:59"),
-    ("daily 9", "an evolve schedule is"),
-    ("0 9 * * *", "an evolve schedule is"),
+    ("daily 9", "a schedule is"),
+    ("0 9 * *", "a schedule is"),
 ])
 def test_a_bad_schedule_is_refused_in_one_line(text: str, why: str) -> None:
     with pytest.raises(ScheduleError, match=why) as caught:
@@ -81,6 +84,18 @@ def test_a_daily_time_is_due_today_if_still_ahead_else_tomorrow_in_local_time() 
         2026, 4, 1, 9, tzinfo=TOKYO).timestamp()
     assert latest_due(nine, at(12, 8), since=at(10, 10), anchor=0, tz=TOKYO) == at(11, 9)
     assert latest_due(nine, at(11, 8), since=at(10, 10), anchor=0, tz=TOKYO) is None
+
+
+def test_a_cron_expression_is_due_at_its_matching_minutes_in_the_zone_given() -> None:
+    weekdays = parse_schedule("0 9 * * 1-5")
+    # START is Tuesday 10 March, noon: Wednesday 09:00 is next, and a run
+    # missed from Friday to Monday morning coalesces into Monday 09:00.
+    assert next_due(weekdays, START, anchor=START, tz=TOKYO) == at(11, 9)
+    assert latest_due(weekdays, at(16, 8), since=at(13, 10), anchor=START, tz=TOKYO) is None
+    assert latest_due(weekdays, at(16, 10), since=at(12, 10), anchor=START, tz=TOKYO) == at(16, 9)
+    done = acknowledge(claim(follow(None, weekdays, START), at(16, 9)), at(16, 9), at(16, 9, 1), "ok", weekdays,
+                       tz=TOKYO)
+    assert done.coalesced == 3  # Wednesday, Thursday and Friday never ran: they coalesced into Monday
 
 
 # -- claim and acknowledgement -----------------------------------------------

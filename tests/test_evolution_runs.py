@@ -1,11 +1,14 @@
-"""The Scheduler's evolve run and the curator's brainstorm in-process, on a
-real home (LMDB, fence): an error from an actor asked, or a failed write,
-ends the run or the brainstorm with the error said, instead of escaping the
-Scheduler's tick or leaving the asker waiting."""
+"""The evolve run and the curator's brainstorm in-process, on a real home
+(LMDB, fence), their asks run inline: an error from an actor asked, or a
+failed write, ends the run or the brainstorm with the error said, instead of
+escaping the evolve actor's tick or leaving the asker waiting; a run goes on
+one step per reply, and a tick while it waits starts no other."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import lmdb
 import orjson
@@ -13,20 +16,24 @@ import pytest
 from schedule_clock import FaultyActors, home
 
 from enact.actors._batching import Deferred
+from enact.actors._long_work import run_inline
+from enact.cancellation import CancellationToken
 from enact.evolution.brainstorms import BrainstormAnswered, Brainstorms
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CANDIDATES, SETTINGS
+from enact.evolution.modes import EvolveMode
 from enact.evolution.runs import DATABASE, EvolveRuns
 from enact.fence import FencedError
-from enact.messages.curator import AuditEvent
+from enact.messages.curator import AuditEvent, CandidateList, Candidates, EvolveHistory, GetMode, History, ModeShown
+from enact.messages.scanner import Scan, ScanReport
 from enact.storage import RecordTable
 
 
 def test_an_unexpected_error_in_an_evolve_run_is_acknowledged_as_its_outcome_and_does_not_escape(
         tmp_path: Path) -> None:
     actors = FaultyActors()
-    with home(tmp_path, "scheduler", [DATABASE], actors) as context:
-        runs = EvolveRuns(context, context.own_store())
+    with home(tmp_path, "evolve", [DATABASE], actors) as context:
+        runs = EvolveRuns(context, context.own_store(), off_thread=run_inline)
         runs.tick(now=1_000.0)  # the anchor: nothing is due yet
         runs.tick(now=1_025.0)
         assert actors.asked == ["curator"]
@@ -43,7 +50,8 @@ def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_wa
         store = context.own_store()
         brainstorms = Brainstorms(context, settings=store.table(SETTINGS),
                                   candidates=RecordTable(store.table(CANDIDATES), Candidate),
-                                  audit=fenced_audit, runtime=None, stored=lambda: None)  # type: ignore[arg-type]
+                                  audit=fenced_audit, runtime=None,  # type: ignore[arg-type]
+                                  off_thread=run_inline, stored=lambda: None)
         idea = {"evidence_ids": [], "title": "Number the steps", "rationale": "lists read faster",
                 "proposed_change": "number multi-step answers", "expected_benefit": "clarity", "risk": "none",
                 "test_plan": "a chat test"}
@@ -55,15 +63,46 @@ def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_wa
             reply.wait(0)
 
 
-def test_a_model_answer_for_a_run_from_before_a_curator_restart_is_ignored(tmp_path: Path) -> None:
-    from enact.evolution.curator_actor import DATABASES as CURATOR_DATABASES
-    from enact.evolution.curator_actor import CuratorActor
-    from enact.evolution.curator_proposals import Curated, Run
 
-    with home(tmp_path, "curator", CURATOR_DATABASES, FaultyActors()) as context:
-        restarted = CuratorActor(context, runtime=None)  # type: ignore[arg-type]  # a new instance, never started
-        stale = Run(reply=Deferred(), origin="human-cli")
-        restarted.handle(Curated(run=stale, shown=[], records=[], answer="{}", failure=""))
-        assert restarted.records.newest_proposals(5) == []  # nothing recorded for the old run
-        with pytest.raises(RuntimeError, match="restarted"):
-            stale.reply.wait(0)
+class QuietHome(FaultyActors):
+    """Actors with nothing to report: co-evolve, no new records, no candidates."""
+
+    def ask(self, name: str, message: Any, *, timeout: float) -> Any:
+        self.asked.append(f"{name}.{type(message).__name__}")
+        match message:
+            case GetMode():
+                return ModeShown(mode=EvolveMode.CO_EVOLVE, stored=False, schedule="every 10s", next_due_at=None,
+                                 last_run_at=None)
+            case Scan():
+                return ScanReport(scans=())
+            case Candidates():
+                return CandidateList(candidates=())
+            case History():
+                return EvolveHistory(events=())
+        raise AssertionError(f"not asked in a quiet run: {message!r}")
+
+
+def test_a_run_goes_on_one_step_per_reply_and_a_tick_meanwhile_starts_no_other(tmp_path: Path) -> None:
+    waiting: list[Callable[[], None]] = []
+
+    def later(work: Callable[[CancellationToken], Any], *, then: Callable[[Any], object],
+              failed: Callable[[Exception], object] | None = None) -> None:
+        waiting.append(lambda: run_inline(work, then=then, failed=failed))
+
+    actors = QuietHome()
+    with home(tmp_path, "evolve", [DATABASE], actors) as context:
+        runs = EvolveRuns(context, context.own_store(), off_thread=later)
+        runs.tick(now=1_000.0)  # the anchor: nothing is due yet
+        runs.tick(now=1_025.0)
+        assert runs.running and runs._current_clock(1_025.0).claim.claimed == 1_020.0  # claimed before it asks
+        runs.tick(now=1_026.0)  # the run waits for its first reply: no second one
+        assert len(waiting) == 1 and actors.asked == []
+        steps = 0
+        while waiting:
+            waiting.pop(0)()
+            steps += 1
+        assert steps == 4 and actors.asked == ["curator.GetMode", "scanner.Scan", "curator.Candidates",
+                                               "curator.History"]
+        clock = runs._current_clock(1_030.0)
+        assert not runs.running and clock.claim.claimed is None and clock.acknowledged == 1_020.0
+        assert clock.last_outcome == "co-evolve: nothing new, no model called"

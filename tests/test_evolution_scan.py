@@ -12,16 +12,15 @@ from typing import Any
 import orjson
 import pytest
 
-from enact.cancellation import CancellationToken
-from enact.chat.inbox_records import RecordLog
-from enact.chat.records import LoggedTurn, TurnOutcome
+from enact.actors._long_work import run_inline
+from enact.chat import inbox_records
 from enact.chat.turns import read_turns
 from enact.evolution.scan_store import DATABASES, ScanTables
 from enact.evolution.scan_validation import InvalidScanReply, parse_observations
 from enact.evolution.scanning import Scanner
 from enact.evolution.signals import EvidenceSource, SignalState, signal_id
-from enact.messages.inbox import ReadTurns, Turns
-from enact.messages.scanner import Scan, Signals
+from enact.messages.inbox import ReadTurns, Turn, Turns
+from enact.messages.scanner import Scan, ScanReport, Signals
 from enact.messages.tasks import ChangedTasks
 from enact.runtime import RuntimeRequest, RuntimeResult
 from enact.storage import Storage, Store
@@ -90,15 +89,15 @@ class TurnLog:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self.turns = RecordLog(store.log("logs.turns"), LoggedTurn)
+        self.turns = inbox_records.TurnLog(store.log("logs.turns"))
 
     def add(self, *messages: str) -> None:
         def write(txn: Any) -> None:
             for message in messages:
-                self.turns.append(txn, LoggedTurn(
+                self.turns.append(txn, Turn(
                     event_id=f"e{time.monotonic_ns()}", channel="local", conversation="c", message_id="m",
                     message=message, reply="(scripted runtime) ok", time=time.time(),
-                    outcome=TurnOutcome.REPLIED, attempts=1, actions=()))
+                    outcome="replied", attempts=1, actions=()))
 
         self.store.write(write)
 
@@ -147,10 +146,28 @@ def store(tmp_path: Path) -> Iterator[Store]:
         storage.close()
 
 
-def scanner(store: Store, model: Model, batch: int = 20) -> Scanner:
+class Scanning:
+    """A Scanner driven without threads (``run_inline``): each scan is over when ``scan`` returns."""
+
+    def __init__(self, scanner: Scanner) -> None:
+        self.tables = scanner.tables
+        self._scanner = scanner
+
+    def scan(self, message: Scan) -> ScanReport:
+        reports: list[ScanReport] = []
+
+        def failed(error: Exception) -> None:
+            raise error
+
+        self._scanner.scan(message, done=reports.append, failed=failed)
+        [report] = reports
+        return report
+
+
+def scanner(store: Store, model: Model, batch: int = 20) -> Scanning:
     tables = ScanTables(store)
     tables.order_signals()  # as the scanner actor does at its start
-    return Scanner(tables, Reader(TurnLog(store)), model, batch=batch, timeout_s=5, cancel=CancellationToken)
+    return Scanning(Scanner(tables, Reader(TurnLog(store)), model, batch=batch, timeout_s=5, off_thread=run_inline))
 
 
 def test_a_credential_in_a_turn_never_reaches_the_model(store: Store) -> None:
@@ -299,8 +316,8 @@ def test_signals_are_looked_up_by_id_whatever_their_age_unknown_ids_skipped(stor
 def test_a_fenced_scanner_calls_no_model_and_moves_no_checkpoint(store: Store) -> None:
     TurnLog(store).add("too slow", "too long")
     model = Model(reply(observation()))
-    fenced = Scanner(ScanTables(store), Reader(TurnLog(store)), model, batch=20, timeout_s=5,
-                     cancel=CancellationToken, current=lambda: False)
+    fenced = Scanning(Scanner(ScanTables(store), Reader(TurnLog(store)), model, batch=20, timeout_s=5,
+                              off_thread=run_inline, current=lambda: False))
     (summary,) = fenced.scan(Scan(source="feedback")).scans
     assert summary.outcome == "skipped" and "fenced" in summary.error
     assert model.requests == [] and fenced.tables.checkpoint(EvidenceSource.FEEDBACK) == 0

@@ -1,27 +1,38 @@
-"""The evolve schedule in a running daemon with the scripted runtime: a due
-run in co-evolve scans, proposes and tells the owner, and approves nothing;
-disabled and an idle home call no model; auto-evolve brainstorms once per
-theme per day; the mode survives a restart and a model cannot change it."""
+"""The evolve schedule with the scripted runtime: a due run in co-evolve
+scans, proposes and tells the owner, and approves nothing; disabled, an idle
+home and a fenced daemon call no model; auto-evolve brainstorms once per
+theme per day; the mode survives a restart and a model cannot change it.
+Where only the schedule's clock is at stake, the daemon's actors run in this
+process on a manual clock (``actor_system``); the rest in a real daemon."""
 
 from __future__ import annotations
 
-import time
+import logging
 from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
+from actor_system import ActorSystem, running_actors
 from home_state import snapshot
-from schedule_clock import FAST_TICK_S, fenced_past
+from schedule_clock import FAST_TICK_S, taken_over
 
+from enact.clock import ManualClock
 from enact.evolution.brainstorm import PROMPT_HEADING as BRAINSTORM
 from enact.evolution.candidates import candidate_id
 from enact.evolution.signals import EvidenceSource, signal_id
+from enact.messages.common import HUMAN_CLI
+from enact.messages.curator import Candidates, GetMode, ModeSet, ModeShown, SetMode
+from enact.messages.inbox import ReadTurns, Turn
+from enact.messages.scheduler import ListSchedules
 
 from conftest import Daemon, DaemonFactory, wait_for
 
 COMPLAINT = "The owner says the replies are far too long."
 TITLE = "Keep replies short"
 OWNER = ["send", "--conversation", "owner", "--json"]
+ONE_SECOND_TICKS = {"ENACT_SCHEDULER_TICK_S": "1"}
+"""For the actors in this process: one tick a second of the manual clock, which tests advance a second at a time."""
 
 
 def settings(home: Path, **evolve: str) -> Path:
@@ -110,56 +121,83 @@ def test_a_due_run_in_co_evolve_scans_proposes_and_tells_the_owner_and_approves_
     assert len(isolated_calls(transcript)) == calls and len(notices(daemon)) == 1
 
 
-def test_disabled_runs_nothing_and_calls_no_model(daemons: DaemonFactory) -> None:
-    home = daemons.new_home()
+def mode_in(system: ActorSystem) -> ModeShown:
+    """The evolve mode and clock as the curator last heard them."""
+    return system.ask("curator", GetMode())
+
+
+def notices_in(system: ActorSystem) -> list[Turn]:
+    return [turn for turn in system.ask("inbox", ReadTurns()).turns if turn.message_id.startswith("notice:")]
+
+
+def tick(system: ActorSystem, seconds: int) -> None:
+    """Advance the clock a second at a time, each time until the run that
+    came due (if one did) has ended: its clock's next due time is ahead."""
+    for _ in range(seconds):
+        system.clock.advance(1)
+        wait_for(lambda: (mode_in(system).next_due_at or 0) > system.clock.time(), what="the due evolve run ended")
+
+
+def test_disabled_runs_nothing_and_calls_no_model(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
     transcript = settings(home, mode="disabled")
     rules(home, ("enact evidence scan", []))
-    daemon = daemons.start(home)
-    daemon.cli(*OWNER, "hello")
-    daemon.cli(*OWNER, "your replies are far too long")
-    runs_after(daemon, time.time(), "a run after the turns")
-    assert shown(daemon)["last_outcome"].startswith("disabled")
-    assert isolated_calls(transcript) == [] and notices(daemon) == []
+    with running_actors(home, ManualClock(), ONE_SECOND_TICKS) as system:
+        system.send("hello", conversation="owner")
+        system.send("your replies are far too long", conversation="owner")
+        tick(system, 2)  # a run after the turns
+        shown = mode_in(system)
+        assert shown.last_run_at == system.clock.time() and shown.last_outcome.startswith("disabled")
+        assert isolated_calls(transcript) == [] and notices_in(system) == []
 
 
-def test_an_idle_home_calls_no_model(daemons: DaemonFactory) -> None:
-    home = daemons.new_home()
+def test_an_idle_home_calls_no_model(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
     transcript = settings(home)
     rules(home)
-    daemon = daemons.start(home)
-    runs_after(daemon, 0, "a first run")
-    runs_after(daemon, shown(daemon)["last_run_at"], "a second run")
-    assert shown(daemon)["last_outcome"] == "co-evolve: nothing new, no model called"
-    assert isolated_calls(transcript) == [] and notices(daemon) == []
+    with running_actors(home, ManualClock(), ONE_SECOND_TICKS) as system:
+        tick(system, 2)
+        first = mode_in(system).last_run_at
+        tick(system, 2)
+        shown = mode_in(system)
+        assert first is not None and shown.last_run_at == first + 2
+        assert shown.last_outcome == "co-evolve: nothing new, no model called"
+        assert isolated_calls(transcript) == [] and notices_in(system) == []
 
 
-def test_auto_evolve_brainstorms_once_per_theme_a_day_and_the_mode_survives_a_restart(
-        daemons: DaemonFactory) -> None:
-    home = daemons.new_home()
+def test_auto_evolve_brainstorms_once_per_theme_a_day_and_the_mode_survives_a_restart(tmp_path: Path) -> None:
+    home, clock = tmp_path / "home", ManualClock()
+    home.mkdir()
     transcript = settings(home, theme="make replies easier to read")
     ideas = [candidate("Summaries first", []), candidate("summaries  FIRST.", []),
              candidate("Number the steps", [])]
     rules(home, (BRAINSTORM, ideas))
-    daemon = daemons.start(home)
-    changed = daemon.cli_json("evolve", "mode", "auto-evolve", "--json")
-    assert (changed["mode"], changed["previous"]) == ("auto-evolve", "co-evolve")
-    wait_for(lambda: len(candidates(daemon)) == 2, timeout=30, what="the brainstormed candidates")
-    made = candidates(daemon)
-    assert sorted(c["title"] for c in made) == ["Number the steps", "Summaries first"]
-    assert all(c["brainstorm"] and c["source"] == "brainstorm" and c["evidence_ids"] == [] for c in made)
-    assert all(c["theme"] == "make replies easier to read" for c in made)
-    wait_for(lambda: any("brainstorm: 2 candidates" in n["reply"] for n in notices(daemon)),
-             what="the brainstorm reported")
-    runs_after(daemon, shown(daemon)["last_run_at"] + 2, "more runs")
-    assert len([p for p in isolated_calls(transcript) if p.startswith(BRAINSTORM)]) == 1
-    assert daemon.terminate() == 0
 
-    again = daemons.start(home)
-    state = shown(again)
-    assert state["mode"] == "auto-evolve" and state["stored"]
-    runs_after(again, state["last_run_at"] + 2, "runs after the restart")
-    assert len([p for p in isolated_calls(transcript) if p.startswith(BRAINSTORM)]) == 1
-    assert len(candidates(again)) == 2
+    def brainstorms() -> int:
+        return len([prompt for prompt in isolated_calls(transcript) if prompt.startswith(BRAINSTORM)])
+
+    with running_actors(home, clock, ONE_SECOND_TICKS) as system:
+        changed = system.ask("curator", SetMode(mode="auto-evolve", origin=HUMAN_CLI))
+        assert isinstance(changed, ModeSet) and (changed.mode, changed.previous) == ("auto-evolve", "co-evolve")
+        tick(system, 2)  # the run waits for the brainstorm's model call
+        made = system.ask("curator", Candidates()).candidates
+        assert sorted(c.draft.title for c in made) == ["Number the steps", "Summaries first"]
+        assert all(c.brainstorm and c.draft.source == "brainstorm" and c.draft.evidence_ids == () for c in made)
+        assert all(c.theme == "make replies easier to read" for c in made)
+        wait_for(lambda: any("brainstorm: 2 candidates" in notice.reply for notice in notices_in(system)),
+                 what="the brainstorm reported")  # the inbox logs a notice as a turn of its own
+        tick(system, 4)  # two more runs the same day: no second brainstorm
+        assert brainstorms() == 1
+
+    with running_actors(home, clock, ONE_SECOND_TICKS) as again:
+        state = mode_in(again)
+        assert state.mode == "auto-evolve" and state.stored
+        ran = state.last_run_at
+        tick(again, 4)
+        assert (mode_in(again).last_run_at or 0) > (ran or 0)
+        assert brainstorms() == 1 and len(again.ask("curator", Candidates()).candidates) == 2
 
 
 def test_a_model_action_cannot_change_the_mode_and_the_owner_can_from_chat(daemons: DaemonFactory) -> None:
@@ -180,16 +218,19 @@ def test_a_model_action_cannot_change_the_mode_and_the_owner_can_from_chat(daemo
     assert "mode:      disabled (set by `enact evolve mode`)" in text and "schedule:  daily 09:00" in text
 
 
-def test_a_fenced_daemon_runs_nothing_when_the_evolve_schedule_comes_due(daemons: DaemonFactory) -> None:
-    home = daemons.new_home()
+def test_a_fenced_daemon_runs_nothing_when_the_evolve_schedule_comes_due(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
     transcript = settings(home, schedule="every 6s")
     rules(home, ("enact evidence scan", []))
-    daemon = daemons.start(home)
-    daemon.cli(*OWNER, "hello")
-    daemon.cli(*OWNER, "your replies are far too long")  # a full batch: an unfenced run would scan it
-    due = shown(daemon)["next_due_at"]
-    assert due > time.time(), "the schedule came due before the test could stop the daemon"
-    fenced_past(daemon, due)
+    with running_actors(home, ManualClock(), ONE_SECOND_TICKS) as system:
+        system.send("hello", conversation="owner")
+        system.send("your replies are far too long", conversation="owner")  # a full batch: a run would scan it
+        with taken_over(home), caplog.at_level(logging.INFO):
+            system.clock.advance(6)  # due, after another process took the home over
+            system.ask("scheduler", ListSchedules())  # answered after that tick
     clock = snapshot(home).document("scheduler.evolve", b"clock")
     assert clock["acknowledged"] is None and clock["claim"]["claimed"] is None
-    assert isolated_calls(transcript) == [] and "evolve run" not in daemon.log_text()
+    assert "this daemon is fenced" in caplog.text and "evolve run" not in caplog.text
+    assert isolated_calls(transcript) == []

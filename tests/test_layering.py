@@ -21,17 +21,20 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("leaves: plain helpers that know nothing of the daemon", (
         "enact", "enact.home", "enact.process", "enact.retry", "enact.cancellation", "enact.tables",
         "enact.safe_files", "enact.credentials", "enact.claimed_clock", "enact.home_guard", "enact.environment",
-        "enact.evolve_schedule", "enact.errors",
+        "enact.schedules", "enact.clock", "enact.errors",
     )),
     ("the contract and the store: messages, storage, settings, the fence, metrics", (
         "enact.messages", "enact.storage", "enact.config", "enact.fence", "enact.metrics",
         "enact.ownership",  # whose a conversation is: the authority rule commands and the chat path share
     )),
     ("the actor runtime: base, supervisor, keyed pools, asks, group commit", (
-        "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._pool",
+        "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._long_work",
+        "enact.actors._pool",
         "enact.actors._specs", "enact.actors.supervisor",
     )),
-    ("the command registry and the owner's programs", ("enact.commands", "enact.programs")),
+    ("the command registry, its journaled runs and the owner's programs", (
+        "enact.commands", "enact.command_journal", "enact.programs",
+    )),
     ("components and the model runtimes they plug in", ("enact.components", "enact.runtime")),
     ("the features", ("enact.chat", "enact.memory", "enact.channels", "enact.tasks")),
     ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),
@@ -57,10 +60,6 @@ make more imports run upward). The protocols may import them; each of them
 imports nothing above the contract but the others of this list."""
 
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("enact.tasks.scheduler_actor", "enact.evolution"): (
-        "the scheduler carries out the scheduled evolve run on its tick; it goes once the evolve run is an "
-        "actor of the evolution package"
-    ),
     ("enact.components", "enact.channels"): (
         "builtin() names the built-in channel components, and a ChannelComponent makes a Channel, whose protocol "
         "lives in enact.channels; both go once the built-ins register through the entry-point group as an "

@@ -21,10 +21,10 @@ from model_server import ModelServer, Reply
 
 from enact.chat.inbox_records import DATABASES as INBOX_DATABASES
 from enact.chat.inbox_records import TURNS, InboxRecords
-from enact.chat.records import LoggedTurn, TurnOutcome
 from enact.home import STATE_DIR
 from enact.memory.book import FACTS
 from enact.memory.forgetting import FORGETTING
+from enact.messages.inbox import Turn
 from enact.storage import Storage
 
 from conftest import Daemon, DaemonFactory, enact_env, real_cli, wait_for
@@ -49,9 +49,9 @@ def _plant_turns(home: Path, texts: list[str]) -> None:
 
         def plant(txn: lmdb.Transaction) -> None:
             for number in range(TURNS_HOLDING):
-                records.turns.append(txn, LoggedTurn(
+                records.turns.append(txn, Turn(
                     event_id=f"planted-{number}", channel="local", conversation="cli", message_id=str(number),
-                    message=message, reply="Noted.", time=1.0, outcome=TurnOutcome.REPLIED, attempts=1, actions=()))
+                    message=message, reply="Noted.", time=1.0, outcome="replied", attempts=1, actions=()))
 
         storage.grant("inbox", INBOX_DATABASES).write(plant, fenced=False)
     finally:

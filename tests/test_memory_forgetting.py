@@ -1,18 +1,16 @@
 """Finishing a forgetting (``enact.memory.forgetting``): the Sessions actor
-and, with ``--redact``, the Inbox are asked on a thread of its own, so the
-Memory actor is not held up; the reply follows them and says how it went;
-a pending intent is found again by its fact's id or text."""
+and, with ``--redact``, the Inbox are asked (off the Memory actor's thread,
+``off_thread``, so it is not held up); the reply follows them and says how
+it went; a pending intent is found again by its fact's id or text."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from enact.actors._asks import ActorNotFound
-from enact.actors._batching import Deferred
 from enact.memory.admission import Admitted, Candidate, admit, new_fact
 from enact.memory.facts import Fact, FactState
-from enact.memory.forgetting import ForgetIntent, finish_then, intent_of, matching, patient, tombstone
+from enact.memory.forgetting import ForgetIntent, finished, intent_of, matching, patient, tombstone
 from enact.messages._registry import Request
 from enact.messages.inbox import RedactTurns, TurnsRedacted
 from enact.messages.memory import Forgotten, forgotten_line
@@ -29,23 +27,16 @@ def _intent(text: str = "the gate code is blue seven", *, redact: bool = True) -
     return intent_of(_fact(text), redact=redact, now=2.0)
 
 
-def test_the_reply_waits_for_a_slow_redaction_and_the_caller_does_not() -> None:
-    release = threading.Event()
+def test_the_reply_follows_the_sessions_and_the_inbox_and_says_how_it_went() -> None:
     asked: list[tuple[str, object]] = []
 
     def actors(actor: str, request: Request[Any]) -> object:
         asked.append((actor, request))
         if actor == "sessions":
             return FactForgotten(histories=2, sessions=1)
-        assert release.wait(10)
         return TurnsRedacted(turns=3, receipts=1)
 
-    reply = Deferred()
-    thread = finish_then(actors, _intent(), reply.resolve)
-    # The caller (the Memory actor's thread) is back at once; the reply is owed.
-    assert thread.is_alive() and not reply.done
-    release.set()
-    forgotten = reply.wait(10)
+    forgotten = finished(actors, _intent())
     assert forgotten == Forgotten(id="f-0000abcd", redacted=True, turns_redacted=3, histories_redacted=2,
                                   sessions_reset=1)
     texts, stone = ("the gate code is blue seven",), tombstone("f-0000abcd")
@@ -61,9 +52,7 @@ def test_without_redact_the_turn_log_is_left_and_the_reply_says_so() -> None:
         asked.append(actor)
         return FactForgotten(histories=0, sessions=2)
 
-    reply = Deferred()
-    finish_then(actors, _intent(redact=False), reply.resolve).join(10)
-    forgotten = reply.wait(0)
+    forgotten = finished(actors, _intent(redact=False))
     assert asked == ["sessions"] and forgotten.redacted is False and not forgotten.redact_error
     assert forgotten_line(forgotten) == (
         "forgot 1 fact (f-0000abcd); redacted 0 histories, not the turn log (use --redact); reset 2 sessions")
@@ -75,9 +64,7 @@ def test_a_failed_redaction_is_said_in_the_reply_not_raised() -> None:
             raise RuntimeError("logs.turns: an unreadable record")
         return FactForgotten(histories=0, sessions=0)
 
-    reply = Deferred()
-    finish_then(actors, _intent(), reply.resolve).join(10)
-    forgotten = reply.wait(0)
+    forgotten = finished(actors, _intent())
     assert isinstance(forgotten, Forgotten) and forgotten.redacted is False
     assert forgotten.redact_error == "the turn log was not redacted: logs.turns: an unreadable record"
     assert "not the turn log (use --redact)" not in forgotten_line(forgotten)

@@ -276,7 +276,8 @@ class Home:
             outbox_store = storage.grant("outbox", outbox.DATABASES)
             inbox = inbox_records.InboxRecords(inbox_store)
             journal = RecordTable(outbox_store.table(outbox.DELIVERIES), DeliveryRecord)
-            receipt = dataclasses.replace(records.new_receipt(EVENT, origin=HUMAN_CLI, generation=generation),
+            receipt = dataclasses.replace(records.new_receipt(EVENT, origin=HUMAN_CLI, generation=generation,
+                                                                             now=time.time()),
                                           status=ReceiptStatus.REPLIED, reply="hi", outcome=TurnOutcome.REPLIED)
             key = inbox_store.write(lambda txn: inbox.create(txn, EVENT.event_id, receipt))
             if delivery is not None:

@@ -38,6 +38,7 @@ def test_an_idle_child_is_retired_and_a_busy_one_is_kept(rig: Rig) -> None:
     pool.tell("idle", "job-1", Record(text="one"))
     pool.tell("busy", "job-2", Record(text="two"))
     pool.done("job-1")
+    rig.clock.advance(0.1)  # idle for idle_s: the pool's next check retires it
     wait_until(lambda: "stop worker:idle" in events, what="the idle child retired")
     assert not supervisor.has("worker:idle")
     assert supervisor.has("worker:busy") and pool.keys() == ["busy"]

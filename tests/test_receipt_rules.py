@@ -23,6 +23,7 @@ from enact.storage import Storage, Store
 
 T = TypeVar("T")
 GENERATION = 3
+NOW = 1_700_000_000.0
 
 
 @pytest.fixture
@@ -46,8 +47,8 @@ def event(message_id: str = "m1", cursor: int | None = None) -> ChatEvent:
 
 
 def test_a_new_event_gets_a_processing_receipt_and_a_redelivery_finds_it(store: Store, rules: ReceiptRules) -> None:
-    first = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION))
-    again = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION))
+    first = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION, now=NOW))
+    again = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION, now=NOW))
 
     assert not first.duplicate and first.receipt.status is ReceiptStatus.PROCESSING
     assert first.receipt.attempts == 1 and first.receipt.generation == GENERATION
@@ -57,7 +58,7 @@ def test_a_new_event_gets_a_processing_receipt_and_a_redelivery_finds_it(store: 
 
 def test_a_failed_attempt_is_retried_with_back_off_until_the_attempts_run_out(
         store: Store, rules: ReceiptRules) -> None:
-    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION))
+    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION, now=NOW))
     event_id = received.receipt.event_id
 
     failed = write(store, lambda txn: rules.fail_attempt(txn, event_id, "Timeout", "slow"))
@@ -77,7 +78,7 @@ def test_a_failed_attempt_is_retried_with_back_off_until_the_attempts_run_out(
 
 
 def test_a_reply_is_stored_once_and_an_answer_told_again_changes_nothing(store: Store, rules: ReceiptRules) -> None:
-    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION))
+    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION, now=NOW))
     event_id = received.receipt.event_id
 
     stored = write(store, lambda txn: rules.store_reply(txn, event_id, "hi", (), TurnOutcome.REPLIED,
@@ -92,7 +93,7 @@ def test_a_reply_is_stored_once_and_an_answer_told_again_changes_nothing(store: 
 
 
 def test_a_runtime_failure_is_kept_as_the_attempts_error(store: Store, rules: ReceiptRules) -> None:
-    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION))
+    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION, now=NOW))
     stored = write(store, lambda txn: rules.store_reply(
         txn, received.receipt.event_id, "advice", (), TurnOutcome.RUNTIME_FAILED,
         runtime_failure="RateLimited: try later", generation=GENERATION))
@@ -103,14 +104,15 @@ def test_a_runtime_failure_is_kept_as_the_attempts_error(store: Store, rules: Re
 
 def test_completing_a_delivery_logs_the_turn_closes_the_receipt_and_advances_the_cursor(
         store: Store, rules: ReceiptRules) -> None:
-    received = write(store, lambda txn: rules.receive(txn, event(cursor=7), origin=HUMAN_CLI, generation=GENERATION))
+    received = write(store, lambda txn: rules.receive(txn, event(cursor=7), origin=HUMAN_CLI, generation=GENERATION,
+                                                      now=NOW))
     rules.cursors.of("local").received(7)
     event_id = received.receipt.event_id
     write(store, lambda txn: rules.store_reply(txn, event_id, "hi", (), TurnOutcome.REPLIED, runtime_failure="",
                                                generation=GENERATION))
 
-    done = write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.DELIVERED, ""))
-    again = write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.DELIVERED, ""))
+    done = write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.DELIVERED, "", now=NOW))
+    again = write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.DELIVERED, "", now=NOW))
 
     assert done is not None and again is None
     receipt, turn_cursor = done
@@ -122,12 +124,12 @@ def test_completing_a_delivery_logs_the_turn_closes_the_receipt_and_advances_the
 
 
 def test_a_failed_delivery_is_the_events_outcome(store: Store, rules: ReceiptRules) -> None:
-    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION))
+    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION, now=NOW))
     event_id = received.receipt.event_id
     write(store, lambda txn: rules.store_reply(txn, event_id, "hi", (), TurnOutcome.REPLIED, runtime_failure="",
                                                generation=GENERATION))
 
-    done = write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.FAILED, "channel down"))
+    done = write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.FAILED, "channel down", now=NOW))
 
     assert done is not None and done[0].outcome is TurnOutcome.DELIVERY_FAILED
 
@@ -143,19 +145,19 @@ def test_a_notice_is_stored_replied_once(store: Store, rules: ReceiptRules) -> N
     notice = Notify(channel="local", conversation="c1", notice_id="task-1", text="done", session_note="",
                     origin=HUMAN_CLI)
 
-    stored = write(store, lambda txn: rules.store_notice(txn, notice, generation=GENERATION))
-    again = write(store, lambda txn: rules.store_notice(txn, notice, generation=GENERATION))
+    stored = write(store, lambda txn: rules.store_notice(txn, notice, generation=GENERATION, now=NOW))
+    again = write(store, lambda txn: rules.store_notice(txn, notice, generation=GENERATION, now=NOW))
 
     assert stored is not None and stored[1].status is ReceiptStatus.REPLIED and stored[1].reply == "done"
     assert again is None
 
 
 def test_redaction_scrubs_the_turn_log_and_the_receipts(store: Store, rules: ReceiptRules) -> None:
-    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION))
+    received = write(store, lambda txn: rules.receive(txn, event(), origin=HUMAN_CLI, generation=GENERATION, now=NOW))
     event_id = received.receipt.event_id
     write(store, lambda txn: rules.store_reply(txn, event_id, "your pin is 4321", (), TurnOutcome.REPLIED,
                                                runtime_failure="", generation=GENERATION))
-    write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.DELIVERED, ""))
+    write(store, lambda txn: rules.complete(txn, event_id, DeliveryOutcome.DELIVERED, "", now=NOW))
     pattern = pattern_of(["4321"])
     assert pattern is not None
 

@@ -3,14 +3,13 @@ or trailing punctuation, becomes the tombstone; the rest stays."""
 
 from __future__ import annotations
 
-from enact.chat.records import LoggedTurn, TurnOutcome
 from enact.chat.redaction import pattern_of, redact_text, redacted_turn
-from enact.messages.inbox import ActionRecord
+from enact.messages.inbox import ActionRecord, Turn
 
 
-def _turn(message: str, reply: str = "ok", actions: tuple[ActionRecord, ...] = ()) -> LoggedTurn:
-    return LoggedTurn(event_id="e", channel="local", conversation="cli", message_id="m", message=message,
-                      reply=reply, time=1.0, outcome=TurnOutcome.REPLIED, attempts=1, actions=actions)
+def _turn(message: str, reply: str = "ok", actions: tuple[ActionRecord, ...] = ()) -> Turn:
+    return Turn(event_id="e", channel="local", conversation="cli", message_id="m", message=message,
+                      reply=reply, time=1.0, outcome="replied", attempts=1, actions=actions)
 
 
 def test_text_is_replaced_ignoring_case_spacing_and_trailing_punctuation() -> None:

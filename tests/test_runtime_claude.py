@@ -21,8 +21,9 @@ from enact.runtime import (
     RuntimeSessionUnknown,
     RuntimeTimeout,
 )
+from enact.runtime._claude_output import parse_output
 from enact.runtime._subprocess import CommandOutput
-from enact.runtime.claude import ClaudeRuntime, ClaudeRuntimeComponent, command_line, find_executable, parse_output
+from enact.runtime.claude import ClaudeRuntime, ClaudeRuntimeComponent, command_line, find_executable
 from enact.runtime.codex import CodexRuntime
 
 from conftest import real_cli, wait_for

@@ -28,8 +28,9 @@ from enact.runtime import (
     RuntimeUnavailable,
     Usage,
 )
+from enact.runtime._codex_events import interpret, parse_events
 from enact.runtime._subprocess import CommandOutput, group_alive
-from enact.runtime.codex import CodexRuntime, find_executable, interpret, parse_events
+from enact.runtime.codex import CodexRuntime, find_executable
 
 from conftest import real_cli, wait_for
 

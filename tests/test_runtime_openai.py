@@ -29,8 +29,9 @@ from enact.runtime import (
     RuntimeUnavailable,
     Usage,
 )
+from enact.runtime._openai_wire import error_message, retry_after
 from enact.runtime.history import trim
-from enact.runtime.openai import OpenAIRuntime, OpenAIRuntimeComponent, error_message, retry_after
+from enact.runtime.openai import OpenAIRuntime, OpenAIRuntimeComponent
 
 QUICK = Backoff(first_s=0.01, factor=2.0, attempts=3)
 

@@ -1,5 +1,5 @@
-"""Claims whose action keeps failing, in the Scheduler's parts in-process on
-a real home: a cron submission the queue does not answer and an evolve run
+"""Claims whose action keeps failing, in the Scheduler's and the evolve
+actor's parts in-process on a real home: a cron submission the queue does not answer and an evolve run
 whose actors do not answer are tried again after the claimed clock's
 back-off, then given up as failed with the reason where each shows its
 outcomes, and the next due time runs."""
@@ -14,6 +14,7 @@ from typing import Any
 from schedule_clock import FaultyActors, UnavailableActors, home
 
 from enact.actors._asks import AskTimeout
+from enact.actors._long_work import run_inline
 from enact.claimed_clock import RETRIES, ClaimState
 from enact.evolution.runs import DATABASE, EvolveRuns
 from enact.evolution.schedule import EvolveClock
@@ -66,8 +67,8 @@ def test_a_cron_submission_the_queue_does_not_answer_backs_off_then_is_given_up_
 def test_an_evolve_run_whose_actors_do_not_answer_is_retried_after_a_back_off_then_given_up(
         tmp_path: Path) -> None:
     actors = UnavailableActors()
-    with home(tmp_path, "scheduler", [DATABASE], actors, schedule="every 1h") as context:
-        runs = EvolveRuns(context, context.own_store())
+    with home(tmp_path, "evolve", [DATABASE], actors, schedule="every 1h") as context:
+        runs = EvolveRuns(context, context.own_store(), off_thread=run_inline)
         runs.tick(now=1_000.0)  # the anchor
         now = 4_601.0
         for attempt in range(1, RETRIES.attempts + 1):
@@ -115,9 +116,9 @@ def test_a_given_up_evolve_run_is_acknowledged_before_its_failure_is_told(tmp_pa
             self.stored_when_told.append(context.own_store().read(lambda txn: clocks.get(txn, b"clock")))
 
     actors = Recording()
-    with home(tmp_path, "scheduler", [DATABASE], actors, schedule="every 1h") as context:
+    with home(tmp_path, "evolve", [DATABASE], actors, schedule="every 1h") as context:
         clocks = RecordTable(context.own_store().table(DATABASE), EvolveClock)
-        runs = EvolveRuns(context, context.own_store())
+        runs = EvolveRuns(context, context.own_store(), off_thread=run_inline)
         runs.tick(now=1_000.0)  # the anchor
         used_up = replace(runs._current_clock(4_601.0), claim=ClaimState(claimed=4_600.0, attempts=RETRIES.attempts))
         context.own_store().write(lambda txn: clocks.put(txn, b"clock", used_up))
@@ -184,8 +185,8 @@ def test_a_cron_claim_whose_submissions_were_queued_unanswered_records_its_task_
 
 def test_records_stored_with_their_claim_flat_read_with_it_nested_from_the_scheduler_databases(
         tmp_path: Path) -> None:
-    with home(tmp_path, "scheduler", DATABASES, FaultyActors(), schedule="every 1h") as context:
-        store = context.own_store()
+    with home(tmp_path, "scheduler", (*DATABASES, DATABASE), FaultyActors(), schedule="every 1h") as context:
+        store = context.own_store()  # the scheduler's and the evolve actor's, in one store here
         flat_claim = {"claimed": 4_600.0, "attempts": 2, "retry_at": 4_700.0, "failure": "no answer"}
         store.write(lambda txn: store.table(SCHEDULES).put(txn, (1).to_bytes(8, "big"), {
             "id": 1, "spec": "every 1h", "request": "tidy up", "repo": "", "created_at": 1_000.0,
@@ -194,6 +195,6 @@ def test_records_stored_with_their_claim_flat_read_with_it_nested_from_the_sched
             "spec": "every 1h", "anchor": 1_000.0, "acknowledged": None, **flat_claim, "last_run_at": None,
             "last_outcome": "", "coalesced": 0}))
         [entry] = SchedulerActor(context)._list_schedules().schedules
-        clock = EvolveRuns(context, store)._current_clock(4_650.0)
+        clock = EvolveRuns(context, store, off_thread=run_inline)._current_clock(4_650.0)
         assert entry.schedule.claim == clock.claim == ClaimState(**flat_claim)  # type: ignore[arg-type]
         assert clock.anchor == 1_000.0

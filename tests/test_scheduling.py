@@ -9,11 +9,11 @@ import orjson
 import pytest
 
 from enact.claimed_clock import NO_CLAIM, RETRIES, ClaimState, Decision, nest_flat_claim
+from enact.schedules import ScheduleError
 from enact.tasks.scheduling import (
     BacklogItem,
     Priority,
     Schedule,
-    ScheduleError,
     check_spec,
     claim,
     decide,
@@ -64,6 +64,16 @@ def test_cron_expression_is_due_at_its_next_matching_minute_in_local_time() -> N
     assert latest_due(weekdays, created, nine_monday - 1) is None
     assert latest_due(weekdays, created, nine_monday) == nine_monday
     assert latest_due(weekdays, created, nine_monday + 3_600) == nine_monday
+
+
+def test_a_daily_time_is_due_once_a_day_in_local_time() -> None:
+    # The schedule grammar is the evolve schedule's too (enact.schedules).
+    daily = schedule("Daily 9:00")
+    assert daily.spec == "daily 09:00"
+    noon = datetime.datetime.fromtimestamp(START).astimezone().replace(hour=12, minute=0, second=0, microsecond=0)
+    nine_next_day = (noon + datetime.timedelta(days=1)).replace(hour=9).timestamp()
+    assert latest_due(daily.spec, noon.timestamp(), nine_next_day - 1) is None
+    assert latest_due(daily.spec, noon.timestamp(), nine_next_day + 60) == nine_next_day
 
 
 def test_a_due_time_while_the_previous_task_is_unfinished_submits_nothing_and_is_skipped() -> None:
@@ -181,6 +191,7 @@ def test_unusable_schedule_is_refused_with_a_reason(spec: str) -> None:
 def test_specs_are_normalised() -> None:
     assert check_spec("  Every 2H ") == "every 2h"
     assert check_spec("0  9 * * 1-5") == "0 9 * * 1-5"
+    assert check_spec("every 010 m") == "every 10m"
 
 
 def test_backlog_promotes_the_highest_priority_oldest_item_first() -> None:

@@ -19,6 +19,7 @@ from enact.cancellation import CancellationToken
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
 from enact.chat.services import ChatServices
+from enact.chat.session_calls import SessionCalls
 from enact.commands import (
     Authority,
     Command,
@@ -100,7 +101,7 @@ def harness(tmp_path: Path) -> Iterator[Harness]:
     )
     commands.bind(CommandContext(fence=fence, status=lambda: "fine"))
     supervisor.start()
-    channel.start(InboxInlet("local", lambda message: supervisor.ask("inbox", message, timeout=30), origin=HUMAN_CLI))
+    channel.start(InboxInlet("local", lambda to, message: supervisor.ask(to, message, timeout=30), origin=HUMAN_CLI))
     try:
         yield Harness(supervisor=supervisor, channel=channel, runtime=runtime, services=services)
     finally:
@@ -138,6 +139,29 @@ def test_failed_resume_forgets_the_session_and_retries_once_with_the_startup_con
     assert fresh.native_session is None and fresh.prompt.startswith(harness.services.startup_context)
     after = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1), timeout=10)
     assert isinstance(after, Session) and after.native_id != before.native_id and after.turns == 1
+
+
+def test_a_commands_call_on_the_session_is_made_as_the_conversations_own_and_retries_a_failed_resume(
+        harness: Harness) -> None:
+    # The call task.add makes for a brief (CommandContext.converse): it resumes
+    # the conversation's session, and a failed resume is forgotten and retried.
+    harness.send("one")
+    before = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1), timeout=10)
+    assert isinstance(before, Session)
+    calls = SessionCalls(harness.runtime, ask=lambda actor, message: harness.supervisor.ask(actor, message, timeout=10),
+                         tell=harness.supervisor.tell, startup_context=harness.services.startup_context,
+                         prompt_version=1, timeout_s=30, token=CancellationToken(), metrics=Metrics())
+    harness.runtime.fail_next_resume = True
+
+    calls.call("local:cli", "write the brief", owner_message="[task brief] do it", owners=True)
+
+    failed, fresh = harness.runtime.requests[1:]
+    assert failed.native_session == before.native_id and failed.owner_message == "[task brief] do it"
+    assert fresh.native_session is None and fresh.prompt.startswith(harness.services.startup_context)
+    after = harness.supervisor.ask("sessions", Lookup(key="local:cli", prompt_version=1), timeout=10)
+    assert isinstance(after, Session) and after.native_id != before.native_id
+    harness.send("two")
+    assert harness.runtime.requests[-1].native_session == after.native_id  # the conversation goes on in it
 
 
 def test_receipts_of_an_action_are_fed_back_in_the_same_session(harness: Harness) -> None:

@@ -17,6 +17,7 @@ from enact.actors._asks import ActorNotFound, ActorUnavailable, AskTimeout, Unex
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors.supervisor import ActorSpec, Supervisor
+from enact.clock import ManualClock
 from enact.config import load
 from enact.fence import Fence, FencedError
 from enact.messages import Request
@@ -141,6 +142,7 @@ class Rig:
     metrics: Metrics = field(default_factory=Metrics)
     fatal: list[str] = field(default_factory=list)
     supervisors: list[Supervisor] = field(default_factory=list)
+    clock: ManualClock = field(default_factory=ManualClock)
 
     def supervisor(self, specs: list[ActorSpec], **overrides: Any) -> Supervisor:
         supervisor = Supervisor(
@@ -151,6 +153,7 @@ class Rig:
             storage=self.storage,
             fence=self.fence,
             on_fatal=self.fatal.append,
+            clock=self.clock,
         )
         self.supervisors.append(supervisor)
         return supervisor
@@ -349,7 +352,7 @@ def test_restarts_outside_the_window_are_forgotten(rig: Rig) -> None:
     )
     supervisor.tell("flaky", Crash())
     wait_until(lambda: _alive_after(supervisor, "flaky", 1))
-    time.sleep(1.1)  # let the first restart leave the one-second window
+    rig.clock.advance(1.1)  # the first restart leaves the one-second window
     supervisor.tell("flaky", Crash())
     wait_until(lambda: _alive_after(supervisor, "flaky", 2))
     assert rig.fatal == []

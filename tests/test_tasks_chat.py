@@ -146,7 +146,8 @@ def commands(tmp_path: Path) -> Any:
         for command in task_commands():
             made.register(command)
         made.bind(CommandContext(fence=fence, status=lambda: "", ask=ask,
-                                 converse=lambda key, prompt, owner: '{"brief": "b"}', agentic=agentic))
+                                 converse=lambda key, prompt, *, owner_message, owners: '{"brief": "b"}',
+                                 agentic=agentic))
         return made
 
     def call(request_id: str) -> CommandCall:

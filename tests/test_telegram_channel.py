@@ -49,7 +49,8 @@ def started(channel: TelegramChannel, on_receive: Callable[[ChatEvent], None] = 
     a duplicate, as the inbox's receipts do)."""
     seen: set[str] = set()
 
-    def ask_inbox(request: Any) -> object:
+    def ask_inbox(actor: str, request: Any) -> Any:
+        assert actor == "inbox"
         if isinstance(request, GetCursor):
             return Cursor(channel="telegram", cursor=0)
         if isinstance(request, Receive):

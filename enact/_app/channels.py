@@ -4,7 +4,8 @@ started after the actors and stopped before them."""
 from __future__ import annotations
 
 from enact import config
-from enact.channels import AskInbox, Channel, InboxInlet
+from enact.actors._asks import Asker
+from enact.channels import Channel, InboxInlet
 from enact.components import Components
 from enact.fence import Fence
 from enact.messages.channel import DISABLED, ChannelState
@@ -26,10 +27,10 @@ class DaemonChannels:
             self.channels[channel.name] = channel
             self.origins[channel.name] = component.origin()
 
-    def start(self, ask_inbox: AskInbox, *, fence: Fence, metrics: Metrics) -> None:
+    def start(self, ask: Asker, *, fence: Fence, metrics: Metrics) -> None:
         """After the actors: each channel's events go straight to the inbox."""
         for name, channel in self.channels.items():
-            channel.start(InboxInlet(name, ask_inbox, origin=self.origins[name], fence=fence, metrics=metrics))
+            channel.start(InboxInlet(name, ask, origin=self.origins[name], fence=fence, metrics=metrics))
 
     def stop(self) -> None:
         for channel in self.channels.values():

@@ -7,7 +7,8 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from enact.commands import CommandCall, CommandRegistry, JournaledCommands, builtin_commands
+from enact.command_journal import JournaledCommands
+from enact.commands import CommandCall, CommandRegistry, builtin_commands
 from enact.evolution.commands import evolve_commands
 from enact.evolution.mode_commands import mode_commands
 from enact.fence import Fence

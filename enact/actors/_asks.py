@@ -1,21 +1,31 @@
-"""What an ask can end in besides its declared reply: typed errors.
+"""Asks: the one way to ask an actor, and what an ask can end in besides
+its declared reply.
 
 An ask returns the reply its request declares (``Request[R]``) or raises one
 of these, all within the one deadline the caller gave, commit wait included.
 A refusal from the fence (``epoch.Fenced``) becomes ``FencedError`` unless the
-request declares it as a reply (``epoch.RequireCurrent`` does).
+request declares it as a reply (``epoch.RequireCurrent`` does). The reply is
+checked here, once (``checked_reply``), so no caller checks its type again.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
 from enact.errors import EnactError
 from enact.fence import FencedError
-from enact.messages._registry import Request, reply_types
+from enact.messages._registry import Request, is_reply_to
 from enact.messages.epoch import Fenced
 
 R = TypeVar("R")
+
+
+class Asker(Protocol):
+    """Ask the actor ``target`` and wait for the reply ``request`` declares
+    (``Supervisor.ask``, ``ActorContext.ask``, the daemon's ask with the
+    control deadline); raises the errors below, never returns another type."""
+
+    def __call__(self, target: str, request: Request[R], /) -> R: ...
 
 
 class ActorUnavailable(EnactError, RuntimeError):
@@ -42,8 +52,7 @@ class UnexpectedReply(EnactError, TypeError):
 
 
 def checked_reply(message: Request[R], reply: object) -> R:
-    expected = reply_types(type(message))
-    if isinstance(reply, expected):
+    if is_reply_to(message, reply):
         return cast(R, reply)
     if isinstance(reply, Fenced):
         raise FencedError(reply.generation, reply.current_generation)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,9 @@ import pykka
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
+from enact.actors._long_work import LongWork, WorkDone
+from enact.cancellation import DAEMON_STOPPING
+from enact.clock import REAL_CLOCK, Clock, Timer
 from enact.errors import EnactError
 from enact.fence import FencedError
 from enact.messages._registry import Request, registration_of
@@ -44,6 +46,7 @@ class UnknownMessage(EnactError, TypeError):
 
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 class ActorSystem(Protocol):
@@ -87,6 +90,8 @@ class ActorContext:
     fence: Fence
     store: Store | None
     slot: ActorSlot
+    clock: Clock = REAL_CLOCK
+    """What the actor reads the time and sets its timers by (enact.clock)."""
 
     def ask(self, actor: str, message: Request[R], timeout: float | None = None) -> R:
         """Ask another actor by name for the reply ``message`` declares; by
@@ -143,14 +148,16 @@ class EnactActor(pykka.ThreadingActor):
         # Replies handed out as Deferred and not yet answered: what this
         # actor owes, failed at once if it fails or stops.
         self._owed: list[Deferred] = []
-        self._timers: set[threading.Timer] = set()
+        self._timers: dict[object, Timer] = {}
+        running = metrics.long_work.labels(actor=context.slot.family)
+        self._long_work = LongWork(context.name, tell_back=self._tell_back, running=running.inc)
 
     def on_receive(self, message: Any) -> Any:
         if message is STARTED:
             return None  # not counted: it is the supervisor's, not a caller's
         started = time.perf_counter()
         try:
-            reply = self.handle(message)
+            reply = self._long_work.done(message) if isinstance(message, WorkDone) else self.handle(message)
             if isinstance(reply, Deferred):
                 self._owe(reply)
             return reply
@@ -191,22 +198,45 @@ class EnactActor(pykka.ThreadingActor):
     def tell_later(self, delay: float, message: object) -> None:
         """Tell this actor ``message`` after ``delay``, whichever incarnation
         of it runs then (it is addressed by name, as every caller does)."""
+        # Keyed, not the timer itself: it may fire before call_later returns
+        # it (then its entry lingers until cancel_timers, cancelling nothing).
+        key = object()
 
         def fire() -> None:
-            self._timers.discard(timer)
+            self._timers.pop(key, None)
             with contextlib.suppress(ActorUnavailable):  # the daemon is stopping
                 self.context.tell(self.context.name, message)
 
-        timer = threading.Timer(delay, fire)
-        timer.daemon = True
-        self._timers.add(timer)
-        timer.start()
+        self._timers[key] = self.context.clock.call_later(delay, fire)
 
     def cancel_timers(self) -> None:
         """Drop every ``tell_later`` not yet told."""
-        for timer in list(self._timers):
+        for timer in list(self._timers.values()):
             timer.cancel()
         self._timers.clear()
+
+    def off_thread(self, work: Callable[[CancellationToken], T], *, then: Callable[[T], object],
+                   failed: Callable[[Exception], object] | None = None, name: str = "work",
+                   stop_waits: bool = False) -> None:
+        """Run ``work(cancel)`` on a thread of its own; its result goes to
+        ``then`` and its exception to ``failed`` (or, with none, to this
+        actor's failure path), each on this actor's thread as a message of
+        its own (``enact.actors._long_work``). ``cancel`` is cancelled when
+        the daemon stops or is fenced and when this actor stops or fails;
+        ``stop_waits``: this actor's stop waits for the work to end."""
+        token = self.context.supervisor.stopping_token.child()
+        self._long_work.start(work, then=then, failed=failed, token=token, name=name, stop_waits=stop_waits)
+
+    @property
+    def long_work_running(self) -> int:
+        """Work started off this actor's thread whose outcome it has not handled yet."""
+        return self._long_work.running
+
+    def _tell_back(self, done: WorkDone) -> None:
+        # This incarnation's own ref: a restarted actor never gets the
+        # outcome of work its predecessor abandoned.
+        with contextlib.suppress(pykka.ActorDeadError):
+            self.actor_ref.tell(done)
 
     def _owe(self, reply: Deferred) -> None:
         if len(self._owed) >= _PRUNE_OWED_AT:
@@ -222,6 +252,8 @@ class EnactActor(pykka.ThreadingActor):
         self._owed.clear()
 
     def on_stop(self) -> None:
+        stopping = self.context.supervisor.stopping
+        self._long_work.abandon(DAEMON_STOPPING if stopping else f"actor {self.context.name!r} stopped", wait=True)
         if self.batch is not None:
             self.batch.flush()
         self._fail_what_is_owed(f"actor {self.context.name!r} stopped before it answered")
@@ -236,6 +268,7 @@ class EnactActor(pykka.ThreadingActor):
         traceback: TracebackType | None,
     ) -> None:
         log.error("actor %s failed: %r", self.context.name, exception_value)
+        self._long_work.abandon(f"actor {self.context.name!r} failed", wait=False)
         # Whoever waits on this actor hears it now, not at their deadline.
         self._fail_what_is_owed(f"actor {self.context.name!r} failed: {exception_value!r}")
         self.context.supervisor.report_failure(self.context.name, self.actor_ref, exception_value)

@@ -10,7 +10,6 @@ a restarted inbox asks ``running`` instead of dispatching an event twice.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ from enact.actors._asks import ActorNotFound
 
 if TYPE_CHECKING:
     from enact.actors.supervisor import ActorSpec, Supervisor
+    from enact.clock import Timer
 
 
 @dataclass(slots=True)
@@ -38,7 +38,7 @@ class KeyedPool:
         self._children: dict[str, _Child] = {}
         self._running: dict[str, str] = {}  # work id -> key
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._timer: Timer | None = None
 
     def name_of(self, key: str) -> str:
         return f"{self.family}:{key}"
@@ -49,7 +49,7 @@ class KeyedPool:
         with self._lock:
             child = self._children.setdefault(key, _Child())
             child.work.add(work)
-            child.last_active = time.monotonic()
+            child.last_active = self._supervisor.clock.monotonic()
             self._running[work] = key
         self._schedule_idle_check()
         spec = self._spec_of(key)
@@ -71,7 +71,7 @@ class KeyedPool:
             child = None if key is None else self._children.get(key)
             if child is not None:
                 child.work.discard(work)
-                child.last_active = time.monotonic()
+                child.last_active = self._supervisor.clock.monotonic()
 
     def running(self, work: str) -> bool:
         with self._lock:
@@ -83,7 +83,7 @@ class KeyedPool:
 
     def retire_idle(self) -> list[str]:
         """Retire every child with no work for ``idle_s``; their keys."""
-        now = time.monotonic()
+        now = self._supervisor.clock.monotonic()
         with self._lock:
             idle = [key for key, child in self._children.items()
                     if not child.work and now - child.last_active >= self._idle_s]
@@ -97,9 +97,7 @@ class KeyedPool:
         with self._lock:
             if self._timer is not None or self._supervisor.stopping:
                 return
-            timer = self._timer = threading.Timer(max(0.05, self._idle_s / 2), self._check)
-        timer.daemon = True
-        timer.start()
+            self._timer = self._supervisor.clock.call_later(max(0.05, self._idle_s / 2), self._check)
 
     def _check(self) -> None:
         with self._lock:

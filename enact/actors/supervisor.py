@@ -26,6 +26,7 @@ from enact.actors._batching import Deferred
 from enact.actors._pool import KeyedPool
 from enact.actors._specs import ActorSlot, ActorSpec, dependency_order
 from enact.cancellation import DAEMON_STOPPING, CancellationToken
+from enact.clock import REAL_CLOCK, Clock
 from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
@@ -64,8 +65,10 @@ class Supervisor:
         storage: Storage,
         fence: Fence,
         on_fatal: Callable[[str], None],
+        clock: Clock = REAL_CLOCK,
     ) -> None:
         self._home = home
+        self.clock = clock
         self._config = config
         self._metrics = metrics
         self._storage = storage
@@ -112,6 +115,7 @@ class Supervisor:
             fence=self._fence,
             store=self._stores.get(slot.spec.name),
             slot=slot,
+            clock=self.clock,
         )
         ref = slot.spec.actor.start(context, **slot.spec.options)
         with slot.changed:
@@ -325,7 +329,7 @@ class Supervisor:
             return
         if ref is not None and slot.ref is not ref:
             return  # already restarted for this failure
-        now = time.monotonic()
+        now = self.clock.monotonic()
         while slot.recent_restarts and now - slot.recent_restarts[0] > self._window_s:
             slot.recent_restarts.popleft()
         if len(slot.recent_restarts) >= self._max_restarts:
@@ -341,7 +345,7 @@ class Supervisor:
         log.warning("restarting actor %s in %.2f s after failure: %s", name, backoff, reason)
         if self._stopped.wait(backoff):
             return
-        slot.recent_restarts.append(time.monotonic())
+        slot.recent_restarts.append(self.clock.monotonic())
         slot.restarts += 1
         self._metrics.restarts.labels(actor=slot.family).inc()
         try:

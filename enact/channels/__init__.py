@@ -10,17 +10,16 @@ The ``local`` and ``telegram`` channels implement this small interface.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from enact.errors import EnactError
-from enact.messages._registry import Request
 from enact.messages.channel import ChannelState
-from enact.messages.common import Origin
-from enact.messages.inbox import Accepted, ChatEvent, Cursor, GetCursor, GetOutcome, Ignored, Outcome, Receive
+from enact.messages.common import NotFound, Origin
+from enact.messages.inbox import Accepted, ChatEvent, GetCursor, GetOutcome, Ignored, Outcome, Receive
 
 if TYPE_CHECKING:
+    from enact.actors._asks import Asker
     from enact.fence import Fence
     from enact.metrics import Metrics
 
@@ -55,13 +54,12 @@ class DeliveryReport:
     before the request was written whole a failure is plainly retryable."""
 
 
-AskInbox = Callable[[Request[Any]], object]
-"""Asks the inbox actor (through the supervisor) and waits for its reply."""
+INBOX = "inbox"
 
 
-class UnexpectedInboxReply(EnactError, RuntimeError):
-    def __init__(self, reply: object, request: str) -> None:
-        super().__init__(f"unexpected reply {type(reply).__qualname__} to {request}")
+class InboxRefused(EnactError, RuntimeError):
+    """The inbox refused what a channel asked: an event of a channel it does
+    not know, or the outcome of an event it never took."""
 
 
 class InboxInlet:
@@ -70,11 +68,12 @@ class InboxInlet:
     or ``human-cli`` for the local channel), so that a channel submits events
     of its own channel only and cannot choose who it speaks for."""
 
-    def __init__(self, channel: str, ask_inbox: AskInbox, *, origin: Origin, fence: Fence | None = None,
+    def __init__(self, channel: str, ask: Asker, *, origin: Origin, fence: Fence | None = None,
                  metrics: Metrics | None = None) -> None:
         self.channel = channel
         self.origin = origin
-        self._ask_inbox = ask_inbox
+        self._ask = ask
+        """Asks the daemon's actors; the inlet asks the inbox only."""
         self.fence = fence
         """The daemon's epoch fence: a polling channel stops once it trips."""
         self.metrics = metrics
@@ -82,23 +81,20 @@ class InboxInlet:
     def submit(self, event: ChatEvent) -> Accepted | Ignored:
         if event.channel != self.channel:
             raise ValueError(f"the {self.channel} channel cannot submit an event of channel {event.channel!r}")
-        reply = self._ask_inbox(Receive(event=event, origin=self.origin))
-        if not isinstance(reply, Accepted | Ignored):
-            raise UnexpectedInboxReply(reply, "inbox.Receive")
+        reply = self._ask(INBOX, Receive(event=event, origin=self.origin))
+        if isinstance(reply, NotFound):
+            raise InboxRefused(f"the inbox refused an event of the {self.channel} channel: {reply.line}")
         return reply
 
     def cursor(self) -> int:
         """The channel's cursor as the inbox last committed it (0: none yet)."""
-        reply = self._ask_inbox(GetCursor(channel=self.channel))
-        if not isinstance(reply, Cursor):
-            raise UnexpectedInboxReply(reply, "inbox.GetCursor")
-        return reply.cursor
+        return self._ask(INBOX, GetCursor(channel=self.channel)).cursor
 
     def outcome(self, event_id: str) -> Outcome:
         """The recorded outcome of an event the inbox accepted."""
-        reply = self._ask_inbox(GetOutcome(event_id=event_id))
-        if not isinstance(reply, Outcome):
-            raise UnexpectedInboxReply(reply, "inbox.GetOutcome")
+        reply = self._ask(INBOX, GetOutcome(event_id=event_id))
+        if isinstance(reply, NotFound):
+            raise InboxRefused(f"the inbox has {reply.line}")
         return reply
 
 

@@ -21,8 +21,9 @@ from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
+from enact.actors._asks import Asker
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
-from enact.components import Ask, ChannelComponent, WireHandler
+from enact.components import ChannelComponent, WireHandler
 from enact.config import Config, Setting
 from enact.errors import EnactError
 from enact.messages.channel import STOPPED, UP, ChannelState
@@ -182,7 +183,7 @@ class LocalChannelComponent(ChannelComponent):
         )
         return self._channel
 
-    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
+    def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
         if self._channel is None:
             raise ChannelNotStarted("the local channel is served before it is made")
         return {Send: self._channel.send}

@@ -41,7 +41,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from enact.channels.telegram_api import (
     BotApiError,
 )
 from enact.channels.telegram_text import MAX_MESSAGE, valid_html
+from enact.channels.telegram_typing import TYPING_AFTER_S, TypingIndicators
 from enact.channels.telegram_updates import NAME, UpdateReader
 from enact.chat.parts import units
 from enact.messages.channel import DOWN, STARTING, STOPPED, UP, ChannelState
@@ -65,10 +65,6 @@ log = logging.getLogger(__name__)
 ALLOWED_UPDATES = ("message",)
 _POLL_BACKOFF = Backoff(first_s=1.0, factor=2.0, max_s=60.0)
 REPOLL_WHILE_UNFINISHED = Backoff(first_s=0.5, factor=2.0, max_s=4.0)
-_TYPING_AFTER_S = 2.0
-_TYPING_EVERY_S = 4.5
-"""Telegram shows "typing" for 5 s, or until the bot's next message."""
-_TYPING_CALL_S = 10.0
 _MAX_RETRY_AFTER_S = 60.0
 """A 429 asking to wait longer than this is handed to the outbox's retries."""
 _RATE_LIMIT_WAITS = 3
@@ -77,14 +73,6 @@ _RATE_LIMIT_WAITS = 3
 _EMPTY_REPLY = "(the reply has no text)"
 REPEAT_MARK = "(sent again: the connection broke before Telegram confirmed it, so it may show twice)\n\n"
 """Heads a message sent again after a send whose answer was lost."""
-
-
-@dataclass(slots=True)
-class _Typing:
-    chat: int | str
-    thread_id: str
-    since: float
-    sent_at: float = 0.0
 
 
 def chat_id(conversation: str) -> int | str:
@@ -101,11 +89,11 @@ class TelegramChannel:
     max_message_length = MAX_MESSAGE
 
     def __init__(self, api: BotApi, *, attachments: Path, poll_timeout_s: int, max_photo_bytes: int,
-                 parse_mode: str = "plain", typing_after_s: float = _TYPING_AFTER_S,
+                 parse_mode: str = "plain", typing_after_s: float = TYPING_AFTER_S,
                  repoll: Backoff = REPOLL_WHILE_UNFINISHED) -> None:
         self._api = api
         self._repoll = repoll
-        self._typing_after_s = typing_after_s
+        self._typing = TypingIndicators(api, after_s=typing_after_s)
         self._reader = UpdateReader(api, attachments=attachments, max_photo_bytes=max_photo_bytes)
         self._poll_timeout_s = poll_timeout_s
         self._parse_mode = parse_mode
@@ -118,12 +106,6 @@ class TelegramChannel:
         acknowledge, though they are finished (see the module's text)."""
         self._in_flight: dict[str, int] = {}
         """Event id → update id of the events this daemon handed to the inbox, unfinished."""
-        self._typing: dict[str, _Typing] = {}
-        """Event id → its indicator, from before the event goes to the inbox
-        until its first message is sent or it finishes."""
-        self._typing_sending: set[str] = set()
-        """Events whose ``sendChatAction`` is under way: their reply waits for
-        it, so that no "typing" reaches the chat after the reply."""
         self._state = STARTING
         self._last_error = ""
         self._last_error_at: float | None = None
@@ -141,7 +123,7 @@ class TelegramChannel:
         self._acknowledged = inbox.cursor()
         if inbox.fence is not None:
             inbox.fence.token.on_cancel(lambda _: self._halt())
-        for target, name in ((self._poll_loop, "poll"), (self._typing_loop, "typing")):
+        for target, name in ((self._poll_loop, "poll"), (lambda: self._typing.run(self._stopping), "typing")):
             thread = threading.Thread(target=target, name=f"enact-telegram-{name}", daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -272,8 +254,7 @@ class TelegramChannel:
         # indicator would outlive its turn, shown every few seconds for good).
         with self._lock:
             self._in_flight[event.event_id] = update_id
-            self._typing[event.event_id] = _Typing(chat=chat_id(event.conversation), thread_id=event.thread_id,
-                                                   since=time.monotonic())
+        self._typing.start(event.event_id, chat=chat_id(event.conversation), thread_id=event.thread_id)
         try:
             answer = inbox.submit(event)
         except Exception as error:  # the inbox is restarting or busy: poll this batch again later
@@ -288,15 +269,13 @@ class TelegramChannel:
     def _let_go(self, event_id: str) -> None:
         with self._lock:
             self._in_flight.pop(event_id, None)
-            self._typing.pop(event_id, None)
+        self._typing.drop(event_id)
 
     # -- delivery -----------------------------------------------------------
 
     def deliver(self, reply: OutgoingReply) -> DeliveryReport:
         """One ``sendMessage``: the reply, or one of its parts."""
-        with self._lock:
-            self._typing.pop(reply.event_id, None)
-            self._lock.wait_for(lambda: reply.event_id not in self._typing_sending, timeout=_TYPING_CALL_S)
+        self._typing.before_reply(reply.event_id)
         # Telegram refuses an empty message; a reply with nothing visible says so.
         text = reply.text if reply.text.strip() else _EMPTY_REPLY
         if reply.repeat:
@@ -359,39 +338,6 @@ class TelegramChannel:
             self._record_error(f"delivery to chat {reply.conversation}: {error}")
         log.warning("telegram: delivery of %s failed (%s): %s", reply.event_id,
                     "terminal" if error.terminal else "will retry", error)
-
-    # -- the typing indicator -------------------------------------------------
-
-    def _typing_loop(self) -> None:
-        """Every indicator due is picked under the lock and marked as being
-        sent; ``deliver`` takes the event's indicator away under the same
-        lock and then waits for such a send to end, so "typing" never
-        reaches a chat after the reply it announced."""
-        while not self._stopping.wait(0.25):
-            now = time.monotonic()
-            with self._lock:
-                due = {event_id: t for event_id, t in self._typing.items()
-                       if now - t.since >= self._typing_after_s and now - t.sent_at >= _TYPING_EVERY_S}
-                for typing in due.values():
-                    typing.sent_at = now
-                self._typing_sending.update(due)
-            for event_id, typing in due.items():
-                with self._lock:
-                    if event_id not in self._typing:  # replied meanwhile: no indicator now
-                        self._typing_sending.discard(event_id)
-                        self._lock.notify_all()
-                        continue
-                params: dict[str, Any] = {"chat_id": typing.chat, "action": "typing"}
-                if typing.thread_id.isdigit():
-                    params["message_thread_id"] = int(typing.thread_id)
-                try:
-                    self._api.call("sendChatAction", params, timeout_s=_TYPING_CALL_S)
-                except BotApiError as error:
-                    log.debug("telegram: typing indicator not shown: %s", error)
-                finally:
-                    with self._lock:
-                        self._typing_sending.discard(event_id)
-                        self._lock.notify_all()
 
     # -- state and metrics ----------------------------------------------------
 

@@ -1,5 +1,5 @@
 """The inbox's databases, their keys and the typed records in them
-(``enact.chat.records``).
+(``enact.chat.records``; a turn is the ``inbox.Turn`` the protocol sends).
 
 Receipts and open marks (and the outbox's deliveries) are keyed by the
 receipt's sequence number (big-endian), so the records of events in progress
@@ -9,14 +9,16 @@ however long the history grows; ``inbox.ids`` maps an event id to its number.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Iterator
 from typing import Generic, TypeVar
 
 import lmdb
 
-from enact.chat.records import CursorRecord, LoggedTurn, Receipt
-from enact.storage import AppendLog, CorruptRecord, RecordTable, Store, decode_record, encode_record
+from enact.chat.records import CursorRecord, Receipt
+from enact.messages.inbox import Turn
+from enact.storage import AppendLog, CorruptRecord, RecordTable, Store, encode_record
 
 RECEIPTS = "inbox.receipts"
 IDS = "inbox.ids"
@@ -37,14 +39,35 @@ class RecordLog(RecordTable[R], Generic[R]):
 
     def append(self, txn: lmdb.Transaction, record: R) -> int:
         sequence = self.log.last_cursor(txn) + 1
+        self._put_last(txn, sequence, record)
+        return sequence
+
+    def _put_last(self, txn: lmdb.Transaction, sequence: int, record: R) -> None:
         # append=True: the key sorts last, so LMDB can skip the tree search.
         txn.put(self.log.key(sequence), encode_record(record, version=self.log.version), db=self.log.handle,
                 append=True)
-        return sequence
 
     def iterate(self, records: Iterator[tuple[int, dict[str, object]]]) -> Iterator[tuple[int, R]]:
         for sequence, document in records:
-            yield sequence, decode_record(self.cls, document, database=self.log.name, key=self.log.key(sequence))
+            yield sequence, self._decode(self.log.key(sequence), document)
+
+
+class TurnLog(RecordLog[Turn]):
+    """``logs.turns``: each turn stored with its cursor, which is its key."""
+
+    def __init__(self, log: AppendLog) -> None:
+        super().__init__(log, Turn)
+
+    def append(self, txn: lmdb.Transaction, record: Turn) -> int:
+        sequence = self.log.last_cursor(txn) + 1
+        self._put_last(txn, sequence, dataclasses.replace(record, cursor=sequence))
+        return sequence
+
+    def _decode(self, key: bytes, document: dict[str, object]) -> Turn:
+        # A turn logged before its cursor was stored with it has it only as its key.
+        turn = super()._decode(key, document)
+        sequence = sequence_of(key)
+        return turn if turn.cursor == sequence else dataclasses.replace(turn, cursor=sequence)
 
 
 class InboxRecords:
@@ -55,7 +78,7 @@ class InboxRecords:
         self.receipts = RecordLog(store.log(RECEIPTS), Receipt)
         self.open = store.table(OPEN)
         self.cursors = RecordTable(store.table(CURSORS), CursorRecord)
-        self.turns = RecordLog(store.log(TURNS), LoggedTurn)
+        self.turns = TurnLog(store.log(TURNS))
 
     def key_of(self, txn: lmdb.Transaction, event_id: str) -> bytes | None:
         entry = self.ids.get(txn, event_id.encode())

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import struct
-import time
 from typing import Any
 
 import lmdb
@@ -65,7 +64,7 @@ class JournalActor(EnactActor):
                 return Refused(reason=f"step {message.index} of this request is already {existing.state}",
                                 code=RefusalCode.WRONG_STATE)
             step = Step(request_id=message.request_id, index=message.index, command=message.command,
-                        args=message.args, state="planned", receipt="", ok=False, updated_at=time.time())
+                        args=message.args, state="planned", receipt="", ok=False, updated_at=self.context.clock.time())
             self._steps.put(txn, key, step)
             return Recorded(step=step)
 
@@ -82,7 +81,7 @@ class JournalActor(EnactActor):
                 return Refused(reason=f"step {index} of this request was never planned", code=RefusalCode.WRONG_STATE)
             if step.state != expected:
                 return Refused(reason=f"step {index} is {step.state}, not {expected}", code=RefusalCode.WRONG_STATE)
-            step = dataclasses.replace(step, state=state, updated_at=time.time())
+            step = dataclasses.replace(step, state=state, updated_at=self.context.clock.time())
             if finish is not None:
                 step = dataclasses.replace(step, receipt=finish.receipt, ok=finish.ok)
             self._steps.put(txn, key, step)

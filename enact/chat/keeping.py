@@ -17,14 +17,12 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
 
-from enact.actors._asks import ActorUnavailable
+from enact.actors._asks import ActorUnavailable, Asker
 from enact.chat.markers import hold_for_owner
 from enact.memory.admission import MAX_TAG_CHARS, slug
 from enact.memory.commands import memory_notice
 from enact.memory.facts import MODEL_MARKER_ORIGIN
-from enact.messages._registry import Request
 from enact.messages.common import Refused
 from enact.messages.memory import List, Merged, Pending, Remember, Saved
 
@@ -33,15 +31,6 @@ log = logging.getLogger(__name__)
 MEMORY = "memory"
 HELD_FOR_THE_OWNER = "held for the owner, whose memory it is"
 UNAVAILABLE = "(memory: not saved, the memory is not available right now)"
-
-R = TypeVar("R")
-
-
-class Ask(Protocol):
-    """Ask an actor by name for the reply the message declares."""
-
-    def __call__(self, actor: str, message: Request[R]) -> R: ...
-
 
 def held_from_tag(conversation_key: str) -> str:
     """The tag of the facts held from a conversation that is not the owner's."""
@@ -55,7 +44,7 @@ def held_from_tag(conversation_key: str) -> str:
 class MarkerKeeper:
     """Keeps one reply's markers for the conversation ``conversation_key``."""
 
-    ask: Ask
+    ask: Asker
     conversation_key: str
     owners: bool
     max_held: int

@@ -23,7 +23,7 @@ def notice_event(message: Notify) -> ChatEvent:
                      message_id=f"notice:{message.notice_id}", text="")
 
 
-def notice_receipt(message: Notify, *, generation: int) -> Receipt:
-    receipt = new_receipt(notice_event(message), origin=message.origin, generation=generation)
+def notice_receipt(message: Notify, *, generation: int, now: float) -> Receipt:
+    receipt = new_receipt(notice_event(message), origin=message.origin, generation=generation, now=now)
     return dataclasses.replace(receipt, status=ReceiptStatus.REPLIED, reply=message.text,
                                outcome=TurnOutcome.REPLIED)

@@ -21,7 +21,6 @@ another channel.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -92,7 +91,7 @@ class OutboxActor(EnactActor):
         parts = len(self._parts(channel, message.text))
         unsent = deliveries.new_record(channel=message.channel, conversation=message.conversation,
                                        message_id=message.message_id, text=message.text, parts=parts,
-                                       generation=generation, now=time.time())
+                                       generation=generation, now=self.context.clock.time())
         if message.first:
             # The common case, without a commit of its own: the reply's commit
             # marks this attempt, and no other can be running.
@@ -104,9 +103,9 @@ class OutboxActor(EnactActor):
             step = deliveries.on_deliver(record, first=False, replied_by=message.replied_by,
                                          generation=generation, idempotent=idempotent)
             if step is Step.SEND:
-                record = deliveries.next_attempt(record or unsent, generation=generation, now=time.time())
+                record = deliveries.next_attempt(record or unsent, generation=generation, now=self.context.clock.time())
             elif step is Step.GIVE_UP:
-                record = deliveries.given_up(record or unsent, generation=generation, now=time.time())
+                record = deliveries.given_up(record or unsent, generation=generation, now=self.context.clock.time())
             else:
                 return step, record
             self._journal.put(txn, key, record)
@@ -142,7 +141,7 @@ class OutboxActor(EnactActor):
             record = self._journal.get(txn, key)
             if record is None or not deliveries.retry_due(record):
                 return None
-            record = deliveries.next_attempt(record, generation=generation, now=time.time())
+            record = deliveries.next_attempt(record, generation=generation, now=self.context.clock.time())
             self._journal.put(txn, key, record)
             return record
 
@@ -200,7 +199,7 @@ class OutboxActor(EnactActor):
         if not deliveries.answers(stored, message.attempt):
             return  # stale: not the attempt in flight
         record = deliveries.answered(message.attempt, ok=message.ok, retryable=message.retryable,
-                                     error=message.error, policy=self._policy, now=time.time(),
+                                     error=message.error, policy=self._policy, now=self.context.clock.time(),
                                      unsure=message.unsure)
         retrying = record.state is DeliveryState.RETRYABLE_FAILURE
         if message.unsure and message.attempt.part in record.unsure_parts:

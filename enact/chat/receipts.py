@@ -3,7 +3,7 @@
 ``ReceiptRules`` is what the ``inbox`` actor runs: each step of a receipt
 (received, an attempt failed or started, the reply or a notice stored, the
 delivery's end) is one write inside the actor's group-committed transaction,
-takes the fence's generation as an argument and returns what the actor then
+takes the fence's generation and the time as arguments and returns what the actor then
 carries out: the receipt stored, or nothing when the step no longer applies
 (an answer told again for an event already past it). What comes after a
 failed attempt and what resuming an unfinished receipt means are decided by
@@ -88,11 +88,12 @@ class ReceiptRules:
 
     # -- writes ---------------------------------------------------------------
 
-    def receive(self, txn: lmdb.Transaction, event: ChatEvent, *, origin: str, generation: int) -> Received:
+    def receive(self, txn: lmdb.Transaction, event: ChatEvent, *, origin: str, generation: int,
+                now: float) -> Received:
         found = self.records.find(txn, event.event_id)
         if found is not None:
             return Received(*found, duplicate=True)
-        receipt = records.new_receipt(event, origin=origin, generation=generation)
+        receipt = records.new_receipt(event, origin=origin, generation=generation, now=now)
         return Received(self.records.create(txn, event.event_id, receipt), receipt, duplicate=False)
 
     def fail_attempt(self, txn: lmdb.Transaction, event_id: str, error_class: str, error: str) -> Receipt | None:
@@ -130,17 +131,17 @@ class ReceiptRules:
         self.records.receipts.put(txn, key, receipt)
         return key, receipt
 
-    def store_notice(self, txn: lmdb.Transaction, message: Notify, *,
-                     generation: int) -> tuple[bytes, Receipt] | None:
+    def store_notice(self, txn: lmdb.Transaction, message: Notify, *, generation: int,
+                     now: float) -> tuple[bytes, Receipt] | None:
         """A notice is a receipt already replied; told again, nothing."""
         event_id = notice_event(message).event_id
         if self.records.find(txn, event_id) is not None:
             return None  # told again: sent (or being sent) already
-        receipt = notice_receipt(message, generation=generation)
+        receipt = notice_receipt(message, generation=generation, now=now)
         return self.records.create(txn, event_id, receipt), receipt
 
-    def complete(self, txn: lmdb.Transaction, event_id: str, delivery: DeliveryOutcome,
-                 delivery_error: str) -> tuple[Receipt, int] | None:
+    def complete(self, txn: lmdb.Transaction, event_id: str, delivery: DeliveryOutcome, delivery_error: str, *,
+                 now: float) -> tuple[Receipt, int] | None:
         """The delivery ended: log the turn, complete the receipt, advance
         the cursor, in one commit. Returns the receipt and the turn's cursor;
         nothing for a delivery whose event is finished."""
@@ -149,8 +150,8 @@ class ReceiptRules:
             return None
         key, receipt = found
         failed = None if delivery is DeliveryOutcome.DELIVERED else TurnOutcome(delivery.value)
-        receipt = records.finished(receipt, failed, delivery_error)
-        cursor = self.records.turns.append(txn, records.turn_of(receipt))
+        receipt = records.finished(receipt, failed, delivery_error, now=now)
+        cursor = self.records.turns.append(txn, records.turn_of(receipt, now=now))
         self.records.receipts.put(txn, key, receipt)
         self.records.open.delete(txn, key)
         event = receipt.event

@@ -1,4 +1,5 @@
-"""The inbox's records as frozen dataclasses: receipts, logged turns, cursors.
+"""The inbox's records as frozen dataclasses: receipts and cursors (a logged
+turn is stored as the ``inbox.Turn`` the protocol sends).
 
 They are stored as the same JSON objects the inbox wrote as plain documents
 (enums by value), so homes written before need no migration; a field added
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import time
 from dataclasses import dataclass
 
 from enact.commands import clip
@@ -92,35 +92,14 @@ class Receipt:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LoggedTurn:
-    """A turn as ``logs.turns`` stores it; its cursor is its key."""
-
-    event_id: str
-    channel: str
-    conversation: str
-    message_id: str
-    message: str
-    reply: str
-    time: float
-    outcome: TurnOutcome
-    attempts: int
-    actions: tuple[ActionRecord, ...]
-    error: str = ""
-
-    def at(self, cursor: int) -> Turn:
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        return Turn(cursor=cursor, **{**fields, "outcome": str(self.outcome)})
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class CursorRecord:
     cursor: int
 
 
-def new_receipt(event: ChatEvent, *, origin: str, generation: int) -> Receipt:
+def new_receipt(event: ChatEvent, *, origin: str, generation: int, now: float) -> Receipt:
     return Receipt(event_id=event.event_id, event=event, origin=origin, status=ReceiptStatus.PROCESSING,
                    attempts=1, errors=(), reply="", actions=(), outcome=TurnOutcome.UNDECIDED,
-                   generation=generation, received_at=time.time(), finished_at=None)
+                   generation=generation, received_at=now, finished_at=None)
 
 
 def failed_attempt(receipt: Receipt, error_class: str, error: str) -> Receipt:
@@ -129,21 +108,21 @@ def failed_attempt(receipt: Receipt, error_class: str, error: str) -> Receipt:
     return dataclasses.replace(receipt, errors=(*receipt.errors, entry))
 
 
-def finished(receipt: Receipt, delivery_outcome: TurnOutcome | None, delivery_error: str) -> Receipt:
+def finished(receipt: Receipt, delivery_outcome: TurnOutcome | None, delivery_error: str, *, now: float) -> Receipt:
     """The receipt once its delivery ended (``None``: delivered)."""
     return dataclasses.replace(
         receipt,
         status=ReceiptStatus.FAILED if receipt.outcome is TurnOutcome.FAILED else ReceiptStatus.COMPLETED,
         outcome=delivery_outcome or receipt.outcome,
         delivery_error=delivery_error if delivery_outcome else receipt.delivery_error,
-        finished_at=time.time(),
+        finished_at=now,
     )
 
 
-def turn_of(receipt: Receipt) -> LoggedTurn:
-    """The turn of a finished receipt."""
+def turn_of(receipt: Receipt, *, now: float) -> Turn:
+    """The turn of a finished receipt (the turn log gives it its cursor)."""
     event = receipt.event
-    return LoggedTurn(event_id=receipt.event_id, channel=event.channel, conversation=event.conversation,
-                      message_id=event.message_id, message=event.text, reply=receipt.reply, time=time.time(),
-                      outcome=receipt.outcome, attempts=receipt.attempts, actions=receipt.actions,
-                      error=receipt.last_error)
+    return Turn(event_id=receipt.event_id, channel=event.channel, conversation=event.conversation,
+                message_id=event.message_id, message=event.text, reply=receipt.reply, time=now,
+                outcome=receipt.outcome.value, attempts=receipt.attempts, actions=receipt.actions,
+                error=receipt.last_error)

@@ -13,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from enact.chat.records import LoggedTurn, Receipt
-from enact.messages.inbox import ActionRecord
+from enact.chat.records import Receipt
+from enact.messages.inbox import ActionRecord, Turn
 
 _TRAILING = ".!?;:,… "
 _TOMBSTONE = re.compile(r"\[forgotten memory [^\]\s]*\]")
@@ -67,7 +67,7 @@ def _actions(actions: tuple[ActionRecord, ...], pattern: re.Pattern[str], tombst
     )
 
 
-def redacted_turn(turn: LoggedTurn, pattern: re.Pattern[str], tombstone: str) -> LoggedTurn | None:
+def redacted_turn(turn: Turn, pattern: re.Pattern[str], tombstone: str) -> Turn | None:
     """The turn with every match replaced, or None when nothing matched."""
     changed = dataclasses.replace(
         turn,

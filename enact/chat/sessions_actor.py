@@ -10,7 +10,6 @@ resets every native session that may have been given it."""
 from __future__ import annotations
 
 import re
-import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -142,7 +141,7 @@ class SessionsActor(EnactActor):
         if not message.key or message.native_id in self._reset:
             return Done()  # isolated calls keep no mapping; a reset session is not brought back
         key = message.key.encode()
-        now = time.time()
+        now = self.context.clock.time()
         document = self._current(key)
         same = (
             document is not None
@@ -186,7 +185,8 @@ class SessionsActor(EnactActor):
         fresh session, keeping one would send the fact again)."""
         pattern = pattern_of(message.texts)
         if pattern is not None:
-            self._forgotten.append(_Forgotten(at=time.time(), pattern=pattern, tombstone=message.tombstone))
+            forgotten_at = self.context.clock.time()
+            self._forgotten.append(_Forgotten(at=forgotten_at, pattern=pattern, tombstone=message.tombstone))
         self._batch.flush()  # LMDB holds every staged write: read it alone
         sessions, histories = self._store.read(
             lambda txn: (dict(self._sessions.items(txn)), dict(self._histories.items(txn))))

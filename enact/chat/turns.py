@@ -13,8 +13,7 @@ import dataclasses
 import lmdb
 import orjson
 
-from enact.chat.inbox_records import RecordLog
-from enact.chat.records import LoggedTurn
+from enact.chat.inbox_records import TurnLog
 from enact.messages._framing import PAGE_BYTES
 from enact.messages.inbox import ActionRecord, ReadTurns, Turn, Turns, conversation_key
 
@@ -23,21 +22,21 @@ CLIPPED_TEXT_CHARS = 32_000
 CLIPPED_RECEIPT_CHARS = 2_000
 
 
-def read_turns(txn: lmdb.Transaction, turns: RecordLog[LoggedTurn], message: ReadTurns) -> Turns:
+def read_turns(txn: lmdb.Transaction, turns: TurnLog, message: ReadTurns) -> Turns:
     """``message.conversation`` matches a conversation key (``channel:id``) or
     a conversation id; "" matches every turn."""
     wanted = message.conversation
 
-    def matches(turn: LoggedTurn) -> bool:
+    def matches(turn: Turn) -> bool:
         return not wanted or wanted in (conversation_key(turn.channel, turn.conversation), turn.conversation)
 
     page = _Page()
     if message.last > 0:
         count = min(message.last, MAX_TURNS_PER_READ)
-        for sequence, turn in turns.iterate(turns.log.iterate_backwards(txn, down_to=message.since)):
+        for _, turn in turns.iterate(turns.log.iterate_backwards(txn, down_to=message.since)):
             if len(page.turns) >= count:
                 break
-            if matches(turn) and not page.add(turn.at(sequence)):
+            if matches(turn) and not page.add(turn):
                 break  # the older ones are left out: the note says so
         # Everything up to the log's end has been looked at: read on from there.
         end = max(message.since, turns.log.last_cursor(txn))
@@ -47,7 +46,7 @@ def read_turns(txn: lmdb.Transaction, turns: RecordLog[LoggedTurn], message: Rea
     for sequence, turn in turns.iterate(turns.log.iterate_from(txn, message.since)):
         if len(page.turns) >= limit:
             break
-        if matches(turn) and not page.add(turn.at(sequence)):
+        if matches(turn) and not page.add(turn):
             break  # read on from the cursor before it
         cursor = sequence
     return Turns(turns=tuple(page.turns), next_cursor=cursor, cut_short=page.full)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from enact.cli._client import expect, request
+from enact.cli._client import request
 from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
 
 
@@ -23,11 +23,10 @@ def channel_group() -> None:
 def channel_list(home: Path | None, as_json: bool) -> None:
     """Each channel, its state, cursor and last error."""
     from enact.messages import to_wire
-    from enact.messages.channel import Channels
     from enact.messages.channel import List as ListChannels
 
     message = ListChannels()
-    reply = expect(request(resolve_home(home), message), Channels, message)
+    reply = request(resolve_home(home), message)
     if as_json:
         print_json(to_wire(reply)["body"]["channels"])
         return

@@ -5,12 +5,16 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from enact.cli._client import ConnectionLost, expect, request
+from enact.cli._client import ConnectionLost, request
 from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+
+if TYPE_CHECKING:
+    from enact.messages.inbox import Ignored, Outcome
+    from enact.messages.local import Send
 
 INTERRUPTED_TEXT = (
     "the daemon was replaced while this event was in progress; it will be finished by the new daemon, "
@@ -78,12 +82,12 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
 
         event = ChatEvent(channel=local.NAME, conversation=conversation, message_id=message_id, text="")
         fail(INTERRUPTED_TEXT, as_json=as_json, event_id=event.event_id, status=local.INTERRUPTED)
-    from enact.messages.inbox import Ignored, Outcome
+    from enact.messages.inbox import Ignored
 
     if isinstance(reply, Ignored):
         fail(f"not processed: {reply.reason}", as_json=as_json, event_id=reply.event_id, status="ignored",
              reason=reply.reason)
-    outcome = expect(reply, Outcome, message)
+    outcome = reply
     problem = _problem(outcome)
     if as_json:
         body = to_wire(outcome)["body"]
@@ -120,23 +124,26 @@ def _stdin_text(as_json: bool) -> str:
 _TAKEOVER_RETRY_S = 10.0
 
 
-def _send_to_current_daemon(home: Path, message: Any) -> object:
+def _send_to_current_daemon(home: Path, message: Send) -> Outcome | Ignored:
     """Send, and if the daemon reached was fenced before it accepted the event
     (a takeover under way), send again to the daemon that replaced it: the
     message id is the same, so the inbox takes the event at most once."""
-    from enact.cli._client import NotRunning
+    from enact.cli._client import NotRunning, TakenOver
 
-    reply = request(home, message, timeout=None)
-    from enact.messages.epoch import Fenced
-
+    try:
+        return request(home, message, timeout=None)
+    except TakenOver as error:
+        taken_over = error
     deadline = time.monotonic() + _TAKEOVER_RETRY_S
-    while isinstance(reply, Fenced) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
         time.sleep(0.1)
         try:
-            reply = request(home, message, timeout=None)
+            return request(home, message, timeout=None)
+        except TakenOver as error:
+            taken_over = error
         except NotRunning:
             continue  # between the old daemon's socket and the new one's
-    return reply
+    raise taken_over
 
 
 @click.command("turns")
@@ -154,10 +161,10 @@ def turns(home: Path | None, conversation: str, since: int, limit: int, last: in
     from datetime import UTC, datetime
 
     from enact.messages import to_wire
-    from enact.messages.inbox import ReadTurns, Turns
+    from enact.messages.inbox import ReadTurns
 
     message = ReadTurns(conversation=conversation, since=since, limit=limit, last=last or 0)
-    reply = expect(request(resolve_home(home), message), Turns, message)
+    reply = request(resolve_home(home), message)
     cut_short = ""
     if reply.cut_short:
         cut_short = (f"(fewer turns than asked for, to keep the reply under 1 MiB: "

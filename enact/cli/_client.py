@@ -1,5 +1,10 @@
 """Talking to the running daemon over its control socket.
 
+``request`` returns the reply its request declares (``Request[R]``), checked
+here once: a reply of another type is ``UnexpectedReply`` and a daemon taken
+over is ``TakenOver``, so no command checks the type again. ``send`` is for
+``enact call``, which prints whatever typed reply comes back.
+
 The message modules are imported inside the calls: importing them registers
 every wire type, which costs more than ``enact --version`` may take.
 """
@@ -8,12 +13,16 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from enact.errors import EnactError
 from enact.home import SOCKET_NAME
 
+if TYPE_CHECKING:
+    from enact.messages._registry import Request
+
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class NotRunning(EnactError, RuntimeError):
@@ -57,8 +66,18 @@ class BadRequest(EnactError, ValueError):
 
 
 class UnexpectedReply(DaemonError):
-    """The daemon answered with a type the command does not expect (a daemon
+    """The daemon answered with a type the request does not declare (a daemon
     of another version, or a defect)."""
+
+
+class TakenOver(DaemonError):
+    """The daemon reached was fenced: another daemon took the home over
+    (``epoch.Fenced``), so it did not act on the request."""
+
+    def __init__(self, generation: int, current: int) -> None:
+        super().__init__(f"the daemon reached (generation {generation}) was taken over by generation {current}; "
+                         "try again")
+        self.generation, self.current = generation, current
 
 
 def _name_of(value: object) -> str:
@@ -68,11 +87,36 @@ def _name_of(value: object) -> str:
     return registration.name if registration else type(value).__qualname__
 
 
+def is_reply(reply: object, name: str) -> bool:
+    """Whether ``reply`` is of the registered type ``name`` (``"epoch.Fenced"``),
+    told without importing that type's protocol: decoding a reply loaded its
+    own, and a command that only checks for another protocol's reply (every
+    command checks for ``control.Error``) need not pay its start-up cost."""
+    return _name_of(reply) == name
+
+
 def expect(reply: object, expected: type[T], request: object) -> T:
-    """``reply`` as ``expected``, or UnexpectedReply naming both types."""
+    """``reply`` as ``expected``, or UnexpectedReply naming both types: for a
+    reply that is one of a few its request declares, once the command has
+    dealt with the others (its refusals)."""
     if isinstance(reply, expected):
         return reply
     raise UnexpectedReply(f"unexpected reply {_name_of(reply)} to {_name_of(request)}")
+
+
+def checked_reply(message: Request[R], reply: object) -> R:
+    """``reply`` as the type ``message`` declares, or the one error that says
+    why it is not."""
+    from enact.messages._registry import is_reply_to
+
+    if is_reply_to(message, reply):
+        return cast(R, reply)
+    if is_reply(reply, "epoch.Fenced"):
+        from enact.messages.epoch import Fenced
+
+        if isinstance(reply, Fenced):
+            raise TakenOver(reply.generation, reply.current_generation)
+    raise UnexpectedReply(f"unexpected reply {_name_of(reply)} to {_name_of(message)}")
 
 
 class Client:
@@ -89,10 +133,15 @@ class Client:
             self._sock.close()
             raise NotRunning(home) from None
 
-    def request(self, message: object) -> object:
+    def request(self, message: Request[R]) -> R:
+        """The reply ``message`` declares; raises UnexpectedReply or TakenOver
+        for any other, and the errors of ``send``."""
+        return checked_reply(message, self.send(message))
+
+    def send(self, message: object) -> object:
+        """Any typed reply (``control.Error`` raised as DaemonError)."""
         from enact.messages import decode
         from enact.messages._framing import read_frame, write_frame
-        from enact.messages.control import Error
 
         try:
             write_frame(self._sock, checked_frame(message))
@@ -106,8 +155,11 @@ class Client:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except (ConnectionError, EOFError) as error:  # EOFError: also gone in the middle of a reply
             raise ConnectionLost(self.home) from error
-        if isinstance(reply, Error):
-            raise DaemonError(reply.message)
+        if is_reply(reply, "control.Error"):
+            from enact.messages.control import Error
+
+            if isinstance(reply, Error):
+                raise DaemonError(reply.message)
         return reply
 
     def close(self) -> None:
@@ -166,6 +218,11 @@ def _not_utf8(value: object, path: str) -> str:
     return ""
 
 
-def request(home: Path, message: object, *, timeout: float | None = 130.0) -> object:
+def request(home: Path, message: Request[R], *, timeout: float | None = 130.0) -> R:
     with Client(home, timeout=timeout) as client:
         return client.request(message)
+
+
+def send(home: Path, message: object, *, timeout: float | None = 130.0) -> object:
+    with Client(home, timeout=timeout) as client:
+        return client.send(message)

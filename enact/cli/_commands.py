@@ -10,7 +10,7 @@ from typing import Any
 import click
 import orjson
 
-from enact.cli._client import expect, request
+from enact.cli._client import request, send
 from enact.cli._options import EXIT_USAGE, fail, failure_of, home_option, needs_daemon, print_json, resolve_home
 
 
@@ -21,15 +21,15 @@ from enact.cli._options import EXIT_USAGE, fail, failure_of, home_option, needs_
 def status(home: Path | None, as_json: bool) -> None:
     """Show the running daemon: generation, actors, storage."""
     from enact.messages import to_wire
-    from enact.messages.control import Status, StatusReport
+    from enact.messages.control import Status
 
     message = Status()
     where = resolve_home(home)
-    report = expect(request(where, message), StatusReport, message)
-    from enact.messages.tasks import Leases, LeaseTable  # after the first request: it costs a start-up
+    report = request(where, message)
+    from enact.messages.tasks import Leases  # after the first request: it costs a start-up
 
     # The queue knows which worker holds which task (its leases).
-    leases = expect(request(where, Leases()), LeaseTable, Leases())
+    leases = request(where, Leases())
     workers = _workers(report, leases)
     if as_json:
         print_json({**to_wire(report)["body"], "tasks": to_wire(leases)["body"], "workers": workers})
@@ -153,7 +153,7 @@ def call(home: Path | None, list_types: bool, as_json: bool, type_name: str | No
         fail(f"the message body is not valid JSON: {error}", as_json=as_json, code=EXIT_USAGE)
     except DecodeError as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
-    reply = request(resolve_home(home), message)
+    reply = send(resolve_home(home), message)
     print_json(to_wire(reply))
     failure = failure_of(reply)
     if failure is not None:  # the typed reply is printed as it is; the exit code says it as everywhere

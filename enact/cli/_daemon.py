@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from enact.cli._client import DaemonError, NoAnswer, NotRunning, UnexpectedReply, expect, request
+from enact.cli._client import DaemonError, NoAnswer, NotRunning, UnexpectedReply, request
 from enact.cli._options import (
     EXIT_FAILED,
     EXIT_NOT_RUNNING,
@@ -153,11 +153,11 @@ def _written_since(path: Path, offset: int) -> list[str]:
 @needs_daemon
 def stop_command(home: Path | None) -> None:
     """Stop the daemon gracefully and wait until it has exited."""
-    from enact.messages.control import Shutdown, ShuttingDown
+    from enact.messages.control import Shutdown
 
     root = resolve_home(home)
     message = Shutdown()
-    reply = expect(request(root, message), ShuttingDown, message)
+    reply = request(root, message)
     deadline = time.monotonic() + _STOP_TIMEOUT_S
     while time.monotonic() < deadline:
         if not _alive(reply.pid):
@@ -188,12 +188,12 @@ def _alive(pid: int) -> bool:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status_command(home: Path | None, as_json: bool) -> None:
     """Say whether the daemon runs (exit 0) or not (exit 3)."""
-    from enact.messages.control import Status, StatusReport
+    from enact.messages.control import Status
 
     root = resolve_home(home)
     message = Status()
     try:
-        report = expect(request(root, message, timeout=5.0), StatusReport, message)
+        report = request(root, message, timeout=5.0)
     except UnexpectedReply as error:
         fail(str(error), as_json=as_json)
     except NoAnswer as error:

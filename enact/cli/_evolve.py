@@ -223,7 +223,7 @@ def history(limit: int, home: Path | None, as_json: bool) -> None:
     end_on_failure(reply, as_json=as_json)
     found = expect(reply, EvolveHistory, message)
     scans_asked = scanner.History(limit=limit)
-    scans = expect(request(resolve_home(home), scans_asked), scanner.ScanHistory, scans_asked)
+    scans = request(resolve_home(home), scans_asked)
     if as_json:
         print_json({**_wire(found), "scans": _wire(scans)["scans"]})
         return

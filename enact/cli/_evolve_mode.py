@@ -1,5 +1,5 @@
 """``enact evolve mode [disabled|co-evolve|auto-evolve]``: show or set what
-the scheduled evolve run may do (the curator stores it; the Scheduler runs
+the scheduled evolve run may do (the curator stores it; the evolve actor runs
 the schedule)."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def mode(mode: str | None, home: Path | None, as_json: bool) -> None:
     disabled: no scheduled runs. co-evolve (default): scheduled scans and
     proposals, reported to you, never approved for you. auto-evolve: that,
     and brainstorming from evolve.theme (or the mission) once a day."""
-    from enact.messages.curator import GetMode, ModeSet, ModeShown, SetMode
+    from enact.messages.curator import GetMode, ModeSet, SetMode
 
     where = resolve_home(home)
     if mode is not None:
@@ -45,7 +45,7 @@ def mode(mode: str | None, home: Path | None, as_json: bool) -> None:
         click.echo(f"evolve mode: {changed.mode} (was {changed.previous})")
         return
     shown_message = GetMode()
-    shown = expect(request(where, shown_message), ModeShown, shown_message)
+    shown = request(where, shown_message)
     if as_json:
         print_json(orjson.loads(orjson.dumps(shown)))
         return

@@ -48,10 +48,10 @@ def install(home: Path | None, as_json: bool, file: Path) -> None:
 def show(home: Path | None, as_json: bool) -> None:
     """The body identity and the installed private identity."""
     from enact.messages import to_wire
-    from enact.messages.memory import GetIdentity, Identity
+    from enact.messages.memory import GetIdentity
 
     message = GetIdentity()
-    reply = expect(request(resolve_home(home), message), Identity, message)
+    reply = request(resolve_home(home), message)
     if as_json:
         print_json(to_wire(reply)["body"])
         return

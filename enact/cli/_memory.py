@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from enact.cli._client import expect, request
+from enact.cli._client import request
 from enact.cli._options import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -214,10 +214,10 @@ def reject(fact_id: str, home: Path | None, as_json: bool) -> None:
 def context(home: Path | None, query: str, as_json: bool) -> None:
     """Exactly what memory would send a model now, and why each fact was or was not included."""
     from enact.messages import to_wire
-    from enact.messages.memory import Context, ContextReply
+    from enact.messages.memory import Context
 
     message = Context(query=query, explain=True, owners=True)  # what the owner's conversations get
-    reply = expect(request(resolve_home(home), message), ContextReply, message)
+    reply = request(resolve_home(home), message)
     if as_json:
         print_json(to_wire(reply)["body"])
         return

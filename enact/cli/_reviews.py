@@ -85,8 +85,8 @@ def show(review_id: int, home: Path | None, as_json: bool) -> None:
 
     where = resolve_home(home)
     found = _get(where, review_id, as_json)
-    task = request(where, Get(task_id=found.task_id))
-    task = task.task if isinstance(task, Found) else None
+    reply = request(where, Get(task_id=found.task_id))
+    task = reply.task if isinstance(reply, Found) else None
     if as_json:
         unlocks = {"allow_paths": list(task.allow_paths), "allow_fewer_tests": task.allow_fewer_tests} \
             if task is not None else {}

@@ -64,10 +64,10 @@ def backlog_add(text: str, priority: str, repo: Path | None, home: Path | None, 
 @needs_daemon
 def backlog_list(home: Path | None, as_json: bool) -> None:
     """The backlog in promotion order: p0 first, oldest first."""
-    from enact.messages.scheduler import Backlog, ListItems
+    from enact.messages.scheduler import ListItems
 
     message = ListItems()
-    items = expect(request(resolve_home(home), message), Backlog, message).items
+    items = request(resolve_home(home), message).items
     if as_json:
         print_json([_plain(item) for item in items])
         return
@@ -121,7 +121,7 @@ def backlog_drop(item_id: int, home: Path | None, as_json: bool) -> None:
 
 @click.group("cron")
 def cron() -> None:
-    """Tasks on a clock: every 10m, every 2h, every 1d, or a cron expression."""
+    """Tasks on a clock: every 10m, every 2h, every 1d, daily 09:00, or a cron expression."""
 
 
 @cron.command("add")
@@ -153,11 +153,11 @@ def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json
 def cron_list(home: Path | None, as_json: bool) -> None:
     """The schedules, with when each is next due (or its pending claim),
     its latest task and the due times given up."""
-    from enact.messages.scheduler import ListSchedules, ScheduleList
+    from enact.messages.scheduler import ListSchedules
     from enact.tasks import scheduling
 
     message = ListSchedules()
-    entries = expect(request(resolve_home(home), message), ScheduleList, message).schedules
+    entries = request(resolve_home(home), message).schedules
     if as_json:
         print_json([{**_plain(entry.schedule), "next_due": entry.next_due} for entry in entries])
         return

@@ -136,11 +136,11 @@ def add(home: Path | None, repo: Path | None, repairs: int, deadline: int, allow
 @needs_daemon
 def list_tasks(home: Path | None, state: str | None, limit: int, before: int | None, as_json: bool) -> None:
     """List tasks, newest first."""
-    from enact.messages.tasks import List, TaskPage
+    from enact.messages.tasks import List
     from enact.tasks.records import TaskState
 
     message = List(state=TaskState(state) if state else None, limit=limit, before=before)
-    page = expect(request(resolve_home(home), message), TaskPage, message)
+    page = request(resolve_home(home), message)
     if as_json:
         print_json([_task_json(t) for t in page.tasks])
         return

@@ -33,10 +33,10 @@ def list_worktrees(home: Path | None, as_json: bool) -> None:
     """Every task worktree, with its task's state and whether it has uncommitted changes."""
     import orjson
 
-    from enact.messages.workers import ListWorktrees, WorktreeList
+    from enact.messages.workers import ListWorktrees
 
     message = ListWorktrees()
-    listed = expect(request(resolve_home(home), message), WorktreeList, message)
+    listed = request(resolve_home(home), message)
     if as_json:
         print_json([orjson.loads(orjson.dumps(entry)) for entry in listed.worktrees])
         return

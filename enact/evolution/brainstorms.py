@@ -4,8 +4,8 @@ are ``enact.evolution.brainstorm``; this stores and calls.
 The theme's brainstorm time is committed (``evolution.settings``) before
 the model is called, so that a failed or interrupted call still counts
 toward "once per 24 hours": an idle agent must not spend tokens retrying.
-The call runs on a thread of its own (the curator stays responsive) and
-its answer comes back to the actor as ``BrainstormAnswered``. New ideas are
+The call runs off the curator's thread (it stays responsive) and its
+answer, a ``BrainstormAnswered``, is stored back on it. New ideas are
 stored as active candidates marked ``brainstorm`` with the theme, checked
 against every candidate stored inside the same write, each with an audit
 event ``brainstormed``.
@@ -14,8 +14,6 @@ event ``brainstormed``.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +21,8 @@ import lmdb
 
 from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
+from enact.actors._long_work import OffThread
+from enact.cancellation import CancellationToken
 from enact.evolution import brainstorm as rules
 from enact.evolution import guard
 from enact.evolution.candidates import Candidate, CandidateState
@@ -40,7 +40,7 @@ _THEME_KEPT = 200
 
 @dataclass(frozen=True, slots=True)
 class BrainstormAnswered:
-    """The model's answer (or why there is none), back on the actor's thread."""
+    """The model's answer (or why there is none), to be stored on the actor's thread."""
 
     reply: Deferred
     theme: str
@@ -51,8 +51,9 @@ class BrainstormAnswered:
 class Brainstorms:
     def __init__(self, context: ActorContext, *, settings: Table, candidates: RecordTable[Candidate],
                  audit: Callable[[lmdb.Transaction, AuditEvent], None], runtime: Runtime,
-                 stored: Callable[[], None]) -> None:
+                 off_thread: OffThread, stored: Callable[[], None]) -> None:
         self._context = context
+        self._off_thread = off_thread
         self._store = context.own_store()
         self._settings = settings
         self._candidates = candidates
@@ -77,7 +78,7 @@ class Brainstorms:
             return Refused(reason="this daemon was taken over (fenced); it brainstorms nothing",
                            code=RefusalCode.FENCED)
         key = rules.theme_key(theme).encode()
-        now = time.time()
+        now = self._context.clock.time()
 
         def claim(txn: lmdb.Transaction) -> list[Candidate] | None:
             last = self._settings.get(txn, key)
@@ -90,21 +91,20 @@ class Brainstorms:
         if existing is None:
             return Brainstormed(candidates=(), skipped=True, note="this theme was brainstormed within 24 hours")
         summaries = [f"{c.draft.title} ({c.state})" for c in sorted(existing, key=lambda c: -c.updated_at)]
-        request = RuntimeRequest(session_key="", prompt=rules.prompt(theme, summaries, self._completed_work()),
-                                 sandbox="read-only", purpose="curation",
-                                 timeout_s=float(self._context.config["runtime.timeout_s"]),
-                                 cancel=self._context.fence.token.child())
+        prompt = rules.prompt(theme, summaries, self._completed_work())
+        timeout_s = float(self._context.config["runtime.timeout_s"])
         reply = Deferred()
 
-        def call() -> None:
+        def call(cancel: CancellationToken) -> BrainstormAnswered:
+            request = RuntimeRequest(session_key="", prompt=prompt, sandbox="read-only", purpose="curation",
+                                     timeout_s=timeout_s, cancel=cancel)
             try:
                 answer, failure = self._runtime.invoke(request).text, ""
             except Exception as error:  # a model failure of any kind: the reply says so
                 answer, failure = "", f"the model call failed: {type(error).__name__}: {error}"
-            self._context.tell(self._context.name, BrainstormAnswered(reply=reply, theme=theme, answer=answer,
-                                                                      failure=failure))
+            return BrainstormAnswered(reply=reply, theme=theme, answer=answer, failure=failure)
 
-        threading.Thread(target=call, name="enact-curator-brainstorm", daemon=True).start()
+        self._off_thread(call, then=self.answered)
         return reply
 
     def answered(self, message: BrainstormAnswered) -> None:
@@ -131,7 +131,7 @@ class Brainstorms:
             if refused:
                 log.warning("brainstorm on %r rejected as a whole: %s", theme[:80], refused)
                 return Brainstormed(candidates=(), note=f"rejected: {refused}")
-        now = time.time()
+        now = self._context.clock.time()
 
         def store_new(txn: lmdb.Transaction) -> tuple[str, ...]:
             titles = [candidate.draft.title for _, candidate in self._candidates.items(txn)]

@@ -9,27 +9,25 @@ chat, grants only in a locked conversation).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages._registry import Request
 from enact.messages.curator import (
     Approve,
-    Approved,
-    CandidateList,
     Candidates,
-    CandidateShown,
     Remove,
-    Removed,
     Show,
 )
+
+R = TypeVar("R")
 
 CURATOR = "curator"
 _ID = {"text": Param(str, doc="the candidate id")}
 _REMOVAL = {"text": Param(str, doc="the candidate id, then the reason")}
 
 
-def _ask(context: CommandContext, message: Request[Any]) -> object:
+def _ask(context: CommandContext, message: Request[R]) -> R:
     return context.ask(CURATOR, message)
 
 
@@ -45,9 +43,7 @@ def _candidate_id(call: CommandCall) -> str:
 
 
 def _list(_: CommandCall, context: CommandContext) -> str:
-    reply = _ask(context, Candidates(state="active", limit=20))
-    if not isinstance(reply, CandidateList):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    reply = answered(_ask(context, Candidates(state="active", limit=20)))
     if not reply.candidates:
         return "no active candidates"
     return "Active candidates, best first:\n" + "\n".join(
@@ -56,10 +52,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 
 def _show(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
-    reply = _ask(context, Show(candidate_id=candidate_id))
-    end_on_failure(reply)
-    if not isinstance(reply, CandidateShown):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    reply = answered(_ask(context, Show(candidate_id=candidate_id)))
     c, draft = reply.candidate, reply.candidate.draft
     lines = [f"{c.id} {c.state.value} ({draft.source}, {c.score:.2f}): {draft.title}", f"Rationale: {draft.rationale}",
              f"Change: {draft.proposed_change}", f"Benefit: {draft.expected_benefit}", f"Risk: {draft.risk}",
@@ -70,10 +63,7 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
 def _approve(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
-    reply = _ask(context, Approve(candidate_id=candidate_id, origin=call.origin))
-    end_on_failure(reply)
-    if not isinstance(reply, Approved):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    reply = answered(_ask(context, Approve(candidate_id=candidate_id, origin=call.origin)))
     return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
 
 
@@ -82,10 +72,7 @@ def _remove(call: CommandCall, context: CommandContext) -> str:
     if len(words) < 2:
         raise CommandFailed(f"/{call.name} needs a candidate id and a reason, e.g. /{call.name} cand-… done already")
     candidate_id, reason = words[0], " ".join(words[1:])
-    reply = _ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin))
-    end_on_failure(reply)
-    if not isinstance(reply, Removed):
-        raise CommandFailed(f"the curator answered {type(reply).__name__}")
+    answered(_ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin)))
     return f"candidate {candidate_id} removed"
 
 

@@ -8,8 +8,8 @@ rules are plain modules in ``enact.evolution``; this actor routes each
 message to the part that handles it and answers the reads itself:
 
 - ``_curator_proposals``: a proposal's stages (synthesis, then curation,
-  each a model call on a thread of its own, so the actor stays responsive
-  while a model thinks);
+  each a model call off the actor's thread, ``off_thread``, so the actor
+  stays responsive while a model thinks);
 - ``_curator_decisions``: the owner's approval and removal;
 - ``_curator_adoption``: an approved candidate following its task to a
   landed review;
@@ -20,16 +20,15 @@ message to the part that handles it and answers the reads itself:
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.evolution import ranking
-from enact.evolution.brainstorms import BrainstormAnswered, Brainstorms
+from enact.evolution.brainstorms import Brainstorms
 from enact.evolution.candidates import CandidateState
 from enact.evolution.curator_adoption import Adoption
 from enact.evolution.curator_decisions import Decisions
-from enact.evolution.curator_proposals import Curated, Proposals, Synthesised
+from enact.evolution.curator_proposals import Proposals
 from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
 from enact.evolution.curator_signals import signals_of
 from enact.evolution.mode_store import EvolveModes
@@ -66,13 +65,14 @@ class CuratorActor(EnactActor):
         super().__init__(context)
         self.records = CuratorRecords(context.own_store())
         settings = self.records.settings
-        self._proposals = Proposals(context, self.records, runtime, stored=self._count_states)
+        self._proposals = Proposals(context, self.records, runtime, off_thread=self.off_thread,
+                                    stored=self._count_states)
         self._decisions = Decisions(context, self.records, stored=self._count_states)
         self._adoption = Adoption(context, self.records, stored=self._count_states)
         self._modes = EvolveModes(self.records.store, settings, context.config, audit=self.records.append_event)
         self._brainstorms = Brainstorms(context, settings=settings, candidates=self.records.candidates,
                                         audit=self.records.append_event, runtime=runtime,
-                                        stored=self._count_states)
+                                        off_thread=self.off_thread, stored=self._count_states)
 
     def on_start(self) -> None:
         self._count_states()
@@ -84,10 +84,6 @@ class CuratorActor(EnactActor):
         match message:
             case Propose():
                 return self._proposals.propose(message)
-            case Synthesised():
-                return self._proposals.synthesised(message)
-            case Curated():
-                return self._proposals.curated(message)
             case Candidates():
                 return self._list(message)
             case Show():
@@ -114,8 +110,6 @@ class CuratorActor(EnactActor):
                 return self._modes.run_failed(message)
             case Brainstorm():
                 return self._brainstorms.start(message)
-            case BrainstormAnswered():
-                return self._brainstorms.answered(message)
         return super().handle(message)
 
     def _count_states(self) -> None:
@@ -131,7 +125,8 @@ class CuratorActor(EnactActor):
             return Refused(reason=f"unknown state {message.state!r}; one of "
                                   + ", ".join(state.value for state in CandidateState), code=RefusalCode.INVALID)
         chosen = [c for c in self.records.all_candidates() if not message.state or c.state.value == message.state]
-        return CandidateList(candidates=tuple(ranking.diverse(ranking.rescored(chosen, time.time()), message.limit)))
+        rescored = ranking.rescored(chosen, self.context.clock.time())
+        return CandidateList(candidates=tuple(ranking.diverse(rescored, message.limit)))
 
     def _show(self, message: Show) -> CandidateShown | NotFound:
         found = self.records.candidate(message.candidate_id)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 
 from enact.actors._asks import ActorUnavailable
@@ -88,7 +87,7 @@ class Adoption:
         if found is None or found.state is not CandidateState.APPROVED:
             return
         if task.review_id and task.review_id != found.review_id:
-            self._put(dataclasses.replace(found, review_id=task.review_id, updated_at=time.time()),
+            self._put(dataclasses.replace(found, review_id=task.review_id, updated_at=self._context.clock.time()),
                       _event("review-recorded", found.id, detail=f"task {task.id} opened review {task.review_id}"))
         elif task.state.ended and not task.review_id:
             self._records.note(_event("task-ended", found.id,
@@ -106,7 +105,7 @@ class Adoption:
 
     def _adopt(self, found: Candidate, review_id: str) -> None:
         adopted = dataclasses.replace(found, state=CandidateState.ADOPTED, review_id=review_id,
-                                      updated_at=time.time())
+                                      updated_at=self._context.clock.time())
         self._put(adopted, _event("adopted", found.id, detail=f"review {review_id} landed"))
         set_signals(self._context, adopted, SignalState.RESOLVED)
 
@@ -132,7 +131,7 @@ class Adoption:
             if isinstance(review, ReviewFound) and review.review.state is ReviewState.LANDED:
                 self._adopt(found, review_id)
             elif review_id and review_id != found.review_id:
-                self._put(dataclasses.replace(found, review_id=review_id, updated_at=time.time()),
+                self._put(dataclasses.replace(found, review_id=review_id, updated_at=self._context.clock.time()),
                           _event("review-recorded", found.id, detail=f"review {review_id} (reconciled)"))
         self._reconcile_retries()
 

@@ -6,7 +6,6 @@ dismissed). Both need a human origin; a model action is refused."""
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 
 from enact.actors._base import ActorContext
@@ -67,7 +66,8 @@ class Decisions:
         if not isinstance(reply, Submitted):
             return Refused(reason=f"the task queue refused the task: {reply.reason}", code=reply.code)
         task = reply.task
-        approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id, updated_at=time.time())
+        approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id,
+                                       updated_at=self._context.clock.time())
         self._records.decide(approved, _event("approved", found.id, detail=f"task {task.id} by {message.origin}"))
         self._stored()
         return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
@@ -92,7 +92,7 @@ class Decisions:
                 return Refused(reason=problem, code=RefusalCode.INVALID)
             if suggestion is not None:
                 detail = f"{suggestion.removal_class.value} ({suggestion.id}): {detail}"
-        removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=time.time())
+        removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=self._context.clock.time())
         self._records.decide(removed, _event("removed", found.id, detail=f"{detail} (by {message.origin})"))
         self._stored()
         set_signals(self._context, removed, SignalState.DISMISSED)

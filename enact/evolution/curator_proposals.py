@@ -1,22 +1,24 @@
-"""A proposal, in stages, each a message to the curator: the active signals
-are read and a crash's unlinked candidates repaired, synthesis runs on a
-thread (``Synthesised``), its candidates are committed and only then their
-signals linked, curation runs on a thread (``Curated``), and the proposal is
-recorded. One proposal runs at a time; its asker's reply is deferred until
-it is recorded (or a step failed)."""
+"""A proposal, in stages, each on the curator's thread: the active signals
+are read and a crash's unlinked candidates repaired, synthesis runs off the
+thread (its outcome ``Synthesised``), its candidates are committed and only
+then their signals linked, curation runs off the thread (``Curated``), and
+the proposal is recorded. One proposal runs at a time; its asker's reply is
+deferred until it is recorded (or a step failed). A model call still running
+when the curator stops or fails is abandoned with its answer
+(``EnactActor.off_thread``), and the reply it owed fails."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
+from enact.actors._long_work import OffThread
+from enact.cancellation import CancellationToken
 from enact.evolution import curation, synthesis
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CuratorRecords
@@ -63,10 +65,11 @@ class Curated:
 
 class Proposals:
     def __init__(self, context: ActorContext, records: CuratorRecords, runtime: Runtime, *,
-                 stored: Callable[[], None]) -> None:
+                 off_thread: OffThread, stored: Callable[[], None]) -> None:
         self._context = context
         self._records = records
         self._runtime = runtime
+        self._off_thread = off_thread
         self._stored = stored
         """Called after a candidate was stored (the state gauge)."""
         self._running: Run | None = None
@@ -83,9 +86,8 @@ class Proposals:
             free = self._repair_links(signals)
             if free:
                 by_id = {signal.id: signal for signal in free}
-                self._call(synthesis.prompt(free),
-                           lambda answer, failure: Synthesised(run=run, signals=by_id, answer=answer,
-                                                               failure=failure))
+                self._call(synthesis.prompt(free), lambda answer, failure: self.synthesised(
+                    Synthesised(run=run, signals=by_id, answer=answer, failure=failure)))
             else:
                 run.notes.append("no new signals to synthesise")
                 self._curate(run)
@@ -118,22 +120,20 @@ class Proposals:
         taken = {signal_id for ids in repaired.values() for signal_id in ids}
         return synthesis.pending(signal for signal in signals if signal.id not in taken)
 
-    def _call(self, prompt: str, done: Callable[[str, str], object]) -> None:
-        """Run one isolated, read-only model call on a thread; tell the
-        curator ``done(answer, failure)``."""
-        context = self._context
-        request = RuntimeRequest(session_key="", prompt=prompt, sandbox="read-only", purpose="curation",
-                                 timeout_s=float(context.config["runtime.timeout_s"]),
-                                 cancel=context.fence.token.child())
+    def _call(self, prompt: str, done: Callable[[str, str], None]) -> None:
+        """Run one isolated, read-only model call off the curator's thread;
+        ``done(answer, failure)`` on it."""
+        timeout_s = float(self._context.config["runtime.timeout_s"])
 
-        def call() -> None:
+        def call(cancel: CancellationToken) -> tuple[str, str]:
+            request = RuntimeRequest(session_key="", prompt=prompt, sandbox="read-only", purpose="curation",
+                                     timeout_s=timeout_s, cancel=cancel)
             try:
-                answer, failure = self._runtime.invoke(request).text, ""
+                return self._runtime.invoke(request).text, ""
             except Exception as error:  # a model failure of any kind: the stage says so
-                answer, failure = "", f"the model call failed: {type(error).__name__}: {error}"
-            context.tell(context.name, done(answer, failure))
+                return "", f"the model call failed: {type(error).__name__}: {error}"
 
-        threading.Thread(target=call, name="enact-curator-call", daemon=True).start()
+        self._off_thread(call, then=lambda outcome: done(*outcome))
 
     def synthesised(self, message: Synthesised) -> None:
         self._guarded(message.run, lambda: self._store_candidates(message))
@@ -149,7 +149,7 @@ class Proposals:
         if problem:
             run.notes.append(f"synthesis rejected: {problem}")
             self._records.note(_event("synthesis-rejected", detail=problem))
-        now = time.time()
+        now = self._context.clock.time()
         for draft in drafts:
             if self._records.candidate(draft.id) is None:
                 made = synthesis.candidate(draft, message.signals, now)
@@ -161,15 +161,14 @@ class Proposals:
         self._curate(run)
 
     def _curate(self, run: Run) -> None:
-        shown = curation.shown(self._records.all_candidates(), time.time())
+        shown = curation.shown(self._records.all_candidates(), self._context.clock.time())
         if not shown:
             self._record(run, curation.Curation(recommended=None, reason="no active candidates to curate",
                                                 guidance="", removals=(), fallback=False), shown)
             return
         records = self._completion_records()
-        self._call(curation.prompt(shown, records),
-                   lambda answer, failure: Curated(run=run, shown=shown, records=records, answer=answer,
-                                                   failure=failure))
+        self._call(curation.prompt(shown, records), lambda answer, failure: self.curated(
+            Curated(run=run, shown=shown, records=records, answer=answer, failure=failure)))
 
     def _completion_records(self) -> list[curation.CompletionRecord]:
         from enact.messages.reviews import List as ListReviews
@@ -200,13 +199,6 @@ class Proposals:
             return curation.fallback(message.shown, str(error))
 
     def _guarded(self, run: Run, step: Callable[[], None]) -> None:
-        if run is not self._running:
-            # A model call of a run before the curator restarted: the run is
-            # gone (another may be under way); its asker hears why.
-            log.warning("a model answer for a proposal made before the curator restarted is ignored")
-            if not run.reply.done:
-                run.reply.fail(RuntimeError("the curator restarted during this proposal; propose again"))
-            return
         try:
             step()
         except BaseException as error:
@@ -216,7 +208,7 @@ class Proposals:
 
     def _record(self, run: Run, verdict: curation.Curation, shown: list[Candidate]) -> None:
         try:
-            proposal = self._records.record_proposal(verdict, shown, time.time())
+            proposal = self._records.record_proposal(verdict, shown, self._context.clock.time())
         finally:
             self._running = None
         self._context.metrics.evolution_proposals.inc()

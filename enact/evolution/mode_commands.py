@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import time
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
-from enact.messages.curator import GetMode, ModeSet, ModeShown, SetMode
+from enact.commands import Authority, Command, CommandCall, CommandContext, Param, answered
+from enact.messages.curator import GetMode, SetMode
 
 
 def _when(moment: float | None) -> str:
@@ -18,14 +18,9 @@ def _when(moment: float | None) -> str:
 def _mode(call: CommandCall, context: CommandContext) -> str:
     text = str(call.args.get("text", "")).strip()
     if text:
-        reply = context.ask("curator", SetMode(mode=text, origin=call.origin))
-        end_on_failure(reply)
-        if not isinstance(reply, ModeSet):
-            raise CommandFailed(f"the curator answered {type(reply).__name__}")
+        reply = answered(context.ask("curator", SetMode(mode=text, origin=call.origin)))
         return f"evolve mode: {reply.mode} (was {reply.previous})"
     shown = context.ask("curator", GetMode())
-    if not isinstance(shown, ModeShown):
-        raise CommandFailed(f"the curator answered {type(shown).__name__}")
     return (f"evolve mode: {shown.mode}; schedule {shown.schedule}, next due {_when(shown.next_due_at)}, "
             f"last run {_when(shown.last_run_at)}")
 

@@ -1,8 +1,8 @@
 """The curator's part of the evolve modes: the stored mode and what the
-Scheduler last said of its evolve clock, both in ``evolution.settings``
+evolve actor last said of its clock, both in ``evolution.settings``
 (keys ``mode`` and ``clock``), and the runs it gave up (an audit event
 ``run-failed``, in the evolve history). The curator actor calls these; the
-Scheduler runs the schedule (``enact.evolution.runs``).
+evolve actor runs the schedule (``enact.evolution.runs``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import lmdb
 
 from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, parse_mode
-from enact.evolve_schedule import ScheduleError
 from enact.messages.common import RefusalCode, Refused, is_human
 from enact.messages.curator import AuditEvent, EvolveClockChanged, EvolveRunFailed, ModeSet, ModeShown, SetMode
+from enact.schedules import ScheduleError
 from enact.storage import Store, Table
 
 _MODE = b"mode"
@@ -40,7 +40,7 @@ class EvolveModes:
         if not is_human(message.origin):
             who = message.origin or "an unnamed origin"
             return Refused(reason=f"the evolve mode is changed by a human only, not {who}",
-                           code=RefusalCode.NOT_HUMAN)
+                            code=RefusalCode.NOT_HUMAN)
         try:
             mode = parse_mode(message.mode)
         except ScheduleError as error:

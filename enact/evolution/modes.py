@@ -3,14 +3,14 @@
 The mode says what the scheduled evolve run may do: ``disabled`` nothing,
 ``co-evolve`` scan and propose (reported to the owner, never approved by the
 scheduler), ``auto-evolve`` that and brainstorm. When it runs is the evolve
-schedule (``enact.evolve_schedule``).
+schedule (``enact.schedules``).
 """
 
 from __future__ import annotations
 
 import enum
 
-from enact.evolve_schedule import ScheduleError
+from enact.schedules import ScheduleError
 
 
 class EvolveMode(enum.StrEnum):

@@ -1,39 +1,40 @@
-"""The scheduled evolve run, as the Scheduler actor carries it out on a tick.
+"""The scheduled evolve run, as the evolve actor carries it out on a tick.
 
-The clock (``enact.evolution.schedule``) lives in ``scheduler.evolve`` under
-one key. When a due time has come and the daemon is current, it is claimed
-(committed), then the run asks: the curator for the mode (the stored one, or
-``evolve.mode``); nothing more when it is ``disabled``. Otherwise
-``scanner.Scan(scheduled=True)`` (which scans only a source with a full batch
-of new records, so an idle home calls no model); with auto-evolve
-``curator.Brainstorm``; then ``curator.Propose`` when a scan found signals,
-or active candidates exist and no proposal is open or one was created after
-it. What happened is told to the owner once per run (``inbox.Notify``,
-notice id from the due time), and the due time is acknowledged. The
-curator is told the clock (a tell: it never asks back) so that
-``curator.GetMode`` can say when the next run is due.
+The clock (``enact.evolution.schedule``) lives in ``scheduler.evolve`` (its
+name predates this actor) under one key. When a due time has come and the
+daemon is current, it is claimed (committed), then the run asks: the curator
+for the mode (the stored one, or ``evolve.mode``); nothing more when it is
+``disabled``. Otherwise ``scanner.Scan(scheduled=True)`` (which scans only a
+source with a full batch of new records, so an idle home calls no model);
+with auto-evolve ``curator.Brainstorm``; then ``curator.Propose`` when a scan
+found signals, or active candidates exist and no proposal is open or one was
+created after it. What happened is told to the owner once per run
+(``inbox.Notify``, notice id from the due time), and the due time is
+acknowledged. The curator is told the clock (a tell: it never asks back) so
+that ``curator.GetMode`` can say when the next run is due.
 
-The asks wait for model calls, so a tick that runs the evolve schedule holds
-the Scheduler as long as they take; cron due times that pass meanwhile are
-handled on the next tick (they coalesce as always).
+A run is a chain of messages, not blocking asks: each ask waits off the
+actor's thread (``OffThread``) and its reply is the next step, on it, so
+the actor never waits for a model. One run at a time; a run cut short by a
+stop or a crash stays claimed and is run again (``Decision.RERUN``).
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import lmdb
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
+from enact.actors._long_work import OffThread
 from enact.claimed_clock import Decision, nest_flat_claim
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
-from enact.evolve_schedule import EvolveSchedule, parse_schedule
 from enact.messages._registry import Request
 from enact.messages.common import Refused
 from enact.messages.curator import (
@@ -47,13 +48,15 @@ from enact.messages.curator import (
     EvolveRunFailed,
     GetMode,
     History,
+    ModeShown,
     ProposalState,
     Propose,
     Proposed,
 )
 from enact.messages.inbox import Notify
-from enact.messages.memory import GetIdentity
+from enact.messages.memory import GetIdentity, Identity
 from enact.messages.scanner import Scan, ScanReport
+from enact.schedules import ParsedSchedule, parse
 from enact.storage import RecordTable, Store
 
 log = logging.getLogger(__name__)
@@ -61,6 +64,7 @@ log = logging.getLogger(__name__)
 DATABASE = "scheduler.evolve"
 _CLOCK = b"clock"
 ORIGIN = "scheduler"
+"""The origin of what a run asks (kept from when the Scheduler carried it)."""
 R = TypeVar("R")
 
 
@@ -80,30 +84,51 @@ def report_target(report_to: str, allowed_conversations: list[str]) -> ReportTar
     return None
 
 
-class EvolveRuns:
-    """The Scheduler's part of evolution: call ``tick`` from each clock tick."""
+@dataclass(slots=True, kw_only=True)
+class _Run:
+    """A run under way: its claim, and what it did so far."""
 
-    def __init__(self, context: ActorContext, store: Store) -> None:
+    claimed: EvolveClock
+    due: float
+    now: float
+    mode: EvolveMode = EvolveMode.DISABLED
+    lines: list[str] = field(default_factory=list)
+    found_signals: bool = False
+    active_created_at: list[float] = field(default_factory=list)
+
+
+class EvolveRuns:
+    """The evolve actor's rules: call ``tick`` from each clock tick; each
+    ask of a run is made through ``off_thread`` and the run goes on from its reply."""
+
+    def __init__(self, context: ActorContext, store: Store, *, off_thread: OffThread) -> None:
         self._context = context
         self._store = store
+        self._off_thread = off_thread
         self._clock = RecordTable(store.table(DATABASE), EvolveClock, upgrade=nest_flat_claim)
         config = context.config
-        self._schedule: EvolveSchedule = parse_schedule(config["evolve.schedule"])
+        self._schedule: ParsedSchedule = parse(config["evolve.schedule"])
         self._theme = str(config["evolve.theme"]).strip()
         self._target = report_target(config["evolve.report_to"], list(config["chat.allowed_conversations"]))
         # A scan or a proposal may make two model calls in a row.
         self._model_timeout_s = 2 * float(config["runtime.timeout_s"]) + float(config["control.request_timeout_s"])
         self._told: EvolveClock | None = None
+        self._run: _Run | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._run is not None
 
     def tick(self, now: float | None = None) -> None:
-        now = time.time() if now is None else now
+        now = self._context.clock.time() if now is None else now
         clock = self._current_clock(now)
-        if self._context.fence.is_current():  # a fenced daemon runs nothing
+        if self._run is None and self._context.fence.is_current():  # a fenced daemon runs nothing
             step = rules.decide(clock, self._schedule, now)
             if step.due is not None and step.decision is Decision.GIVE_UP:
-                clock = self._give_up(clock, step.due, step.reason)
+                self._give_up(clock, step.due, step.reason)
             elif step.due is not None and step.decision in (Decision.CLAIM, Decision.RERUN):
-                clock = self._run(clock, step.due, now, resumed=step.decision is Decision.RERUN)
+                self._start(clock, step.due, now, resumed=step.decision is Decision.RERUN)
+            clock = self._current_clock(now)
         self._tell_curator(clock, now)
 
     # -- the clock --------------------------------------------------------
@@ -133,97 +158,130 @@ class EvolveRuns:
             last_run_at=clock.last_run_at, last_outcome=clock.last_outcome))
         self._told = clock
 
-    # -- one run ----------------------------------------------------------
+    # -- one run, a step per reply -------------------------------------------
 
-    def _give_up(self, clock: EvolveClock, due: float, reason: str) -> EvolveClock:
+    def _give_up(self, clock: EvolveClock, due: float, reason: str) -> None:
         log.warning("evolve run %s: %s", rules.run_id(due), reason)
         # Acknowledged first: a stop between the two then loses the audit
         # line at worst, never tells it for a claim that is given up again.
-        given_up = self._save(rules.acknowledge(clock, due, time.time(), f"failed: {reason}", self._schedule))
+        self._save(rules.acknowledge(clock, due, self._context.clock.time(), f"failed: {reason}", self._schedule))
         self._context.tell("curator", EvolveRunFailed(run_id=rules.run_id(due), due=due, reason=reason))
-        return given_up
 
-    def _run(self, clock: EvolveClock, due: float, now: float, *, resumed: bool) -> EvolveClock:
+    def _start(self, clock: EvolveClock, due: float, now: float, *, resumed: bool) -> None:
         claimed = self._save(rules.claim(clock, due))  # committed before anything is done (fenced like every write)
         if resumed:
             log.info("evolve run %s: resuming a run that did not finish (attempt %d)", rules.run_id(due),
                      claimed.claim.attempts)
-        try:
-            mode = self._context.ask("curator", GetMode()).mode
-            lines = self._act(mode) if mode.scans else []
-            outcome = "\n".join(lines) if lines else f"{mode}: nothing new, no model called"
-            if lines:
-                self._report(due, mode, lines)
-            log.info("evolve run %s (%s): %s", rules.run_id(due), mode, outcome.replace("\n", "; "))
-        except ActorUnavailable as error:
-            # Left claimed: run again after the back-off, and given up after the attempts.
-            log.warning("evolve run %s did not finish (%s); trying again later", rules.run_id(due), error)
-            return self._save(rules.run_failed(claimed, now, str(error)))
-        except Exception as error:  # any other fault ends this run, never the Scheduler (and cron with it)
-            outcome = f"failed: {type(error).__name__}: {error}"
-            log.exception("evolve run %s %s", rules.run_id(due), outcome)
-        return self._save(rules.acknowledge(claimed, due, time.time(), outcome, self._schedule))
+        run = self._run = _Run(claimed=claimed, due=due, now=now)
+        self._ask(run, "curator", GetMode(), self._mode_known)
 
-    def _ask_long(self, actor: str, message: Request[R]) -> R:
-        return self._context.ask(actor, message, timeout=self._model_timeout_s)
+    def _ask(self, run: _Run, actor: str, message: Request[R], then: Callable[[_Run, R], None], *,
+             model: bool = False) -> None:
+        """Ask ``actor`` off the thread; ``then(run, reply)`` on it. ``model``:
+        the reply waits for model calls, and may take as long as they do."""
+        timeout = self._model_timeout_s if model else None
 
-    def _act(self, mode: EvolveMode) -> list[str]:
-        """Scan, brainstorm (auto-evolve), propose; what was done, a line each."""
-        lines: list[str] = []
-        report = self._ask_long("scanner", Scan(scheduled=True))
-        found_signals = False
+        def step(reply: R) -> None:
+            try:
+                then(run, reply)
+            except Exception as error:  # any fault ends this run, never the actor
+                self._failed(run, error)
+
+        self._off_thread(lambda _: self._context.ask(actor, message, timeout=timeout), then=step,
+                         failed=lambda error: self._failed(run, error))
+
+    def _mode_known(self, run: _Run, shown: ModeShown) -> None:
+        run.mode = shown.mode
+        if not run.mode.scans:
+            self._finish(run)
+            return
+        self._ask(run, "scanner", Scan(scheduled=True), self._scanned, model=True)
+
+    def _scanned(self, run: _Run, report: ScanReport | Refused) -> None:
         if isinstance(report, ScanReport):
             for scan in report.scans:
                 if scan.outcome in ("completed", "failed"):
                     detail = f"{len(scan.signals)} signals" if scan.outcome == "completed" else scan.error
-                    lines.append(f"{scan.source} scan {scan.outcome} over {scan.records} records: {detail}")
-                found_signals = found_signals or (scan.outcome == "completed" and bool(scan.signals))
-        elif isinstance(report, Refused):
-            lines.append(f"scan refused: {report.reason}")
-        if mode.brainstorms:
-            lines.extend(self._brainstorm())
-        if self._proposal_needed(found_signals):
-            lines.extend(self._propose())
-        return lines
+                    run.lines.append(f"{scan.source} scan {scan.outcome} over {scan.records} records: {detail}")
+                run.found_signals = run.found_signals or (scan.outcome == "completed" and bool(scan.signals))
+        else:
+            run.lines.append(f"scan refused: {report.reason}")
+        if not run.mode.brainstorms:
+            self._check_proposal(run)
+        elif self._theme:
+            self._brainstorm(run, self._theme)
+        else:
+            self._ask(run, "memory", GetIdentity(), self._identity_known)
 
-    def _proposal_needed(self, found_signals: bool) -> bool:
-        listed = self._context.ask("curator", Candidates(state="active", limit=MAX_LIST))
-        created = [c.created_at for c in listed.candidates] if isinstance(listed, CandidateList) else []
-        history = self._context.ask("curator", History(limit=1))
+    def _identity_known(self, run: _Run, identity: Identity) -> None:
+        mission = identity.private.mission.strip() if identity.private is not None else ""
+        self._brainstorm(run, mission or identity.body.lineage)
+
+    def _brainstorm(self, run: _Run, theme: str) -> None:
+        self._ask(run, "curator", Brainstorm(theme=theme, origin=ORIGIN), self._brainstormed, model=True)
+
+    def _brainstormed(self, run: _Run, reply: Brainstormed | Refused) -> None:
+        if isinstance(reply, Refused):
+            run.lines.append(f"brainstorm refused: {reply.reason}")
+        elif not reply.skipped:
+            titles = "; ".join(f"{cid}" for cid in reply.candidates) or "none new"
+            run.lines.append(f"brainstorm: {len(reply.candidates)} candidates ({titles})"
+                             f"{': ' + reply.note if reply.note else ''}")
+        self._check_proposal(run)
+
+    def _check_proposal(self, run: _Run) -> None:
+        self._ask(run, "curator", Candidates(state="active", limit=MAX_LIST), self._candidates_known)
+
+    def _candidates_known(self, run: _Run, listed: CandidateList | Refused) -> None:
+        run.active_created_at = [c.created_at for c in listed.candidates] if isinstance(listed, CandidateList) \
+            else []
+        self._ask(run, "curator", History(limit=1), self._history_known)
+
+    def _history_known(self, run: _Run, history: EvolveHistory | Refused) -> None:
         open_now = [p for p in history.proposals[:1] if p.state is ProposalState.OPEN] \
             if isinstance(history, EvolveHistory) else []
-        return rules.proposal_needed(found_signals=found_signals, active_created_at=created,
-                                     open_proposal_at=open_now[0].created_at if open_now else None)
+        if rules.proposal_needed(found_signals=run.found_signals, active_created_at=run.active_created_at,
+                                 open_proposal_at=open_now[0].created_at if open_now else None):
+            self._ask(run, "curator", Propose(origin=ORIGIN), self._proposed, model=True)
+        else:
+            self._finish(run)
 
-    def _theme_or_mission(self) -> str:
-        if self._theme:
-            return self._theme
-        identity = self._context.ask("memory", GetIdentity())
-        if identity.private is not None and identity.private.mission.strip():
-            return identity.private.mission.strip()
-        return identity.body.lineage
-
-    def _brainstorm(self) -> list[str]:
-        reply = self._ask_long("curator", Brainstorm(theme=self._theme_or_mission(), origin=ORIGIN))
+    def _proposed(self, run: _Run, reply: Proposed | Refused) -> None:
         if isinstance(reply, Refused):
-            return [f"brainstorm refused: {reply.reason}"]
-        if not isinstance(reply, Brainstormed) or reply.skipped:
-            return []
-        titles = "; ".join(f"{cid}" for cid in reply.candidates) or "none new"
-        return [f"brainstorm: {len(reply.candidates)} candidates ({titles}){': ' + reply.note if reply.note else ''}"]
+            run.lines.append(f"proposal refused: {reply.reason}")
+        else:
+            proposal = reply.proposal
+            if proposal.candidate_id is None:
+                run.lines.append(f"proposal {proposal.id}: no candidate recommended ({proposal.reason})")
+            else:
+                fallback = " (fallback: curation failed)" if proposal.fallback else ""
+                run.lines += [f"proposal {proposal.id} recommends {proposal.candidate_id}{fallback}: "
+                              f"{proposal.reason}",
+                              f"approve with `enact evolve approve {proposal.candidate_id}` (nothing is approved "
+                              "for you)"]
+        self._finish(run)
 
-    def _propose(self) -> list[str]:
-        reply = self._ask_long("curator", Propose(origin=ORIGIN))
-        if isinstance(reply, Refused):
-            return [f"proposal refused: {reply.reason}"]
-        if not isinstance(reply, Proposed):
-            return []
-        proposal = reply.proposal
-        if proposal.candidate_id is None:
-            return [f"proposal {proposal.id}: no candidate recommended ({proposal.reason})"]
-        fallback = " (fallback: curation failed)" if proposal.fallback else ""
-        return [f"proposal {proposal.id} recommends {proposal.candidate_id}{fallback}: {proposal.reason}",
-                f"approve with `enact evolve approve {proposal.candidate_id}` (nothing is approved for you)"]
+    def _finish(self, run: _Run) -> None:
+        lines = run.lines
+        outcome = "\n".join(lines) if lines else f"{run.mode}: nothing new, no model called"
+        if lines:
+            self._report(run.due, run.mode, lines)
+        log.info("evolve run %s (%s): %s", rules.run_id(run.due), run.mode, outcome.replace("\n", "; "))
+        self._end(run, rules.acknowledge(run.claimed, run.due, self._context.clock.time(), outcome, self._schedule))
+
+    def _failed(self, run: _Run, error: Exception) -> None:
+        if isinstance(error, ActorUnavailable):
+            # Left claimed: run again after the back-off, and given up after the attempts.
+            log.warning("evolve run %s did not finish (%s); trying again later", rules.run_id(run.due), error)
+            self._end(run, rules.run_failed(run.claimed, run.now, str(error)))
+            return
+        outcome = f"failed: {type(error).__name__}: {error}"
+        log.error("evolve run %s %s", rules.run_id(run.due), outcome, exc_info=error)
+        self._end(run, rules.acknowledge(run.claimed, run.due, self._context.clock.time(), outcome, self._schedule))
+
+    def _end(self, run: _Run, clock: EvolveClock) -> None:
+        self._run = None
+        self._tell_curator(self._save(clock), run.now)
 
     def _report(self, due: float, mode: EvolveMode, lines: list[str]) -> None:
         text = f"Evolve run ({mode}):\n" + "\n".join(f"- {line}" for line in lines)

@@ -1,16 +1,15 @@
 """The evidence scanner actor: a thin front over ``enact.evolution``.
 
 It owns ``evolution.signals``, ``evolution.signal_order``, ``evolution.scans``
-and ``evolution.checkpoints``. A scan's model calls run on a thread of their own
-(the curator must be able to read and link signals meanwhile); one scan runs
-at a time, and its reply is deferred until it has committed.
+and ``evolution.checkpoints``. A scan's model calls run off the actor's thread
+(``off_thread``: the curator must be able to read and link signals
+meanwhile), and every write of a scan is made on it; one scan runs at a
+time, and its reply is deferred until it has committed.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
@@ -27,6 +26,7 @@ from enact.messages.scanner import (
     LinkSignals,
     Scan,
     ScanHistory,
+    ScanReport,
     SetSignalState,
     SignalList,
     Signals,
@@ -66,9 +66,9 @@ class ScannerActor(EnactActor):
         settings = context.config
         self._scanner = Scanner(
             self.tables, _Reader(context), runtime.invoke, batch=int(settings["evolve.scan_batch"]),
-            timeout_s=float(settings["runtime.timeout_s"]), cancel=context.fence.token.child, counter=self,
+            timeout_s=float(settings["runtime.timeout_s"]), off_thread=self.off_thread, counter=self,
             current=context.fence.is_current)
-        self._scanning = threading.Lock()
+        self._scanning = False
 
     def on_start(self) -> None:
         if self.context.fence.is_current():
@@ -92,21 +92,22 @@ class ScannerActor(EnactActor):
     def _scan(self, message: Scan) -> Deferred | Refused:
         if not self.context.fence.is_current():
             return Refused(reason="this daemon was taken over (fenced); it scans nothing", code=RefusalCode.FENCED)
-        if not self._scanning.acquire(blocking=False):
+        if self._scanning:
             return Refused(reason=SCAN_RUNNING, code=RefusalCode.BUSY)
+        self._scanning = True
         reply = Deferred()
-        threading.Thread(target=self._run_scan, args=(message, reply), name="enact-scan", daemon=True).start()
-        return reply
 
-    def _run_scan(self, message: Scan, reply: Deferred) -> None:
-        """On its own thread: the model calls must not hold up the curator's asks."""
-        try:
-            reply.resolve(self._scanner.scan(message))
-        except Exception as error:  # a defect or an unavailable actor: the caller hears it
-            log.exception("evidence scan failed")
+        def done(report: ScanReport) -> None:
+            self._scanning = False
+            reply.resolve(report)
+
+        def failed(error: Exception) -> None:  # a defect or an unavailable actor: the caller hears it
+            log.error("evidence scan failed: %r", error, exc_info=error)
+            self._scanning = False
             reply.fail(error)
-        finally:
-            self._scanning.release()
+
+        self._scanner.scan(message, done=done, failed=failed)
+        return reply
 
     def counted(self, source: EvidenceSource, outcome: str) -> None:
         self.context.metrics.evolution_scans.labels(source=source.value, outcome=outcome).inc()
@@ -118,7 +119,7 @@ class ScannerActor(EnactActor):
                 state = SignalState(message.state)
             except ValueError:
                 return Refused(reason=f"unknown signal state {message.state!r}; one of "
-                                      f"{', '.join(SignalState)}", code=RefusalCode.INVALID)
+                                       f"{', '.join(SignalState)}", code=RefusalCode.INVALID)
         if message.ids:
             return SignalList(signals=tuple(signal for signal in self.tables.signals_by_id(message.ids)
                                             if state is None or signal.state is state))
@@ -128,12 +129,12 @@ class ScannerActor(EnactActor):
     def _link(self, message: LinkSignals) -> SignalsLinked | Refused:
         if not message.candidate_id:
             return Refused(reason="a link needs the candidate's id", code=RefusalCode.INVALID)
-        linked = self.tables.link(message.signal_ids, message.candidate_id, time.time())
+        linked = self.tables.link(message.signal_ids, message.candidate_id, self.context.clock.time())
         self.signals_changed()
         return SignalsLinked(linked=tuple(linked))
 
     def _set_state(self, message: SetSignalState) -> SignalsUpdated:
-        updated = self.tables.set_state(message.signal_ids, message.state, time.time())
+        updated = self.tables.set_state(message.signal_ids, message.state, self.context.clock.time())
         self.signals_changed()
         return SignalsUpdated(updated=tuple(updated))
 

@@ -6,21 +6,28 @@ check of its reply, and the commit (record, signals, markers, checkpoint).
 
 With nothing new the model is not called. A failed scan records why and
 leaves the checkpoint where it was, so its records are sent again next time.
+
+A scan is a chain on the scanner's thread: each source's batch is read and,
+after its model call (the only step run off the thread, ``OffThread``), its
+outcome committed there, then the next source; the report goes to ``done``
+at the end, or what went wrong to ``failed``. Nothing but the scanner's
+thread writes its tables.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
+from enact.actors._long_work import OffThread
 from enact.cancellation import CancellationToken
 from enact.evolution.scan_batch import EvidenceRecord, experience_records, feedback_records, source_noun
 from enact.evolution.scan_prompt import scan_prompt
 from enact.evolution.scan_store import CompletedScan, ScanTables
 from enact.evolution.scan_validation import InvalidScanReply, parse_observations
-from enact.evolution.signals import EvidenceSource
+from enact.evolution.signals import EvidenceSource, Signal
 from enact.messages.inbox import Turns
 from enact.messages.scanner import Scan, ScanOutcome, ScanRecord, ScanReport, ScanSummary
 from enact.messages.tasks import ChangedTasks
@@ -56,6 +63,17 @@ class _Batch:
     markers: tuple[tuple[int, int], ...] = ()
 
 
+@dataclass(slots=True, kw_only=True)
+class _Run:
+    """A scan under way: the sources still to scan, what the others came to."""
+
+    sources: list[EvidenceSource]
+    scheduled: bool
+    done: Callable[[ScanReport], None]
+    failed: Callable[[Exception], None]
+    summaries: list[ScanSummary] = field(default_factory=list)
+
+
 def _summary(source: EvidenceSource, outcome: ScanOutcome, *, error: str = "", pending: int = 0) -> ScanSummary:
     return ScanSummary(scan_id="", source=source, outcome=outcome, error=error, records=0, signals=(),
                        pending=pending)
@@ -63,7 +81,7 @@ def _summary(source: EvidenceSource, outcome: ScanOutcome, *, error: str = "", p
 
 class Scanner:
     def __init__(self, tables: ScanTables, reader: EvidenceReader, invoke: Callable[[RuntimeRequest], RuntimeResult],
-                 *, batch: int, timeout_s: float, cancel: Callable[[], CancellationToken],
+                 *, batch: int, timeout_s: float, off_thread: OffThread,
                  counter: ScanCounter | None = None, current: Callable[[], bool] = lambda: True) -> None:
         self.tables = tables
         self._current = current
@@ -72,22 +90,46 @@ class Scanner:
         self._invoke = invoke
         self._batch = batch
         self._timeout_s = timeout_s
-        self._cancel = cancel
+        self._off_thread = off_thread
         self._counter = counter
 
-    def scan(self, message: Scan) -> ScanReport:
+    def scan(self, message: Scan, *, done: Callable[[ScanReport], None],
+             failed: Callable[[Exception], None]) -> None:
+        """Scan; ``done(report)`` once every source's outcome is committed,
+        or ``failed(error)`` (a defect, an actor that did not answer)."""
         sources = [EvidenceSource(message.source)] if message.source else list(EvidenceSource)
-        if message.scheduled and self._reader.task_running():
-            summaries = [_summary(source, "skipped", error="a task is running; the scan waits until none is")
-                         for source in sources]
-        else:
-            summaries = [self._scan_once(source, scheduled=message.scheduled) for source in sources]
-        if self._counter is not None:
-            for summary in summaries:
-                self._counter.counted(summary.source, summary.outcome)
-        return ScanReport(scans=tuple(summaries))
+        run = _Run(sources=sources, scheduled=message.scheduled, done=done, failed=failed)
 
-    def _scan_once(self, source: EvidenceSource, *, scheduled: bool) -> ScanSummary:
+        def start() -> None:
+            if message.scheduled and self._reader.task_running():
+                run.summaries = [_summary(source, "skipped", error="a task is running; the scan waits until none is")
+                                 for source in run.sources]
+                run.sources = []
+            self._next(run)
+
+        self._step(run, start)
+
+    def _step(self, run: _Run, step: Callable[[], None]) -> None:
+        try:
+            step()
+        except Exception as error:
+            run.failed(error)
+
+    def _next(self, run: _Run) -> None:
+        """Scan the sources left, up to the next model call; report after the last."""
+        while run.sources:
+            source = run.sources.pop(0)
+            found = self._scan_once(source, scheduled=run.scheduled)
+            if isinstance(found, _Batch):
+                self._call(run, source, found)
+                return
+            run.summaries.append(found)
+        if self._counter is not None:
+            for summary in run.summaries:
+                self._counter.counted(summary.source, summary.outcome)
+        run.done(ScanReport(scans=tuple(run.summaries)))
+
+    def _scan_once(self, source: EvidenceSource, *, scheduled: bool) -> ScanSummary | _Batch:
         checkpoint = self.tables.checkpoint(source)
         if source is EvidenceSource.FEEDBACK:
             new = self._reader.last_turn(checkpoint) - checkpoint
@@ -109,7 +151,10 @@ class Scanner:
                 count = len(batch.records)
                 return _summary(source, "skipped", pending=count, error=f"only {source_noun(source, count)} new; "
                                 f"a scheduled scan waits for a batch of {self._batch}")
-        return self._call_and_commit(source, batch)
+        if not self._current():  # checked before each call: a scan of both sources makes two
+            return _summary(source, "skipped", pending=len(batch.records),
+                            error="this daemon was taken over (fenced); no model was called")
+        return batch
 
     def _feedback_batch(self, checkpoint: int) -> _Batch:
         page = self._reader.turns(checkpoint, self._batch)
@@ -138,22 +183,35 @@ class Scanner:
         found = self._experience_batch(checkpoint)
         return 0 if found is None else len(found.records)
 
-    def _call_and_commit(self, source: EvidenceSource, batch: _Batch) -> ScanSummary:
-        if not self._current():  # checked before each call: a scan of both sources makes two
-            return _summary(source, "skipped", pending=len(batch.records),
-                            error="this daemon was taken over (fenced); no model was called")
+    def _call(self, run: _Run, source: EvidenceSource, batch: _Batch) -> None:
+        """The model call, off the scanner's thread; its outcome committed on it."""
         started = time.time()
+        prompt = scan_prompt(source, batch.records)
+
+        def call(cancel: CancellationToken) -> tuple[str, str]:
+            request = RuntimeRequest(session_key="", prompt=prompt, sandbox="read-only", purpose="scan",
+                                     timeout_s=self._timeout_s, cancel=cancel)
+            try:
+                return self._invoke(request).text, ""
+            except RuntimeFailure as failure:
+                return "", f"the model call failed ({failure.kind}): {failure}"
+
+        def answered(outcome: tuple[str, str]) -> None:
+            run.summaries.append(self._commit(source, batch, started, *outcome))
+            self._next(run)
+
+        self._off_thread(call, then=lambda outcome: self._step(run, lambda: answered(outcome)), failed=run.failed)
+
+    def _commit(self, source: EvidenceSource, batch: _Batch, started: float, answer: str,
+                error: str) -> ScanSummary:
         refs = tuple(record.ref for record in batch.records)
-        request = RuntimeRequest(session_key="", prompt=scan_prompt(source, batch.records), sandbox="read-only",
-                                 purpose="scan", timeout_s=self._timeout_s, cancel=self._cancel())
-        error = ""
-        try:
-            answer = self._invoke(request).text
-            signals = parse_observations(answer, source=source, known_refs=set(refs), scan_id="", now=time.time())
-        except RuntimeFailure as failure:
-            error, signals = f"the model call failed ({failure.kind}): {failure}", ()
-        except InvalidScanReply as invalid:
-            error, signals = f"the reply was refused: {invalid}", ()
+        signals: tuple[Signal, ...] = ()
+        if not error:
+            try:
+                signals = parse_observations(answer, source=source, known_refs=set(refs), scan_id="",
+                                             now=time.time())
+            except InvalidScanReply as invalid:
+                error = f"the reply was refused: {invalid}"
         finished = time.time()
         record = ScanRecord(id="", source=source, outcome="failed" if error else "completed", error=error,
                             records=len(refs), refs=refs, signals=tuple(signal.id for signal in signals),

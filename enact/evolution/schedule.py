@@ -1,7 +1,7 @@
 """The evolve schedule's clock: when a run is due, and the claim and
 acknowledgement that make it happen once.
 
-The Scheduler actor keeps one ``EvolveClock`` (in ``scheduler.evolve``) and
+The evolve actor keeps one ``EvolveClock`` (in ``scheduler.evolve``) and
 follows the claimed clock's rules (``enact.claimed_clock``) on every tick of
 a current daemon: the latest due time since the last acknowledged one
 (missed due times coalesce into it) is *claimed*, committed before anything
@@ -12,7 +12,7 @@ and given up after its attempts. What is the evolve schedule's own: each
 step of a run is safe to repeat (scans keep checkpoints, a new proposal
 supersedes the last, the report goes once per notice id), so a later due
 time supersedes an open claim; and the schedule counts from an anchor (an
-interval or a daily time, ``enact.evolution.modes``).
+interval, a daily time or a cron expression, ``enact.schedules``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 from enact import claimed_clock
 from enact.claimed_clock import NO_CLAIM, ClaimState, Step
-from enact.evolve_schedule import EvolveSchedule, latest_due, next_due
+from enact.schedules import ParsedSchedule, latest_due, next_due
 
 MAX_REPORT = 2000
 
@@ -49,11 +49,11 @@ class EvolveClock:
     """Due times that passed without a run of their own (a later one ran)."""
 
 
-def start(schedule: EvolveSchedule, now: float) -> EvolveClock:
+def start(schedule: ParsedSchedule, now: float) -> EvolveClock:
     return EvolveClock(spec=schedule.spec, anchor=now)
 
 
-def follow(clock: EvolveClock | None, schedule: EvolveSchedule, now: float) -> EvolveClock:
+def follow(clock: EvolveClock | None, schedule: ParsedSchedule, now: float) -> EvolveClock:
     """The clock for ``schedule``: the stored one, or a new anchor when
     there is none or the configured schedule changed (its history is kept)."""
     if clock is None:
@@ -67,7 +67,7 @@ def _since(clock: EvolveClock) -> float:
     return clock.acknowledged if clock.acknowledged is not None else clock.anchor
 
 
-def decide(clock: EvolveClock, schedule: EvolveSchedule, now: float,
+def decide(clock: EvolveClock, schedule: ParsedSchedule, now: float,
            tz: datetime.tzinfo | None = None) -> Step:
     """What this tick does (a fenced daemon does not ask)."""
     def due_since(since: float, moment: float) -> float | None:
@@ -88,20 +88,20 @@ def run_failed(clock: EvolveClock, now: float, reason: str) -> EvolveClock:
 
 
 def acknowledge(clock: EvolveClock, due: float, now: float, outcome: str,
-                schedule: EvolveSchedule, tz: datetime.tzinfo | None = None) -> EvolveClock:
+                schedule: ParsedSchedule, tz: datetime.tzinfo | None = None) -> EvolveClock:
     """The clock after the run for ``due`` finished, with ``outcome`` said."""
     skipped = _due_times_between(schedule, _since(clock), due, anchor=clock.anchor, tz=tz)
     return replace(clock, claim=NO_CLAIM, acknowledged=due, last_run_at=now, last_outcome=outcome[:MAX_REPORT],
                    coalesced=clock.coalesced + skipped)
 
 
-def _due_times_between(schedule: EvolveSchedule, since: float, due: float, *, anchor: float,
+def _due_times_between(schedule: ParsedSchedule, since: float, due: float, *, anchor: float,
                        tz: datetime.tzinfo | None) -> int:
     """Due times in (since, due), those that coalesced into ``due``."""
-    if not schedule.daily:
+    if schedule.interval_s:
         return max(0, round((due - max(since, anchor)) / schedule.interval_s) - 1)
     count, moment = 0, since
-    while count < 400:  # a daily schedule missed for more than a year counts as that
+    while count < 400:  # a daily or cron schedule missed 400 times counts as that
         moment = next_due(schedule, moment, anchor=anchor, tz=tz)
         if moment >= due:
             break
@@ -109,7 +109,7 @@ def _due_times_between(schedule: EvolveSchedule, since: float, due: float, *, an
     return count
 
 
-def upcoming(clock: EvolveClock, schedule: EvolveSchedule, now: float,
+def upcoming(clock: EvolveClock, schedule: ParsedSchedule, now: float,
              tz: datetime.tzinfo | None = None) -> float:
     """When the next run is due: a pending claim at once (or when its
     back-off ends), a due time already passed now; else the next due time."""

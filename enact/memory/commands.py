@@ -11,7 +11,7 @@ change memory, so they need it anyway.
 from __future__ import annotations
 
 from enact.chat.markers import FROM_A_RECEIPT, repeats_receipt
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
+from enact.commands import Authority, Command, CommandCall, CommandContext, Param, answered
 from enact.memory.facts import FactState, Sensitivity
 from enact.messages.common import MODEL_ACTION, Refused, is_human
 from enact.messages.memory import Merged, Pending, Saved
@@ -42,19 +42,16 @@ def _remember(call: CommandCall, context: CommandContext) -> str:
     # A model keeping what an earlier action's receipt said is not the owner's word.
     hold = FROM_A_RECEIPT if origin == MODEL_ACTION and repeats_receipt(call.args["text"], call.receipts) else ""
     reply = context.ask(MEMORY, Remember(text=call.args["text"], origin=origin, hold=hold))
-    end_on_failure(reply)  # memory's reason starts "refused: "
-    if not isinstance(reply, (Saved, Merged, Pending)):
-        raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
+    if isinstance(reply, Refused):  # its reason starts "refused: ", which says it was not saved
+        answered(reply)
     return memory_notice(reply)
 
 
 def _list(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.memory import FactList, List
+    from enact.messages.memory import List
 
     tag = str(call.args.get("text", "")).strip().lower()
     reply = context.ask(MEMORY, List(tag=tag, max_facts=_LISTED))
-    if not isinstance(reply, FactList):
-        raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
     facts = reply.facts
     withheld = 0
     if not is_human(call.origin):
@@ -76,18 +73,13 @@ def _withheld_note(withheld: int) -> str:
 
 
 def _forget(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.memory import Forget, Forgotten, forgotten_line
+    from enact.messages.memory import Forget, forgotten_line
 
     selector = str(call.args["text"]).strip()
     redact = selector.startswith(_REDACT_FLAG)
     if redact:
         selector = selector[len(_REDACT_FLAG):].strip()
-    reply = context.ask(MEMORY, Forget(selector=selector, redact=redact, origin=call.origin))
-    end_on_failure(reply)
-    if not isinstance(reply, Forgotten):
-        raise CommandFailed(f"unexpected reply {type(reply).__name__} from the memory")
-
-    return forgotten_line(reply)
+    return forgotten_line(answered(context.ask(MEMORY, Forget(selector=selector, redact=redact, origin=call.origin))))
 
 
 def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:

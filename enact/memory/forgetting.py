@@ -3,8 +3,10 @@
 The fact's deletion and a ``ForgetIntent`` are committed in one transaction
 (``memory.forgetting``, owned by the Memory actor), so a crash cannot leave
 the fact gone and its copies kept with nothing left to name them. Once that
-is durable the intent is finished, on a thread of its own (the Inbox rewrites
-its whole log, which takes a while; the Memory actor must not wait on it):
+is durable the intent is finished off the Memory actor's thread
+(``off_thread``: the Inbox rewrites its whole log, which takes a while; the
+Memory actor must not wait on it), and the reply given and the intent
+deleted back on it:
 
 - the Sessions actor redacts the text in the kept message histories (the
   ``openai`` runtime's) and resets the native sessions that may have been
@@ -22,22 +24,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 import lmdb
 
-from enact.actors._asks import ActorNotFound
+from enact.actors._asks import ActorNotFound, Asker
 from enact.actors._batching import Deferred, WriteBatch
+from enact.actors._long_work import OffThread
 from enact.memory.admission import TRUNCATION_MARK, merge_key
 from enact.memory.facts import Fact
 from enact.messages._registry import Request
-from enact.messages.inbox import RedactTurns, TurnsRedacted
+from enact.messages.inbox import RedactTurns
 from enact.messages.memory import Forgotten
-from enact.messages.sessions import FactForgotten, ForgetFact
+from enact.messages.sessions import ForgetFact
 from enact.storage import RecordTable, Store
 
 log = logging.getLogger(__name__)
@@ -45,8 +47,7 @@ log = logging.getLogger(__name__)
 FORGETTING = "memory.forgetting"
 """Fact id → ``ForgetIntent``: forgettings whose copies are not all reached yet."""
 
-Ask = Callable[[str, Request[Any]], Any]
-"""Ask an actor by name (``ActorContext.ask``)."""
+R = TypeVar("R")
 
 ACTORS_WAIT_S = 60.0
 """At start the Memory actor is up before the Inbox and the Sessions actor
@@ -86,21 +87,21 @@ def tombstone(fact_id: str) -> str:
     return f"[forgotten memory {fact_id}]"
 
 
-def finished(ask: Ask, intent: ForgetIntent) -> Forgotten:
+def finished(ask: Asker, intent: ForgetIntent) -> Forgotten:
     """Reach every copy; the reply says how many, and what could not be reached."""
     texts = (intent.text.removesuffix(TRUNCATION_MARK),)
     stone = tombstone(intent.fact_id)
     errors: list[str] = []
     histories = sessions = turns = 0
     try:
-        forgot: FactForgotten = ask("sessions", ForgetFact(texts=texts, tombstone=stone, since=intent.since))
+        forgot = ask("sessions", ForgetFact(texts=texts, tombstone=stone, since=intent.since))
         histories, sessions = forgot.histories, forgot.sessions
     except Exception as error:  # unavailable, timed out or failed: retried at the next start
         errors.append(f"the sessions were not reached: {error}")
     redacted = False
     if intent.redact_turns:
         try:
-            done: TurnsRedacted = ask("inbox", RedactTurns(texts=texts, tombstone=stone))
+            done = ask("inbox", RedactTurns(texts=texts, tombstone=stone))
             turns, redacted = done.turns, True
         except Exception as error:
             errors.append(f"the turn log was not redacted: {error}")
@@ -110,10 +111,10 @@ def finished(ask: Ask, intent: ForgetIntent) -> Forgotten:
                      sessions_reset=sessions, redact_error="; ".join(errors))
 
 
-def patient(ask: Ask, *, stopping: Callable[[], bool], wait_s: float = ACTORS_WAIT_S) -> Ask:
+def patient(ask: Asker, *, stopping: Callable[[], bool], wait_s: float = ACTORS_WAIT_S) -> Asker:
     """``ask``, waiting up to ``wait_s`` for an actor that is not started yet."""
 
-    def asking(actor: str, message: Request[Any]) -> Any:
+    def asking(actor: str, message: Request[R]) -> R:
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -126,28 +127,16 @@ def patient(ask: Ask, *, stopping: Callable[[], bool], wait_s: float = ACTORS_WA
     return asking
 
 
-def finish_then(ask: Ask, intent: ForgetIntent, then: Callable[[Forgotten], None]) -> threading.Thread:
-    """Finish ``intent`` on its own thread, then call ``then`` with the reply."""
-
-    def run() -> None:
-        then(finished(ask, intent))
-
-    thread = threading.Thread(target=run, name=f"enact-memory-forget-{intent.fact_id}", daemon=True)
-    thread.start()
-    return thread
-
-
 class Forgettings:
     """The Memory actor's pending intents, in LMDB and in memory. Used on
-    the actor's thread only; a finished intent comes back through ``done``
-    (which tells the actor, which then calls ``finished``)."""
+    the actor's thread only; only the asks that reach the copies run off it."""
 
-    def __init__(self, store: Store, batch: WriteBatch, ask: Ask, done: Callable[[ForgetIntent], None]) -> None:
+    def __init__(self, store: Store, batch: WriteBatch, ask: Asker, off_thread: OffThread) -> None:
         self._table = RecordTable(store.table(FORGETTING), ForgetIntent)
         self._store = store
         self._batch = batch
         self._ask = ask
-        self._done = done
+        self._off_thread = off_thread
         self._pending: dict[str, ForgetIntent] = {}  # as committed, or staged
 
     def resume(self) -> None:
@@ -193,8 +182,8 @@ class Forgettings:
     def _finish(self, intent: ForgetIntent, reply: Deferred | None = None) -> None:
         def then(forgotten: Forgotten) -> None:
             if not forgotten.redact_error:
-                self._done(intent)
+                self.finished(intent)
             if reply is not None:
                 reply.resolve(forgotten)
 
-        finish_then(self._ask, intent, then)
+        self._off_thread(lambda _: finished(self._ask, intent), then=then)

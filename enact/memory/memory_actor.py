@@ -13,7 +13,6 @@ stale, corrupt, or a kill between the two commits) is rebuilt from LMDB.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -21,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import lmdb
-import pykka
 
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
@@ -76,13 +74,6 @@ class _CommitIndex:
 
 
 @dataclass(frozen=True, slots=True)
-class _Finished:
-    """Told to itself: every copy of ``intent``'s fact is reached."""
-
-    intent: ForgetIntent
-
-
-@dataclass(frozen=True, slots=True)
 class _Load:
     """Told to itself at start: load the facts once the daemon is up."""
 
@@ -105,7 +96,7 @@ class MemoryActor(EnactActor):
         self._identity = IdentityRecords(self._store, IDENTITY)
         self._briefing = Briefing(ContextSettings.from_config(config), None)
         ask = patient(context.ask, stopping=lambda: context.supervisor.stopping)
-        self._forgettings = Forgettings(self._store, self._batch, ask, self._finished)
+        self._forgettings = Forgettings(self._store, self._batch, ask, self.off_thread)
 
     # -- life cycle ---------------------------------------------------------
 
@@ -192,8 +183,6 @@ class MemoryActor(EnactActor):
                 return self._clear_identity(message)
             case _Load():
                 return None
-            case _Finished():
-                return self._forgettings.finished(message.intent)
             case _CommitIndex():
                 self._commit_due = False
                 self._commit_index()
@@ -204,7 +193,7 @@ class MemoryActor(EnactActor):
 
     def _remember(self, message: Remember) -> Deferred | Merged | Refused:
         decided = remembered(message, self._book, max_chars=self._max_chars,
-                             hold_model_facts=self._hold_model_facts, now=time.time())
+                             hold_model_facts=self._hold_model_facts, now=self.context.clock.time())
         return self._put(decided) if isinstance(decided, Write) else decided
 
     def _put(self, write: Write) -> Deferred:
@@ -318,16 +307,13 @@ class MemoryActor(EnactActor):
             return NotFound(kind="fact matching", id=message.selector.strip())
         if isinstance(found, str):
             return Refused(reason=found, code=RefusalCode.INVALID)
-        return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=time.time()))
-
-    def _finished(self, intent: ForgetIntent) -> None:
-        """Called on a finishing thread: the actor deletes the intent."""
-        with contextlib.suppress(pykka.ActorDeadError):  # stopped: finished again at the next start
-            self.actor_ref.tell(_Finished(intent))
+        return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=self.context.clock.time()))
 
     def _confirm(self, message: Confirm) -> Deferred | NotFound | Refused:
         fact = held(self._book, message.id, message.origin, "confirm")
-        return fact if not isinstance(fact, Fact) else self._put(confirmed(fact, message.origin, time.time()))
+        if not isinstance(fact, Fact):
+            return fact
+        return self._put(confirmed(fact, message.origin, self.context.clock.time()))
 
     def _reject(self, message: Reject) -> Deferred | NotFound | Refused:
         fact = held(self._book, message.id, message.origin, "reject")

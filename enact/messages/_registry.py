@@ -52,6 +52,12 @@ def reply_types(cls: type[Any]) -> tuple[type[Any], ...]:
     return resolved
 
 
+def is_reply_to(message: Request[Any], reply: object) -> bool:
+    """Whether ``reply`` is one that ``message`` declares: the one check an
+    ask makes, in the daemon (``enact.actors._asks``) and in the CLI."""
+    return isinstance(reply, reply_types(type(message)))
+
+
 class _ProtocolNames(dict[str, Any]):
     """Resolves a protocol's prefix in a reply hint to its module, imported
     then: ``Request["inbox.Outcome"]`` lets a request name another

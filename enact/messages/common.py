@@ -6,7 +6,7 @@ nothing changed: a reason in words and a code to branch on) and ``NotFound``
 (what it names does not exist: a kind and an id). The CLI turns both into
 its ``--json`` statuses ``refused`` and ``not_found`` in one place
 (``enact.cli._options.failure_of``); a command handler, into a receipt in
-one place (``enact.commands.end_on_failure``).
+one place (``enact.commands.answered``).
 """
 
 from __future__ import annotations

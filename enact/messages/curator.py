@@ -225,7 +225,7 @@ class ModeShown:
     """Set by ``SetMode``; False: ``evolve.mode`` decides."""
     schedule: str
     next_due_at: float | None
-    """None until the Scheduler has looked at the schedule."""
+    """None until the evolve actor has looked at the schedule."""
     last_run_at: float | None
     last_outcome: str = ""
 
@@ -233,7 +233,7 @@ class ModeShown:
 @internal("curator.EvolveClockChanged")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EvolveClockChanged:
-    """The Scheduler's evolve clock moved (told, never asked: the Scheduler
+    """The evolve actor's clock moved (told, never asked: the evolve actor
     asks the curator during a run)."""
 
     schedule: str
@@ -245,7 +245,7 @@ class EvolveClockChanged:
 @internal("curator.EvolveRunFailed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EvolveRunFailed:
-    """The Scheduler gave up a scheduled evolve run whose attempts kept
+    """The evolve actor gave up a scheduled evolve run whose attempts kept
     failing (told, for the evolve history's audit)."""
 
     run_id: str

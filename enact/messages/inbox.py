@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +50,8 @@ class ChatEvent:
     @property
     def event_id(self) -> str:
         """A stable id of the event's identity, safe as a key and in logs."""
+        import hashlib  # here: OpenSSL's loading would cost every command that speaks to the inbox a start-up
+
         identity = f"{self.channel}\0{self.conversation}\0{self.message_id}".encode()
         return hashlib.sha256(identity).hexdigest()[:32]
 
@@ -127,7 +128,11 @@ class Cursor:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Turn:
-    cursor: int
+    """One finished event, as ``logs.turns`` stores it and ``Turns`` sends it."""
+
+    cursor: int = 0
+    """Its key in the turn log (0 until it is logged); turns logged before
+    the cursor was stored with them read it from their key."""
     event_id: str
     channel: str
     conversation: str

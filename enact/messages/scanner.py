@@ -37,7 +37,7 @@ class Scan(Request["ScanReport | Refused"]):
     """Scan ``source`` ("" both): one batch each. Draining every pending
     batch is asking again while ``ScanSummary.pending`` says more is waiting
     (``enact evolve scan --force``), so no request outlasts its timeout by
-    doing all of them. ``scheduled``: the Scheduler asks; only a source with
+    doing all of them. ``scheduled``: the evolve run asks; only a source with
     at least a full batch of new records is scanned, and nothing while a task
     runs (the caller has checked the evolve mode)."""
 

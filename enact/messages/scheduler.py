@@ -11,7 +11,8 @@ from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 from enact.messages.tasks import Submitted
-from enact.tasks.scheduling import MAX_SPEC, MAX_TEXT, BacklogItem, Priority, Schedule
+from enact.schedules import MAX_SPEC
+from enact.tasks.scheduling import MAX_TEXT, BacklogItem, Priority, Schedule
 
 _PATH = 4096
 
@@ -22,7 +23,7 @@ _PATH = 4096
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AddSchedule(Request["ScheduleAdded | Refused"]):
     """Submit ``request`` as a task at each due time of ``spec``
-    (``every 10m``, ``every 2h``, ``every 1d``, or a cron expression)."""
+    (``every 10m``, ``every 1d``, ``daily 09:00`` or a cron expression: ``enact.schedules``)."""
 
     spec: str = field(metadata=limit(MAX_SPEC))
     request: str = field(metadata=limit(MAX_TEXT))

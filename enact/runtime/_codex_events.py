@@ -1,16 +1,29 @@
 """What ``codex exec --json`` prints, read: one JSON event a line (Codex
 0.169: ``thread.started``, ``turn.started``/``completed``/``failed``,
 ``error`` for its retries, ``item.started``/``completed`` for messages,
-command executions and errors)."""
+command executions and errors); and what a call's output means, its result
+or the typed failure it ended in (``interpret``)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from enact.runtime import CommandRun, Usage
+from enact.runtime import (
+    CommandRun,
+    RuntimeAuthFailed,
+    RuntimeFailure,
+    RuntimeMalformedOutput,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeResult,
+    RuntimeSessionUnknown,
+    Usage,
+)
+from enact.runtime._subprocess import CommandOutput
 
 _PROGRESS_LIMIT = 300
 _OUTPUT_TAIL = 500
@@ -130,3 +143,62 @@ def warnings_of(stderr: str) -> list[str]:
     missing, after which every shell call fails), for the task log."""
     return [short(f"codex warned: {line.strip()}") for line in stderr.splitlines()
             if line.strip().upper().startswith("WARNING")]
+
+
+_AUTH = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|not logged in|invalid[ _]api[ _]key|codex login", re.I)
+_RATE = re.compile(r"\b429\b|rate[ _-]?limit|quota|too many requests", re.I)
+_UNKNOWN_SESSION = re.compile(r"no rollout found|no saved session|session .* not found", re.I)
+_NOTHING = Usage()
+
+
+def classify(evidence: str, *, message: str, usage: Usage) -> RuntimeFailure:
+    """The failure ``evidence`` (what the CLI said) describes: auth,
+    rate-limited, else failed; ``message`` is what it says to the owner."""
+    if _AUTH.search(evidence):
+        return RuntimeAuthFailed(message, usage=usage)
+    if _RATE.search(evidence):
+        return RuntimeRateLimited(message, usage=usage)
+    return RuntimeFailure(message, usage=usage)
+
+
+def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str, *,
+              spent_before: Usage = _NOTHING) -> RuntimeResult:
+    """The result of one call, or the typed failure it ended in;
+    ``spent_before`` is the thread's total before this turn."""
+    turn = parse_events(output.stdout)
+    turn.usage = minus(turn.usage, spent_before)
+    stderr = output.stderr.strip()
+    if request.native_session and _UNKNOWN_SESSION.search(stderr):
+        raise RuntimeSessionUnknown(f"codex has no session {request.native_session}: {last_line(stderr)}")
+    if turn.completed and output.exit_code == 0:
+        answer = last_message.strip() or (turn.answer or "").strip()
+        if not answer:
+            raise RuntimeMalformedOutput("codex completed the turn without an answer", usage=turn.usage)
+        return RuntimeResult(
+            text=answer,
+            native_session=None if not request.session_key else turn.thread_id or request.native_session,
+            usage=turn.usage,
+            duration_s=output.duration_s,
+            progress=(*warnings_of(stderr), *turn.progress),
+            commands=tuple(turn.commands),
+        )
+    if turn.failure is None and output.exit_code == 0 and not turn.diagnostics:
+        raise RuntimeMalformedOutput(
+            f"codex exited 0 without finishing a turn ({turn.unreadable_lines} unreadable lines)", usage=turn.usage
+        )
+    how = f"was killed by signal {-output.exit_code}" if output.exit_code < 0 else f"exited {output.exit_code}"
+    exited = f"{how}: {last_line(stderr) or 'nothing on stderr'}"
+    # Shown: what the turn failed with, else a kill, else the last diagnostic,
+    # else how it ended; classified: all of it (a 401 may show only in the retries).
+    if turn.failure:
+        shown = turn.failure
+    elif output.exit_code < 0 or not turn.diagnostics:
+        shown = exited
+    else:
+        shown = turn.diagnostics[-1]
+    raise classify(" ".join([shown, *turn.diagnostics, stderr]), message=f"codex: {short(shown)}", usage=turn.usage)
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return short(lines[-1]) if lines else ""

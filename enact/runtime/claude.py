@@ -23,10 +23,9 @@ stderr.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -35,21 +34,16 @@ from enact.config import Config, Setting
 from enact.environment import cli_environment
 from enact.runtime import (
     Capabilities,
-    CommandRun,
-    RuntimeAuthFailed,
     RuntimeFailure,
-    RuntimeMalformedOutput,
-    RuntimeRateLimited,
     RuntimeRequest,
     RuntimeResult,
-    RuntimeSessionUnknown,
     RuntimeUnavailable,
-    Usage,
     checked_sandbox,
 )
+from enact.runtime._claude_output import clip, parse_output
 from enact.runtime._executable import find_executable as find_program
 from enact.runtime._executable import install_root, named_where
-from enact.runtime._subprocess import CommandOutput, run_command
+from enact.runtime._subprocess import run_command
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -70,12 +64,6 @@ INSTALL_HINT = "install it (npm install -g @anthropic-ai/claude-code) or set ENA
 
 CHECK_TIMEOUT_S = 15.0
 """``claude --version`` and ``claude auth status`` read local files only (about 0.6 s)."""
-
-_UNREACHABLE = ("can't reach the api server", "econnrefused", "enotfound", "connection refused")
-"""How Claude Code says its API cannot be reached (2.1.328: "API Error: Connection
-refused … (ECONNREFUSED)" for a closed port), which is ``unavailable``."""
-
-_MESSAGE_LIMIT = 300
 
 OWN_STATE = ("projects", "sessions", "todos", "shell-snapshots", "statsig", "history.jsonl", "file-history",
              "backups", "debug", "paste-cache", "session-env", "telemetry", "ide", "cache", "plans")
@@ -107,140 +95,6 @@ def prompt_text(request: RuntimeRequest) -> str:
     # Claude Code reads an image from its path with its Read tool.
     paths = "\n".join(f"- {image}" for image in request.images)
     return f"{request.prompt}\n\nAttached images (read them from these paths):\n{paths}"
-
-
-def parse_output(output: CommandOutput, *, resumed: str | None) -> RuntimeResult:
-    """The result object Claude Code printed, or the typed failure it says."""
-    document = _result_object(output.stdout)
-    stderr = _clip(output.stderr)
-    # With stream-json, an unknown session also ends in an error result whose "errors" say it.
-    said = f"{output.stderr} {document.get('errors') if document else ''}".lower()
-    if resumed is not None and output.exit_code != 0 and "no conversation found" in said:
-        raise RuntimeSessionUnknown(f"claude has no session {resumed}: {stderr}")
-    if document is None:
-        if output.exit_code != 0:
-            raise RuntimeFailure(f"claude exited with {output.exit_code}: {stderr or 'no output'}")
-        raise RuntimeMalformedOutput(f"claude printed no result object: {_clip(output.stdout) or 'nothing'}")
-    usage = _usage(document)
-    result = document.get("result")
-    if document.get("is_error") or output.exit_code != 0:
-        raise classify(document, usage)
-    if not isinstance(result, str) or not isinstance(document.get("session_id"), str):
-        raise RuntimeMalformedOutput(f"claude's result object lacks result or session_id: {_clip(output.stdout)}",
-                                     usage=usage)
-    duration_ms = document.get("duration_ms")
-    commands, progress = tool_uses(output.stdout)
-    return RuntimeResult(
-        text=result,
-        native_session=document["session_id"],
-        usage=usage,
-        duration_s=duration_ms / 1000 if isinstance(duration_ms, (int, float)) else output.duration_s,
-        commands=commands,
-        progress=progress,
-    )
-
-
-_EXIT_CODE = re.compile(r"\AExit code (-?\d+)")
-"""How Claude Code 2.1.328 starts a failed Bash result: "Exit code 2\nls: cannot access …"."""
-_OUTPUT_TAIL = 500
-
-
-def tool_uses(stdout: str) -> tuple[tuple[CommandRun, ...], tuple[str, ...]]:
-    """The Bash commands the model ran (each with its exit status, from the
-    ``tool_result`` that answered its ``tool_use``) and a line for each other
-    tool it used, from the stream's assistant and user messages."""
-    uses: dict[str, tuple[str, dict[str, Any]]] = {}
-    results: dict[str, tuple[bool, str]] = {}
-    for line in stdout.splitlines():
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        message = event.get("message") if isinstance(event, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        for block in content if isinstance(content, list) else ():
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
-                uses[str(block.get("id"))] = (str(block.get("name", "?")), block["input"])
-            elif block.get("type") == "tool_result":
-                results[str(block.get("tool_use_id"))] = (bool(block.get("is_error")), _text_of(block.get("content")))
-    commands: list[CommandRun] = []
-    progress: list[str] = []
-    for use_id, (name, given) in uses.items():
-        failed, text = results.get(use_id, (True, "no result"))
-        if name == "Bash":
-            found = _EXIT_CODE.match(text)
-            code = (int(found.group(1)) if found else None) if failed else 0
-            output = text[found.end():] if found else text
-            commands.append(CommandRun(command=_clip(str(given.get("command", "?"))), exit_code=code,
-                                       output=output.strip()[-_OUTPUT_TAIL:] if failed else ""))
-        else:
-            shown = _clip(f"{name} {orjson.dumps(given).decode()}")
-            progress.append(f"{shown}: failed: {_clip(text)}" if failed else shown)
-    return tuple(commands), tuple(progress)
-
-
-def _text_of(content: object) -> str:
-    """A tool result's content: a string, or a list of text blocks."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
-def classify(document: dict[str, Any], usage: Usage) -> RuntimeFailure:
-    """From ``api_error_status`` first, then the words of the result."""
-    status = document.get("api_error_status")
-    text = document.get("result") if isinstance(document.get("result"), str) else ""
-    detail = f"{document.get('subtype')}, {document.get('terminal_reason')}"
-    if status is not None:
-        detail = f"HTTP {status}, {detail}"
-    message = f"claude: {_clip(str(text)) or 'failed'} ({detail})"
-    lowered = str(text).lower()
-    if status in (401, 403) or "not logged in" in lowered or "invalid api key" in lowered:
-        return RuntimeAuthFailed(f"{message}; set ANTHROPIC_API_KEY or run `claude auth login`", usage=usage)
-    if status == 429:
-        return RuntimeRateLimited(message, usage=usage)
-    if status is None and any(words in lowered for words in _UNREACHABLE):
-        return RuntimeUnavailable(message, usage=usage)
-    return RuntimeFailure(message, usage=usage)
-
-
-def _result_object(stdout: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.strip().splitlines()):
-        try:
-            document = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(document, dict) and document.get("type") == "result":
-            return document
-    return None
-
-
-def _usage(document: dict[str, Any]) -> Usage:
-    usage = document.get("usage")
-    table = usage if isinstance(usage, dict) else {}
-
-    def number(key: str) -> int:
-        value = table.get(key)
-        return value if isinstance(value, int) and value >= 0 else 0
-
-    cost = document.get("total_cost_usd")
-    # Anthropic counts cached input apart; enact's input counts all of it, as Codex and OpenAI do.
-    cached = number("cache_read_input_tokens")
-    return Usage(
-        input_tokens=number("input_tokens") + cached + number("cache_creation_input_tokens"),
-        cached_input_tokens=cached,
-        output_tokens=number("output_tokens"),
-        cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
-    )
-
-
-def _clip(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _MESSAGE_LIMIT else flat[:_MESSAGE_LIMIT] + "…"
 
 
 CLI_NEEDS = ("ANTHROPIC_*", "CLAUDE_*", "SSL_CERT_*", "NODE_EXTRA_CA_CERTS", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
@@ -343,9 +197,9 @@ def login_state(executable: str) -> tuple[bool | None, str]:
                              timeout_s=CHECK_TIMEOUT_S, cancel=CancellationToken(), tty_out=False)
         document = orjson.loads(output.stdout)
     except (RuntimeFailure, orjson.JSONDecodeError) as error:
-        return None, f"`claude auth status` did not say: {_clip(str(error))}"
+        return None, f"`claude auth status` did not say: {clip(str(error))}"
     if not isinstance(document, dict) or not isinstance(document.get("loggedIn"), bool):
-        return None, f"`claude auth status` did not say: {_clip(output.stdout) or 'no output'}"
+        return None, f"`claude auth status` did not say: {clip(output.stdout) or 'no output'}"
     how = str(document.get("authMethod", ""))
     source = document.get("apiKeySource")
     return document["loggedIn"], f"{how} from {source}" if isinstance(source, str) else how
@@ -360,7 +214,7 @@ def version_of(executable: str) -> str:
     version = output.stdout.strip()
     if output.exit_code != 0 or not version:
         raise RuntimeFailure(f"{executable} --version exited with {output.exit_code}: "
-                             f"{_clip(output.stderr) or 'no output'}")
+                             f"{clip(output.stderr) or 'no output'}")
     return version
 
 

@@ -2,14 +2,13 @@
 
 What is sent: the prompt, on the CLI's standard input; Codex itself talks to
 its model provider as its own configuration (``$CODEX_HOME/config.toml``,
-its login) says. What comes back is read from its JSON lines (see
-``parse_events``) and from the file ``--output-last-message`` writes.
+its login) says. What comes back is read from its JSON lines and from the
+file ``--output-last-message`` writes (``enact.runtime._codex_events``).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import threading
 import tomllib
@@ -25,21 +24,17 @@ from enact.config import Check, Config, Setting
 from enact.environment import cli_environment
 from enact.runtime import (
     Capabilities,
-    RuntimeAuthFailed,
     RuntimeFailure,
-    RuntimeMalformedOutput,
-    RuntimeRateLimited,
     RuntimeRequest,
     RuntimeResult,
-    RuntimeSessionUnknown,
     RuntimeUnavailable,
     Usage,
     checked_sandbox,
 )
-from enact.runtime._codex_events import minus, parse_events, short, total, usage_of, warnings_of
+from enact.runtime._codex_events import interpret, last_line, total, usage_of
 from enact.runtime._executable import find_executable as find_program
 from enact.runtime._executable import install_root, named_where
-from enact.runtime._subprocess import CommandOutput, run_command
+from enact.runtime._subprocess import run_command
 from enact.safe_files import UnsafeFile, read_inside
 
 if TYPE_CHECKING:
@@ -49,10 +44,6 @@ SANDBOXES = {"read-only": "read-only", "workspace-write": "workspace-write", "fu
 """enact's sandbox modes in Codex's words."""
 
 INSTALL_HINT = "install it (npm install -g @openai/codex) or set ENACT_CODEX_BIN to its path"
-
-_AUTH = re.compile(r"\b40[13]\b|unauthori[sz]ed|forbidden|not logged in|invalid[ _]api[ _]key|codex login", re.I)
-_RATE = re.compile(r"\b429\b|rate[ _-]?limit|quota|too many requests", re.I)
-_UNKNOWN_SESSION = re.compile(r"no rollout found|no saved session|session .* not found", re.I)
 
 OWN_STATE = ("sessions", "archived_sessions", "log", "history.jsonl", "*.sqlite", "*.sqlite-*", ".tmp", "tmp",
              "thread-writer-locks", "shell_snapshots", "models_cache.json", "version.json", "installation_id")
@@ -68,7 +59,6 @@ CLI_NEEDS = ("CODEX_HOME", "CODEX_*", "OPENAI_*", "AZURE_OPENAI_*", "SSL_CERT_*"
 """What codex needs of the environment to reach its model, besides each
 ``env_key`` its configuration names (a model provider's key variable)."""
 
-_NOTHING = Usage()
 LAST_MESSAGE_LIMIT = 4 * 1024 * 1024
 """The most of Codex's answer file that is read (far above any reply)."""
 
@@ -132,59 +122,6 @@ class ThreadTotals:
                 if isinstance(info, dict):
                     return usage_of(info.get("total_token_usage"))
         return total
-
-
-def classify(evidence: str, *, message: str, usage: Usage) -> RuntimeFailure:
-    """The failure ``evidence`` (what the CLI said) describes: auth,
-    rate-limited, else failed; ``message`` is what it says to the owner."""
-    if _AUTH.search(evidence):
-        return RuntimeAuthFailed(message, usage=usage)
-    if _RATE.search(evidence):
-        return RuntimeRateLimited(message, usage=usage)
-    return RuntimeFailure(message, usage=usage)
-
-
-def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str, *,
-              spent_before: Usage = _NOTHING) -> RuntimeResult:
-    """The result of one call, or the typed failure it ended in;
-    ``spent_before`` is the thread's total before this turn."""
-    turn = parse_events(output.stdout)
-    turn.usage = minus(turn.usage, spent_before)
-    stderr = output.stderr.strip()
-    if request.native_session and _UNKNOWN_SESSION.search(stderr):
-        raise RuntimeSessionUnknown(f"codex has no session {request.native_session}: {_last_line(stderr)}")
-    if turn.completed and output.exit_code == 0:
-        answer = last_message.strip() or (turn.answer or "").strip()
-        if not answer:
-            raise RuntimeMalformedOutput("codex completed the turn without an answer", usage=turn.usage)
-        return RuntimeResult(
-            text=answer,
-            native_session=None if not request.session_key else turn.thread_id or request.native_session,
-            usage=turn.usage,
-            duration_s=output.duration_s,
-            progress=(*warnings_of(stderr), *turn.progress),
-            commands=tuple(turn.commands),
-        )
-    if turn.failure is None and output.exit_code == 0 and not turn.diagnostics:
-        raise RuntimeMalformedOutput(
-            f"codex exited 0 without finishing a turn ({turn.unreadable_lines} unreadable lines)", usage=turn.usage
-        )
-    how = f"was killed by signal {-output.exit_code}" if output.exit_code < 0 else f"exited {output.exit_code}"
-    exited = f"{how}: {_last_line(stderr) or 'nothing on stderr'}"
-    # Shown: what the turn failed with, else a kill, else the last diagnostic,
-    # else how it ended; classified: all of it (a 401 may show only in the retries).
-    if turn.failure:
-        shown = turn.failure
-    elif output.exit_code < 0 or not turn.diagnostics:
-        shown = exited
-    else:
-        shown = turn.diagnostics[-1]
-    raise classify(" ".join([shown, *turn.diagnostics, stderr]), message=f"codex: {short(shown)}", usage=turn.usage)
-
-
-def _last_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.strip()]
-    return short(lines[-1]) if lines else ""
 
 
 def home_under_temp(home: Path, environ: Mapping[str, str]) -> bool:
@@ -295,7 +232,7 @@ class CodexRuntime:
         private_home = dict(request.private_state).get(home)  # confined: where its home really is
         resumed = request.native_session if request.session_key else None
         # Read before the turn adds to it.
-        before = self.totals.before(resumed, codex_home=private_home) if resumed else _NOTHING
+        before = self.totals.before(resumed, codex_home=private_home) if resumed else Usage()
         # Confined, codex sees a private /tmp: its answer file goes to its
         # home (a task's private one, or a conversation's own, bound as it is),
         # named by its real path, where the home is mounted (codex fails to
@@ -343,7 +280,7 @@ class CodexRuntime:
         output = run_command([self._executable(), "--version"], stdin_text="", cwd=None, env=self._env,
                              timeout_s=30, cancel=CancellationToken())
         if output.exit_code != 0:
-            raise RuntimeFailure(f"codex --version exited {output.exit_code}: {_last_line(output.stderr)}")
+            raise RuntimeFailure(f"codex --version exited {output.exit_code}: {last_line(output.stderr)}")
         return output.stdout.strip()
 
 

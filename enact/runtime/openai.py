@@ -9,10 +9,8 @@ it cannot edit files or run commands, so it is not ``agentic``.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import http.client
-import mimetypes
 import random
 import socket
 import ssl
@@ -22,8 +20,6 @@ import urllib.parse
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -37,16 +33,15 @@ from enact.runtime import (
     RuntimeAuthFailed,
     RuntimeCancelled,
     RuntimeFailure,
-    RuntimeMalformedOutput,
     RuntimeRateLimited,
     RuntimeRequest,
     RuntimeResult,
     RuntimeSessionUnknown,
     RuntimeTimeout,
     RuntimeUnavailable,
-    Usage,
 )
 from enact.runtime._interruptible import connect, shut
+from enact.runtime._openai_wire import error_message, parse_completion, retry_after, user_content
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry
@@ -59,8 +54,6 @@ RETRIES = Backoff(first_s=0.5, factor=2.0, max_s=8.0, attempts=3)
 
 CHECK_TIMEOUT_S = 5.0
 """How long ``enact runtime check`` waits for the endpoint's model list."""
-
-_MESSAGE_LIMIT = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +124,7 @@ class OpenAIRuntime:
                 raise RuntimeSessionUnknown(f"no message history is kept for session {request.native_session!r}")
             native = request.native_session or f"openai-{uuid.uuid4().hex}"
         messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in request.history]
-        messages.append({"role": "user", "content": _content(request.prompt, request.images)})
+        messages.append({"role": "user", "content": user_content(request.prompt, request.images)})
         body = orjson.dumps({"model": self.model, "messages": messages, "stream": False})
         deadline = started + request.timeout_s
         answer = self._post_with_retries(body, deadline, request)
@@ -228,81 +221,6 @@ class OpenAIRuntime:
             with guard:
                 wake_reader.close()
                 wake_writer.close()
-
-
-def _content(prompt: str, images: tuple[Path, ...]) -> str | list[dict[str, Any]]:
-    """Plain text, or text and images as data URLs (the vision message form)."""
-    if not images:
-        return prompt
-    parts: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
-    for image in images:
-        kind = mimetypes.guess_type(image.name)[0] or "image/png"
-        data = base64.b64encode(image.read_bytes()).decode()
-        parts.append({"type": "image_url", "image_url": {"url": f"data:{kind};base64,{data}"}})
-    return parts
-
-
-def parse_completion(body: bytes) -> tuple[str, Usage]:
-    """The answer and usage of a chat-completions reply; raises
-    RuntimeMalformedOutput for anything else."""
-    try:
-        document = orjson.loads(body)
-        content = document["choices"][0]["message"]["content"]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        raise RuntimeMalformedOutput(f"not a chat completion: {_clip(body)}") from None
-    if not isinstance(content, str):
-        raise RuntimeMalformedOutput(f"the completion has no text content: {_clip(body)}")
-    usage = document.get("usage") if isinstance(document, dict) else None
-    return content, _usage(usage if isinstance(usage, dict) else {})
-
-
-def _usage(usage: dict[str, Any]) -> Usage:
-    def number(table: Any, key: str) -> int:
-        value = table.get(key) if isinstance(table, dict) else None
-        return value if isinstance(value, int) and value >= 0 else 0
-
-    return Usage(
-        input_tokens=number(usage, "prompt_tokens"),
-        cached_input_tokens=number(usage.get("prompt_tokens_details"), "cached_tokens"),
-        output_tokens=number(usage, "completion_tokens"),
-        reasoning_tokens=number(usage.get("completion_tokens_details"), "reasoning_tokens"),
-    )
-
-
-def error_message(body: bytes) -> str:
-    """The server's own words: OpenAI's ``{"error": {"message": ...}}``,
-    Ollama's ``{"error": "..."}``, else the body itself, clipped."""
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return _clip(body)
-    error = document.get("error") if isinstance(document, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        return _clip(error["message"].encode())
-    if isinstance(error, str):
-        return _clip(error.encode())
-    return _clip(body)
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (delta seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _clip(body: bytes) -> str:
-    text = " ".join(body.decode("utf-8", "replace").split())
-    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "…"
 
 
 def _describe(error: BaseException) -> str:

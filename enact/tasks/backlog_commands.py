@@ -6,34 +6,30 @@ and removed from the CLI only."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages._registry import Request
 from enact.messages.scheduler import (
     AddItem,
-    Backlog,
-    ItemAdded,
     ListItems,
     ListSchedules,
     Promote,
-    Promoted,
-    ScheduleList,
 )
 from enact.tasks.scheduling import Priority, next_run_said
+
+R = TypeVar("R")
 
 _TEXT = {"text": Param(str, doc="the item's text, optionally after p0: or p2:")}
 _ID = {"text": Param(str, doc="the backlog item's id")}
 
 
-def _ask_scheduler(context: CommandContext, message: Request[Any]) -> object:
+def _ask_scheduler(context: CommandContext, message: Request[R]) -> R:
     return context.ask("scheduler", message)
 
 
 def _list(_: CommandCall, context: CommandContext) -> str:
     reply = _ask_scheduler(context, ListItems())
-    if not isinstance(reply, Backlog):
-        raise CommandFailed(f"the scheduler answered {type(reply).__name__}")
     if not reply.items:
         return "the backlog is empty"
     return "Backlog:\n" + "\n".join(f"#{item.id} {item.priority.value} {item.text}" for item in reply.items)
@@ -45,10 +41,7 @@ def _add(call: CommandCall, context: CommandContext) -> str:
     head, sep, rest = text.partition(":")
     if sep and head.strip().lower() in {p.value for p in Priority}:
         priority, text = Priority(head.strip().lower()), rest.strip()
-    reply = _ask_scheduler(context, AddItem(text=text, priority=priority, origin=call.origin))
-    end_on_failure(reply)
-    if not isinstance(reply, ItemAdded):
-        raise CommandFailed(f"the scheduler answered {type(reply).__name__}")
+    reply = answered(_ask_scheduler(context, AddItem(text=text, priority=priority, origin=call.origin)))
     return f"backlog item {reply.item.id} ({reply.item.priority.value})"
 
 
@@ -56,17 +49,12 @@ def _promote(call: CommandCall, context: CommandContext) -> str:
     text = str(call.args.get("text", "")).strip().lstrip("#")
     if not text.isdigit():
         raise CommandFailed("/backlog.promote needs an item id, e.g. /backlog.promote 3")
-    reply = _ask_scheduler(context, Promote(item_id=int(text), origin=call.origin))
-    end_on_failure(reply)
-    if not isinstance(reply, Promoted):
-        raise CommandFailed(f"the scheduler answered {type(reply).__name__}")
+    reply = answered(_ask_scheduler(context, Promote(item_id=int(text), origin=call.origin)))
     return f"backlog item {reply.item.id} is task {reply.submitted.task.id}"
 
 
 def _cron_list(_: CommandCall, context: CommandContext) -> str:
     reply = _ask_scheduler(context, ListSchedules())
-    if not isinstance(reply, ScheduleList):
-        raise CommandFailed(f"the scheduler answered {type(reply).__name__}")
     if not reply.schedules:
         return "no schedules"
     lines = []

@@ -15,14 +15,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
-from enact.messages._registry import Request
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages.inbox import Notify
-from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeSessionUnknown
+from enact.runtime import RuntimeFailure
 from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, check_request, clip
 
 BRIEF_MARKER = "[task brief]"
@@ -31,10 +29,6 @@ BRIEF_MARKER = "[task brief]"
 NOTIFIER = "tasks"
 """The actor that holds a task's outcome notice until the inbox takes it."""
 
-SessionCall = Callable[[str, str, str], str]
-"""(session key, prompt, owner message) -> the session's answer."""
-Ask = Callable[[str, Request[Any]], object]
-"""(actor, message) -> its reply."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +86,6 @@ def conversation_of(call: CommandCall) -> ConversationRef | None:
     return ConversationRef(channel=channel, conversation=conversation, session_key=call.conversation)
 
 
-def _ask(context: CommandContext) -> Ask:
-    return context.ask
-
-
 def _task_id(call: CommandCall) -> int:
     raw = call.args.get("id", call.args.get("text", ""))
     text = str(raw).strip().lstrip("#")
@@ -112,7 +102,7 @@ def _describe(task: Task) -> str:
 
 
 def _add(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import Submit, Submitted
+    from enact.messages.tasks import Submit
 
     request = str(call.args.get("text", "")).strip()
     if not request:
@@ -126,7 +116,8 @@ def _add(call: CommandCall, context: CommandContext) -> str:
     brief: Brief | Question = Brief("")
     if context.converse is not None and call.conversation:
         try:
-            answer = context.converse(call.conversation, brief_prompt(request), f"{BRIEF_MARKER} {request}")
+            answer = context.converse(call.conversation, brief_prompt(request),
+                                      owner_message=f"{BRIEF_MARKER} {request}", owners=call.owners)
         except RuntimeFailure as error:
             raise CommandFailed(f"not queued: the conversation's session could not write the brief "
                                 f"({error.kind}: {error}); ask again") from None
@@ -137,34 +128,26 @@ def _add(call: CommandCall, context: CommandContext) -> str:
                      idempotency_key=task_key(call.request_id, request),
                      repairs=int(call.args.get("repairs", 2)), deadline_s=int(call.args.get("deadline", 600)),
                      conversation=conversation_of(call))
-    reply = _ask(context)("tasks", message)
-    end_on_failure(reply, "not queued")
-    if not isinstance(reply, Submitted):
-        raise CommandFailed(f"not queued: the queue answered {type(reply).__name__}")
+    reply = answered(context.ask("tasks", message), "not queued")
     if reply.existing:
         return f"task {reply.task.id} was already queued for this message ({reply.task.state})"
     return f"queued task {reply.task.id} on {reply.task.repo}; you will hear here when it ends"
 
 
 def _list(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import List, TaskPage
+    from enact.messages.tasks import List
 
-    page = _ask(context)("tasks", List(limit=10))
-    if not isinstance(page, TaskPage):
-        raise CommandFailed(f"the queue answered {type(page).__name__}")
+    page = context.ask("tasks", List(limit=10))
     if not page.tasks:
         return "no tasks"
     return "\n".join(_describe(task) for task in page.tasks)
 
 
 def _show(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import Found, Get
+    from enact.messages.tasks import Get
 
     task_id = _task_id(call)
-    found = _ask(context)("tasks", Get(task_id=task_id))
-    end_on_failure(found)
-    if not isinstance(found, Found):
-        raise CommandFailed(f"the queue answered {type(found).__name__}")
+    found = answered(context.ask("tasks", Get(task_id=task_id)))
     return f"{_describe(found.task)}\nrequest: {found.task.request}"
 
 
@@ -174,46 +157,15 @@ def _owner_action(verb: str) -> Callable[[CommandCall, CommandContext], str]:
 
         task_id = _task_id(call)
         kind = {"cancel": tasks.Cancel, "retry": tasks.Retry, "resume": tasks.Resume}[verb]
-        reply = _ask(context)("tasks", kind(task_id=task_id, origin=call.origin))
-        end_on_failure(reply)
+        reply = answered(context.ask("tasks", kind(task_id=task_id, origin=call.origin)))
         if isinstance(reply, tasks.CancelAccepted):
             return f"task {task_id} cancelled" if reply.at_once else \
                 f"task {task_id} is running; it stops at its worker's next heartbeat"
         if isinstance(reply, tasks.Submitted):
             return f"queued task {reply.task.id} as a retry of task {task_id}"
-        if isinstance(reply, tasks.Resumed):
-            return f"task {task_id} queued again"
-        raise CommandFailed(f"the queue answered {type(reply).__name__}")
+        return f"task {task_id} queued again"
 
     return run
-
-
-def session_call(runtime: Runtime, ask: Ask, *, prompt_version: int, timeout_s: float,
-                 startup_context: str) -> SessionCall:
-    """A call on a conversation's own session, as its Conversation actor
-    makes them: resume the native session the Sessions actor maps, or start
-    one with the startup context, and record the mapping."""
-    from enact.messages.sessions import Lookup, Record, Session
-
-    def invoke(session_key: str, prompt: str, owner_message: str, resume: str | None) -> str:
-        text = prompt if resume is not None else f"{startup_context}\n\n{prompt}"
-        result = runtime.invoke(RuntimeRequest(session_key=session_key, prompt=text, native_session=resume,
-                                               owner_message=owner_message, timeout_s=timeout_s))
-        if result.native_session and result.native_session != resume:
-            ask("sessions", Record(key=session_key, native_id=result.native_session, prompt_version=prompt_version))
-        return result.text
-
-    def call(session_key: str, prompt: str, owner_message: str) -> str:
-        mapping = ask("sessions", Lookup(key=session_key, prompt_version=prompt_version))
-        resume = mapping.native_id if isinstance(mapping, Session) else None
-        try:
-            return invoke(session_key, prompt, owner_message, resume)
-        except RuntimeSessionUnknown:
-            if resume is None:
-                raise
-            return invoke(session_key, prompt, owner_message, None)
-
-    return call
 
 
 def outcome_notice(task: Task) -> Notify | None:

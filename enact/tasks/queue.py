@@ -7,7 +7,8 @@ changes it committed are collected for the actor to publish; the owner
 notices of the tasks that ended are held by the same commits
 (``enact.tasks.notices``, ``TaskQueue.notices``).
 
-Its databases and their keys are in ``enact.tasks.tables``.
+Its databases and their keys are in ``enact.tasks.tables``; what a task
+becomes when its attempt ends, in ``enact.tasks.lease_rules``.
 """
 
 from __future__ import annotations
@@ -41,27 +42,19 @@ from enact.messages.tasks import (
     TaskSnapshot,
 )
 from enact.storage import Store
+from enact.tasks.lease_rules import after_finish, after_lease_expired, lease_lapsed
 from enact.tasks.notices import OwnerNotices
 from enact.tasks.records import (
-    MAX_ATTEMPTS,
     WORKER_EVENTS,
-    WORKER_LOST,
     EventKind,
-    FailureClass,
-    Outcome,
     Phase,
     Task,
     TaskEvent,
     TaskState,
     check_limits,
     clip,
-    resume_hint,
-    retry_delay_s,
 )
 from enact.tasks.tables import TaskTables
-
-_FINISHED_STATE = {Outcome.SUCCEEDED: TaskState.SUCCEEDED, Outcome.CANCELLED: TaskState.CANCELLED,
-                   Outcome.PAUSED: TaskState.PAUSED, Outcome.FAILED: TaskState.FAILED}
 
 
 class TaskQueue:
@@ -292,45 +285,8 @@ class TaskQueue:
             task = self._held(txn, message.task_id, message.worker_id, message.attempt, now)
             if isinstance(task, LeaseLost):
                 return task
-            base = dataclasses.replace(
-                task, worker="", lease_expires_at=None, phase=Phase.NONE, repair=0, cancel_requested=False,
-                confined=task.confined if message.confined is None else message.confined,
-                worktree=message.worktree or task.worktree, review_id=message.review_id or task.review_id,
-                failure_class=message.failure_class, summary=clip(message.summary), updated_at=now)
-            outcome = message.outcome
-            if outcome is Outcome.FAILED and message.failure_class is FailureClass.AUTH:
-                outcome = Outcome.PAUSED
-            if task.cancel_requested and _hands_back(outcome, message.failure_class):
-                # The owner's cancel was accepted before the worker heard of
-                # it (a graceful stop, say, came first): it still stands.
-                ended = dataclasses.replace(base, state=TaskState.CANCELLED, failure_class=None, finished_at=now,
-                                            summary=clip(f"cancelled by its owner; {message.summary}"))
-                self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now, message.worker_id)
-            elif outcome is Outcome.INTERRUPTED:
-                # A graceful stop is no failure of the task. A kill -9 still
-                # counts: its lease just expires, which nothing can tell
-                # apart from the attempt itself crashing the daemon.
-                queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1,
-                                             uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
-                                             not_before=0.0)
-                self._record(txn, pending, task, queued, EventKind.INTERRUPTED, message.summary, now,
-                             message.worker_id)
-            elif outcome is Outcome.PAUSED:
-                paused = dataclasses.replace(base, state=TaskState.PAUSED,
-                                             summary=clip(f"{message.summary or 'paused'}; {resume_hint(task.id)}"))
-                self._record(txn, pending, task, paused, EventKind.PAUSED, paused.summary, now, message.worker_id)
-            elif outcome is Outcome.FAILED and message.failure_class is FailureClass.TRANSIENT \
-                    and task.counted_attempts < MAX_ATTEMPTS:
-                delay = max(retry_delay_s(task.attempt), message.retry_after_s or 0.0)
-                queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1,
-                                             not_before=now + delay)
-                self._record(txn, pending, task, queued, EventKind.RETRYING,
-                             f"{message.summary}; retrying in {delay:.0f} s", now, message.worker_id)
-            else:
-                state = _FINISHED_STATE[outcome]
-                ended = dataclasses.replace(base, state=state, finished_at=now)
-                self._record(txn, pending, task, ended, EventKind(state.value), ended.summary, now,
-                             message.worker_id)
+            changed, kind, summary = after_finish(task, message, now)
+            self._record(txn, pending, task, changed, kind, summary, now, message.worker_id)
             return Done()
 
         result: Done | LeaseLost = self._write(write)
@@ -341,24 +297,11 @@ class TaskQueue:
         or fail ``worker-lost`` after their last attempt. Returns how many."""
 
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> int:
-            expired = [t for t in self._tables.in_state(txn, TaskState.RUNNING) if lease_lapsed(t, now)]
-            for task in expired:
-                lost = f"the lease of {task.worker} expired (attempt {task.attempt})"
-                base = dataclasses.replace(task, worker="", lease_expires_at=None, phase=Phase.NONE, repair=0,
-                                           updated_at=now)
-                if task.cancel_requested:
-                    ended = dataclasses.replace(base, state=TaskState.CANCELLED, finished_at=now,
-                                                summary=f"cancelled; {lost}")
-                    self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now, task.worker)
-                elif task.counted_attempts >= MAX_ATTEMPTS:
-                    ended = dataclasses.replace(base, state=TaskState.FAILED, finished_at=now,
-                                                failure_class=FailureClass.PERMANENT,
-                                                summary=f"{WORKER_LOST}: {lost}, after {task.attempt} attempts")
-                    self._record(txn, pending, task, ended, EventKind.FAILED, ended.summary, now, task.worker)
-                else:
-                    queued = dataclasses.replace(base, state=TaskState.QUEUED, attempt=task.attempt + 1)
-                    self._record(txn, pending, task, queued, EventKind.LEASE_EXPIRED, lost, now, task.worker)
-            return len(expired)
+            lapsed = [t for t in self._tables.in_state(txn, TaskState.RUNNING) if lease_lapsed(t, now)]
+            for task in lapsed:
+                changed, kind, summary = after_lease_expired(task, now)
+                self._record(txn, pending, task, changed, kind, summary, now, task.worker)
+            return len(lapsed)
 
         if not self._store.read(lambda txn: any(True for _ in self._tables.ids_in_state(txn, TaskState.RUNNING))):
             return 0  # nothing running: no write transaction for an idle timer
@@ -416,19 +359,6 @@ class TaskQueue:
 
         result: LeaseTable = self._store.read(read)
         return result
-
-
-def _hands_back(outcome: Outcome, failure_class: FailureClass | None) -> bool:
-    """Whether an attempt ending so leaves its task to run again (queued
-    again or paused for a resume) rather than ending it."""
-    return outcome in (Outcome.INTERRUPTED, Outcome.PAUSED) or (
-        outcome is Outcome.FAILED and failure_class is FailureClass.TRANSIENT)
-
-
-def lease_lapsed(task: Task, now: float) -> bool:
-    """Whether a running task's lease has run out at ``now``: the one rule
-    the sweep and every lease holder's message are judged by."""
-    return task.lease_expires_at is not None and task.lease_expires_at <= now
 
 
 def _bounded(limit: int) -> int:

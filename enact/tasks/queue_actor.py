@@ -9,7 +9,6 @@ only send it messages."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
@@ -78,7 +77,7 @@ class TaskQueueActor(EnactActor):
         self.tell_later(self._lease_ttl_s / _SWEEPS_PER_TTL, ExpireLeases())
 
     def handle(self, message: Any) -> Any:
-        now = time.time()
+        now = self.context.clock.time()
         try:
             return self._handle(message, now)
         finally:

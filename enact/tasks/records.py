@@ -12,8 +12,6 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
-from enact.credentials import find_credential
-
 MAX_REQUEST = 20_000
 MAX_BRIEF = 3_000
 MAX_SUMMARY = 500
@@ -237,6 +235,8 @@ def check_request(request: str, brief: str = "") -> str | None:
         return f"the brief is {len(brief)} characters; at most {MAX_BRIEF} are accepted"
     # A request is kept and shown (task show, the review branch's commit
     # message, the worker's prompt): a credential in it would be too.
+    from enact.credentials import find_credential  # here: its patterns cost every reader of a task a start-up
+
     for part, text in (("request", request), ("brief", brief)):
         kind = find_credential(text)
         if kind is not None:

@@ -8,22 +8,20 @@ model action, and here a chat origin counts only in a locked conversation
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, end_on_failure
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages._registry import Request
 from enact.messages.reviews import (
     Close,
-    Closed,
-    Found,
     Get,
     Land,
-    Landed,
     List,
     Review,
-    ReviewList,
     ReviewState,
 )
+
+R = TypeVar("R")
 
 _ID = {"text": Param(str, doc="the review id")}
 
@@ -35,7 +33,7 @@ def _review_id(call: CommandCall) -> int:
     return int(text)
 
 
-def _ask_reviews(context: CommandContext, message: Request[Any]) -> object:
+def _ask_reviews(context: CommandContext, message: Request[R]) -> R:
     return context.ask("reviews", message)
 
 
@@ -45,8 +43,6 @@ def _line(review: Review) -> str:
 
 def _list(_: CommandCall, context: CommandContext) -> str:
     reply = _ask_reviews(context, List(state=ReviewState.OPEN, limit=20))
-    if not isinstance(reply, ReviewList):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
     if not reply.reviews:
         return "no open reviews"
     more = "\n(more: enact review list)" if reply.more else ""
@@ -55,10 +51,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 
 def _show(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
-    reply = _ask_reviews(context, Get(review_id=review_id))
-    end_on_failure(reply)
-    if not isinstance(reply, Found):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
+    reply = answered(_ask_reviews(context, Get(review_id=review_id)))
     review = reply.review
     lines = [_line(review), f"{review.base[:12]}..{review.head[:12]}"]
     lines += [text for text in (review.diffstat.rstrip(), f"doctor: {review.doctor_summary}" if
@@ -68,19 +61,14 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
 def _land(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
-    reply = _ask_reviews(context, Land(review_id=review_id, origin=call.origin))
-    end_on_failure(reply, f"review {review_id} not landed")
-    if not isinstance(reply, Landed):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
+    reply = answered(_ask_reviews(context, Land(review_id=review_id, origin=call.origin)),
+                     f"review {review_id} not landed")
     return f"review {review_id} {reply.review.note}"
 
 
 def _close(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
-    reply = _ask_reviews(context, Close(review_id=review_id, origin=call.origin, reason="closed from chat"))
-    end_on_failure(reply)
-    if not isinstance(reply, Closed):
-        raise CommandFailed(f"the reviews answered {type(reply).__name__}")
+    answered(_ask_reviews(context, Close(review_id=review_id, origin=call.origin, reason="closed from chat")))
     return f"review {review_id} closed"
 
 

@@ -4,9 +4,8 @@ or close it.
 Owns ``reviews.records`` (key: the review id, 8 bytes big-endian, so the
 newest sit last) and ``reviews.tasks`` (key: the task id, same form; value:
 its review id), which makes opening idempotent per task. Landing runs the
-doctor, which can take minutes, so it runs on a thread of its own and the
-actor stays responsive; the outcome comes back as a message and is recorded
-by the actor. The merge itself is ``enact.tasks.landing``.
+doctor, which can take minutes, so it runs on a thread of its own (``off_thread``) and
+the actor stays responsive; the outcome is recorded on the actor's thread. The merge itself is ``enact.tasks.landing``.
 """
 
 from __future__ import annotations
@@ -14,11 +13,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import struct
-import threading
-import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +23,7 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
+from enact.cancellation import CancellationToken
 from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.reviews import (
     MAX_LIST,
@@ -60,15 +57,6 @@ MAX_DIFF_CHARS = 300_000
 """A diff longer than this is cut (a control frame holds at most 1 MiB)."""
 
 _ID = struct.Struct(">Q")
-
-
-@dataclass(frozen=True, slots=True)
-class _LandFinished:
-    """A land's thread is done: record its outcome, then answer."""
-
-    review_id: int
-    outcome: landing.LandOutcome
-    reply: Deferred
 
 
 def landing_dir(home: Path) -> Path:
@@ -111,8 +99,6 @@ class ReviewsActor(EnactActor):
                 return self._diff(message)
             case Land():
                 return self._land(message)
-            case _LandFinished():
-                return self._land_finished(message)
             case Close():
                 return self._close(message)
         return super().handle(message)
@@ -134,7 +120,7 @@ class ReviewsActor(EnactActor):
         task_key = _ID.pack(message.task_id)
 
         def write(txn: lmdb.Transaction) -> Opened | Refused:
-            now = time.time()
+            now = self.context.clock.time()
             known = self._tasks.get(txn, task_key)
             if known is not None:
                 review = self._records.get(txn, AppendLog.key(int(known["review_id"])))
@@ -144,7 +130,7 @@ class ReviewsActor(EnactActor):
                     return Opened(review_id=review.id, existing=True)
                 if review.state is not ReviewState.OPEN:
                     return Refused(reason=f"task {message.task_id}'s review {review.id} is {review.state.value}"
-                                          "; it cannot take a new head", code=RefusalCode.WRONG_STATE)
+                                           "; it cannot take a new head", code=RefusalCode.WRONG_STATE)
                 # The task ran again (after a crash) and captured anew: its
                 # review shows the latest capture, never a second review.
                 replaced = dataclasses.replace(review, branch=message.branch, base=message.base, head=message.head,
@@ -207,7 +193,7 @@ class ReviewsActor(EnactActor):
         """Why ``verb`` (land, close) may not go ahead, or None."""
         if not is_human(origin):
             return Refused(reason=f"to {verb} a review needs a human (the owner's CLI or chat), "
-                                  f"not {origin or 'an unnamed origin'}", code=LandRefusal.NOT_HUMAN)
+                                   f"not {origin or 'an unnamed origin'}", code=LandRefusal.NOT_HUMAN)
         if review is None:
             return _not_found(review_id)
         if review.state is not ReviewState.OPEN:
@@ -233,51 +219,49 @@ class ReviewsActor(EnactActor):
             # One land per repository at a time: the second would only find
             # the target moved under it once the first is done.
             return Refused(reason=f"another review is being landed into {review.repo}; land again after it",
-                           code=LandRefusal.BUSY)
+                            code=LandRefusal.BUSY)
         self._landing[review.id] = review.repo
         reply = Deferred()
         plan = landing.LandPlan(repo=Path(review.repo), head=review.head,
                                 message=f"Land review {review.id} (task {review.task_id}, {review.branch})")
-        thread = threading.Thread(target=self._run_land, args=(review, plan, reply),
-                                  name=f"enact-land-{review.id}", daemon=True)
-        thread.start()
+        self.off_thread(lambda cancel: self._run_land(review, plan, cancel),
+                        then=lambda outcome: self._land_finished(review.id, outcome, reply), name=f"land-{review.id}")
         return reply
 
-    def _run_land(self, review: Review, plan: landing.LandPlan, reply: Deferred) -> None:
+    def _run_land(self, review: Review, plan: landing.LandPlan, cancel: CancellationToken) -> landing.LandOutcome:
+        """Off the actor's thread: it records nothing, the outcome is recorded by ``_land_finished``."""
         home = self.context.home
         scratch = landing_dir(home) / f"review-{review.id}-{uuid.uuid4().hex[:8]}"
         scratch.parent.mkdir(parents=True, exist_ok=True)
-        doctor = _doctor(self.context, review, doctor_log_path(home, review.id))
+        doctor = _doctor(self.context, review, doctor_log_path(home, review.id), cancel)
         try:
-            outcome = landing.land(plan, scratch=scratch, doctor=doctor, current=self.context.fence.is_current)
-        except Exception as error:  # a defect, or the doctor cancelled by the fence
+            return landing.land(plan, scratch=scratch, doctor=doctor, current=self.context.fence.is_current)
+        except Exception as error:  # a defect, or the doctor cancelled (a fence, a stop)
             log.exception("landing review %d failed", review.id)
-            outcome = landing.refused(LandRefusal.GIT_FAILED, f"landing failed: {type(error).__name__}: {error}")
-        self.context.tell(self.context.name, _LandFinished(review_id=review.id, outcome=outcome, reply=reply))
+            return landing.refused(LandRefusal.GIT_FAILED, f"landing failed: {type(error).__name__}: {error}")
 
-    def _land_finished(self, message: _LandFinished) -> None:
-        self._landing.pop(message.review_id, None)
-        outcome = message.outcome
-        review = self._get(message.review_id)
+    def _land_finished(self, review_id: int, outcome: landing.LandOutcome, reply: Deferred) -> None:
+        self._landing.pop(review_id, None)
+        review = self._get(review_id)
         if review is None:  # cannot happen: reviews are never deleted
-            message.reply.fail(RuntimeError(f"review {message.review_id} vanished while it was landed"))
+            reply.fail(RuntimeError(f"review {review_id} vanished while it was landed"))
             return
         if not outcome.landed or outcome.refusal is not None:
             refusal = outcome.refusal or LandRefusal.GIT_FAILED
             self.context.metrics.review_lands.labels(outcome=refusal.value).inc()
-            message.reply.resolve(Refused(reason=outcome.reason, code=refusal))
+            reply.resolve(Refused(reason=outcome.reason, code=refusal))
             return
         self.context.metrics.review_lands.labels(outcome="landed").inc()
         how = "fast-forward" if outcome.fast_forward else "merge commit"
         landed = self._put(dataclasses.replace(
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,
             note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}); doctor: {outcome.doctor_summary}",
-            updated_at=time.time()))
+            updated_at=self.context.clock.time()))
         self._drop_branch(landed)
         event = Landed(review=landed, fast_forward=outcome.fast_forward)
         # Also an event: the curator adopts the candidate whose task this was.
         self.context.publish(event)
-        message.reply.resolve(event)
+        reply.resolve(event)
 
     def _close(self, message: Close) -> Closed | NotFound | Refused:
         review = self._get(message.review_id)
@@ -285,7 +269,8 @@ class ReviewsActor(EnactActor):
         if refused is not None or review is None:
             return refused or _not_found(message.review_id)
         note = f"closed: {message.reason}" if message.reason else "closed without landing"
-        closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note, updated_at=time.time()))
+        closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note,
+                                               updated_at=self.context.clock.time()))
         self._drop_branch(closed)
         return Closed(review=closed)
 
@@ -303,7 +288,7 @@ def _not_found(review_id: int) -> NotFound:
     return NotFound(kind="review", id=str(review_id))
 
 
-def _doctor(context: ActorContext, review: Review, log_path: Path) -> landing.Doctor:
+def _doctor(context: ActorContext, review: Review, log_path: Path, cancel: CancellationToken) -> landing.Doctor:
     """The repository's doctor on a merged result, as the target's revision
     has it (``enact.tasks.validation``: its ``.enact.toml``, and every test
     the target runs must run on the result, unless the task's owner allowed
@@ -330,7 +315,7 @@ def _doctor(context: ActorContext, review: Review, log_path: Path) -> landing.Do
         try:
             with confinement(context.config["tasks.confinement"], home=context.home, worktree=worktree,
                              passthrough=context.config["tasks.env_passthrough"]) as confine:
-                return validation.check(worktree, log_path=log_path, cancel=context.fence.token.child(),
+                return validation.check(worktree, log_path=log_path, cancel=cancel.child(),
                                         confine=confine)
         except ConfinementUnavailable as refused:  # required, and not to be had: the checks did not run
             return DoctorResult(passed=False, summary=str(refused), head_tail=str(refused))

@@ -8,10 +8,6 @@ keeps the clock (its own timer, ``scheduler.tick_s``), asks the task queue
 and stores what it did. Every tick first checks the epoch fence: a fenced
 daemon submits nothing (and the queue refuses a fenced write anyway).
 
-It also runs the evolve schedule (``enact.evolution.runs``, its clock
-in ``scheduler.evolve``): scans, proposals and, with auto-evolve,
-brainstorming, reported to the owner and never approved.
-
 The backlog lives here rather than in an actor of its own: its only effect
 besides its own records is the promotion, which is a tick's business when
 ``tasks.auto_promote`` is on.
@@ -21,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import struct
-import time
 from typing import Any, TypeVar
 
 import lmdb
@@ -29,8 +24,6 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.claimed_clock import Decision, nest_flat_claim
-from enact.evolution.runs import DATABASE as EVOLVE
-from enact.evolution.runs import EvolveRuns
 from enact.messages.common import NotFound, RefusalCode, Refused
 from enact.messages.scheduler import (
     AddItem,
@@ -51,16 +44,17 @@ from enact.messages.scheduler import (
     Tick,
 )
 from enact.messages.tasks import Found, Get, GetByKey, Leases, Submit
+from enact.schedules import ScheduleError
 from enact.storage import RecordTable
 from enact.tasks import scheduling
-from enact.tasks.scheduling import BacklogItem, Schedule, ScheduleError
+from enact.tasks.scheduling import BacklogItem, Schedule
 
 log = logging.getLogger(__name__)
 
 SCHEDULES = "scheduler.schedules"
 BACKLOG = "scheduler.backlog"
 COUNTERS = "scheduler.counters"
-DATABASES = (SCHEDULES, BACKLOG, COUNTERS, EVOLVE)
+DATABASES = (SCHEDULES, BACKLOG, COUNTERS)
 ORIGIN = "scheduler"
 MAX_ITEMS = 10_000
 
@@ -86,7 +80,6 @@ class SchedulerActor(EnactActor):
         self._tick_s = float(context.config["scheduler.tick_s"])
         self._auto_promote = bool(context.config["tasks.auto_promote"])
         self._fenced_logged = False
-        self._evolve = EvolveRuns(context, self._store)
 
     def on_start(self) -> None:
         # At once: due times missed while the daemon was down run now, once.
@@ -141,7 +134,7 @@ class SchedulerActor(EnactActor):
             return Refused(reason=str(error), code=RefusalCode.INVALID)
         if not message.request.strip():
             return Refused(reason="a schedule needs a request (what its tasks should do)", code=RefusalCode.INVALID)
-        now = time.time()
+        now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> Schedule:
             schedule = Schedule(id=self._next_id(txn, "schedule"), spec=spec, request=message.request,
@@ -153,7 +146,7 @@ class SchedulerActor(EnactActor):
         return ScheduleAdded(schedule=schedule, next_due=scheduling.next_due(spec, now))
 
     def _list_schedules(self) -> ScheduleList:
-        now = time.time()
+        now = self.context.clock.time()
         return ScheduleList(schedules=tuple(
             ScheduleEntry(schedule=schedule, next_due=scheduling.upcoming(schedule, now))
             for schedule in self._all(self._schedules)))
@@ -181,7 +174,6 @@ class SchedulerActor(EnactActor):
                 self._run_schedule(schedule)
             if self._auto_promote:
                 self._promote_when_idle()
-            self._evolve.tick()
         except ActorUnavailable as error:
             # An actor is restarting or slow: what is due is due next tick too.
             log.warning("scheduler: %s; trying again next tick", error)
@@ -196,7 +188,7 @@ class SchedulerActor(EnactActor):
         return isinstance(reply, Found) and not reply.task.state.ended
 
     def _run_schedule(self, schedule: Schedule) -> None:
-        now = time.time()
+        now = self.context.clock.time()
         step = scheduling.decide(schedule, now)
         if step.due is None or step.decision is Decision.WAIT:
             return
@@ -275,12 +267,12 @@ class SchedulerActor(EnactActor):
     def _add_item(self, message: AddItem) -> ItemAdded | Refused:
         if not message.text.strip():
             return Refused(reason="a backlog item needs text (what should be done)", code=RefusalCode.INVALID)
-        now = time.time()
+        now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> ItemAdded | Refused:
             if self._backlog.table.count(txn) >= MAX_ITEMS:
                 return Refused(reason=f"the backlog holds {MAX_ITEMS} items; promote or drop some first",
-                               code=RefusalCode.LIMIT)
+                                code=RefusalCode.LIMIT)
             item = BacklogItem(id=self._next_id(txn, "item"), text=message.text, priority=message.priority,
                                repo=message.repo, created_at=now)
             self._backlog.put(txn, _key(item.id), item)

@@ -2,11 +2,9 @@
 without threads: the Scheduler actor (``enact.tasks.scheduler_actor``) stores
 them, keeps the clock and asks the queue.
 
-A schedule is an interval (``every 10m``, ``every 2h``, ``every 1d``; also
-``s`` for seconds) counted from when it was added, or a five-field cron
-expression (``0 9 * * 1-5``) in the daemon's local time, evaluated by
-``croniter`` (imported when first needed: the CLI loads this module for
-its records). Each due time submits one task with the idempotency key
+A schedule is written in the one schedule grammar (``enact.schedules``): an
+interval counted from when it was added, a daily local time or a five-field
+cron expression. Each due time submits one task with the idempotency key
 ``cron:<schedule id>:<due time>``, claimed before and acknowledged after by
 the claimed clock's rules (``enact.claimed_clock``): a claim found
 unacknowledged is submitted again under the same key, so the queue finds
@@ -20,27 +18,15 @@ unfinished are skipped (handled without a task).
 
 from __future__ import annotations
 
-import datetime
 import enum
-import re
 import time
 from dataclasses import dataclass, replace
 from functools import partial
 
-from enact import claimed_clock
+from enact import claimed_clock, schedules
 from enact.claimed_clock import NO_CLAIM, ClaimState, Step
-from enact.errors import EnactError
 
-MAX_SPEC = 200
 MAX_TEXT = 20_000
-_INTERVAL = re.compile(r"every\s+(\d+)\s*([smhd])", re.IGNORECASE)
-_UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
-MIN_INTERVAL_S = 1
-MAX_INTERVAL_S = 366 * 86_400
-
-
-class ScheduleError(EnactError, ValueError):
-    """A schedule that cannot be used; the message is one line."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,65 +52,21 @@ class Schedule:
     """Why the latest due time given up failed."""
 
 
-def interval_s(spec: str) -> int | None:
-    """The interval of an ``every N<unit>`` spec, None for a cron expression."""
-    match = _INTERVAL.fullmatch(spec.strip())
-    if match is None:
-        return None
-    return int(match.group(1)) * _UNIT_S[match.group(2).lower()]
-
-
 def check_spec(spec: str) -> str:
     """The spec, normalised; ScheduleError says what is wrong with it."""
-    spec = " ".join(spec.split())
-    if not spec or len(spec) > MAX_SPEC:
-        raise ScheduleError(f"a schedule is 'every 10m', 'every 2h', 'every 1d' or a cron expression "
-                            f"such as '0 9 * * 1-5' (at most {MAX_SPEC} characters)")
-    seconds = interval_s(spec)
-    if seconds is not None:
-        if not MIN_INTERVAL_S <= seconds <= MAX_INTERVAL_S:
-            raise ScheduleError(f"an interval is between {MIN_INTERVAL_S} s and 366 days, not {spec!r}")
-        return spec.lower()
-    if spec.lower().startswith("every"):
-        raise ScheduleError(f"{spec!r}: an interval is 'every N' with a unit s, m, h or d (every 10m)")
-    from croniter import croniter
-
-    if len(spec.split()) != 5 or not croniter.is_valid(spec):
-        raise ScheduleError(f"{spec!r} is neither an interval (every 10m) nor a five-field cron expression")
-    return spec
-
-
-def _local(moment: float) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(moment).astimezone()
+    return schedules.parse(spec).spec
 
 
 def next_due(spec: str, after: float) -> float:
     """The first due time strictly after ``after`` (for an interval, counted
     in whole intervals from ``after``, which is then the anchor)."""
-    seconds = interval_s(spec)
-    if seconds is not None:
-        return after + seconds
-    from croniter import croniter
-
-    return float(croniter(spec, _local(after)).get_next(float))
+    return schedules.next_due(schedules.parse(spec), after, anchor=after)
 
 
 def latest_due(spec: str, since: float, now: float) -> float | None:
     """The latest due time in (since, now], None if none has come (an
     interval counts whole intervals from ``since``)."""
-    seconds = interval_s(spec)
-    if seconds is not None:
-        periods = int((now - since) // seconds)
-        return since + periods * seconds if periods >= 1 else None
-    first = next_due(spec, since)
-    if first > now:
-        return None
-    # Straight to the latest: a long downtime on "* * * * *" must not step
-    # through every minute it missed.
-    from croniter import croniter
-
-    latest = float(croniter(spec, _local(now + 1)).get_prev(float))
-    return max(first, latest)
+    return schedules.latest_due(schedules.parse(spec), now, since=since, anchor=since)
 
 
 def _since(schedule: Schedule) -> float:

@@ -24,11 +24,11 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
+from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
 from enact.errors import EnactError
-from enact.messages._registry import Request
 from enact.messages.common import Refused
 from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
@@ -55,14 +55,9 @@ from enact.tasks.worktrees import Worktree
 
 log = logging.getLogger(__name__)
 
-R = TypeVar("R")
 
 _HEARTBEAT_MAX_S = 1.0
 """Heartbeats come at least this often, so a cancel is seen within about a second."""
-
-
-class Asker(Protocol):
-    def __call__(self, actor: str, message: Request[R]) -> R: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

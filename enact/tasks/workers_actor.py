@@ -2,14 +2,15 @@
 the actor that starts them, wakes them when a task is queued and keeps the
 task worktrees (list, clean up, prune).
 
-A worker's thread is busy for a whole attempt (``enact.tasks.worker``); its
-heartbeats run on a thread of their own, so nothing waits on a worker.
+A worker's attempt (``enact.tasks.worker``) runs off its thread
+(``off_thread``), its heartbeats on a thread of their own; the worker claims
+again once the attempt has ended. A stop cancels the attempt and waits for
+it to hand its task back.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +59,13 @@ class WorkerActor(EnactActor):
         self._worker_id = worker_id
         self._last_claim = 0.0
         self._timer_pending = False
+        self._running: int | None = None
+        """The task whose attempt runs now."""
 
     def on_start(self) -> None:
         # Also after a restart: nobody else would wake this worker. Its own
         # ref, since it is not addressable by name until on_start returns.
-        self.actor_ref.tell(Poll(sent_at=time.monotonic()))
+        self.actor_ref.tell(Poll(sent_at=self.context.clock.monotonic()))
 
     def on_stop(self) -> None:
         self.cancel_timers()
@@ -77,28 +80,35 @@ class WorkerActor(EnactActor):
     def _poll(self, message: Poll) -> None:
         if message.timer:
             self._timer_pending = False
-        if message.sent_at < self._last_claim or self.context.supervisor.stopping:
-            return  # stale: this worker claimed since it was sent
-        self._last_claim = time.monotonic()
+        if message.sent_at < self._last_claim or self._running is not None or self.context.supervisor.stopping:
+            return  # stale (this worker claimed since it was sent), or busy: it claims again when done
+        self._last_claim = self.context.clock.monotonic()
         claimed = self.context.ask("tasks", Claim(worker_id=self._worker_id))
         if isinstance(claimed, NothingQueued):
             self._poll_later(claimed.next_due_in_s)
             return
         self._run(claimed)
-        self.context.tell(self.context.name, Poll(sent_at=time.monotonic()))
 
     def _poll_later(self, due_in_s: float | None) -> None:
         if self._timer_pending:
             return
         self._timer_pending = True
         delay = IDLE_POLL_S if due_in_s is None else max(0.05, min(IDLE_POLL_S, due_in_s))
-        self.tell_later(delay, Poll(sent_at=time.monotonic() + delay, timer=True))
+        self.tell_later(delay, Poll(sent_at=self.context.clock.monotonic() + delay, timer=True))
 
     def _run(self, claimed: Claimed) -> None:
         task = claimed.task
         log.info("%s runs task %d (attempt %d)", self._worker_id, task.id, task.attempt)
-        TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
-                    parent=self.context.supervisor.stopping_token, fence=self.context.fence.token).run()
+        self._running = task.id
+        # The attempt's cancel is the work's: a graceful stop hands the task
+        # back (interrupted), and the stop waits for that.
+        self.off_thread(lambda cancel: TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
+                                                   parent=cancel, fence=self.context.fence.token).run(),
+                        then=self._ended, name=f"task-{task.id}", stop_waits=True)
+
+    def _ended(self, _: None) -> None:
+        self._running = None
+        self.context.tell(self.context.name, Poll(sent_at=self.context.clock.monotonic()))
 
 
 class WorkersActor(EnactActor):
@@ -123,7 +133,7 @@ class WorkersActor(EnactActor):
             float(DEADLINE_RANGE_S[1]), 2 * float(self.context.config["tasks.doctor_timeout_s"])))
         pool = self._pool = self.context.supervisor.pool(FAMILY, self._spec_of, idle_s=_NEVER_IDLE_S)
         for index in range(self._count):
-            pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=time.monotonic()))
+            pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=self.context.clock.monotonic()))
         self.tell_later(1.0, PruneWorktrees())
 
     def on_stop(self) -> None:
@@ -154,7 +164,7 @@ class WorkersActor(EnactActor):
     def _wake(self) -> None:
         if self._pool is None:
             return
-        now = time.monotonic()
+        now = self.context.clock.monotonic()
         for index in range(self._count):
             self.context.tell(self._pool.name_of(str(index)), Poll(sent_at=now))
 

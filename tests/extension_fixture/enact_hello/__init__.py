@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from enact.actors._asks import Asker
 from enact.actors._base import EnactActor, UnknownMessage
 from enact.actors.supervisor import ActorSpec
-from enact.components import Ask, Component, ComponentError, WireHandler
+from enact.components import Component, ComponentError, WireHandler
 from enact.config import Check, Config, Setting
 from enact.messages import Request, reply, request
 
@@ -71,6 +72,6 @@ class HelloComponent(Component):
     def actors(self, settings: Config) -> list[ActorSpec]:
         return [ActorSpec(name="hello", actor=HelloActor)]
 
-    def handlers(self, settings: Config, ask: Ask) -> Mapping[type[Any], WireHandler]:
+    def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
         greeting = settings["hello.greeting"]
         return {Greet: lambda message: Greeting(text=f"{greeting}, {message.name}")}

@@ -1,0 +1,169 @@
+"""One way to call the runtime on a conversation's own session.
+
+Every caller goes through ``SessionCalls.call``: the conversation actor for
+its turns and notes, and the ``task.add`` command for a task's brief
+(``CommandContext.converse``). A call resumes the native session the
+Sessions actor maps for the conversation, or starts one with the startup
+context (the host's, then memory's); it brings the facts memory recalls for
+the owner's message, and for a runtime that keeps no history, the session's
+history; it records the mapping (and the exchange) afterwards. A resume the
+runtime fails is forgotten and tried once on a fresh session, unless the
+failure is not the session's (a timeout, a cancel, a rate limit, a login, a
+missing binary).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from enact.actors._asks import ActorUnavailable, Asker
+from enact.cancellation import CancellationToken, Cancelled
+from enact.clock import REAL_CLOCK, Clock
+from enact.credentials import redact
+from enact.messages.memory import Context, ContextReply
+from enact.messages.sessions import Forget, HistoryMessage, Lookup, ReadHistory, Record, Session
+from enact.metrics import Metrics
+from enact.runtime import (
+    Runtime,
+    RuntimeAuthFailed,
+    RuntimeCancelled,
+    RuntimeFailure,
+    RuntimeRateLimited,
+    RuntimeRequest,
+    RuntimeSessionUnknown,
+    RuntimeTimeout,
+    RuntimeUnavailable,
+)
+from enact.runtime.history import host_keeps_history
+
+log = logging.getLogger(__name__)
+
+MEMORY = "memory"
+SESSIONS = "sessions"
+
+Tell = Callable[[str, object], None]
+"""Tell an actor by name, without waiting."""
+
+NO_MEMORY = ContextReply(startup_text="", recall_text="", decisions=())
+
+
+class SessionCalls:
+    """Calls on conversations' sessions, for whoever holds one of these."""
+
+    def __init__(self, runtime: Runtime, *, ask: Asker, tell: Tell, startup_context: str, prompt_version: int,
+                 timeout_s: float, token: CancellationToken, metrics: Metrics, clock: Clock = REAL_CLOCK) -> None:
+        self.runtime = runtime
+        self._clock = clock
+        self._ask = ask
+        self._tell = tell
+        self._startup_context = startup_context
+        self._prompt_version = prompt_version
+        self._timeout_s = timeout_s
+        self._token = token
+        self._metrics = metrics
+        # By session key: the native session this object started and the
+        # facts it was given at its start, so recall does not repeat them.
+        self._given: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+    def call(self, session_key: str, prompt: str, *, owner_message: str, owners: bool,
+             recall_for: str | None = None, receipt: str | None = None, images: tuple[Path, ...] = ()) -> str:
+        """The session's answer to ``prompt``. ``owners``: the conversation
+        is the owner's (memory gives no fact otherwise); ``recall_for``: the
+        owner's message to recall facts for (None: recall nothing)."""
+        mapping = self._ask(SESSIONS, Lookup(key=session_key, prompt_version=self._prompt_version))
+        resume = mapping.native_id if isinstance(mapping, Session) else None
+        call = _Call(session_key=session_key, prompt=prompt, owner_message=owner_message, owners=owners,
+                     recall_for=recall_for, receipt=receipt, images=images)
+        try:
+            return self._invoke(call, resume)
+        except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable):
+            raise  # not the session's fault: it is kept, and a fresh one would fail the same way
+        except RuntimeSessionUnknown:
+            if resume is None:
+                raise
+            log.info("session %s is not known to the runtime (expected after a restart of the %s runtime): "
+                     "starting a fresh one", session_key, self.runtime.name)
+            self._ask(SESSIONS, Forget(key=session_key))
+            return self._invoke(call, None)
+        except RuntimeFailure as error:
+            if resume is None:
+                raise
+            log.warning("resuming session %s failed (%s): starting a fresh one", session_key, error)
+            self._metrics.runtime_calls.labels(adapter=self.runtime.name, outcome="resume_failed").inc()
+            self._ask(SESSIONS, Forget(key=session_key))
+            return self._invoke(call, None)
+
+    def _invoke(self, call: _Call, resume: str | None) -> str:
+        runtime = self.runtime
+        session_key = call.session_key
+        context_at = self._clock.time()  # a fact forgotten from here on may be in this call (sessions.Record)
+        memory = self._memory_context(call, resume)
+        # The startup context (the host's, then memory's) goes once into each
+        # native session, whoever starts it; recall comes with the owner's message.
+        startup = "\n\n".join(part for part in (self._startup_context, memory.startup_text) if part)
+        text = call.prompt if resume is not None else f"{startup}\n\n{call.prompt}"
+        if memory.recall_text:
+            text = f"{text}\n\n{memory.recall_text}"
+        history: tuple[HistoryMessage, ...] = ()
+        capabilities = runtime.capabilities
+        if host_keeps_history(capabilities) and session_key and resume is not None:
+            history = self._ask(SESSIONS, ReadHistory(key=session_key, native_id=resume)).messages
+        request = RuntimeRequest(history=history, session_key=session_key, prompt=text, native_session=resume,
+                                 owner_message=call.owner_message, receipt=call.receipt, timeout_s=self._timeout_s,
+                                 cancel=self._token.child(), images=call.images)
+        try:
+            result = runtime.invoke(request)  # counted by the metered runtime (enact.runtime.metered)
+        except Cancelled as error:
+            raise RuntimeCancelled(str(error)) from None
+        if resume is None and result.native_session:
+            self._given[session_key] = (result.native_session, memory.startup_ids)
+        if session_key and result.native_session:
+            # Told, not asked: nothing waits for the mapping to be durable
+            # (losing it in a crash only means a fresh session next time), and
+            # the sessions actor reads its own staged writes.
+            # Kept with credentials redacted: a marker or an action the
+            # memory refused must not be sent again with every later call.
+            exchange = (
+                (HistoryMessage(role="user", content=redact(text)),
+                 HistoryMessage(role="assistant", content=redact(result.text)))
+                if host_keeps_history(capabilities) else ()
+            )
+            self._tell(SESSIONS, Record(key=session_key, native_id=result.native_session,
+                                        prompt_version=self._prompt_version, exchange=exchange,
+                                        history_chars=capabilities.history_chars, context_at=context_at))
+        return result.text
+
+    def _memory_context(self, call: _Call, resume: str | None) -> ContextReply:
+        """What memory has for this call: its startup context (used only for
+        a new session) and the facts recalled for the owner's message, less
+        those the session was already given at its start (all of them are
+        recalled when that is not known, e.g. after a restart); no fact
+        unless the conversation is the owner's. Memory that cannot answer
+        costs the call its memories, not the answer."""
+        if resume is not None and call.recall_for is None:
+            return NO_MEMORY
+        given: tuple[str, ...] | None = None
+        if resume is not None:
+            started, facts = self._given.get(call.session_key, ("", ()))
+            given = facts if started == resume else ()
+        try:
+            return self._ask(MEMORY, Context(query=call.recall_for or "", session_facts=given, owners=call.owners))
+        except ActorUnavailable as error:
+            log.warning("no memory context for this call: %s", error)
+            return NO_MEMORY
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Call:
+    """One call's arguments, kept for its retry on a fresh session."""
+
+    session_key: str
+    prompt: str
+    owner_message: str
+    owners: bool
+    recall_for: str | None
+    receipt: str | None
+    images: tuple[Path, ...]

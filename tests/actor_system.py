@@ -1,0 +1,91 @@
+"""The daemon's actors in this process, from the roster, on a manual clock.
+
+For tests that would otherwise run a daemon only to wait for its clock (a
+cron due time, a back-off): the same actors on a real home (LMDB, fence),
+with time moved on by ``ManualClock.advance`` instead of waited for. A
+stopped system leaves its home as a stopped daemon does; another may be
+started on it with the same clock (time passing while no daemon runs)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from enact import components
+from enact._app.commands import daemon_commands, startup_context
+from enact.actors.supervisor import Supervisor
+from enact.channels import InboxInlet
+from enact.channels.local import LocalChannel
+from enact.chat.services import ChatServices
+from enact.clock import ManualClock
+from enact.commands import CommandContext
+from enact.fence import Fence
+from enact.home import STATE_DIR
+from enact.messages._registry import Request
+from enact.messages.common import HUMAN_CLI
+from enact.messages.inbox import Outcome
+from enact.messages.local import Send
+from enact.metrics import Metrics
+from enact.roster import actor_specs
+from enact.storage import Storage
+
+R = TypeVar("R")
+
+NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
+
+
+class ActorSystem:
+    def __init__(self, supervisor: Supervisor, clock: ManualClock, channel: LocalChannel) -> None:
+        self.supervisor = supervisor
+        self.clock = clock
+        self.channel = channel
+
+    def ask(self, actor: str, message: Request[R]) -> R:
+        return self.supervisor.ask(actor, message, timeout=30)
+
+    def send(self, text: str, conversation: str = "cli") -> Outcome:
+        """Say ``text`` in the local channel, as ``enact send`` does; its turn's outcome."""
+        outcome = self.channel.send(Send(text=text, conversation=conversation, origin=HUMAN_CLI))
+        assert isinstance(outcome, Outcome), outcome
+        return outcome
+
+
+@contextmanager
+def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = NO_WORKERS,
+                   ) -> Iterator[ActorSystem]:
+    """Every actor of the daemon on ``home`` (made if need be), its time
+    ``clock``'s; the settings (the built-in components' too: the runtime is
+    ``runtime.adapter``'s, the scripted one by default) from ``home``'s
+    config.toml and ``environ``.
+    No workers by default: a task stays queued until the test ends it."""
+    home.mkdir(parents=True, exist_ok=True)
+    installed = components.builtin()
+    settings = installed.load_config(home, environ=environ)
+    storage = Storage(home / STATE_DIR)
+    fence = Fence(home, storage)
+    fence.acquire(takeover=False)
+    commands = daemon_commands(home)
+    channel = LocalChannel()
+    services = ChatServices(
+        channels={"local": channel}, runtime=installed.runtime(settings).make_runtime(settings, commands),
+        commands=commands,
+        startup_context=startup_context(commands), origins={"local": HUMAN_CLI})
+    fatal = threading.Event()
+    supervisor = Supervisor(actor_specs(services), home=home, config=settings, metrics=Metrics(), storage=storage,
+                            fence=fence, on_fatal=lambda _: fatal.set(), clock=clock)
+    commands.bind(CommandContext(fence=fence, status=lambda: "fine",
+                                 ask=lambda actor, message: supervisor.ask(actor, message, timeout=30)))
+    supervisor.start()
+    channel.start(InboxInlet("local", lambda actor, message: supervisor.ask(actor, message, timeout=30),
+                             origin=HUMAN_CLI))
+    try:
+        yield ActorSystem(supervisor, clock, channel)
+    finally:
+        channel.stop()
+        supervisor.stop(5)
+        fence.release()
+        storage.close()
+    assert not fatal.is_set()

@@ -1,0 +1,225 @@
+"""The inbox's rules (enact.chat.inbox) on real LMDB, without threads or
+actors: each message is a method call with a plain ``now``, each commit
+returns the effects the actor would carry out, and a second ``Inbox`` on the
+same store is the daemon that starts after a kill -9."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from enact.actors._batching import Deferred
+from enact.chat.inbox import (
+    OUTBOX,
+    Acknowledge,
+    ConversationDone,
+    Count,
+    Effect,
+    Finished,
+    Inbox,
+    Later,
+    Publish,
+    Tell,
+    ToConversation,
+)
+from enact.chat.inbox_records import DATABASES
+from enact.messages.common import HUMAN_CLI, NotFound
+from enact.messages.inbox import (
+    Accepted,
+    ChatEvent,
+    Delivered,
+    HandleEvent,
+    Ignored,
+    NoticeTaken,
+    Notify,
+    ReadTurns,
+    Receive,
+    Retry,
+    SessionNote,
+    TurnFailed,
+    TurnFinished,
+    TurnLogged,
+)
+from enact.messages.outbox import Deliver, DeliveryOutcome
+from enact.ownership import ConversationLock
+from enact.retry import Backoff
+from enact.storage import Storage, Store
+
+NOW = 1_700_000_000.0
+ORIGINS = {"local": HUMAN_CLI, "telegram": "chat:telegram"}
+
+
+class Daemon:
+    """One daemon's inbox rules and the conversation pool's bookkeeping: the
+    effects are carried out here as the actor carries them out."""
+
+    def __init__(self, store: Store, *, generation: int, allowed: tuple[str, ...] = ()) -> None:
+        self.running: set[str] = set()
+        self.inbox = Inbox(store, name="inbox", generation=generation, channels=ORIGINS.keys(),
+                           lock=ConversationLock(allowed, ORIGINS),
+                           attempts=Backoff(first_s=0.2, factor=2.0, attempts=3), running=self.running.__contains__)
+
+    def commit(self) -> list[Effect]:
+        effects = self.inbox.commit()
+        for effect in effects:
+            match effect:
+                case ToConversation(work=work, message=HandleEvent()):
+                    self.running.add(work)
+                case ConversationDone(work=work):
+                    self.running.discard(work)
+        return effects
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    storage = Storage(tmp_path / "state")
+    yield storage.grant("inbox", DATABASES)
+    storage.close()
+
+
+def event(message_id: str = "m1", *, channel: str = "local", conversation: str = "cli",
+          cursor: int | None = None) -> ChatEvent:
+    return ChatEvent(channel=channel, conversation=conversation, message_id=message_id, text="hello", cursor=cursor)
+
+
+def answered(reply: object) -> object:
+    assert isinstance(reply, Deferred) and reply.done
+    return reply.wait(0)
+
+
+def handed(effects: list[Effect]) -> list[HandleEvent]:
+    return [e.message for e in effects if isinstance(e, ToConversation) and isinstance(e.message, HandleEvent)]
+
+
+def deliveries(effects: list[Effect]) -> list[Deliver]:
+    return [e.message for e in effects if isinstance(e, Tell) and e.actor == OUTBOX and isinstance(e.message, Deliver)]
+
+
+def test_an_event_is_committed_then_handed_to_its_conversation_once_even_when_redelivered_meanwhile(
+        store: Store) -> None:
+    daemon = Daemon(store, generation=1)
+    first = daemon.inbox.receive(Receive(event=event(), origin=HUMAN_CLI), NOW)
+    again = daemon.inbox.receive(Receive(event=event(), origin=HUMAN_CLI), NOW)
+    assert isinstance(first, Deferred) and not first.done  # nothing is answered before its commit
+
+    effects = daemon.commit()
+
+    eid = event().event_id
+    assert answered(first) == Accepted(event_id=eid, duplicate=False, in_flight=True)
+    assert answered(again) == Accepted(event_id=eid, duplicate=True, in_flight=True)
+    assert [(h.event_id, h.attempt, h.origin) for h in handed(effects)] == [(eid, 1, HUMAN_CLI)]
+    assert [e for e in effects if isinstance(e, Count)] == [Count("local", "accepted"), Count("local", "duplicate")]
+
+
+def test_a_reply_is_delivered_then_logged_as_the_turn_the_protocol_sends_and_the_cursor_acknowledged(
+        store: Store) -> None:
+    daemon = Daemon(store, generation=1)
+    daemon.inbox.receive(Receive(event=event(cursor=5), origin=HUMAN_CLI), NOW)
+    daemon.commit()
+    eid = event().event_id
+
+    daemon.inbox.turn_finished(TurnFinished(event_id=eid, reply="hi there", actions=()))
+    stored = daemon.commit()
+    assert ConversationDone(eid) in stored
+    (deliver,) = deliveries(stored)
+    assert (deliver.text, deliver.first, deliver.reply_to, deliver.replied_by) == ("hi there", True, "inbox", 1)
+
+    daemon.inbox.delivered(Delivered(event_id=eid, outcome=DeliveryOutcome.DELIVERED, error=""), NOW + 1)
+    done = daemon.commit()
+    outcome = daemon.inbox.outcome(eid)
+    assert done == [Acknowledge("local", 5), Count("local", "replied"), Finished("local", outcome),
+                    Publish(TurnLogged(event_id=eid, cursor=1, outcome="replied", conversation_key="local:cli"))]
+    (turn,) = daemon.inbox.turns(ReadTurns()).turns
+    assert (turn.cursor, turn.reply, turn.time, turn.outcome) == (1, "hi there", NOW + 1, "replied")
+    assert daemon.inbox.cursor("local").cursor == 5
+    # The outbox's answer told again changes nothing.
+    daemon.inbox.delivered(Delivered(event_id=eid, outcome=DeliveryOutcome.DELIVERED, error=""), NOW + 2)
+    assert daemon.commit() == []
+
+
+def test_a_failed_turn_is_retried_later_then_given_up_with_one_diagnostic_reply(store: Store) -> None:
+    daemon = Daemon(store, generation=1)
+    daemon.inbox.receive(Receive(event=event(), origin=HUMAN_CLI), NOW)
+    daemon.commit()
+    eid = event().event_id
+
+    for attempt in (1, 2):
+        daemon.inbox.turn_failed(TurnFailed(event_id=eid, error_class="RuntimeTimeout", error="slow"))
+        effects = daemon.commit()
+        assert Later(0.2 * 2 ** (attempt - 1), Retry(event_id=eid)) in effects
+        daemon.inbox.retry(eid)
+        assert [h.attempt for h in handed(daemon.commit())] == [attempt + 1]
+
+    daemon.inbox.turn_failed(TurnFailed(event_id=eid, error_class="RuntimeTimeout", error="slow"))
+    given_up = daemon.commit()
+    (diagnostic,) = deliveries(given_up)
+    assert "after 3 attempts; failure class: RuntimeTimeout" in diagnostic.text
+    assert not any(isinstance(e, Later) for e in given_up)
+
+
+def test_a_retry_of_an_event_still_running_hands_nothing_over(store: Store) -> None:
+    daemon = Daemon(store, generation=1)
+    daemon.inbox.receive(Receive(event=event(), origin=HUMAN_CLI), NOW)
+    daemon.commit()
+    daemon.inbox.retry(event().event_id)
+    assert handed(daemon.commit()) == []
+
+
+def test_after_a_kill_the_next_daemon_resumes_the_unfinished_turn_and_delivers_the_stored_reply_again(
+        store: Store) -> None:
+    before = Daemon(store, generation=1)
+    for message_id in ("running", "replied"):
+        before.inbox.receive(Receive(event=event(message_id), origin=HUMAN_CLI), NOW)
+    before.commit()
+    before.inbox.turn_finished(TurnFinished(event_id=event("replied").event_id, reply="kept", actions=()))
+    before.commit()
+    # kill -9 here: the delivery of "kept" never reported back, "running" never answered.
+
+    after = Daemon(store, generation=2)
+    after.inbox.recover()
+    effects = after.commit()
+
+    assert [(h.event_id, h.attempt) for h in handed(effects)] == [(event("running").event_id, 2)]
+    (again,) = deliveries(effects)
+    assert (again.text, again.first, again.replied_by) == ("kept", False, 1)
+    # A redelivery of the resumed event is a duplicate: not handed over twice.
+    duplicate = after.inbox.receive(Receive(event=event("running"), origin=HUMAN_CLI), NOW)
+    assert handed(after.commit()) == []
+    assert answered(duplicate) == Accepted(event_id=event("running").event_id, duplicate=True, in_flight=True)
+
+
+def test_a_stranger_outside_the_lock_is_ignored_and_its_cursor_passed(store: Store) -> None:
+    daemon = Daemon(store, generation=1, allowed=("telegram:owner",))
+    stranger = event(channel="telegram", conversation="someone", cursor=9)
+
+    reply = daemon.inbox.receive(Receive(event=stranger, origin="chat:telegram"), NOW)
+
+    assert isinstance(reply, Ignored)
+    assert daemon.commit() == [Count("telegram", "not_allowed"), Acknowledge("telegram", 9)]
+    assert daemon.inbox.outcome(stranger.event_id) == NotFound(kind="event", id=stranger.event_id)
+
+
+def test_an_event_of_a_channel_this_daemon_lacks_is_not_found(store: Store) -> None:
+    daemon = Daemon(store, generation=1)
+    reply = daemon.inbox.receive(Receive(event=event(channel="irc"), origin=HUMAN_CLI), NOW)
+    assert reply == NotFound(kind="channel", id="irc")
+    assert daemon.commit() == []
+
+
+def test_a_notice_is_delivered_once_and_its_session_gets_the_note(store: Store) -> None:
+    daemon = Daemon(store, generation=1)
+    notice = Notify(channel="local", conversation="cli", notice_id="task:1:1:succeeded", text="Task 1 succeeded",
+                    session_note="task 1 is done", origin=HUMAN_CLI, acknowledge_to="tasks")
+
+    daemon.inbox.notify(notice, NOW)
+    effects = daemon.commit()
+
+    taken = Tell("tasks", NoticeTaken(notice_id=notice.notice_id))
+    (deliver,) = deliveries(effects)
+    assert deliver.text == "Task 1 succeeded" and effects[0] == taken
+    notes = [e.message for e in effects if isinstance(e, ToConversation)]
+    assert notes == [SessionNote(conversation_key="local:cli", text="task 1 is done")]
+    daemon.inbox.notify(notice, NOW + 1)
+    assert daemon.commit() == [taken]  # told again: only acknowledged
