@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from enact import config
 from enact.config import Config, ConfigError, RuntimeSettings, Setting
+from enact.errors import EnactError
 from enact.messages._registry import PROTOCOLS
 from enact.messages.common import Origin, chat_origin
 
@@ -55,7 +56,7 @@ WireHandler = Callable[[Any], object]
 """Serves one request type in the control connection's thread."""
 
 
-class ComponentError(Exception):
+class ComponentError(EnactError):
     """A component cannot be loaded or its environment is not usable; one line."""
 
 
