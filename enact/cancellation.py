@@ -11,6 +11,8 @@ import threading
 import weakref
 from collections.abc import Callable
 
+from enact.errors import EnactError
+
 log = logging.getLogger(__name__)
 
 
@@ -18,7 +20,7 @@ DAEMON_STOPPING = "the daemon is stopping"
 """The reason a graceful stop gives the work it cancels (``Supervisor.stopping_token``)."""
 
 
-class Cancelled(Exception):
+class Cancelled(EnactError):
     """The work was cancelled; the reason says by whom."""
 
 

@@ -13,7 +13,7 @@ from enact.commands import CommandCall, CommandRegistry, unsuccessful
 from enact.credentials import redact_json
 from enact.messages._registry import Request
 from enact.messages.commands import CommandOutcome, Receipt
-from enact.messages.common import Rejected
+from enact.messages.common import Refused
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, Steps
 
 JOURNAL = "journal"
@@ -85,7 +85,7 @@ class JournaledCommands:
             with self._lock:
                 self._running.discard(request_id)
 
-    def _expect(self, message: Request[Recorded | Rejected], verb: str, index: int) -> None:
+    def _expect(self, message: Request[Recorded | Refused], verb: str, index: int) -> None:
         reply = self._ask(JOURNAL, message)
         if not isinstance(reply, Recorded):
             raise RuntimeError(f"the journal refused to {verb} step {index}: {reply}")

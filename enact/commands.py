@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
+from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
-from enact.messages.common import Origin, is_human
+from enact.messages.common import NotFound, Origin, Refused, is_human
 from enact.ownership import not_the_owners
 
 if TYPE_CHECKING:
@@ -85,8 +86,25 @@ Handler = Callable[[CommandCall, "CommandContext"], str]
 """Returns the receipt text; raises CommandFailed for an expected failure."""
 
 
-class CommandFailed(Exception):
-    """The command ran and failed; the message is the receipt."""
+class CommandFailed(EnactError):
+    """The command ran and failed; the message is the receipt, ``outcome``
+    how it failed (an actor's refusal is ``refused``, see ``answered``)."""
+
+    def __init__(self, text: str, outcome: CommandOutcome = CommandOutcome.FAILED) -> None:
+        super().__init__(text)
+        self.outcome = outcome
+
+
+def answered(reply: R | Refused | NotFound, about: str = "") -> R:
+    """``reply``, unless it is an actor's refusal or not-found reply: then
+    the end of the command, the way every command ends on one: its line as
+    the receipt (after ``about``, what did not happen, when given), with the
+    outcome ``refused`` or ``not_found``."""
+    if isinstance(reply, Refused):
+        raise CommandFailed(f"{about}: {reply.reason}" if about else reply.reason, CommandOutcome.REFUSED)
+    if isinstance(reply, NotFound):
+        raise CommandFailed(reply.line, CommandOutcome.NOT_FOUND)
+    return reply
 
 
 def _no_actors(actor: str, message: Request[R], /) -> R:
@@ -243,7 +261,7 @@ class CommandRegistry:
         try:
             text = command.handler(call, context)
         except CommandFailed as failure:
-            return unsuccessful(call.name, CommandOutcome.FAILED, clip(str(failure)))
+            return unsuccessful(call.name, failure.outcome, clip(str(failure)))
         except Exception as error:
             log.exception("command %s failed", call.name)
             return unsuccessful(call.name, CommandOutcome.FAILED, clip(f"failed: {type(error).__name__}: {error}"))
@@ -333,6 +351,7 @@ __all__ = [
     "CommandRegistry",
     "Param",
     "ProgramsSource",
+    "answered",
     "builtin_commands",
     "clip",
 ]

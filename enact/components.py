@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from enact import config
 from enact.config import Config, ConfigError, RuntimeSettings, Setting
 from enact.entry_points import EntryPoint, entry_points
+from enact.errors import EnactError
 from enact.messages._registry import protocols
 from enact.messages.common import Origin, chat_origin
 
@@ -59,7 +60,7 @@ WireHandler = Callable[[Any], object]
 """Serves one request type in the control connection's thread."""
 
 
-class ComponentError(Exception):
+class ComponentError(EnactError):
     """A component cannot be loaded or its environment is not usable; one line."""
 
 

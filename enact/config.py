@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, cast
 
+from enact.errors import EnactError
 from enact.home import CONFIG_NAME
 
 
-class ConfigError(ValueError):
+class ConfigError(EnactError, ValueError):
     """A bad configuration value; the message is one line naming key and source."""
 
 

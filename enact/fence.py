@@ -25,6 +25,7 @@ from typing import IO
 import lmdb
 
 from enact.cancellation import CancellationToken
+from enact.errors import EnactError
 from enact.home import LOCK_NAME
 from enact.messages.epoch import Owner
 from enact.storage import Storage, Store
@@ -38,7 +39,7 @@ _COUNTER = struct.Struct(">Q")
 MONITOR_INTERVAL_S = 0.2
 
 
-class FencedError(RuntimeError):
+class FencedError(EnactError, RuntimeError):
     """This daemon no longer owns its home; the effect was not performed."""
 
     def __init__(self, generation: int, current: int) -> None:
@@ -47,7 +48,7 @@ class FencedError(RuntimeError):
         self.current = current
 
 
-class AlreadyRunning(RuntimeError):
+class AlreadyRunning(EnactError, RuntimeError):
     def __init__(self, owner: Owner | None) -> None:
         if owner is None:
             text = "enact is already running on this home"

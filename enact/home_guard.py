@@ -28,6 +28,7 @@ import os
 import stat
 from pathlib import Path
 
+from enact.errors import EnactError
 from enact.home import WORKTREES_DIR
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ directory itself is tightened, which closes them to others."""
 _owner_umask: int | None = None
 
 
-class HomeRefused(Exception):
+class HomeRefused(EnactError):
     """The home or one of its files is not used; one line naming the path."""
 
 

@@ -19,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from enact import __version__
 from enact.config import parse_address
+from enact.errors import EnactError
 from enact.messages.epoch import Owner
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ INBOX_EVENT_OUTCOMES = (
     "delivery_uncertain",
 )
 DELIVERY_OUTCOMES = ("ok", "retry", "failed", "not_resent")
-ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "failed")
+ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "not_found", "failed")
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled", "session_unknown", "unavailable",
                          "auth", "rate-limited", "malformed-output")
 RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
@@ -287,7 +288,7 @@ def serve(metrics: Metrics, address: str) -> MetricsServer:
     return MetricsServer(server=server, thread=thread)
 
 
-class MetricsUnavailable(RuntimeError):
+class MetricsUnavailable(EnactError, RuntimeError):
     """The metrics address cannot be served; the message is one line."""
 
 

@@ -36,6 +36,7 @@ import orjson
 from enact.cancellation import CancellationToken
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Handler, Param
 from enact.config import DAY, Setting, between, checked
+from enact.errors import EnactError
 from enact.home_guard import HomeRefused, check_owned_file
 from enact.tables import table_list
 
@@ -59,7 +60,7 @@ _WRAPPER = 'trap "kill -KILL 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!'
 _PR_SET_PDEATHSIG = 1
 
 
-class CommandsFileError(ValueError):
+class CommandsFileError(EnactError, ValueError):
     pass
 
 

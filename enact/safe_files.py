@@ -23,10 +23,12 @@ import os
 import stat
 from pathlib import Path
 
+from enact.errors import EnactError
+
 __all__ = ["UnsafeFile", "read_bytes_inside", "read_inside"]
 
 
-class UnsafeFile(Exception):
+class UnsafeFile(EnactError):
     """The file is there but is not read; one line naming it and why."""
 
 

@@ -22,6 +22,8 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from enact.errors import EnactError
+
 MAX_SPEC = 200
 """The longest schedule text, in characters."""
 UNIT_S = {"s": 1, "m": 60, "h": 3_600, "d": 86_400}
@@ -34,7 +36,7 @@ _INTERVAL = re.compile(r"every\s+(\d+)\s*([smhd])", re.IGNORECASE)
 _DAILY = re.compile(r"daily\s+(\d{1,2}):(\d{2})", re.IGNORECASE)
 
 
-class ScheduleError(ValueError):
+class ScheduleError(EnactError, ValueError):
     """A schedule that cannot be used; the message is one line."""
 
 

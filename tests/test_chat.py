@@ -345,8 +345,10 @@ def test_session_is_resumed_and_a_failed_resume_starts_fresh(daemons: DaemonFact
     second = restarted.cli_json("call", "sessions.Lookup", '{"key": "local:cli", "prompt_version": 1}')
     assert second["body"]["native_id"] != first["body"]["native_id"]
     assert second["body"]["turns"] == 1
-    other_version = restarted.cli_json("call", "sessions.Lookup", '{"key": "local:cli", "prompt_version": 2}')
-    assert other_version["type"] == "sessions.NoSession"
+    other_version = restarted.cli("call", "sessions.Lookup", '{"key": "local:cli", "prompt_version": 2}')
+    assert other_version.returncode == 2, other_version  # as every not-found reply
+    assert orjson.loads(other_version.stdout) == {"type": "common.NotFound",
+                                                  "body": {"kind": "session", "id": "local:cli"}}
 
 
 def receive(daemon: Daemon, message_id: str, text: str, cursor: int, conversation: str = "feed") -> dict[str, Any]:
@@ -375,10 +377,12 @@ def test_cursor_advances_only_over_finished_events(daemons: DaemonFactory) -> No
     assert [t["message_id"] for t in turns(daemon)] == ["c-1", "c-3", "c-2"]
 
 
-def test_event_from_an_unknown_channel_is_rejected(chat: Daemon) -> None:
+def test_event_from_an_unknown_channel_is_not_found(chat: Daemon) -> None:
     event = {"channel": "carrier-pigeon", "conversation": "x", "message_id": "1", "text": "hi"}
-    reply = chat.cli_json("call", "inbox.Receive", orjson.dumps({"event": event}).decode())
-    assert reply == {"type": "common.Rejected", "body": {"reason": "unknown channel 'carrier-pigeon'"}}
+    result = chat.cli("call", "inbox.Receive", orjson.dumps({"event": event}).decode())
+    assert result.returncode == 2, result
+    assert orjson.loads(result.stdout) == {"type": "common.NotFound",
+                                           "body": {"kind": "channel", "id": "carrier-pigeon"}}
 
 
 def test_bad_rules_file_stops_the_daemon_with_one_line(daemons: DaemonFactory) -> None:

@@ -195,7 +195,7 @@ def test_an_unexpected_reply_type_is_one_line_and_exit_1(daemons: DaemonFactory,
     assert result.returncode == 1, result
     text = "unexpected reply epoch.Current to control.Status"
     if as_json:
-        assert _json(result) == {"error": text}
+        assert _json(result) == {"status": "failed", "error": text}
     else:
         assert _lines(result.stdout + result.stderr) == [f"enact: {text}"]
 
@@ -222,10 +222,10 @@ def test_a_daemon_error_with_json_is_json_and_exit_1(daemons: DaemonFactory) -> 
     daemon = daemons.start()
     result = daemon.cli("call", "--json", "control.ShuttingDown", '{"pid": 1}')
     assert result.returncode == 1, result
-    assert "not a request" in _json(result)["error"]
+    assert _json(result)["status"] == "failed" and "not a request" in _json(result)["error"]
     bad = daemon.cli("call", "--json", "nope.Nothing")
     assert bad.returncode == 2
-    assert "nope.Nothing" in _json(bad)["error"]
+    assert _json(bad)["status"] == "bad_input" and "nope.Nothing" in _json(bad)["error"]
 
 
 # -- enact turns --last --------------------------------------------------------

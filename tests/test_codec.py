@@ -200,7 +200,8 @@ def _by_name(registration: Registration) -> str:
 
 def test_the_registry_holds_the_foundation_protocols() -> None:
     names = {r.name for r in REGISTRATIONS}
-    foundation = {"epoch.RequireCurrent", "epoch.Current", "control.Status", "control.StatusReport", "common.Rejected"}
+    foundation = {"epoch.RequireCurrent", "epoch.Current", "control.Status", "control.StatusReport", "common.Refused",
+                  "common.NotFound"}
     assert foundation <= names
 
 

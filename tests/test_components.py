@@ -23,7 +23,7 @@ from enact.channels import InboxInlet, InboxRefused
 from enact.components import ChannelComponent, ComponentError, Components
 from enact.config import ConfigError
 from enact.entry_points import EntryPoint
-from enact.messages.common import HUMAN_CLI, Rejected
+from enact.messages.common import HUMAN_CLI, NotFound
 from enact.messages.inbox import ChatEvent, Receive
 
 from conftest import DaemonFactory, enact_env, run_cli
@@ -153,7 +153,7 @@ def test_a_channel_submits_only_its_own_events_under_the_origin_its_component_vo
 
     def refusing_inbox(target: str, message: Any) -> Any:
         asked.append((target, message))
-        return Rejected(reason="unknown channel 'local'")
+        return NotFound(kind="channel", id="local")
 
     inlet = InboxInlet("local", refusing_inbox, origin=HUMAN_CLI)
     event = ChatEvent(channel="telegram", conversation="c", message_id="m", text="hi")
@@ -161,7 +161,7 @@ def test_a_channel_submits_only_its_own_events_under_the_origin_its_component_vo
         inlet.submit(event)
     assert asked == []
     own = dataclasses.replace(event, channel="local")
-    with pytest.raises(InboxRefused, match="the inbox refused an event of the local channel: unknown channel"):
+    with pytest.raises(InboxRefused, match="the inbox refused an event of the local channel: no channel local"):
         inlet.submit(own)
     assert asked == [("inbox", Receive(event=own, origin=HUMAN_CLI))]
     local, telegram = components.load().channels()

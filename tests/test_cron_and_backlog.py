@@ -24,7 +24,7 @@ from schedule_clock import FAST_TICKS, taken_over
 
 from enact.claimed_clock import ClaimState
 from enact.clock import ManualClock
-from enact.messages.common import HUMAN_CLI, Rejected
+from enact.messages.common import HUMAN_CLI, RefusalCode, Refused
 from enact.messages.scheduler import AddSchedule, ListSchedules, RemoveSchedule, ScheduleAdded, ScheduleRemoved
 from enact.messages.tasks import Cancel, CancelAccepted, List
 from enact.tasks.records import Task
@@ -90,7 +90,7 @@ def test_a_due_schedule_submits_its_task_and_nothing_while_that_task_is_unfinish
         tick(system, 2)
         assert len(tasks_in(system)) == 2  # a removed schedule submits nothing
         bad = system.ask("scheduler", AddSchedule(spec="every fortnight", request="x"))
-        assert isinstance(bad, Rejected) and "every" in bad.reason
+        assert isinstance(bad, Refused) and "every" in bad.reason and bad.code == RefusalCode.INVALID
 
 
 def test_cron_from_the_cli_submits_the_task_when_due(daemons: DaemonFactory, tmp_path: Path) -> None:
@@ -104,7 +104,9 @@ def test_cron_from_the_cli_submits_the_task_when_due(daemons: DaemonFactory, tmp
     removed = daemon.cli_json("cron", "remove", "1", "--json")
     assert removed["id"] == 1 and daemon.cli_json("cron", "list", "--json") == []
     bad = daemon.cli("cron", "add", "every fortnight", "x", "--json")
-    assert bad.returncode == 2 and "every" in orjson.loads(bad.stdout)["error"]
+    refused = orjson.loads(bad.stdout)
+    assert bad.returncode == 2 and (refused["status"], refused["code"]) == ("refused", "invalid")
+    assert "every" in refused["error"]
 
 
 def test_a_fenced_daemon_submits_nothing_when_its_schedule_comes_due(tmp_path: Path,
@@ -139,7 +141,8 @@ def test_backlog_items_wait_in_priority_order_and_promote_into_tasks(daemons: Da
     assert dropped["text"] == "also soon"
     assert [item["text"] for item in daemon.cli_json("backlog", "list", "--json")] == ["now", "later"]
     gone = daemon.cli("backlog", "promote", "4", "--json")
-    assert gone.returncode == 2 and orjson.loads(gone.stdout)["status"] == "unknown"
+    assert gone.returncode == 2 and orjson.loads(gone.stdout) == {
+        "status": "not_found", "kind": "backlog item", "id": "4", "error": "no backlog item 4"}
 
 
 def ticks(daemon: Any) -> float:

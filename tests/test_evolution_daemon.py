@@ -193,6 +193,7 @@ def test_a_bad_synthesis_or_curation_answer_leaves_signals_active_and_falls_back
     assert "not one JSON object" in fallback["reason"], fallback
     refused = daemon.cli("evolve", "remove", cid, "--reason", "no", "--suggestion", f"{fallback['id']}-r1", "--json")
     assert refused.returncode == 2 and "no removal suggestion" in refused.stdout
+    assert orjson.loads(refused.stdout)["status"] == "refused"
     removed = daemon.cli_json("evolve", "remove", cid, "--reason", "not now", "--json")
     assert removed["state"] == "removed"
     proposals = daemon.cli_json("evolve", "history", "--json")["proposals"]

@@ -25,14 +25,13 @@ from enact.chat.inbox import (
     ToConversation,
 )
 from enact.chat.inbox_records import DATABASES
-from enact.messages.common import HUMAN_CLI, Rejected
+from enact.messages.common import HUMAN_CLI, NotFound
 from enact.messages.inbox import (
     Accepted,
     ChatEvent,
     Delivered,
     HandleEvent,
     Ignored,
-    NoSuchEvent,
     NoticeTaken,
     Notify,
     ReadTurns,
@@ -199,13 +198,13 @@ def test_a_stranger_outside_the_lock_is_ignored_and_its_cursor_passed(store: Sto
 
     assert isinstance(reply, Ignored)
     assert daemon.commit() == [Count("telegram", "not_allowed"), Acknowledge("telegram", 9)]
-    assert isinstance(daemon.inbox.outcome(stranger.event_id), NoSuchEvent)
+    assert daemon.inbox.outcome(stranger.event_id) == NotFound(kind="event", id=stranger.event_id)
 
 
-def test_an_event_of_a_channel_this_daemon_lacks_is_rejected(store: Store) -> None:
+def test_an_event_of_a_channel_this_daemon_lacks_is_not_found(store: Store) -> None:
     daemon = Daemon(store, generation=1)
     reply = daemon.inbox.receive(Receive(event=event(channel="irc"), origin=HUMAN_CLI), NOW)
-    assert reply == Rejected(reason="unknown channel 'irc'")
+    assert reply == NotFound(kind="channel", id="irc")
     assert daemon.commit() == []
 
 

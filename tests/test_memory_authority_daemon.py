@@ -196,7 +196,7 @@ def test_memory_refuses_each_credential_shape_by_cli_chat_and_marker(daemons: Da
     for kind, text in SHAPES.items():
         refused = f"refused: the text contains a credential ({kind.strip()})"
         by_cli = daemon.cli("memory", "remember", "--json", text, env=ENV)
-        assert by_cli.returncode == 1 and refused in by_cli.stdout, (kind, by_cli)
+        assert by_cli.returncode == 2 and refused in by_cli.stdout, (kind, by_cli)
         assert refused in send(daemon, f"/remember {text}")
         assert refused in send(daemon, f"note {text}")
         assert refused in telegram_turn(bot, OWNER, f"/remember {text}")

@@ -99,8 +99,9 @@ def test_a_bad_identity_file_is_refused_in_one_line_and_changes_nothing(daemons:
     bad = home.parent / "bad.toml"
     bad.write_text('name = "Ada"\ncolour = "blue"\n')
     result = daemon.cli("identity", "install", "--json", str(bad))
-    assert result.returncode == 1
-    assert orjson.loads(result.stdout)["error"].startswith("unknown field 'colour'")
+    assert result.returncode == 2  # bad input, refused before it reaches the daemon
+    said = orjson.loads(result.stdout)
+    assert said["status"] == "bad_input" and said["error"].startswith("unknown field 'colour'")
     plain = daemon.cli("identity", "install", str(bad))
-    assert plain.returncode == 1 and len(plain.stderr.strip().splitlines()) == 1
+    assert plain.returncode == 2 and len(plain.stderr.strip().splitlines()) == 1
     assert daemon.cli_json("identity", "show", "--json")["private"] is None

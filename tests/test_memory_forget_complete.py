@@ -166,7 +166,7 @@ def test_a_forgetting_not_finished_is_finished_by_forgetting_again_and_at_the_ne
     assert all(stone in raw for raw in _read(home, TURNS).values())
     # Finished, a forgetting leaves nothing behind to forget.
     done = daemon.cli("memory", "forget", fact, "--json")
-    assert done.returncode == 1 and "no fact matches" in orjson.loads(done.stdout)["error"]
+    assert done.returncode == 2 and orjson.loads(done.stdout)["status"] == "not_found"
 
 
 _BOAT = "the owner's boat is named Aurora"

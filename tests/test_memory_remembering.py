@@ -5,8 +5,8 @@ from __future__ import annotations
 from enact.memory.book import FactBook
 from enact.memory.facts import FactState
 from enact.memory.remembering import NEEDS_HUMAN, Write, confirmed, held, needs_human, remembered
-from enact.messages.common import HUMAN_CLI, MODEL_ACTION
-from enact.messages.memory import Confirmed, Merged, Pending, Refused, Remember, Saved
+from enact.messages.common import HUMAN_CLI, MODEL_ACTION, NotFound, RefusalCode, Refused
+from enact.messages.memory import NOT_ADMITTED, Confirmed, Merged, Pending, Remember, Saved
 
 
 def _remember(book: FactBook, text: str, origin: str = HUMAN_CLI, *, hold: str = "",
@@ -39,7 +39,7 @@ def test_a_write_to_hold_that_meets_an_active_fact_leaves_it_unchanged() -> None
 
 
 def test_a_refused_fact_is_answered_at_once() -> None:
-    assert isinstance(_remember(FactBook(), "   "), Refused)
+    assert _remember(FactBook(), "   ") == Refused(reason="refused: the text is empty", code=NOT_ADMITTED)
 
 
 def test_only_a_human_confirms_a_held_fact() -> None:
@@ -47,7 +47,7 @@ def test_only_a_human_confirms_a_held_fact() -> None:
     assert isinstance(decided, Write)
     book = FactBook([decided.fact])
     assert held(book, decided.fact.id, MODEL_ACTION, "confirm") == Refused(
-        reason=NEEDS_HUMAN.format(verb="confirm"))
+        reason=NEEDS_HUMAN.format(verb="confirm"), code=RefusalCode.NOT_HUMAN)
     fact = held(book, f" {decided.fact.id} ", HUMAN_CLI, "confirm")
     assert fact == decided.fact
     write = confirmed(decided.fact, HUMAN_CLI, now=200.0)
@@ -60,11 +60,12 @@ def test_an_active_or_missing_fact_is_not_held() -> None:
     assert isinstance(decided, Write)
     book = FactBook([decided.fact])
     assert held(book, decided.fact.id, HUMAN_CLI, "reject") == Refused(
-        reason=f"refused: {decided.fact.id} is not held for confirmation")
-    assert held(book, "f-nothing", HUMAN_CLI, "reject") == Refused(reason="refused: no fact 'f-nothing'")
+        reason=f"refused: {decided.fact.id} is not held for confirmation", code=RefusalCode.WRONG_STATE)
+    assert held(book, "f-nothing", HUMAN_CLI, "reject") == NotFound(kind="fact", id="f-nothing")
 
 
 def test_a_models_word_to_forget_is_refused_a_persons_is_not() -> None:
-    assert needs_human(MODEL_ACTION, "forget") == Refused(reason="refused: forget needs a human; a model cannot forget")
+    assert needs_human(MODEL_ACTION, "forget") == Refused(reason="refused: forget needs a human; a model cannot forget",
+                                                          code=RefusalCode.NOT_HUMAN)
     assert needs_human(HUMAN_CLI, "forget") is None
     assert needs_human("chat:telegram:1", "forget") is None

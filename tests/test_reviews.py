@@ -68,7 +68,8 @@ def test_a_task_opening_its_review_again_gets_the_same_one(daemons: DaemonFactor
     diff = daemon.cli("review", "diff", "1")
     assert "+three" in diff.stdout and "-one" in diff.stdout
     missing = daemon.cli("review", "show", "9", "--json")
-    assert missing.returncode == 2 and json.loads(missing.stdout)["status"] == "unknown"
+    assert missing.returncode == 2 and json.loads(missing.stdout) == {
+        "status": "not_found", "kind": "review", "id": "9", "error": "no review 9"}
 
 
 def test_land_refuses_on_a_failing_doctor_and_lands_on_a_passing_one(daemons: DaemonFactory,
@@ -82,7 +83,7 @@ def test_land_refuses_on_a_failing_doctor_and_lands_on_a_passing_one(daemons: Da
     open_review(daemon, 2, repo, "enact/task-2", base, passing)
 
     code, refused = land(daemon, 1)
-    assert code == 2 and refused["refusal"] == "doctor-failed", refused
+    assert code == 2 and (refused["status"], refused["code"]) == ("refused", "doctor-failed"), refused
     assert "test -f ok" in refused["error"]
     assert git(repo, "rev-parse", "main") == start and (repo / "ok").exists()
     assert daemon.cli_json("review", "show", "1", "--json")["state"] == "open"
@@ -94,7 +95,7 @@ def test_land_refuses_on_a_failing_doctor_and_lands_on_a_passing_one(daemons: Da
     assert (repo / "app.txt").read_text() == "two\n"
     assert "passed" in landed["note"]
     again_code, again = land(daemon, 2)
-    assert again_code == 2 and again["refusal"] == "not-open"
+    assert again_code == 2 and again["code"] == "not-open"
     assert not any((daemon.home / "reviews" / "landing").iterdir())  # no temporary worktree left
     address = daemon.cli_json("status", "--json")["metrics_addr"]
     metrics = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
@@ -140,7 +141,7 @@ def test_while_one_land_runs_its_doctor_the_reviews_answer_and_a_second_land_is_
         wait_for(lambda: scratch.is_dir() and any(scratch.iterdir()), what="the first land's doctor")
         assert [r["state"] for r in reviews(daemon)] == ["open", "open"]  # the actor answers meanwhile
         code, refused = land(daemon, 2)
-        assert code == 2 and refused["refusal"] == "busy", refused
+        assert code == 1 and refused["code"] == "busy", refused  # busy: the same land may work later
         release.touch()
         out, _ = landing.communicate(timeout=60)
     finally:
@@ -157,12 +158,12 @@ def test_land_refuses_a_dirty_target_and_a_conflict(daemons: DaemonFactory, tmp_
     open_review(daemon, 1, repo, "enact/task-1", base, head)
     (repo / "app.txt").write_text("the owner's edit in progress\n")
     code, refused = land(daemon, 1)
-    assert code == 2 and refused["refusal"] == "dirty-target" and "app.txt" in refused["error"]
+    assert code == 2 and refused["code"] == "dirty-target" and "app.txt" in refused["error"]
     assert (repo / "app.txt").read_text() == "the owner's edit in progress\n"
     git(repo, "checkout", "--", "app.txt")
     moved = commit(repo, {"app.txt": "the owner's two\n"}, "owner moved on")
     code, refused = land(daemon, 1)
-    assert code == 2 and refused["refusal"] == "conflict" and "app.txt" in refused["error"]
+    assert code == 2 and refused["code"] == "conflict" and "app.txt" in refused["error"]
     assert git(repo, "rev-parse", "main") == moved and git(repo, "status", "--porcelain") == ""
 
 
@@ -174,7 +175,7 @@ def test_closed_review_stays_closed_and_cannot_be_landed(daemons: DaemonFactory,
     closed = daemon.cli_json("review", "close", "1", "--reason", "not needed", "--json")
     assert closed["state"] == "closed" and closed["note"] == "closed: not needed"
     code, refused = land(daemon, 1)
-    assert code == 2 and refused["refusal"] == "not-open"
+    assert code == 2 and refused["code"] == "not-open"
     assert git(repo, "rev-parse", "--verify", "enact/task-1") == head  # the branch stays
     assert [r["state"] for r in reviews(daemon)] == ["closed"]
     assert daemon.cli_json("review", "list", "--state", "open", "--json") == []

@@ -315,7 +315,7 @@ def test_bad_rules_are_refused_with_the_rule_named(text: str, problem: str) -> N
 
 
 def test_journal_steps_move_planned_running_done_and_never_back(harness: Harness) -> None:
-    from enact.messages.common import Rejected
+    from enact.messages.common import RefusalCode, Refused
     from enact.messages.journal import Finish, Plan, Recorded, Start, StepList, Steps
 
     def ask(actor: str, message: Any) -> object:
@@ -325,8 +325,10 @@ def test_journal_steps_move_planned_running_done_and_never_back(harness: Harness
     replanned = ask("journal", Plan(request_id="r", index=0, command="b", args={"x": 1}))
     assert isinstance(replanned, Recorded) and replanned.step.command == "b"
     assert isinstance(ask("journal", Start(request_id="r", index=0)), Recorded)
-    assert isinstance(ask("journal", Plan(request_id="r", index=0, command="c", args={})), Rejected)
-    assert isinstance(ask("journal", Start(request_id="r", index=0)), Rejected)
+    assert ask("journal", Plan(request_id="r", index=0, command="c", args={})) == Refused(
+        reason="step 0 of this request is already running", code=RefusalCode.WRONG_STATE)
+    assert ask("journal", Start(request_id="r", index=0)) == Refused(reason="step 0 is running, not planned",
+                                                                      code=RefusalCode.WRONG_STATE)
     done = ask("journal", Finish(request_id="r", index=0, receipt="ok", ok=True))
     assert isinstance(done, Recorded) and done.step.state == "done"
     steps = ask("journal", Steps(request_id="r"))

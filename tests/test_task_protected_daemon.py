@@ -159,6 +159,6 @@ def test_land_refuses_a_branch_that_runs_fewer_of_the_targets_tests(daemons: Dae
     opened = daemon.cli("call", "--json", "reviews.Open", json.dumps(body))
     assert opened.returncode == 0, opened.stdout + opened.stderr
     refused = daemon.cli("review", "land", "1", "--json")
-    assert refused.returncode == 2 and json.loads(refused.stdout)["refusal"] == "doctor-failed", refused.stdout
+    assert refused.returncode == 2 and json.loads(refused.stdout)["code"] == "doctor-failed", refused.stdout
     assert "not run at all: tests.test_second::test_second" in json.loads(refused.stdout)["error"]
     assert git(repo, "rev-parse", "main").strip() == base

@@ -10,7 +10,7 @@ import lmdb
 import pytest
 
 from enact.fence import FencedError
-from enact.messages.common import Done
+from enact.messages.common import Done, NotFound, RefusalCode, Refused
 from enact.messages.tasks import (
     CancelAccepted,
     Claimed,
@@ -19,9 +19,7 @@ from enact.messages.tasks import (
     Found,
     LeaseLost,
     LeaseRenewed,
-    NotFound,
     NothingQueued,
-    Refused,
     ReportPhase,
     Submit,
     Submitted,
@@ -111,7 +109,7 @@ def test_bad_submissions_are_refused_and_change_nothing(queue: TaskQueue, fields
                                                         words: str) -> None:
     message = Submit(**{"request": "x", "origin": "human-cli", **fields})  # type: ignore[arg-type]
     reply = queue.submit(message, T0)
-    assert isinstance(reply, Refused) and words in reply.reason
+    assert isinstance(reply, Refused) and words in reply.reason and reply.code == RefusalCode.INVALID
     assert queue.list(None, 10, None).tasks == ()
 
 
@@ -358,13 +356,14 @@ def test_an_accepted_cancel_is_kept_by_an_attempt_that_would_hand_the_task_back(
 
 def test_retry_creates_a_child_of_a_failed_or_cancelled_task_only(queue: TaskQueue) -> None:
     task = submit(queue, brief="keep it small", repairs=4)
-    assert isinstance(queue.retry(task.id, "human-cli", T0), Refused)  # still queued
+    still_queued = queue.retry(task.id, "human-cli", T0)
+    assert isinstance(still_queued, Refused) and still_queued.code == RefusalCode.WRONG_STATE
     queue.cancel(task.id, T0)
     child = queue.retry(task.id, "human-cli", T0 + 1)
     assert isinstance(child, Submitted) and not child.existing
     assert child.task.parent == task.id and child.task.id != task.id
     assert (child.task.request, child.task.brief, child.task.repairs) == (task.request, "keep it small", 4)
-    assert isinstance(queue.retry(99, "human-cli", T0), Refused)
+    assert queue.retry(99, "human-cli", T0) == NotFound(kind="task", id="99")
 
 
 def test_retrying_the_same_ended_task_twice_finds_the_first_child(queue: TaskQueue) -> None:
@@ -417,7 +416,7 @@ def test_events_read_by_cursor_in_full_per_task_and_overall(queue: TaskQueue) ->
     assert len(seen) == 7 and all(e.event.task_id == first.id for e in seen)
     everything = queue.events(None, 0, 100)
     assert isinstance(everything, EventPage) and len(everything.events) == 8
-    assert isinstance(queue.events(42, 0, 10), NotFound)
+    assert queue.events(42, 0, 10) == NotFound(kind="task", id="42")
 
 
 def test_leases_say_who_holds_which_task(queue: TaskQueue) -> None:

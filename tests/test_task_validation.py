@@ -15,7 +15,8 @@ from task_repos import git, make_repo
 
 from enact import components, config
 from enact.cancellation import CancellationToken
-from enact.messages.tasks import Found, Refused, Submit, Submitted
+from enact.messages.common import RefusalCode, Refused
+from enact.messages.tasks import Found, Submit, Submitted
 from enact.storage import Storage
 from enact.tasks import worktrees
 from enact.tasks.protected import Guards, covers
@@ -167,6 +168,7 @@ def test_only_the_owners_cli_may_unlock_and_a_retry_keeps_the_unlocks(tmp_path: 
         for origin in ("chat:local", "model-action", "scheduler"):
             refused = queue.submit(Submit(request="fix", origin=origin, allow_paths=("tests/",)), 1.0)
             assert isinstance(refused, Refused) and "only the owner's CLI" in refused.reason
+            assert refused.code == RefusalCode.NOT_HUMAN
         assert isinstance(queue.submit(Submit(request="fix", origin="chat:local", allow_fewer_tests=True), 1.0),
                           Refused)
         owned = queue.submit(Submit(request="fix", origin="human-cli", allow_paths=("tests/",),

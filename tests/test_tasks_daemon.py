@@ -87,7 +87,8 @@ def test_bad_input_is_refused_in_one_line_and_queues_nothing(daemons: DaemonFact
     assert len(plain.stderr.strip().splitlines()) == 1
     assert daemon.cli_json("task", "list", "--json") == []
     missing = daemon.cli("task", "show", "7", "--json")
-    assert missing.returncode == 2 and "no task 7" in orjson.loads(missing.stdout)["error"]
+    assert missing.returncode == 2 and orjson.loads(missing.stdout) == {
+        "status": "not_found", "kind": "task", "id": "7", "error": "no task 7"}
 
 
 def test_a_worker_runs_a_task_under_its_lease_and_watch_shows_the_outcome(daemons: DaemonFactory,
@@ -159,7 +160,9 @@ def test_cancel_of_a_running_task_reaches_its_worker_on_its_next_heartbeat(daemo
     again = daemon.cli("task", "retry", "1")  # sent twice: the first child, not a second
     assert again.returncode == 0 and "task 2 is already the retry of task 1" in again.stdout
     refused = daemon.cli("task", "retry", "2", "--json")
-    assert refused.returncode == 2 and "only a failed or cancelled task" in orjson.loads(refused.stdout)["error"]
+    said = orjson.loads(refused.stdout)
+    assert refused.returncode == 2 and (said["status"], said["code"]) == ("refused", "wrong-state")
+    assert "only a failed or cancelled task" in said["error"]
 
 
 def test_a_queued_task_is_cancelled_at_once(daemons: DaemonFactory, repo: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Protocol, TypeVar, cast
 
+from enact.errors import EnactError
 from enact.fence import FencedError
 from enact.messages._registry import Request, is_reply_to
 from enact.messages.epoch import Fenced
@@ -27,7 +28,7 @@ class Asker(Protocol):
     def __call__(self, target: str, request: Request[R], /) -> R: ...
 
 
-class ActorUnavailable(RuntimeError):
+class ActorUnavailable(EnactError, RuntimeError):
     """The actor asked is not running, died before answering, or did not
     answer in time."""
 
@@ -42,7 +43,7 @@ class AskTimeout(ActorUnavailable, TimeoutError):
         super().__init__(f"actor {name!r} did not answer {type(message).__name__} within {timeout:g} s")
 
 
-class UnexpectedReply(TypeError):
+class UnexpectedReply(EnactError, TypeError):
     """The actor answered with something its request does not declare: a bug."""
 
     def __init__(self, message: object, reply: object) -> None:

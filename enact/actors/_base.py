@@ -19,6 +19,7 @@ from enact.actors._long_work import LongWork, WorkDone
 from enact.cancellation import DAEMON_STOPPING
 from enact.clock import REAL_CLOCK, Clock, Timer
 from enact.config import DaemonSettings
+from enact.errors import EnactError
 from enact.fence import FencedError
 from enact.messages._registry import Request, registration_of
 from enact.messages.epoch import Fenced
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 _PRUNE_OWED_AT = 64
 
 
-class UnknownMessage(TypeError):
+class UnknownMessage(EnactError, TypeError):
     """An actor got a message it has no handler for: a bug in the sender."""
 
     def __init__(self, actor: str, message: object) -> None:

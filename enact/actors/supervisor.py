@@ -28,6 +28,7 @@ from enact.actors._specs import ActorSlot, ActorSpec, dependency_order
 from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.clock import REAL_CLOCK, Clock
 from enact.config import DaemonSettings
+from enact.errors import EnactError
 from enact.messages._registry import Request
 from enact.messages.control import ActorStatus
 
@@ -47,7 +48,7 @@ _MAX_BACKOFF_S = 5.0
 _START_TIMEOUT_S = 30.0
 
 
-class ActorStartError(RuntimeError):
+class ActorStartError(EnactError, RuntimeError):
     """An actor's ``on_start`` raised (pykka logs the traceback) and it stopped."""
 
     def __init__(self, name: str) -> None:

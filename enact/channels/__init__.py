@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from enact.errors import EnactError
 from enact.messages.channel import ChannelState
-from enact.messages.common import Origin, Rejected
-from enact.messages.inbox import Accepted, ChatEvent, GetCursor, GetOutcome, Ignored, NoSuchEvent, Outcome, Receive
+from enact.messages.common import NotFound, Origin
+from enact.messages.inbox import Accepted, ChatEvent, GetCursor, GetOutcome, Ignored, Outcome, Receive
 
 if TYPE_CHECKING:
     from enact.actors._asks import Asker
@@ -56,7 +57,7 @@ class DeliveryReport:
 INBOX = "inbox"
 
 
-class InboxRefused(RuntimeError):
+class InboxRefused(EnactError, RuntimeError):
     """The inbox refused what a channel asked: an event of a channel it does
     not know, or the outcome of an event it never took."""
 
@@ -81,8 +82,8 @@ class InboxInlet:
         if event.channel != self.channel:
             raise ValueError(f"the {self.channel} channel cannot submit an event of channel {event.channel!r}")
         reply = self._ask(INBOX, Receive(event=event, origin=self.origin))
-        if isinstance(reply, Rejected):
-            raise InboxRefused(f"the inbox refused an event of the {self.channel} channel: {reply.reason}")
+        if isinstance(reply, NotFound):
+            raise InboxRefused(f"the inbox refused an event of the {self.channel} channel: {reply.line}")
         return reply
 
     def cursor(self) -> int:
@@ -92,8 +93,8 @@ class InboxInlet:
     def outcome(self, event_id: str) -> Outcome:
         """The recorded outcome of an event the inbox accepted."""
         reply = self._ask(INBOX, GetOutcome(event_id=event_id))
-        if isinstance(reply, NoSuchEvent):
-            raise InboxRefused(f"the inbox has no event {event_id!r}")
+        if isinstance(reply, NotFound):
+            raise InboxRefused(f"the inbox has {reply.line}")
         return reply
 
 

@@ -25,6 +25,7 @@ from enact.actors._asks import Asker
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
 from enact.components import ChannelComponent, WireHandler
 from enact.config import Config, DaemonSettings, Setting
+from enact.errors import EnactError
 from enact.messages.channel import STOPPED, UP, ChannelState
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.inbox import ChatEvent, Ignored, Outcome
@@ -148,7 +149,7 @@ class LocalChannel:
         return dataclasses.replace(outcome, duplicate=accepted.duplicate)
 
 
-class ChannelNotStarted(RuntimeError):
+class ChannelNotStarted(EnactError, RuntimeError):
     """A request reached the channel before the daemon started it."""
 
 

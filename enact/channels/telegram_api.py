@@ -20,6 +20,8 @@ from urllib.parse import quote, urlsplit
 
 import orjson
 
+from enact.errors import EnactError
+
 REDACTED = "<token>"
 
 # The reasons a call fails, as the metrics label them (enact.metrics lists them).
@@ -37,7 +39,7 @@ _REASON_BY_CODE = {400: BAD_REQUEST, 401: UNAUTHORIZED, 403: FORBIDDEN, 404: UNA
                    429: RATE_LIMITED}
 
 
-class BotApiError(Exception):
+class BotApiError(EnactError):
     """A call that did not work; ``str()`` never holds the token."""
 
     def __init__(self, reason: str, text: str, *, code: int = 0, retry_after_s: float | None = None,
@@ -55,7 +57,7 @@ class BotApiError(Exception):
         return self.reason in (BAD_REQUEST, FORBIDDEN, UNAUTHORIZED, TOO_LARGE)
 
 
-class TokenError(ValueError):
+class TokenError(EnactError, ValueError):
     """No usable token; one line that names where it was looked for."""
 
 

@@ -42,7 +42,7 @@ from enact.chat.receipts import GiveUp, ReceiptRules, Received, Resumption, Retr
 from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.redaction import pattern_of
 from enact.chat.turns import read_turns
-from enact.messages.common import Rejected
+from enact.messages.common import NotFound
 from enact.messages.inbox import (
     Accepted,
     ActionRecord,
@@ -51,7 +51,6 @@ from enact.messages.inbox import (
     Delivered,
     HandleEvent,
     Ignored,
-    NoSuchEvent,
     NoticeTaken,
     Notify,
     Outcome,
@@ -180,11 +179,11 @@ class Inbox:
 
     # -- 1. receiving -----------------------------------------------------------
 
-    def receive(self, message: Receive, now: float) -> Deferred | Ignored | Rejected:
+    def receive(self, message: Receive, now: float) -> Deferred | Ignored | NotFound:
         event = message.event
         event_id = event.event_id
         if event.channel not in self._channels:
-            return Rejected(reason=f"unknown channel {event.channel!r}")
+            return NotFound(kind="channel", id=event.channel)
         if not self._lock.allows(event):
             log.info("ignored event %s from %s: outside chat.allowed_conversations", event_id, event.conversation_key)
             self._effects.append(Count(event.channel, "not_allowed"))
@@ -386,10 +385,10 @@ class Inbox:
 
     # -- reading (after what is staged is committed) ------------------------------
 
-    def outcome(self, event_id: str) -> Outcome | NoSuchEvent:
+    def outcome(self, event_id: str) -> Outcome | NotFound:
         self.batch.flush()
         found = self._store.read(lambda txn: self.records.find(txn, event_id))
-        return NoSuchEvent(event_id=event_id) if found is None else found[1].outcome_of()
+        return NotFound(kind="event", id=event_id) if found is None else found[1].outcome_of()
 
     def turns(self, message: ReadTurns) -> Turns:
         self.batch.flush()

@@ -13,7 +13,7 @@ from typing import Any
 import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
-from enact.messages.common import Rejected
+from enact.messages.common import RefusalCode, Refused
 from enact.messages.journal import Finish, Plan, Recorded, Start, Step, StepList, Steps, StepState
 from enact.storage import RecordTable
 
@@ -51,17 +51,18 @@ class JournalActor(EnactActor):
                 return self._list(message.request_id)
         return super().handle(message)
 
-    def _plan(self, message: Plan) -> Recorded | Rejected:
+    def _plan(self, message: Plan) -> Recorded | Refused:
         if not 0 <= message.index <= 0xFFFF:
-            return Rejected(reason=f"step index {message.index} is out of range")
+            return Refused(reason=f"step index {message.index} is out of range", code=RefusalCode.INVALID)
         key = _key(message.request_id, message.index)
 
-        def write(txn: lmdb.Transaction) -> Recorded | Rejected:
+        def write(txn: lmdb.Transaction) -> Recorded | Refused:
             existing = self._steps.get(txn, key)
             # A step that was planned but never started did not run: it may be
             # planned again (the model may now ask for something else).
             if existing is not None and existing.state != "planned":
-                return Rejected(reason=f"step {message.index} of this request is already {existing.state}")
+                return Refused(reason=f"step {message.index} of this request is already {existing.state}",
+                                code=RefusalCode.WRONG_STATE)
             step = Step(request_id=message.request_id, index=message.index, command=message.command,
                         args=message.args, state="planned", receipt="", ok=False, updated_at=self.context.clock.time())
             self._steps.put(txn, key, step)
@@ -71,15 +72,15 @@ class JournalActor(EnactActor):
 
     def _advance(
         self, request_id: str, index: int, expected: StepState, state: StepState, finish: Finish | None
-    ) -> Recorded | Rejected:
+    ) -> Recorded | Refused:
         key = _key(request_id, index)
 
-        def write(txn: lmdb.Transaction) -> Recorded | Rejected:
+        def write(txn: lmdb.Transaction) -> Recorded | Refused:
             step = self._steps.get(txn, key)
             if step is None:
-                return Rejected(reason=f"step {index} of this request was never planned")
+                return Refused(reason=f"step {index} of this request was never planned", code=RefusalCode.WRONG_STATE)
             if step.state != expected:
-                return Rejected(reason=f"step {index} is {step.state}, not {expected}")
+                return Refused(reason=f"step {index} is {step.state}, not {expected}", code=RefusalCode.WRONG_STATE)
             step = dataclasses.replace(step, state=state, updated_at=self.context.clock.time())
             if finish is not None:
                 step = dataclasses.replace(step, receipt=finish.receipt, ok=finish.ok)

@@ -23,7 +23,8 @@ from enact.chat.markers import hold_for_owner
 from enact.memory.admission import MAX_TAG_CHARS, slug
 from enact.memory.commands import memory_notice
 from enact.memory.facts import MODEL_MARKER_ORIGIN
-from enact.messages.memory import List, Merged, Pending, Refused, Remember, Saved
+from enact.messages.common import Refused
+from enact.messages.memory import List, Merged, Pending, Remember, Saved
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import lmdb
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.chat.redaction import pattern_of, redact_text
-from enact.messages.common import Done
+from enact.messages.common import Done, NotFound
 from enact.messages.sessions import (
     FactForgotten,
     Forget,
@@ -28,7 +28,6 @@ from enact.messages.sessions import (
     History,
     HistoryMessage,
     Lookup,
-    NoSession,
     ReadHistory,
     Record,
     Session,
@@ -75,12 +74,12 @@ class SessionsActor(EnactActor):
                 return self._forget_fact(message)
         return super().handle(message)
 
-    def _lookup(self, message: Lookup) -> Session | NoSession:
+    def _lookup(self, message: Lookup) -> Session | NotFound:
         if not message.key:
-            return NoSession(key=message.key)
+            return NotFound(kind="session", id=message.key)
         document = self._current(message.key.encode())
         if document is None or document["prompt_version"] != message.prompt_version:
-            return NoSession(key=message.key)
+            return NotFound(kind="session", id=message.key)
         return Session(key=message.key, **document)
 
     def _current(self, key: bytes) -> Document | None:

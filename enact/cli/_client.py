@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
+from enact.errors import EnactError
 from enact.home import SOCKET_NAME
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class NotRunning(RuntimeError):
+class NotRunning(EnactError, RuntimeError):
     """No daemon took the request: nothing listens on the socket, or the
     connection failed before the request was written."""
 
@@ -44,7 +45,7 @@ class ConnectionLost(NotRunning):
         super().__init__(home, f"the daemon closed the connection before it answered (home: {home})")
 
 
-class DaemonError(RuntimeError):
+class DaemonError(EnactError, RuntimeError):
     """The daemon answered with ``control.Error``."""
 
 
@@ -58,7 +59,7 @@ class NoAnswer(DaemonError, TimeoutError):
         self.home = home
 
 
-class BadRequest(ValueError):
+class BadRequest(EnactError, ValueError):
     """The request cannot be sent as it is (text that is not UTF-8, a field
     over its limit, a frame over its size): the user's input, refused before
     it reaches the daemon, so nothing changes."""

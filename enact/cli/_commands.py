@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import click
 import orjson
 
 from enact.cli._client import request, send
-from enact.cli._options import EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_USAGE, fail, failure_of, home_option, needs_daemon, print_json, resolve_home
 
 
 @click.command("status")
@@ -152,7 +153,11 @@ def call(home: Path | None, list_types: bool, as_json: bool, type_name: str | No
         fail(f"the message body is not valid JSON: {error}", as_json=as_json, code=EXIT_USAGE)
     except DecodeError as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
-    print_json(to_wire(send(resolve_home(home), message)))
+    reply = send(resolve_home(home), message)
+    print_json(to_wire(reply))
+    failure = failure_of(reply)
+    if failure is not None:  # the typed reply is printed as it is; the exit code says it as everywhere
+        sys.exit(failure.code)
 
 
 @click.group("config")

@@ -15,16 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import (
-    EXIT_FAILED,
-    EXIT_USAGE,
-    fail,
-    fail_if_rejected,
-    home_option,
-    needs_daemon,
-    print_json,
-    resolve_home,
-)
+from enact.cli._options import EXIT_USAGE, end_on_failure, fail, home_option, needs_daemon, print_json, resolve_home
 
 if TYPE_CHECKING:
     from enact.evolution.candidates import Candidate
@@ -89,7 +80,7 @@ def candidates(state: str | None, limit: int, home: Path | None, as_json: bool) 
 
     message = Candidates(state=state or "", limit=limit)
     reply = request(resolve_home(home), message)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     found = expect(reply, CandidateList, message).candidates
     if as_json:
         print_json([candidate_json(candidate) for candidate in found])
@@ -107,12 +98,11 @@ def candidates(state: str | None, limit: int, home: Path | None, as_json: bool) 
 @needs_daemon
 def show(candidate_id: str, home: Path | None, as_json: bool) -> None:
     """One candidate: its fields, its evidence signals and its history."""
-    from enact.messages.curator import CandidateShown, Show, UnknownCandidate
+    from enact.messages.curator import CandidateShown, Show
 
     message = Show(candidate_id=candidate_id)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownCandidate):
-        fail(f"no candidate {candidate_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    end_on_failure(reply, as_json=as_json)
     shown = expect(reply, CandidateShown, message)
     if as_json:
         print_json({**_wire(shown), "candidate": candidate_json(shown.candidate)})
@@ -141,15 +131,12 @@ def show(candidate_id: str, home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def propose(home: Path | None, as_json: bool) -> None:
     """Synthesise candidates from new signals and ask which to do next."""
-    from enact.messages.common import Rejected
-    from enact.messages.curator import PROPOSAL_RUNNING, Propose, Proposed
+    from enact.messages.curator import Propose, Proposed
 
     message = Propose()
     # Two model calls: wait as long as the daemon may take.
     reply = request(resolve_home(home), message, timeout=None)
-    if isinstance(reply, Rejected):  # one running already is no usage error: try again later
-        fail(reply.reason, as_json=as_json, status="rejected",
-             code=EXIT_FAILED if reply.reason == PROPOSAL_RUNNING else EXIT_USAGE)
+    end_on_failure(reply, as_json=as_json)
     proposed = expect(reply, Proposed, message)
     if as_json:
         print_json({**proposal_json(proposed.proposal), "synthesised": list(proposed.synthesised),
@@ -177,13 +164,11 @@ def propose(home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def approve(candidate_id: str, home: Path | None, as_json: bool) -> None:
     """Queue the candidate as a task that ends in a review (never merged by enact)."""
-    from enact.messages.curator import Approve, Approved, UnknownCandidate
+    from enact.messages.curator import Approve, Approved
 
     message = Approve(candidate_id=candidate_id)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownCandidate):
-        fail(f"no candidate {candidate_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     approved = expect(reply, Approved, message)
     if as_json:
         print_json(_wire(approved))
@@ -205,16 +190,14 @@ def approve(candidate_id: str, home: Path | None, as_json: bool) -> None:
 def remove(candidate_id: str, reason: str, suggestion_id: str, removal_class: str, home: Path | None,
            as_json: bool) -> None:
     """Remove a candidate (its record and history stay)."""
-    from enact.messages.curator import Remove, Removed, UnknownCandidate
+    from enact.messages.curator import Remove, Removed
 
     if removal_class and not suggestion_id:
-        fail("--class goes with --suggestion", as_json=as_json, status="usage", code=EXIT_USAGE)
+        fail("--class goes with --suggestion", as_json=as_json, code=EXIT_USAGE)
     message = Remove(candidate_id=candidate_id, reason=reason, suggestion_id=suggestion_id,
                      removal_class=removal_class)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownCandidate):
-        fail(f"no candidate {candidate_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     removed = expect(reply, Removed, message)
     if as_json:
         print_json(candidate_json(removed.candidate))
@@ -237,7 +220,7 @@ def history(limit: int, home: Path | None, as_json: bool) -> None:
 
     message = History(limit=limit)
     reply = request(resolve_home(home), message)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     found = expect(reply, EvolveHistory, message)
     scans_asked = scanner.History(limit=limit)
     scans = request(resolve_home(home), scans_asked)

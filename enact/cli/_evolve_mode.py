@@ -11,7 +11,7 @@ import click
 import orjson
 
 from enact.cli._client import expect, request
-from enact.cli._options import fail_if_rejected, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import end_on_failure, home_option, needs_daemon, print_json, resolve_home
 
 _MODES = ("disabled", "co-evolve", "auto-evolve")
 
@@ -37,7 +37,7 @@ def mode(mode: str | None, home: Path | None, as_json: bool) -> None:
     if mode is not None:
         message = SetMode(mode=mode)
         reply = request(where, message)
-        fail_if_rejected(reply, as_json=as_json)
+        end_on_failure(reply, as_json=as_json)
         changed = expect(reply, ModeSet, message)
         if as_json:
             print_json(orjson.loads(orjson.dumps(changed)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -11,9 +12,9 @@ import click
 from enact.cli._client import expect, request
 from enact.cli._options import (
     EXIT_FAILED,
-    EXIT_USAGE,
-    fail,
-    fail_if_rejected,
+    end_command,
+    end_on_failure,
+    failure_of,
     home_option,
     needs_daemon,
     print_json,
@@ -42,15 +43,15 @@ def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> N
     one is running."""
     from enact.cli._client import DaemonError, UnexpectedReply
     from enact.messages import to_wire
-    from enact.messages.common import Rejected
-    from enact.messages.scanner import SCAN_RUNNING, Scan, ScanReport
+    from enact.messages.scanner import Scan, ScanReport
 
     resolved = resolve_home(home)
     done: list[ScanSummary] = []
 
-    def stop(text: str, *, code: int, status: str) -> NoReturn:
+    def stop(text: str, *, code: int, status: str, fields: Mapping[str, str] | None = None) -> NoReturn:
         """End the drain in one line; with --json, the batches done so far beside why."""
-        fail(text, as_json=as_json, code=code, status=status, **to_wire(ScanReport(scans=tuple(done)))["body"])
+        end_command(text, as_json=as_json, exit_code=code, status=status,
+                    fields={**(fields or {}), **to_wire(ScanReport(scans=tuple(done)))["body"]})
 
     for each in [source] if source else ["feedback", "experience"]:
         first = len(done)
@@ -63,8 +64,9 @@ def scan(home: Path | None, source: str | None, force: bool, as_json: bool) -> N
                 if not done:
                     raise  # nothing scanned yet: reported like any command's
                 stop(f"the drain stopped: {error}", code=EXIT_FAILED, status="interrupted")
-            if isinstance(reply, Rejected):  # one running already is no usage error: try again later
-                stop(reply.reason, status="rejected", code=EXIT_FAILED if reply.reason == SCAN_RUNNING else EXIT_USAGE)
+            refused = failure_of(reply)
+            if refused is not None:  # one running already is code busy, exit 1: try again later
+                stop(refused.line, status=refused.status, code=refused.code, fields=refused.fields)
             scans = expect(reply, ScanReport, message).scans
             if len(scans) != 1:
                 raise UnexpectedReply(f"a scan of {each} answered {len(scans)} summaries, not one")
@@ -107,7 +109,7 @@ def signals(home: Path | None, state: str | None, limit: int, as_json: bool) -> 
 
     message = Signals(state=state or "", limit=limit)
     reply = request(resolve_home(home), message)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     page = expect(reply, SignalList, message)
     if as_json:
         print_json(to_wire(page)["body"])

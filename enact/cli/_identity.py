@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import EXIT_USAGE, end_on_failure, fail, home_option, needs_daemon, print_json, resolve_home
 
 
 @click.group("identity")
@@ -24,16 +24,15 @@ def install(home: Path | None, as_json: bool, file: Path) -> None:
     """Install FILE (TOML or JSON: name, pronouns, relationships, personality,
     mission, values, care_style), replacing the identity installed before."""
     from enact.memory.identity import IdentityError, read_identity_file
-    from enact.messages.memory import IdentityInstalled, InstallIdentity, Refused
+    from enact.messages.memory import IdentityInstalled, InstallIdentity
 
     try:
         parsed = read_identity_file(file)
     except IdentityError as error:
-        fail(str(error), as_json=as_json, outcome="refused")
+        fail(str(error), as_json=as_json, code=EXIT_USAGE)
     message = InstallIdentity(identity=parsed)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Refused):
-        fail(reply.reason, as_json=as_json, outcome="refused")
+    end_on_failure(reply, as_json=as_json)
     installed = expect(reply, IdentityInstalled, message)
     if as_json:
         print_json({"outcome": "installed", "name": installed.name, "replaced": installed.replaced})
@@ -69,12 +68,11 @@ def show(home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def clear(home: Path | None, as_json: bool) -> None:
     """Remove the private identity."""
-    from enact.messages.memory import ClearIdentity, IdentityCleared, Refused
+    from enact.messages.memory import ClearIdentity, IdentityCleared
 
     message = ClearIdentity()
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Refused):
-        fail(reply.reason, as_json=as_json, outcome="refused")
+    end_on_failure(reply, as_json=as_json)
     cleared = expect(reply, IdentityCleared, message)
     if as_json:
         print_json({"outcome": "cleared" if cleared.cleared else "none", "cleared": cleared.cleared})

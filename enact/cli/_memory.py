@@ -14,7 +14,16 @@ from typing import Any
 import click
 
 from enact.cli._client import request
-from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    end_on_failure,
+    fail,
+    home_option,
+    needs_daemon,
+    print_json,
+    resolve_home,
+)
 
 _TYPES = ("preference", "fact", "decision", "workflow_rule", "person", "project")
 _SCOPES = ("user", "project", "instance")
@@ -50,15 +59,14 @@ def _unexpected(reply: object, as_json: bool) -> None:
 def remember(text: str, fact_type: str | None, tags: tuple[str, ...], confidence: str | None, scope: str | None,
              subject: str, sensitivity: str | None, home: Path | None, as_json: bool) -> None:
     """Remember TEXT as a fact (merged into an equal one if it exists)."""
-    from enact.messages.memory import Merged, Pending, Refused, Remember, Saved
+    from enact.messages.memory import Merged, Pending, Remember, Saved
 
     if not text.strip():
         fail("there is no text to remember", as_json=as_json, code=EXIT_USAGE, status="bad_input")
     reply = request(resolve_home(home), Remember(text=text, type=fact_type, tags=tags, confidence=confidence,
                                                  scope=scope, subject=subject, sensitivity=sensitivity))
-    if isinstance(reply, Refused):
-        _outcome(as_json, "", "refused", reply.reason, reply.reason, code=EXIT_FAILED)
-    elif isinstance(reply, Saved):
+    end_on_failure(reply, as_json=as_json)
+    if isinstance(reply, Saved):
         clipped = " (clipped: longer than memory.max_fact_chars)" if reply.clipped else ""
         _outcome(as_json, reply.id, "saved", "clipped" if reply.clipped else "", f"saved as {reply.id}{clipped}")
     elif isinstance(reply, Merged):
@@ -70,13 +78,11 @@ def remember(text: str, fact_type: str | None, tags: tuple[str, ...], confidence
         _unexpected(reply, as_json)
 
 
-def _outcome(as_json: bool, fact_id: str, outcome: str, reason: str, line: str, *, code: int = 0) -> None:
+def _outcome(as_json: bool, fact_id: str, outcome: str, reason: str, line: str) -> None:
     if as_json:
         print_json({"id": fact_id, "outcome": outcome, "reason": reason})
     else:
-        click.echo(line, err=code != 0)
-    if code:
-        sys.exit(code)
+        click.echo(line)
 
 
 @memory.command("list")
@@ -115,11 +121,10 @@ def list_facts(tag: str, origin: str, pending: bool, home: Path | None, as_json:
 def show(fact_id: str, home: Path | None, as_json: bool) -> None:
     """Show one fact and its history."""
     from enact.messages import to_wire
-    from enact.messages.memory import FactShown, Refused, Show
+    from enact.messages.memory import FactShown, Show
 
     reply = request(resolve_home(home), Show(id=fact_id))
-    if isinstance(reply, Refused):
-        fail(reply.reason, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     if not isinstance(reply, FactShown):
         return _unexpected(reply, as_json)
     if as_json:
@@ -150,11 +155,10 @@ def _when(at: float) -> str:
 @needs_daemon
 def forget(selector: str, redact: bool, home: Path | None, as_json: bool) -> None:
     """Forget the fact SELECTOR names: its id, or text or a tag matching exactly one fact."""
-    from enact.messages.memory import Forget, Forgotten, Refused, forgotten_line
+    from enact.messages.memory import Forget, Forgotten, forgotten_line
 
     reply = request(resolve_home(home), Forget(selector=selector, redact=redact))
-    if isinstance(reply, Refused):
-        fail(reply.reason, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     if not isinstance(reply, Forgotten):
         return _unexpected(reply, as_json)
     if as_json:
@@ -168,12 +172,11 @@ def forget(selector: str, redact: bool, home: Path | None, as_json: bool) -> Non
 
 
 def _decide(fact_id: str, home: Path | None, as_json: bool, *, confirm: bool) -> None:
-    from enact.messages.memory import Confirm, Confirmed, Discarded, Refused, Reject
+    from enact.messages.memory import Confirm, Confirmed, Discarded, Reject
 
     message = Confirm(id=fact_id) if confirm else Reject(id=fact_id)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Refused):
-        fail(reply.reason, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     if not isinstance(reply, (Confirmed, Discarded)):
         return _unexpected(reply, as_json)
     outcome = "confirmed" if confirm else "rejected"

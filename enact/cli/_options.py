@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -46,24 +47,76 @@ def print_json(value: object) -> None:
     click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
 
 
-def fail(text: str, *, as_json: bool, code: int = EXIT_FAILED, prefix: str = "enact: ",
+def fail(text: str, *, as_json: bool, code: int = EXIT_FAILED, status: str = "", prefix: str = "enact: ",
          **fields: object) -> NoReturn:
-    """End the command with one line: ``{"error": text, **fields}`` on
-    standard output with ``--json``, else the text on standard error."""
+    """End the command with one line (``end_command``), exit ``code``."""
+    end_command(text, as_json=as_json, exit_code=code, status=status, prefix=prefix, fields=fields)
+
+
+def end_command(line: str, *, as_json: bool, exit_code: int, status: str = "", prefix: str = "enact: ",
+                fields: Mapping[str, object] | None = None) -> NoReturn:
+    """End the command with one line: ``{"status": status, **fields,
+    "error": line}`` on standard output with ``--json``, else the line on
+    standard error. ``status`` is one of ``STATUSES``; left out, the exit
+    code says it (2 ``bad_input``, else ``failed``)."""
     if as_json:
-        click.echo(orjson.dumps({**fields, "error": text}).decode())
+        said = status or ("bad_input" if exit_code == EXIT_USAGE else "failed")
+        click.echo(orjson.dumps({"status": said, **(fields or {}), "error": line}).decode())
     else:
-        click.echo(f"{prefix}{text}", err=True)
-    sys.exit(code)
+        click.echo(f"{prefix}{line}", err=True)
+    sys.exit(exit_code)
 
 
-def fail_if_rejected(reply: object, *, as_json: bool) -> None:
-    """End the command the way every refusal ends it: ``Rejected``'s reason
-    in one line, ``status: rejected`` with ``--json``, exit 2."""
-    from enact.messages.common import Rejected
+STATUSES = ("refused", "not_found", "bad_input", "failed", "connection_lost", "not_running")
+"""The ``--json`` statuses of a command that did not do what it was asked,
+the same in every command (``README.md``, "CLI reference"); ``enact send``
+adds its event's own (``ignored``, ``interrupted``, ``in_progress``, ...)."""
 
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, status="rejected", code=EXIT_USAGE)
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """How a command ends when it did not get what it asked: its ``--json``
+    status, its exit code, its line, and the fields printed beside them."""
+
+    status: str
+    code: int
+    line: str
+    fields: dict[str, str] = field(default_factory=dict)
+    prefix: str = "enact: "
+
+
+def failure_of(outcome: object, about: str = "") -> Failure | None:
+    """The CLI's one mapping of a failure, whatever the command: an actor's
+    ``Refused`` or ``NotFound`` reply, or the client's error, to its status,
+    exit code and line (``about`` before a refusal's reason: what did not
+    happen); None for any other reply. A refusal is exit 2, nothing changed,
+    except ``busy``, exit 1: the same request may work later."""
+    from enact.messages.common import NotFound, RefusalCode, Refused
+
+    if isinstance(outcome, Refused):
+        line = f"{about}: {outcome.reason}" if about else outcome.reason
+        code = EXIT_FAILED if outcome.code == RefusalCode.BUSY else EXIT_USAGE
+        return Failure("refused", code, line, {"code": str(outcome.code)})
+    if isinstance(outcome, NotFound):
+        return Failure("not_found", EXIT_USAGE, outcome.line, {"kind": outcome.kind, "id": outcome.id})
+    if isinstance(outcome, BadRequest):
+        return Failure("bad_input", EXIT_USAGE, str(outcome))
+    if isinstance(outcome, ConnectionLost):
+        return Failure("connection_lost", EXIT_FAILED, str(outcome))
+    if isinstance(outcome, NotRunning):
+        return Failure("not_running", EXIT_NOT_RUNNING, str(outcome), prefix="")
+    if isinstance(outcome, DaemonError):
+        return Failure("failed", EXIT_FAILED, str(outcome))
+    return None
+
+
+def end_on_failure(outcome: object, *, as_json: bool, about: str = "") -> None:
+    """End the command if ``outcome`` is a failure (``failure_of``), the
+    way every command ends on one; return otherwise."""
+    failure = failure_of(outcome, about)
+    if failure is not None:
+        end_command(failure.line, as_json=as_json, exit_code=failure.code, status=failure.status,
+                    prefix=failure.prefix, fields=failure.fields)
 
 
 def needs_daemon(command: F) -> F:
@@ -72,16 +125,10 @@ def needs_daemon(command: F) -> F:
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        as_json = bool(kwargs.get("as_json"))
         try:
             return command(*args, **kwargs)
-        except BadRequest as error:
-            fail(str(error), as_json=as_json, code=EXIT_USAGE, status="bad_input")
-        except ConnectionLost as error:
-            fail(str(error), as_json=as_json, status="connection_lost")
-        except NotRunning as error:
-            fail(str(error), as_json=as_json, code=EXIT_NOT_RUNNING, prefix="", status="not_running")
-        except DaemonError as error:
-            fail(str(error), as_json=as_json)
+        except (BadRequest, NotRunning, DaemonError) as error:
+            end_on_failure(error, as_json=bool(kwargs.get("as_json")))
+            raise  # not reached: each of them is a failure
 
     return wrapper  # type: ignore[return-value]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_USAGE, fail, fail_if_rejected, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import end_on_failure, home_option, needs_daemon, print_json, resolve_home
 from enact.cli._tasks import unlock_lines
 
 if TYPE_CHECKING:
@@ -38,12 +38,11 @@ def _show(review: Review, task: Any) -> None:
 
 
 def _get(home: Path, review_id: int, as_json: bool) -> Review:
-    from enact.messages.reviews import Found, Get, UnknownReview
+    from enact.messages.reviews import Found, Get
 
     message = Get(review_id=review_id)
     reply = request(home, message)
-    if isinstance(reply, UnknownReview):
-        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    end_on_failure(reply, as_json=as_json)
     return expect(reply, Found, message).review
 
 
@@ -64,7 +63,7 @@ def list_reviews(home: Path | None, state: str | None, limit: int, as_json: bool
 
     message = List(state=ReviewState(state) if state else None, limit=limit)
     reply = request(resolve_home(home), message)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     reviews = expect(reply, ReviewList, message).reviews
     if as_json:
         print_json([review_json(item) for item in reviews])
@@ -103,13 +102,11 @@ def show(review_id: int, home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def diff(review_id: int, home: Path | None, as_json: bool) -> None:
     """The review's change as a unified diff."""
-    from enact.messages.reviews import Diff, ReviewDiff, UnknownReview
+    from enact.messages.reviews import Diff, ReviewDiff
 
     message = Diff(review_id=review_id)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownReview):
-        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     found = expect(reply, ReviewDiff, message)
     if as_json:
         print_json({"id": review_id, "diff": found.text, "truncated": found.truncated})
@@ -127,17 +124,13 @@ def diff(review_id: int, home: Path | None, as_json: bool) -> None:
 def land(review_id: int, home: Path | None, as_json: bool) -> None:
     """Merge the review's branch into its repository's checked-out branch,
     once the doctor passed on the merged result."""
-    from enact.messages.reviews import Land, Landed, LandRefused, UnknownReview
+    from enact.messages.reviews import Land, Landed
 
     message = Land(review_id=review_id)
     # The answer waits for the doctor on the merged result; one that runs past
     # control.request_timeout_s ends this wait, not the land (see `review show`).
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownReview):
-        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    if isinstance(reply, LandRefused):
-        fail(f"review {review_id} not landed: {reply.reason}", as_json=as_json, status="refused",
-             refusal=reply.refusal.value, code=EXIT_USAGE)
+    end_on_failure(reply, as_json=as_json, about=f"review {review_id} not landed")
     landed = expect(reply, Landed, message)
     if as_json:
         print_json({**review_json(landed.review), "fast_forward": landed.fast_forward})
@@ -153,13 +146,11 @@ def land(review_id: int, home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def close(review_id: int, reason: str, home: Path | None, as_json: bool) -> None:
     """Close the review without landing it (the branch stays)."""
-    from enact.messages.reviews import Close, Closed, UnknownReview
+    from enact.messages.reviews import Close, Closed
 
     message = Close(review_id=review_id, reason=reason)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownReview):
-        fail(f"no review {review_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     closed = expect(reply, Closed, message)
     if as_json:
         print_json(review_json(closed.review))

@@ -11,7 +11,7 @@ import click
 import orjson
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_USAGE, fail, fail_if_rejected, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import end_on_failure, home_option, needs_daemon, print_json, resolve_home
 
 
 def _plain(record: object) -> Any:
@@ -50,7 +50,7 @@ def backlog_add(text: str, priority: str, repo: Path | None, home: Path | None, 
 
     message = AddItem(text=text, priority=Priority(priority), repo=_repo(repo))
     reply = request(resolve_home(home), message)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     item = expect(reply, ItemAdded, message).item
     if as_json:
         print_json(_plain(item))
@@ -84,13 +84,11 @@ def backlog_list(home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def backlog_promote(item_id: int, home: Path | None, as_json: bool) -> None:
     """Make the item a task (it leaves the backlog)."""
-    from enact.messages.scheduler import Promote, Promoted, UnknownItem
+    from enact.messages.scheduler import Promote, Promoted
 
     message = Promote(item_id=item_id)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownItem):
-        fail(f"no backlog item {item_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     promoted = expect(reply, Promoted, message)
     task = promoted.submitted.task
     if as_json:
@@ -106,12 +104,11 @@ def backlog_promote(item_id: int, home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def backlog_drop(item_id: int, home: Path | None, as_json: bool) -> None:
     """Take the item off the backlog without doing it."""
-    from enact.messages.scheduler import Drop, Dropped, UnknownItem
+    from enact.messages.scheduler import Drop, Dropped
 
     message = Drop(item_id=item_id)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownItem):
-        fail(f"no backlog item {item_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    end_on_failure(reply, as_json=as_json)
     dropped = expect(reply, Dropped, message).item
     if as_json:
         print_json(_plain(dropped))
@@ -141,7 +138,7 @@ def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json
 
     message = AddSchedule(spec=spec, request=text, repo=_repo(repo))
     reply = request(resolve_home(home), message)
-    fail_if_rejected(reply, as_json=as_json)
+    end_on_failure(reply, as_json=as_json)
     added = expect(reply, ScheduleAdded, message)
     if as_json:
         print_json({**_plain(added.schedule), "next_due": added.next_due})
@@ -181,12 +178,11 @@ def cron_list(home: Path | None, as_json: bool) -> None:
 @needs_daemon
 def cron_remove(schedule_id: int, home: Path | None, as_json: bool) -> None:
     """Remove a schedule (its tasks stay)."""
-    from enact.messages.scheduler import RemoveSchedule, ScheduleRemoved, UnknownSchedule
+    from enact.messages.scheduler import RemoveSchedule, ScheduleRemoved
 
     message = RemoveSchedule(schedule_id=schedule_id)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, UnknownSchedule):
-        fail(f"no schedule {schedule_id}", as_json=as_json, status="unknown", code=EXIT_USAGE)
+    end_on_failure(reply, as_json=as_json)
     removed = expect(reply, ScheduleRemoved, message).schedule
     if as_json:
         print_json(_plain(removed))

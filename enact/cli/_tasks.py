@@ -11,7 +11,16 @@ import click
 import orjson
 
 from enact.cli._client import UnexpectedReply, expect, request
-from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    end_on_failure,
+    fail,
+    home_option,
+    needs_daemon,
+    print_json,
+    resolve_home,
+)
 
 _STATES = ("queued", "running", "succeeded", "failed", "cancelled", "paused")
 _WATCH_POLL_S = 0.25
@@ -44,12 +53,11 @@ def unlock_lines(task: Any) -> list[str]:
 
 
 def _get(home: Path, task_id: int, as_json: bool) -> Any:
-    from enact.messages.tasks import Found, Get, NotFound
+    from enact.messages.tasks import Found, Get
 
     message = Get(task_id=task_id)
     reply = request(home, message)
-    if isinstance(reply, NotFound):
-        fail(f"no task {task_id} (see `enact task list`)", as_json=as_json, code=EXIT_USAGE, status="not_found")
+    end_on_failure(reply, as_json=as_json)
     return expect(reply, Found, message).task
 
 
@@ -65,13 +73,6 @@ def _all_events(home: Path, task_id: int) -> list[Any]:
         cursor = page.next_cursor
         if not page.more:
             return events
-
-
-def _refused(reply: Any, as_json: bool) -> None:
-    from enact.messages.tasks import Refused
-
-    if isinstance(reply, Refused):
-        fail(reply.reason, as_json=as_json, code=EXIT_USAGE, status="refused")
 
 
 def _line(task: Any) -> str:
@@ -112,12 +113,12 @@ def add(home: Path | None, repo: Path | None, repairs: int, deadline: int, allow
     if repo is not None:
         repo = repo.expanduser().absolute()
         if not (repo / ".git").exists():
-            fail(f"{repo} is not a git repository", as_json=as_json, code=EXIT_USAGE, status="refused")
+            fail(f"{repo} is not a git repository", as_json=as_json, code=EXIT_USAGE)
         repo_text = str(repo)
     message = Submit(request=" ".join(text), repo=repo_text, origin=HUMAN_CLI, repairs=repairs, deadline_s=deadline,
                      allow_paths=allow_paths, allow_fewer_tests=allow_fewer_tests)
     reply = request(resolve_home(home), message)
-    _refused(reply, as_json)
+    end_on_failure(reply, as_json=as_json)
     submitted = expect(reply, Submitted, message)
     if as_json:
         print_json({**_task_json(submitted.task), "existing": submitted.existing})
@@ -266,7 +267,7 @@ def _owner_action(name: str, doc: str) -> click.Command:
 
         message: Any = {"cancel": Cancel, "retry": Retry, "resume": Resume}[name](task_id=task_id, origin=HUMAN_CLI)
         reply = request(resolve_home(home), message)
-        _refused(reply, as_json)
+        end_on_failure(reply, as_json=as_json)
         if not isinstance(reply, (CancelAccepted, Submitted, Resumed)):
             raise UnexpectedReply(f"unexpected reply {type(reply).__name__} to tasks.{type(message).__name__}")
         result = reply

@@ -8,7 +8,16 @@ from pathlib import Path
 import click
 
 from enact.cli._client import expect, request
-from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    end_on_failure,
+    fail,
+    home_option,
+    needs_daemon,
+    print_json,
+    resolve_home,
+)
 
 
 @click.group("worktree")
@@ -59,12 +68,11 @@ def cleanup(home: Path | None, task_id: int | None, force: bool, orphaned_branch
     if task_id is None:
         _cleanup_branches(home, as_json)
         return
-    from enact.messages.workers import CleanedUp, CleanupRefused, CleanupWorktree
+    from enact.messages.workers import CleanedUp, CleanupWorktree
 
     message = CleanupWorktree(task_id=task_id, force=force, origin=HUMAN_CLI)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, CleanupRefused):
-        fail(reply.reason, as_json=as_json, code=EXIT_USAGE, status="refused")
+    end_on_failure(reply, as_json=as_json)
     done = expect(reply, CleanedUp, message)
     if as_json:
         print_json({"task_id": done.task_id, "path": done.path, "removed": True, "branch": done.branch})
@@ -73,13 +81,12 @@ def cleanup(home: Path | None, task_id: int | None, force: bool, orphaned_branch
 
 
 def _cleanup_branches(home: Path | None, as_json: bool) -> None:
-    from enact.messages.common import HUMAN_CLI, Rejected
+    from enact.messages.common import HUMAN_CLI
     from enact.messages.workers import BranchesCleanedUp, CleanupBranches
 
     message = CleanupBranches(origin=HUMAN_CLI)
     reply = request(resolve_home(home), message)
-    if isinstance(reply, Rejected):
-        fail(reply.reason, as_json=as_json, code=EXIT_USAGE, status="refused")
+    end_on_failure(reply, as_json=as_json)
     done = expect(reply, BranchesCleanedUp, message)
     if as_json:
         print_json({"removed": list(done.removed), "failed": list(done.failed)})

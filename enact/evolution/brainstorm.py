@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 
 from enact.credentials import redact
+from enact.errors import EnactError
 from enact.evolution.candidates import CANDIDATE_FIELDS, MAX_FIELD, Draft, normalised
 from enact.evolution.replies import exact_keys, json_array, text_field
 
@@ -29,7 +30,7 @@ MAX_SUMMARIES = 40
 _SUMMARY_CHARS = 240
 
 
-class BrainstormError(ValueError):
+class BrainstormError(EnactError, ValueError):
     """The model's reply is not a valid brainstorm; the message is one line."""
 
 

@@ -27,7 +27,7 @@ from enact.config import RuntimeSettings
 from enact.evolution import brainstorm as rules
 from enact.evolution import guard
 from enact.evolution.candidates import Candidate, CandidateState
-from enact.messages.common import Rejected
+from enact.messages.common import RefusalCode, Refused
 from enact.messages.curator import AuditEvent, Brainstorm, Brainstormed
 from enact.messages.tasks import List, TaskPage
 from enact.runtime import Runtime, RuntimeRequest
@@ -70,12 +70,14 @@ class Brainstorms:
         ended = [task for task in page.tasks if task.state.ended][:RECENT_TASKS]
         return [f"task {task.id} {task.state}: {task.request} — {task.summary}" for task in ended]
 
-    def start(self, message: Brainstorm) -> Deferred | Brainstormed | Rejected:
+    def start(self, message: Brainstorm) -> Deferred | Brainstormed | Refused:
         theme = " ".join(message.theme.split())
         if not theme:
-            return Rejected(reason="a brainstorm needs a theme (evolve.theme, or a mission in the private identity)")
+            return Refused(reason="a brainstorm needs a theme (evolve.theme, or a mission in the private identity)",
+                           code=RefusalCode.INVALID)
         if not self._context.fence.is_current():
-            return Rejected(reason="this daemon was taken over (fenced); it brainstorms nothing")
+            return Refused(reason="this daemon was taken over (fenced); it brainstorms nothing",
+                           code=RefusalCode.FENCED)
         key = rules.theme_key(theme).encode()
         now = self._context.clock.time()
 

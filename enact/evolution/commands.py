@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
 from enact.messages.curator import (
     Approve,
     Candidates,
     Remove,
     Show,
-    UnknownCandidate,
 )
 
 R = TypeVar("R")
@@ -44,17 +42,8 @@ def _candidate_id(call: CommandCall) -> str:
     return words[0]
 
 
-def _answer(reply: R | UnknownCandidate | Rejected, candidate_id: str = "") -> R:
-    """The curator's answer, or CommandFailed for its refusal."""
-    if isinstance(reply, UnknownCandidate):
-        raise CommandFailed(f"no candidate {candidate_id}")
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
-    return reply
-
-
 def _list(_: CommandCall, context: CommandContext) -> str:
-    reply = _answer(_ask(context, Candidates(state="active", limit=20)))
+    reply = answered(_ask(context, Candidates(state="active", limit=20)))
     if not reply.candidates:
         return "no active candidates"
     return "Active candidates, best first:\n" + "\n".join(
@@ -63,7 +52,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 
 def _show(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
-    reply = _answer(_ask(context, Show(candidate_id=candidate_id)), candidate_id)
+    reply = answered(_ask(context, Show(candidate_id=candidate_id)))
     c, draft = reply.candidate, reply.candidate.draft
     lines = [f"{c.id} {c.state.value} ({draft.source}, {c.score:.2f}): {draft.title}", f"Rationale: {draft.rationale}",
              f"Change: {draft.proposed_change}", f"Benefit: {draft.expected_benefit}", f"Risk: {draft.risk}",
@@ -74,7 +63,7 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
 def _approve(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
-    reply = _answer(_ask(context, Approve(candidate_id=candidate_id, origin=call.origin)), candidate_id)
+    reply = answered(_ask(context, Approve(candidate_id=candidate_id, origin=call.origin)))
     return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
 
 
@@ -83,7 +72,7 @@ def _remove(call: CommandCall, context: CommandContext) -> str:
     if len(words) < 2:
         raise CommandFailed(f"/{call.name} needs a candidate id and a reason, e.g. /{call.name} cand-… done already")
     candidate_id, reason = words[0], " ".join(words[1:])
-    _answer(_ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin)), candidate_id)
+    answered(_ask(context, Remove(candidate_id=candidate_id, reason=reason, origin=call.origin)))
     return f"candidate {candidate_id} removed"
 
 

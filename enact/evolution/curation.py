@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from enact.credentials import redact
+from enact.errors import EnactError
 from enact.evolution import guard, ranking
 from enact.evolution.approval import KEY_PREFIX
 from enact.evolution.candidates import Candidate, CandidateState, RemovalClass
@@ -35,7 +36,7 @@ REPLY_KEYS = ("recommended", "reason", "guidance", "removals")
 REMOVAL_KEYS = ("candidate_id", "class", "reason", "refs")
 
 
-class CurationError(ValueError):
+class CurationError(EnactError, ValueError):
     """The model's reply is not a valid curation; the message says why."""
 
 

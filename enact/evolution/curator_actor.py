@@ -33,7 +33,7 @@ from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecord
 from enact.evolution.curator_signals import signals_of
 from enact.evolution.mode_store import EvolveModes
 from enact.evolution.settings import EvolutionSettings
-from enact.messages.common import Rejected
+from enact.messages.common import NotFound, RefusalCode, Refused
 from enact.messages.curator import (
     MAX_LIST,
     Approve,
@@ -51,7 +51,6 @@ from enact.messages.curator import (
     SetMode,
     Show,
     SignalView,
-    UnknownCandidate,
 )
 from enact.messages.reviews import Landed
 from enact.messages.tasks import TaskChanged
@@ -121,20 +120,20 @@ class CuratorActor(EnactActor):
 
     # -- reading ------------------------------------------------------------
 
-    def _list(self, message: Candidates) -> CandidateList | Rejected:
+    def _list(self, message: Candidates) -> CandidateList | Refused:
         if not 1 <= message.limit <= MAX_LIST:
-            return Rejected(reason=f"limit must be between 1 and {MAX_LIST}")
+            return Refused(reason=f"limit must be between 1 and {MAX_LIST}", code=RefusalCode.INVALID)
         if message.state and message.state not in set(CandidateState):
-            return Rejected(reason=f"unknown state {message.state!r}; one of "
-                                   + ", ".join(state.value for state in CandidateState))
+            return Refused(reason=f"unknown state {message.state!r}; one of "
+                                  + ", ".join(state.value for state in CandidateState), code=RefusalCode.INVALID)
         chosen = [c for c in self.records.all_candidates() if not message.state or c.state.value == message.state]
         rescored = ranking.rescored(chosen, self.context.clock.time())
         return CandidateList(candidates=tuple(ranking.diverse(rescored, message.limit)))
 
-    def _show(self, message: Show) -> CandidateShown | UnknownCandidate:
+    def _show(self, message: Show) -> CandidateShown | NotFound:
         found = self.records.candidate(message.candidate_id)
         if found is None:
-            return UnknownCandidate(candidate_id=message.candidate_id)
+            return NotFound(kind="candidate", id=message.candidate_id)
         signals, note = signals_of(self.context, found)
         views = tuple(SignalView(id=s.id, source=s.source, observation=s.observation, confidence=s.confidence,
                                  explicit=s.explicit, evidence_refs=s.evidence_refs, state=str(s.state))
@@ -142,9 +141,9 @@ class CuratorActor(EnactActor):
         audit = tuple(self.records.candidate_events(found.id))
         return CandidateShown(candidate=found, signals=views, audit=audit, signals_note=note)
 
-    def _history(self, message: History) -> EvolveHistory | Rejected:
+    def _history(self, message: History) -> EvolveHistory | Refused:
         if not 1 <= message.limit <= MAX_LIST:
-            return Rejected(reason=f"limit must be between 1 and {MAX_LIST}")
+            return Refused(reason=f"limit must be between 1 and {MAX_LIST}", code=RefusalCode.INVALID)
         return EvolveHistory(events=tuple(self.records.events(message.limit)),
                              proposals=tuple(self.records.newest_proposals(10)))
 

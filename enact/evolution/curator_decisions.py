@@ -15,24 +15,27 @@ from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import set_signals, signals_of
 from enact.evolution.signals import SignalState
-from enact.messages.common import Rejected, is_human
+from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.curator import (
     Approve,
     Approved,
     RemovalSuggestion,
     Remove,
     Removed,
-    UnknownCandidate,
 )
 
 TASKS = "tasks"
 
 
-def _needs_human(origin: str, verb: str) -> Rejected | None:
+def _needs_human(origin: str, verb: str) -> Refused | None:
     if is_human(origin):
         return None
-    return Rejected(reason=f"{verb} a candidate needs a human (the owner's CLI or chat), not "
-                           f"{origin or 'an unnamed origin'}")
+    return Refused(reason=f"{verb} a candidate needs a human (the owner's CLI or chat), not "
+                          f"{origin or 'an unnamed origin'}", code=RefusalCode.NOT_HUMAN)
+
+
+def _not_found(candidate_id: str) -> NotFound:
+    return NotFound(kind="candidate", id=candidate_id)
 
 
 class Decisions:
@@ -42,7 +45,7 @@ class Decisions:
         self._stored = stored
         """Called after a candidate changed (the state gauge)."""
 
-    def approve(self, message: Approve) -> Approved | UnknownCandidate | Rejected:
+    def approve(self, message: Approve) -> Approved | NotFound | Refused:
         from enact.messages.tasks import Submit, Submitted
 
         refused = _needs_human(message.origin, "approving")
@@ -50,17 +53,18 @@ class Decisions:
             return refused
         found = self._records.candidate(message.candidate_id)
         if found is None:
-            return UnknownCandidate(candidate_id=message.candidate_id)
+            return _not_found(message.candidate_id)
         if found.state is not CandidateState.ACTIVE and found.task_id is not None:
             return Approved(candidate_id=found.id, task_id=found.task_id, existing=True)
         if found.state is not CandidateState.ACTIVE:
-            return Rejected(reason=f"candidate {found.id} is {found.state.value}; only an active one is approved")
+            return Refused(reason=f"candidate {found.id} is {found.state.value}; only an active one is approved",
+                           code=RefusalCode.WRONG_STATE)
         signals, _ = signals_of(self._context, found)
         reply = self._context.ask(TASKS, Submit(request=approval.task_request(found),
                                                 brief=approval.task_brief(found, signals), origin=approval.ORIGIN,
                                                 idempotency_key=approval.task_key(found.id)))
         if not isinstance(reply, Submitted):
-            return Rejected(reason=f"the task queue refused the task: {reply.reason}")
+            return Refused(reason=f"the task queue refused the task: {reply.reason}", code=reply.code)
         task = reply.task
         approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id,
                                        updated_at=self._context.clock.time())
@@ -68,23 +72,24 @@ class Decisions:
         self._stored()
         return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
 
-    def remove(self, message: Remove) -> Removed | UnknownCandidate | Rejected:
+    def remove(self, message: Remove) -> Removed | NotFound | Refused:
         refused = _needs_human(message.origin, "removing")
         if refused is not None:
             return refused
         if not message.reason.strip():
-            return Rejected(reason="a removal needs a reason")
+            return Refused(reason="a removal needs a reason", code=RefusalCode.INVALID)
         found = self._records.candidate(message.candidate_id)
         if found is None:
-            return UnknownCandidate(candidate_id=message.candidate_id)
+            return _not_found(message.candidate_id)
         if found.state is not CandidateState.ACTIVE:
-            return Rejected(reason=f"candidate {found.id} is {found.state.value}; only an active one is removed")
+            return Refused(reason=f"candidate {found.id} is {found.state.value}; only an active one is removed",
+                           code=RefusalCode.WRONG_STATE)
         detail = message.reason.strip()
         if message.suggestion_id:
             suggestion, problem = self._suggestion(message.suggestion_id)
             problem = problem or curation.suggestion_mismatch(suggestion, found.id, message.removal_class)
             if problem:
-                return Rejected(reason=problem)
+                return Refused(reason=problem, code=RefusalCode.INVALID)
             if suggestion is not None:
                 detail = f"{suggestion.removal_class.value} ({suggestion.id}): {detail}"
         removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=self._context.clock.time())

@@ -26,7 +26,7 @@ from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import SCANNER, link_signals
 from enact.evolution.signals import Signal
-from enact.messages.common import Rejected
+from enact.messages.common import RefusalCode, Refused
 from enact.messages.curator import MAX_LIST, PROPOSAL_RUNNING, Propose, Proposed
 from enact.runtime import Runtime, RuntimeRequest
 
@@ -75,11 +75,11 @@ class Proposals:
         """Called after a candidate was stored (the state gauge)."""
         self._running: Run | None = None
 
-    def propose(self, message: Propose) -> Deferred | Rejected:
+    def propose(self, message: Propose) -> Deferred | Refused:
         if self._running is not None:
-            return Rejected(reason=PROPOSAL_RUNNING)
+            return Refused(reason=PROPOSAL_RUNNING, code=RefusalCode.BUSY)
         if not self._context.fence.is_current():
-            return Rejected(reason="this daemon was taken over (fenced)")
+            return Refused(reason="this daemon was taken over (fenced)", code=RefusalCode.FENCED)
         run = Run(reply=Deferred(), origin=message.origin)
         self._running = run
         try:

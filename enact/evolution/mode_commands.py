@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import time
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
-from enact.messages.common import Rejected
+from enact.commands import Authority, Command, CommandCall, CommandContext, Param, answered
 from enact.messages.curator import GetMode, SetMode
 
 
@@ -19,9 +18,7 @@ def _when(moment: float | None) -> str:
 def _mode(call: CommandCall, context: CommandContext) -> str:
     text = str(call.args.get("text", "")).strip()
     if text:
-        reply = context.ask("curator", SetMode(mode=text, origin=call.origin))
-        if isinstance(reply, Rejected):
-            raise CommandFailed(reply.reason)
+        reply = answered(context.ask("curator", SetMode(mode=text, origin=call.origin)))
         return f"evolve mode: {reply.mode} (was {reply.previous})"
     shown = context.ask("curator", GetMode())
     return (f"evolve mode: {shown.mode}; schedule {shown.schedule}, next due {_when(shown.next_due_at)}, "

@@ -14,7 +14,7 @@ import lmdb
 from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, parse_mode
 from enact.evolution.settings import EvolutionSettings
-from enact.messages.common import Rejected, is_human
+from enact.messages.common import RefusalCode, Refused, is_human
 from enact.messages.curator import AuditEvent, EvolveClockChanged, EvolveRunFailed, ModeSet, ModeShown, SetMode
 from enact.schedules import ScheduleError
 from enact.storage import Store, Table
@@ -36,14 +36,15 @@ class EvolveModes:
         document = self._settings.get(txn, _MODE)
         return EvolveMode(document["mode"]) if document else None
 
-    def set_mode(self, message: SetMode) -> ModeSet | Rejected:
+    def set_mode(self, message: SetMode) -> ModeSet | Refused:
         if not is_human(message.origin):
             who = message.origin or "an unnamed origin"
-            return Rejected(reason=f"the evolve mode is changed by a human only, not {who}")
+            return Refused(reason=f"the evolve mode is changed by a human only, not {who}",
+                            code=RefusalCode.NOT_HUMAN)
         try:
             mode = parse_mode(message.mode)
         except ScheduleError as error:
-            return Rejected(reason=str(error))
+            return Refused(reason=str(error), code=RefusalCode.INVALID)
 
         def write(txn: lmdb.Transaction) -> EvolveMode:
             previous = self._stored_mode(txn) or self._default

@@ -39,7 +39,7 @@ from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
 from enact.evolution.settings import EvolutionSettings
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
+from enact.messages.common import Refused
 from enact.messages.curator import (
     MAX_LIST,
     Brainstorm,
@@ -202,7 +202,7 @@ class EvolveRuns:
             return
         self._ask(run, "scanner", Scan(scheduled=True), self._scanned, model=True)
 
-    def _scanned(self, run: _Run, report: ScanReport | Rejected) -> None:
+    def _scanned(self, run: _Run, report: ScanReport | Refused) -> None:
         if isinstance(report, ScanReport):
             for scan in report.scans:
                 if scan.outcome in ("completed", "failed"):
@@ -225,8 +225,8 @@ class EvolveRuns:
     def _brainstorm(self, run: _Run, theme: str) -> None:
         self._ask(run, "curator", Brainstorm(theme=theme, origin=ORIGIN), self._brainstormed, model=True)
 
-    def _brainstormed(self, run: _Run, reply: Brainstormed | Rejected) -> None:
-        if isinstance(reply, Rejected):
+    def _brainstormed(self, run: _Run, reply: Brainstormed | Refused) -> None:
+        if isinstance(reply, Refused):
             run.lines.append(f"brainstorm refused: {reply.reason}")
         elif not reply.skipped:
             titles = "; ".join(f"{cid}" for cid in reply.candidates) or "none new"
@@ -237,12 +237,12 @@ class EvolveRuns:
     def _check_proposal(self, run: _Run) -> None:
         self._ask(run, "curator", Candidates(state="active", limit=MAX_LIST), self._candidates_known)
 
-    def _candidates_known(self, run: _Run, listed: CandidateList | Rejected) -> None:
+    def _candidates_known(self, run: _Run, listed: CandidateList | Refused) -> None:
         run.active_created_at = [c.created_at for c in listed.candidates] if isinstance(listed, CandidateList) \
             else []
         self._ask(run, "curator", History(limit=1), self._history_known)
 
-    def _history_known(self, run: _Run, history: EvolveHistory | Rejected) -> None:
+    def _history_known(self, run: _Run, history: EvolveHistory | Refused) -> None:
         open_now = [p for p in history.proposals[:1] if p.state is ProposalState.OPEN] \
             if isinstance(history, EvolveHistory) else []
         if rules.proposal_needed(found_signals=run.found_signals, active_created_at=run.active_created_at,
@@ -251,8 +251,8 @@ class EvolveRuns:
         else:
             self._finish(run)
 
-    def _proposed(self, run: _Run, reply: Proposed | Rejected) -> None:
-        if isinstance(reply, Rejected):
+    def _proposed(self, run: _Run, reply: Proposed | Refused) -> None:
+        if isinstance(reply, Refused):
             run.lines.append(f"proposal refused: {reply.reason}")
         else:
             proposal = reply.proposal

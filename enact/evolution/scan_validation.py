@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from enact.errors import EnactError
 from enact.evolution.replies import exact_keys, json_array, text_field
 from enact.evolution.scan_prompt import MAX_OBSERVATIONS, OBSERVATION_KEYS
 from enact.evolution.signals import EvidenceSource, Signal, SignalState, signal_id
@@ -13,7 +14,7 @@ MAX_FIELD_CHARS = 2_000
 _TEXT_KEYS = ("observation", "evidence_type", "affected_area", "desired_outcome")
 
 
-class InvalidScanReply(ValueError):
+class InvalidScanReply(EnactError, ValueError):
     """Why the model's reply is refused, in one line."""
 
 

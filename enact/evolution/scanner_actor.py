@@ -19,7 +19,7 @@ from enact.evolution.scan_store import DATABASES, ScanTables
 from enact.evolution.scanning import Scanner
 from enact.evolution.settings import EvolutionSettings
 from enact.evolution.signals import EvidenceSource, SignalState
-from enact.messages.common import Rejected
+from enact.messages.common import RefusalCode, Refused
 from enact.messages.inbox import ReadTurns, Turns
 from enact.messages.scanner import (
     MAX_LIST,
@@ -90,11 +90,11 @@ class ScannerActor(EnactActor):
                 return ScanHistory(scans=tuple(self.tables.history(max(0, min(message.limit, MAX_LIST)))))
         return super().handle(message)
 
-    def _scan(self, message: Scan) -> Deferred | Rejected:
+    def _scan(self, message: Scan) -> Deferred | Refused:
         if not self.context.fence.is_current():
-            return Rejected(reason="this daemon was taken over (fenced); it scans nothing")
+            return Refused(reason="this daemon was taken over (fenced); it scans nothing", code=RefusalCode.FENCED)
         if self._scanning:
-            return Rejected(reason=SCAN_RUNNING)
+            return Refused(reason=SCAN_RUNNING, code=RefusalCode.BUSY)
         self._scanning = True
         reply = Deferred()
 
@@ -113,23 +113,23 @@ class ScannerActor(EnactActor):
     def counted(self, source: EvidenceSource, outcome: str) -> None:
         self.context.metrics.evolution_scans.labels(source=source.value, outcome=outcome).inc()
 
-    def _signals(self, message: Signals) -> SignalList | Rejected:
+    def _signals(self, message: Signals) -> SignalList | Refused:
         state: SignalState | None = None
         if message.state:
             try:
                 state = SignalState(message.state)
             except ValueError:
-                return Rejected(reason=f"unknown signal state {message.state!r}; one of "
-                                       f"{', '.join(SignalState)}")
+                return Refused(reason=f"unknown signal state {message.state!r}; one of "
+                                       f"{', '.join(SignalState)}", code=RefusalCode.INVALID)
         if message.ids:
             return SignalList(signals=tuple(signal for signal in self.tables.signals_by_id(message.ids)
                                             if state is None or signal.state is state))
         page = self.tables.signals(state, max(0, min(message.limit, MAX_LIST)), oldest_first=message.oldest_first)
         return SignalList(signals=tuple(page), more=max(0, self.tables.count(state) - len(page)))
 
-    def _link(self, message: LinkSignals) -> SignalsLinked | Rejected:
+    def _link(self, message: LinkSignals) -> SignalsLinked | Refused:
         if not message.candidate_id:
-            return Rejected(reason="a link needs the candidate's id")
+            return Refused(reason="a link needs the candidate's id", code=RefusalCode.INVALID)
         linked = self.tables.link(message.signal_ids, message.candidate_id, self.context.clock.time())
         self.signals_changed()
         return SignalsLinked(linked=tuple(linked))

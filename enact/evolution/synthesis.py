@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import orjson
 
 from enact.credentials import redact
+from enact.errors import EnactError
 from enact.evolution import guard, ranking
 from enact.evolution.candidates import (
     CANDIDATE_FIELDS,
@@ -31,7 +32,7 @@ PROMPT_HEADING = "enact evolution: candidate synthesis"
 _TEXT_FIELDS = tuple(name for name in CANDIDATE_FIELDS if name != "evidence_ids")
 
 
-class SynthesisError(ValueError):
+class SynthesisError(EnactError, ValueError):
     """The model's reply is not a valid batch; the message says why."""
 
 

@@ -11,10 +11,10 @@ change memory, so they need it anyway.
 from __future__ import annotations
 
 from enact.chat.markers import FROM_A_RECEIPT, repeats_receipt
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, Param, answered
 from enact.memory.facts import FactState, Sensitivity
-from enact.messages.common import MODEL_ACTION, is_human
-from enact.messages.memory import Merged, Pending, Refused, Saved
+from enact.messages.common import MODEL_ACTION, Refused, is_human
+from enact.messages.memory import Merged, Pending, Saved
 
 MEMORY = "memory"
 _LISTED = 20
@@ -42,8 +42,8 @@ def _remember(call: CommandCall, context: CommandContext) -> str:
     # A model keeping what an earlier action's receipt said is not the owner's word.
     hold = FROM_A_RECEIPT if origin == MODEL_ACTION and repeats_receipt(call.args["text"], call.receipts) else ""
     reply = context.ask(MEMORY, Remember(text=call.args["text"], origin=origin, hold=hold))
-    if isinstance(reply, Refused):
-        raise CommandFailed(f"not saved, {reply.reason}")
+    if isinstance(reply, Refused):  # its reason starts "refused: ", which says it was not saved
+        answered(reply)
     return memory_notice(reply)
 
 
@@ -79,10 +79,7 @@ def _forget(call: CommandCall, context: CommandContext) -> str:
     redact = selector.startswith(_REDACT_FLAG)
     if redact:
         selector = selector[len(_REDACT_FLAG):].strip()
-    reply = context.ask(MEMORY, Forget(selector=selector, redact=redact, origin=call.origin))
-    if isinstance(reply, Refused):
-        raise CommandFailed(reply.reason)
-    return forgotten_line(reply)
+    return forgotten_line(answered(context.ask(MEMORY, Forget(selector=selector, redact=redact, origin=call.origin))))
 
 
 def memory_notice(reply: Saved | Merged | Pending | Refused) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from enact import __version__
+from enact.errors import EnactError
 
 # The records are part of the memory protocol, which every memory command
 # imports: the parsers' imports wait until something is parsed.
@@ -22,7 +23,7 @@ _LONG = 2000
 _MAX_ITEMS = 32
 
 
-class IdentityError(ValueError):
+class IdentityError(EnactError, ValueError):
     """An identity file that cannot be installed; the message is one line."""
 
 

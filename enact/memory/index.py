@@ -24,6 +24,7 @@ from pathlib import Path
 import orjson
 import tantivy
 
+from enact.errors import EnactError
 from enact.memory.facts import Fact
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ def _schema() -> tantivy.Schema:
     return builder.build()
 
 
-class IndexUnwritable(RuntimeError):
+class IndexUnwritable(EnactError, RuntimeError):
     """The index could not be written (a full disk, say). It is then stale:
     searches go on, every fact scored from memory, until a rebuild works."""
 

@@ -34,6 +34,7 @@ from enact.memory.remembering import Write, confirmed, held, needs_human, rememb
 from enact.memory.settings import MemorySettings
 from enact.memory.upkeep import IndexUpkeep
 from enact.messages._framing import first_page
+from enact.messages.common import NotFound, RefusalCode, Refused
 from enact.messages.memory import (
     Change,
     ClearIdentity,
@@ -50,7 +51,6 @@ from enact.messages.memory import (
     InstallIdentity,
     List,
     Merged,
-    Refused,
     Reject,
     Remember,
     Show,
@@ -294,7 +294,7 @@ class MemoryActor(EnactActor):
 
     # -- forgetting, confirming -------------------------------------------------
 
-    def _forget(self, message: Forget) -> Deferred | Refused:
+    def _forget(self, message: Forget) -> Deferred | NotFound | Refused:
         refused = needs_human(message.origin, "forget")
         if refused is not None:
             return refused
@@ -303,26 +303,28 @@ class MemoryActor(EnactActor):
         again = self._forgettings.again(message.selector, redact=message.redact) if found == NO_MATCH else None
         if again is not None:
             return again
+        if found == NO_MATCH:
+            return NotFound(kind="fact matching", id=message.selector.strip())
         if isinstance(found, str):
-            return Refused(reason=found)
+            return Refused(reason=found, code=RefusalCode.INVALID)
         return self._drop(found, None, intent=intent_of(found, redact=message.redact, now=self.context.clock.time()))
 
-    def _confirm(self, message: Confirm) -> Deferred | Refused:
+    def _confirm(self, message: Confirm) -> Deferred | NotFound | Refused:
         fact = held(self._book, message.id, message.origin, "confirm")
-        if isinstance(fact, Refused):
+        if not isinstance(fact, Fact):
             return fact
         return self._put(confirmed(fact, message.origin, self.context.clock.time()))
 
-    def _reject(self, message: Reject) -> Deferred | Refused:
+    def _reject(self, message: Reject) -> Deferred | NotFound | Refused:
         fact = held(self._book, message.id, message.origin, "reject")
-        return fact if isinstance(fact, Refused) else self._drop(fact, Discarded(id=fact.id))
+        return fact if not isinstance(fact, Fact) else self._drop(fact, Discarded(id=fact.id))
 
     # -- reading ------------------------------------------------------------
 
-    def _show(self, fact_id: str) -> FactShown | Refused:
+    def _show(self, fact_id: str) -> FactShown | NotFound:
         fact = self._book.get(fact_id.strip())
         if fact is None:
-            return Refused(reason=f"no fact {fact_id.strip()!r}")
+            return NotFound(kind="fact", id=fact_id.strip())
         self._batch.flush()  # its latest history entry may be staged still
 
         def read(txn: lmdb.Transaction) -> list[Change]:
@@ -339,7 +341,7 @@ class MemoryActor(EnactActor):
         try:
             identity = checked_identity(message.identity)
         except IdentityError as error:
-            return Refused(reason=f"refused: {error}")
+            return Refused(reason=f"refused: {error}", code=RefusalCode.INVALID)
         reply = IdentityInstalled(name=identity.name, replaced=self._briefing.private is not None)
         return self._write_identity(lambda txn: self._identity.put(txn, identity), identity, reply)
 

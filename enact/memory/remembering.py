@@ -18,8 +18,8 @@ from enact.memory.admission import Candidate, Refusal, admit, merged, new_fact
 from enact.memory.book import FactBook
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState
 from enact.memory.holding import MODEL_FACTS_HELD, hold_reason
-from enact.messages.common import MODEL_ACTION, is_human
-from enact.messages.memory import Change, Confirmed, Merged, Pending, Refused, Remember, Saved
+from enact.messages.common import MODEL_ACTION, NotFound, RefusalCode, Refused, is_human
+from enact.messages.memory import NOT_ADMITTED, Change, Confirmed, Merged, Pending, Remember, Saved
 
 log = logging.getLogger("enact.memory.memory_actor")  # the actor's decisions, logged under its name
 
@@ -47,7 +47,7 @@ def remembered(message: Remember, book: FactBook, *, max_chars: int, hold_model_
     if isinstance(admitted, Refusal):
         # The reason names what was wrong, never the text: safe to log.
         log.info("memory refused a fact from %s: %s", message.origin, admitted.reason)
-        return Refused(reason=admitted.reason)
+        return Refused(reason=admitted.reason, code=NOT_ADMITTED)
     by_config = MODEL_FACTS_HELD if hold_model_facts and message.origin in MODEL_ORIGINS else ""
     # The reason, never the text: safe to log, and kept in the history.
     why = hold_reason(admitted.text, message.origin, asked=message.hold.strip() or by_config) or ""
@@ -76,19 +76,19 @@ def remembered(message: Remember, book: FactBook, *, max_chars: int, hold_model_
 
 def needs_human(origin: str, verb: str) -> Refused | None:
     """A model's word to ``verb`` is refused; None for a human's."""
-    return None if is_human(origin) else Refused(reason=NEEDS_HUMAN.format(verb=verb))
+    return None if is_human(origin) else Refused(reason=NEEDS_HUMAN.format(verb=verb), code=RefusalCode.NOT_HUMAN)
 
 
-def held(book: FactBook, fact_id: str, origin: str, verb: str) -> Fact | Refused:
+def held(book: FactBook, fact_id: str, origin: str, verb: str) -> Fact | NotFound | Refused:
     """The held fact a human's ``verb`` (confirm, reject) names, or why not."""
     refused = needs_human(origin, verb)
     if refused is not None:
         return refused
     fact = book.get(fact_id.strip())
     if fact is None:
-        return Refused(reason=f"refused: no fact {fact_id.strip()!r}")
+        return NotFound(kind="fact", id=fact_id.strip())
     if fact.state is not FactState.PENDING:
-        return Refused(reason=f"refused: {fact.id} is not held for confirmation")
+        return Refused(reason=f"refused: {fact.id} is not held for confirmation", code=RefusalCode.WRONG_STATE)
     return fact
 
 

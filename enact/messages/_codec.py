@@ -15,6 +15,7 @@ from typing import Any, Literal, Union
 
 import orjson
 
+from enact.errors import EnactError
 from enact.messages._compiled import Mismatch, decoder
 from enact.messages._registry import lookup, type_name
 
@@ -22,7 +23,7 @@ MAX_LENGTH = "max_length"
 """Field metadata key: the longest str, list or dict a field accepts."""
 
 
-class DecodeError(ValueError):
+class DecodeError(EnactError, ValueError):
     """A frame or a field that does not match its registered type."""
 
 

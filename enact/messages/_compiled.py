@@ -20,14 +20,16 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal, Union
 
+from enact.errors import EnactError
+
 Convert = Callable[[Any], Any]
 
 
-class Mismatch(Exception):
+class Mismatch(EnactError):
     """The value does not match; decode it the checked way for the reason."""
 
 
-class _Unsupported(Exception):
+class _Unsupported(EnactError):
     pass
 
 

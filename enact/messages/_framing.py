@@ -9,6 +9,8 @@ from typing import TypeVar
 
 import orjson
 
+from enact.errors import EnactError
+
 T = TypeVar("T")
 
 MAX_FRAME_BYTES = 1 << 20
@@ -18,11 +20,11 @@ PAGE_BYTES = MAX_FRAME_BYTES // 2
 JSON: half the frame, leaving room for the reply's other fields."""
 
 
-class FrameError(ValueError):
+class FrameError(EnactError, ValueError):
     """The peer sent something that is not a frame we accept."""
 
 
-class ConnectionClosed(EOFError):
+class ConnectionClosed(EnactError, EOFError):
     """The peer closed the connection between frames."""
 
 

@@ -24,7 +24,7 @@ R_co = TypeVar("R_co", covariant=True)
 
 class Request(Generic[R_co]):
     """The base of every request: ``R_co`` is the reply it gets, so that an
-    ask is typed (``Plan(Request["Recorded | Rejected"])``; a string, because
+    ask is typed (``Plan(Request["Recorded | Refused"])``; a string, because
     the reply is usually declared after its request). Any reply may also be
     a refusal from the fence, which an ask turns into ``FencedError``."""
 

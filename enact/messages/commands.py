@@ -30,6 +30,7 @@ class CommandOutcome(enum.Enum):
     UNKNOWN_COMMAND = "unknown_command"
     BAD_ARGS = "bad_args"
     REFUSED = "refused"
+    NOT_FOUND = "not_found"
     FAILED = "failed"
 
 

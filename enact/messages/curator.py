@@ -16,11 +16,11 @@ from enact.evolution.candidates import Candidate, RemovalClass
 from enact.evolution.modes import EvolveMode
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Origin, Rejected
+from enact.messages.common import NotFound, Origin, Refused
 
 MAX_LIST = 1_000
 PROPOSAL_RUNNING = "a proposal is being made now; propose again once it is done"
-"""The refusal while one proposal is made (the CLI exits 1 on it: not a usage error)."""
+"""The reason of the refusal while one proposal is made (code ``busy``: the CLI exits 1, not a usage error)."""
 _ID = 64
 _REASON = 2_000
 
@@ -88,7 +88,7 @@ class SignalView:
 
 @request("curator.Propose")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Propose(Request["Proposed | Rejected"]):
+class Propose(Request["Proposed | Refused"]):
     """Synthesise candidates from active unlinked signals, then curate: the
     new proposal closes an earlier open one as superseded."""
 
@@ -107,7 +107,7 @@ class Proposed:
 
 @request("curator.Candidates")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Candidates(Request["CandidateList | Rejected"]):
+class Candidates(Request["CandidateList | Refused"]):
     """Candidates best ranked first; ``state`` "" for every state."""
 
     state: str = field(default="", metadata=limit(16))
@@ -122,7 +122,7 @@ class CandidateList:
 
 @request("curator.Show")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Show(Request["CandidateShown | UnknownCandidate"]):
+class Show(Request["CandidateShown | NotFound"]):
     candidate_id: str = field(metadata=limit(_ID))
 
 
@@ -136,15 +136,9 @@ class CandidateShown:
     """Why the signals are missing (the scanner did not answer), else ""."""
 
 
-@reply("curator.UnknownCandidate")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnknownCandidate:
-    candidate_id: str
-
-
 @request("curator.Approve")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Approve(Request["Approved | UnknownCandidate | Rejected"]):
+class Approve(Request["Approved | NotFound | Refused"]):
     """Queue the candidate as an ordinary task that ends in a review.
     Human authority only."""
 
@@ -163,7 +157,7 @@ class Approved:
 
 @request("curator.Remove")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Remove(Request["Removed | UnknownCandidate | Rejected"]):
+class Remove(Request["Removed | NotFound | Refused"]):
     """Mark a candidate removed (its record stays). With ``suggestion_id``
     the stored suggestion must name this candidate. Human authority only."""
 
@@ -183,7 +177,7 @@ class Removed:
 
 @request("curator.History")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class History(Request["EvolveHistory | Rejected"]):
+class History(Request["EvolveHistory | Refused"]):
     """The audit events, newest first."""
 
     limit: int = 100
@@ -202,7 +196,7 @@ class EvolveHistory:
 
 @request("curator.SetMode")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SetMode(Request["ModeSet | Rejected"]):
+class SetMode(Request["ModeSet | Refused"]):
     """Store the evolve mode (disabled, co-evolve, auto-evolve); from then on
     it wins over ``evolve.mode``. Human authority only."""
 
@@ -261,7 +255,7 @@ class EvolveRunFailed:
 
 @request("curator.Brainstorm")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Brainstorm(Request["Brainstormed | Rejected"]):
+class Brainstorm(Request["Brainstormed | Refused"]):
     """Brainstorm up to 3 candidates from ``theme`` (auto-evolve), at most
     once per 24 hours per theme, none repeating an existing candidate."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import MAX_ID, MAX_TEXT, Origin, Rejected
+from enact.messages.common import MAX_ID, MAX_TEXT, NotFound, Origin
 from enact.messages.outbox import DeliveryOutcome
 
 
@@ -68,7 +68,7 @@ class ActionRecord:
 
 @request("inbox.Receive")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Receive(Request["Accepted | Ignored | Rejected"]):
+class Receive(Request["Accepted | Ignored | NotFound"]):
     """A channel hands over an event. The answer says whether it was taken."""
 
     event: ChatEvent
@@ -94,7 +94,7 @@ class Ignored:
 
 @request("inbox.GetOutcome")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetOutcome(Request["Outcome | NoSuchEvent"]):
+class GetOutcome(Request["Outcome | NotFound"]):
     event_id: str = field(metadata=limit(MAX_ID))
 
 
@@ -109,12 +109,6 @@ class Outcome:
     attempts: int
     error: str = ""
     """The last error recorded on the event (an attempt's, or its delivery's), bounded."""
-
-
-@reply("inbox.NoSuchEvent")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NoSuchEvent:
-    event_id: str
 
 
 @request("inbox.GetCursor")

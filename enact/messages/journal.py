@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, reply, request
-from enact.messages.common import Rejected
+from enact.messages.common import Refused
 
 StepState = Literal["planned", "running", "done"]
 
@@ -26,7 +26,7 @@ class Step:
 
 @request("journal.Plan")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Plan(Request["Recorded | Rejected"]):
+class Plan(Request["Recorded | Refused"]):
     """Record a step before it runs; refused if that index exists already."""
 
     request_id: str = field(metadata=limit(256))
@@ -37,14 +37,14 @@ class Plan(Request["Recorded | Rejected"]):
 
 @request("journal.Start")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Start(Request["Recorded | Rejected"]):
+class Start(Request["Recorded | Refused"]):
     request_id: str = field(metadata=limit(256))
     index: int
 
 
 @request("journal.Finish")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Finish(Request["Recorded | Rejected"]):
+class Finish(Request["Recorded | Refused"]):
     request_id: str = field(metadata=limit(256))
     index: int
     receipt: str

@@ -13,8 +13,11 @@ from enact.memory.facts import Fact
 from enact.memory.identity import BodyIdentity, PrivateIdentity
 from enact.messages._codec import limit
 from enact.messages._registry import Request, reply, request
-from enact.messages.common import Origin
+from enact.messages.common import NotFound, Origin, Refused
 
+NOT_ADMITTED = "not-admitted"
+"""The ``Refused.code`` of a text memory's admission declines: empty, a
+credential, an instruction to the agent, a malformed field."""
 MAX_TEXT = 16 * 1024
 """Far above ``memory.max_fact_chars``: a longer text is clipped, not refused."""
 MAX_FIELD = 256
@@ -74,12 +77,6 @@ class Pending:
     text repeats an action's output, it says what the agent may do …"""
 
 
-@reply("memory.Refused")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Refused:
-    reason: str
-
-
 @request("memory.List")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class List(Request["FactList"]):
@@ -102,7 +99,7 @@ class FactList:
 
 @request("memory.Show")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Show(Request["FactShown | Refused"]):
+class Show(Request["FactShown | NotFound"]):
     id: str = field(metadata=limit(MAX_FIELD))
 
 
@@ -129,7 +126,7 @@ class FactShown:
 
 @request("memory.Forget")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Forget(Request["Forgotten | Refused"]):
+class Forget(Request["Forgotten | NotFound | Refused"]):
     """Forget one fact: an exact id wins over any text match; otherwise a
     text or tag selector must match exactly one fact. Needs a human origin.
     Whatever enact keeps and sends to a model loses it too: the kept
@@ -173,7 +170,7 @@ def forgotten_line(reply: Forgotten) -> str:
 
 @request("memory.Confirm")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Confirm(Request["Confirmed | Refused"]):
+class Confirm(Request["Confirmed | NotFound | Refused"]):
     """Make a held (pending) fact active. Needs a human origin."""
 
     id: str = field(metadata=limit(MAX_FIELD))
@@ -188,7 +185,7 @@ class Confirmed:
 
 @request("memory.Reject")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reject(Request["Discarded | Refused"]):
+class Reject(Request["Discarded | NotFound | Refused"]):
     """Drop a held (pending) fact. Needs a human origin."""
 
     id: str = field(metadata=limit(MAX_FIELD))

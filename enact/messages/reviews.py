@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, reply, request
-from enact.messages.common import Origin, Rejected
+from enact.messages.common import NotFound, Origin, Refused
 
 MAX_PATH = 4096
 MAX_REVISION = 64
@@ -27,8 +27,10 @@ class ReviewState(enum.Enum):
     CLOSED = "closed"
 
 
-class LandRefusal(enum.Enum):
-    """Why a land was refused, as data a caller can branch on."""
+class LandRefusal(enum.StrEnum):
+    """Why a land was refused: the ``code`` of its ``Refused``, a word a
+    caller can branch on (the shared ones, ``not-human``, ``busy`` and
+    ``fenced``, are ``RefusalCode``'s words too)."""
 
     NOT_HUMAN = "not-human"  # a model action (or any origin but a person)
     NOT_OPEN = "not-open"  # landed or closed already
@@ -61,7 +63,7 @@ class Review:
 
 @request("reviews.Open")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Open(Request["Opened | Rejected"]):
+class Open(Request["Opened | Refused"]):
     """A task's change is committed on ``branch`` (``base``..``head``).
     Idempotent per task: the same task and head answer the existing review;
     a new head from the same task (it ran again) replaces the open review's
@@ -104,7 +106,7 @@ class ReviewList:
 
 @request("reviews.Get")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Get(Request["Found | UnknownReview"]):
+class Get(Request["Found | NotFound"]):
     review_id: int
 
 
@@ -114,15 +116,9 @@ class Found:
     review: Review
 
 
-@reply("reviews.UnknownReview")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnknownReview:
-    review_id: int
-
-
 @request("reviews.Diff")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Diff(Request["ReviewDiff | UnknownReview | Rejected"]):
+class Diff(Request["ReviewDiff | NotFound | Refused"]):
     """The review's change as a unified diff (``base``..``head``)."""
 
     review_id: int
@@ -138,7 +134,7 @@ class ReviewDiff:
 
 @request("reviews.Land")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Land(Request["Landed | LandRefused | UnknownReview"]):
+class Land(Request["Landed | NotFound | Refused"]):
     """Merge the review's branch into its target (fast-forward where
     possible) after the doctor passed on the merged result. Human authority
     only: the origin is stamped by whoever delivers the request."""
@@ -154,17 +150,9 @@ class Landed:
     fast_forward: bool
 
 
-@reply("reviews.LandRefused")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LandRefused:
-    review_id: int
-    refusal: LandRefusal
-    reason: str
-
-
 @request("reviews.Close")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Close(Request["Closed | UnknownReview | Rejected"]):
+class Close(Request["Closed | NotFound | Refused"]):
     """Close without landing (the branch stays). Human authority only."""
 
     review_id: int

@@ -14,10 +14,10 @@ from typing import Literal
 from enact.evolution.signals import EvidenceSource, Signal, SignalState
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Rejected
+from enact.messages.common import Refused
 
 __all__ = [
-    "History", "LinkSignals", "Rejected", "Scan", "ScanHistory", "ScanOutcome", "ScanRecord", "ScanReport",
+    "History", "LinkSignals", "Refused", "Scan", "ScanHistory", "ScanOutcome", "ScanRecord", "ScanReport",
     "ScanSummary", "SetSignalState", "Signal", "SignalList", "Signals", "SignalsLinked", "SignalsUpdated",
 ]
 
@@ -26,14 +26,14 @@ ScanOutcome = Literal["completed", "failed", "nothing-new", "skipped"]
 
 MAX_LIST = 1_000
 SCAN_RUNNING = "a scan is running already; ask again once it has finished"
-"""The refusal while one scan runs (the CLI exits 1 on it: not a usage error)."""
+"""The reason of the refusal while one scan runs (code ``busy``: the CLI exits 1, not a usage error)."""
 _ID = 64
 _MAX_IDS = 100
 
 
 @request("scanner.Scan")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Scan(Request["ScanReport | Rejected"]):
+class Scan(Request["ScanReport | Refused"]):
     """Scan ``source`` ("" both): one batch each. Draining every pending
     batch is asking again while ``ScanSummary.pending`` says more is waiting
     (``enact evolve scan --force``), so no request outlasts its timeout by
@@ -85,7 +85,7 @@ class ScanRecord:
 
 @request("scanner.Signals")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Signals(Request["SignalList | Rejected"]):
+class Signals(Request["SignalList | Refused"]):
     """Signals, newest first (``oldest_first``: the oldest first), in
     ``state`` ("" any); with ``ids``, only those (read by key, unknown ids
     skipped, ``limit`` not applied)."""
@@ -106,7 +106,7 @@ class SignalList:
 
 @internal("scanner.LinkSignals")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LinkSignals(Request["SignalsLinked | Rejected"]):
+class LinkSignals(Request["SignalsLinked | Refused"]):
     """The curator committed ``candidate_id`` resting on these signals.
     Idempotent: a signal already linked to that candidate is reported
     linked again; an unknown id is skipped (not in ``linked``)."""
@@ -123,7 +123,7 @@ class SignalsLinked:
 
 @internal("scanner.SetSignalState")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SetSignalState(Request["SignalsUpdated | Rejected"]):
+class SetSignalState(Request["SignalsUpdated | Refused"]):
     """Move signals to ``state`` (resolved once their candidate is adopted,
     dismissed when it is removed); unknown ids are skipped."""
 

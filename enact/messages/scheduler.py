@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Origin, Rejected
+from enact.messages.common import NotFound, Origin, Refused
 from enact.messages.tasks import Submitted
 from enact.schedules import MAX_SPEC
 from enact.tasks.scheduling import MAX_TEXT, BacklogItem, Priority, Schedule
@@ -21,7 +21,7 @@ _PATH = 4096
 
 @request("scheduler.AddSchedule")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AddSchedule(Request["ScheduleAdded | Rejected"]):
+class AddSchedule(Request["ScheduleAdded | Refused"]):
     """Submit ``request`` as a task at each due time of ``spec``
     (``every 10m``, ``every 1d``, ``daily 09:00`` or a cron expression: ``enact.schedules``)."""
 
@@ -58,7 +58,7 @@ class ScheduleList:
 
 @request("scheduler.RemoveSchedule")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RemoveSchedule(Request["ScheduleRemoved | UnknownSchedule"]):
+class RemoveSchedule(Request["ScheduleRemoved | NotFound"]):
     schedule_id: int
     origin: Origin = ""
 
@@ -69,18 +69,12 @@ class ScheduleRemoved:
     schedule: Schedule
 
 
-@reply("scheduler.UnknownSchedule")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnknownSchedule:
-    schedule_id: int
-
-
 # -- the backlog ---------------------------------------------------------
 
 
 @request("scheduler.AddItem")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AddItem(Request["ItemAdded | Rejected"]):
+class AddItem(Request["ItemAdded | Refused"]):
     text: str = field(metadata=limit(MAX_TEXT))
     priority: Priority = Priority.P1
     repo: str = field(default="", metadata=limit(_PATH))
@@ -107,7 +101,7 @@ class Backlog:
 
 @request("scheduler.Promote")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Promote(Request["Promoted | UnknownItem | Rejected"]):
+class Promote(Request["Promoted | NotFound | Refused"]):
     """Submit the item as a task and take it off the backlog."""
 
     item_id: int
@@ -123,7 +117,7 @@ class Promoted:
 
 @request("scheduler.Drop")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Drop(Request["Dropped | UnknownItem"]):
+class Drop(Request["Dropped | NotFound"]):
     item_id: int
     origin: Origin = ""
 
@@ -132,12 +126,6 @@ class Drop(Request["Dropped | UnknownItem"]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Dropped:
     item: BacklogItem
-
-
-@reply("scheduler.UnknownItem")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UnknownItem:
-    item_id: int
 
 
 # -- the clock -----------------------------------------------------------

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Done
+from enact.messages.common import Done, NotFound
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -19,7 +19,7 @@ class HistoryMessage:
 
 @request("sessions.Lookup")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Lookup(Request["Session | NoSession"]):
+class Lookup(Request["Session | NotFound"]):
     """The mapping of ``key``, if one was written under ``prompt_version``."""
 
     key: str = field(metadata=limit(512))
@@ -35,12 +35,6 @@ class Session:
     created_at: float
     updated_at: float
     prompt_version: int
-
-
-@reply("sessions.NoSession")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NoSession:
-    key: str
 
 
 @request("sessions.Record")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Done, Origin
+from enact.messages.common import Done, NotFound, Origin, Refused
 from enact.tasks.records import (
     DEADLINE_DEFAULT_S,
     MAX_ALLOW_PATHS,
@@ -72,17 +72,9 @@ class Submitted:
     existing: bool
 
 
-@reply("tasks.Refused")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Refused:
-    """An owner's request declined, with why in one line; nothing changed."""
-
-    reason: str
-
-
 @request("tasks.Cancel")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cancel(Request["CancelAccepted | Refused"]):
+class Cancel(Request["CancelAccepted | NotFound | Refused"]):
     """End a queued or paused task at once; mark a running one for a
     cooperative cancel, which its worker learns from its next heartbeat's
     ``LeaseRenewed(cancel_requested=True)``."""
@@ -101,7 +93,7 @@ class CancelAccepted:
 
 @request("tasks.Retry")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Retry(Request["Submitted | Refused"]):
+class Retry(Request["Submitted | NotFound | Refused"]):
     """Queue a child of a failed or cancelled task with its request, brief
     and provenance (``parent`` is the retried task)."""
 
@@ -111,7 +103,7 @@ class Retry(Request["Submitted | Refused"]):
 
 @request("tasks.Resume")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Resume(Request["Resumed | Refused"]):
+class Resume(Request["Resumed | NotFound | Refused"]):
     """Queue a paused task again, under its own id."""
 
     task_id: int
@@ -136,25 +128,13 @@ class Found:
     task: Task
 
 
-@reply("tasks.NotFound")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NotFound:
-    task_id: int
-
-
 @request("tasks.GetByKey")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GetByKey(Request["Found | NoTaskWithKey"]):
+class GetByKey(Request["Found | NotFound"]):
     """The task submitted under ``idempotency_key``: how a submitter whose
     Submit went unanswered learns whether it was queued all the same."""
 
     idempotency_key: str = field(metadata=limit(MAX_KEY))
-
-
-@reply("tasks.NoTaskWithKey")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NoTaskWithKey:
-    idempotency_key: str
 
 
 @request("tasks.List")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from enact.messages._registry import Request, internal, reply, request
-from enact.messages.common import Origin, Rejected
+from enact.messages.common import NotFound, Origin, Refused
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +36,7 @@ class WorktreeList:
 
 @request("workers.CleanupWorktree")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CleanupWorktree(Request["CleanedUp | CleanupRefused"]):
+class CleanupWorktree(Request["CleanedUp | NotFound | Refused"]):
     """Remove a kept worktree, and its branch when that is orphaned (no open
     review names the task). Refused while its task is queued, running or
     paused, and with uncommitted changes unless ``force``."""
@@ -55,16 +55,9 @@ class CleanedUp:
     """The task's branch, when it was orphaned and deleted too."""
 
 
-@reply("workers.CleanupRefused")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CleanupRefused:
-    task_id: int
-    reason: str
-
-
 @request("workers.CleanupBranches")
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CleanupBranches(Request["BranchesCleanedUp | Rejected"]):
+class CleanupBranches(Request["BranchesCleanedUp | Refused"]):
     """Delete this home's orphaned task branches: those whose task is gone
     or ended and has neither a kept worktree nor an open review. Only on a
     human's word."""

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from enact.cancellation import CancellationToken
+from enact.errors import EnactError
 from enact.messages.sessions import HistoryMessage
 
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
@@ -102,7 +103,7 @@ class RuntimeResult:
     and for the worker (a task whose commands all failed did nothing)."""
 
 
-class RuntimeFailure(Exception):
+class RuntimeFailure(EnactError):
     """The runtime did not answer. Subclasses say why; ``usage`` is what the
     failed call spent all the same."""
 

@@ -26,6 +26,7 @@ import orjson
 
 from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Check, Config, Setting, between
+from enact.errors import EnactError
 from enact.retry import Backoff
 from enact.runtime import (
     Capabilities,
@@ -62,7 +63,7 @@ class _Answer:
     retry_after_s: float | None
 
 
-class _Retryable(Exception):
+class _Retryable(EnactError):
     """One attempt failed in a way another attempt may not."""
 
     def __init__(self, failure: RuntimeFailure, wait_s: float | None = None) -> None:

@@ -21,6 +21,7 @@ import orjson
 
 from enact.components import ComponentError, RuntimeComponent
 from enact.config import Config, Setting
+from enact.errors import EnactError
 from enact.home import SCRIPTED_RULES_NAME
 from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
@@ -53,7 +54,7 @@ _FAILURES: dict[str, type[RuntimeFailure]] = {
 """What a ``fail`` rule raises, by its ``fail_as``: how a real runtime fails, offline."""
 
 
-class RulesError(ValueError):
+class RulesError(EnactError, ValueError):
     """The rules file is not valid; the message names the file and the rule."""
 
 

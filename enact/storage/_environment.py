@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
+from enact.errors import EnactError
 from enact.storage._records import AppendLog, CorruptRecord, Table, decode_document, encode_document
 
 T = TypeVar("T")
@@ -29,7 +30,7 @@ WriteGuard = Callable[[lmdb.Transaction], None]
 """Runs first in every fenced write transaction; raises to refuse the write."""
 
 
-class StorageError(RuntimeError):
+class StorageError(EnactError, RuntimeError):
     pass
 
 

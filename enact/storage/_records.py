@@ -9,6 +9,8 @@ from typing import Any, Generic, TypeVar
 import lmdb
 import orjson
 
+from enact.errors import EnactError
+
 Document = dict[str, Any]
 
 _VERSION = "v"
@@ -16,7 +18,7 @@ R = TypeVar("R")
 _SEQUENCE = struct.Struct(">Q")
 
 
-class CorruptRecord(RuntimeError):
+class CorruptRecord(EnactError, RuntimeError):
     """A stored value that cannot be read. It is reported, never skipped."""
 
     def __init__(self, database: str, key: bytes, reason: str) -> None:

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
 from enact.messages.scheduler import (
     AddItem,
     ListItems,
     ListSchedules,
     Promote,
-    UnknownItem,
 )
 from enact.tasks.scheduling import Priority, next_run_said
 
@@ -43,9 +41,7 @@ def _add(call: CommandCall, context: CommandContext) -> str:
     head, sep, rest = text.partition(":")
     if sep and head.strip().lower() in {p.value for p in Priority}:
         priority, text = Priority(head.strip().lower()), rest.strip()
-    reply = _ask_scheduler(context, AddItem(text=text, priority=priority, origin=call.origin))
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
+    reply = answered(_ask_scheduler(context, AddItem(text=text, priority=priority, origin=call.origin)))
     return f"backlog item {reply.item.id} ({reply.item.priority.value})"
 
 
@@ -53,11 +49,7 @@ def _promote(call: CommandCall, context: CommandContext) -> str:
     text = str(call.args.get("text", "")).strip().lstrip("#")
     if not text.isdigit():
         raise CommandFailed("/backlog.promote needs an item id, e.g. /backlog.promote 3")
-    reply = _ask_scheduler(context, Promote(item_id=int(text), origin=call.origin))
-    if isinstance(reply, UnknownItem):
-        raise CommandFailed(f"no backlog item {text}")
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
+    reply = answered(_ask_scheduler(context, Promote(item_id=int(text), origin=call.origin)))
     return f"backlog item {reply.item.id} is task {reply.submitted.task.id}"
 
 

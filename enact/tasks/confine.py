@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from enact.environment import task_environment
+from enact.errors import EnactError
 
 CONFINEMENT_MODES = ("auto", "required", "off")
 """``tasks.confinement``: ``auto`` confines when bwrap can, else runs the task
@@ -74,7 +75,7 @@ bwrap inside (Codex's own sandbox of its commands) take itself for
 privileged and fail ("setting up uid map: Operation not permitted")."""
 
 
-class ConfinementUnavailable(Exception):
+class ConfinementUnavailable(EnactError):
     """``tasks.confinement = "required"`` and the task cannot be confined;
     the message is the reason, one line."""
 

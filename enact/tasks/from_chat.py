@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages.inbox import Notify
 from enact.runtime import RuntimeFailure
 from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, check_request, clip
@@ -102,7 +102,7 @@ def _describe(task: Task) -> str:
 
 
 def _add(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import Refused, Submit
+    from enact.messages.tasks import Submit
 
     request = str(call.args.get("text", "")).strip()
     if not request:
@@ -128,9 +128,7 @@ def _add(call: CommandCall, context: CommandContext) -> str:
                      idempotency_key=task_key(call.request_id, request),
                      repairs=int(call.args.get("repairs", 2)), deadline_s=int(call.args.get("deadline", 600)),
                      conversation=conversation_of(call))
-    reply = context.ask("tasks", message)
-    if isinstance(reply, Refused):
-        raise CommandFailed(f"not queued: {reply.reason}")
+    reply = answered(context.ask("tasks", message), "not queued")
     if reply.existing:
         return f"task {reply.task.id} was already queued for this message ({reply.task.state})"
     return f"queued task {reply.task.id} on {reply.task.repo}; you will hear here when it ends"
@@ -146,12 +144,10 @@ def _list(call: CommandCall, context: CommandContext) -> str:
 
 
 def _show(call: CommandCall, context: CommandContext) -> str:
-    from enact.messages.tasks import Found, Get
+    from enact.messages.tasks import Get
 
     task_id = _task_id(call)
-    found = context.ask("tasks", Get(task_id=task_id))
-    if not isinstance(found, Found):
-        raise CommandFailed(f"no task {task_id}")
+    found = answered(context.ask("tasks", Get(task_id=task_id)))
     return f"{_describe(found.task)}\nrequest: {found.task.request}"
 
 
@@ -161,9 +157,7 @@ def _owner_action(verb: str) -> Callable[[CommandCall, CommandContext], str]:
 
         task_id = _task_id(call)
         kind = {"cancel": tasks.Cancel, "retry": tasks.Retry, "resume": tasks.Resume}[verb]
-        reply = context.ask("tasks", kind(task_id=task_id, origin=call.origin))
-        if isinstance(reply, tasks.Refused):
-            raise CommandFailed(reply.reason)
+        reply = answered(context.ask("tasks", kind(task_id=task_id, origin=call.origin)))
         if isinstance(reply, tasks.CancelAccepted):
             return f"task {task_id} cancelled" if reply.at_once else \
                 f"task {task_id} is running; it stops at its worker's next heartbeat"

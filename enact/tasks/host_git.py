@@ -18,6 +18,7 @@ import os
 
 import sh
 
+from enact.errors import EnactError
 from enact.home_guard import as_owner
 
 AUTHOR = ("enact", "enact@localhost")
@@ -30,7 +31,7 @@ HOST_OPTIONS = (
 command or nested repository of the task's is run or looked into."""
 
 
-class WorktreeError(Exception):
+class WorktreeError(EnactError):
     """A git operation on a task's worktree failed; the message is one line."""
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import lmdb
 
-from enact.messages.common import HUMAN_CLI, Done
+from enact.messages.common import HUMAN_CLI, Done, NotFound, RefusalCode, Refused
 from enact.messages.tasks import (
     MAX_PAGE,
     CancelAccepted,
@@ -33,10 +33,7 @@ from enact.messages.tasks import (
     LeaseLost,
     LeaseRenewed,
     LeaseTable,
-    NoTaskWithKey,
-    NotFound,
     NothingQueued,
-    Refused,
     ReportPhase,
     Submit,
     Submitted,
@@ -102,15 +99,16 @@ class TaskQueue:
     # -- owners -------------------------------------------------------------
 
     def submit(self, message: Submit, now: float) -> Submitted | Refused:
-        why = self._unusable(message)
-        if why is None and (message.allow_paths or message.allow_fewer_tests) and message.origin != HUMAN_CLI:
+        refused = self._unusable(message)
+        if refused is None and (message.allow_paths or message.allow_fewer_tests) and message.origin != HUMAN_CLI:
             # Unlocking what checks a change is the owner's own act: neither
             # a model's action nor a chat message (whose words a model may
             # have written) can do it. A retry keeps its parent's unlocks
             # (``retry`` builds its Submit itself).
-            why = f"only the owner's CLI unlocks protected paths or fewer tests, not {message.origin}"
-        if why is not None:
-            return Refused(reason=why)
+            refused = Refused(reason=f"only the owner's CLI unlocks protected paths or fewer tests, not "
+                                     f"{message.origin}", code=RefusalCode.NOT_HUMAN)
+        if refused is not None:
+            return refused
         key = message.idempotency_key or f"fresh:{uuid.uuid4().hex}"
 
         def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Submitted:
@@ -119,13 +117,13 @@ class TaskQueue:
         result: Submitted = self._write(write)
         return result
 
-    def _unusable(self, message: Submit) -> str | None:
+    def _unusable(self, message: Submit) -> Refused | None:
         """Why ``message`` cannot be queued, None when it can."""
         why = check_limits(request=message.request, brief=message.brief, repairs=message.repairs,
                            deadline_s=message.deadline_s, allow_paths=message.allow_paths)
         if why is None and not (message.repo or self.default_repo):
             why = "no repository named: pass --repo PATH or set tasks.default_repo"
-        return why
+        return None if why is None else Refused(reason=why, code=RefusalCode.INVALID)
 
     def _submit_in(self, txn: lmdb.Transaction, pending: list[TaskChanged], message: Submit, key: str,
                    now: float) -> Submitted:
@@ -145,13 +143,14 @@ class TaskQueue:
         self._record(txn, pending, None, task, EventKind.QUEUED, provenance, now)
         return Submitted(task=task, existing=False)
 
-    def cancel(self, task_id: int, now: float) -> CancelAccepted | Refused:
-        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> CancelAccepted | Refused:
+    def cancel(self, task_id: int, now: float) -> CancelAccepted | NotFound | Refused:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> CancelAccepted | NotFound | Refused:
             task = self._tables.get(txn, task_id)
             if task is None:
-                return Refused(reason=f"no task {task_id}")
+                return _not_found(task_id)
             if task.state.ended:
-                return Refused(reason=f"task {task_id} has already ended ({task.state})")
+                return Refused(reason=f"task {task_id} has already ended ({task.state})",
+                               code=RefusalCode.WRONG_STATE)
             if task.state is TaskState.RUNNING:
                 if task.cancel_requested:
                     return CancelAccepted(task=task, at_once=False)
@@ -164,48 +163,50 @@ class TaskQueue:
             self._record(txn, pending, task, ended, EventKind.CANCELLED, ended.summary, now)
             return CancelAccepted(task=ended, at_once=True)
 
-        result: CancelAccepted | Refused = self._write(write)
+        result: CancelAccepted | NotFound | Refused = self._write(write)
         return result
 
-    def retry(self, task_id: int, origin: str, now: float) -> Submitted | Refused:
+    def retry(self, task_id: int, origin: str, now: float) -> Submitted | NotFound | Refused:
         """A child of a failed or cancelled task, once: the child's key comes
         from the parent's stored state, read in the same transaction, so a
         retry sent twice (or replayed after a crash) finds the child made by
         the first instead of queuing a second."""
 
-        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Submitted | Refused:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Submitted | NotFound | Refused:
             task = self._tables.get(txn, task_id)
             if task is None:
-                return Refused(reason=f"no task {task_id}")
+                return _not_found(task_id)
             if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
-                return Refused(reason=f"task {task_id} is {task.state}; only a failed or cancelled task is retried")
+                return Refused(reason=f"task {task_id} is {task.state}; only a failed or cancelled task is retried",
+                               code=RefusalCode.WRONG_STATE)
             child = Submit(request=task.request, brief=task.brief, repo=task.repo, origin=origin,
                            repairs=task.repairs, deadline_s=task.deadline_s, parent=task_id,
                            conversation=task.conversation, allow_paths=task.allow_paths,
                            allow_fewer_tests=task.allow_fewer_tests)
-            why = self._unusable(child)
-            if why is not None:
-                return Refused(reason=why)
+            refused = self._unusable(child)
+            if refused is not None:
+                return refused
             # An ended task's attempt no longer changes: one key per ended task.
             return self._submit_in(txn, pending, child, f"retry:{task_id}:{task.attempt}", now)
 
-        result: Submitted | Refused = self._write(write)
+        result: Submitted | NotFound | Refused = self._write(write)
         return result
 
-    def resume(self, task_id: int, now: float) -> Task | Refused:
-        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Task | Refused:
+    def resume(self, task_id: int, now: float) -> Task | NotFound | Refused:
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> Task | NotFound | Refused:
             task = self._tables.get(txn, task_id)
             if task is None:
-                return Refused(reason=f"no task {task_id}")
+                return _not_found(task_id)
             if task.state is not TaskState.PAUSED:
-                return Refused(reason=f"task {task_id} is {task.state}; only a paused task is resumed")
+                return Refused(reason=f"task {task_id} is {task.state}; only a paused task is resumed",
+                               code=RefusalCode.WRONG_STATE)
             # The owner's resume is not a failure of the task: it uses up no attempt.
             queued = dataclasses.replace(task, state=TaskState.QUEUED, attempt=task.attempt + 1, not_before=0.0,
                                          uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
                                          updated_at=now, finished_at=None)
             return self._record(txn, pending, task, queued, EventKind.RESUMED, "resumed by its owner", now)
 
-        result: Task | Refused = self._write(write)
+        result: Task | NotFound | Refused = self._write(write)
         return result
 
     # -- workers ------------------------------------------------------------
@@ -311,11 +312,11 @@ class TaskQueue:
 
     def get(self, task_id: int) -> Found | NotFound:
         task = self._store.read(lambda txn: self._tables.get(txn, task_id))
-        return NotFound(task_id=task_id) if task is None else Found(task=task)
+        return _not_found(task_id) if task is None else Found(task=task)
 
-    def by_key(self, idempotency_key: str) -> Found | NoTaskWithKey:
+    def by_key(self, idempotency_key: str) -> Found | NotFound:
         task = self._store.read(lambda txn: self._tables.by_key(txn, idempotency_key))
-        return NoTaskWithKey(idempotency_key=idempotency_key) if task is None else Found(task=task)
+        return NotFound(kind="task with key", id=idempotency_key) if task is None else Found(task=task)
 
     def list(self, state: TaskState | None, limit: int, before: int | None) -> TaskPage:
         tasks, more = self._store.read(lambda txn: self._tables.page(txn, state, _bounded(limit), before))
@@ -324,7 +325,7 @@ class TaskQueue:
     def events(self, task_id: int | None, cursor: int, limit: int) -> EventPage | NotFound:
         def read(txn: lmdb.Transaction) -> EventPage | NotFound:
             if task_id is not None and self._tables.get(txn, task_id) is None:
-                return NotFound(task_id=task_id)
+                return _not_found(task_id)
             found, more = self._tables.events(txn, task_id, cursor, _bounded(limit))
             return EventPage(events=tuple(found), next_cursor=found[-1].cursor if found else cursor, more=more)
 
@@ -362,3 +363,7 @@ class TaskQueue:
 
 def _bounded(limit: int) -> int:
     return max(1, min(limit, MAX_PAGE))
+
+
+def _not_found(task_id: int) -> NotFound:
+    return NotFound(kind="task", id=str(task_id))

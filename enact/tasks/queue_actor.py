@@ -13,7 +13,7 @@ from typing import Any
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.config import RuntimeSettings
-from enact.messages.common import is_human
+from enact.messages.common import RefusalCode, Refused, is_human
 from enact.messages.inbox import NoticeTaken
 from enact.messages.tasks import (
     Cancel,
@@ -27,7 +27,6 @@ from enact.messages.tasks import (
     Heartbeat,
     Leases,
     List,
-    Refused,
     ReportPhase,
     Resume,
     Resumed,
@@ -99,7 +98,8 @@ class TaskQueueActor(EnactActor):
             case Submit():
                 if not self._agentic:
                     return Refused(reason=f"the runtime {self._runtime!r} cannot work in a repository (it is not "
-                                          "agentic); select an agentic runtime such as codex or claude for tasks")
+                                          "agentic); select an agentic runtime such as codex or claude for tasks",
+                                   code=RefusalCode.UNSUPPORTED)
                 return queue.submit(message, now)
             case Claim():
                 return queue.claim(message.worker_id, now)
@@ -111,7 +111,7 @@ class TaskQueueActor(EnactActor):
                 return queue.finish(message, now)
             case Cancel() | Retry() | Resume() if not is_human(message.origin):
                 return Refused(reason=f"{type(message).__name__.lower()} needs the owner (origin "
-                                      f"{message.origin!r} is not a person)")
+                                      f"{message.origin!r} is not a person)", code=RefusalCode.NOT_HUMAN)
             case Cancel():
                 return queue.cancel(message.task_id, now)
             case Retry():

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from enact.config import checked
+from enact.errors import EnactError
 from enact.tasks.host_git import WorktreeError, git
 from enact.tasks.settings import DOCTOR_TIMEOUT
 
@@ -31,7 +32,7 @@ REPO_CONFIG = ".enact.toml"
 MAX_CONFIG_BYTES = 64 * 1024
 
 
-class RepoConfigError(ValueError):
+class RepoConfigError(EnactError, ValueError):
     """The repository's ``.enact.toml`` cannot be used; one line naming it."""
 
 

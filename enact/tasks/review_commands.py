@@ -10,18 +10,15 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param
+from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages._registry import Request
-from enact.messages.common import Rejected
 from enact.messages.reviews import (
     Close,
     Get,
     Land,
-    LandRefused,
     List,
     Review,
     ReviewState,
-    UnknownReview,
 )
 
 R = TypeVar("R")
@@ -54,9 +51,7 @@ def _list(_: CommandCall, context: CommandContext) -> str:
 
 def _show(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
-    reply = _ask_reviews(context, Get(review_id=review_id))
-    if isinstance(reply, UnknownReview):
-        raise CommandFailed(f"no review {review_id}")
+    reply = answered(_ask_reviews(context, Get(review_id=review_id)))
     review = reply.review
     lines = [_line(review), f"{review.base[:12]}..{review.head[:12]}"]
     lines += [text for text in (review.diffstat.rstrip(), f"doctor: {review.doctor_summary}" if
@@ -66,21 +61,14 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
 def _land(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
-    reply = _ask_reviews(context, Land(review_id=review_id, origin=call.origin))
-    if isinstance(reply, UnknownReview):
-        raise CommandFailed(f"no review {review_id}")
-    if isinstance(reply, LandRefused):
-        raise CommandFailed(f"review {review_id} not landed: {reply.reason}")
+    reply = answered(_ask_reviews(context, Land(review_id=review_id, origin=call.origin)),
+                     f"review {review_id} not landed")
     return f"review {review_id} {reply.review.note}"
 
 
 def _close(call: CommandCall, context: CommandContext) -> str:
     review_id = _review_id(call)
-    reply = _ask_reviews(context, Close(review_id=review_id, origin=call.origin, reason="closed from chat"))
-    if isinstance(reply, UnknownReview):
-        raise CommandFailed(f"no review {review_id}")
-    if isinstance(reply, Rejected):
-        raise CommandFailed(reply.reason)
+    answered(_ask_reviews(context, Close(review_id=review_id, origin=call.origin, reason="closed from chat")))
     return f"review {review_id} closed"
 
 

@@ -24,7 +24,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
 from enact.cancellation import CancellationToken
-from enact.messages.common import Rejected, is_human
+from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.reviews import (
     MAX_LIST,
     Close,
@@ -35,7 +35,6 @@ from enact.messages.reviews import (
     Land,
     Landed,
     LandRefusal,
-    LandRefused,
     List,
     Open,
     Opened,
@@ -43,7 +42,6 @@ from enact.messages.reviews import (
     ReviewDiff,
     ReviewList,
     ReviewState,
-    UnknownReview,
 )
 from enact.storage import AppendLog, RecordTable, decode_record
 from enact.tasks import landing, task_branches
@@ -97,7 +95,7 @@ class ReviewsActor(EnactActor):
                 return self._list(message)
             case Get():
                 review = self._get(message.review_id)
-                return Found(review=review) if review else UnknownReview(review_id=message.review_id)
+                return Found(review=review) if review else _not_found(message.review_id)
             case Diff():
                 return self._diff(message)
             case Land():
@@ -117,12 +115,12 @@ class ReviewsActor(EnactActor):
         self._store.write(lambda txn: self._records.put(txn, AppendLog.key(review.id), review))
         return review
 
-    def _open(self, message: Open) -> Opened | Rejected:
+    def _open(self, message: Open) -> Opened | Refused:
         if message.task_id < 1:
-            return Rejected(reason=f"task id {message.task_id} is not a task's id")
+            return Refused(reason=f"task id {message.task_id} is not a task's id", code=RefusalCode.INVALID)
         task_key = _ID.pack(message.task_id)
 
-        def write(txn: lmdb.Transaction) -> Opened | Rejected:
+        def write(txn: lmdb.Transaction) -> Opened | Refused:
             now = self.context.clock.time()
             known = self._tasks.get(txn, task_key)
             if known is not None:
@@ -132,8 +130,8 @@ class ReviewsActor(EnactActor):
                 if review.head == message.head:
                     return Opened(review_id=review.id, existing=True)
                 if review.state is not ReviewState.OPEN:
-                    return Rejected(reason=f"task {message.task_id}'s review {review.id} is {review.state.value}"
-                                           "; it cannot take a new head")
+                    return Refused(reason=f"task {message.task_id}'s review {review.id} is {review.state.value}"
+                                           "; it cannot take a new head", code=RefusalCode.WRONG_STATE)
                 # The task ran again (after a crash) and captured anew: its
                 # review shows the latest capture, never a second review.
                 replaced = dataclasses.replace(review, branch=message.branch, base=message.base, head=message.head,
@@ -152,9 +150,9 @@ class ReviewsActor(EnactActor):
 
         return self._store.write(write)
 
-    def _list(self, message: List) -> ReviewList | Rejected:
+    def _list(self, message: List) -> ReviewList | Refused:
         if not 1 <= message.limit <= MAX_LIST:
-            return Rejected(reason=f"limit must be between 1 and {MAX_LIST}")
+            return Refused(reason=f"limit must be between 1 and {MAX_LIST}", code=RefusalCode.INVALID)
 
         def read(txn: lmdb.Transaction) -> ReviewList:
             found: list[Review] = []
@@ -180,53 +178,49 @@ class ReviewsActor(EnactActor):
 
     # -- reading the change -----------------------------------------------
 
-    def _diff(self, message: Diff) -> ReviewDiff | UnknownReview | Rejected:
+    def _diff(self, message: Diff) -> ReviewDiff | NotFound | Refused:
         review = self._get(message.review_id)
         if review is None:
-            return UnknownReview(review_id=message.review_id)
+            return _not_found(message.review_id)
         try:
             text, truncated = landing.diff(Path(review.repo), review.base, review.head, max_chars=MAX_DIFF_CHARS)
         except WorktreeError as error:
-            return Rejected(reason=f"review {review.id}: {error}")
+            return Refused(reason=f"review {review.id}: {error}", code=LandRefusal.GIT_FAILED)
         return ReviewDiff(review_id=review.id, text=text, truncated=truncated)
 
     # -- landing and closing ----------------------------------------------
 
-    def _refusal(self, review: Review | None, review_id: int, origin: str,
-                 verb: str) -> tuple[LandRefusal, str] | UnknownReview | None:
+    def _refusal(self, review: Review | None, review_id: int, origin: str, verb: str) -> Refused | NotFound | None:
         """Why ``verb`` (land, close) may not go ahead, or None."""
         if not is_human(origin):
-            return LandRefusal.NOT_HUMAN, f"to {verb} a review needs a human (the owner's CLI or chat), " \
-                                          f"not {origin or 'an unnamed origin'}"
+            return Refused(reason=f"to {verb} a review needs a human (the owner's CLI or chat), "
+                                   f"not {origin or 'an unnamed origin'}", code=LandRefusal.NOT_HUMAN)
         if review is None:
-            return UnknownReview(review_id=review_id)
+            return _not_found(review_id)
         if review.state is not ReviewState.OPEN:
-            return LandRefusal.NOT_OPEN, f"review {review_id} is {review.state.value}"
+            return Refused(reason=f"review {review_id} is {review.state.value}", code=LandRefusal.NOT_OPEN)
         if review_id in self._landing:
-            return LandRefusal.NOT_OPEN, f"review {review_id} is being landed now"
+            return Refused(reason=f"review {review_id} is being landed now", code=LandRefusal.NOT_OPEN)
         return None
 
-    def _land(self, message: Land) -> Landed | LandRefused | UnknownReview | Deferred:
+    def _land(self, message: Land) -> Landed | NotFound | Refused | Deferred:
         reply = self._start_land(message)
-        if isinstance(reply, LandRefused):
-            self.context.metrics.review_lands.labels(outcome=reply.refusal.value).inc()
+        if isinstance(reply, Refused):
+            self.context.metrics.review_lands.labels(outcome=reply.code).inc()
         return reply
 
-    def _start_land(self, message: Land) -> Landed | LandRefused | UnknownReview | Deferred:
+    def _start_land(self, message: Land) -> Landed | NotFound | Refused | Deferred:
         review = self._get(message.review_id)
         refused = self._refusal(review, message.review_id, message.origin, "land")
-        if isinstance(refused, tuple):
-            return LandRefused(review_id=message.review_id, refusal=refused[0], reason=refused[1])
         if refused is not None or review is None:
-            return refused or UnknownReview(review_id=message.review_id)
+            return refused or _not_found(message.review_id)
         if not self.context.fence.is_current():
-            return LandRefused(review_id=review.id, refusal=LandRefusal.FENCED,
-                               reason="this daemon was taken over (fenced)")
+            return Refused(reason="this daemon was taken over (fenced)", code=LandRefusal.FENCED)
         if review.repo in self._landing.values():
             # One land per repository at a time: the second would only find
             # the target moved under it once the first is done.
-            return LandRefused(review_id=review.id, refusal=LandRefusal.BUSY,
-                               reason=f"another review is being landed into {review.repo}; land again after it")
+            return Refused(reason=f"another review is being landed into {review.repo}; land again after it",
+                            code=LandRefusal.BUSY)
         self._landing[review.id] = review.repo
         reply = Deferred()
         plan = landing.LandPlan(repo=Path(review.repo), head=review.head,
@@ -256,7 +250,7 @@ class ReviewsActor(EnactActor):
         if not outcome.landed or outcome.refusal is not None:
             refusal = outcome.refusal or LandRefusal.GIT_FAILED
             self.context.metrics.review_lands.labels(outcome=refusal.value).inc()
-            reply.resolve(LandRefused(review_id=review.id, refusal=refusal, reason=outcome.reason))
+            reply.resolve(Refused(reason=outcome.reason, code=refusal))
             return
         self.context.metrics.review_lands.labels(outcome="landed").inc()
         how = "fast-forward" if outcome.fast_forward else "merge commit"
@@ -270,13 +264,11 @@ class ReviewsActor(EnactActor):
         self.context.publish(event)
         reply.resolve(event)
 
-    def _close(self, message: Close) -> Closed | UnknownReview | Rejected:
+    def _close(self, message: Close) -> Closed | NotFound | Refused:
         review = self._get(message.review_id)
         refused = self._refusal(review, message.review_id, message.origin, "close")
-        if isinstance(refused, tuple):
-            return Rejected(reason=refused[1])
         if refused is not None or review is None:
-            return refused or UnknownReview(review_id=message.review_id)
+            return refused or _not_found(message.review_id)
         note = f"closed: {message.reason}" if message.reason else "closed without landing"
         closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note,
                                                updated_at=self.context.clock.time()))
@@ -291,6 +283,10 @@ class ReviewsActor(EnactActor):
             task_branches.release(self.context.home, review.task_id, branch=review.branch)
         except WorktreeError as error:
             log.warning("review %d: branch %s stays: %s", review.id, review.branch, error)
+
+
+def _not_found(review_id: int) -> NotFound:
+    return NotFound(kind="review", id=str(review_id))
 
 
 def _doctor(context: ActorContext, review: Review, log_path: Path, cancel: CancellationToken) -> landing.Doctor:

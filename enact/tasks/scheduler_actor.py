@@ -24,7 +24,7 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.claimed_clock import Decision, nest_flat_claim
-from enact.messages.common import Rejected
+from enact.messages.common import NotFound, RefusalCode, Refused
 from enact.messages.scheduler import (
     AddItem,
     AddSchedule,
@@ -42,10 +42,8 @@ from enact.messages.scheduler import (
     ScheduleList,
     ScheduleRemoved,
     Tick,
-    UnknownItem,
-    UnknownSchedule,
 )
-from enact.messages.tasks import Found, Get, GetByKey, Leases, Refused, Submit
+from enact.messages.tasks import Found, Get, GetByKey, Leases, Submit
 from enact.schedules import ScheduleError
 from enact.storage import RecordTable
 from enact.tasks import scheduling
@@ -67,6 +65,10 @@ R = TypeVar("R")
 
 def _key(record_id: int) -> bytes:
     return _ID.pack(record_id)
+
+
+def _item_not_found(item_id: int) -> NotFound:
+    return NotFound(kind="backlog item", id=str(item_id))
 
 
 class SchedulerActor(EnactActor):
@@ -127,13 +129,13 @@ class SchedulerActor(EnactActor):
 
     # -- cron -------------------------------------------------------------
 
-    def _add_schedule(self, message: AddSchedule) -> ScheduleAdded | Rejected:
+    def _add_schedule(self, message: AddSchedule) -> ScheduleAdded | Refused:
         try:
             spec = scheduling.check_spec(message.spec)
         except ScheduleError as error:
-            return Rejected(reason=str(error))
+            return Refused(reason=str(error), code=RefusalCode.INVALID)
         if not message.request.strip():
-            return Rejected(reason="a schedule needs a request (what its tasks should do)")
+            return Refused(reason="a schedule needs a request (what its tasks should do)", code=RefusalCode.INVALID)
         now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> Schedule:
@@ -151,7 +153,7 @@ class SchedulerActor(EnactActor):
             ScheduleEntry(schedule=schedule, next_due=scheduling.upcoming(schedule, now))
             for schedule in self._all(self._schedules)))
 
-    def _remove_schedule(self, schedule_id: int) -> ScheduleRemoved | UnknownSchedule:
+    def _remove_schedule(self, schedule_id: int) -> ScheduleRemoved | NotFound:
         def write(txn: lmdb.Transaction) -> Schedule | None:
             schedule = self._schedules.get(txn, _key(schedule_id)) if schedule_id > 0 else None
             if schedule is not None:
@@ -159,7 +161,7 @@ class SchedulerActor(EnactActor):
             return schedule
 
         removed = self._store.write(write)
-        return ScheduleRemoved(schedule=removed) if removed else UnknownSchedule(schedule_id=schedule_id)
+        return ScheduleRemoved(schedule=removed) if removed else NotFound(kind="schedule", id=str(schedule_id))
 
     # -- the clock --------------------------------------------------------
 
@@ -264,14 +266,15 @@ class SchedulerActor(EnactActor):
 
     # -- the backlog ------------------------------------------------------
 
-    def _add_item(self, message: AddItem) -> ItemAdded | Rejected:
+    def _add_item(self, message: AddItem) -> ItemAdded | Refused:
         if not message.text.strip():
-            return Rejected(reason="a backlog item needs text (what should be done)")
+            return Refused(reason="a backlog item needs text (what should be done)", code=RefusalCode.INVALID)
         now = self.context.clock.time()
 
-        def write(txn: lmdb.Transaction) -> ItemAdded | Rejected:
+        def write(txn: lmdb.Transaction) -> ItemAdded | Refused:
             if self._backlog.table.count(txn) >= MAX_ITEMS:
-                return Rejected(reason=f"the backlog holds {MAX_ITEMS} items; promote or drop some first")
+                return Refused(reason=f"the backlog holds {MAX_ITEMS} items; promote or drop some first",
+                                code=RefusalCode.LIMIT)
             item = BacklogItem(id=self._next_id(txn, "item"), text=message.text, priority=message.priority,
                                repo=message.repo, created_at=now)
             self._backlog.put(txn, _key(item.id), item)
@@ -279,20 +282,20 @@ class SchedulerActor(EnactActor):
 
         return self._store.write(write)
 
-    def _promote(self, item_id: int, *, origin: str) -> Promoted | UnknownItem | Rejected:
+    def _promote(self, item_id: int, *, origin: str) -> Promoted | NotFound | Refused:
         item = self._store.read(lambda txn: self._backlog.get(txn, _key(item_id))) if item_id > 0 else None
         if item is None:
-            return UnknownItem(item_id=item_id)
+            return _item_not_found(item_id)
         # The key makes a promotion repeated after a crash (submitted, not
         # yet dropped) find its task instead of queuing a second one.
         reply = self.context.ask("tasks", Submit(request=item.text, repo=item.repo, origin=origin or ORIGIN,
                                                  idempotency_key=f"backlog:{item.id}"))
         if isinstance(reply, Refused):
-            return Rejected(reason=f"backlog item {item.id} stays: {reply.reason}")
+            return Refused(reason=f"backlog item {item.id} stays: {reply.reason}", code=reply.code)
         self._store.write(lambda txn: self._backlog.delete(txn, _key(item.id)))
         return Promoted(item=item, submitted=reply)
 
-    def _drop(self, item_id: int) -> Dropped | UnknownItem:
+    def _drop(self, item_id: int) -> Dropped | NotFound:
         def write(txn: lmdb.Transaction) -> BacklogItem | None:
             item = self._backlog.get(txn, _key(item_id)) if item_id > 0 else None
             if item is not None:
@@ -300,7 +303,7 @@ class SchedulerActor(EnactActor):
             return item
 
         dropped = self._store.write(write)
-        return Dropped(item=dropped) if dropped else UnknownItem(item_id=item_id)
+        return Dropped(item=dropped) if dropped else _item_not_found(item_id)
 
     def _promote_when_idle(self) -> None:
         items = self._items()

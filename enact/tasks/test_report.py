@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
 
+from enact.errors import EnactError
 from enact.safe_files import UnsafeFile, read_bytes_inside
 
 MAX_REPORT_BYTES = 32 * 1024 * 1024
@@ -21,7 +22,7 @@ NAMED = 10
 """How many tests a refusal names before it counts the rest."""
 
 
-class ReportError(ValueError):
+class ReportError(EnactError, ValueError):
     """The report is there but cannot be used; one line."""
 
 

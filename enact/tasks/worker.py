@@ -27,7 +27,8 @@ from pathlib import Path
 
 from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
-from enact.messages.common import Rejected
+from enact.errors import EnactError
+from enact.messages.common import Refused
 from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.runtime import (
@@ -69,7 +70,7 @@ class WorkerServices:
     ask: Asker
 
 
-class _Stop(Exception):
+class _Stop(EnactError):
     """The attempt ends without a Finish from this worker (lease lost, fenced)."""
 
 
@@ -355,7 +356,7 @@ class TaskAttempt:
         opened = self.services.ask("reviews", Open(
             task_id=self.task.id, repo=str(tree.repo), branch=tree.branch, base=tree.base, head=head,
             diffstat=stat, doctor_summary=result.summary))
-        if isinstance(opened, Rejected):
+        if isinstance(opened, Refused):
             return Ending(Outcome.FAILED, f"the review was refused: {opened.reason}", FailureClass.PERMANENT)
         review_id = str(opened.review_id)
         self._report(Phase.REVIEW, event=EventKind.REVIEW_OPENED, review_id=review_id,

@@ -18,14 +18,13 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.actors._pool import KeyedPool
 from enact.actors._specs import ActorSpec
 from enact.config import DaemonSettings, RuntimeSettings
-from enact.messages.common import Rejected, is_human
+from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.reviews import List as ListReviews
 from enact.messages.tasks import Claim, Claimed, Found, Get, NothingQueued, TaskChanged
 from enact.messages.workers import (
     BranchesCleanedUp,
     CleanedUp,
     CleanupBranches,
-    CleanupRefused,
     CleanupWorktree,
     ListWorktrees,
     Poll,
@@ -181,14 +180,14 @@ class WorkersActor(EnactActor):
                              branch=item.branch, dirty=item.dirty, task_state=self._task_state(item.task_id),
                              modified_at=item.modified_at)
 
-    def _cleanup(self, message: CleanupWorktree) -> CleanedUp | CleanupRefused:
+    def _cleanup(self, message: CleanupWorktree) -> CleanedUp | NotFound | Refused:
         item = worktrees.info(self.context.home, message.task_id)
         if item is None:
-            return CleanupRefused(task_id=message.task_id, reason=f"task {message.task_id} has no worktree")
+            return NotFound(kind="worktree of task", id=str(message.task_id))
         refusal = worktrees.cleanup_refusal(item, task_state=self._task_state(item.task_id) or None,
                                             force=message.force)
         if refusal is not None:
-            return CleanupRefused(task_id=message.task_id, reason=refusal)
+            return Refused(reason=refusal, code=RefusalCode.WRONG_STATE)
         worktrees.cleanup(self.context.home, item)
         entry = task_branches.recorded(self.context.home, item.task_id)
         removed = ""
@@ -205,9 +204,10 @@ class WorkersActor(EnactActor):
         return task_branches.orphaned(task_state=self._task_state(entry.task_id), review_state=review_state,
                                       has_worktree=worktrees.path_of(self.context.home, entry.task_id).exists())
 
-    def _cleanup_branches(self, message: CleanupBranches) -> BranchesCleanedUp | Rejected:
+    def _cleanup_branches(self, message: CleanupBranches) -> BranchesCleanedUp | Refused:
         if not is_human(message.origin):
-            return Rejected(reason=f"deleting branches needs a human, not {message.origin or 'an unnamed origin'}")
+            return Refused(reason=f"deleting branches needs a human, not {message.origin or 'an unnamed origin'}",
+                           code=RefusalCode.NOT_HUMAN)
         removed, failed = [], []
         for entry in list(task_branches.ledger(self.context.home)):
             if not self._orphaned(entry):
