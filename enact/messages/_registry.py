@@ -139,7 +139,7 @@ def internal(name: str) -> Callable[[type[T]], type[T]]:
 PROTOCOLS = (
     "channel", "commands", "common", "control", "epoch", "inbox", "journal", "local", "outbox", "sessions",
     "memory", "accounting", "tasks", "reviews", "scheduler", "workers",
-    "curator",
+    "curator", "evolve",
     "scanner",
 )
 """The protocol modules of ``enact.messages``. A wire name's prefix is the
