@@ -2,7 +2,8 @@
 (LMDB, fence), their asks run inline: an error from an actor asked, or a
 failed write, ends the run or the brainstorm with the error said, instead of
 escaping the evolve actor's tick or leaving the asker waiting; a run goes on
-one step per reply, and a tick while it waits starts no other."""
+one step per reply, and a tick while it waits starts no other; the clock
+shown is the one the run keeps."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from enact.evolution.modes import EvolveMode
 from enact.evolution.runs import DATABASE, EvolveRuns
 from enact.fence import FencedError
 from enact.messages.curator import AuditEvent, CandidateList, Candidates, EvolveHistory, GetMode, History, ModeShown
+from enact.messages.evolve import ClockShown
 from enact.messages.scanner import Scan, ScanReport
 from enact.storage import RecordTable
 
@@ -71,8 +73,7 @@ class QuietHome(FaultyActors):
         self.asked.append(f"{name}.{type(message).__name__}")
         match message:
             case GetMode():
-                return ModeShown(mode=EvolveMode.CO_EVOLVE, stored=False, schedule="every 10s", next_due_at=None,
-                                 last_run_at=None)
+                return ModeShown(mode=EvolveMode.CO_EVOLVE, stored=False)
             case Scan():
                 return ScanReport(scans=())
             case Candidates():
@@ -106,3 +107,16 @@ def test_a_run_goes_on_one_step_per_reply_and_a_tick_meanwhile_starts_no_other(t
         clock = runs._current_clock(1_030.0)
         assert not runs.running and clock.claim.claimed is None and clock.acknowledged == 1_020.0
         assert clock.last_outcome == "co-evolve: nothing new, no model called"
+
+
+def test_the_clock_shown_is_the_one_the_run_keeps_from_the_first_tick_to_the_last_run(tmp_path: Path) -> None:
+    with home(tmp_path, "evolve", [DATABASE], QuietHome()) as context:
+        runs = EvolveRuns(context, context.own_store(), off_thread=run_inline)
+        assert runs.shown(1_000.0) == ClockShown(schedule="every 10s", next_due_at=None, last_run_at=None)
+        runs.tick(now=1_000.0)  # the anchor
+        assert runs.shown(1_001.0) == ClockShown(schedule="every 10s", next_due_at=1_010.0, last_run_at=None)
+        assert runs.shown(1_015.0).next_due_at == 1_015.0  # due already: at once
+        runs.tick(now=1_015.0)
+        ran = runs.shown(1_016.0)
+        assert (ran.next_due_at, ran.last_outcome) == (1_020.0, "co-evolve: nothing new, no model called")
+        assert ran.last_run_at is not None  # the context's clock: the wall clock here

@@ -13,16 +13,21 @@ from typing import Any
 
 import orjson
 import pytest
+import schedule_clock
 from actor_system import ActorSystem, running_actors
 from home_state import snapshot
-from schedule_clock import FAST_TICK_S, taken_over
+from schedule_clock import FAST_TICK_S, FaultyActors, taken_over
 
 from enact.clock import ManualClock
 from enact.evolution.brainstorm import PROMPT_HEADING as BRAINSTORM
 from enact.evolution.candidates import candidate_id
+from enact.evolution.curator_actor import DATABASES as CURATOR_DATABASES
+from enact.evolution.curator_records import SETTINGS
+from enact.evolution.modes import EvolveMode
 from enact.evolution.signals import EvidenceSource, signal_id
 from enact.messages.common import HUMAN_CLI
 from enact.messages.curator import Candidates, GetMode, ModeSet, ModeShown, SetMode
+from enact.messages.evolve import ClockShown, GetClock
 from enact.messages.inbox import ReadTurns, Turn
 from enact.messages.scheduler import ListSchedules
 
@@ -122,8 +127,12 @@ def test_a_due_run_in_co_evolve_scans_proposes_and_tells_the_owner_and_approves_
 
 
 def mode_in(system: ActorSystem) -> ModeShown:
-    """The evolve mode and clock as the curator last heard them."""
     return system.ask("curator", GetMode())
+
+
+def clock_in(system: ActorSystem) -> ClockShown:
+    """The evolve run's clock, from the evolve actor that keeps it."""
+    return system.ask("evolve", GetClock())
 
 
 def notices_in(system: ActorSystem) -> list[Turn]:
@@ -135,7 +144,7 @@ def tick(system: ActorSystem, seconds: int) -> None:
     came due (if one did) has ended: its clock's next due time is ahead."""
     for _ in range(seconds):
         system.clock.advance(1)
-        wait_for(lambda: (mode_in(system).next_due_at or 0) > system.clock.time(), what="the due evolve run ended")
+        wait_for(lambda: (clock_in(system).next_due_at or 0) > system.clock.time(), what="the due evolve run ended")
 
 
 def test_disabled_runs_nothing_and_calls_no_model(tmp_path: Path) -> None:
@@ -147,7 +156,7 @@ def test_disabled_runs_nothing_and_calls_no_model(tmp_path: Path) -> None:
         system.send("hello", conversation="owner")
         system.send("your replies are far too long", conversation="owner")
         tick(system, 2)  # a run after the turns
-        shown = mode_in(system)
+        shown = clock_in(system)
         assert shown.last_run_at == system.clock.time() and shown.last_outcome.startswith("disabled")
         assert isolated_calls(transcript) == [] and notices_in(system) == []
 
@@ -159,9 +168,9 @@ def test_an_idle_home_calls_no_model(tmp_path: Path) -> None:
     rules(home)
     with running_actors(home, ManualClock(), ONE_SECOND_TICKS) as system:
         tick(system, 2)
-        first = mode_in(system).last_run_at
+        first = clock_in(system).last_run_at
         tick(system, 2)
-        shown = mode_in(system)
+        shown = clock_in(system)
         assert first is not None and shown.last_run_at == first + 2
         assert shown.last_outcome == "co-evolve: nothing new, no model called"
         assert isolated_calls(transcript) == [] and notices_in(system) == []
@@ -194,10 +203,30 @@ def test_auto_evolve_brainstorms_once_per_theme_a_day_and_the_mode_survives_a_re
     with running_actors(home, clock, ONE_SECOND_TICKS) as again:
         state = mode_in(again)
         assert state.mode == "auto-evolve" and state.stored
-        ran = state.last_run_at
+        ran = clock_in(again).last_run_at
         tick(again, 4)
-        assert (mode_in(again).last_run_at or 0) > (ran or 0)
+        assert (clock_in(again).last_run_at or 0) > (ran or 0)
         assert brainstorms() == 1 and len(again.ask("curator", Candidates()).candidates) == 2
+
+
+def test_the_clock_is_kept_by_the_evolve_actor_only_and_a_copy_an_older_version_kept_is_removed(
+        tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    with schedule_clock.home(home, "curator", CURATOR_DATABASES, FaultyActors()) as context:
+        old_copy = {"schedule": "every 2s", "next_due_at": 1.0, "last_run_at": 1.0, "last_outcome": "long ago"}
+        context.own_store().write(lambda txn: context.own_store().table(SETTINGS).put(txn, b"clock", old_copy))
+    settings(home)
+    rules(home)
+    with running_actors(home, ManualClock(), ONE_SECOND_TICKS) as system:
+        tick(system, 2)
+        shown = clock_in(system)
+        assert shown.last_run_at == system.clock.time() and shown.last_outcome != "long ago"
+        assert mode_in(system) == ModeShown(mode=EvolveMode.CO_EVOLVE, stored=False)
+        said = system.send("/evolve.mode", conversation="owner").reply  # the mode's and the clock's owners asked
+        assert said.startswith("evolve mode: co-evolve; schedule every 2s, next due ") and "last run never" not in said
+    with schedule_clock.home(home, "curator", CURATOR_DATABASES, FaultyActors()) as context:
+        assert context.own_store().read(lambda txn: context.own_store().table(SETTINGS).get(txn, b"clock")) is None
 
 
 def test_a_model_action_cannot_change_the_mode_and_the_owner_can_from_chat(daemons: DaemonFactory) -> None:

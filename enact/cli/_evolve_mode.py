@@ -1,9 +1,10 @@
 """``enact evolve mode [disabled|co-evolve|auto-evolve]``: show or set what
 the scheduled evolve run may do (the curator stores it; the evolve actor runs
-the schedule)."""
+the schedule and keeps its clock, so showing asks both)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def mode(mode: str | None, home: Path | None, as_json: bool) -> None:
     proposals, reported to you, never approved for you. auto-evolve: that,
     and brainstorming from evolve.theme (or the mission) once a day."""
     from enact.messages.curator import GetMode, ModeSet, SetMode
+    from enact.messages.evolve import GetClock
 
     where = resolve_home(home)
     if mode is not None:
@@ -44,15 +46,15 @@ def mode(mode: str | None, home: Path | None, as_json: bool) -> None:
             return
         click.echo(f"evolve mode: {changed.mode} (was {changed.previous})")
         return
-    shown_message = GetMode()
-    shown = request(where, shown_message)
+    shown = request(where, GetMode())
+    clock = request(where, GetClock())
     if as_json:
-        print_json(orjson.loads(orjson.dumps(shown)))
+        print_json(dataclasses.asdict(shown) | dataclasses.asdict(clock))  # one object, the fields `--json` always had
         return
     source = "set by `enact evolve mode`" if shown.stored else "from evolve.mode"
     click.echo(f"mode:      {shown.mode} ({source})")
-    click.echo(f"schedule:  {shown.schedule}")
-    click.echo(f"next due:  {_when(shown.next_due_at)}")
-    click.echo(f"last run:  {_when(shown.last_run_at)}")
-    if shown.last_outcome:
-        click.echo("last outcome:\n  " + shown.last_outcome.replace("\n", "\n  "))
+    click.echo(f"schedule:  {clock.schedule}")
+    click.echo(f"next due:  {_when(clock.next_due_at)}")
+    click.echo(f"last run:  {_when(clock.last_run_at)}")
+    if clock.last_outcome:
+        click.echo("last outcome:\n  " + clock.last_outcome.replace("\n", "\n  "))

@@ -3,9 +3,9 @@ human's approval into an ordinary task.
 
 Owns ``evolution.candidates`` (key: the candidate id), ``evolution.proposals``
 and ``evolution.audit`` (append logs) and ``evolution.settings`` (the evolve
-mode and schedule state, written by ``enact.evolution.mode_store``). The
-rules are plain modules in ``enact.evolution``; this actor routes each
-message to the part that handles it and answers the reads itself:
+mode, written by ``enact.evolution.mode_store``, and when each theme was last
+brainstormed). The rules are plain modules in ``enact.evolution``; this actor
+routes each message to the part that handles it and answers the reads itself:
 
 - ``_curator_proposals``: a proposal's stages (synthesis, then curation,
   each a model call off the actor's thread, ``off_thread``, so the actor
@@ -41,7 +41,6 @@ from enact.messages.curator import (
     CandidateList,
     Candidates,
     CandidateShown,
-    EvolveClockChanged,
     EvolveHistory,
     EvolveRunFailed,
     GetMode,
@@ -80,6 +79,7 @@ class CuratorActor(EnactActor):
         self._count_states()
         if self.context.fence.is_current():
             self.records.index_audit()
+            self._modes.forget_former_clock()
         self.actor_ref.tell(_Reconcile())  # after start: the actors it asks are running by then
 
     def handle(self, message: Any) -> Any:
@@ -106,8 +106,6 @@ class CuratorActor(EnactActor):
                 return self._modes.set_mode(message)
             case GetMode():
                 return self._modes.shown()
-            case EvolveClockChanged():
-                return self._modes.clock_changed(message)
             case EvolveRunFailed():
                 return self._modes.run_failed(message)
             case Brainstorm():

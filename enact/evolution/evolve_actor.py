@@ -5,6 +5,8 @@ actor, when the Scheduler carried the run). Every ``scheduler.tick_s`` it
 looks whether a run is due (``enact.evolution.runs``), and a due run goes on
 as a chain of messages: each ask waits off its thread, so the actor never
 waits for a model. A fenced daemon runs nothing and stops ticking.
+``evolve.GetClock`` is answered from the store on the actor's thread: a read,
+so it never waits for a run.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext, EnactActor
 from enact.evolution.runs import DATABASE, EvolveRuns
+from enact.messages.evolve import ClockShown, GetClock
 from enact.tasks.settings import TasksSettings
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,8 @@ class EvolveActor(EnactActor):
         match message:
             case Tick():
                 return self._tick()
+            case GetClock():
+                return self._clock_shown()
         return super().handle(message)
 
     def _tick(self) -> None:
@@ -59,8 +64,12 @@ class EvolveActor(EnactActor):
         try:
             self._runs.tick()
         except ActorUnavailable as error:
-            # The curator is restarting: it is told the clock on the next tick.
-            log.warning("evolve: %s; trying again next tick", error)
+            # Only a run given up tells (the curator, for its audit line); the
+            # run is acknowledged before, so only that line is lost.
+            log.warning("evolve: %s; a given-up run's audit line is lost", error)
         finally:
             if not self.context.supervisor.stopping:
                 self.tell_later(self._tick_s, Tick())
+
+    def _clock_shown(self) -> ClockShown:
+        return self._runs.shown(self.context.clock.time())

@@ -9,6 +9,7 @@ import time
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, Param, answered
 from enact.messages.curator import GetMode, SetMode
+from enact.messages.evolve import GetClock
 
 
 def _when(moment: float | None) -> str:
@@ -21,8 +22,9 @@ def _mode(call: CommandCall, context: CommandContext) -> str:
         reply = answered(context.ask("curator", SetMode(mode=text, origin=call.origin)))
         return f"evolve mode: {reply.mode} (was {reply.previous})"
     shown = context.ask("curator", GetMode())
-    return (f"evolve mode: {shown.mode}; schedule {shown.schedule}, next due {_when(shown.next_due_at)}, "
-            f"last run {_when(shown.last_run_at)}")
+    clock = context.ask("evolve", GetClock())  # the clock's one home
+    return (f"evolve mode: {shown.mode}; schedule {clock.schedule}, next due {_when(clock.next_due_at)}, "
+            f"last run {_when(clock.last_run_at)}")
 
 
 def mode_commands() -> list[Command]:

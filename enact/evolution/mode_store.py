@@ -1,8 +1,8 @@
-"""The curator's part of the evolve modes: the stored mode and what the
-evolve actor last said of its clock, both in ``evolution.settings``
-(keys ``mode`` and ``clock``), and the runs it gave up (an audit event
-``run-failed``, in the evolve history). The curator actor calls these; the
-evolve actor runs the schedule (``enact.evolution.runs``).
+"""The curator's part of the evolve modes: the stored mode, in
+``evolution.settings`` (key ``mode``), and the runs the evolve actor gave up
+(an audit event ``run-failed``, in the evolve history). The curator actor
+calls these; the evolve actor runs the schedule and keeps its clock
+(``enact.evolution.runs``).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, parse_mode
 from enact.evolution.settings import EvolutionSettings
 from enact.messages.common import RefusalCode, Refused, is_human
-from enact.messages.curator import AuditEvent, EvolveClockChanged, EvolveRunFailed, ModeSet, ModeShown, SetMode
+from enact.messages.curator import AuditEvent, EvolveRunFailed, ModeSet, ModeShown, SetMode
 from enact.schedules import ScheduleError
 from enact.storage import Store, Table
 
 _MODE = b"mode"
-_CLOCK = b"clock"
+_FORMER_CLOCK = b"clock"
+"""A copy of the evolve actor's clock that homes kept here before it was
+read from its owner; removed on start (``forget_former_clock``)."""
 
 
 class EvolveModes:
@@ -30,7 +32,6 @@ class EvolveModes:
         self._settings = settings
         self._audit = audit
         self._default = evolution.mode
-        self._schedule = evolution.schedule
 
     def _stored_mode(self, txn: lmdb.Transaction) -> EvolveMode | None:
         document = self._settings.get(txn, _MODE)
@@ -57,19 +58,14 @@ class EvolveModes:
         return self._store.read(self._stored_mode) or self._default
 
     def shown(self) -> ModeShown:
-        def read(txn: lmdb.Transaction) -> ModeShown:
-            stored = self._stored_mode(txn)
-            clock = self._settings.get(txn, _CLOCK) or {}
-            return ModeShown(mode=stored or self._default, stored=stored is not None,
-                             schedule=clock.get("schedule", self._schedule), next_due_at=clock.get("next_due_at"),
-                             last_run_at=clock.get("last_run_at"), last_outcome=clock.get("last_outcome", ""))
+        stored = self._store.read(self._stored_mode)
+        return ModeShown(mode=stored or self._default, stored=stored is not None)
 
-        return self._store.read(read)
-
-    def clock_changed(self, message: EvolveClockChanged) -> None:
-        self._store.write(lambda txn: self._settings.put(txn, _CLOCK, {
-            "schedule": message.schedule, "next_due_at": message.next_due_at, "last_run_at": message.last_run_at,
-            "last_outcome": message.last_outcome}))
+    def forget_former_clock(self) -> None:
+        """Delete the clock copy an older version kept (a fenced daemon
+        writes nothing; nobody reads the key, so leaving it is harmless)."""
+        if self._store.read(lambda txn: self._settings.get(txn, _FORMER_CLOCK)) is not None:
+            self._store.write(lambda txn: self._settings.delete(txn, _FORMER_CLOCK))
 
     def run_failed(self, message: EvolveRunFailed) -> None:
         event = audit_event("run-failed", detail=f"{message.run_id}: {message.reason}")

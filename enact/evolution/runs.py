@@ -10,8 +10,8 @@ with auto-evolve ``curator.Brainstorm``; then ``curator.Propose`` when a scan
 found signals, or active candidates exist and no proposal is open or one was
 created after it. What happened is told to the owner once per run
 (``inbox.Notify``, notice id from the due time), and the due time is
-acknowledged. The curator is told the clock (a tell: it never asks back) so
-that ``curator.GetMode`` can say when the next run is due.
+acknowledged. The clock is stored here only: ``evolve.GetClock`` reads it
+(``shown``) for whoever shows when the next run is due.
 
 A run is a chain of messages, not blocking asks: each ask waits off the
 actor's thread (``OffThread``) and its reply is the next step, on it, so
@@ -46,7 +46,6 @@ from enact.messages.curator import (
     Brainstormed,
     CandidateList,
     Candidates,
-    EvolveClockChanged,
     EvolveHistory,
     EvolveRunFailed,
     GetMode,
@@ -56,6 +55,7 @@ from enact.messages.curator import (
     Propose,
     Proposed,
 )
+from enact.messages.evolve import ClockShown
 from enact.messages.inbox import Notify
 from enact.messages.memory import GetIdentity, Identity
 from enact.messages.scanner import Scan, ScanReport
@@ -117,7 +117,6 @@ class EvolveRuns:
         # A scan or a proposal may make two model calls in a row.
         self._model_timeout_s = (2 * config.typed(RuntimeSettings).timeout_s
                                  + config.typed(DaemonSettings).request_timeout_s)
-        self._told: EvolveClock | None = None
         self._run: _Run | None = None
 
     @property
@@ -133,8 +132,6 @@ class EvolveRuns:
                 self._give_up(clock, step.due, step.reason)
             elif step.due is not None and step.decision in (Decision.CLAIM, Decision.RERUN):
                 self._start(clock, step.due, now, resumed=step.decision is Decision.RERUN)
-            clock = self._current_clock(now)
-        self._tell_curator(clock, now)
 
     # -- the clock --------------------------------------------------------
 
@@ -155,13 +152,14 @@ class EvolveRuns:
         self._store.write(lambda txn: self._clock.put(txn, _CLOCK, clock))
         return clock
 
-    def _tell_curator(self, clock: EvolveClock, now: float) -> None:
-        if clock == self._told:
-            return
-        self._context.tell("curator", EvolveClockChanged(
-            schedule=self._schedule.spec, next_due_at=rules.upcoming(clock, self._schedule, now),
-            last_run_at=clock.last_run_at, last_outcome=clock.last_outcome))
-        self._told = clock
+    def shown(self, now: float) -> ClockShown:
+        """The clock as stored, read only (the next tick stores a moved anchor)."""
+        stored = self._store.read(lambda txn: self._clock.get(txn, _CLOCK))
+        if stored is None:  # not ticked yet (a fenced daemon never ticks)
+            return ClockShown(schedule=self._schedule.spec, next_due_at=None, last_run_at=None)
+        clock = rules.follow(stored, self._schedule, now)
+        return ClockShown(schedule=self._schedule.spec, next_due_at=rules.upcoming(clock, self._schedule, now),
+                          last_run_at=clock.last_run_at, last_outcome=clock.last_outcome)
 
     # -- one run, a step per reply -------------------------------------------
 
@@ -286,7 +284,7 @@ class EvolveRuns:
 
     def _end(self, run: _Run, clock: EvolveClock) -> None:
         self._run = None
-        self._tell_curator(self._save(clock), run.now)
+        self._save(clock)
 
     def _report(self, due: float, mode: EvolveMode, lines: list[str]) -> None:
         text = f"Evolve run ({mode}):\n" + "\n".join(f"- {line}" for line in lines)

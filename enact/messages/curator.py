@@ -214,7 +214,8 @@ class ModeSet:
 @request("curator.GetMode")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetMode(Request["ModeShown"]):
-    """The evolve mode in force and the schedule's state."""
+    """The evolve mode in force (the schedule's clock is the evolve actor's:
+    ``evolve.GetClock``)."""
 
 
 @reply("curator.ModeShown")
@@ -223,23 +224,6 @@ class ModeShown:
     mode: EvolveMode
     stored: bool
     """Set by ``SetMode``; False: ``evolve.mode`` decides."""
-    schedule: str
-    next_due_at: float | None
-    """None until the evolve actor has looked at the schedule."""
-    last_run_at: float | None
-    last_outcome: str = ""
-
-
-@internal("curator.EvolveClockChanged")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class EvolveClockChanged:
-    """The evolve actor's clock moved (told, never asked: the evolve actor
-    asks the curator during a run)."""
-
-    schedule: str
-    next_due_at: float
-    last_run_at: float | None
-    last_outcome: str
 
 
 @internal("curator.EvolveRunFailed")
