@@ -16,7 +16,8 @@ from enact.runtime.claude import ClaudeRuntime
 from enact.runtime.codex import CodexRuntime
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.openai import OpenAIRuntime
-from enact.runtime.scripted import ScriptedRuntime, ScriptedRuntimeComponent
+from enact.runtime.scripted import ScriptedRuntime
+from enact.runtime.scripted_component import ScriptedRuntimeComponent
 from enact.tasks.confined_calls import ConfinedCalls, confines_calls
 
 
