@@ -31,6 +31,7 @@ from enact.evolution.curator_decisions import Decisions
 from enact.evolution.curator_proposals import Proposals
 from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
 from enact.evolution.curator_signals import signals_of
+from enact.evolution.metrics import EvolutionMetrics
 from enact.evolution.mode_store import EvolveModes
 from enact.evolution.settings import EvolutionSettings
 from enact.messages.common import NotFound, RefusalCode, Refused
@@ -114,7 +115,7 @@ class CuratorActor(EnactActor):
 
     def _count_states(self) -> None:
         for state, count in self.records.state_counts().items():
-            self.context.metrics.evolution_candidates.labels(state=state.value).set(count)
+            self.context.metrics.of(EvolutionMetrics).candidates.labels(state=state.value).set(count)
 
     # -- reading ------------------------------------------------------------
 

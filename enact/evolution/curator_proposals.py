@@ -25,6 +25,7 @@ from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import SCANNER, link_signals
+from enact.evolution.metrics import EvolutionMetrics
 from enact.evolution.signals import Signal
 from enact.messages.common import RefusalCode, Refused
 from enact.messages.curator import MAX_LIST, PROPOSAL_RUNNING, Propose, Proposed
@@ -212,6 +213,6 @@ class Proposals:
             proposal = self._records.record_proposal(verdict, shown, self._context.clock.time())
         finally:
             self._running = None
-        self._context.metrics.evolution_proposals.inc()
+        self._context.metrics.of(EvolutionMetrics).proposals.inc()
         run.reply.resolve(Proposed(proposal=proposal, synthesised=tuple(run.synthesised),
                                    synthesis_note="; ".join(run.notes)))
