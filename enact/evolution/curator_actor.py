@@ -42,6 +42,7 @@ from enact.evolution.curator_effects import (
     Steps,
     Tell,
     Unanswered,
+    run_steps,
 )
 from enact.evolution.curator_proposals import Proposals
 from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
@@ -136,22 +137,8 @@ class CuratorActor(EnactActor):
     # -- the parts' effects -------------------------------------------------
 
     def carry(self, steps: Steps[R]) -> R:
-        """Run a part's step to its reply, carrying out each effect it yields
-        in order; an effect's answer (or its error) is sent back where it was
-        yielded."""
-        answer: object = None
-        error: Exception | None = None
-        while True:
-            try:
-                effect = steps.send(answer) if error is None else steps.throw(error)
-            except StopIteration as done:
-                reply: R = done.value
-                return reply
-            answer, error = None, None
-            try:
-                answer = self._carry_out(effect)
-            except Exception as failure:  # raised at the part's yield, as its own call would have
-                error = failure
+        """Run a part's step to its reply, carrying out each effect it yields."""
+        return run_steps(steps, self._carry_out)
 
     def _carry_out(self, effect: Effect) -> object:
         match effect:

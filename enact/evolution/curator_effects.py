@@ -6,8 +6,9 @@ the message and the time and is a generator that yields the effects it needs
 carried out, in order, and returns the reply. An ask's reply is needed in
 the middle of a step (approval submits a task and records its id), so an
 effect is answered where it was yielded: ``reply = yield from ask(...)``.
-The curator actor carries each one out on its thread (``CuratorActor.carry``);
-a test drives a step without threads by answering the effects itself.
+``run_steps`` runs a step to its reply, handing each effect to whoever
+carries it out: the curator actor, on its thread (``CuratorActor.carry``),
+or a test that answers the effects itself, without threads.
 
 - ``Ask``: ask another actor; its reply is sent back. An actor that does not
   answer is sent back as ``Unanswered`` when the step said it copes
@@ -75,6 +76,25 @@ Effect = Ask | Tell | ModelCall | CandidatesChanged | ProposalRecorded
 
 Steps = Generator[Effect, object, R]
 """A step of a part: the effects it yields, each answered, then its reply."""
+
+
+def run_steps(steps: Steps[R], carry_out: Callable[[Effect], object]) -> R:
+    """Run ``steps`` to its reply: each effect it yields goes to
+    ``carry_out``, whose answer is sent back where it was yielded, or whose
+    exception is raised there (as the step's own call would have raised)."""
+    answer: object = None
+    error: Exception | None = None
+    while True:
+        try:
+            effect = steps.send(answer) if error is None else steps.throw(error)
+        except StopIteration as done:
+            reply: R = done.value
+            return reply
+        answer, error = None, None
+        try:
+            answer = carry_out(effect)
+        except Exception as failure:
+            error = failure
 
 
 def ask(actor: str, message: Request[R]) -> Steps[R]:
