@@ -6,15 +6,11 @@ when another daemon fences this one) cancels every call in flight.
 
 from __future__ import annotations
 
-import logging
 import threading
 import weakref
 from collections.abc import Callable
 
 from enact.errors import EnactError
-
-log = logging.getLogger(__name__)
-
 
 DAEMON_STOPPING = "the daemon is stopping"
 """The reason a graceful stop gives the work it cancels (``Supervisor.stopping_token``)."""
@@ -61,7 +57,9 @@ class CancellationToken:
             try:
                 callback(reason)
             except Exception:
-                log.exception("a cancellation callback failed")
+                import logging  # here: every CLI command imports this module (through enact.runtime), none logs
+
+                logging.getLogger(__name__).exception("a cancellation callback failed")
 
     def on_cancel(self, callback: Callable[[str], None]) -> None:
         """Run ``callback(reason)`` once on cancellation (at once if already)."""

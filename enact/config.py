@@ -14,7 +14,6 @@ each built once per configuration by ``Config.typed``, never as
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,6 +293,8 @@ def load(
 
 
 def _read_file(path: Path) -> dict[str, Any]:
+    import tomllib  # here: every CLI command imports this module (the components' keys), few read a file
+
     try:
         document = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as error:
@@ -343,6 +344,8 @@ def _list_from_text(setting: Setting, raw: str, where: str) -> list[Any]:
     botched list (brackets, quotes) is refused rather than split into garbage."""
     text = raw.strip()
     if text.startswith("["):
+        import tomllib
+
         try:
             value = tomllib.loads(f"value = {text}")["value"]
         except tomllib.TOMLDecodeError:

@@ -168,7 +168,7 @@ class _Daemon:
         self.commands = commands
         self.components = installed
         self.channels = DaemonChannels(installed, settings)
-        self.metrics.initialise(channels=tuple(self.channels.channels), adapters=(runtime.name,),
+        self.metrics.initialise(adapters=(runtime.name,),
                                 polling_channels=tuple(name for name in self.channels.channels if name != "local"))
         parts = DaemonParts(
             settings=settings,

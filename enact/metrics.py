@@ -8,9 +8,10 @@ import logging
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, cast
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
@@ -32,23 +33,10 @@ log = logging.getLogger(__name__)
 # ``Metrics.initialise`` creates each combination at 0 when the daemon starts;
 # an outcome counted somewhere but missing here would be invisible to the
 # alerts for its first occurrence (tests/test_metrics.py checks the code
-# against these lists). The actors' names and the task events are not listed
-# here: the supervisor creates a series for each actor and keyed pool it runs
-# (the components'), the task queue one for each kind of task event.
+# against these lists). The actors' names are not listed here: the supervisor
+# creates a series for each actor and keyed pool it runs (the components').
+# A feature's metrics and their labels are its own (``FeatureMetrics``).
 
-INBOX_EVENT_OUTCOMES = (
-    "accepted",
-    "duplicate",
-    "not_allowed",
-    "attempt_failed",
-    "replied",
-    "runtime_failed",
-    "failed",
-    "delivery_failed",
-    "delivery_uncertain",
-)
-DELIVERY_OUTCOMES = ("ok", "retry", "failed", "not_resent")
-ACTION_OUTCOMES = ("ok", "limit", "bad_action", "unknown_command", "bad_args", "refused", "not_found", "failed")
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled", "session_unknown", "unavailable",
                          "auth", "rate-limited", "malformed-output")
 RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
@@ -60,10 +48,6 @@ CHANNEL_POLL_ERROR_REASONS = (
 )
 """Why a polling channel's poll failed (the Telegram reasons of enact.channels.telegram_api, and ``inbox``)."""
 CHANNEL_DELIVERY_ERROR_REASONS = CHANNEL_POLL_ERROR_REASONS[:-1]
-LAND_OUTCOMES = ("landed", "not-human", "not-open", "dirty-target", "conflict", "doctor-failed", "target-moved",
-                 "busy", "git-failed", "fenced")
-"""``landed`` or a refusal (``enact.messages.reviews.LandRefusal``)."""
-CRON_OUTCOMES = ("submitted", "skipped-busy", "refused", "failed")
 CONTROL_ERROR_REASONS = (
     "too_many_connections",
     "idle_timeout",
@@ -78,17 +62,49 @@ CONTROL_ERROR_REASONS = (
     "reply_too_large",
     "disk_full",
 )
-MEMORY_FACT_STATES = ("active", "pending")
-EVOLUTION_CANDIDATE_STATES = ("active", "approved", "adopted", "removed", "rejected")
-"""As enact.evolution.candidates.CandidateState."""
-EVOLUTION_SOURCES = ("feedback", "experience")
-EVOLUTION_SCAN_OUTCOMES = ("completed", "failed", "nothing-new", "skipped")
-EVOLUTION_SIGNAL_STATES = ("active", "linked", "dismissed", "resolved")
+
+
+class FeatureMetrics(Protocol):
+    """A feature's own metrics (``enact.chat.metrics``, ``enact.tasks.metrics``,
+    ...): a frozen value holding its prometheus objects and the label values
+    they take. Its component creates it in the daemon's registry
+    (``feature_metrics``) and the feature's actors reach it with
+    ``Metrics.of``."""
+
+    @classmethod
+    def create(cls, registry: CollectorRegistry) -> Self:
+        """Register them in ``registry``, every known labelled series at 0."""
+        ...
+
+
+F = TypeVar("F", bound=FeatureMetrics)
+
+
+def feature_metrics(registry: CollectorRegistry, kind: type[F]) -> F:
+    """``kind``'s metrics in ``registry``, created on first use and then the
+    same for whoever asks: the component creates them at start, before its
+    actors count in them; an actor made without its component (as tests make
+    them) creates them itself. A registry takes only one of each metric name,
+    so this is the one way to make them."""
+    with _FEATURES_LOCK:
+        made = _FEATURES.setdefault(registry, {})
+        found = made.get(kind)
+        if found is None:
+            found = made[kind] = kind.create(registry)
+    return cast(F, found)
+
+
+_FEATURES: weakref.WeakKeyDictionary[CollectorRegistry, dict[type[Any], Any]] = weakref.WeakKeyDictionary()
+"""Each registry's features' metrics, gone with their registry: nothing is
+shared between two daemons' (or two tests') registries."""
+_FEATURES_LOCK = threading.Lock()
 
 
 class Metrics:
-    """Every metric enact exports. Actors receive this object; nothing is global,
-    so two daemons (or two tests) in one process never share counters."""
+    """The daemon-wide metrics (actors, epoch, control, runtime calls,
+    channels), and each feature's through ``of``. Actors receive this object;
+    nothing is global, so two daemons (or two tests) in one process never share
+    counters."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -119,15 +135,6 @@ class Metrics:
         self.control_errors = Counter(
             "enact_control_errors", "Control-socket requests refused, by reason", ["reason"], registry=r
         )
-        self.inbox_events = Counter(
-            "enact_inbox_events", "Chat events by outcome", ["channel", "outcome"], registry=r
-        )
-        self.deliveries = Counter(
-            "enact_inbox_deliveries", "Reply delivery attempts by outcome", ["channel", "outcome"], registry=r
-        )
-        self.actions = Counter(
-            "enact_conversation_actions", "Model actions by outcome", ["outcome"], registry=r
-        )
         self.runtime_calls = Counter(
             "enact_runtime_calls", "Runtime calls by adapter and outcome", ["adapter", "outcome"], registry=r
         )
@@ -144,7 +151,6 @@ class Metrics:
             ["adapter", "kind", "purpose"],
             registry=r,
         )
-        self.memory_facts = Gauge("enact_memory_facts", "Remembered facts by state", ["state"], registry=r)
         self.channel_poll_errors = Counter(
             "enact_channel_poll_errors", "Failed polls of a polling channel, by reason", ["channel", "reason"],
             registry=r,
@@ -155,21 +161,6 @@ class Metrics:
         )
         self.channel_up = Gauge("enact_channel_up", "1 while a polling channel's last poll worked", ["channel"],
                                 registry=r)
-        self.task_events = Counter(
-            "enact_task_events", "Task lifecycle events by kind", ["event"], registry=r
-        )
-        self.review_lands = Counter(
-            "enact_review_lands", "Review land requests by outcome", ["outcome"], registry=r
-        )
-        self.cron_runs = Counter(
-            "enact_cron_runs", "Due times of cron schedules by what they did", ["outcome"], registry=r
-        )
-        self.evolution_candidates = Gauge(
-            "enact_evolution_candidates", "Improvement candidates by state", ["state"], registry=r
-        )
-        self.evolution_proposals = Counter(
-            "enact_evolution_proposals", "Proposals the curator recorded", registry=r
-        )
         self.callback_errors = Counter(
             "enact_actor_callback_errors",
             "Callbacks that raised after a committed write (a defect; the write stands)",
@@ -180,36 +171,23 @@ class Metrics:
             "enact_actor_long_work", "Work running off an actor's thread (a model call, a land, a task attempt)",
             ["actor"], registry=r,
         )
-        self.evolution_scans = Counter(
-            "enact_evolution_scans", "Evidence scans by source and outcome", ["source", "outcome"], registry=r
-        )
-        self.evolution_signals = Gauge("enact_evolution_signals", "Evidence signals by state", ["state"],
-                                       registry=r)
 
     def initialise(
         self,
         *,
-        channels: Sequence[str] = ("local",),
         polling_channels: Sequence[str] = (),
         adapters: Sequence[str] = (),
     ) -> None:
         """Create every known labelled series at 0, so the first incident after
         a start is an increase that the alert rules can see. The actors' series
         are the supervisor's to create (one per actor and pool it runs), the
-        task events' the task queue's (one per ``EventKind``)."""
+        features' their components' (``FeatureMetrics``)."""
         for channel in polling_channels:
             self.channel_up.labels(channel=channel)
             for reason in CHANNEL_POLL_ERROR_REASONS:
                 self.channel_poll_errors.labels(channel=channel, reason=reason)
             for reason in CHANNEL_DELIVERY_ERROR_REASONS:
                 self.channel_delivery_errors.labels(channel=channel, reason=reason)
-        for channel in channels:
-            for outcome in INBOX_EVENT_OUTCOMES:
-                self.inbox_events.labels(channel=channel, outcome=outcome)
-            for outcome in DELIVERY_OUTCOMES:
-                self.deliveries.labels(channel=channel, outcome=outcome)
-        for outcome in ACTION_OUTCOMES:
-            self.actions.labels(outcome=outcome)
         for adapter in adapters:
             for outcome in RUNTIME_CALL_OUTCOMES:
                 self.runtime_calls.labels(adapter=adapter, outcome=outcome)
@@ -219,19 +197,11 @@ class Metrics:
                     self.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose)
         for reason in CONTROL_ERROR_REASONS:
             self.control_errors.labels(reason=reason)
-        for state in MEMORY_FACT_STATES:
-            self.memory_facts.labels(state=state)
-        for outcome in LAND_OUTCOMES:
-            self.review_lands.labels(outcome=outcome)
-        for outcome in CRON_OUTCOMES:
-            self.cron_runs.labels(outcome=outcome)
-        for state in EVOLUTION_CANDIDATE_STATES:
-            self.evolution_candidates.labels(state=state)
-        for source in EVOLUTION_SOURCES:
-            for outcome in EVOLUTION_SCAN_OUTCOMES:
-                self.evolution_scans.labels(source=source, outcome=outcome)
-        for state in EVOLUTION_SIGNAL_STATES:
-            self.evolution_signals.labels(state=state)
+
+    def of(self, kind: type[F]) -> F:
+        """The feature's metrics ``kind`` in this daemon's registry, as its
+        component created them (``feature_metrics``)."""
+        return feature_metrics(self.registry, kind)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""

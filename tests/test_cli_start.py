@@ -43,3 +43,38 @@ def test_status_reads_the_task_leases_without_the_credential_patterns(daemons: D
     loaded = _loaded_by(daemons, "status")
     assert {"enact.messages.control", "enact.messages.tasks"} <= loaded
     assert "enact.credentials" not in loaded
+
+
+_LOAD_COMPONENTS_AND_LIST = """
+import sys
+from enact import components
+components.load()
+print("loaded:", *sorted(sys.modules))
+"""
+
+RUNS_ONLY_IN_THE_DAEMON = {
+    # the adapters, and what they call their runtime with
+    "enact.runtime.scripted", "enact.runtime.codex", "enact.runtime.claude", "enact.runtime.openai",
+    "enact.runtime._subprocess", "sh", "asyncio", "http.client", "ssl",
+    # the channels, and the protocols they speak to the inbox and the sessions
+    "enact.channels.local", "enact.channels.telegram", "enact.channels.telegram_api",
+    "enact.messages.inbox", "enact.messages.sessions",
+    # the features' rules
+    "enact.memory.context", "enact.memory.facts", "enact.evolution.curation", "enact.tasks.records",
+    # what only reading a config file, or a failure, needs
+    "tomllib", "logging",
+}
+"""What loading the components must not import: every CLI command loads
+them to learn its commands, and pays for each module before it talks to the
+daemon (with ``sh`` and the adapters it was three times main's start-up)."""
+
+
+def test_loading_the_components_imports_their_declarations_only() -> None:
+    done = subprocess.run([sys.executable, "-c", _LOAD_COMPONENTS_AND_LIST], capture_output=True, text=True,
+                          timeout=60, check=True)
+    [listed] = [line for line in done.stdout.splitlines() if line.startswith("loaded: ")]
+    loaded = set(listed.split()[1:])
+    declared = {"enact.core", "enact.chat.component", "enact.channels.local_component",
+                "enact.channels.telegram_component", "enact.runtime.codex_component", "enact.runtime.openai_component"}
+    assert declared <= loaded  # it did load them
+    assert not loaded & RUNS_ONLY_IN_THE_DAEMON

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import socket
 import subprocess
@@ -17,12 +18,19 @@ from typing import Any
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
-from roster_services import daemon_actors, roster_services
+from roster_services import daemon_actors, daemon_parts, roster_services
 
 from enact import __version__
 from enact import metrics as metric_labels
+from enact.channels.local import LocalChannel
+from enact.chat.component import ChatComponent
+from enact.chat.metrics import ChatMetrics
+from enact.memory.component import MemoryComponent
+from enact.memory.metrics import MemoryMetrics
 from enact.messages.commands import CommandOutcome
+from enact.metrics import Metrics, feature_metrics
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeTimeout
+from enact.tasks.metrics import TasksMetrics
 from enact.tasks.records import EventKind
 
 from conftest import Daemon, DaemonFactory
@@ -76,17 +84,17 @@ def test_every_known_labelled_series_is_exported_at_zero_from_the_start(daemons:
         assert value(text, "enact_actor_callback_errors_total", actor=actor) == 0
     for kind in EventKind:
         assert value(text, "enact_task_events_total", event=kind.value) == 0
-    for outcome in metric_labels.INBOX_EVENT_OUTCOMES:
+    for outcome in ChatMetrics.INBOX_EVENT_OUTCOMES:
         assert value(text, "enact_inbox_events_total", channel="local", outcome=outcome) == 0
-    for outcome in metric_labels.DELIVERY_OUTCOMES:
+    for outcome in ChatMetrics.DELIVERY_OUTCOMES:
         assert value(text, "enact_inbox_deliveries_total", channel="local", outcome=outcome) == 0
-    for outcome in metric_labels.ACTION_OUTCOMES:
+    for outcome in ChatMetrics.ACTION_OUTCOMES:
         assert value(text, "enact_conversation_actions_total", outcome=outcome) == 0
     for outcome in metric_labels.RUNTIME_CALL_OUTCOMES:
         assert value(text, "enact_runtime_calls_total", adapter="scripted", outcome=outcome) == 0
-    for outcome in metric_labels.LAND_OUTCOMES:
+    for outcome in TasksMetrics.LAND_OUTCOMES:
         assert value(text, "enact_review_lands_total", outcome=outcome) == 0
-    for outcome in metric_labels.CRON_OUTCOMES:
+    for outcome in TasksMetrics.CRON_OUTCOMES:
         assert value(text, "enact_cron_runs_total", outcome=outcome) == 0
     for reason in metric_labels.CONTROL_ERROR_REASONS:
         assert value(text, "enact_control_errors_total", reason=reason) == 0
@@ -103,19 +111,46 @@ def _counted_literals(label: str) -> set[str]:
 
 def test_every_outcome_the_code_counts_is_declared_for_initialisation() -> None:
     declared = {
-        *metric_labels.INBOX_EVENT_OUTCOMES,
-        *metric_labels.DELIVERY_OUTCOMES,
-        *metric_labels.ACTION_OUTCOMES,
+        *ChatMetrics.INBOX_EVENT_OUTCOMES,
+        *ChatMetrics.DELIVERY_OUTCOMES,
+        *ChatMetrics.ACTION_OUTCOMES,
         *metric_labels.RUNTIME_CALL_OUTCOMES,
-        *metric_labels.LAND_OUTCOMES,
-        *metric_labels.CRON_OUTCOMES,
+        *TasksMetrics.LAND_OUTCOMES,
+        *TasksMetrics.CRON_OUTCOMES,
     }
     assert _counted_literals("outcome") <= declared
     assert _counted_literals("reason") <= set(metric_labels.CONTROL_ERROR_REASONS)
     # Outcomes computed rather than written out where they are counted.
     kinds = {failure.kind for failure in (RuntimeFailure, RuntimeTimeout, RuntimeCancelled)}
     assert kinds <= set(metric_labels.RUNTIME_CALL_OUTCOMES)
-    assert {outcome.value for outcome in CommandOutcome} <= set(metric_labels.ACTION_OUTCOMES)
+    assert {outcome.value for outcome in CommandOutcome} <= set(ChatMetrics.ACTION_OUTCOMES)
+
+
+def test_a_features_metrics_are_made_once_per_registry_and_reached_by_type() -> None:
+    metrics, other = Metrics(), Metrics()
+    MemoryComponent().metrics(metrics.registry)
+    made = metrics.of(MemoryMetrics)
+    assert made is metrics.of(MemoryMetrics) is feature_metrics(metrics.registry, MemoryMetrics)
+    assert metrics.registry.get_sample_value("enact_memory_facts", {"state": "pending"}) == 0
+    # Another daemon's registry has its own, made on first use (an actor built without its component).
+    assert other.of(MemoryMetrics) is not made
+    other.of(MemoryMetrics).facts.labels(state="active").set(3)
+    assert metrics.registry.get_sample_value("enact_memory_facts", {"state": "active"}) == 0
+
+
+def test_chat_creates_each_channels_series_at_zero_once_given_the_channels(tmp_path: Path) -> None:
+    metrics = Metrics()
+    chat = ChatComponent()
+    chat.metrics(metrics.registry)
+    chat.actors(dataclasses.replace(daemon_parts(tmp_path), channels={"local": LocalChannel(),
+                                                                      "second": LocalChannel()}))
+    for channel in ("local", "second"):
+        for outcome in ChatMetrics.INBOX_EVENT_OUTCOMES:
+            labels = {"channel": channel, "outcome": outcome}
+            assert metrics.registry.get_sample_value("enact_inbox_events_total", labels) == 0
+        for outcome in ChatMetrics.DELIVERY_OUTCOMES:
+            labels = {"channel": channel, "outcome": outcome}
+            assert metrics.registry.get_sample_value("enact_inbox_deliveries_total", labels) == 0
 
 
 def test_message_counter_follows_calls(daemons: DaemonFactory) -> None:

@@ -19,7 +19,7 @@ from enact.cancellation import CancellationToken
 from enact.commands import CommandCall, CommandContext, CommandRegistry
 from enact.messages.common import MODEL_ACTION
 from enact.messages.reviews import LandRefusal
-from enact.metrics import LAND_OUTCOMES
+from enact.tasks.metrics import TasksMetrics
 from enact.tasks.review_commands import review_commands
 
 from conftest import Daemon, DaemonFactory, enact_env, wait_for
@@ -104,7 +104,7 @@ def test_land_refuses_on_a_failing_doctor_and_lands_on_a_passing_one(daemons: Da
 
 
 def test_every_land_refusal_is_a_counted_outcome() -> None:
-    assert set(LAND_OUTCOMES) == {"landed"} | {refusal.value for refusal in LandRefusal}
+    assert set(TasksMetrics.LAND_OUTCOMES) == {"landed"} | {refusal.value for refusal in LandRefusal}
 
 
 def test_a_workers_review_lands_the_task_into_the_repository(daemons: DaemonFactory, tmp_path: Path) -> None:

@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 
 from enact import components
-from enact.components import Components
 from enact.metrics import Metrics
 from enact.runtime import Capabilities, Runtime
 from enact.runtime.claude import ClaudeRuntime
 from enact.runtime.codex import CodexRuntime
 from enact.runtime.metered import MeteredRuntime
 from enact.runtime.openai import OpenAIRuntime
-from enact.runtime.scripted import ScriptedRuntime, ScriptedRuntimeComponent
+from enact.runtime.scripted import ScriptedRuntime
 from enact.tasks.confined_calls import ConfinedCalls, confines_calls
 
 
@@ -58,8 +57,7 @@ def test_the_capabilities_value_is_frozen() -> None:
 
 
 def test_the_wrappers_keep_the_capabilities_of_the_runtime_they_wrap(tmp_path: Path) -> None:
-    settings = Components(items=(ScriptedRuntimeComponent(),), own=components.load().settings()).load_config(
-        tmp_path, environ={})
+    settings = components.load().load_config(tmp_path, environ={})
     runtimes: list[Runtime] = [_claude(tmp_path), OpenAIRuntime("http://127.0.0.1:9/v1", model="m"),
                                ScriptedRuntime(tmp_path / "no-rules.toml")]
     for runtime in runtimes:

@@ -23,7 +23,8 @@ from enact.runtime import (
 )
 from enact.runtime._claude_output import parse_output
 from enact.runtime._subprocess import CommandOutput
-from enact.runtime.claude import ClaudeRuntime, ClaudeRuntimeComponent, command_line, find_executable
+from enact.runtime.claude import ClaudeRuntime, command_line
+from enact.runtime.claude_component import ClaudeRuntimeComponent, find_executable
 from enact.runtime.codex import CodexRuntime
 
 from conftest import real_cli, wait_for

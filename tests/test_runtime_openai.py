@@ -31,7 +31,8 @@ from enact.runtime import (
 )
 from enact.runtime._openai_wire import error_message, retry_after
 from enact.runtime.history import trim
-from enact.runtime.openai import OpenAIRuntime, OpenAIRuntimeComponent
+from enact.runtime.openai import OpenAIRuntime
+from enact.runtime.openai_component import OpenAIRuntimeComponent
 
 QUICK = Backoff(first_s=0.01, factor=2.0, attempts=3)
 

@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from enact.errors import EnactError
-from enact.messages.channel import ChannelState
 from enact.messages.common import NotFound, Origin
-from enact.messages.inbox import Accepted, ChatEvent, GetCursor, GetOutcome, Ignored, Outcome, Receive
 
+# Every CLI command imports this package (the channels' components live in
+# it): the inbox's protocol is imported by the calls that speak it.
 if TYPE_CHECKING:
     from enact.actors._asks import Asker
     from enact.fence import Fence
+    from enact.messages.channel import ChannelState
+    from enact.messages.common import Origin
+    from enact.messages.inbox import Accepted, ChatEvent, Ignored, Outcome
     from enact.metrics import Metrics
 
 
@@ -79,6 +82,8 @@ class InboxInlet:
         self.metrics = metrics
 
     def submit(self, event: ChatEvent) -> Accepted | Ignored:
+        from enact.messages.inbox import Receive
+
         if event.channel != self.channel:
             raise ValueError(f"the {self.channel} channel cannot submit an event of channel {event.channel!r}")
         reply = self._ask(INBOX, Receive(event=event, origin=self.origin))
@@ -88,10 +93,14 @@ class InboxInlet:
 
     def cursor(self) -> int:
         """The channel's cursor as the inbox last committed it (0: none yet)."""
+        from enact.messages.inbox import GetCursor
+
         return self._ask(INBOX, GetCursor(channel=self.channel)).cursor
 
     def outcome(self, event_id: str) -> Outcome:
         """The recorded outcome of an event the inbox accepted."""
+        from enact.messages.inbox import GetOutcome
+
         reply = self._ask(INBOX, GetOutcome(event_id=event_id))
         if isinstance(reply, NotFound):
             raise InboxRefused(f"the inbox has {reply.line}")

@@ -16,18 +16,13 @@ import shlex
 import subprocess
 import threading
 import uuid
-from collections.abc import Mapping
 from concurrent.futures import CancelledError, Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
 
-from enact.actors._asks import Asker
 from enact.channels import DeliveryReport, InboxInlet, OutgoingReply
-from enact.components import ChannelComponent, WireHandler
-from enact.config import Config, DaemonSettings, Setting
 from enact.errors import EnactError
 from enact.messages.channel import STOPPED, UP, ChannelState
-from enact.messages.common import HUMAN_CLI, Origin
+from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Ignored, Outcome
 from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, Send
 
@@ -155,45 +150,3 @@ class ChannelNotStarted(EnactError, RuntimeError):
 
 def _unfinished(event_id: str, status: str, *, duplicate: bool) -> Outcome:
     return Outcome(event_id=event_id, status=status, duplicate=duplicate, reply="", actions=(), attempts=0)
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class LocalSettings:
-    deliver_command: str
-    """The program each reply is also handed to; "": none."""
-
-    @classmethod
-    def from_config(cls, config: Config) -> LocalSettings:
-        return cls(deliver_command=config.values["chat.local_deliver_command"])
-
-
-class LocalChannelComponent(ChannelComponent):
-    """The local channel as a component: its setting, its channel, and the
-    ``local.*`` requests it serves."""
-
-    name = NAME
-    # Its key predates components and stays where config files have it.
-    sections = ("chat",)
-    settings = (
-        Setting("chat.local_deliver_command", str, "", "Optional program the local channel also hands each reply to"),
-    )
-
-    def __init__(self) -> None:
-        self._channel: LocalChannel | None = None
-
-    def origin(self) -> Origin:
-        """Only the owner reaches the 0600 control socket: what it sends is
-        the owner's at a shell."""
-        return HUMAN_CLI
-
-    def make_channel(self, settings: Config) -> LocalChannel:
-        self._channel = LocalChannel(
-            deliver_command=settings.typed(LocalSettings).deliver_command,
-            wait_timeout_s=settings.typed(DaemonSettings).request_timeout_s,
-        )
-        return self._channel
-
-    def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
-        if self._channel is None:
-            raise ChannelNotStarted("the local channel is served before it is made")
-        return {Send: self._channel.send}

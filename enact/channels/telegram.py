@@ -52,9 +52,10 @@ from enact.channels.telegram_api import (
     BotApi,
     BotApiError,
 )
+from enact.channels.telegram_component import NAME
 from enact.channels.telegram_text import MAX_MESSAGE, valid_html
 from enact.channels.telegram_typing import TYPING_AFTER_S, TypingIndicators
-from enact.channels.telegram_updates import NAME, UpdateReader
+from enact.channels.telegram_updates import UpdateReader
 from enact.chat.parts import units
 from enact.messages.channel import DOWN, STARTING, STOPPED, UP, ChannelState
 from enact.messages.inbox import Accepted, Ignored, Outcome

@@ -1,15 +1,23 @@
 """The Telegram channel as a component: its settings (``[channels.telegram]``),
-its token, its environment check and ``enact channel check telegram``."""
+its token, its environment check and ``enact channel check telegram``.
+
+Every CLI command imports this module to learn the components' commands, so
+the channel (``enact.channels.telegram``: its Bot API client, its poller, the
+inbox's protocol) is imported only by the methods that make or check it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from enact.channels.telegram import TelegramChannel
-from enact.channels.telegram_api import UNAUTHORIZED, BotApi, BotApiError, TokenError, read_token
-from enact.channels.telegram_updates import NAME
 from enact.components import ChannelComponent, ComponentError
 from enact.config import Check, Config, Setting, between, one_of
+
+if TYPE_CHECKING:
+    from enact.channels.telegram import TelegramChannel
+    from enact.channels.telegram_api import BotApi
+
+NAME = "telegram"
 
 ATTACHMENTS_DIR = "attachments"
 
@@ -65,6 +73,8 @@ class TelegramChannelComponent(ChannelComponent):
         return settings.typed(TelegramSettings).enabled
 
     def _api(self, settings: Config) -> BotApi:
+        from enact.channels.telegram_api import BotApi, TokenError, read_token
+
         own = settings.typed(TelegramSettings)
         try:
             token = read_token(own.token, own.token_file)
@@ -78,6 +88,8 @@ class TelegramChannelComponent(ChannelComponent):
             self._api(settings)
 
     def make_channel(self, settings: Config) -> TelegramChannel:
+        from enact.channels.telegram import TelegramChannel
+
         own = settings.typed(TelegramSettings)
         return TelegramChannel(
             self._api(settings),
@@ -89,6 +101,8 @@ class TelegramChannelComponent(ChannelComponent):
 
     def check(self, settings: Config) -> str:
         """``getMe``: whether Telegram takes the token, and which bot it is."""
+        from enact.channels.telegram_api import UNAUTHORIZED, BotApiError
+
         api = self._api(settings)
         try:
             me = api.call("getMe", {}, timeout_s=15.0)

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from enact.channels.telegram_api import BAD_RESPONSE, TOO_LARGE, BotApi, BotApiError
+from enact.channels.telegram_component import NAME
 from enact.messages.inbox import Attachment, ChatEvent
 
 log = logging.getLogger("enact.channels.telegram")
 
-NAME = "telegram"
 PHOTO_FETCH_ATTEMPTS = 3
 """Polls in which a photo's fetch may fail before its update goes on without
 it: a photo Telegram keeps failing to serve must not hold up the chat."""

@@ -18,6 +18,7 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.chat.conversation import ActionLoop, AskModel, Next, Reply, RunAction, chat_command, images_of
 from enact.chat.keeping import MarkerKeeper
 from enact.chat.markers import split_markers
+from enact.chat.metrics import ChatMetrics
 from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
 from enact.chat.session_calls import SessionCalls
@@ -122,7 +123,7 @@ class ConversationActor(EnactActor):
         step: Next = loop.start()
         while True:
             if isinstance(step, AskModel | Reply) and step.count:
-                self.context.metrics.actions.labels(outcome=step.count).inc()
+                self.context.metrics.of(ChatMetrics).actions.labels(outcome=step.count).inc()
             match step:
                 case Reply(final=True):
                     return self._finish_reply(step.text, message, list(loop.receipts())), loop.actions
@@ -134,7 +135,7 @@ class ConversationActor(EnactActor):
                     call = self._call(step.command, step.args, origin=MODEL_ACTION, event=message,
                                       receipts=step.receipts)
                     receipt = self._journal.step(call, request_id=message.event_id, index=step.index)
-                    self.context.metrics.actions.labels(outcome=receipt.outcome.value).inc()
+                    self.context.metrics.of(ChatMetrics).actions.labels(outcome=receipt.outcome.value).inc()
                     step = loop.ran(receipt.text, receipt.ok)
 
     # -- the runtime, through the conversation's session ------------------------------

@@ -27,6 +27,7 @@ from enact.chat.inbox import (
     Tell,
     ToConversation,
 )
+from enact.chat.metrics import ChatMetrics
 from enact.chat.services import ChatServices
 from enact.chat.settings import ChatSettings
 from enact.messages.inbox import (
@@ -142,7 +143,7 @@ class InboxActor(EnactActor):
     def _carry_out_one(self, effect: Effect) -> None:
         match effect:
             case Count(channel=channel, outcome=outcome):
-                self.context.metrics.inbox_events.labels(channel=channel, outcome=outcome).inc()
+                self.context.metrics.of(ChatMetrics).inbox_events.labels(channel=channel, outcome=outcome).inc()
             case ToConversation(key=key, work=work, message=handed):
                 self._conversations.tell(key, work, handed)
             case ConversationDone(work=work):

@@ -32,6 +32,7 @@ from enact.actors._batching import WriteBatch
 from enact.channels import Channel, DeliveryReport, OutgoingReply
 from enact.chat import deliveries
 from enact.chat.deliveries import Step
+from enact.chat.metrics import ChatMetrics
 from enact.chat.parts import split_reply
 from enact.chat.settings import ChatSettings
 from enact.messages.inbox import Delivered
@@ -124,7 +125,7 @@ class OutboxActor(EnactActor):
                 log.warning("reply of %s (part %d of %d) was being delivered when the daemon stopped; its outcome "
                             "is unknown and the channel cannot re-send safely: marked not resent", message.event_id,
                             unsure, record.parts)
-                self._metrics.deliveries.labels(channel=record.channel, outcome="not_resent").inc()
+                self._metrics.of(ChatMetrics).deliveries.labels(channel=record.channel, outcome="not_resent").inc()
                 if deliveries.sends_next_part(record):
                     self._call(message.event_id, message.sequence, message.reply_to, record)
                     return
@@ -206,10 +207,10 @@ class OutboxActor(EnactActor):
             log.warning("reply of %s (part %d of %d): the connection broke after it was sent, also when it was "
                         "sent again marked as a possible repeat; its outcome is unknown: not sent a third time",
                         message.event_id, message.attempt.part + 1, record.parts)
-            self._metrics.deliveries.labels(channel=record.channel, outcome="not_resent").inc()
+            self._metrics.of(ChatMetrics).deliveries.labels(channel=record.channel, outcome="not_resent").inc()
         elif not deliveries.sends_next_part(record):  # a reply in parts counts once, when its last is sent
             outcome = "ok" if message.ok else "retry" if retrying else "failed"
-            self._metrics.deliveries.labels(channel=record.channel, outcome=outcome).inc()
+            self._metrics.of(ChatMetrics).deliveries.labels(channel=record.channel, outcome=outcome).inc()
         if deliveries.recorded_by_the_inbox(stored, record):
             self._report(message.event_id, message.reply_to, record)
             return

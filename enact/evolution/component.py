@@ -11,6 +11,8 @@ from enact.components import Component, DaemonParts
 from enact.evolution import settings as evolution_settings
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from enact.actors.supervisor import ActorSpec
     from enact.commands import Command, CommandRegistry
 
@@ -20,6 +22,12 @@ class EvolutionComponent(Component):
     sections = ("evolve",)
     settings = evolution_settings.SETTINGS
     cli: ClassVar[Mapping[str, str]] = {"evolve": "enact.cli._evolve:evolve"}
+
+    def metrics(self, registry: CollectorRegistry) -> None:
+        from enact.evolution.metrics import EvolutionMetrics
+        from enact.metrics import feature_metrics
+
+        feature_metrics(registry, EvolutionMetrics)
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
         from enact.actors.supervisor import ActorSpec

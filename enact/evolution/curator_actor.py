@@ -47,6 +47,7 @@ from enact.evolution.curator_effects import (
 from enact.evolution.curator_proposals import Proposals
 from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
 from enact.evolution.curator_signals import signals_of
+from enact.evolution.metrics import EvolutionMetrics
 from enact.evolution.mode_store import EvolveModes
 from enact.evolution.settings import EvolutionSettings
 from enact.messages.common import NotFound, RefusalCode, Refused
@@ -132,7 +133,7 @@ class CuratorActor(EnactActor):
 
     def _count_states(self) -> None:
         for state, count in self.records.state_counts().items():
-            self.context.metrics.evolution_candidates.labels(state=state.value).set(count)
+            self.context.metrics.of(EvolutionMetrics).candidates.labels(state=state.value).set(count)
 
     # -- the parts' effects -------------------------------------------------
 
@@ -159,7 +160,7 @@ class CuratorActor(EnactActor):
             case CandidatesChanged():
                 self._count_states()
             case ProposalRecorded():
-                self.context.metrics.evolution_proposals.inc()
+                self.context.metrics.of(EvolutionMetrics).proposals.inc()
         return None
 
     def _call_model(self, effect: ModelCall) -> None:

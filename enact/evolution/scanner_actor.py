@@ -15,6 +15,7 @@ from typing import Any
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred
 from enact.config import RuntimeSettings
+from enact.evolution.metrics import EvolutionMetrics
 from enact.evolution.scan_store import DATABASES, ScanTables
 from enact.evolution.scanning import Scanner
 from enact.evolution.settings import EvolutionSettings
@@ -111,7 +112,7 @@ class ScannerActor(EnactActor):
         return reply
 
     def counted(self, source: EvidenceSource, outcome: str) -> None:
-        self.context.metrics.evolution_scans.labels(source=source.value, outcome=outcome).inc()
+        self.context.metrics.of(EvolutionMetrics).scans.labels(source=source.value, outcome=outcome).inc()
 
     def _signals(self, message: Signals) -> SignalList | Refused:
         state: SignalState | None = None
@@ -140,6 +141,6 @@ class ScannerActor(EnactActor):
         return SignalsUpdated(updated=tuple(updated))
 
     def signals_changed(self) -> None:
-        gauge = self.context.metrics.evolution_signals
+        gauge = self.context.metrics.of(EvolutionMetrics).signals
         for state, count in self.tables.counts().items():
             gauge.labels(state=state.value).set(count)

@@ -10,6 +10,8 @@ from enact.components import Component, DaemonParts
 from enact.memory import settings as memory_settings
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from enact.actors.supervisor import ActorSpec
     from enact.commands import Command, CommandRegistry
 
@@ -20,6 +22,12 @@ class MemoryComponent(Component):
     cli: ClassVar[Mapping[str, str]] = {
         "memory": "enact.cli._memory:memory", "identity": "enact.cli._identity:identity",
     }
+
+    def metrics(self, registry: CollectorRegistry) -> None:
+        from enact.memory.metrics import MemoryMetrics
+        from enact.metrics import feature_metrics
+
+        feature_metrics(registry, MemoryMetrics)
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
         from enact.actors.supervisor import ActorSpec

@@ -30,6 +30,7 @@ from enact.memory.facts import Fact, FactState
 from enact.memory.forgetting import ForgetIntent, Forgettings, intent_of, patient
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
+from enact.memory.metrics import MemoryMetrics
 from enact.memory.remembering import Write, confirmed, held, needs_human, remembered
 from enact.memory.settings import MemorySettings
 from enact.memory.upkeep import IndexUpkeep
@@ -288,7 +289,7 @@ class MemoryActor(EnactActor):
             self.tell_later(INDEX_RETRY_S, _CommitIndex())
 
     def _count(self) -> None:
-        gauge = self.context.metrics.memory_facts
+        gauge = self.context.metrics.of(MemoryMetrics).facts
         for state in FactState:
             gauge.labels(state=state.value).set(self._book.states[state])
 

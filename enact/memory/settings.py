@@ -4,9 +4,12 @@ the conversations read."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from enact.config import Config, Setting, between
-from enact.memory.context import ContextSettings
+
+if TYPE_CHECKING:  # the context's rules (facts, ranking) load when a value is built, not with the keys
+    from enact.memory.context import ContextSettings
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("memory.max_fact_chars", int, 500, "A longer fact is clipped, with a visible mark", between(40, 10000)),
@@ -33,6 +36,8 @@ class MemorySettings:
 
     @classmethod
     def from_config(cls, config: Config) -> MemorySettings:
+        from enact.memory.context import ContextSettings
+
         values = config.values
         return cls(
             max_fact_chars=values["memory.max_fact_chars"],

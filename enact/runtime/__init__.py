@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from enact.cancellation import CancellationToken
 from enact.errors import EnactError
-from enact.messages.sessions import HistoryMessage
+
+if TYPE_CHECKING:  # every CLI command imports this package (the runtimes' components): no protocol for a type
+    from enact.messages.sessions import HistoryMessage
 
 SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 """``read-only`` for conversation and scans, ``workspace-write`` for task

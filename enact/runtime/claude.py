@@ -24,30 +24,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import orjson
 
-from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
-from enact.config import Config, Setting
 from enact.environment import cli_environment
 from enact.runtime import (
     Capabilities,
     RuntimeFailure,
     RuntimeRequest,
     RuntimeResult,
-    RuntimeUnavailable,
     checked_sandbox,
 )
 from enact.runtime._claude_output import clip, parse_output
-from enact.runtime._executable import find_executable as find_program
-from enact.runtime._executable import install_root, named_where
+from enact.runtime._executable import install_root
 from enact.runtime._subprocess import run_command
-
-if TYPE_CHECKING:
-    from enact.commands import CommandRegistry
 
 EDIT_TOOLS = ("Bash", "Edit", "Write", "NotebookEdit")
 """Claude Code's tools that change files or run commands."""
@@ -60,8 +51,6 @@ _SANDBOX_FLAGS: dict[str, tuple[str, ...]] = {
     "workspace-write": ("--permission-mode", "acceptEdits", "--allowedTools", *EDIT_TOOLS),
     "full-access": ("--permission-mode", "bypassPermissions"),
 }
-
-INSTALL_HINT = "install it (npm install -g @anthropic-ai/claude-code) or set ENACT_CLAUDE_BIN to its path"
 
 CHECK_TIMEOUT_S = 15.0
 """``claude --version`` and ``claude auth status`` read local files only (about 0.6 s)."""
@@ -176,28 +165,6 @@ class ClaudeRuntime:
         return parse_output(output, resumed=request.native_session)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClaudeSettings:
-    executable: str
-    model: str
-
-    @classmethod
-    def from_config(cls, config: Config) -> ClaudeSettings:
-        return cls(executable=config.values["runtime.claude.executable"], model=config.values["runtime.claude.model"])
-
-
-def find_executable(settings: Config) -> str:
-    """``runtime.claude.executable`` (``ENACT_CLAUDE_BIN``) if set, which must
-    exist, else ``claude`` on PATH; raises ComponentError saying what to do."""
-    key = "runtime.claude.executable"
-    try:
-        return find_program(settings.typed(ClaudeSettings).executable, program="claude",
-                            where=named_where(settings, key, "ENACT_CLAUDE_BIN"),
-                            not_on_path=f"the claude CLI is not on PATH: {INSTALL_HINT}")
-    except RuntimeUnavailable as error:
-        raise ComponentError(str(error)) from None
-
-
 def login_state(executable: str) -> tuple[bool | None, str]:
     """``claude auth status --json``, which reads only local state: whether
     Claude Code has a login or a key (None when it cannot tell), and how.
@@ -228,39 +195,3 @@ def version_of(executable: str) -> str:
         raise RuntimeFailure(f"{executable} --version exited with {output.exit_code}: "
                              f"{clip(output.stderr) or 'no output'}")
     return version
-
-
-class ClaudeRuntimeComponent(RuntimeComponent):
-    """The Claude Code CLI as a component."""
-
-    name = "claude"
-    sections = ("runtime",)
-    settings = (
-        Setting("runtime.claude.executable", str, "", "The claude CLI (default: claude on PATH)",
-                env="ENACT_CLAUDE_BIN"),
-        Setting("runtime.claude.model", str, "", "Model Claude Code uses (default: its own choice)",
-                env="ENACT_CLAUDE_MODEL"),
-    )
-
-    def validate_environment(self, settings: Config) -> None:
-        find_executable(settings)
-
-    def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ClaudeRuntime:
-        return ClaudeRuntime(find_executable(settings), model=settings.typed(ClaudeSettings).model,
-                             conversation_dir=settings.home / "claude")
-
-    def check(self, settings: Config) -> RuntimeCheck:
-        try:
-            found = find_executable(settings)
-            version = version_of(found)
-        except ComponentError as error:
-            return RuntimeCheck(problems=(str(error),))
-        except RuntimeFailure as error:
-            return RuntimeCheck(found=found, problems=(f"{error}; reinstall it ({INSTALL_HINT})",))
-        logged_in, how = login_state(found)
-        if logged_in is False:
-            return RuntimeCheck(found=found, version=version, problems=(
-                "Claude Code is not logged in and has no key: run `claude auth login`, or set ANTHROPIC_API_KEY "
-                "in the daemon's environment",))
-        notes = (f"login: {how}",) if logged_in else (f"login unknown: {how}; --probe tells",)
-        return RuntimeCheck(found=found, version=version, notes=notes)

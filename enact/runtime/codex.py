@@ -14,14 +14,10 @@ import threading
 import tomllib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import orjson
 
-from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
-from enact.config import Check, Config, Setting
 from enact.environment import cli_environment
 from enact.runtime import (
     Capabilities,
@@ -34,12 +30,9 @@ from enact.runtime import (
 )
 from enact.runtime._codex_events import interpret, last_line, total, usage_of
 from enact.runtime._executable import find_executable as find_program
-from enact.runtime._executable import install_root, named_where
+from enact.runtime._executable import install_root
 from enact.runtime._subprocess import run_command
 from enact.safe_files import UnsafeFile, read_inside
-
-if TYPE_CHECKING:
-    from enact.commands import CommandRegistry
 
 SANDBOXES = {"read-only": "read-only", "workspace-write": "workspace-write", "full-access": "danger-full-access"}
 """enact's sandbox modes in Codex's words."""
@@ -283,80 +276,3 @@ class CodexRuntime:
         if output.exit_code != 0:
             raise RuntimeFailure(f"codex --version exited {output.exit_code}: {last_line(output.stderr)}")
         return output.stdout.strip()
-
-
-EFFORTS = ("minimal", "low", "medium", "high", "xhigh")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CodexSettings:
-    executable: str
-    model: str
-    reasoning_effort: str
-
-    @classmethod
-    def from_config(cls, config: Config) -> CodexSettings:
-        values = config.values
-        return cls(executable=values["runtime.codex.executable"], model=values["runtime.codex.model"],
-                   reasoning_effort=values["runtime.codex.reasoning_effort"])
-
-
-class CodexRuntimeComponent(RuntimeComponent):
-    """The Codex CLI, selected by ``runtime.adapter = "codex"``."""
-
-    name = "codex"
-    sections = ("runtime",)
-    settings = (
-        Setting("runtime.codex.executable", str, "", "Path of the codex CLI (default: codex on PATH)",
-                env="ENACT_CODEX_BIN"),
-        Setting("runtime.codex.model", str, "", "Model codex is asked for (default: its own configuration's)",
-                env="ENACT_CODEX_MODEL"),
-        Setting("runtime.codex.reasoning_effort", str, "", "Reasoning effort codex is asked for (default: its own)",
-                Check(f"empty or one of {', '.join(EFFORTS)}", lambda value: value in ("", *EFFORTS)),
-                env="ENACT_CODEX_REASONING_EFFORT"),
-    )
-
-    def validate_environment(self, settings: Config) -> None:
-        """An explicit executable that is not there stops the daemon at start;
-        codex missing from PATH does not (each call then tells the owner
-        what to install, and ``enact runtime check`` says so too)."""
-        explicit = settings.typed(CodexSettings).executable
-        if explicit:
-            try:
-                find_executable(explicit, where=_where(settings))
-            except RuntimeUnavailable as error:
-                raise ComponentError(str(error)) from None
-
-    def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> CodexRuntime:
-        own, where = settings.typed(CodexSettings), _where(settings)
-        return CodexRuntime(
-            lambda: find_executable(own.executable, where=where),
-            model=own.model,
-            reasoning_effort=own.reasoning_effort,
-            default_cwd=settings.home,
-        )
-
-
-    def check(self, settings: Config) -> RuntimeCheck:
-        runtime = self.make_runtime(settings, None)
-        try:
-            found = find_executable(settings.typed(CodexSettings).executable, where=_where(settings))
-        except RuntimeUnavailable as error:
-            return RuntimeCheck(problems=(str(error),))
-        try:
-            version = runtime.version()
-        except RuntimeFailure as error:
-            return RuntimeCheck(found=found, problems=(f"{error}; reinstall it ({INSTALL_HINT})",))
-        home = runtime.totals.codex_home
-        notes = [f"CODEX_HOME {home}"]
-        if home_under_temp(home, os.environ):
-            notes.append("CODEX_HOME is under the temporary directory, where Codex will not set up its shell "
-                         "tool's sandbox helper: enact gives each call a TMPDIR of its own, outside it")
-        if not (home / "auth.json").exists() and not (home / "config.toml").exists():
-            notes.append(f"no login ({home}/auth.json) and no config.toml: run `codex login` unless the "
-                         "environment gives Codex a key; --probe tells whether its model answers")
-        return RuntimeCheck(found=found, version=version, notes=tuple(notes))
-
-
-def _where(settings: Config) -> str:
-    return named_where(settings, "runtime.codex.executable", "ENACT_CODEX_BIN")

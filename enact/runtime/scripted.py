@@ -15,14 +15,11 @@ import uuid
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
-from enact.components import ComponentError, RuntimeComponent
-from enact.config import Config, Setting
 from enact.errors import EnactError
-from enact.home import SCRIPTED_RULES_NAME
 from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
     Capabilities,
@@ -38,9 +35,6 @@ from enact.runtime import (
 )
 from enact.runtime._subprocess import run_command
 from enact.tables import table_list
-
-if TYPE_CHECKING:
-    from enact.commands import CommandRegistry
 
 log = logging.getLogger(__name__)
 
@@ -300,46 +294,3 @@ def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> CommandRun:
     printed = f"{output.stdout}\n{output.stderr}".strip()
     return CommandRun(command=shlex.join(rule.run), exit_code=output.exit_code,
                       output=printed[-500:] if output.exit_code else "")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScriptedSettings:
-    rules: str
-    """As written; empty: ``<home>/scripted.toml``."""
-    transcript: str
-
-    @classmethod
-    def from_config(cls, config: Config) -> ScriptedSettings:
-        return cls(rules=config.values["scripted.rules"], transcript=config.values["scripted.transcript"])
-
-
-class ScriptedRuntimeComponent(RuntimeComponent):
-    """The scripted runtime as a component: its settings and how to build it."""
-
-    name = "scripted"
-    settings = (
-        Setting("scripted.rules", str, "", "Rules file of the scripted runtime (default: <home>/scripted.toml)",
-                env="ENACT_SCRIPTED_RULES"),
-        Setting("scripted.transcript", str, "", "A JSON-lines file the scripted runtime appends every call to"),
-    )
-
-    def validate_environment(self, settings: Config) -> None:
-        """A rules file named in the configuration must exist (the default
-        ``<home>/scripted.toml`` may be absent)."""
-        rules = settings.typed(ScriptedSettings).rules
-        if rules and not Path(rules).expanduser().is_file():
-            raise ComponentError(f"scripted.rules ({settings.sources['scripted.rules']}): {rules} does not exist")
-        try:  # its rules run commands: the same rule as the home's config.toml
-            check_owned_file(Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME)
-        except HomeRefused as error:
-            raise ComponentError(str(error)) from None
-
-    def make_runtime(self, settings: Config, commands: CommandRegistry | None) -> ScriptedRuntime:
-        """Raises RulesError for a rules file that does not parse."""
-        own = settings.typed(ScriptedSettings)
-        rules, transcript = own.rules, own.transcript
-        return ScriptedRuntime(
-            Path(rules).expanduser() if rules else settings.home / SCRIPTED_RULES_NAME,
-            transcript=Path(transcript).expanduser() if transcript else None,
-            known_commands=commands.names if commands is not None else None,
-        )

@@ -11,6 +11,8 @@ from enact.components import Component, DaemonParts
 from enact.tasks import settings as tasks_settings
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from enact.actors.supervisor import ActorSpec
     from enact.commands import Command, CommandRegistry
 
@@ -26,6 +28,12 @@ class TasksComponent(Component):
         "backlog": "enact.cli._schedule:backlog",
         "worktree": "enact.cli._worktrees:worktree",
     }
+
+    def metrics(self, registry: CollectorRegistry) -> None:
+        from enact.metrics import feature_metrics
+        from enact.tasks.metrics import TasksMetrics
+
+        feature_metrics(registry, TasksMetrics)
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
         from enact.actors.supervisor import ActorSpec

@@ -33,8 +33,9 @@ from enact.messages.tasks import (
     Retry,
     Submit,
 )
+from enact.tasks.metrics import TasksMetrics
 from enact.tasks.queue import TaskQueue
-from enact.tasks.records import EventKind, Task
+from enact.tasks.records import Task
 from enact.tasks.settings import TasksSettings
 from enact.tasks.tables import DATABASES
 
@@ -60,9 +61,6 @@ class TaskQueueActor(EnactActor):
                                lease_ttl_s=self._lease_ttl_s)
         self._agentic = agentic
         self._runtime = context.config.typed(RuntimeSettings).adapter
-        self._events = context.metrics.task_events
-        for kind in EventKind:  # each at 0 from the start, so its first increase is seen
-            self._events.labels(event=kind.value)
 
     def on_start(self) -> None:
         # A sweep at once, which also tells the inbox every held notice (it
@@ -87,7 +85,7 @@ class TaskQueueActor(EnactActor):
 
     def _publish(self) -> None:
         for change in self.queue.take_changes():
-            self._events.labels(event=change.event.event.kind.value).inc()
+            self.context.metrics.of(TasksMetrics).task_events.labels(event=change.event.event.kind.value).inc()
             self.context.publish(change)
         for notice in self.queue.notices.take():
             self.context.tell(INBOX, notice)

@@ -46,6 +46,7 @@ from enact.messages.reviews import (
 from enact.storage import AppendLog, RecordTable, decode_record
 from enact.tasks import landing, task_branches
 from enact.tasks.host_git import WorktreeError
+from enact.tasks.metrics import TasksMetrics
 from enact.tasks.settings import TasksSettings
 
 log = logging.getLogger(__name__)
@@ -206,7 +207,7 @@ class ReviewsActor(EnactActor):
     def _land(self, message: Land) -> Landed | NotFound | Refused | Deferred:
         reply = self._start_land(message)
         if isinstance(reply, Refused):
-            self.context.metrics.review_lands.labels(outcome=reply.code).inc()
+            self.context.metrics.of(TasksMetrics).review_lands.labels(outcome=reply.code).inc()
         return reply
 
     def _start_land(self, message: Land) -> Landed | NotFound | Refused | Deferred:
@@ -249,10 +250,10 @@ class ReviewsActor(EnactActor):
             return
         if not outcome.landed or outcome.refusal is not None:
             refusal = outcome.refusal or LandRefusal.GIT_FAILED
-            self.context.metrics.review_lands.labels(outcome=refusal.value).inc()
+            self.context.metrics.of(TasksMetrics).review_lands.labels(outcome=refusal.value).inc()
             reply.resolve(Refused(reason=outcome.reason, code=refusal))
             return
-        self.context.metrics.review_lands.labels(outcome="landed").inc()
+        self.context.metrics.of(TasksMetrics).review_lands.labels(outcome="landed").inc()
         how = "fast-forward" if outcome.fast_forward else "merge commit"
         landed = self._put(dataclasses.replace(
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,

@@ -47,6 +47,7 @@ from enact.messages.tasks import Found, Get, GetByKey, Leases, Submit
 from enact.schedules import ScheduleError
 from enact.storage import RecordTable
 from enact.tasks import scheduling
+from enact.tasks.metrics import TasksMetrics
 from enact.tasks.scheduling import BacklogItem, Schedule
 from enact.tasks.settings import TasksSettings
 
@@ -198,12 +199,12 @@ class SchedulerActor(EnactActor):
         if step.decision is Decision.GIVE_UP:
             if self._queued_after_all(schedule, due):
                 return
-            self.context.metrics.cron_runs.labels(outcome="failed").inc()
+            self.context.metrics.of(TasksMetrics).cron_runs.labels(outcome="failed").inc()
             log.warning("schedule %d (%s): due time %d %s", schedule.id, schedule.spec, int(due), step.reason)
             self._save(scheduling.given_up(schedule, due, step.reason))
             return
         if step.decision is Decision.CLAIM and self._unfinished(schedule.last_task):
-            self.context.metrics.cron_runs.labels(outcome="skipped-busy").inc()
+            self.context.metrics.of(TasksMetrics).cron_runs.labels(outcome="skipped-busy").inc()
             log.info("schedule %d (%s): task %s is unfinished; this run is skipped", schedule.id, schedule.spec,
                      schedule.last_task)
             self._save(scheduling.skipped_busy(schedule, due))
@@ -223,7 +224,7 @@ class SchedulerActor(EnactActor):
                         schedule.spec, error)
             self._save(scheduling.submission_failed(claimed, now, str(error)))
             return
-        self.context.metrics.cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
+        self.context.metrics.of(TasksMetrics).cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
                                               else "submitted").inc()
         if isinstance(reply, Refused):
             log.warning("schedule %d (%s): the queue refused its task: %s", schedule.id, schedule.spec,
@@ -245,7 +246,7 @@ class SchedulerActor(EnactActor):
             return False
         if not isinstance(found, Found):
             return False
-        self.context.metrics.cron_runs.labels(outcome="submitted").inc()
+        self.context.metrics.of(TasksMetrics).cron_runs.labels(outcome="submitted").inc()
         log.info("schedule %d (%s): due time %d was queued as task %d although its submission went unanswered",
                  schedule.id, schedule.spec, int(due), found.task.id)
         self._save(scheduling.submitted(schedule, due, found.task.id))
