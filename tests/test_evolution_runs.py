@@ -50,16 +50,16 @@ def test_a_brainstorm_whose_write_fails_fails_its_reply_instead_of_leaving_it_wa
 
     with home(tmp_path, "curator", [CANDIDATES, SETTINGS], FaultyActors()) as context:
         store = context.own_store()
-        brainstorms = Brainstorms(context, settings=store.table(SETTINGS),
+        brainstorms = Brainstorms(store, settings=store.table(SETTINGS),
                                   candidates=RecordTable(store.table(CANDIDATES), Candidate),
-                                  audit=fenced_audit, runtime=None,  # type: ignore[arg-type]
-                                  off_thread=run_inline, stored=lambda: None)
+                                  audit=fenced_audit, is_current=context.fence.is_current)
         idea = {"evidence_ids": [], "title": "Number the steps", "rationale": "lists read faster",
                 "proposed_change": "number multi-step answers", "expected_benefit": "clarity", "risk": "none",
                 "test_plan": "a chat test"}
         reply = Deferred()
-        brainstorms.answered(BrainstormAnswered(reply=reply, theme="clarity", answer=orjson.dumps([idea]).decode(),
-                                                failure=""))
+        effects = list(brainstorms.answered(BrainstormAnswered(
+            reply=reply, theme="clarity", answer=orjson.dumps([idea]).decode(), failure=""), now=1_000.0))
+        assert effects == []  # nothing stored: nothing to count
         assert reply.done
         with pytest.raises(FencedError):
             reply.wait(0)

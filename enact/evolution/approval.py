@@ -7,7 +7,7 @@ for a review and forbids merging: the owner lands it, or not.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from enact.evolution.candidates import Candidate
 from enact.evolution.signals import Signal
@@ -52,19 +52,3 @@ def task_brief(candidate: Candidate, signals: Sequence[Signal]) -> str:
     body = "\n".join(parts)
     return _clip(f"{body}\nProvenance: {provenance}", MAX_BRIEF)
 
-
-MAX_RETRY_DEPTH = 50
-"""Retries of retries followed at most, so a broken parent chain cannot loop."""
-
-
-def root_task(task_id: int, parent_of: Callable[[int], int | None]) -> int:
-    """The task a retry chain starts from: the approved task a candidate
-    names. ``parent_of`` gives a task's parent (None for a root or an
-    unknown task)."""
-    current = task_id
-    for _ in range(MAX_RETRY_DEPTH):
-        parent = parent_of(current)
-        if parent is None:
-            return current
-        current = parent
-    return current

@@ -1,16 +1,16 @@
 """The owner's decisions on a candidate: approval into an ordinary task
 (under an idempotency key from the candidate's id, so approving twice
 queues one task) and removal (kept with state ``removed``, its signals
-dismissed). Both need a human origin; a model action is refused."""
+dismissed). Both need a human origin; a model action is refused. Each is a
+step of effects (``enact.evolution.curator_effects``), the time its argument."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
-from enact.actors._base import ActorContext
 from enact.evolution import approval, curation
 from enact.evolution.candidates import CandidateState
+from enact.evolution.curator_effects import CandidatesChanged, Steps, ask, counted
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import set_signals, signals_of
@@ -39,13 +39,10 @@ def _not_found(candidate_id: str) -> NotFound:
 
 
 class Decisions:
-    def __init__(self, context: ActorContext, records: CuratorRecords, *, stored: Callable[[], None]) -> None:
-        self._context = context
+    def __init__(self, records: CuratorRecords) -> None:
         self._records = records
-        self._stored = stored
-        """Called after a candidate changed (the state gauge)."""
 
-    def approve(self, message: Approve) -> Approved | NotFound | Refused:
+    def approve(self, message: Approve, now: float) -> Steps[Approved | NotFound | Refused]:
         from enact.messages.tasks import Submit, Submitted
 
         refused = _needs_human(message.origin, "approving")
@@ -59,20 +56,20 @@ class Decisions:
         if found.state is not CandidateState.ACTIVE:
             return Refused(reason=f"candidate {found.id} is {found.state.value}; only an active one is approved",
                            code=RefusalCode.WRONG_STATE)
-        signals, _ = signals_of(self._context, found)
-        reply = self._context.ask(TASKS, Submit(request=approval.task_request(found),
-                                                brief=approval.task_brief(found, signals), origin=approval.ORIGIN,
-                                                idempotency_key=approval.task_key(found.id)))
+        signals, _ = yield from signals_of(found)
+        reply = yield from ask(TASKS, Submit(request=approval.task_request(found),
+                                             brief=approval.task_brief(found, signals), origin=approval.ORIGIN,
+                                             idempotency_key=approval.task_key(found.id)))
         if not isinstance(reply, Submitted):
             return Refused(reason=f"the task queue refused the task: {reply.reason}", code=reply.code)
         task = reply.task
-        approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id,
-                                       updated_at=self._context.clock.time())
-        self._records.decide(approved, _event("approved", found.id, detail=f"task {task.id} by {message.origin}"))
-        self._stored()
+        approved = dataclasses.replace(found, state=CandidateState.APPROVED, task_id=task.id, updated_at=now)
+        self._records.decide(approved, _event("approved", found.id, at=now,
+                                              detail=f"task {task.id} by {message.origin}"))
+        yield from counted(CandidatesChanged())
         return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
 
-    def remove(self, message: Remove) -> Removed | NotFound | Refused:
+    def remove(self, message: Remove, now: float) -> Steps[Removed | NotFound | Refused]:
         refused = _needs_human(message.origin, "removing")
         if refused is not None:
             return refused
@@ -92,10 +89,10 @@ class Decisions:
                 return Refused(reason=problem, code=RefusalCode.INVALID)
             if suggestion is not None:
                 detail = f"{suggestion.removal_class.value} ({suggestion.id}): {detail}"
-        removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=self._context.clock.time())
-        self._records.decide(removed, _event("removed", found.id, detail=f"{detail} (by {message.origin})"))
-        self._stored()
-        set_signals(self._context, removed, SignalState.DISMISSED)
+        removed = dataclasses.replace(found, state=CandidateState.REMOVED, updated_at=now)
+        self._records.decide(removed, _event("removed", found.id, at=now, detail=f"{detail} (by {message.origin})"))
+        yield from counted(CandidatesChanged())
+        yield from set_signals(removed, SignalState.DISMISSED)
         return Removed(candidate=removed)
 
     def _suggestion(self, suggestion_id: str) -> tuple[RemovalSuggestion | None, str]:

@@ -11,7 +11,6 @@ sequence, so one candidate's history is read without the whole log);
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -43,8 +42,8 @@ def _index_key(candidate_id: str, sequence: int) -> bytes:
     return candidate_id.encode() + b"\x00" + AppendLog.key(sequence)
 
 
-def audit_event(kind: str, candidate_id: str = "", proposal_id: str = "", *, detail: str = "") -> AuditEvent:
-    return AuditEvent(at=time.time(), kind=kind, candidate_id=candidate_id, proposal_id=proposal_id,
+def audit_event(kind: str, candidate_id: str = "", proposal_id: str = "", *, at: float, detail: str = "") -> AuditEvent:
+    return AuditEvent(at=at, kind=kind, candidate_id=candidate_id, proposal_id=proposal_id,
                       detail=detail[:1000])
 
 
@@ -200,7 +199,7 @@ class CuratorRecords:
                 if earlier.state is ProposalState.OPEN:
                     self.proposals.put(txn, AppendLog.key(sequence),
                                        dataclasses.replace(earlier, state=ProposalState.SUPERSEDED))
-                    self.append_event(txn, audit_event("superseded", proposal_id=earlier.id))
+                    self.append_event(txn, audit_event("superseded", proposal_id=earlier.id, at=now))
             sequence = self.proposal_log.last_cursor(txn) + 1
             proposal_id = f"{PROPOSAL_PREFIX}{sequence}"
             suggestions = tuple(
@@ -213,7 +212,8 @@ class CuratorRecords:
                                 candidates=tuple(candidate.id for candidate in shown))
             self.proposals.put(txn, AppendLog.key(sequence), proposal)
             detail = ("fallback: " if verdict.fallback else "") + verdict.reason
-            self.append_event(txn, audit_event("proposed", verdict.recommended or "", proposal_id, detail=detail))
+            self.append_event(txn, audit_event("proposed", verdict.recommended or "", proposal_id, at=now,
+                                               detail=detail))
             return proposal
 
         return self.store.write(write)

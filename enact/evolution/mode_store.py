@@ -67,6 +67,6 @@ class EvolveModes:
         if self._store.read(lambda txn: self._settings.get(txn, _FORMER_CLOCK)) is not None:
             self._store.write(lambda txn: self._settings.delete(txn, _FORMER_CLOCK))
 
-    def run_failed(self, message: EvolveRunFailed) -> None:
-        event = audit_event("run-failed", detail=f"{message.run_id}: {message.reason}")
+    def run_failed(self, message: EvolveRunFailed, now: float) -> None:
+        event = audit_event("run-failed", at=now, detail=f"{message.run_id}: {message.reason}")
         self._store.write(lambda txn: self._audit(txn, event))
