@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 import lmdb
 
 from enact.actors._asks import ActorUnavailable
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import ActorContext
+from enact.actors._ticking import TickingActor
 from enact.claimed_clock import Decision, nest_flat_claim
 from enact.messages.common import NotFound, RefusalCode, Refused
 from enact.messages.scheduler import (
@@ -72,31 +73,22 @@ def _item_not_found(item_id: int) -> NotFound:
     return NotFound(kind="backlog item", id=str(item_id))
 
 
-class SchedulerActor(EnactActor):
+class SchedulerActor(TickingActor):
+    fenced_note = "it submits nothing"
+
     def __init__(self, context: ActorContext) -> None:
-        super().__init__(context)
+        settings = context.config.typed(TasksSettings)
+        super().__init__(context, every_s=settings.scheduler_tick_s, tick=Tick())
         self._store = context.own_store()
         self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule, upgrade=nest_flat_claim)
         self._backlog = RecordTable(self._store.table(BACKLOG), BacklogItem)
         self._ids = self._store.table(COUNTERS)
-        settings = context.config.typed(TasksSettings)
-        self._tick_s = settings.scheduler_tick_s
         self._auto_promote = settings.auto_promote
-        self._fenced_logged = False
-
-    def on_start(self) -> None:
-        # At once: due times missed while the daemon was down run now, once.
-        # (Its own ref: the supervisor names it only once on_start is done.)
-        self.actor_ref.tell(Tick())
-
-    def on_stop(self) -> None:
-        self.cancel_timers()
-        super().on_stop()
 
     def handle(self, message: Any) -> Any:
         match message:
             case Tick():
-                return self._tick()
+                return self.ticked()
             case AddSchedule():
                 return self._add_schedule(message)
             case ListSchedules():
@@ -166,12 +158,7 @@ class SchedulerActor(EnactActor):
 
     # -- the clock --------------------------------------------------------
 
-    def _tick(self) -> None:
-        if not self.context.fence.is_current():
-            if not self._fenced_logged:
-                log.info("scheduler: this daemon is fenced; it submits nothing")
-                self._fenced_logged = True
-            return  # and no next tick: a fenced daemon is stopping
+    def tick(self) -> None:
         try:
             for schedule in self._all(self._schedules):
                 self._run_schedule(schedule)
@@ -180,9 +167,6 @@ class SchedulerActor(EnactActor):
         except ActorUnavailable as error:
             # An actor is restarting or slow: what is due is due next tick too.
             log.warning("scheduler: %s; trying again next tick", error)
-        finally:
-            if not self.context.supervisor.stopping:
-                self.tell_later(self._tick_s, Tick())
 
     def _unfinished(self, task_id: int | None) -> bool:
         if task_id is None:
