@@ -19,23 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, cast
 
+from enact.addresses import ADDRESS_FORM, is_address
 from enact.errors import EnactError
 from enact.home import CONFIG_NAME
 
 
 class ConfigError(EnactError, ValueError):
     """A bad configuration value; the message is one line naming key and source."""
-
-
-ADDRESS_FORM = "HOST:PORT ([::1]:PORT for IPv6) with a port from 0 to 65535"
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) to a pair; raises ValueError."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected {ADDRESS_FORM}, got {text!r}")
-    return host.strip("[]"), int(port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,15 +61,7 @@ def one_of(*choices: str) -> Check:
     return Check(f"one of {', '.join(choices)}", lambda value: value in choices)
 
 
-def _is_address(value: str) -> bool:
-    try:
-        parse_address(value)
-    except ValueError:
-        return False
-    return True
-
-
-_address = Check(ADDRESS_FORM, _is_address)
+_address = Check(ADDRESS_FORM, is_address)
 
 
 LIST_FORMS = 'a TOML/JSON list such as ["a", "b"] or a comma-separated list such as a,b'

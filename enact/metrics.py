@@ -19,7 +19,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from enact import __version__
-from enact.config import parse_address
+from enact.addresses import parse_address
 from enact.errors import EnactError
 from enact.messages.epoch import Owner
 
