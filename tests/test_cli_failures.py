@@ -19,7 +19,8 @@ from enact.messages.common import NotFound, RefusalCode, Refused
 from conftest import Daemon, DaemonFactory
 
 NOT_FOUND: dict[str, tuple[tuple[str, ...], ...]] = {
-    "task": (("task", "show", "99"), ("task", "cancel", "99"), ("task", "retry", "99"), ("task", "resume", "99")),
+    "task": (("task", "show", "99"), ("task", "log", "99"), ("task", "cancel", "99"), ("task", "retry", "99"),
+             ("task", "resume", "99")),
     "review": (("review", "show", "99"), ("review", "diff", "99"), ("review", "land", "99"),
                ("review", "close", "99")),
     "backlog": (("backlog", "promote", "99"), ("backlog", "drop", "99")),

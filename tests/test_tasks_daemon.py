@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
+from enact.cli._options import EXIT_TIMED_OUT
 from enact.messages.common import Done
 from enact.messages.tasks import (
     Claim,
@@ -195,3 +196,43 @@ def test_task_log_prints_the_workers_log_file(daemons: DaemonFactory, repo: Path
     path.parent.mkdir(parents=True)
     path.write_text("$ python -m pytest -q\n1 passed\n")
     assert daemon.cli("task", "log", "1").stdout == "$ python -m pytest -q\n1 passed\n"
+    said = daemon.cli_json("task", "log", "1", "--json")
+    assert said == {"id": 1, "path": str(path), "log": "$ python -m pytest -q\n1 passed\n"}
+
+
+def test_task_log_of_a_task_that_does_not_exist_is_not_found(daemons: DaemonFactory) -> None:
+    daemon = daemons.start(env=NO_WORKERS)
+    plain = daemon.cli("task", "log", "999")
+    assert (plain.returncode, plain.stderr) == (2, "enact: no task 999\n")
+    said = daemon.cli("task", "log", "999", "--json")
+    assert said.returncode == 2
+    assert orjson.loads(said.stdout) == {"status": "not_found", "kind": "task", "id": "999", "error": "no task 999"}
+
+
+def test_task_show_says_a_removed_worktree_was_removed(daemons: DaemonFactory, repo: Path,
+                                                       tmp_path: Path) -> None:
+    daemon = daemons.start(env=NO_WORKERS)
+    add(daemon, repo)
+    running = claim(daemon)
+    worktree = tmp_path / "worktree-1"
+    worktree.mkdir()
+    daemon.request(ReportPhase(task_id=1, worker_id="w1", attempt=running.attempt, phase=Phase.REPAIR, repair=1,
+                               confined=False, worktree=str(worktree)))
+    assert f"worktree  {worktree}\n" in daemon.cli("task", "show", "1").stdout
+    worktree.rmdir()
+    assert f"worktree  {worktree} (removed)\n" in daemon.cli("task", "show", "1").stdout
+
+
+def test_task_watch_that_times_out_exits_4_not_as_a_failed_task(daemons: DaemonFactory, repo: Path) -> None:
+    daemon = daemons.start(env=NO_WORKERS)
+    add(daemon, repo)  # no worker: it stays queued past the timeout
+    plain = daemon.cli("task", "watch", "1", "--timeout", "0.1")
+    assert plain.returncode == EXIT_TIMED_OUT and plain.stderr == "enact: task 1 is still queued after 0.1 s\n"
+    said = daemon.cli("task", "watch", "1", "--timeout", "0.1", "--json")
+    assert said.returncode == EXIT_TIMED_OUT
+    assert orjson.loads(said.stdout) == {"status": "timed_out", "id": 1, "state": "queued",
+                                         "error": "task 1 is still queued after 0.1 s"}
+    daemon.request(Finish(task_id=1, worker_id="w1", attempt=claim(daemon).attempt, outcome=Outcome.FAILED,
+                          summary="the checks failed"))
+    failed = daemon.cli("task", "watch", "1", "--json")
+    assert failed.returncode == 1 and orjson.loads(failed.stdout)["state"] == "failed"

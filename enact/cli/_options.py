@@ -20,6 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_NOT_RUNNING = 3
+EXIT_TIMED_OUT = 4
 
 HOME_HELP = "The enact home (default: $ENACT_HOME, else $XDG_STATE_HOME/enact or ~/.local/state/enact)."
 
@@ -67,7 +68,7 @@ def end_command(line: str, *, as_json: bool, exit_code: int, status: str = "", p
     sys.exit(exit_code)
 
 
-STATUSES = ("refused", "not_found", "bad_input", "failed", "connection_lost", "not_running")
+STATUSES = ("refused", "not_found", "bad_input", "failed", "connection_lost", "not_running", "timed_out")
 """The ``--json`` statuses of a command that did not do what it was asked,
 the same in every command (``README.md``, "CLI reference"); ``enact send``
 adds its event's own (``ignored``, ``interrupted``, ``in_progress``, ...)."""

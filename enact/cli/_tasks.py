@@ -13,6 +13,7 @@ import orjson
 from enact.cli._client import UnexpectedReply, expect, request
 from enact.cli._options import (
     EXIT_FAILED,
+    EXIT_TIMED_OUT,
     EXIT_USAGE,
     end_on_failure,
     fail,
@@ -177,7 +178,9 @@ def show(home: Path | None, as_json: bool, task_id: int) -> None:
     for line in unlock_lines(found):
         click.echo(line)
     if found.worktree:
-        click.echo(f"worktree  {found.worktree}")
+        # A worktree is removed after its review lands or by `worktree cleanup`: the record keeps the path.
+        removed = "" if Path(found.worktree).exists() else " (removed)"
+        click.echo(f"worktree  {found.worktree}{removed}")
     if found.review_id:
         click.echo(f"review    {found.review_id}")
     if found.summary:
@@ -203,56 +206,71 @@ def _progress(item: Any, now: float) -> str:
 @task.command("watch")
 @home_option
 @click.option("--timeout", type=click.FloatRange(min=0), default=0, help="Stop watching after this many s (0: never).")
+@click.option("--json", "as_json", is_flag=True, help="No progress lines; print the ended task as JSON.")
 @click.argument("task_id", type=int)
 @needs_daemon
-def watch(home: Path | None, timeout: float, task_id: int) -> None:
+def watch(home: Path | None, timeout: float, as_json: bool, task_id: int) -> None:
     """Show a live progress line until the task ends, then its outcome.
 
-    Exits 0 if it succeeded, 1 otherwise."""
+    Exits 0 if it succeeded, 1 if it failed, was cancelled or paused, 4 if
+    --timeout passed first (status timed_out: the task goes on)."""
     from enact.tasks.records import TaskState
 
     where = resolve_home(home)
     deadline = time.monotonic() + timeout if timeout else None
-    live = sys.stdout.isatty()
+    live = sys.stdout.isatty() and not as_json
     shown = ""
     while True:
-        item = _get(where, task_id, False)
+        item = _get(where, task_id, as_json)
         state = TaskState(item.state)
         if state.ended or state is TaskState.PAUSED:
             break
         line = _progress(item, time.time())
         if live:
             click.echo(f"\r\033[K{line}", nl=False)
-        elif line.rsplit(",", 1)[0] != shown:  # a new line per change, not per second
+        elif not as_json and line.rsplit(",", 1)[0] != shown:  # a new line per change, not per second
             click.echo(line)
         shown = line.rsplit(",", 1)[0]
         if deadline is not None and time.monotonic() > deadline:
             if live:
                 click.echo()
-            fail(f"task {task_id} is still {state} after {timeout:.0f} s", as_json=False)
+            fail(f"task {task_id} is still {state} after {timeout:g} s", as_json=as_json, code=EXIT_TIMED_OUT,
+                 status="timed_out", id=task_id, state=str(state))
         time.sleep(_WATCH_POLL_S)
     if live:
         click.echo("\r\033[K", nl=False)
-    review = f", review {item.review_id}" if item.review_id else ""
-    click.echo(f"task {task_id} {item.state}{review}: {item.summary or 'no summary'}")
+    if as_json:
+        print_json(_task_json(item))
+    else:
+        review = f", review {item.review_id}" if item.review_id else ""
+        click.echo(f"task {task_id} {item.state}{review}: {item.summary or 'no summary'}")
     if state is not TaskState.SUCCEEDED:
         sys.exit(EXIT_FAILED)
 
 
 @task.command("log")
 @home_option
+@click.option("--json", "as_json", is_flag=True, help="Print {\"id\", \"path\", \"log\"} as JSON.")
 @click.argument("task_id", type=int)
-def log(home: Path | None, task_id: int) -> None:
+@needs_daemon
+def log(home: Path | None, as_json: bool, task_id: int) -> None:
     """Print the task's full log (model progress, doctor output)."""
     from enact.tasks.records import task_log_path
 
-    path = task_log_path(resolve_home(home), task_id)
+    where = resolve_home(home)
+    path = task_log_path(where, task_id)
     try:
         with open(path, "rb") as file:
+            if as_json:
+                text = file.read().decode(errors="replace")
+                print_json({"id": task_id, "path": str(path), "log": text})
+                return
             while chunk := file.read(1 << 16):
                 sys.stdout.buffer.write(chunk)
     except FileNotFoundError:
-        fail(f"task {task_id} has no log yet ({path}); a worker writes it once the task runs", as_json=False)
+        # No file is also what a task that does not exist has: only the daemon tells them apart.
+        _get(where, task_id, as_json)
+        fail(f"task {task_id} has no log yet ({path}); a worker writes it once the task runs", as_json=as_json)
 
 
 def _owner_action(name: str, doc: str) -> click.Command:
