@@ -235,8 +235,16 @@ def test_the_fallback_takes_the_top_ranked_safe_active_candidate_and_says_it_is_
     done = make_candidate("cand-d", score=0.95, state=CandidateState.APPROVED)
     verdict = curation.fallback([*SHOWN, unsafe, done], "the model call failed: timeout")
     assert (verdict.recommended, verdict.fallback, verdict.removals) == ("cand-a", True, ())
-    assert verdict.reason.startswith("fallback (curation failed: the model call failed: timeout)")
+    assert verdict.reason.startswith("curation failed (the model call failed: timeout)")
     assert curation.fallback([unsafe], "bad JSON").recommended is None
+
+
+def test_a_fallbacks_reason_leaves_the_word_fallback_to_its_flag() -> None:
+    # Every line that shows a proposal marks a fallback from its flag ("fallback: ...", "(fallback)").
+    for shown in (SHOWN, []):
+        verdict = curation.fallback(shown, "bad JSON")
+        assert verdict.fallback and "fallback" not in verdict.reason
+        assert verdict.reason.startswith("curation failed (bad JSON): ")
 
 
 def test_curation_snapshots_are_clipped_and_the_prompt_carries_candidates_and_records() -> None:

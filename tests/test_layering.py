@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact", "enact.home", "enact.process", "enact.retry", "enact.cancellation", "enact.tables",
         "enact.safe_files", "enact.credentials", "enact.claimed_clock", "enact.home_guard", "enact.environment",
         "enact.schedules", "enact.clock", "enact.entry_points", "enact.errors", "enact.addresses",
+        "enact.wording",
     )),
     ("the contract and the store: messages, storage, settings, the fence, metrics", (
         "enact.messages", "enact.storage", "enact.config", "enact.fence", "enact.metrics",

@@ -80,6 +80,7 @@ def test_todays_tally_survives_a_restart(daemons: DaemonFactory) -> None:
     daemon = daemons.start()
     assert daemon.cli("send", "hello").returncode == 0
     assert daemon.cli_json("status", "--json")["spending"][0]["calls"] == 1
+    assert "reasoning), 1 call\n" in daemon.cli("status").stdout  # one call, not "1 calls"
     assert daemon.terminate() == 0
     restarted = daemons.start(daemon.home)
     assert restarted.cli("send", "again").returncode == 0

@@ -57,3 +57,9 @@ def test_an_earlier_attempts_review_ends_the_task_without_redoing_it() -> None:
     assert opened.outcome is Outcome.SUCCEEDED and opened.review_id == "7" and not opened.keep_worktree
     closed = endings.handed_over_before(_review(ReviewState.CLOSED))
     assert closed.outcome is Outcome.CANCELLED and closed.review_id == "7"
+
+
+def test_an_earlier_attempts_review_is_named_by_the_line_that_shows_the_summary_not_again_in_it() -> None:
+    # `task watch` says "task 1 succeeded, review 7: <summary>": the summary must not say "review 7" again.
+    for state in (ReviewState.OPEN, ReviewState.CLOSED):
+        assert "review 7" not in endings.handed_over_before(_review(state)).summary

@@ -87,6 +87,9 @@ def test_a_task_is_validated_captured_and_handed_over_as_a_review(daemons: Daemo
     assert not (daemon.home / "worktrees" / f"task-{task_id}").exists()
     log = daemon.cli("task", "log", str(task_id))
     assert "passed" in log.stdout
+    [watched] = daemon.cli("task", "watch", str(task_id)).stdout.splitlines()
+    assert watched.startswith(f"task {task_id} succeeded, review {review['id']}: ")
+    assert watched.count(f"review {review['id']}") == 1, watched  # named once, not again in the summary
 
 
 def test_a_task_that_changes_nothing_succeeds_with_no_changes_and_leaves_no_worktree(
@@ -335,7 +338,7 @@ def test_a_task_whose_earlier_review_the_owner_closed_ends_cancelled_without_red
     task_id = add(daemon, repo, "mark the answer")
     shown = wait_ended(daemon, task_id)
     assert shown["state"] == "cancelled", shown
-    assert "the owner closed review 1" in shown["summary"]
+    assert "the owner closed its review" in shown["summary"]
     assert shown["attempt"] == 1 and kinds(shown) == ["queued", "claimed", "cancelled"]
     assert not marker.exists()  # the model was not asked again
     assert not leftover.exists()

@@ -3,6 +3,7 @@ test plays the worker, speaking the same typed messages a worker sends."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,21 @@ def test_cancel_of_a_running_task_reaches_its_worker_on_its_next_heartbeat(daemo
     said = orjson.loads(refused.stdout)
     assert refused.returncode == 2 and (said["status"], said["code"]) == ("refused", "wrong-state")
     assert "only a failed or cancelled task" in said["error"]
+
+
+def test_task_show_and_a_refused_retry_say_the_attempt_and_the_state_once(daemons: DaemonFactory,
+                                                                            repo: Path) -> None:
+    daemon = daemons.start(env=NO_WORKERS)
+    add(daemon, repo)
+    running = claim(daemon)
+    daemon.request(Finish(task_id=1, worker_id="w1", attempt=running.attempt, outcome=Outcome.SUCCEEDED,
+                          summary="one line changed", review_id="r7"))
+    [claimed] = [line for line in daemon.cli("task", "show", "1").stdout.splitlines() if " claimed " in line]
+    assert claimed.count("attempt") == 1 and re.search(r"attempt 1 w1  lease of \d+ s$", claimed), claimed
+    retried = daemon.cli("task", "retry", "1")
+    assert retried.stderr == "enact: task 1 succeeded; only a failed or cancelled task is retried\n"
+    resumed = daemon.cli("task", "resume", "1")
+    assert resumed.stderr == "enact: task 1 succeeded; only a paused task is resumed\n"
 
 
 def test_a_queued_task_is_cancelled_at_once(daemons: DaemonFactory, repo: Path) -> None:

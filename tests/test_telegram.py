@@ -319,7 +319,7 @@ def test_blocked_bot_is_reported_in_status_and_metrics(daemons: DaemonFactory, b
     assert 'enact_channel_delivery_errors_total{channel="telegram",reason="forbidden"} 1.0' in metrics_text(daemon)
     listed = daemon.cli("channel", "list")
     assert "blocked" in listed.stdout and listed.returncode == 0
-    assert "telegram: up, 1 replies refused; last error: delivery to chat" in daemon.cli("status").stdout
+    assert "telegram: up, 1 reply refused; last error: delivery to chat" in daemon.cli("status").stdout
 
 
 def test_reply_valid_for_the_parse_mode_uses_it_and_any_other_is_plain_text(daemons: DaemonFactory,

@@ -12,6 +12,7 @@ import orjson
 
 from enact.cli._client import request, send
 from enact.cli._options import EXIT_USAGE, fail, failure_of, home_option, needs_daemon, print_json, resolve_home
+from enact.wording import counted
 
 
 @click.command("status")
@@ -48,10 +49,12 @@ def status(home: Path | None, as_json: bool) -> None:
     click.echo("tokens today" + ("" if report.spending else "  none"))
     for spent in report.spending:
         cost = f", ${spent.cost_usd:.4f}" if spent.cost_usd is not None else ""
+        calls = counted(spent.calls, "call")
         click.echo(f"  {spent.purpose:<14} {spent.input_tokens} in ({spent.cached_input_tokens} cached), "
-                   f"{spent.output_tokens} out ({spent.reasoning_tokens} reasoning), {spent.calls} calls{cost}")
+                   f"{spent.output_tokens} out ({spent.reasoning_tokens} reasoning), {calls}{cost}")
     for channel in report.channels:
-        refused = f", {channel.delivery_failures} replies refused" if channel.delivery_failures else ""
+        failures = channel.delivery_failures
+        refused = f", {counted(failures, 'reply', 'replies')} refused" if failures else ""
         error = f"; last error: {channel.last_error}" if channel.last_error else ""
         click.echo(f"channel  {channel.name}: {channel.state}{refused}{error}")
     shown = ", ".join(

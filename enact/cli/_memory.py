@@ -24,6 +24,7 @@ from enact.cli._options import (
     print_json,
     resolve_home,
 )
+from enact.wording import counted
 
 _TYPES = ("preference", "fact", "decision", "workflow_rule", "person", "project")
 _SCOPES = ("user", "project", "instance")
@@ -230,4 +231,5 @@ def context(home: Path | None, query: str, as_json: bool) -> None:
         mark = "+" if decision.included else "-"
         click.echo(f"{mark} {decision.fact_id} [{decision.section}] {decision.reason}")
     if reply.decisions_left_out:
-        click.echo(f"… and {reply.decisions_left_out} facts left out, not explained here (the reply is limited)")
+        left_out = counted(reply.decisions_left_out, "fact")
+        click.echo(f"… and {left_out} left out, not explained here (the reply is limited)")

@@ -204,9 +204,9 @@ def fallback(candidates: Sequence[Candidate], why: str) -> Curation:
     for candidate in ranking.ranked(c for c in candidates if c.state is CandidateState.ACTIVE):
         if not guard.refusal({"title": candidate.draft.title, "proposed_change": candidate.draft.proposed_change}):
             return Curation(recommended=candidate.id, fallback=True, removals=(), guidance="",
-                            reason=f"fallback (curation failed: {why}): the top-ranked safe candidate")
+                            reason=f"curation failed ({why}): the top-ranked safe candidate")
     return Curation(recommended=None, fallback=True, removals=(), guidance="",
-                    reason=f"fallback (curation failed: {why}): no safe active candidate")
+                    reason=f"curation failed ({why}): no safe active candidate")
 
 
 def suggestion_mismatch(suggestion: RemovalSuggestion | None, candidate_id: str, removal_class: str) -> str:

@@ -61,6 +61,7 @@ from enact.messages.memory import GetIdentity, Identity
 from enact.messages.scanner import Scan, ScanReport
 from enact.schedules import ParsedSchedule, parse
 from enact.storage import RecordTable, Store
+from enact.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ class EvolveRuns:
             run.lines.append(f"brainstorm refused: {reply.reason}")
         elif not reply.skipped:
             titles = "; ".join(f"{cid}" for cid in reply.candidates) or "none new"
-            run.lines.append(f"brainstorm: {len(reply.candidates)} candidates ({titles})"
+            run.lines.append(f"brainstorm: {counted(len(reply.candidates), 'candidate')} ({titles})"
                              f"{': ' + reply.note if reply.note else ''}")
         self._check_proposal(run)
 
@@ -257,7 +258,7 @@ class EvolveRuns:
             if proposal.candidate_id is None:
                 run.lines.append(f"proposal {proposal.id}: no candidate recommended ({proposal.reason})")
             else:
-                fallback = " (fallback: curation failed)" if proposal.fallback else ""
+                fallback = " (fallback)" if proposal.fallback else ""
                 run.lines += [f"proposal {proposal.id} recommends {proposal.candidate_id}{fallback}: "
                               f"{proposal.reason}",
                               f"approve with `enact evolve approve {proposal.candidate_id}` (nothing is approved "

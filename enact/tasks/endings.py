@@ -57,9 +57,10 @@ def handed_over_before(review: Review) -> Ending:
     ends as cancelled by its owner (terminal, never retried by itself;
     ``task retry`` makes a new one)."""
     if review.state is ReviewState.CLOSED:
-        return Ending(Outcome.CANCELLED, f"the owner closed review {review.id} (an earlier attempt opened it); "
+        return Ending(Outcome.CANCELLED, "the owner closed its review (an earlier attempt opened it); "
                                          "the work is not redone", review_id=str(review.id), keep_worktree=False)
-    return Ending(Outcome.SUCCEEDED, f"review {review.id} was opened by an earlier attempt",
+    # Not "review N ...": every line that shows the summary names the task's review beside it.
+    return Ending(Outcome.SUCCEEDED, "its review was opened by an earlier attempt",
                   review_id=str(review.id), keep_worktree=False)
 
 

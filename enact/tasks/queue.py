@@ -177,7 +177,8 @@ class TaskQueue:
             if task is None:
                 return _not_found(task_id)
             if task.state not in (TaskState.FAILED, TaskState.CANCELLED):
-                return Refused(reason=f"task {task_id} is {task.state}; only a failed or cancelled task is retried",
+                return Refused(reason=f"task {task_id} {task.state.as_told}; "
+                                      "only a failed or cancelled task is retried",
                                code=RefusalCode.WRONG_STATE)
             child = Submit(request=task.request, brief=task.brief, repo=task.repo, origin=origin,
                            repairs=task.repairs, deadline_s=task.deadline_s, parent=task_id,
@@ -198,7 +199,7 @@ class TaskQueue:
             if task is None:
                 return _not_found(task_id)
             if task.state is not TaskState.PAUSED:
-                return Refused(reason=f"task {task_id} is {task.state}; only a paused task is resumed",
+                return Refused(reason=f"task {task_id} {task.state.as_told}; only a paused task is resumed",
                                code=RefusalCode.WRONG_STATE)
             # The owner's resume is not a failure of the task: it uses up no attempt.
             queued = dataclasses.replace(task, state=TaskState.QUEUED, attempt=task.attempt + 1, not_before=0.0,
@@ -227,7 +228,8 @@ class TaskQueue:
                 claimed = dataclasses.replace(task, state=TaskState.RUNNING, worker=worker_id,
                                               lease_expires_at=expires, phase=Phase.NONE, repair=0,
                                               cancel_requested=False, started_at=now, updated_at=now)
-                self._record(txn, pending, task, claimed, EventKind.CLAIMED, f"attempt {task.attempt}", now)
+                self._record(txn, pending, task, claimed, EventKind.CLAIMED,
+                             f"lease of {self.lease_ttl_s:g} s", now)
                 return Claimed(task=claimed, lease_expires_at=expires, lease_ttl_s=self.lease_ttl_s)
             return NothingQueued(next_due_in_s=next_due)
 

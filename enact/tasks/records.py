@@ -51,6 +51,13 @@ class TaskState(enum.StrEnum):
         again. A paused task has not ended: it waits for its owner."""
         return self in _ENDED
 
+    @property
+    def as_told(self) -> str:
+        """The state as a sentence says it after "task 5": "is queued", but
+        "succeeded" and "was cancelled", never "is succeeded"."""
+        return {TaskState.SUCCEEDED: "succeeded", TaskState.FAILED: "failed",
+                TaskState.CANCELLED: "was cancelled"}.get(self, f"is {self.value}")
+
 
 _ENDED = frozenset({TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED})
 

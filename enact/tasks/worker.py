@@ -363,6 +363,6 @@ class TaskAttempt:
                      summary=f"review {review_id}: {stat.splitlines()[-1].strip() if stat else head[:12]}")
         # The branch holds the change; the worktree is not needed any more.
         worktrees.remove(tree, self.services.home, delete_branch=False)
-        return Ending(Outcome.SUCCEEDED, f"review {review_id} opened: {result.summary}", review_id=review_id,
+        return Ending(Outcome.SUCCEEDED, result.summary, review_id=review_id,
                       keep_worktree=False)
 
