@@ -207,6 +207,12 @@ class Fence:
             return False
         return True
 
+    @property
+    def superseded(self) -> bool:
+        """Whether this daemon already knows a newer one took its home over;
+        reads nothing, so it can be asked while the daemon stops."""
+        return bool(self._fenced_by)
+
     def check(self) -> None:
         """Raise FencedError unless this daemon still owns the home.
 

@@ -1,15 +1,25 @@
-"""The daemon's process and its host: log set-up, systemd's readiness
-protocol, and the final exit."""
+"""The daemon's process and its host: log set-up (and the lines every
+program the daemon runs leaves in it), systemd's readiness protocol, and the
+final exit."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import socket
 import sys
+import time
+from collections.abc import Sequence
 from typing import NoReturn
 
 log = logging.getLogger("enact.daemon")
+program_log = logging.getLogger("enact.program")
+"""Where each program the daemon runs (git, a model CLI, an owner's program)
+is logged: its start at debug, its end with its exit status at info."""
+
+_SHOWN_COMMAND = 120
+"""How much of a command line a program's log line shows."""
 
 
 def exit_process(code: int) -> NoReturn:
@@ -29,6 +39,31 @@ def configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    # The ``sh`` library logs every process it starts at info and its pipes'
+    # traffic at debug; enact logs each program's start and end itself
+    # (``program_started``, ``program_ended``), so only its warnings stay.
+    logging.getLogger("sh").setLevel(logging.WARNING)
+
+
+def program_started(argv: Sequence[str]) -> float:
+    """Log at debug that ``argv`` starts; the monotonic time it did, for
+    ``program_ended``."""
+    program_log.debug("%s started", _shown(argv))
+    return time.monotonic()
+
+
+def program_ended(argv: Sequence[str], started: float, outcome: int | str) -> None:
+    """Log at info how ``argv`` ended: an exit status (negative: killed by
+    that signal, as ``subprocess`` reports it) or words such as "timed out
+    after 5 s"."""
+    if isinstance(outcome, int):
+        outcome = f"was killed by signal {-outcome}" if outcome < 0 else f"exited with status {outcome}"
+    program_log.info("%s %s after %.2f s", _shown(argv), outcome, time.monotonic() - started)
+
+
+def _shown(argv: Sequence[str]) -> str:
+    command = shlex.join(argv)
+    return command if len(command) <= _SHOWN_COMMAND else command[: _SHOWN_COMMAND - 1] + "…"
 
 
 def notify_systemd(state: bytes) -> None:

@@ -38,6 +38,7 @@ from enact.commands import Authority, Command, CommandCall, CommandContext, Comm
 from enact.config import DAY, Setting, between, checked
 from enact.errors import EnactError
 from enact.home_guard import HomeRefused, check_owned_file
+from enact.process import program_ended, program_started
 from enact.tables import table_list
 
 log = logging.getLogger(__name__)
@@ -207,6 +208,7 @@ def run_program(
     """Run a program in its own process group, killing the group on timeout
     or cancellation; the group dies with the daemon (see the module doc)."""
     cancel.raise_if_cancelled()
+    started = program_started(argv)
     process = subprocess.Popen(
         ["sh", "-c", _WRAPPER, argv[0], *argv],
         stdin=subprocess.PIPE,
@@ -237,6 +239,7 @@ def run_program(
         except subprocess.TimeoutExpired:
             kill_group()
             process.communicate()
+            program_ended(argv, started, f"timed out after {timeout_s:g} s")
             raise CommandFailed(f"{argv[0]} timed out after {timeout_s:g} s") from None
     finally:
         with guard:
@@ -244,7 +247,9 @@ def run_program(
         if record is not None:
             record.unlink(missing_ok=True)
     if killer.is_set():
+        program_ended(argv, started, "was cancelled")
         raise CommandFailed(f"{argv[0]} was cancelled: {cancel.reason}")
+    program_ended(argv, started, process.returncode)
     text = output.decode(errors="replace").strip()
     if process.returncode != 0:
         raise CommandFailed(f"{argv[0]} exited with status {process.returncode}: {text}")

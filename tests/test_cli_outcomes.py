@@ -19,7 +19,7 @@ import pytest
 from control_wire import LENGTH
 from test_chat import chat_home, commands_toml, deliver_with, runs, wait_for
 
-from enact.cli._chat import INTERRUPTED_TEXT
+from enact.cli._chat import STOPPED_TEXT, TAKEN_OVER_TEXT
 from enact.home import LOG_NAME, SOCKET_NAME
 
 from conftest import Daemon, DaemonFactory, enact_env, run_cli
@@ -103,13 +103,17 @@ def test_send_whose_reply_was_never_delivered_exits_1_in_one_line(daemons: Daemo
     assert [t["outcome"] for t in daemon.cli_json("turns", "--json")] == ["delivery_failed"] * 2
 
 
+def background_send(home: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "enact", "send", *args], env=enact_env(home),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_send_says_when_the_daemon_stops_while_it_waits(daemons: DaemonFactory) -> None:
     home = chat_home(daemons)
     daemon = daemons.start(home, env={"ENACT_DAEMON_SHUTDOWN_TIMEOUT_S": "1"})
 
     def background(*args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "enact", "send", *args], env=enact_env(home),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return background_send(home, *args)
 
     plain = background("--message-id", "cut-1", "do the slow thing")
     as_json = background("--json", "--conversation", "other", "--message-id", "cut-2", "do the slow thing")
@@ -117,16 +121,46 @@ def test_send_says_when_the_daemon_stops_while_it_waits(daemons: DaemonFactory) 
     daemon.process.send_signal(signal.SIGTERM)
     out, err = plain.communicate(timeout=30)
     assert plain.returncode == 1, (out, err)
-    assert _lines(err) == [f"enact: {INTERRUPTED_TEXT}"]
+    assert _lines(err) == [f"enact: {STOPPED_TEXT}"]
     out, err = as_json.communicate(timeout=30)
     assert as_json.returncode == 1, (out, err)
     interrupted = orjson.loads(out)
-    assert interrupted["status"] == "interrupted" and interrupted["error"] == INTERRUPTED_TEXT
+    assert interrupted["status"] == "interrupted" and interrupted["error"] == STOPPED_TEXT
     daemon.wait_exit()
     restarted = daemons.start(home)
     wait_for(lambda: {"cut-1", "cut-2"} <= {t["message_id"] for t in restarted.cli_json("turns", "--json")},
              what="the new daemon to finish both events")
     assert runs(home) == 2  # the interrupted actions were not run again
+
+
+def test_send_cut_off_by_daemon_stop_says_in_one_line_that_the_daemon_stopped(daemons: DaemonFactory) -> None:
+    home = chat_home(daemons)
+    daemon = daemons.start(home, env={"ENACT_DAEMON_SHUTDOWN_TIMEOUT_S": "1"})
+    sending = background_send(home, "do the slow thing")
+    wait_for(lambda: runs(home) == 1, what="the slow action to start")
+    assert daemon.cli("daemon", "stop").returncode == 0
+    out, err = sending.communicate(timeout=30)
+    assert (sending.returncode, out, _lines(err)) == (1, "", [f"enact: {STOPPED_TEXT}"])
+    assert "replaced" not in err and "taken over" not in err
+
+
+def test_send_cut_off_by_a_takeover_says_in_one_line_that_the_daemon_was_taken_over(
+    daemons: DaemonFactory,
+) -> None:
+    home = chat_home(daemons)
+    old = daemons.start(home)
+    plain = background_send(home, "do the slow thing")
+    as_json = background_send(home, "--json", "--conversation", "other", "do the slow thing")
+    wait_for(lambda: runs(home) == 2, what="both slow actions to start")
+    new = daemons.start(home, "--takeover")
+    out, err = plain.communicate(timeout=30)
+    assert (plain.returncode, out, _lines(err)) == (1, "", [f"enact: {TAKEN_OVER_TEXT}"])
+    out, err = as_json.communicate(timeout=30)
+    assert as_json.returncode == 1
+    assert {k: v for k, v in orjson.loads(out).items() if k in ("status", "error")} == {
+        "status": "interrupted", "error": TAKEN_OVER_TEXT}
+    old.wait_exit()
+    new.wait_ready()
 
 
 # -- a daemon that goes away, or answers oddly (a stand-in peer on the socket) --
@@ -169,7 +203,7 @@ def test_send_whose_connection_closes_after_the_request_says_interrupted(daemons
     with stand_in_daemon(home, _hang_up):
         result = run_cli(home, "send", "--message-id", "gone-1", "hello", timeout=30)
     assert result.returncode == 1, result
-    assert _lines(result.stderr) == [f"enact: {INTERRUPTED_TEXT}"]
+    assert _lines(result.stderr) == [f"enact: {STOPPED_TEXT}"]
     with stand_in_daemon(home, _hang_up):
         result = run_cli(home, "send", "--json", "hello", timeout=30)
     assert result.returncode == 1

@@ -115,6 +115,22 @@ def test_commands_run_retried_with_its_request_id_answers_from_the_journal(daemo
     assert len(marker.read_text().splitlines()) == 3
 
 
+def test_the_daemon_log_has_one_info_line_per_finished_program_with_its_exit_status(daemons: DaemonFactory) -> None:
+    daemon = daemons.start(program_home(daemons, """
+        [[command]]
+        name = "quit"
+        run = ["sh", "-c", "exit 3"]
+        """))
+    assert run_command(daemon, {"name": "quit"})["outcome"] == "failed"
+    assert run_command(daemon, {"name": "quit"})["outcome"] == "failed"
+    daemon.terminate()
+    lines = daemon.log_text().splitlines()
+    ended = [line for line in lines if " INFO enact.program: sh -c 'exit 3' exited with status 3 after " in line]
+    assert len(ended) == 2
+    assert [line for line in lines if " enact.program: " in line] == ended  # a start is debug, not shown
+    assert not [line for line in lines if " sh.command" in line]
+
+
 def test_commands_run_with_the_request_id_of_a_running_call_is_not_started_again(daemons: DaemonFactory) -> None:
     home = bump_home(daemons)
     daemon = daemons.start(home)

@@ -3,6 +3,7 @@ executables (output then a crash; a hang whose children must all die)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import threading
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from enact.cancellation import CancellationToken
+from enact.process import configure_logging
 from enact.runtime import RuntimeCancelled, RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import group_alive, run_command
 
@@ -37,6 +39,22 @@ def test_prompt_goes_on_stdin_and_cwd_env_and_exit_code_come_back(tmp_path: Path
     assert (out.exit_code, out.stdout) == (3, "the prompt")
     assert out.stderr.split() == [str(tmp_path), "hi"]
     assert out.duration_s > 0
+
+
+def test_a_command_logs_its_start_at_debug_and_its_end_with_its_exit_status_at_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    program = fake(tmp_path, "quitter", "exit 3\n")
+    caplog.set_level(logging.DEBUG)
+    configure_logging("debug")  # the daemon's set-up: the sh library's own lines stay out
+    try:
+        run([str(program), "--flag"])
+    finally:
+        logging.getLogger("sh").setLevel(logging.NOTSET)
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.startswith(("sh", "enact.program"))]
+    assert lines[0] == (logging.DEBUG, f"{program} --flag started")
+    assert lines[1][0] == logging.INFO and lines[1][1].startswith(f"{program} --flag exited with status 3 after ")
+    assert len(lines) == 2
 
 
 def test_output_then_a_crash_keeps_the_output_and_reports_the_signal(tmp_path: Path) -> None:

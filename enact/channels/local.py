@@ -24,7 +24,7 @@ from enact.errors import EnactError
 from enact.messages.channel import STOPPED, UP, ChannelState
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Ignored, Outcome
-from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, Send
+from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, TAKEN_OVER, Send
 
 _DELIVER_TIMEOUT_S = 30.0
 
@@ -132,8 +132,11 @@ class LocalChannel:
                     # Accepted and still being worked on: say so rather than fail.
                     return _unfinished(event_id, IN_PROGRESS, duplicate=accepted.duplicate)
                 except CancelledError:
-                    # The daemon is stopping (``stop``): answer before it goes.
-                    return _unfinished(event_id, INTERRUPTED, duplicate=accepted.duplicate)
+                    # The daemon is stopping (``stop``): answer before it goes,
+                    # saying whether it was taken over or just stopped.
+                    taken_over = inbox.fence is not None and inbox.fence.superseded
+                    return _unfinished(event_id, INTERRUPTED, duplicate=accepted.duplicate,
+                                       error=TAKEN_OVER if taken_over else "")
         finally:
             with self._lock:
                 futures = self._waiters.get(event_id, [])
@@ -148,5 +151,6 @@ class ChannelNotStarted(EnactError, RuntimeError):
     """A request reached the channel before the daemon started it."""
 
 
-def _unfinished(event_id: str, status: str, *, duplicate: bool) -> Outcome:
-    return Outcome(event_id=event_id, status=status, duplicate=duplicate, reply="", actions=(), attempts=0)
+def _unfinished(event_id: str, status: str, *, duplicate: bool, error: str = "") -> Outcome:
+    return Outcome(event_id=event_id, status=status, duplicate=duplicate, reply="", actions=(), attempts=0,
+                   error=error)

@@ -16,10 +16,8 @@ if TYPE_CHECKING:
     from enact.messages.inbox import Ignored, Outcome
     from enact.messages.local import Send
 
-INTERRUPTED_TEXT = (
-    "the daemon was replaced while this event was in progress; it will be finished by the new daemon, "
-    "see `enact turns`"
-)
+STOPPED_TEXT = "the daemon stopped before it answered; its next start finishes the event (`enact turns`)"
+TAKEN_OVER_TEXT = "the daemon was taken over before it answered; the new daemon finishes the event (`enact turns`)"
 DUPLICATE_NOTE = "(duplicate: the earlier reply)"
 _OUTCOME_KEYS = ("event_id", "duplicate", "reply", "actions", "attempts", "status", "error")
 
@@ -33,7 +31,7 @@ def _problem(outcome: Any) -> str:
         case local.IN_PROGRESS:
             return f"no reply yet; event {outcome.event_id} is still being processed (see `enact turns`)"
         case local.INTERRUPTED:
-            return INTERRUPTED_TEXT
+            return TAKEN_OVER_TEXT if outcome.error == local.TAKEN_OVER else STOPPED_TEXT
         case "runtime_failed":
             return f"the runtime could not answer (the reply says what to do): {error or 'no error recorded'}"
         case "failed":
@@ -81,7 +79,8 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
         from enact.messages.inbox import ChatEvent
 
         event = ChatEvent(channel=local.NAME, conversation=conversation, message_id=message_id, text="")
-        fail(INTERRUPTED_TEXT, as_json=as_json, event_id=event.event_id, status=local.INTERRUPTED)
+        # Whether it stopped or was taken over, the daemon that had the event is gone.
+        fail(STOPPED_TEXT, as_json=as_json, event_id=event.event_id, status=local.INTERRUPTED)
     from enact.messages.inbox import Ignored
 
     if isinstance(reply, Ignored):
@@ -92,7 +91,7 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
     if as_json:
         body = to_wire(outcome)["body"]
         if outcome.status == local.INTERRUPTED:
-            body["error"] = INTERRUPTED_TEXT  # as when the connection itself is lost
+            body["error"] = problem  # the words, as when the connection itself is lost
         print_json({key: body[key] for key in _OUTCOME_KEYS})
     else:
         if outcome.status not in (local.IN_PROGRESS, local.INTERRUPTED):

@@ -23,6 +23,9 @@ IN_PROGRESS = "in_progress"
 INTERRUPTED = "interrupted"
 """The status of a sent event whose daemon stopped while ``enact send`` waited;
 the event's receipt is durable, so the next daemon finishes it."""
+TAKEN_OVER = "taken over"
+"""The ``error`` of an ``interrupted`` outcome whose daemon stopped because
+another took its home over (``--takeover``); "" when it was simply stopped."""
 
 
 @request("local.Send")

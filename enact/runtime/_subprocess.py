@@ -25,6 +25,7 @@ from typing import Any
 import sh
 
 from enact.cancellation import CancellationToken
+from enact.process import program_ended, program_started
 from enact.runtime import RuntimeCancelled, RuntimeTimeout, RuntimeUnavailable
 
 TERM_GRACE_S = 5.0
@@ -65,7 +66,7 @@ def run_command(
     except sh.CommandNotFound:
         raise RuntimeUnavailable(f"{argv[0]}: no such program") from None
     wake = threading.Event()
-    started = time.monotonic()
+    started = program_started(argv)
     try:
         running = program(
             *argv[1:],
@@ -80,6 +81,7 @@ def run_command(
             _done=lambda *_: wake.set(),
         )
     except (OSError, sh.ForkException) as error:
+        program_ended(argv, started, "could not start")
         raise RuntimeUnavailable(f"{argv[0]} cannot be started: {error}") from None
     group = running.process.pid  # the session leader: its pid is the group id
     cancel.on_cancel(lambda _: wake.set())
@@ -87,10 +89,13 @@ def run_command(
     if not finished:
         _terminate(group, lambda: not running.process.is_alive()[0])
         if cancel.cancelled:
+            program_ended(argv, started, "was cancelled")
             raise RuntimeCancelled(f"{argv[0]} was cancelled: {cancel.reason}")
+        program_ended(argv, started, f"timed out after {timeout_s:g} s")
         raise RuntimeTimeout(f"{argv[0]} timed out after {timeout_s:g} s")
     exit_code, stdout, stderr = _collect(running)
     _kill_group(group)  # what it left behind
+    program_ended(argv, started, exit_code)
     return CommandOutput(
         exit_code=exit_code,
         stdout=stdout.decode(errors="replace"),

@@ -20,6 +20,7 @@ import sh
 
 from enact.errors import EnactError
 from enact.home_guard import as_owner
+from enact.process import program_ended, program_started
 
 AUTHOR = ("enact", "enact@localhost")
 
@@ -49,12 +50,16 @@ def git_env() -> dict[str, str]:
 
 def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = ()) -> str:
     """Run ``git [OPTIONS] ARGS`` in ``cwd``; its standard output, or WorktreeError."""
+    shown = ("git", *args)  # the options are the same on every call: the log leaves them out
+    started = program_started(shown)
     try:
         output = sh.git(*HOST_OPTIONS, *options, *args, _cwd=str(cwd), _env=git_env(), _tty_out=False,
                         _preexec_fn=as_owner)
     except sh.ErrorReturnCode as error:
+        program_ended(shown, started, error.exit_code)
         detail = error.stderr.decode(errors="replace").strip().splitlines()
         raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else error.exit_code}") from None
     except sh.CommandNotFound:
         raise WorktreeError("git is not installed") from None
+    program_ended(shown, started, 0)
     return str(output)
