@@ -14,7 +14,7 @@ each built once per configuration by ``Config.typed``, never as
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, cast
@@ -250,7 +250,7 @@ def load(
             where = f"{path}"
             setting = by_key.get(key)
             if setting is None:
-                raise ConfigError(f"unknown configuration key {key!r} in {where}")
+                raise ConfigError(f"unknown configuration key {key!r} in {where}{_did_you_mean(key, by_key, repr)}")
             if setting.secret:
                 raise ConfigError(f"{key} in {where}: a secret is not read from the config file; "
                                   f"set {setting.env_name} instead")
@@ -261,7 +261,8 @@ def load(
             continue
         setting = by_env.get(name)
         if setting is None:
-            raise ConfigError(f"unknown configuration variable {name} in the environment")
+            raise ConfigError(f"unknown configuration variable {name} in the environment"
+                              f"{_did_you_mean(name, by_env, str)}")
         where = f"environment variable {name}"
         values[setting.key] = _validate(setting, _from_text(setting, raw, where), where)
         sources[setting.key] = "environment"
@@ -272,6 +273,15 @@ def load(
         values[key] = _validate(setting, value, "the command line")
         sources[key] = "command line"
     return Config(home=home, values=values, sources=sources, settings=tuple(settings))
+
+
+def _did_you_mean(name: str, known: Iterable[str], shown: Callable[[str], str]) -> str:
+    """The nearest known name (written as ``shown`` writes it) as the end of
+    an error line, or "" if none is near."""
+    import difflib
+
+    nearest = difflib.get_close_matches(name, known, n=1)
+    return f"; did you mean {shown(nearest[0])}?" if nearest else ""
 
 
 def _read_file(path: Path) -> dict[str, Any]:

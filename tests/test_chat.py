@@ -163,6 +163,15 @@ def test_plain_message_gets_the_scripted_echo_and_is_logged_as_a_turn(chat: Daem
     assert {"time", "cursor"} <= set(turn)
 
 
+def test_send_text_may_start_with_a_slash_or_a_dash_and_every_word_after_it_is_text(chat: Daemon) -> None:
+    dashed = send(chat, "--conversation", "dash", "-v", "--json", "--conversation", "x")
+    assert dashed["reply"] == "(scripted runtime) You said: -v --json --conversation x"
+    command = chat.cli("send", "/forget", "--redact", "tea")
+    assert "No such option" not in command.stderr
+    assert [turn["message"] for turn in turns(chat)] == ["-v --json --conversation x", "/forget --redact tea"]
+    assert [turn["conversation"] for turn in turns(chat)] == ["dash", "cli"]
+
+
 def test_second_delivery_of_a_completed_event_is_suppressed(chat: Daemon) -> None:
     first = send(chat, "--message-id", "dup-1", "touch it")
     second = send(chat, "--message-id", "dup-1", "touch it")

@@ -46,7 +46,7 @@ def _one_line(result: subprocess.CompletedProcess[str]) -> str:
 def _says_not_running(result: subprocess.CompletedProcess[str], home: Path) -> None:
     """One line, and with --json that line is JSON on standard output."""
     line = _one_line(result)
-    text = f"enact is not running (home: {home})"
+    text = f"enact is not running (home: {home}); start it with `enact daemon start`"
     if "--json" in result.args:
         assert orjson.loads(result.stdout) == {"status": "not_running", "error": text}
     else:
@@ -67,7 +67,9 @@ def test_without_a_daemon_commands_say_so_and_exit_3(daemons: DaemonFactory, arg
 @pytest.mark.parametrize("args", list(NEEDS_DAEMON.values()), ids=list(NEEDS_DAEMON))
 def test_home_option_wins_over_enact_home_without_a_daemon(daemons: DaemonFactory, args: tuple[str, ...]) -> None:
     chosen, other = daemons.new_home(), daemons.new_home()
-    result = run_cli(other, *args, "--home", str(chosen))
+    # For send, every word from the first that is not one of its options is the text.
+    where = 1 if args[0] == "send" else len(args)
+    result = run_cli(other, *args[:where], "--home", str(chosen), *args[where:])
     assert result.returncode == 3, result
     _says_not_running(result, chosen)
 
@@ -76,7 +78,7 @@ def test_a_home_that_does_not_exist_is_not_running(daemons: DaemonFactory) -> No
     home = daemons.new_home() / "never" / "made"
     result = run_cli(home, "status")
     assert result.returncode == 3
-    assert _one_line(result) == f"enact is not running (home: {home})"
+    assert _one_line(result) == f"enact is not running (home: {home}); start it with `enact daemon start`"
 
 
 def test_a_stale_socket_file_is_not_running(daemons: DaemonFactory) -> None:
@@ -249,14 +251,15 @@ def test_daemon_start_status_stop(daemons: DaemonFactory, detached: list[int], u
     assert not (home / SOCKET_NAME).exists()
     after = run_cli(env_home, "daemon", "status", *home_args)
     assert after.returncode == 3
-    assert _one_line(after) == f"enact is not running (home: {home})"
+    assert _one_line(after) == f"enact is not running (home: {home}); start it with `enact daemon start`"
 
 
-def test_daemon_start_on_a_running_home_fails_with_the_reason(daemons: DaemonFactory) -> None:
+def test_daemon_start_on_a_running_home_fails_with_the_reason_and_names_takeover(daemons: DaemonFactory) -> None:
     daemon = daemons.start()
     result = daemon.cli("daemon", "start", "--metrics-addr", "127.0.0.1:0", timeout=60)
     assert result.returncode == 2, result
-    assert f"already running on this home (pid {daemon.pid}, generation 1)" in result.stderr
+    assert _one_line(result) == (f"enact is already running on this home (pid {daemon.pid}, generation 1); "
+                                 "`enact daemon start --takeover` replaces it")
     assert daemon.cli_json("status", "--json")["pid"] == daemon.pid
 
 
@@ -310,6 +313,28 @@ def test_daemon_run_with_a_bad_environment_variable_names_it(daemons: DaemonFact
     assert result.returncode != 0
     line = _one_line(result)
     assert "daemon.workers" in line and "ENACT_DAEMON_WORKERS" in line, line
+
+
+def test_a_mistyped_configuration_key_or_variable_suggests_the_nearest_one(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    (home / "config.toml").write_text("[daemon]\nworker = 1\n")
+    in_file = run_cli(home, "config", "show")
+    assert in_file.returncode == 2, in_file
+    assert _one_line(in_file).endswith("'daemon.worker' in " + str(home / "config.toml")
+                                       + "; did you mean 'daemon.workers'?")
+    (home / "config.toml").unlink()
+    in_environment = run_cli(home, "daemon", "run", env={"ENACT_DAEMON_WORKER": "1"}, timeout=30)
+    assert in_environment.returncode == 2, in_environment
+    assert _one_line(in_environment) == ("enact: unknown configuration variable ENACT_DAEMON_WORKER in the "
+                                         "environment; did you mean ENACT_DAEMON_WORKERS?")
+
+
+def test_a_mistyped_command_suggests_the_nearest_one(daemons: DaemonFactory) -> None:
+    result = run_cli(daemons.new_home(), "stauts")
+    assert result.returncode == 2, result
+    assert result.stderr.splitlines()[-1] == "Error: No such command 'stauts'. Did you mean 'status'?"
+    nothing_near = run_cli(daemons.new_home(), "xyzzy")
+    assert nothing_near.stderr.splitlines()[-1] == "Error: No such command 'xyzzy'."
 
 
 def test_python_dash_m_enact_is_the_same_cli() -> None:

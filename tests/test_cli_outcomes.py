@@ -247,7 +247,8 @@ def test_json_commands_without_a_daemon_print_json_and_exit_3(daemons: DaemonFac
     home = daemons.new_home()
     result = run_cli(home, *args)
     assert result.returncode == 3, result
-    assert _json(result) == {"status": "not_running", "error": f"enact is not running (home: {home})"}
+    assert _json(result) == {"status": "not_running",
+                             "error": f"enact is not running (home: {home}); start it with `enact daemon start`"}
     assert len(_lines(result.stdout)) == 1
     assert result.stderr == ""
 
@@ -308,7 +309,8 @@ def test_daemon_start_on_a_running_home_is_one_line_exit_2_without_old_log_lines
     result = daemon.cli("daemon", "start", "--metrics-addr", "127.0.0.1:0", timeout=60)
     assert result.returncode == 2, result
     assert _lines(result.stdout + result.stderr) == [
-        f"enact is already running on this home (pid {daemon.pid}, generation 1)"
+        f"enact is already running on this home (pid {daemon.pid}, generation 1); "
+        "`enact daemon start --takeover` replaces it"
     ]
 
 
@@ -364,4 +366,4 @@ def test_the_subcommands_home_wins_over_the_one_before_it(daemons: DaemonFactory
     assert chosen["pid"] == daemon.pid
     refused = run_cli(daemon.home, "--home", str(daemon.home), "status", "--home", str(elsewhere))
     assert refused.returncode == 3
-    assert refused.stderr.strip() == f"enact is not running (home: {elsewhere})"
+    assert refused.stderr.strip() == f"enact is not running (home: {elsewhere}); start it with `enact daemon start`"

@@ -43,7 +43,32 @@ def _problem(outcome: Any) -> str:
     return ""
 
 
-@click.command("send")
+class _TextAfterOptions(click.Command):
+    """A command whose first word that is not one of its own options starts
+    the text, and all words from there on are the text: a message may begin
+    with ``/`` or ``-`` (``/forget --redact X``) without a ``--`` before it."""
+
+    def parse_args(self, context: click.Context, args: list[str]) -> list[str]:
+        takes_value = {name for param in self.get_params(context) if isinstance(param, click.Option)
+                       and not param.is_flag for name in param.opts}
+        flags = {name for param in self.get_params(context) if isinstance(param, click.Option)
+                 and param.is_flag for name in param.opts}
+        position = 0
+        while position < len(args):
+            word = args[position]
+            if word == "--":
+                break  # the text is marked already
+            if word in takes_value:
+                position += 2
+            elif word in flags or word.partition("=")[0] in takes_value:
+                position += 1
+            else:
+                args = [*args[:position], "--", *args[position:]]
+                break
+        return super().parse_args(context, args)
+
+
+@click.command("send", cls=_TextAfterOptions)
 @home_option
 @click.option("--conversation", default="cli", show_default=True, help="Conversation id on the local channel.")
 @click.option("--message-id", default="", help="Message id (default: a fresh one; reuse one to redeliver).")
@@ -55,6 +80,9 @@ def send(home: Path | None, conversation: str, message_id: str, reply_to: str, a
          text: tuple[str, ...]) -> None:
     """Send TEXT to enact through the local channel and print the reply.
 
+    The first word that is not one of the options below starts TEXT, and
+    every word from there on is TEXT, so it may begin with ``/`` or ``-``
+    (``enact send /forget --redact X``).
     TEXT ``-`` reads the text from standard input (UTF-8), which has no
     argument-length limit. Exits 0 once the reply is delivered, 1 if the
     event was ignored, failed, failed on the runtime (status

@@ -25,12 +25,17 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def not_running_line(home: Path) -> str:
+    """What every command says when no daemon runs on ``home``, and how to start one."""
+    return f"enact is not running (home: {home}); start it with `enact daemon start`"
+
+
 class NotRunning(EnactError, RuntimeError):
     """No daemon took the request: nothing listens on the socket, or the
     connection failed before the request was written."""
 
     def __init__(self, home: Path, text: str = "") -> None:
-        super().__init__(text or f"enact is not running (home: {home})")
+        super().__init__(text or not_running_line(home))
         self.home = home
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from enact.cli._client import DaemonError, NoAnswer, NotRunning, UnexpectedReply, request
+from enact.cli._client import DaemonError, NoAnswer, NotRunning, UnexpectedReply, not_running_line, request
 from enact.cli._options import (
     EXIT_FAILED,
     EXIT_NOT_RUNNING,
@@ -87,7 +87,8 @@ def start_command(
     if not takeover:
         running = _running(root)
         if running is not None:
-            fail(f"enact is already running on this home (pid {running.pid}, generation {running.generation})",
+            fail(f"enact is already running on this home (pid {running.pid}, generation {running.generation}); "
+                 "`enact daemon start --takeover` replaces it",
                  as_json=False, code=EXIT_USAGE, prefix="")
     arguments = [sys.executable, "-m", "enact", "daemon", "run", "--home", str(root)]
     for flag, value in (("--metrics-addr", metrics_addr), ("--workers", workers), ("--log-level", log_level)):
@@ -207,7 +208,7 @@ def status_command(home: Path | None, as_json: bool) -> None:
         if as_json:
             print_json({"running": False, "home": str(root)})
         else:
-            click.echo(f"enact is not running (home: {root})")
+            click.echo(not_running_line(root))
         sys.exit(EXIT_NOT_RUNNING)
     if as_json:
         print_json({"running": True, "pid": report.pid, "generation": report.generation, "home": report.home})

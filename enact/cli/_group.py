@@ -8,6 +8,7 @@ command pays for its imports before it talks to the daemon."""
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from collections.abc import Callable
 from pathlib import Path
@@ -47,6 +48,17 @@ class LazyGroup(click.Group):
 
     def list_commands(self, context: click.Context) -> list[str]:
         return sorted({*super().list_commands(context), *self._lazy})
+
+    def resolve_command(
+        self, context: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(context, args)
+        except click.NoSuchCommand as error:
+            # click suggests from the commands it holds, and this group holds
+            # none until one is asked for: suggest the nearest of the whole list.
+            nearest = difflib.get_close_matches(error.command_name, self.list_commands(context), n=1)
+            raise click.NoSuchCommand(error.command_name, possibilities=nearest, ctx=context) from None
 
     def get_command(self, context: click.Context, name: str) -> click.Command | None:
         target = self._lazy.get(name)
