@@ -182,8 +182,9 @@ class RuntimeSettings:
                    prompt_version=values["runtime.prompt_version"],
                    allow_full_access=values["runtime.allow_full_access"])
 
-_NOT_SETTINGS = frozenset({"ENACT_HOME"})
-"""ENACT_* variables that are not configuration keys."""
+_NOT_SETTINGS = frozenset({"ENACT_HOME", "ENACT_COMMAND_SERVER"})
+"""ENACT_* variables that are not configuration keys: the home, and the CLI's
+switch for the command server (``enact.cli._handoff.DISABLE_VARIABLE``)."""
 
 SOURCES = ("default", "file", "environment", "command line")
 

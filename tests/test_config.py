@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from enact import components
-from enact.config import Config, ConfigError, Setting
+from enact.config import Config, ConfigError, DaemonSettings, Setting
 from enact.config import load as load_config
 
 from conftest import DaemonFactory
@@ -458,3 +458,10 @@ def test_workers_help_says_what_it_controls() -> None:
     )
     assert result.returncode == 0
     assert "task workers in the pool; read once the task worker pool lands" in " ".join(result.stdout.split()).lower()
+
+
+def test_the_clis_command_server_switch_is_not_a_configuration_variable(tmp_path: Path) -> None:
+    from enact.cli._handoff import DISABLE_VARIABLE
+
+    config = load(_home(tmp_path), environ={DISABLE_VARIABLE: "off", "ENACT_DAEMON_WORKERS": "1"})
+    assert config.typed(DaemonSettings).workers == 1
