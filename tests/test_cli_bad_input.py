@@ -84,7 +84,9 @@ def test_a_send_over_the_frame_size_exits_2_without_a_traceback(daemons: DaemonF
 def test_an_argument_that_is_not_utf8_exits_2_naming_the_field(daemons: DaemonFactory, args: tuple[str, ...]) -> None:
     daemon = daemons.start()
     _refused_in_one_line(_cli(daemon, *args), "is not valid UTF-8 text")
-    as_json = _cli(daemon, *args, "--json")
+    # `send`'s options come before its text: every word after the text is text.
+    command, *rest = args
+    as_json = _cli(daemon, command, "--json", *rest) if command == "send" else _cli(daemon, *args, "--json")
     assert as_json.returncode == 2 and "not valid UTF-8" in orjson.loads(as_json.stdout)["error"]
     _nothing_changed(daemon)
 
