@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.config import RuntimeSettings
 from enact.messages.common import RefusalCode, Refused, is_human
 from enact.messages.inbox import NoticeTaken
@@ -62,12 +62,15 @@ class TaskQueueActor(EnactActor):
         self._agentic = agentic
         self._runtime = context.config.typed(RuntimeSettings).adapter
 
-    def on_start(self) -> None:
-        # A sweep at once, which also tells the inbox every held notice (it
-        # was never told, or never said it took them). Its own ref: the
-        # inbox's answer needs this actor addressable, and it is not until
-        # on_start returns.
-        self.actor_ref.tell(ExpireLeases())
+    def on_receive(self, message: Any) -> Any:
+        if message is STARTED:
+            # A sweep at once, which also tells the inbox every held notice
+            # (it was never told, or never said it took them). Here, not in
+            # on_start: the supervisor asks this once it can address this
+            # actor by name, which the inbox's answer (NoticeTaken) needs;
+            # told before, the answer could find no one and wait a lease TTL.
+            self.actor_ref.tell(ExpireLeases())
+        return super().on_receive(message)
 
     def on_stop(self) -> None:
         self.cancel_timers()
