@@ -54,6 +54,7 @@ from enact.tasks.records import (
     check_limits,
     clip,
 )
+from enact.tasks.repositories import NO_REPOSITORY
 from enact.tasks.tables import TaskTables
 
 
@@ -122,7 +123,7 @@ class TaskQueue:
         why = check_limits(request=message.request, brief=message.brief, repairs=message.repairs,
                            deadline_s=message.deadline_s, allow_paths=message.allow_paths)
         if why is None and not (message.repo or self.default_repo):
-            why = "no repository named: pass --repo PATH or set tasks.default_repo"
+            why = NO_REPOSITORY
         return None if why is None else Refused(reason=why, code=RefusalCode.INVALID)
 
     def _submit_in(self, txn: lmdb.Transaction, pending: list[TaskChanged], message: Submit, key: str,
