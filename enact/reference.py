@@ -103,7 +103,7 @@ def configuration_page(installed: components.Components) -> str:
         f"then the command line: `enact daemon run` and `enact daemon start` take {flags}. "
         f"`enact config show [--json]` prints each key's effective value, where it came from "
         f"({', '.join(code(source) for source in config.SOURCES)}), its allowed range and the component that "
-        f"declares it. The daemon reads its configuration once, at start; a change takes effect at the next start.",
+        f"declares it. The daemon reads the configuration once, at start: a change takes effect at its next start.",
         "",
         f"Every key is declared by one component: `core` (the daemon itself) or one of enact's built-in "
         f"components, in the order `config show` lists them below; an installed extension declares its own in "
@@ -160,7 +160,7 @@ def walk(command: click.Command, context: click.Context) -> Iterator[tuple[click
                 yield from walk(sub, click.Context(sub, info_name=name, parent=context, **sub.context_settings))
 
 
-def _type_of(param: click.Parameter, context: click.Context) -> str:
+def _type_of(param: click.Parameter) -> str:
     if isinstance(param, click.Option) and param.is_flag:
         return "flag"
     if isinstance(param.type, click.Choice):
@@ -203,7 +203,7 @@ def _parameter_rows(command: click.Command, context: click.Context) -> Iterator[
             help_ = "argument" + ("" if param.required else ", optional") + (
                 ", repeatable" if param.nargs == -1 else "")
         multiple = " (repeatable)" if isinstance(param, click.Option) and param.multiple else ""
-        yield (f"| {names} | {cell(_type_of(param, context))}{multiple} | {_default_of(param, context)} | "
+        yield (f"| {names} | {cell(_type_of(param))}{multiple} | {_default_of(param, context)} | "
                f"{cell(help_)} |")
 
 
