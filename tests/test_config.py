@@ -457,7 +457,7 @@ def test_workers_help_says_what_it_controls() -> None:
         [sys.executable, "-m", "enact", "daemon", "run", "--help"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0
-    assert "task workers in the pool; read once the task worker pool lands" in " ".join(result.stdout.split()).lower()
+    assert "task workers in the pool; 0: none in this daemon" in " ".join(result.stdout.split()).lower()
 
 
 def test_the_clis_command_server_switch_is_not_a_configuration_variable(tmp_path: Path) -> None:
