@@ -175,6 +175,8 @@ def test_the_limits_the_pages_give_are_the_codes() -> None:
     from enact.tasks.doctor import HEAD_TAIL_LIMIT
     from enact.tasks.records import DEADLINE_RANGE_S, MAX_ATTEMPTS, MAX_BRIEF, MAX_REQUEST, REPAIRS_RANGE
 
+    dash = "\N{EN DASH}"
+
     def limits(page: str) -> str:
         return " ".join(_section(page, "## Limits").split())
 
@@ -184,8 +186,8 @@ def test_the_limits_the_pages_give_are_the_codes() -> None:
     assert f"at most {MAX_MESSAGE:,} characters" in limits("docs/chat.md")
     assert f"at most {MAX_TAGS}, each at most {MAX_TAG_CHARS} characters" in limits("docs/memory.md")
     assert f"A request: at most {MAX_REQUEST:,} characters; a brief at most {MAX_BRIEF:,}" in limits("docs/tasks.md")
-    assert f"Repairs: {REPAIRS_RANGE[0]}–{REPAIRS_RANGE[1]}" in limits("docs/tasks.md")
-    assert f"deadline: {DEADLINE_RANGE_S[0]}–{DEADLINE_RANGE_S[1]:,} s" in limits("docs/tasks.md")
+    assert f"Repairs: {REPAIRS_RANGE[0]}{dash}{REPAIRS_RANGE[1]}" in limits("docs/tasks.md")
+    assert f"deadline: {DEADLINE_RANGE_S[0]}{dash}{DEADLINE_RANGE_S[1]:,} s" in limits("docs/tasks.md")
     assert f"Attempts: {MAX_ATTEMPTS}" in limits("docs/tasks.md")
     assert f"at most {HEAD_TAIL_LIMIT:,} characters of its output" in limits("docs/tasks.md")
     assert f"clipped to {MAX_RECORD_TEXT:,} characters" in limits("docs/evolution.md")
