@@ -404,9 +404,9 @@ def test_unknown_scripted_session_after_a_restart_is_expected_not_a_failure(daem
     assert " INFO " in line and "session local:cli" in line and "starting a fresh one" in line
 
 
-def test_the_readme_example_of_commands_toml_loads(tmp_path: Path) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    [example] = [block for block in readme.split("```toml\n")[1:] if block.startswith("[[command]]")]
+def test_the_chat_pages_example_of_commands_toml_loads(tmp_path: Path) -> None:
+    page = (Path(__file__).parent.parent / "docs" / "chat.md").read_text()
+    [example] = [block for block in page.split("```toml\n")[1:] if block.startswith("[[command]]")]
     path = tmp_path / "commands.toml"
     path.write_text(example.split("```", 1)[0])
     [backup] = load_program_commands(path)

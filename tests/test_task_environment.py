@@ -67,7 +67,7 @@ def test_a_real_clis_task_commands_see_neither_the_daemons_secrets_nor_its_setti
         daemons: DaemonFactory, tmp_path: Path, cli: str) -> None:
     """What the model's shell command printed (sent back to the model): no
     secret of the daemon's environment, no ENACT_*; Codex keeps its own key
-    from it too. Claude Code's commands see its ANTHROPIC_* (README)."""
+    from it too. Claude Code's commands see its ANTHROPIC_* (docs/tasks.md)."""
     if shutil.which("bwrap") is None:
         pytest.skip("bwrap is not installed")
     binary = real_cli(cli)
@@ -81,7 +81,7 @@ def test_a_real_clis_task_commands_see_neither_the_daemons_secrets_nor_its_setti
         else:
             env = {**claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary}
         # Claude Code's own key is the one claude_env gives it, which its
-        # commands see (README); every other secret must stay out.
+        # commands see (docs/tasks.md); every other secret must stay out.
         daemon = daemons.start(env={**SECRETS, **env, "ENACT_TASKS_CONFINEMENT": "required"})
         task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "print the env")["id"]
         wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "succeeded",
