@@ -31,7 +31,7 @@ class ConfigError(EnactError, ValueError):
 @dataclass(frozen=True, slots=True)
 class Check:
     """A value's allowed range: ``allowed`` reads after "must be" and in the
-    README's settings table. A number's check also carries its bounds
+    configuration reference (docs/reference/configuration.md). A number's check also carries its bounds
     (``low``/``high``), which every duration and count must declare."""
 
     allowed: str
@@ -94,7 +94,7 @@ class Setting:
 
     @property
     def allowed(self) -> str:
-        """The allowed values in words, as the README's settings table gives them."""
+        """The allowed values in words, as the configuration reference gives them."""
         if self.check is not None:
             return self.check.allowed
         if self.kind is list:
