@@ -203,8 +203,11 @@ def test_declared_parameters_are_checked_before_the_program_runs(daemons: Daemon
     assert not stdin.exists()
     assert run_command(daemon, {"name": "copy", "args": {"path": "x", "count": 3}})["ok"] is True
     assert orjson.loads(stdin.read_text()) == {"path": "x", "count": 3}
-    # Chat text is the argument "text", which this command does not declare.
-    assert send(daemon, "/copy foo")["reply"] == "bad arguments for copy: unknown argument 'text'"
+    # Chat text is the argument "text", which this command does not declare: its arguments come as JSON.
+    assert send(daemon, "/copy foo")["reply"] == (
+        "/copy takes no arguments in chat; a model's action or `enact call commands.Run` gives its path, count")
+    assert send(daemon, "/copy")["reply"] == (
+        "/copy cannot be run from chat: it needs path, which a model's action or `enact call commands.Run` gives")
 
 
 @pytest.mark.parametrize(

@@ -112,7 +112,8 @@ def test_a_due_run_in_co_evolve_scans_proposes_and_tells_the_owner_and_approves_
     report = notice["reply"]
     assert report.startswith("Evolve run (co-evolve):"), report
     assert "feedback scan completed over 2 records: 1 signals" in report
-    assert f"recommends {cand}" in report and f"enact evolve approve {cand}" in report
+    assert f"recommends {cand}" in report
+    assert f"approve with `/evolve.approve {cand}` (nothing is approved for you)" in report
     # Nothing approved: the candidate stays active and no task was queued.
     [made] = candidates(daemon)
     assert (made["id"], made["state"], made["task_id"]) == (cand, "active", None)

@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the contract and the store: messages, storage, settings, the fence, metrics", (
         "enact.messages", "enact.storage", "enact.config", "enact.fence", "enact.metrics",
         "enact.ownership",  # whose a conversation is: the authority rule commands and the chat path share
+        "enact.spoken",  # a command said in chat's words or the CLI's, by who asked
     )),
     ("the actor runtime: base, supervisor, keyed pools, asks, group commit", (
         "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._long_work",

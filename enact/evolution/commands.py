@@ -23,8 +23,8 @@ from enact.messages.curator import (
 R = TypeVar("R")
 
 CURATOR = "curator"
-_ID = {"text": Param(str, doc="the candidate id")}
-_REMOVAL = {"text": Param(str, doc="the candidate id, then the reason")}
+_ID = {"text": Param(str, doc="a candidate id", usage="ID")}
+_REMOVAL = {"text": Param(str, doc="a candidate id, then the reason", usage="ID REASON")}
 
 
 def _ask(context: CommandContext, message: Request[R]) -> R:

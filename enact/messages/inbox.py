@@ -146,6 +146,11 @@ class Turn:
     error: str = ""
     """As ``Outcome.error``; "" in turns logged before it was recorded."""
 
+    @property
+    def is_notice(self) -> bool:
+        """enact told the owner this unasked (``Notify``): no one wrote a message."""
+        return self.message_id.startswith(NOTICE_MESSAGE_ID)
+
 
 @request("inbox.ReadTurns")
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,6 +260,9 @@ class TurnsRedacted:
 
 
 # -- notices: what enact tells the owner unasked ---------------------------------
+
+NOTICE_MESSAGE_ID = "notice:"
+"""A notice's event has message id ``notice:<notice_id>`` and no text."""
 
 
 @internal("inbox.Notify")

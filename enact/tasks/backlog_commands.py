@@ -20,8 +20,8 @@ from enact.tasks.scheduling import Priority, next_run_said
 
 R = TypeVar("R")
 
-_TEXT = {"text": Param(str, doc="the item's text, optionally after p0: or p2:")}
-_ID = {"text": Param(str, doc="the backlog item's id")}
+_TEXT = {"text": Param(str, doc="the item's text", usage="[p0:|p2:] TEXT")}
+_ID = {"text": Param(str, doc="a backlog item's id", usage="ID")}
 
 
 def _ask_scheduler(context: CommandContext, message: Request[R]) -> R:
