@@ -119,7 +119,7 @@ class Metrics:
         # (the time it was made) was most of ``/metrics`` and no alert reads
         # it. The switch is prometheus_client's, for the whole process, and
         # read when a registry is collected: every registry here goes without.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it untyped
         self.registry = registry or CollectorRegistry()
         self._took_over = False
         r = self.registry
