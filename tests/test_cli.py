@@ -129,7 +129,7 @@ def test_call_list_groups_requests_by_protocol_and_leaves_the_internal_ones_to_a
     assert lines[0].startswith("accounting: The accounting protocol")
     assert "control: The control protocol: what the CLI asks of the daemon as a whole" in lines
     under_control = lines[lines.index("control: The control protocol: what the CLI asks of the daemon as a whole") + 1:]
-    assert under_control[:2] == ["  control.Shutdown {}", "  control.Status {}"]
+    assert under_control[:3] == ["  control.GetConfig {}", "  control.Shutdown {}", "  control.Status {}"]
     assert not any(name in listed.stdout for name in internal)
     assert lines[-1] == (f"{len(internal)} internal requests (the ones enact sends itself) not shown: "
                          "`enact call --list --all` lists them")

@@ -16,6 +16,7 @@ from enact.cli._options import (
     EXIT_FAILED,
     EXIT_USAGE,
     Failure,
+    end_on_failure,
     fail,
     failure_of,
     home_option,
@@ -240,24 +241,71 @@ def config_group() -> None:
     """Inspect the configuration."""
 
 
+VALUE_COLUMN_MAX = 32
+"""Longer values (a list of paths) overrun their column rather than widen it for every row."""
+
+
 @config_group.command("show")
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(home: Path | None, as_json: bool) -> None:
-    """Print the effective configuration, where each value came from and
-    which component declares it (``core``: the daemon itself)."""
+    """Print the configuration the running daemon runs with (with none
+    running, this shell's view: what a daemon started here would run with),
+    where each value came from and which component declares it (``core``:
+    the daemon itself). Secrets only say whether they are set."""
+    where = resolve_home(home)
+    running = _running_daemons_config(where, as_json)
+    if running is not None:
+        pid, rows = running
+        said = f"the configuration of the running daemon (pid {pid}, home {where})"
+    else:
+        rows = _this_shells_config(where, as_json)
+        said = f"this shell's view of the configuration: no daemon is running (home {where})"
+    if as_json:
+        print_json({"from": "daemon" if running else "shell", "pid": running[0] if running else None,
+                    "home": str(where), "settings": rows})
+        return
+    click.echo(said)
+    _print_settings(rows)
+
+
+def _running_daemons_config(where: Path, as_json: bool) -> tuple[int, list[dict[str, Any]]] | None:
+    """The running daemon's pid and its settings' rows, or None if no daemon
+    runs on ``where``."""
+    from enact.cli._client import DaemonError, NotRunning
+    from enact.messages import to_wire
+    from enact.messages.control import GetConfig
+
+    try:
+        report = request(where, GetConfig())
+    except NotRunning:
+        return None
+    except DaemonError as error:
+        end_on_failure(error, as_json=as_json)
+        raise  # not reached: a DaemonError is a failure
+    return report.pid, list(to_wire(report)["body"]["settings"])
+
+
+def _this_shells_config(where: Path, as_json: bool) -> list[dict[str, Any]]:
     from enact import components, config
 
     try:
-        # The only command that reads the installed extensions: their
-        # settings are part of the configuration.
-        settings = components.load().load_config(resolve_home(home))
+        # The installed extensions' settings are part of the configuration.
+        return components.load().load_config(where).describe()
     except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
-    rows = settings.describe()
-    if as_json:
-        print_json(rows)
-        return
-    for row in rows:
-        value = orjson.dumps(row["value"]).decode()
-        click.echo(f"{row['key']:<30} {value:<24} {row['component']:<10} ({row['source']})  [{row['allowed']}]")
+
+
+def _print_settings(rows: list[dict[str, Any]]) -> None:
+    """One row a key, its columns as wide as their content."""
+    values = [orjson.dumps(row["value"]).decode() for row in rows]
+    widths = [max((len(text) for text in column), default=0) for column in (
+        [row["key"] for row in rows],
+        [value for value in values if len(value) <= VALUE_COLUMN_MAX],
+        [row["component"] for row in rows],
+        [f"({row['source']})" for row in rows],
+    )]
+    for row, value in zip(rows, values, strict=True):
+        cells = (row["key"], value, row["component"], f"({row['source']})")
+        line = "  ".join(f"{cell:<{width}}" for cell, width in zip(cells, widths, strict=True))
+        click.echo(f"{line}  [{row['allowed']}]")
