@@ -66,7 +66,7 @@ class ActionRecord:
     ok: bool
 
 
-@request("inbox.Receive")
+@request("inbox.Receive", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Receive(Request["Accepted | Ignored | NotFound"]):
     """A channel hands over an event. The answer says whether it was taken."""
@@ -92,7 +92,7 @@ class Ignored:
     reason: str
 
 
-@request("inbox.GetOutcome")
+@request("inbox.GetOutcome", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetOutcome(Request["Outcome | NotFound"]):
     event_id: str = field(metadata=limit(MAX_ID))
@@ -111,7 +111,7 @@ class Outcome:
     """The last error recorded on the event (an attempt's, or its delivery's), bounded."""
 
 
-@request("inbox.GetCursor")
+@request("inbox.GetCursor", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetCursor(Request["Cursor"]):
     """How far the channel's events are finished and acknowledged."""
