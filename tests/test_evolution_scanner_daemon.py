@@ -35,7 +35,8 @@ def observation(refs: list[str], text: str = "The owner says the replies are far
 def scan_rules(home: Path, source: str, answer: str) -> None:
     """The scripted model answers a scan of ``source`` with ``answer``."""
     literal = answer.replace("'''", "")
-    (home / "scripted.toml").write_text(f"[[rule]]\nmatch = 'enact evidence scan: {source}'\nreply = '''{literal}'''\n")
+    (home / "scripted.toml").write_text(f"[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan: {source}'\n"
+                                        f"reply = '''{literal}'''\n")
 
 
 def start(daemons: DaemonFactory, home: Path | None = None, env: dict[str, str] | None = None) -> Daemon:
@@ -215,8 +216,8 @@ def test_a_failed_batch_stops_the_drain_and_leaves_its_turns_pending(daemons: Da
     home = daemons.new_home()
     # The second batch (turns three and four) gets prose around its array: refused.
     (home / "scripted.toml").write_text(
-        "[[rule]]\nmatch = 'enact evidence scan: feedback[\\s\\S]*three'\nreply = 'Sure! []'\n"
-        "[[rule]]\nmatch = 'enact evidence scan: (feedback|experience)'\nreply = '[]'\n")
+        "[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan: feedback[\\s\\S]*three'\nreply = 'Sure! []'\n"
+        "[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan: (feedback|experience)'\nreply = '[]'\n")
     daemon = start(daemons, home, env={"ENACT_EVOLVE_SCAN_BATCH": "2", **NO_WORKERS})
     say(daemon, "one", "two", "three", "four", "five")
     result = daemon.cli("evolve", "scan", "--force", "--json")
@@ -226,7 +227,7 @@ def test_a_failed_batch_stops_the_drain_and_leaves_its_turns_pending(daemons: Da
     assert document["status"] == "failed" and "drain stopped" in document["error"]
     assert "2 records stay pending" in document["error"] and "not a JSON array" in document["error"]
     assert len(scan_prompts(daemon)) == 2  # neither the third batch nor the experience source was asked
-    (home / "scripted.toml").write_text("[[rule]]\nmatch = 'enact evidence scan'\nreply = '[]'\n")
+    (home / "scripted.toml").write_text("[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan'\nreply = '[]'\n")
     again = scan(daemon, "--source", "feedback", "--force")
     assert [(s["outcome"], s["records"], s["pending"]) for s in again] == [("completed", 2, 1), ("completed", 1, 0)]
 

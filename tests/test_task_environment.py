@@ -36,7 +36,8 @@ def test_task_commands_and_the_doctor_see_only_the_allow_list_and_what_the_owner
     with place_for(who, daemons, tmp_path) as place:
         repo = make_repo(place.base / "repo", doctor="env > env-doctor.txt; exit 1")
         (place.home / "scripted.toml").write_text(
-            '[[rule]]\nmatch = "print"\nrun = ["sh", "-c", "env > env-task.txt"]\nreply = "printed"\n')
+            '[[rule]]\npurpose = "task"\nmatch = "print"\n'
+            'run = ["sh", "-c", "env > env-task.txt"]\nreply = "printed"\n')
         daemon = place.start(daemons, {**SECRETS, "PROJECT_MODE": "wanted", "LC_TIME": "C",
                                        "ENACT_TASKS_CONFINEMENT": confinement,
                                        "ENACT_TASKS_ENV_PASSTHROUGH": "PROJECT_*,GITHUB_TOKEN"})
