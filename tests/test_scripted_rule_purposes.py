@@ -1,5 +1,5 @@
 """Scripted rules answer the owner's chat messages unless they name a
-purpose: the README's example rules (copied below as the README gives them)
+purpose: the documented example rules (docs/runtimes.md)
 no longer answer the evidence scanner's or a task's calls, and a rule that
 opts into a purpose answers that purpose's calls."""
 
@@ -22,23 +22,15 @@ from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 
 from conftest import Daemon, DaemonFactory
 
-README_RULES = r'''
-[[rule]]
-match = "remember (.+)"            # regular expression, searched case-insensitively in the owner's message
-reply = "Noted. [MEMORY]\\1[/MEMORY]"   # a final reply; groups of the match can be used (\1, \g<name>)
+def _documented_rules() -> str:
+    """The first rule set of docs/runtimes.md's scripted runtime section, as a user copies it."""
+    page = (Path(__file__).parent.parent / "docs" / "runtimes.md").read_text()
+    section = page[page.index("## The scripted runtime"):]
+    return section.split("```toml\n", 1)[1].split("```", 1)[0]
 
-[[rule]]
-match = "how are things"
-action = "status"                  # one action: a registered command name ...
-args = {}                          # ... and its arguments
-then = "All good: {receipt}"       # the final reply once the receipt comes back; {receipt} is its text
 
-[[rule]]
-match = "explode"
-fail = "the model is unavailable"  # the call fails, as a model outage would
-fail_as = "unavailable"            # optional: failed (default), auth, rate-limited, unavailable
-'''
-"""The example rule set of the README's "The scripted runtime" section, as it stood when rules matched anywhere."""
+README_RULES = _documented_rules()
+"""The documented example rules (the README's, before the docs moved): chat rules with no purpose."""
 
 OPTED_IN = '''
 [[rule]]
