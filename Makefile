@@ -2,7 +2,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint pytest bench clean install uninstall tools
+.PHONY: run test lint pytest bench clean install uninstall tools docs
 
 # The stamp files re-install only when the packaging metadata changes.
 # The editable install puts the checkout on sys.path (setuptools' compat
@@ -75,3 +75,8 @@ install:
 uninstall:
 	rm -f "$(INSTALL_BIN)/enact"
 	rm -rf "$(INSTALL_VENV)"
+
+# The configuration and CLI references (docs/reference/), written from the
+# code; tests/test_reference.py fails when the committed pages are stale.
+docs: $(VENV)/.installed
+	$(BIN)/python -m enact.reference

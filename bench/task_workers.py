@@ -32,7 +32,7 @@ from enact.tasks.validation import Validation
 
 TITLE = "10. Task workers: trivial tasks completed per minute with 1, 2 and 4 workers"
 _ROOT = Path(__file__).resolve().parent.parent
-_RULES = '[[rule]]\nmatch = "."\nrun = ["sh", "-c", "echo \'# touched\' >> lib.py"]\nreply = "done"\n'
+_RULES = '[[rule]]\npurpose = "task"\nmatch = "."\nrun = ["sh", "-c", "echo \'# touched\' >> lib.py"]\nreply = "done"\n'
 _GIT = {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}
 
 

@@ -22,6 +22,7 @@ from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
 from enact.messages.common import NotFound, Origin, Refused, is_human
 from enact.ownership import not_the_owners
+from enact.spoken import Audience
 
 if TYPE_CHECKING:
     from enact.fence import Fence
@@ -32,6 +33,10 @@ R = TypeVar("R")
 
 MAX_RECEIPT = 4000
 """Receipt text is clipped to this many characters (head and tail kept)."""
+
+TYPED = "text"
+"""The argument a chat command's words are: ``/review.land 5`` is ``review.land``
+with ``{"text": "5"}`` (``enact.chat.conversation.chat_command``)."""
 
 
 class Authority(enum.Enum):
@@ -51,7 +56,10 @@ class Param:
     type: type[Any] | tuple[type[Any], ...]
     required: bool = True
     doc: str = ""
+    """What the argument is, as a chat user is told it is missing: "a review id"."""
     type_name: str = ""
+    usage: str = ""
+    """How the typed argument reads in a chat command's usage ("ID"); "" for TEXT."""
 
     @property
     def kind(self) -> str:
@@ -80,6 +88,12 @@ class CommandCall:
     """For a model's action: the receipts of the turn's earlier actions, what
     the model read before asking (a command that keeps what it is given holds
     a repetition of them for the owner, as ``remember`` does)."""
+
+    @property
+    def audience(self) -> Audience:
+        """Who reads the receipt: a chat message's command speaks chat, a
+        model's action JSON, ``enact call commands.Run`` the CLI."""
+        return Audience.of(self.origin, in_conversation=bool(self.conversation))
 
 
 Handler = Callable[[CommandCall, "CommandContext"], str]
@@ -238,7 +252,7 @@ class CommandRegistry:
             known = ", ".join(sorted(commands))
             text = f"unknown command {call.name!r}; known: {known}"
             return unsuccessful(call.name, CommandOutcome.UNKNOWN_COMMAND, text)
-        problem = _check_args(command, call.args)
+        problem = _check_args(command, call.args, call.audience)
         if problem:
             return unsuccessful(call.name, CommandOutcome.BAD_ARGS, problem)
         problem = _check_authority(command, call)
@@ -273,9 +287,23 @@ def unsuccessful(command: str, outcome: CommandOutcome, text: str) -> Receipt:
     return Receipt(command=command, ok=False, text=text, outcome=outcome)
 
 
-def _check_args(command: Command, args: dict[str, Any]) -> str:
+def chat_usage(command: Command) -> str:
+    """How a command is typed in chat: ``/review.land ID``, ``/memory [TAG]``."""
+    typed = command.params.get(TYPED)
+    if typed is None:
+        return f"/{command.name}"
+    words = typed.usage or "TEXT"
+    return f"/{command.name} {words if typed.required else f'[{words}]'}"
+
+
+def _check_args(command: Command, args: dict[str, Any], audience: Audience) -> str:
     if command.free:
         return ""
+    if audience is Audience.CHAT:
+        problem = _check_typed_args(command, args)
+        if problem:
+            return problem
+    # A model's action and ``enact call`` give arguments as JSON: named by their keys.
     unknown = sorted(set(args) - set(command.params))
     if unknown:
         return f"bad arguments for {command.name}: unknown argument {unknown[0]!r}"
@@ -288,6 +316,24 @@ def _check_args(command: Command, args: dict[str, Any]) -> str:
         wrong_bool = isinstance(value, bool) and param.type is not bool
         if wrong_bool or not isinstance(value, param.type):
             return f"bad arguments for {command.name}: {name!r} must be {param.kind}"
+    return ""
+
+
+def _check_typed_args(command: Command, args: dict[str, Any]) -> str:
+    """A chat user typed the command's words: what is wrong, said as the command's usage."""
+    typed = command.params.get(TYPED)
+    named = [name for name in command.params if name != TYPED]
+    if typed is None and args:
+        if not named:
+            return f"/{command.name} takes no arguments"
+        return (f"/{command.name} takes no arguments in chat; a model's action or `enact call commands.Run` "
+                f"gives its {', '.join(named)}")
+    needed = [name for name in named if command.params[name].required]
+    if needed:
+        return (f"/{command.name} cannot be run from chat: it needs {', '.join(needed)}, which a model's action "
+                "or `enact call commands.Run` gives")
+    if typed is not None and typed.required and TYPED not in args:
+        return f"/{command.name} needs {typed.doc or 'some text'} — usage: {chat_usage(command)}"
     return ""
 
 
@@ -343,6 +389,7 @@ def builtin_commands(registry: CommandRegistry) -> list[Command]:
 
 
 __all__ = [
+    "TYPED",
     "Authority",
     "Command",
     "CommandCall",
@@ -353,5 +400,6 @@ __all__ = [
     "ProgramsSource",
     "answered",
     "builtin_commands",
+    "chat_usage",
     "clip",
 ]

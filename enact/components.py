@@ -5,15 +5,16 @@ A component is a ``Component`` subclass, in the shape of Mopidy's
 checks), an environment check run at daemon start, and what it adds to the
 daemon: actors, the wire requests it serves (their prefix is the
 component's name), chat commands, CLI commands, metrics, a channel or a
-runtime. Every feature of enact is one: chat, memory, tasks, evolution, each
-channel and each runtime, and the daemon's own core.
+runtime. Every part of enact is one: the daemon's own core, each feature,
+each channel and each runtime.
 
 They are all found the same way: through the ``enact.extensions``
 entry-point group, each entry point naming a Component subclass or a factory
-that returns an instance. enact's own are the entry points of the ``enact``
-distribution (``setup.cfg``), loaded first; an installed package adds one the
-same way. A broken extension stops the daemon at start with one line naming
-it. The daemon's actors, the reserved names, the chat commands and the CLI's
+that returns an instance. Which components are built in is declared in one
+place, the ``enact.extensions`` entry points in ``setup.cfg`` (the ``enact``
+distribution's), loaded first; an installed package adds one the same way.
+A broken extension stops the daemon at start with one line naming it. The
+daemon's actors, the reserved names, the chat commands and the CLI's
 commands are read from what loaded; nothing else lists them.
 """
 

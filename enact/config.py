@@ -31,7 +31,7 @@ class ConfigError(EnactError, ValueError):
 @dataclass(frozen=True, slots=True)
 class Check:
     """A value's allowed range: ``allowed`` reads after "must be" and in the
-    README's settings table. A number's check also carries its bounds
+    configuration reference (docs/reference/configuration.md). A number's check also carries its bounds
     (``low``/``high``), which every duration and count must declare."""
 
     allowed: str
@@ -87,6 +87,9 @@ class Setting:
     """Who declares it: ``core`` (the daemon itself) or a component's name."""
     secret: bool = False
     """A credential: read from the environment only, shown as set/unset."""
+    read_from: str = ""
+    """A secret's fallback: the key of a setting naming a file it is read
+    from when unset, which ``config show`` names instead of "unset"."""
 
     @property
     def env_name(self) -> str:
@@ -94,7 +97,7 @@ class Setting:
 
     @property
     def allowed(self) -> str:
-        """The allowed values in words, as the README's settings table gives them."""
+        """The allowed values in words, as the configuration reference gives them."""
         if self.check is not None:
             return self.check.allowed
         if self.kind is list:
@@ -215,19 +218,22 @@ class Config:
     def describe(self) -> list[dict[str, Any]]:
         return [
             {
-                "key": s.key, "value": shown_value(s, self.values[s.key]), "source": self.sources[s.key],
+                "key": s.key, "value": self.shown_value(s), "source": self.sources[s.key],
                 "doc": s.doc, "component": s.component, "allowed": s.allowed,
             }
             for s in self.settings
         ]
 
-
-def shown_value(setting: Setting, value: Any) -> Any:
-    """What may be shown of a value: a secret only says whether it is set
-    (its row's source says from where)."""
-    if setting.secret:
+    def shown_value(self, setting: Setting) -> Any:
+        """What may be shown of a value: a secret only says whether it is set
+        (its row's source says from where), or the setting naming the file
+        it is read from instead (never what the file holds)."""
+        value = self.values[setting.key]
+        if not setting.secret:
+            return value
+        if not value and self.values.get(setting.read_from):
+            return f"from {setting.read_from}"
         return "set" if value else "unset"
-    return value
 
 
 def load(

@@ -36,7 +36,7 @@ from enact.messages._registry import Request
 from enact.messages.channel import Channels
 from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
-from enact.messages.control import Shutdown, ShuttingDown, Status, StatusReport
+from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status, StatusReport
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
 from enact.process import configure_logging, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
@@ -221,7 +221,8 @@ class _Daemon:
         other request goes to the actor its prefix names."""
         commands = self.commands
         return [
-            ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested}),
+            ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested,
+                         GetConfig: lambda _: self.reports.config()}),
             ("channel", {ListChannels: lambda _: Channels(channels=self.channels.states())}),
             ("commands", {Run: lambda message: run_command(self.journaled_commands, self.fence, message),
                           ListCommands: lambda _: Catalog(commands=tuple(commands.catalog()))}),

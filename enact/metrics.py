@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, cast
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
@@ -107,6 +115,11 @@ class Metrics:
     counters."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        # A ``_created`` series beside every counter and histogram series
+        # (the time it was made) was most of ``/metrics`` and no alert reads
+        # it. The switch is prometheus_client's, for the whole process, and
+        # read when a registry is collected: every registry here goes without.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it untyped
         self.registry = registry or CollectorRegistry()
         self._took_over = False
         r = self.registry

@@ -56,6 +56,6 @@ def plant_argv(marker: str, python: str = sys.executable) -> list[str]:
 
 
 def plant_rule(match: str, marker: str, *, python: str = sys.executable) -> str:
-    """A scripted runtime rule (``tests.test_task_workers.rules``) whose task
+    """A scripted runtime rule (``tests.test_task_workers.task_rules``) whose task
     plants it, run by ``python`` (the daemon's user must be able to run it)."""
     return f'match = "{match}"\nrun = {orjson.dumps(plant_argv(marker, python)).decode()}\nreply = "planted"'

@@ -117,6 +117,34 @@ def test_call_prints_the_typed_reply_as_json(daemons: DaemonFactory) -> None:
     assert described["body"]["generation"] == 1
 
 
+def test_call_list_groups_requests_by_protocol_and_leaves_the_internal_ones_to_all(daemons: DaemonFactory) -> None:
+    from enact.messages import Kind, registered
+
+    home = daemons.new_home()  # --list reads the types, not the daemon
+    internal = {r.name for r in registered() if r.kind is Kind.REQUEST and r.plumbing}
+    assert {"journal.Plan", "accounting.Spend", "tasks.Claim", "tasks.Heartbeat"} <= internal  # declared, not listed
+    listed = run_cli(home, "call", "--list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("accounting: The accounting protocol")
+    assert "control: The control protocol: what the CLI asks of the daemon as a whole" in lines
+    under_control = lines[lines.index("control: The control protocol: what the CLI asks of the daemon as a whole") + 1:]
+    assert under_control[:3] == ["  control.GetConfig {}", "  control.Shutdown {}", "  control.Status {}"]
+    assert not any(name in listed.stdout for name in internal)
+    assert lines[-1] == (f"{len(internal)} internal requests (the ones enact sends itself) not shown: "
+                         "`enact call --list --all` lists them")
+    everything = run_cli(home, "call", "--list", "--all").stdout.splitlines()
+    split = everything.index("internal: the requests enact sends itself (the wire takes them, for tools and tests)")
+    assert "  journal.Plan {request_id: str, index: int, command: str, args: dict[str, Any]}" in everything[split:]
+    assert "  control.Status {}" in everything[:split]
+    as_json = orjson.loads(run_cli(home, "call", "--list", "--json").stdout)
+    status = next(described for described in as_json if described["type"] == "control.Status")
+    assert (status["protocol"], status["internal"]) == ("control", False)
+    assert not internal & {described["type"] for described in as_json}
+    all_json = orjson.loads(run_cli(home, "call", "--list", "--all", "--json").stdout)
+    assert {described["type"] for described in all_json if described["internal"]} == internal
+
+
 BAD_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "unknown-type": (("call", "nope.Nothing"), ("unknown message type", "nope.Nothing")),
     "bad-json": (("call", "epoch.RequireCurrent", "{not json"), ("not valid JSON",)),

@@ -55,9 +55,16 @@ def send(daemon: Daemon, *args: str) -> dict[str, Any]:
     return outcome
 
 
+RECEIPT_EXIT_CODES = {"ok": 0, "bad_args": 2, "unknown_command": 2, "refused": 2, "not_found": 2, "failed": 1}
+"""``enact call commands.Run``'s exit code by the receipt's outcome: a failed
+run is not a success (the codes of every command's refusal and failure)."""
+
+
 def run_command(daemon: Daemon, body: dict[str, Any]) -> dict[str, Any]:
-    reply: dict[str, Any] = daemon.cli_json("call", "commands.Run", orjson.dumps(body).decode())
+    result = daemon.cli("call", "commands.Run", orjson.dumps(body).decode())
+    reply: dict[str, Any] = orjson.loads(result.stdout)
     assert reply["type"] == "commands.Receipt", reply
+    assert result.returncode == RECEIPT_EXIT_CODES[reply["body"]["outcome"]], (result.returncode, reply)
     return dict(reply["body"])
 
 
@@ -203,8 +210,32 @@ def test_declared_parameters_are_checked_before_the_program_runs(daemons: Daemon
     assert not stdin.exists()
     assert run_command(daemon, {"name": "copy", "args": {"path": "x", "count": 3}})["ok"] is True
     assert orjson.loads(stdin.read_text()) == {"path": "x", "count": 3}
-    # Chat text is the argument "text", which this command does not declare.
-    assert send(daemon, "/copy foo")["reply"] == "bad arguments for copy: unknown argument 'text'"
+    # Chat text is the argument "text", which this command does not declare: its arguments come as JSON.
+    assert send(daemon, "/copy foo")["reply"] == (
+        "/copy takes no arguments in chat; a model's action or `enact call commands.Run` gives its path, count")
+    assert send(daemon, "/copy")["reply"] == (
+        "/copy cannot be run from chat: it needs path, which a model's action or `enact call commands.Run` gives")
+
+
+def test_call_commands_run_exits_non_zero_when_the_run_did_not_succeed(daemons: DaemonFactory) -> None:
+    home, _ = copy_home(daemons, """params = [{name = "path", type = "string"}]""")
+    (home / "commands.toml").write_text((home / "commands.toml").read_text() + """
+[[command]]
+name = "quit"
+run = ["sh", "-c", "exit 3"]
+""")
+    daemon = daemons.start(home)
+    runs = {
+        "bad arguments": ({"name": "copy", "args": {"count": 1}}, 2, "bad_args"),
+        "unknown command": ({"name": "cpy"}, 2, "unknown_command"),
+        "failed program": ({"name": "quit"}, 1, "failed"),
+        "success": ({"name": "copy", "args": {"path": "x"}}, 0, "ok"),
+    }
+    for what, (body, exit_code, outcome) in runs.items():
+        result = daemon.cli("call", "commands.Run", orjson.dumps(body).decode())
+        receipt = orjson.loads(result.stdout)  # the typed reply is printed whatever the outcome
+        assert (result.returncode, receipt["body"]["outcome"]) == (exit_code, outcome), what
+        assert receipt["body"]["ok"] is (exit_code == 0), what
 
 
 @pytest.mark.parametrize(
@@ -404,9 +435,9 @@ def test_unknown_scripted_session_after_a_restart_is_expected_not_a_failure(daem
     assert " INFO " in line and "session local:cli" in line and "starting a fresh one" in line
 
 
-def test_the_readme_example_of_commands_toml_loads(tmp_path: Path) -> None:
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    [example] = [block for block in readme.split("```toml\n")[1:] if block.startswith("[[command]]")]
+def test_the_chat_pages_example_of_commands_toml_loads(tmp_path: Path) -> None:
+    page = (Path(__file__).parent.parent / "docs" / "chat.md").read_text()
+    [example] = [block for block in page.split("```toml\n")[1:] if block.startswith("[[command]]")]
     path = tmp_path / "commands.toml"
     path.write_text(example.split("```", 1)[0])
     [backup] = load_program_commands(path)

@@ -203,7 +203,7 @@ def test_an_installed_extension_adds_its_settings_actor_requests_metric_chat_and
     (home / "config.toml").write_text('[hello]\ngreeting = "good morning"\n')
     shown = run_cli(home, "config", "show", "--json", env={"PYTHONPATH": hello_path})
     assert shown.returncode == 0, shown.stderr
-    rows = {row["key"]: row for row in orjson.loads(shown.stdout)}
+    rows = {row["key"]: row for row in orjson.loads(shown.stdout)["settings"]}
     assert rows["hello.greeting"] == {
         "key": "hello.greeting", "value": "good morning", "source": "file", "component": "hello",
         "doc": "What the hello extension says", "allowed": rows["hello.greeting"]["allowed"],

@@ -15,7 +15,7 @@ from enact import components
 from enact.config import Config, ConfigError, DaemonSettings, Setting
 from enact.config import load as load_config
 
-from conftest import DaemonFactory
+from conftest import DaemonFactory, run_cli
 
 SETTINGS = components.load().settings()
 """enact's own keys: the daemon's and its features'."""
@@ -298,7 +298,7 @@ def test_config_show_json_prints_every_key_with_its_source(tmp_path: Path) -> No
     home = _home(tmp_path, "[daemon]\nworkers = 4\n")
     result = _config_show(home, "--json", environ={"ENACT_SUPERVISOR_MAX_RESTARTS": "7"})
     assert result.returncode == 0, result.stderr
-    rows: list[dict[str, Any]] = orjson.loads(result.stdout)
+    rows: list[dict[str, Any]] = orjson.loads(result.stdout)["settings"]
     by_key = {row["key"]: row for row in rows}
     assert [row["key"] for row in rows] == [s.key for s in components.load().settings()]
     assert by_key["daemon.workers"]["value"] == 4 and by_key["daemon.workers"]["source"] == "file"
@@ -326,17 +326,77 @@ def test_config_show_prints_only_whether_the_openai_key_is_set_and_from_where(tm
     for result in (plain, as_json):
         assert result.returncode == 0, result.stderr
         assert "sk-very-secret-key" not in result.stdout + result.stderr
-    [row] = [row for row in orjson.loads(as_json.stdout) if row["key"] == "runtime.openai.api_key"]
+    [row] = [row for row in orjson.loads(as_json.stdout)["settings"] if row["key"] == "runtime.openai.api_key"]
     assert (row["value"], row["source"]) == ("set", "environment")
     line = next(line for line in plain.stdout.splitlines() if line.startswith("runtime.openai.api_key"))
     assert '"set"' in line and "(environment)" in line
     unset = _config_show(_home(tmp_path), "--json")
-    [row] = [row for row in orjson.loads(unset.stdout) if row["key"] == "runtime.openai.api_key"]
+    [row] = [row for row in orjson.loads(unset.stdout)["settings"] if row["key"] == "runtime.openai.api_key"]
     assert (row["value"], row["source"]) == ("unset", "default")
     in_file = _config_show(_home(tmp_path, '[runtime.openai]\napi_key = "sk-in-a-file"\n'))
     assert in_file.returncode == 2
     assert in_file.stderr.count("\n") == 1 and "sk-in-a-file" not in in_file.stderr
     assert "set ENACT_OPENAI_API_KEY instead" in in_file.stderr
+
+
+def test_config_show_sizes_its_columns_from_the_longest_key_and_value(tmp_path: Path) -> None:
+    result = _config_show(_home(tmp_path))
+    assert result.returncode == 0, result.stderr
+    rows = orjson.loads(_config_show(_home(tmp_path), "--json").stdout)["settings"]
+    key_width = max(len(row["key"]) for row in rows)
+    assert key_width > 30  # memory.max_pending_per_conversation: the fixed 30 columns once broke on it
+    lines = result.stdout.splitlines()[1:]
+    assert [line.split()[0] for line in lines] == [row["key"] for row in rows]
+    # Every value starts in one column, two spaces after the longest key;
+    # the component after the value, in one column too (unless a long list overran it).
+    assert {line[key_width:key_width + 2] for line in lines} == {"  "}
+    assert all(line[key_width + 2] != " " for line in lines)
+    components_at = {line.index(f" {row['component']} ") for line, row in zip(lines, rows, strict=True)
+                     if len(orjson.dumps(row["value"])) <= 32}
+    assert len(components_at) == 1
+
+
+def test_a_secret_read_from_a_file_is_shown_as_that_files_setting(tmp_path: Path) -> None:
+    token = Setting("vault.token", str, "", "A credential", env="ENACT_VAULT_TOKEN", secret=True,
+                    read_from="vault.token_file")
+    token_file = Setting("vault.token_file", str, "", "A file holding the credential")
+    shown = {row["key"]: row["value"] for row in load(
+        _home(tmp_path, '[vault]\ntoken_file = "/run/vault"\n'), environ={}, settings=(token, token_file)
+    ).describe()}
+    assert shown == {"vault.token": "from vault.token_file", "vault.token_file": "/run/vault"}
+    both = load(_home(tmp_path), environ={"ENACT_VAULT_TOKEN": "s3cr3t"}, settings=(token, token_file))
+    assert both.describe()[0]["value"] == "set"  # the environment's wins, as the channel reads it
+    neither = load(_home(tmp_path, ""), environ={}, settings=(token, token_file))
+    assert neither.describe()[0]["value"] == "unset"
+
+
+def test_config_show_with_a_daemon_running_shows_the_daemons_configuration(daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    secret = "sk-only-the-daemon-knows"
+    daemon = daemons.start(home, env={"ENACT_DAEMON_WORKERS": "1", "ENACT_OPENAI_API_KEY": secret})
+    plain = _config_show(home)  # this shell sets neither
+    assert plain.returncode == 0, plain.stderr
+    lines = plain.stdout.splitlines()
+    assert lines[0] == f"the configuration of the running daemon (pid {daemon.pid}, home {home})"
+    [workers] = [line for line in lines if line.startswith("daemon.workers ")]
+    assert workers.split()[1] == "1" and "(environment)" in workers
+    as_json = orjson.loads(_config_show(home, "--json").stdout)
+    assert (as_json["from"], as_json["pid"], as_json["home"]) == ("daemon", daemon.pid, str(home))
+    rows = {row["key"]: row for row in as_json["settings"]}
+    assert (rows["daemon.workers"]["value"], rows["daemon.workers"]["source"]) == (1, "environment")
+    assert (rows["runtime.openai.api_key"]["value"], rows["runtime.openai.api_key"]["source"]) == ("set", "environment")
+    assert [row["key"] for row in as_json["settings"]] == [s.key for s in SETTINGS]
+    # The secret is redacted by the daemon: it never crosses the socket.
+    raw = run_cli(home, "call", "control.GetConfig").stdout
+    assert orjson.loads(raw)["type"] == "control.ConfigReport"
+    assert secret not in raw + plain.stdout + orjson.dumps(as_json).decode()
+    assert daemon.terminate() == 0
+    stopped = _config_show(home)
+    assert stopped.stdout.splitlines()[0] == (
+        f"this shell's view of the configuration: no daemon is running (home {home})")
+    [workers] = [line for line in stopped.stdout.splitlines() if line.startswith("daemon.workers ")]
+    assert workers.split()[1] == "2" and "(default)" in workers
+    assert orjson.loads(_config_show(home, "--json").stdout)["from"] == "shell"
 
 
 @pytest.mark.parametrize(
@@ -457,7 +517,7 @@ def test_workers_help_says_what_it_controls() -> None:
         [sys.executable, "-m", "enact", "daemon", "run", "--help"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0
-    assert "task workers in the pool; read once the task worker pool lands" in " ".join(result.stdout.split()).lower()
+    assert "task workers in the pool; 0: none in this daemon" in " ".join(result.stdout.split()).lower()
 
 
 def test_the_clis_command_server_switch_is_not_a_configuration_variable(tmp_path: Path) -> None:

@@ -32,7 +32,8 @@ def broken_bwrap(directory: Path) -> str:
 
 def start(daemons: DaemonFactory, tmp_path: Path, mode: str, marker: Path) -> Daemon:
     home = daemons.new_home()
-    (home / "scripted.toml").write_text(f'[[rule]]\nmatch = "mark"\nrun = ["sh", "-c", "touch {marker}; '
+    (home / "scripted.toml").write_text('[[rule]]\npurpose = "task"\n'
+                                        f'match = "mark"\nrun = ["sh", "-c", "touch {marker}; '
                                         f"echo '# x' >> lib.py\"]\nreply = \"marked\"\n")
     return daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": mode, "PATH": broken_bwrap(tmp_path / "bin")})
 

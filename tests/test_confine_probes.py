@@ -34,7 +34,7 @@ def start_probing(daemons: DaemonFactory, place: Place) -> tuple[Daemon, Path, P
     repo = make_repo(place.base / "repo", doctor=f"{PYTHON} confine_probe.py doctor probe.json; exit 1",
                      files={"confine_probe.py": PROBE.read_text(), "probe.json": json.dumps(settings)})
     (place.home / "scripted.toml").write_text(
-        f'[[rule]]\nmatch = "probe"\nrun = ["{PYTHON}", "confine_probe.py", "task", "probe.json"]\n'
+        f'[[rule]]\npurpose = "task"\nmatch = "probe"\nrun = ["{PYTHON}", "confine_probe.py", "task", "probe.json"]\n'
         'reply = "probed"\n')
     daemon = place.start(daemons, {"ENACT_TASKS_CONFINEMENT": "required", **LEAKED_ENV})
     remembered = daemon.cli("memory", "remember", "--sensitivity", "secret", SECRET)

@@ -160,7 +160,8 @@ def test_auto_promote_promotes_the_first_item_only_while_the_queue_is_idle(daemo
     home = daemons.new_home()
     # The first task holds a worker until the test lets it go.
     (home / "scripted.toml").write_text(
-        f'[[rule]]\nmatch = "hold"\nrun = ["sh", "-c", "while [ ! -e {release} ]; do sleep 0.05; done"]\n'
+        '[[rule]]\npurpose = "task"\n'
+        f'match = "hold"\nrun = ["sh", "-c", "while [ ! -e {release} ]; do sleep 0.05; done"]\n'
         'reply = "held"\n')
     daemon = daemons.start(home, env={**FAST_TICKS, "ENACT_TASKS_AUTO_PROMOTE": "true",
                                       "ENACT_TASKS_CONFINEMENT": "off"})

@@ -22,31 +22,33 @@ COMPLAINT = "your replies are far too long, keep them short please"
 TITLE = "Keep replies short"
 
 
-def reply_rule(match: str, answer: object) -> str:
-    """A rule answering an isolated call whose prompt matches, with ``answer``
-    as JSON; the string "GROUP" becomes what the match's first group found."""
+def reply_rule(purpose: str, match: str, answer: object) -> str:
+    """A rule answering an isolated call of ``purpose`` whose prompt matches,
+    with ``answer`` as JSON; the string "GROUP" becomes what the match's
+    first group found."""
     text = orjson.dumps(answer).decode().replace('"GROUP"', '"\\1"')
-    return f"[[rule]]\nmatch = '{match}'\nreply = '{text}'\n\n"
+    return f"[[rule]]\npurpose = '{purpose}'\nmatch = '{match}'\nreply = '{text}'\n\n"
 
 
-SCAN = reply_rule(r'(?s)^enact evidence scan: feedback.*?"ref":"(turn:\d+)"', [{
+SCAN = reply_rule('scan', r'(?s)^enact evidence scan: feedback.*?"ref":"(turn:\d+)"', [{
     "observation": "The owner finds the replies too long", "evidence_type": "complaint",
     "affected_area": "conversation", "desired_outcome": "short replies", "confidence": 0.9, "explicit": True,
     "evidence_refs": ["GROUP"]}])
-SYNTHESIS = reply_rule(r'(?s)^enact evolution: candidate synthesis.*?"id":"(sig-[0-9a-f]{12})"', [{
+SYNTHESIS = reply_rule('curation', r'(?s)^enact evolution: candidate synthesis.*?"id":"(sig-[0-9a-f]{12})"', [{
     "evidence_ids": ["GROUP"], "title": TITLE, "rationale": "The owner said the replies are too long",
     "proposed_change": "Add a note about brevity to lib.py", "expected_benefit": "Less to read",
     "risk": "Terse answers", "test_plan": "The existing tests still pass"}])
-EXPERIENCE_SCAN = reply_rule(r'(?s)^enact evidence scan: experience.*?"ref":"(task:\d+@\d+)"', [{
+EXPERIENCE_SCAN = reply_rule('scan', r'(?s)^enact evidence scan: experience.*?"ref":"(task:\d+@\d+)"', [{
     "observation": "A task failed the repository checks and no repair fixed it", "evidence_type": "failure",
     "affected_area": "tasks", "desired_outcome": "tasks pass their checks", "confidence": 0.7, "explicit": False,
     "evidence_refs": ["GROUP"]}])
-CURATION = reply_rule(r'(?s)^enact evolution: curation.*?"id":"(cand-[0-9a-f]{12})"', {
+CURATION = reply_rule('curation', r'(?s)^enact evolution: curation.*?"id":"(cand-[0-9a-f]{12})"', {
     "recommended": "GROUP", "reason": "the owner asked for it in so many words", "guidance": "touch only lib.py",
     "removals": []})
 
 TASK = """
 [[rule]]
+purpose = "task"
 match = "Improve enact: Keep replies short"
 run = ["sh", "-c", "echo '# keep replies short' >> lib.py"]
 reply = "done"
@@ -185,7 +187,8 @@ def test_a_bad_synthesis_or_curation_answer_leaves_signals_active_and_falls_back
     assert daemon.cli_json("evolve", "signals", "--json")["signals"][0]["state"] == "active"
     assert daemon.cli_json("evolve", "candidates", "--json") == []
 
-    prose = '\n[[rule]]\nmatch = "^enact evolution: curation"\nreply = "I would pick the first one."\n'
+    prose = ('\n[[rule]]\npurpose = "curation"\nmatch = "^enact evolution: curation"\n'
+             'reply = "I would pick the first one."\n')
     (daemon.home / "scripted.toml").write_text(SCAN + SYNTHESIS + prose)
     fallback = daemon.cli_json("evolve", "propose", "--json")
     cid = candidate_id("feedback", [signal_id], TITLE)
@@ -203,7 +206,8 @@ def test_a_bad_synthesis_or_curation_answer_leaves_signals_active_and_falls_back
 
 def test_a_failed_task_becomes_an_experience_signal_and_a_candidate(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", doctor="false")
-    tidy = '[[rule]]\nmatch = "tidy the answer"\nrun = ["sh", "-c", "echo x >> lib.py"]\nreply = "done"\n\n'
+    tidy = ('[[rule]]\npurpose = "task"\nmatch = "tidy the answer"\n'
+            'run = ["sh", "-c", "echo x >> lib.py"]\nreply = "done"\n\n')
     daemon = start(daemons, repo, EXPERIENCE_SCAN + SYNTHESIS + CURATION + tidy)
     added = daemon.cli_json("task", "add", "--repo", str(repo), "--repairs", "0", "--json", "tidy the answer")
     wait_for(lambda: daemon.cli_json("task", "show", str(added["id"]), "--json")["state"] == "failed",

@@ -3,12 +3,12 @@ and tasks in, `enact evolve scan`, signals out through `enact evolve signals`.""
 
 from __future__ import annotations
 
-import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import orjson
+from task_repos import make_repo
 
 from enact.messages.common import Done
 from enact.messages.local import Send
@@ -35,7 +35,8 @@ def observation(refs: list[str], text: str = "The owner says the replies are far
 def scan_rules(home: Path, source: str, answer: str) -> None:
     """The scripted model answers a scan of ``source`` with ``answer``."""
     literal = answer.replace("'''", "")
-    (home / "scripted.toml").write_text(f"[[rule]]\nmatch = 'enact evidence scan: {source}'\nreply = '''{literal}'''\n")
+    (home / "scripted.toml").write_text(f"[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan: {source}'\n"
+                                        f"reply = '''{literal}'''\n")
 
 
 def start(daemons: DaemonFactory, home: Path | None = None, env: dict[str, str] | None = None) -> Daemon:
@@ -139,8 +140,7 @@ def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: 
 
 
 def test_an_experience_scan_reads_a_failed_task_with_its_events(daemons: DaemonFactory, tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = make_repo(tmp_path / "repo")
     home = daemons.new_home()
     daemon = start(daemons, home, env=NO_WORKERS)
     daemon.cli_json("task", "add", "--repo", str(repo), "--json", "make the build faster")
@@ -215,8 +215,8 @@ def test_a_failed_batch_stops_the_drain_and_leaves_its_turns_pending(daemons: Da
     home = daemons.new_home()
     # The second batch (turns three and four) gets prose around its array: refused.
     (home / "scripted.toml").write_text(
-        "[[rule]]\nmatch = 'enact evidence scan: feedback[\\s\\S]*three'\nreply = 'Sure! []'\n"
-        "[[rule]]\nmatch = 'enact evidence scan: (feedback|experience)'\nreply = '[]'\n")
+        "[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan: feedback[\\s\\S]*three'\nreply = 'Sure! []'\n"
+        "[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan: (feedback|experience)'\nreply = '[]'\n")
     daemon = start(daemons, home, env={"ENACT_EVOLVE_SCAN_BATCH": "2", **NO_WORKERS})
     say(daemon, "one", "two", "three", "four", "five")
     result = daemon.cli("evolve", "scan", "--force", "--json")
@@ -226,7 +226,7 @@ def test_a_failed_batch_stops_the_drain_and_leaves_its_turns_pending(daemons: Da
     assert document["status"] == "failed" and "drain stopped" in document["error"]
     assert "2 records stay pending" in document["error"] and "not a JSON array" in document["error"]
     assert len(scan_prompts(daemon)) == 2  # neither the third batch nor the experience source was asked
-    (home / "scripted.toml").write_text("[[rule]]\nmatch = 'enact evidence scan'\nreply = '[]'\n")
+    (home / "scripted.toml").write_text("[[rule]]\npurpose = 'scan'\nmatch = 'enact evidence scan'\nreply = '[]'\n")
     again = scan(daemon, "--source", "feedback", "--force")
     assert [(s["outcome"], s["records"], s["pending"]) for s in again] == [("completed", 2, 1), ("completed", 1, 0)]
 
@@ -242,8 +242,7 @@ def test_a_drain_with_nothing_pending_prints_todays_json_document(daemons: Daemo
 
 def test_a_scheduled_scan_skips_while_a_task_runs_and_waits_for_a_full_batch(daemons: DaemonFactory,
                                                                                tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = make_repo(tmp_path / "repo")
     home = daemons.new_home()
     scan_rules(home, "feedback", "[]")
     daemon = start(daemons, home, env={**NO_WORKERS, "ENACT_EVOLVE_SCAN_BATCH": "2"})

@@ -52,9 +52,10 @@ def settings(home: Path, **evolve: str) -> Path:
     return transcript
 
 
-def rules(home: Path, *rules: tuple[str, object]) -> None:
-    text = "".join(f"[[rule]]\nmatch = '{match}'\nreply = '''{orjson.dumps(reply).decode()}'''\n\n"
-                   for match, reply in rules)
+def rules(home: Path, *rules: tuple[str, str, object]) -> None:
+    """Rules answering (purpose, prompt pattern) with JSON, and one chat rule that switches the mode."""
+    text = "".join(f"[[rule]]\npurpose = '{purpose}'\nmatch = '{match}'\n"
+                   f"reply = '''{orjson.dumps(reply).decode()}'''\n\n" for purpose, match, reply in rules)
     text += ("[[rule]]\nmatch = 'switch evolve'\naction = 'evolve.mode'\nargs = { text = 'auto-evolve' }\n"
              "then = 'done: {receipt}'\n")
     (home / "scripted.toml").write_text(text)
@@ -99,9 +100,9 @@ def test_a_due_run_in_co_evolve_scans_proposes_and_tells_the_owner_and_approves_
     observation = {"observation": COMPLAINT, "evidence_type": "complaint", "affected_area": "replies",
                    "desired_outcome": "short replies", "confidence": 0.9, "explicit": True,
                    "evidence_refs": ["turn:2"]}
-    rules(home, ("enact evidence scan: feedback", [observation]),
-          ("enact evolution: candidate synthesis", [candidate(TITLE, [signal])]),
-          ("enact evolution: curation", {"recommended": cand, "reason": "the owner asked for it",
+    rules(home, ("scan", "enact evidence scan: feedback", [observation]),
+          ("curation", "enact evolution: candidate synthesis", [candidate(TITLE, [signal])]),
+          ("curation", "enact evolution: curation", {"recommended": cand, "reason": "the owner asked for it",
                                          "guidance": "keep it to the reply path", "removals": []}))
     daemon = daemons.start(home)
     daemon.cli(*OWNER, "hello")
@@ -112,7 +113,8 @@ def test_a_due_run_in_co_evolve_scans_proposes_and_tells_the_owner_and_approves_
     report = notice["reply"]
     assert report.startswith("Evolve run (co-evolve):"), report
     assert "feedback scan completed over 2 records: 1 signals" in report
-    assert f"recommends {cand}" in report and f"enact evolve approve {cand}" in report
+    assert f"recommends {cand}" in report
+    assert f"approve with `/evolve.approve {cand}` (nothing is approved for you)" in report
     # Nothing approved: the candidate stays active and no task was queued.
     [made] = candidates(daemon)
     assert (made["id"], made["state"], made["task_id"]) == (cand, "active", None)
@@ -151,7 +153,7 @@ def test_disabled_runs_nothing_and_calls_no_model(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     transcript = settings(home, mode="disabled")
-    rules(home, ("enact evidence scan", []))
+    rules(home, ("scan", "enact evidence scan", []))
     with running_actors(home, ManualClock(), ONE_SECOND_TICKS) as system:
         system.send("hello", conversation="owner")
         system.send("your replies are far too long", conversation="owner")
@@ -182,7 +184,7 @@ def test_auto_evolve_brainstorms_once_per_theme_a_day_and_the_mode_survives_a_re
     transcript = settings(home, theme="make replies easier to read")
     ideas = [candidate("Summaries first", []), candidate("summaries  FIRST.", []),
              candidate("Number the steps", [])]
-    rules(home, (BRAINSTORM, ideas))
+    rules(home, ("curation", BRAINSTORM, ideas))
 
     def brainstorms() -> int:
         return len([prompt for prompt in isolated_calls(transcript) if prompt.startswith(BRAINSTORM)])
@@ -252,7 +254,7 @@ def test_a_fenced_daemon_runs_nothing_when_the_evolve_schedule_comes_due(
     home = tmp_path / "home"
     home.mkdir()
     transcript = settings(home, schedule="every 6s")
-    rules(home, ("enact evidence scan", []))
+    rules(home, ("scan", "enact evidence scan", []))
     with running_actors(home, ManualClock(), ONE_SECOND_TICKS) as system:
         system.send("hello", conversation="owner")
         system.send("your replies are far too long", conversation="owner")  # a full batch: a run would scan it

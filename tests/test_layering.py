@@ -20,11 +20,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact", "enact.home", "enact.process", "enact.retry", "enact.cancellation", "enact.tables",
         "enact.safe_files", "enact.credentials", "enact.claimed_clock", "enact.home_guard", "enact.environment",
         "enact.schedules", "enact.clock", "enact.entry_points", "enact.errors", "enact.addresses",
-        "enact.wording",
+        "enact.wording", "enact.exit_codes",
     )),
     ("the contract and the store: messages, storage, settings, the fence, metrics", (
         "enact.messages", "enact.storage", "enact.config", "enact.fence", "enact.metrics",
         "enact.ownership",  # whose a conversation is: the authority rule commands and the chat path share
+        "enact.spoken",  # a command said in chat's words or the CLI's, by who asked
     )),
     ("the actor runtime: base, supervisor, keyed pools, asks, group commit", (
         "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._long_work",
@@ -41,7 +42,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),
     ("the daemon's own component: the fence's actor, the token tally, /help", ("enact.epoch_actor", "enact.core")),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
-    ("the CLI, which also runs the daemon", ("enact.cli", "enact.__main__")),
+    ("the CLI, which also runs the daemon", (
+        "enact.cli", "enact.__main__",
+        "enact.reference",  # writes the CLI and configuration references from them
+    )),
 )
 
 CONTRACT_VALUES = {

@@ -75,6 +75,15 @@ def test_metrics_endpoint_exports_the_foundation_metrics(daemons: DaemonFactory)
     assert "# TYPE enact_actor_restarts_total counter" in text
 
 
+def test_the_metrics_page_has_no_created_series_beside_the_counters(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    assert daemon.cli("call", "epoch.Describe").returncode == 0  # a counter and a histogram that moved
+    text = scrape(daemon)
+    assert value(text, "enact_actor_messages_total", actor="epoch", type="epoch.Describe") == 1
+    assert "# TYPE enact_actor_message_seconds histogram" in text
+    assert [line for line in text.splitlines() if "_created" in line] == []
+
+
 def test_every_known_labelled_series_is_exported_at_zero_from_the_start(daemons: DaemonFactory) -> None:
     text = scrape(daemons.start())
     families = [family for spec in daemon_actors(roster_services()) for family in spec.families]

@@ -32,7 +32,7 @@ from enact.messages.scheduler import AddItem, AddSchedule, ListSchedules, Promot
 from enact.messages.tasks import List, Submit, Submitted
 from enact.storage import RecordTable, Storage
 from enact.tasks import repositories
-from enact.tasks.repositories import NO_REPOSITORY, UnusableRepository, checkout, checkout_of_package, usable
+from enact.tasks.repositories import UnusableRepository, checkout, checkout_of_package, usable
 
 from conftest import Daemon, DaemonFactory
 
@@ -65,7 +65,7 @@ def test_a_subdirectory_of_a_repository_stands_for_its_top_level(tmp_path: Path)
     found = checkout(repos["good"] / "tests")
     assert found.top == repos["good"] and found.branch == "main"
     assert found.head == git(repos["good"], "rev-parse", "HEAD").strip()
-    assert usable(str(repos["good"] / "tests"), default="") == str(repos["good"])
+    assert usable(str(repos["good"] / "tests")) == str(repos["good"])
 
 
 @pytest.mark.parametrize("kind", RULES)
@@ -75,26 +75,27 @@ def test_each_unusable_repository_is_refused_in_one_line_naming_it(tmp_path: Pat
         checkout(repos[kind])
     said = str(raised.value)
     assert said == f"{repos[kind]} {RULES[kind]}" or said.startswith(f"{repos[kind]} {RULES[kind]}:"), said
-    refused = usable(str(repos[kind]), default="")
+    refused = usable(str(repos[kind]))
     assert isinstance(refused, Refused) and refused.reason == said and refused.code == "invalid"
 
 
-def test_a_relative_path_a_file_and_no_repository_at_all_are_refused(tmp_path: Path) -> None:
+def test_a_relative_path_and_a_file_are_refused(tmp_path: Path) -> None:
     with pytest.raises(UnusableRepository, match="is not an absolute path"):
         checkout("repo")
     (tmp_path / "file").write_text("")
     with pytest.raises(UnusableRepository, match="is not a directory"):
         checkout(tmp_path / "file")
-    nothing = usable("", default="")
-    assert isinstance(nothing, Refused) and nothing.reason == NO_REPOSITORY
-    assert "--repo" in NO_REPOSITORY and "tasks.default_repo" in NO_REPOSITORY
 
 
-def test_the_default_repository_is_checked_like_a_named_one(tmp_path: Path) -> None:
+def test_tasks_default_repo_is_checked_like_a_named_one_by_the_queue_and_cron(tmp_path: Path) -> None:
     repos = make_repos(tmp_path)
-    assert usable("", default=str(repos["good"] / "tests")) == str(repos["good"])
-    refused = usable("", default=str(repos["empty"]))
-    assert isinstance(refused, Refused) and RULES["empty"] in refused.reason
+    environ = {**NO_WORKERS, "ENACT_TASKS_DEFAULT_REPO": str(repos["empty"])}
+    with running_actors(tmp_path / "home", ManualClock(), environ) as system:
+        for message in (Submit(request="x", origin="human-cli"), AddSchedule(spec="every 1h", request="x")):
+            refused = system.ask("tasks" if isinstance(message, Submit) else "scheduler", message)
+            assert isinstance(refused, Refused) and refused.reason == f"{repos['empty']} {RULES['empty']}: " \
+                "commit on main first", refused
+        assert system.ask("tasks", List(limit=10)).tasks == ()
 
 
 def test_enacts_own_checkout_is_the_repository_that_tracks_its_package(tmp_path: Path) -> None:
@@ -228,7 +229,7 @@ def test_cron_and_backlog_store_nothing_they_refused(setup: Setup) -> None:
 
 
 def test_an_approved_candidate_works_on_enacts_own_checkout_wherever_the_cli_stands(setup: Setup) -> None:
-    expected = usable(repositories.own_checkout(), default="")
+    expected = usable(repositories.own_checkout())
     elsewhere = setup.repos["good"]  # a repository of its own: not the one that counts
     result = setup.daemon.cli("evolve", "approve", setup.candidate(), "--json", cwd=elsewhere)
     if isinstance(expected, Refused):  # this checkout itself cannot take tasks (a detached CI checkout)

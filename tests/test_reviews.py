@@ -110,7 +110,8 @@ def test_every_land_refusal_is_a_counted_outcome() -> None:
 def test_a_workers_review_lands_the_task_into_the_repository(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     home = daemons.new_home()
-    (home / "scripted.toml").write_text('[[rule]]\nmatch = "change app"\nrun = ["sh", "-c", "echo two > app.txt"]\n'
+    (home / "scripted.toml").write_text('[[rule]]\npurpose = "task"\nmatch = "change app"\n'
+                                        'run = ["sh", "-c", "echo two > app.txt"]\n'
                                         'reply = "changed"\n')
     daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off"})
     task = daemon.cli_json("task", "add", "change app.txt to two", "--repo", str(repo), "--json")

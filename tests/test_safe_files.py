@@ -135,7 +135,8 @@ def test_a_committed_agents_md_linked_to_a_secret_never_reaches_the_model(daemon
         git(repo, "add", "AGENTS.md")
         git(repo, "commit", "-q", "-m", "notes")
         calls = place.base / "transcript.jsonl"
-        (place.home / "scripted.toml").write_text('[[rule]]\nmatch = "look"\nrun = ["true"]\nreply = "nothing to do"\n')
+        (place.home / "scripted.toml").write_text('[[rule]]\npurpose = "task"\nmatch = "look"\n'
+                                                  'run = ["true"]\nreply = "nothing to do"\n')
         daemon = place.start(daemons, {"ENACT_TASKS_CONFINEMENT": "off", "ENACT_SCRIPTED_TRANSCRIPT": str(calls)})
         added = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "look around")
         wait_for(lambda: any(call["session_key"].startswith("task") for call in _transcript(calls)),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from git_repos import commit, git, make_repo
-from test_task_workers import UNCONFINED, add, reviews, rules, wait_ended
+from test_task_workers import UNCONFINED, add, reviews, task_rules, wait_ended
 from unprivileged import WHO, Place, place_for
 
 from enact.tasks import task_branches, worktrees
@@ -112,7 +112,7 @@ BREAK = 'match = "break"\nrun = ["sh", "-c", "rm ok; echo two > app.txt"]\nreply
 def test_a_landed_or_closed_reviews_branch_is_deleted(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     home = daemons.new_home()
-    (home / "scripted.toml").write_text(rules(CHANGE))
+    (home / "scripted.toml").write_text(task_rules(CHANGE))
     daemon = daemons.start(home, env=UNCONFINED)
     landed, closed = add(daemon, repo, "change it"), add(daemon, repo, "change it again")
     for task_id in (landed, closed):
@@ -132,7 +132,7 @@ def test_worktree_cleanup_deletes_orphaned_branches_of_this_home_only(daemons: D
     with place_for(who, daemons, tmp_path) as place:
         repo = make_repo(place.base / "repo")
         git(repo, "branch", "enact/0ther0ne/task-1")  # another home's
-        (place.home / "scripted.toml").write_text(rules(CHANGE, BREAK))
+        (place.home / "scripted.toml").write_text(task_rules(CHANGE, BREAK))
         orphans_cleaned_up(place, daemons, repo)
 
 

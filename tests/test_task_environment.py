@@ -36,7 +36,8 @@ def test_task_commands_and_the_doctor_see_only_the_allow_list_and_what_the_owner
     with place_for(who, daemons, tmp_path) as place:
         repo = make_repo(place.base / "repo", doctor="env > env-doctor.txt; exit 1")
         (place.home / "scripted.toml").write_text(
-            '[[rule]]\nmatch = "print"\nrun = ["sh", "-c", "env > env-task.txt"]\nreply = "printed"\n')
+            '[[rule]]\npurpose = "task"\nmatch = "print"\n'
+            'run = ["sh", "-c", "env > env-task.txt"]\nreply = "printed"\n')
         daemon = place.start(daemons, {**SECRETS, "PROJECT_MODE": "wanted", "LC_TIME": "C",
                                        "ENACT_TASKS_CONFINEMENT": confinement,
                                        "ENACT_TASKS_ENV_PASSTHROUGH": "PROJECT_*,GITHUB_TOKEN"})
@@ -67,7 +68,7 @@ def test_a_real_clis_task_commands_see_neither_the_daemons_secrets_nor_its_setti
         daemons: DaemonFactory, tmp_path: Path, cli: str) -> None:
     """What the model's shell command printed (sent back to the model): no
     secret of the daemon's environment, no ENACT_*; Codex keeps its own key
-    from it too. Claude Code's commands see its ANTHROPIC_* (README)."""
+    from it too. Claude Code's commands see its ANTHROPIC_* (docs/tasks.md)."""
     if shutil.which("bwrap") is None:
         pytest.skip("bwrap is not installed")
     binary = real_cli(cli)
@@ -81,7 +82,7 @@ def test_a_real_clis_task_commands_see_neither_the_daemons_secrets_nor_its_setti
         else:
             env = {**claude_env(owner_home, server.url), "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": binary}
         # Claude Code's own key is the one claude_env gives it, which its
-        # commands see (README); every other secret must stay out.
+        # commands see (docs/tasks.md); every other secret must stay out.
         daemon = daemons.start(env={**SECRETS, **env, "ENACT_TASKS_CONFINEMENT": "required"})
         task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "print the env")["id"]
         wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "succeeded",

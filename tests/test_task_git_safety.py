@@ -12,7 +12,7 @@ import orjson
 import pytest
 from hostile_git import plant_rule
 from task_repos import git, make_repo
-from test_task_workers import UNCONFINED, add, reviews, rules, wait_ended
+from test_task_workers import UNCONFINED, add, reviews, task_rules, wait_ended
 from unprivileged import WHO, place_for
 
 from enact.tasks import task_branches
@@ -40,7 +40,7 @@ def planted_and_kept(daemons: DaemonFactory, tmp_path: Path, count: int) -> tupl
     the planted commands would touch."""
     repo = make_repo(tmp_path / "repo", doctor="exit 1")
     marker = tmp_path / "planted-ran"
-    daemon = start(daemons, rules(plant_rule("plant", str(marker))))
+    daemon = start(daemons, task_rules(plant_rule("plant", str(marker))))
     ids = [add(daemon, repo, f"plant {n}", "--repairs", "0") for n in range(count)]
     for task_id in ids:
         shown = wait_ended(daemon, task_id)
@@ -79,7 +79,7 @@ def test_a_planted_git_file_never_runs_a_filter_on_the_host_when_the_change_is_c
     with place_for(who, daemons, tmp_path) as place:
         repo = make_repo(place.base / "repo", doctor="true")
         marker = place.base / "planted-ran"
-        (place.home / "scripted.toml").write_text(rules(plant_rule("plant", str(marker), python=place.python)))
+        (place.home / "scripted.toml").write_text(task_rules(plant_rule("plant", str(marker), python=place.python)))
         daemon = place.start(daemons, CONFINED)
         captured_and_landed(daemon, repo, marker)
 
@@ -124,7 +124,7 @@ def test_git_works_inside_a_confined_task_on_its_real_branch_and_the_owners_repo
         # As root under /tmp, which the task sees a private one of.
         repo = make_repo(place.base / "repo", doctor="exit 1")
         run = orjson.dumps(["sh", "-c", GIT_AT_WORK]).decode()
-        (place.home / "scripted.toml").write_text(rules(f'match = "use git"\nrun = {run}\nreply = "used git"'))
+        (place.home / "scripted.toml").write_text(task_rules(f'match = "use git"\nrun = {run}\nreply = "used git"'))
         daemon = place.start(daemons, CONFINED)
         git_at_work(daemon, repo)
 
@@ -154,7 +154,7 @@ def git_at_work(daemon: Daemon, repo: Path) -> None:
 def test_an_unconfined_task_gets_its_own_git_too(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", doctor="exit 1")
     run = orjson.dumps(["sh", "-c", GIT_AT_WORK]).decode()
-    daemon = start(daemons, rules(f'match = "use git"\nrun = {run}\nreply = "used git"'), env=UNCONFINED)
+    daemon = start(daemons, task_rules(f'match = "use git"\nrun = {run}\nreply = "used git"'), env=UNCONFINED)
     task_id = add(daemon, repo, "use git", "--repairs", "0")
     assert wait_ended(daemon, task_id)["state"] == "failed"
     report = (daemon.home / "worktrees" / f"task-{task_id}" / "git-report.txt").read_text()

@@ -25,13 +25,15 @@ SKIP_ALL = ("import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    f
 PYPROJECT = '[project]\nname = "lib"\nversion = "1"\n\n[tool.pytest.ini_options]\naddopts = "-q"\n'
 
 
-def rules(*texts: str) -> str:
-    return "".join(f"[[rule]]\n{text.strip()}\n\n" for text in texts)
+def task_rules(*texts: str) -> str:
+    """Rules for a task's calls: each opts into the task purpose (a rule of no purpose answers only
+    the owner's chat messages) and matches the task's request, or a repair's ``repair N/M: …``."""
+    return "".join(f'[[rule]]\npurpose = "task"\n{text.strip()}\n\n' for text in texts)
 
 
 def start(daemons: DaemonFactory, *texts: str, env: dict[str, str] | None = None) -> Daemon:
     home = daemons.new_home()
-    (home / "scripted.toml").write_text(rules(*texts))
+    (home / "scripted.toml").write_text(task_rules(*texts))
     return daemons.start(home, env=env)
 
 
@@ -55,7 +57,7 @@ def test_a_request_saying_not_to_change_tests_unlocks_nothing_and_the_owners_all
     require_binary("bwrap")  # type: ignore[operator]
     with place_for(who, daemons, tmp_path) as place:
         repo = make_repo(place.base / "repo", doctor=f"{place.pytest} --color=yes")  # a doctor that insists on colour
-        (place.home / "scripted.toml").write_text(rules(rule("answer", "echo '# reworded' >> tests/test_lib.py")))
+        (place.home / "scripted.toml").write_text(task_rules(rule("answer", "echo '# reworded' >> tests/test_lib.py")))
         daemon = place.start(daemons)
         unlocked_only_by_the_owner(daemon, repo)
 

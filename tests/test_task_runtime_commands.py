@@ -120,10 +120,10 @@ def test_a_claude_task_logs_each_command_with_its_exit_status_and_one_that_worke
 
 def test_a_scripted_task_whose_command_failed_without_a_change_fails_with_its_reason(
         daemons: DaemonFactory, tmp_path: Path) -> None:
-    from test_task_workers import rules, start
+    from test_task_workers import start, task_rules
 
     repo = make_repo(tmp_path / "repo")
-    daemon = start(daemons, rules('match = "look"\nrun = ["sh", "-c", "echo cannot start >&2; exit 3"]\n'
+    daemon = start(daemons, task_rules('match = "look"\nrun = ["sh", "-c", "echo cannot start >&2; exit 3"]\n'
                                   'reply = "nothing to do"'))
     shown = run_task(daemon, repo, "look around")
     assert shown["state"] == "failed", shown

@@ -23,8 +23,10 @@ from conftest import Daemon, DaemonFactory, wait_for
 UNCONFINED = {"ENACT_TASKS_CONFINEMENT": "off"}
 
 
-def rules(*tables: str) -> str:
-    return "".join(f"[[rule]]\n{table.strip()}\n\n" for table in tables)
+def task_rules(*tables: str) -> str:
+    """Rules for a task's calls: each opts into the task purpose (a rule of no purpose answers only
+    the owner's chat messages) and matches the task's request, or a repair's ``repair N/M: …``."""
+    return "".join(f'[[rule]]\npurpose = "task"\n{table.strip()}\n\n' for table in tables)
 
 
 def start(daemons: DaemonFactory, rule_text: str, env: dict[str, str] | None = None) -> Daemon:
@@ -71,7 +73,7 @@ CHECKED = 'match = "mark the answer"\nrun = ["sh", "-c", "echo \'# checked\' >> 
 
 def test_a_task_is_validated_captured_and_handed_over_as_a_review(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = start(daemons, rules(CHECKED))
+    daemon = start(daemons, task_rules(CHECKED))
     task_id = add(daemon, repo, "mark the answer as checked")
     shown = wait_ended(daemon, task_id)
     assert shown["state"] == "succeeded", shown["summary"]
@@ -95,7 +97,7 @@ def test_a_task_is_validated_captured_and_handed_over_as_a_review(daemons: Daemo
 def test_a_task_that_changes_nothing_succeeds_with_no_changes_and_leaves_no_worktree(
         daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = start(daemons, rules('match = "look"\nrun = ["true"]\nreply = "nothing to do"'))
+    daemon = start(daemons, task_rules('match = "look"\nrun = ["true"]\nreply = "nothing to do"'))
     task_id = add(daemon, repo, "look around")
     shown = wait_ended(daemon, task_id)
     assert (shown["state"], shown["summary"]) == ("succeeded", "no changes")
@@ -105,7 +107,7 @@ def test_a_task_that_changes_nothing_succeeds_with_no_changes_and_leaves_no_work
 
 def test_a_test_run_that_rewrites_what_it_validated_fails_the_task(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", doctor="sh -c 'echo injected >> lib.py'")
-    daemon = start(daemons, rules(CHECKED))
+    daemon = start(daemons, task_rules(CHECKED))
     task_id = add(daemon, repo, "mark the answer as checked")
     shown = wait_ended(daemon, task_id)
     assert shown["state"] == "failed", shown
@@ -115,7 +117,7 @@ def test_a_test_run_that_rewrites_what_it_validated_fails_the_task(daemons: Daem
 
 def test_a_repair_in_the_same_session_fixes_a_failing_test(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = start(daemons, rules(
+    daemon = start(daemons, task_rules(
         'match = "^repair 1/2"\nrun = ["sed", "-i", "s/return 41/return 42/", "lib.py"]\nreply = "fixed"',
         'match = "tune"\nrun = ["sed", "-i", "s/return 42/return 41  # tuned/", "lib.py"]\nreply = "tuned"',
     ))
@@ -132,7 +134,7 @@ def test_a_repair_in_the_same_session_fixes_a_failing_test(daemons: DaemonFactor
 def test_failure_after_the_repair_limit_keeps_the_worktree_and_says_where(daemons: DaemonFactory,
                                                                           tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = start(daemons, rules('match = "."\nrun = ["sed", "-i", "s/return 4[12]/return 41/", "lib.py"]\n'
+    daemon = start(daemons, task_rules('match = "."\nrun = ["sed", "-i", "s/return 4[12]/return 41/", "lib.py"]\n'
                                   'reply = "tried"'))
     task_id = add(daemon, repo, "break the answer", "--repairs", "1")
     shown = wait_ended(daemon, task_id)
@@ -151,7 +153,7 @@ def test_failure_after_the_repair_limit_keeps_the_worktree_and_says_where(daemon
 
 def test_a_change_to_tests_is_rejected_listing_the_path(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = start(daemons, rules('match = "answer"\nrun = ["sh", "-c", "echo \'# weakened\' >> '
+    daemon = start(daemons, task_rules('match = "answer"\nrun = ["sh", "-c", "echo \'# weakened\' >> '
                                   'tests/test_lib.py"]\nreply = "done"'))
     task_id = add(daemon, repo, "make the answer pass")
     shown = wait_ended(daemon, task_id)
@@ -171,7 +173,7 @@ def _alive(pid: int) -> bool:
 def test_cancel_of_a_running_task_kills_its_subprocess_tree(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     pid_file = tmp_path / "sleeper.pid"
-    daemon = start(daemons, rules(f'match = "wait"\nrun = ["sh", "-c", "sh -c \'echo $$ > {pid_file}; '
+    daemon = start(daemons, task_rules(f'match = "wait"\nrun = ["sh", "-c", "sh -c \'echo $$ > {pid_file}; '
                                   f'exec sleep 300\' & wait"]\nreply = "woke"'))
     task_id = add(daemon, repo, "wait for a long time")
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the runtime's grandchild")
@@ -207,7 +209,7 @@ def test_a_confined_task_can_write_neither_outside_its_worktree_nor_reach_the_co
         "    report.write(f'socket refused {type(error).__name__}\\n')\n")
     run = orjson.dumps([shutil.which("python3") or "python3", "-c", probe, str(outside),
                         str(home / "state" / "escaped"), str(home / "control.sock")]).decode()
-    (home / "scripted.toml").write_text(rules(f'match = "probe"\nrun = {run}\nreply = "probed"'))
+    (home / "scripted.toml").write_text(task_rules(f'match = "probe"\nrun = {run}\nreply = "probed"'))
     daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "auto"})
     task_id = add(daemon, repo, "probe the sandbox", "--repairs", "0")
     shown = wait_ended(daemon, task_id)
@@ -229,7 +231,7 @@ def test_a_task_past_its_deadline_is_cancelled_and_fails_permanently(daemons: Da
     repo = make_repo(tmp_path / "repo")
     pid_file = tmp_path / "sleeper.pid"
     home = daemons.new_home()
-    (home / "scripted.toml").write_text(rules(f'match = "wait"\nrun = ["sh", "-c", "echo $$ > {pid_file}; '
+    (home / "scripted.toml").write_text(task_rules(f'match = "wait"\nrun = ["sh", "-c", "echo $$ > {pid_file}; '
                                               f'exec sleep 300"]\nreply = "woke"'))
     idle = daemons.start(home, env={**UNCONFINED, "ENACT_DAEMON_WORKERS": "0"})
     task_id = add(idle, repo, "wait for a long time")
@@ -244,7 +246,7 @@ def test_a_task_past_its_deadline_is_cancelled_and_fails_permanently(daemons: Da
 def test_two_workers_never_hold_one_task(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     runs = tmp_path / "runs.txt"
-    daemon = start(daemons, rules(f'match = "count"\nrun = ["sh", "-c", "basename $PWD >> {runs}"]\n'
+    daemon = start(daemons, task_rules(f'match = "count"\nrun = ["sh", "-c", "basename $PWD >> {runs}"]\n'
                                   'reply = "counted"'), env={"ENACT_DAEMON_WORKERS": "2"})
     ids = [add(daemon, repo, f"count me {n}") for n in range(8)]
     for task_id in ids:
@@ -264,7 +266,7 @@ def test_kill_9_mid_task_then_restart_runs_it_again_with_exactly_one_review(daem
     repo = make_repo(tmp_path / "repo")
     marker = tmp_path / "first-attempt"
     script = f"if [ -e {marker} ]; then echo '# checked' >> lib.py; else touch {marker}; exec sleep 300; fi"
-    rule = rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"')
+    rule = task_rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"')
     lease = {"ENACT_TASKS_LEASE_TTL_S": "2"}
     daemon = start(daemons, rule, env=lease)
     task_id = add(daemon, repo, "mark the answer")
@@ -283,7 +285,7 @@ def test_a_graceful_stop_mid_task_hands_it_back_without_using_up_an_attempt(daem
     pid_file = tmp_path / "first-attempt.pid"
     script = (f"if [ -e {pid_file} ]; then echo '# checked' >> lib.py; "
               f"else echo $$ > {pid_file}; exec sleep 300; fi")
-    rule = rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"')
+    rule = task_rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"')
     daemon = start(daemons, rule)
     task_id = add(daemon, repo, "mark the answer")
     wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the first attempt to be under way")
@@ -305,7 +307,7 @@ def _with_an_earlier_attempts_review(daemons: DaemonFactory, tmp_path: Path) -> 
     base = git(repo, "rev-parse", "HEAD").strip()
     git(repo, "branch", "enact/task-1")
     marker = tmp_path / "worked-again"
-    daemon = start(daemons, rules(f'match = "mark"\nrun = ["sh", "-c", "touch {marker}; echo x >> lib.py"]\n'
+    daemon = start(daemons, task_rules(f'match = "mark"\nrun = ["sh", "-c", "touch {marker}; echo x >> lib.py"]\n'
                                   'reply = "done"'))
     body = {"task_id": 1, "repo": str(repo), "branch": "enact/task-1", "base": base, "head": base}
     opened = daemon.cli("call", "--json", "reviews.Open", orjson.dumps(body).decode())
@@ -355,7 +357,7 @@ def _no_escape_files() -> Any:
 def test_kept_worktrees_of_failed_tasks_are_pruned_after_the_keep_period(daemons: DaemonFactory,
                                                                         tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", doctor="exit 1")
-    daemon = start(daemons, rules('match = "."\nrun = ["sh", "-c", "echo x >> lib.py"]\nreply = "tried"'))
+    daemon = start(daemons, task_rules('match = "."\nrun = ["sh", "-c", "echo x >> lib.py"]\nreply = "tried"'))
     task_id = add(daemon, repo, "try once", "--repairs", "0")
     assert wait_ended(daemon, task_id)["state"] == "failed"
     kept = daemon.home / "worktrees" / f"task-{task_id}"
@@ -374,7 +376,7 @@ def test_kept_worktrees_of_failed_tasks_are_pruned_after_the_keep_period(daemons
 def test_runtime_failures_are_classified_for_the_queue(daemons: DaemonFactory, tmp_path: Path, fail_as: str,
                                                       state: str, event: str) -> None:
     repo = make_repo(tmp_path / "repo")
-    daemon = start(daemons, rules(f'match = "."\nfail = "the model is away"\nfail_as = "{fail_as}"'))
+    daemon = start(daemons, task_rules(f'match = "."\nfail = "the model is away"\nfail_as = "{fail_as}"'))
     task_id = add(daemon, repo, "anything")
     wait_for(lambda: event in kinds(show(daemon, task_id)), what=f"the {event} event")
     shown = show(daemon, task_id)
@@ -384,7 +386,7 @@ def test_runtime_failures_are_classified_for_the_queue(daemons: DaemonFactory, t
 
 def test_status_lists_every_worker_idle_or_with_the_task_it_holds(daemons: DaemonFactory, tmp_path: Path) -> None:
     slow = 'match = "take your time"\nrun = ["sleep", "30"]\nreply = "done"'
-    daemon = start(daemons, rules(slow))
+    daemon = start(daemons, task_rules(slow))
     wait_for(lambda: "worker:0 idle, worker:1 idle" in daemon.cli("status").stdout, timeout=30)
     task_id = add(daemon, make_repo(tmp_path / "repo"), "take your time")
     wait_for(lambda: show(daemon, task_id)["phase"] == "model", timeout=30)

@@ -431,6 +431,28 @@ def test_token_file_readable_by_others_is_refused(daemons: DaemonFactory, bot: F
     assert daemon.cli("channel", "check", "telegram").returncode == 0
 
 
+def test_config_show_says_the_token_is_read_from_the_token_file_never_what_it_holds(
+    daemons: DaemonFactory, bot: FakeBotApi
+) -> None:
+    home = telegram_home(daemons, bot)
+    token_file = home.parent / "token"
+    token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
+    (home / "config.toml").write_text((home / "config.toml").read_text() + f'token_file = "{token_file}"\n')
+    daemon = daemons.start(home)  # no ENACT_TELEGRAM_TOKEN: the file's token is the one that works
+    bot.message(OWNER, "hello")
+    wait_for(lambda: answered(bot, OWNER), what="the reply with the token from the file")
+    shown = daemon.cli_json("config", "show", "--json")
+    assert shown["from"] == "daemon"
+    rows = {row["key"]: row for row in shown["settings"]}
+    assert rows["channels.telegram.token"]["value"] == "from channels.telegram.token_file"
+    assert rows["channels.telegram.token_file"]["value"] == str(token_file)
+    plain = daemon.cli("config", "show").stdout
+    [line] = [line for line in plain.splitlines() if line.startswith("channels.telegram.token ")]
+    assert '"from channels.telegram.token_file"' in line
+    assert TOKEN not in plain + orjson.dumps(shown).decode()
+
+
 def test_token_is_absent_from_logs_config_status_and_metrics(daemons: DaemonFactory, bot: FakeBotApi) -> None:
     home = telegram_home(daemons, bot)
     (home / "config.toml").write_text((home / "config.toml").read_text() + '\n[daemon]\nlog_level = "debug"\n')
@@ -442,7 +464,7 @@ def test_token_is_absent_from_logs_config_status_and_metrics(daemons: DaemonFact
     wait_for(lambda: answered(bot, OWNER), what="the reply")
     wait_for(lambda: telegram_state(daemon)["delivery_failures"] == 1, what="the refused delivery")
     shown = run_cli(home, "config", "show", "--json", env=ENV)
-    rows = {row["key"]: row for row in orjson.loads(shown.stdout)}
+    rows = {row["key"]: row for row in orjson.loads(shown.stdout)["settings"]}
     assert rows["channels.telegram.token"]["value"] == "set"
     outputs = [shown.stdout, run_cli(home, "config", "show", env=ENV).stdout, daemon.cli("status", "--json").stdout,
                daemon.cli("channel", "list", "--json").stdout, metrics_text(daemon), daemon.log_text()]

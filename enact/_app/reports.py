@@ -16,7 +16,7 @@ from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
 from enact.actors.supervisor import Supervisor
 from enact.fence import Fence
-from enact.messages.control import StatusReport, StorageStatus
+from enact.messages.control import ConfigReport, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
 from enact.storage import Storage
 from enact.tasks.settings import TasksSettings
@@ -58,6 +58,11 @@ class DaemonReports:
             channels=self.channels.states(),
             confinement=self._confinement_state(),
         )
+
+    def config(self) -> ConfigReport:
+        """The configuration this daemon runs with, as ``config show`` prints
+        it: secrets only say whether they are set (``Config.describe``)."""
+        return ConfigReport(pid=os.getpid(), settings=tuple(SettingRow(**row) for row in self.settings.describe()))
 
     def status_line(self) -> str:
         report = self.status()

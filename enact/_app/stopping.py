@@ -11,9 +11,11 @@ from dataclasses import dataclass, field
 
 import pykka.debug
 
-EXIT_OK = 0
-EXIT_FATAL = 1
-EXIT_REFUSED = 2
+from enact.exit_codes import ExitCode
+
+EXIT_OK = ExitCode.DONE
+EXIT_FATAL = ExitCode.FAILED
+EXIT_REFUSED = ExitCode.USAGE
 
 
 @dataclass(slots=True)

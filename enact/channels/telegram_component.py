@@ -53,8 +53,9 @@ class TelegramChannelComponent(ChannelComponent):
     sections = ("channels",)
     settings = (
         Setting("channels.telegram.enabled", bool, False, "Run the Telegram channel"),
-        Setting(_TOKEN, str, "", "The bot token; from the environment only, shown as set or unset",
-                env="ENACT_TELEGRAM_TOKEN", secret=True),
+        Setting(_TOKEN, str, "",
+                "The bot token; from the environment only, shown as set, unset or read from token_file",
+                env="ENACT_TELEGRAM_TOKEN", secret=True, read_from="channels.telegram.token_file"),
         Setting("channels.telegram.token_file", str, "",
                 "A file holding the bot token (mode 0600), read when ENACT_TELEGRAM_TOKEN is unset"),
         Setting("channels.telegram.api_base", str, "https://api.telegram.org",

@@ -21,6 +21,7 @@ import orjson
 
 from enact.chat.markers import MARKER_TAG
 from enact.command_journal import interrupted_text
+from enact.commands import TYPED
 from enact.credentials import redact_json
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent
 from enact.messages.journal import Step
@@ -159,13 +160,13 @@ _COMMAND_WORD = re.compile(r"/([A-Za-z0-9][A-Za-z0-9._-]*)(?:@\S*)?(?:\s+(.*))?"
 
 def chat_command(text: str) -> tuple[str, dict[str, Any]] | None:
     """``/name`` or ``/name some text`` (``/name@bot`` too) is a command; the
-    text after the name, stripped, is its one argument ``{"text": ...}``. A
+    text after the name, stripped, is its one argument ``{"text": ...}`` (``TYPED``). A
     message such as ``/usr/bin is full`` is not a command: a name is one word."""
     match = _COMMAND_WORD.fullmatch(text.strip())
     if match is None:
         return None
     rest = (match.group(2) or "").strip()
-    return match.group(1).lower(), ({"text": rest} if rest else {})
+    return match.group(1).lower(), ({TYPED: rest} if rest else {})
 
 
 def quoted(text: str) -> str:

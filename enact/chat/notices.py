@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome, new_receipt
-from enact.messages.inbox import ChatEvent, Notify
+from enact.messages.inbox import NOTICE_MESSAGE_ID, ChatEvent, Notify
 
 NOTE_PROMPT = (
     "Context note for this conversation, from the host (recent context, not a request; do not act on it, "
@@ -20,7 +20,7 @@ NOTE_PROMPT = (
 
 def notice_event(message: Notify) -> ChatEvent:
     return ChatEvent(channel=message.channel, conversation=message.conversation,
-                     message_id=f"notice:{message.notice_id}", text="")
+                     message_id=f"{NOTICE_MESSAGE_ID}{message.notice_id}", text="")
 
 
 def notice_receipt(message: Notify, *, generation: int, now: float) -> Receipt:

@@ -210,7 +210,8 @@ def turns(home: Path | None, conversation: str, since: int, limit: int, last: in
     for turn in reply.turns:
         when = datetime.fromtimestamp(turn.time, UTC).strftime("%Y-%m-%d %H:%M:%S")
         click.echo(f"#{turn.cursor} {when} {turn.channel}:{turn.conversation} [{turn.outcome}]")
-        click.echo(f"  > {turn.message}")
+        # A notice has no message: enact told it unasked.
+        click.echo("  (notice from enact)" if turn.is_notice else f"  > {turn.message}")
         for line in turn.reply.splitlines() or [""]:
             click.echo(f"  < {line}")
         for line in turn.error.splitlines():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,18 @@ import click
 import orjson
 
 from enact.cli._client import request, send
-from enact.cli._options import EXIT_USAGE, fail, failure_of, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    Failure,
+    end_on_failure,
+    fail,
+    failure_of,
+    home_option,
+    needs_daemon,
+    print_json,
+    resolve_home,
+)
 from enact.wording import counted
 
 
@@ -83,8 +95,10 @@ def _workers(report: Any, leases: Any) -> list[dict[str, Any]]:
 
 
 def _request_types() -> list[dict[str, Any]]:
-    """Every type ``enact call`` may send, with its fields. ``origin`` is left
-    out: the daemon sets it from who is asking."""
+    """Every type ``enact call`` may send, with its fields, its protocol
+    (the wire name's prefix) and whether it is plumbing (one enact sends
+    itself, ``Registration.plumbing``). ``origin`` is left out: the daemon
+    sets it from who is asking."""
     from enact.messages import Kind, registered
 
     types = []
@@ -102,9 +116,25 @@ def _request_types() -> list[dict[str, Any]]:
             elif item.default_factory is not dataclasses.MISSING:
                 described["default"] = item.default_factory()
             fields.append(described)
-        summary = (registration.cls.__doc__ or "").strip().split("\n\n", 1)[0]
-        types.append({"type": registration.name, "summary": " ".join(summary.split()), "fields": fields})
+        types.append({"type": registration.name, "protocol": registration.actor,
+                      "summary": _first_paragraph(registration.cls.__doc__), "internal": registration.plumbing,
+                      "fields": fields})
     return types
+
+
+def _first_paragraph(doc: str | None) -> str:
+    return " ".join((doc or "").strip().split("\n\n", 1)[0].split())
+
+
+def _protocol_summary(described: dict[str, Any]) -> str:
+    """What a protocol is for: the first sentence of the module that
+    declares it (an extension's too)."""
+    from enact.messages import lookup
+
+    registration = lookup(described["type"])
+    module = sys.modules.get(registration.cls.__module__) if registration else None
+    sentence = _first_paragraph(module.__doc__ if module else None).replace("``", "").split(". ", 1)[0]
+    return textwrap.shorten(sentence.rstrip("."), 100, placeholder=" ...")
 
 
 def _load_extensions(as_json: bool) -> None:
@@ -118,34 +148,56 @@ def _load_extensions(as_json: bool) -> None:
         fail(str(error), as_json=as_json)
 
 
-def _print_request_types(as_json: bool) -> None:
-    types = _request_types()
+def _print_request_types(as_json: bool, with_internal: bool) -> None:
+    every = _request_types()
+    internal = [described for described in every if described["internal"]]
     if as_json:
-        print_json(types)
+        print_json(every if with_internal else [described for described in every if not described["internal"]])
         return
+    _print_by_protocol([described for described in every if not described["internal"]])
+    if with_internal:
+        click.echo("\ninternal: the requests enact sends itself (the wire takes them, for tools and tests)\n")
+        _print_by_protocol(internal)
+    else:
+        click.echo(f"\n{counted(len(internal), 'internal request')} (the ones enact sends itself) not shown: "
+                   "`enact call --list --all` lists them")
+
+
+def _print_by_protocol(types: list[dict[str, Any]]) -> None:
+    """One heading per protocol (its name and what it is for), its
+    requests under it with their fields."""
+    protocol = None
     for described in types:
+        if described["protocol"] != protocol:
+            protocol = described["protocol"]
+            gap = "" if protocol == types[0]["protocol"] else "\n"
+            click.echo(f"{gap}{protocol}: {_protocol_summary(described)}")
         fields = ", ".join(
             f"{f['name']}: {f['type']}" + ("" if f["required"] else f" = {orjson.dumps(f.get('default')).decode()}")
             for f in described["fields"]
         )
-        click.echo(f"{described['type']} {{{fields}}}")
+        click.echo(f"  {described['type']} {{{fields}}}")
 
 
 @click.command("call")
 @home_option
-@click.option("--list", "list_types", is_flag=True, help="List the request types TYPE may be, with their fields.")
+@click.option("--list", "list_types", is_flag=True,
+              help="List the request types TYPE may be, with their fields, by protocol.")
+@click.option("--all", "with_internal", is_flag=True,
+              help="With --list: also the internal requests, the ones enact sends itself.")
 @click.option("--json", "as_json", is_flag=True, help="Errors (and --list) as JSON; the reply is JSON anyway.")
 @click.argument("type_name", metavar="TYPE", required=False)
 @click.argument("body", metavar="[JSON]", required=False, default="{}")
 @needs_daemon
-def call(home: Path | None, list_types: bool, as_json: bool, type_name: str | None, body: str) -> None:
+def call(home: Path | None, list_types: bool, with_internal: bool, as_json: bool, type_name: str | None,
+         body: str) -> None:
     """Send any registered message TYPE with fields JSON; print the typed reply."""
     from enact.messages import DecodeError, from_wire, lookup, to_wire
 
     if list_types or (type_name and lookup(type_name) is None):
         _load_extensions(as_json)  # their wire types register as they load
     if list_types:
-        _print_request_types(as_json)
+        _print_request_types(as_json, with_internal)
         return
     if not type_name:
         fail("missing TYPE (`enact call --list` lists them)", as_json=as_json, code=EXIT_USAGE)
@@ -158,9 +210,30 @@ def call(home: Path | None, list_types: bool, as_json: bool, type_name: str | No
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
     reply = send(resolve_home(home), message)
     print_json(to_wire(reply))
-    failure = failure_of(reply)
+    failure = failure_of(reply) or _receipt_failure(reply)
     if failure is not None:  # the typed reply is printed as it is; the exit code says it as everywhere
         sys.exit(failure.code)
+
+
+def _receipt_failure(reply: object) -> Failure | None:
+    """A command run by name (``commands.Run``) that did not succeed, in the
+    statuses and exit codes of ``failure_of``: its receipt is a reply of its
+    own, not a refusal, so that a chat can show its text."""
+    from enact.cli._client import is_reply
+
+    if not is_reply(reply, "commands.Receipt"):
+        return None
+    from enact.messages.commands import CommandOutcome, Receipt
+
+    if not isinstance(reply, Receipt) or reply.ok:
+        return None
+    if reply.outcome is CommandOutcome.BAD_ARGS:
+        return Failure("bad_input", EXIT_USAGE, reply.text)
+    if reply.outcome is CommandOutcome.UNKNOWN_COMMAND:
+        return Failure("not_found", EXIT_USAGE, reply.text, {"kind": "command", "id": reply.command})
+    if reply.outcome in (CommandOutcome.NOT_FOUND, CommandOutcome.REFUSED):
+        return Failure(reply.outcome.value, EXIT_USAGE, reply.text)
+    return Failure("failed", EXIT_FAILED, reply.text)
 
 
 @click.group("config")
@@ -168,24 +241,71 @@ def config_group() -> None:
     """Inspect the configuration."""
 
 
+VALUE_COLUMN_MAX = 32
+"""Longer values (a list of paths) overrun their column rather than widen it for every row."""
+
+
 @config_group.command("show")
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def config_show(home: Path | None, as_json: bool) -> None:
-    """Print the effective configuration, where each value came from and
-    which component declares it (``core``: the daemon itself)."""
+    """Print the configuration the running daemon runs with (with none
+    running, this shell's view: what a daemon started here would run with),
+    where each value came from and which component declares it (``core``:
+    the daemon itself). Secrets only say whether they are set."""
+    where = resolve_home(home)
+    running = _running_daemons_config(where, as_json)
+    if running is not None:
+        pid, rows = running
+        said = f"the configuration of the running daemon (pid {pid}, home {where})"
+    else:
+        rows = _this_shells_config(where, as_json)
+        said = f"this shell's view of the configuration: no daemon is running (home {where})"
+    if as_json:
+        print_json({"from": "daemon" if running else "shell", "pid": running[0] if running else None,
+                    "home": str(where), "settings": rows})
+        return
+    click.echo(said)
+    _print_settings(rows)
+
+
+def _running_daemons_config(where: Path, as_json: bool) -> tuple[int, list[dict[str, Any]]] | None:
+    """The running daemon's pid and its settings' rows, or None if no daemon
+    runs on ``where``."""
+    from enact.cli._client import DaemonError, NotRunning
+    from enact.messages import to_wire
+    from enact.messages.control import GetConfig
+
+    try:
+        report = request(where, GetConfig())
+    except NotRunning:
+        return None
+    except DaemonError as error:
+        end_on_failure(error, as_json=as_json)
+        raise  # not reached: a DaemonError is a failure
+    return report.pid, list(to_wire(report)["body"]["settings"])
+
+
+def _this_shells_config(where: Path, as_json: bool) -> list[dict[str, Any]]:
     from enact import components, config
 
     try:
-        # The only command that reads the installed extensions: their
-        # settings are part of the configuration.
-        settings = components.load().load_config(resolve_home(home))
+        # The installed extensions' settings are part of the configuration.
+        return components.load().load_config(where).describe()
     except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
-    rows = settings.describe()
-    if as_json:
-        print_json(rows)
-        return
-    for row in rows:
-        value = orjson.dumps(row["value"]).decode()
-        click.echo(f"{row['key']:<30} {value:<24} {row['component']:<10} ({row['source']})  [{row['allowed']}]")
+
+
+def _print_settings(rows: list[dict[str, Any]]) -> None:
+    """One row a key, its columns as wide as their content."""
+    values = [orjson.dumps(row["value"]).decode() for row in rows]
+    widths = [max((len(text) for text in column), default=0) for column in (
+        [row["key"] for row in rows],
+        [value for value in values if len(value) <= VALUE_COLUMN_MAX],
+        [row["component"] for row in rows],
+        [f"({row['source']})" for row in rows],
+    )]
+    for row, value in zip(rows, values, strict=True):
+        cells = (row["key"], value, row["component"], f"({row['source']})")
+        line = "  ".join(f"{cell:<{width}}" for cell, width in zip(cells, widths, strict=True))
+        click.echo(f"{line}  [{row['allowed']}]")

@@ -36,7 +36,7 @@ def _daemon_options(command: Any) -> Any:
     for option in reversed(
         [
             click.option("--metrics-addr", metavar="HOST:PORT", help="Prometheus endpoint (port 0: any free port)."),
-            click.option("--workers", type=int, help="Task workers in the pool; read once the task worker pool lands."),
+            click.option("--workers", type=int, help="Task workers in the pool; 0: none in this daemon."),
             click.option("--takeover", is_flag=True, help="Fence the daemon that owns this home and replace it."),
             click.option(
                 "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level."
@@ -47,8 +47,15 @@ def _daemon_options(command: Any) -> Any:
     return home_option(command)
 
 
+OPTION_KEYS = {"metrics_addr": "daemon.metrics_addr", "workers": "daemon.workers", "log_level": "daemon.log_level"}
+"""The options of ``daemon run`` and ``daemon start`` that set a configuration
+key (by parameter name): the command line wins over the file and the
+environment."""
+
+
 def _overrides(metrics_addr: str | None, workers: int | None, log_level: str | None) -> dict[str, Any]:
-    return {"daemon.metrics_addr": metrics_addr, "daemon.workers": workers, "daemon.log_level": log_level}
+    given = {"metrics_addr": metrics_addr, "workers": workers, "log_level": log_level}
+    return {OPTION_KEYS[name]: value for name, value in given.items()}
 
 
 @daemon.command("run")
@@ -126,7 +133,7 @@ def start_command(
             return
         time.sleep(0.05)
     click.echo(f"enact: the daemon did not answer within {_START_TIMEOUT_S:g} s; see {log_path}", err=True)
-    sys.exit(1)
+    sys.exit(EXIT_FAILED)
 
 
 def _running(root: Path) -> Any:
@@ -166,7 +173,7 @@ def stop_command(home: Path | None) -> None:
             return
         time.sleep(0.05)
     click.echo(f"enact: pid {reply.pid} is still running after {_STOP_TIMEOUT_S:g} s", err=True)
-    sys.exit(1)
+    sys.exit(EXIT_FAILED)
 
 
 def _alive(pid: int) -> bool:

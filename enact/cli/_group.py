@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 from enact import __version__
-from enact.cli._options import HOME_HELP, home_type
+from enact.cli._options import EXIT_USAGE, HOME_HELP, home_type
 
 
 def _commands() -> dict[str, str]:
@@ -28,7 +28,7 @@ def _commands() -> dict[str, str]:
         return components.load().cli_commands()
     except components.ComponentError as error:  # no command can be trusted to be the one asked for
         click.echo(f"enact: {error}", err=True)
-        raise SystemExit(2) from None
+        raise SystemExit(EXIT_USAGE) from None
 
 
 class LazyGroup(click.Group):

@@ -25,6 +25,7 @@ import socket
 import sys
 
 import enact
+from enact.exit_codes import ExitCode
 from enact.home import CLI_SOCKET_NAME, home_directory
 
 HANDOFF_VERSION = "1"
@@ -106,7 +107,7 @@ def run_in_command_server(argv: list[str]) -> int | None:
         return None
     except KeyboardInterrupt:  # before the command started: the server ends it once we are gone
         connection.close()
-        return 130
+        return ExitCode.INTERRUPTED
     if first is None or first[0] != STARTED:
         connection.close()
         return None
@@ -133,7 +134,7 @@ def _wait_for(connection: socket.socket, *, pid: int) -> int:
         connection.close()
     if last is None or last[0] != EXITED:
         print("enact: the command server went away before the command ended", file=sys.stderr)
-        return 1
+        return ExitCode.FAILED
     code = os.waitstatus_to_exitcode(last[1])
     if code < 0:
         signal.signal(-code, signal.SIG_DFL)

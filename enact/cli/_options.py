@@ -13,14 +13,15 @@ import click
 import orjson
 
 from enact.cli._client import BadRequest, ConnectionLost, DaemonError, NotRunning
+from enact.exit_codes import ExitCode
 from enact.home import default_home
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_NOT_RUNNING = 3
-EXIT_TIMED_OUT = 4
+EXIT_FAILED = ExitCode.FAILED
+EXIT_USAGE = ExitCode.USAGE
+EXIT_NOT_RUNNING = ExitCode.NOT_RUNNING
+EXIT_TIMED_OUT = ExitCode.TIMED_OUT
 
 HOME_HELP = "The enact home (default: $ENACT_HOME, else $XDG_STATE_HOME/enact or ~/.local/state/enact)."
 
@@ -68,10 +69,34 @@ def end_command(line: str, *, as_json: bool, exit_code: int, status: str = "", p
     sys.exit(exit_code)
 
 
-STATUSES = ("refused", "not_found", "bad_input", "failed", "connection_lost", "not_running", "timed_out")
+@dataclass(frozen=True, slots=True)
+class JsonStatus:
+    """What a ``--json`` status word means, as the CLI reference says it."""
+
+    exits: tuple[ExitCode, ...]
+    """The exit codes it comes with, the usual one first."""
+    when: str
+    beside: str = ""
+    """The fields printed beside ``error``."""
+
+
+STATUSES: Mapping[str, JsonStatus] = {
+    "refused": JsonStatus((EXIT_USAGE, EXIT_FAILED),
+                          "the daemon understood and declined; nothing changed (exit 1 for `busy`: one is running, "
+                          "try again later)", "`code`: a word to branch on"),
+    "not_found": JsonStatus((EXIT_USAGE,), "what the command names does not exist",
+                            '`kind` and `id` (`{"kind": "task", "id": "7", "error": "no task 7"}`)'),
+    "bad_input": JsonStatus((EXIT_USAGE,), "refused before it reached the daemon"),
+    "failed": JsonStatus((EXIT_FAILED,), "a daemon error, or a failure the command names"),
+    "connection_lost": JsonStatus((EXIT_FAILED,), "the daemon closed the connection before it answered"),
+    "not_running": JsonStatus((EXIT_NOT_RUNNING,), "no daemon runs on the home"),
+    "timed_out": JsonStatus((EXIT_TIMED_OUT,), "a wait's `--timeout` passed before what it waited for ended "
+                            "(`task watch`; the task goes on)", "`id`, `state`"),
+}
 """The ``--json`` statuses of a command that did not do what it was asked,
-the same in every command (``README.md``, "CLI reference"); ``enact send``
-adds its event's own (``ignored``, ``interrupted``, ``in_progress``, ...)."""
+the same in every command (the CLI reference is generated from this);
+``enact send`` adds its event's own (``ignored``, ``interrupted``,
+``in_progress``, ...)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from enact.cli._handoff import (
     STARTED,
     package_directory,
 )
+from enact.exit_codes import ExitCode
 from enact.home import CLI_SOCKET_NAME
 
 log = logging.getLogger("enact.cli.server")
@@ -263,7 +264,7 @@ class Server:
 
 def _run_command(request: _Request, fds: list[int]) -> NoReturn:
     """In the fork: become the client's command, then exit with its code."""
-    code = 1
+    code: int = ExitCode.FAILED
     try:
         signal.set_wakeup_fd(-1)
         for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
@@ -287,11 +288,11 @@ def _run_command(request: _Request, fds: list[int]) -> NoReturn:
         from enact.cli._group import main
 
         main(args=request.argv, prog_name="enact")
-        code = 0
+        code = ExitCode.DONE
     except SystemExit as exit_:
         code = _exit_code(exit_.code)
     except KeyboardInterrupt:
-        code = 130
+        code = ExitCode.INTERRUPTED
     except BaseException:
         traceback.print_exc()
     finally:
@@ -304,11 +305,11 @@ def _run_command(request: _Request, fds: list[int]) -> NoReturn:
 
 def _exit_code(value: object) -> int:
     if value is None:
-        return 0
+        return ExitCode.DONE
     if isinstance(value, int):
         return value & 0xFF
     print(value, file=sys.stderr)
-    return 1
+    return ExitCode.FAILED
 
 
 class CommandServer:

@@ -23,10 +23,11 @@ from enact.messages.curator import (
 R = TypeVar("R")
 
 CURATOR = "curator"
-_ID = {"text": Param(str, doc="the candidate id")}
-_APPROVAL = {"text": Param(str, doc="the candidate id, then optionally the repository's absolute path"),
+_ID = {"text": Param(str, doc="a candidate id", usage="ID")}
+_APPROVAL = {"text": Param(str, doc="a candidate id, then optionally the repository's absolute path",
+                           usage="ID [REPO]"),
              "repo": Param(str, required=False, doc="the git repository (default: the one enact runs from)")}
-_REMOVAL = {"text": Param(str, doc="the candidate id, then the reason")}
+_REMOVAL = {"text": Param(str, doc="a candidate id, then the reason", usage="ID REASON")}
 
 
 def _ask(context: CommandContext, message: Request[R]) -> R:

@@ -31,5 +31,5 @@ def mode_commands() -> list[Command]:
     return [
         Command(name="evolve.mode", summary="show or set the evolve mode (disabled, co-evolve, auto-evolve)",
                 handler=_mode, authority=Authority.HUMAN,
-                params={"text": Param(str, required=False, doc="the new mode; none: show it")}),
+                params={"text": Param(str, required=False, doc="the new mode; none: show it", usage="MODE")}),
     ]

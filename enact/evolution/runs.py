@@ -60,6 +60,7 @@ from enact.messages.inbox import Notify
 from enact.messages.memory import GetIdentity, Identity
 from enact.messages.scanner import Scan, ScanReport
 from enact.schedules import ParsedSchedule, parse
+from enact.spoken import Audience, command
 from enact.storage import RecordTable, Store
 from enact.wording import counted
 
@@ -259,10 +260,11 @@ class EvolveRuns:
                 run.lines.append(f"proposal {proposal.id}: no candidate recommended ({proposal.reason})")
             else:
                 fallback = " (fallback)" if proposal.fallback else ""
+                # The report is a notice on a conversation: it speaks chat.
+                approve = command("evolve.approve", "evolve approve", proposal.candidate_id).to(Audience.CHAT)
                 run.lines += [f"proposal {proposal.id} recommends {proposal.candidate_id}{fallback}: "
                               f"{proposal.reason}",
-                              f"approve with `enact evolve approve {proposal.candidate_id}` (nothing is approved "
-                              "for you)"]
+                              f"approve with `{approve}` (nothing is approved for you)"]
         self._finish(run)
 
     def _finish(self, run: _Run) -> None:

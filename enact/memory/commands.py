@@ -22,15 +22,15 @@ _REDACT_FLAG = "--redact"
 
 
 def memory_commands() -> list[Command]:
-    text = {"text": Param(str, doc="the fact")}
+    text = {"text": Param(str, doc="the fact", usage="TEXT")}
     return [
         Command(name="remember", summary="remember a fact (/remember TEXT)", handler=_remember,
                 authority=Authority.EFFECT, params=text),
         Command(name="memory", summary="list remembered facts (/memory [TAG])", handler=_list, shows="memory",
-                params={"text": Param(str, required=False, doc="a tag")}),
+                params={"text": Param(str, required=False, doc="a tag", usage="TAG")}),
         Command(name="forget", summary="forget one fact by id, text or tag (/forget [--redact] SELECTOR)",
                 handler=_forget, authority=Authority.HUMAN,
-                params={"text": Param(str, doc="the fact's id, text or tag")}),
+                params={"text": Param(str, doc="a fact's id, text or tag", usage="[--redact] SELECTOR")}),
     ]
 
 

@@ -85,6 +85,10 @@ class Registration:
     name: str
     cls: type[Any]
     kind: Kind
+    plumbing: bool = False
+    """A request the actors (or the daemon) send each other, which the wire
+    takes too (for tools and tests): ``enact call --list`` shows it only
+    with ``--all``."""
 
     @property
     def actor(self) -> str:
@@ -95,7 +99,7 @@ _BY_NAME: dict[str, Registration] = {}
 _BY_CLASS: dict[type[Any], Registration] = {}
 
 
-def _register(name: str, kind: Kind) -> Callable[[type[T]], type[T]]:
+def _register(name: str, kind: Kind, *, plumbing: bool = False) -> Callable[[type[T]], type[T]]:
     if name.count(".") != 1 or not all(name.split(".")):
         raise ValueError(f"message name {name!r} must look like 'actor.Type'")
 
@@ -106,7 +110,7 @@ def _register(name: str, kind: Kind) -> Callable[[type[T]], type[T]]:
         existing = _BY_NAME.get(name)
         if existing is not None and existing.cls is not cls:
             raise ValueError(f"message name {name!r} is already taken by {existing.cls.__qualname__}")
-        registration = Registration(name=name, cls=cls, kind=kind)
+        registration = Registration(name=name, cls=cls, kind=kind, plumbing=plumbing)
         _BY_NAME[name] = registration
         _BY_CLASS[cls] = registration
         return cls
@@ -114,10 +118,11 @@ def _register(name: str, kind: Kind) -> Callable[[type[T]], type[T]]:
     return decorate
 
 
-def request(name: str) -> Callable[[type[T]], type[T]]:
+def request(name: str, *, plumbing: bool = False) -> Callable[[type[T]], type[T]]:
     """Register a message that callers (including the CLI) may send; it
-    derives from ``Request[...]``, which names its reply."""
-    register = _register(name, Kind.REQUEST)
+    derives from ``Request[...]``, which names its reply. ``plumbing``: one
+    enact sends itself, not the owner (``Registration.plumbing``)."""
+    register = _register(name, Kind.REQUEST, plumbing=plumbing)
 
     def decorate(cls: type[T]) -> type[T]:
         if not issubclass(cls, Request):

@@ -11,7 +11,7 @@ from enact.messages._registry import Request, reply, request
 from enact.messages.common import Done
 
 
-@request("accounting.Spend")
+@request("accounting.Spend", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spend(Request["Done"]):
     """One runtime call spent this (told after each call)."""

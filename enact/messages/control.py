@@ -62,6 +62,37 @@ class ShuttingDown:
     pid: int
 
 
+@request("control.GetConfig")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetConfig(Request["ConfigReport"]):
+    """Ask for the configuration the daemon runs with (``enact config show``)."""
+
+
+SettingValue = bool | int | float | str | list[str] | list[int]
+"""A setting's value as shown (``enact.config.Config.shown_value``): a
+secret is only "set", "unset" or the file it is read from."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SettingRow:
+    """One key as ``config show`` prints it, and where its value came from."""
+
+    key: str
+    value: SettingValue
+    source: str
+    doc: str
+    component: str
+    allowed: str
+
+
+@reply("control.ConfigReport")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigReport:
+    pid: int
+    settings: tuple[SettingRow, ...]
+    """Every key, secrets shown as ``SettingRow.value`` says: never their value."""
+
+
 @reply("control.Error")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Error:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enact.messages._registry import Request, reply, request
 
 
-@request("epoch.RequireCurrent")
+@request("epoch.RequireCurrent", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequireCurrent(Request["Current | Fenced"]):
     """Asked before an effect; answered ``Current`` or ``Fenced``."""

@@ -66,7 +66,7 @@ class ActionRecord:
     ok: bool
 
 
-@request("inbox.Receive")
+@request("inbox.Receive", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Receive(Request["Accepted | Ignored | NotFound"]):
     """A channel hands over an event. The answer says whether it was taken."""
@@ -92,7 +92,7 @@ class Ignored:
     reason: str
 
 
-@request("inbox.GetOutcome")
+@request("inbox.GetOutcome", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetOutcome(Request["Outcome | NotFound"]):
     event_id: str = field(metadata=limit(MAX_ID))
@@ -111,7 +111,7 @@ class Outcome:
     """The last error recorded on the event (an attempt's, or its delivery's), bounded."""
 
 
-@request("inbox.GetCursor")
+@request("inbox.GetCursor", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetCursor(Request["Cursor"]):
     """How far the channel's events are finished and acknowledged."""
@@ -145,6 +145,11 @@ class Turn:
     actions: tuple[ActionRecord, ...]
     error: str = ""
     """As ``Outcome.error``; "" in turns logged before it was recorded."""
+
+    @property
+    def is_notice(self) -> bool:
+        """enact told the owner this unasked (``Notify``): no one wrote a message."""
+        return self.message_id.startswith(NOTICE_MESSAGE_ID)
 
 
 @request("inbox.ReadTurns")
@@ -255,6 +260,9 @@ class TurnsRedacted:
 
 
 # -- notices: what enact tells the owner unasked ---------------------------------
+
+NOTICE_MESSAGE_ID = "notice:"
+"""A notice's event has message id ``notice:<notice_id>`` and no text."""
 
 
 @internal("inbox.Notify")

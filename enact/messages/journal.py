@@ -24,7 +24,7 @@ class Step:
     updated_at: float
 
 
-@request("journal.Plan")
+@request("journal.Plan", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan(Request["Recorded | Refused"]):
     """Record a step before it runs; refused if that index exists already."""
@@ -35,14 +35,14 @@ class Plan(Request["Recorded | Refused"]):
     args: dict[str, Any]
 
 
-@request("journal.Start")
+@request("journal.Start", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Start(Request["Recorded | Refused"]):
     request_id: str = field(metadata=limit(256))
     index: int
 
 
-@request("journal.Finish")
+@request("journal.Finish", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Finish(Request["Recorded | Refused"]):
     request_id: str = field(metadata=limit(256))
@@ -57,7 +57,7 @@ class Recorded:
     step: Step
 
 
-@request("journal.Steps")
+@request("journal.Steps", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Steps(Request["StepList"]):
     request_id: str = field(metadata=limit(256))

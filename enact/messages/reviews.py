@@ -61,7 +61,7 @@ class Review:
     note: str = ""  # how it was landed or why it was closed
 
 
-@request("reviews.Open")
+@request("reviews.Open", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Open(Request["Opened | Refused"]):
     """A task's change is committed on ``branch`` (``base``..``head``).

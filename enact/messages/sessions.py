@@ -17,7 +17,7 @@ class HistoryMessage:
     content: str
 
 
-@request("sessions.Lookup")
+@request("sessions.Lookup", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Lookup(Request["Session | NotFound"]):
     """The mapping of ``key``, if one was written under ``prompt_version``."""
@@ -37,7 +37,7 @@ class Session:
     prompt_version: int
 
 
-@request("sessions.Record")
+@request("sessions.Record", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Record(Request["Done"]):
     """A turn ran in ``native_id``: store the mapping, count the turn."""
@@ -55,7 +55,7 @@ class Record(Request["Done"]):
     the exchange and does not keep a native session the call started."""
 
 
-@request("sessions.Forget")
+@request("sessions.Forget", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Forget(Request["Forgotten"]):
     key: str = field(metadata=limit(512))
@@ -68,7 +68,7 @@ class Forgotten:
     existed: bool
 
 
-@request("sessions.ReadHistory")
+@request("sessions.ReadHistory", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadHistory(Request["History"]):
     """The message history of ``key`` if it belongs to ``native_id`` (else empty)."""

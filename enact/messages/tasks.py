@@ -128,7 +128,7 @@ class Found:
     task: Task
 
 
-@request("tasks.GetByKey")
+@request("tasks.GetByKey", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GetByKey(Request["Found | NotFound"]):
     """The task submitted under ``idempotency_key``: how a submitter whose
@@ -182,7 +182,7 @@ class EventPage:
     more: bool
 
 
-@request("tasks.ChangedSince")
+@request("tasks.ChangedSince", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChangedSince(Request["ChangedTasks"]):
     """The tasks with an event after ``after`` (an event cursor), up to
@@ -237,7 +237,7 @@ class LeaseTable:
 # -- workers -------------------------------------------------------------
 
 
-@request("tasks.Claim")
+@request("tasks.Claim", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Claim(Request["Claimed | NothingQueued"]):
     """Take the oldest due queued task under a lease."""
@@ -263,7 +263,7 @@ class NothingQueued:
     """When the earliest backing-off task becomes due; None if none waits."""
 
 
-@request("tasks.Heartbeat")
+@request("tasks.Heartbeat", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Heartbeat(Request["LeaseRenewed | LeaseLost"]):
     task_id: int
@@ -290,7 +290,7 @@ class LeaseLost:
     reason: str
 
 
-@request("tasks.ReportPhase")
+@request("tasks.ReportPhase", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReportPhase(Request["Done | LeaseLost"]):
     """The task entered ``phase`` (``repair`` with its round in ``repair``),
@@ -311,7 +311,7 @@ class ReportPhase(Request["Done | LeaseLost"]):
     review_id: str = field(default="", metadata=limit(_ID))
 
 
-@request("tasks.Finish")
+@request("tasks.Finish", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Finish(Request["Done | LeaseLost"]):
     """The attempt ended. ``failed`` with ``transient`` is retried with

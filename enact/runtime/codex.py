@@ -267,6 +267,15 @@ class CodexRuntime:
             return env
         return {**env, "TMPDIR": str(scratch)}
 
+    def logged_in(self) -> bool:
+        """``codex login status``, which reads only its home: 0 when it has a
+        login (ChatGPT's, or a key saved by ``codex login --with-api-key``)."""
+        from enact.cancellation import CancellationToken
+
+        output = run_command([self._executable(), "login", "status"], stdin_text="", cwd=None, env=self._env,
+                             timeout_s=30, cancel=CancellationToken(), tty_out=False)
+        return output.exit_code == 0
+
     def version(self) -> str:
         """``codex --version``'s answer; raises RuntimeFailure."""
         from enact.cancellation import CancellationToken

@@ -76,6 +76,7 @@ class CodexRuntimeComponent(RuntimeComponent):
 
     def check(self, settings: Config) -> RuntimeCheck:
         from enact.runtime import RuntimeFailure, RuntimeUnavailable
+        from enact.runtime._codex_provider import readiness
         from enact.runtime.codex import INSTALL_HINT, find_executable, home_under_temp
 
         runtime = self.make_runtime(settings, None)
@@ -92,10 +93,12 @@ class CodexRuntimeComponent(RuntimeComponent):
         if home_under_temp(home, os.environ):
             notes.append("CODEX_HOME is under the temporary directory, where Codex will not set up its shell "
                          "tool's sandbox helper: enact gives each call a TMPDIR of its own, outside it")
-        if not (home / "auth.json").exists() and not (home / "config.toml").exists():
-            notes.append(f"no login ({home}/auth.json) and no config.toml: run `codex login` unless the "
-                         "environment gives Codex a key; --probe tells whether its model answers")
-        return RuntimeCheck(found=found, version=version, notes=tuple(notes))
+        try:
+            ready = readiness(home, os.environ, logged_in=runtime.logged_in)
+        except RuntimeFailure as error:
+            return RuntimeCheck(found=found, version=version, notes=tuple(notes),
+                                problems=(f"`codex login status` failed: {error}",))
+        return RuntimeCheck(found=found, version=version, notes=(*notes, *ready.notes), problems=ready.problems)
 
 
 def _where(settings: Config) -> str:

@@ -22,6 +22,7 @@ import orjson
 from enact.errors import EnactError
 from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
+    PURPOSES,
     Capabilities,
     CommandRun,
     RuntimeAuthFailed,
@@ -48,6 +49,12 @@ _FAILURES: dict[str, type[RuntimeFailure]] = {
 """What a ``fail`` rule raises, by its ``fail_as``: how a real runtime fails, offline."""
 
 
+CONVERSATION = "conversation"
+"""A rule's purpose when it names none: it answers the owner's chat messages
+only, so a rule written for chat never answers a scan's, a curator's or a
+task's prompt by a word that happens to be in it."""
+
+
 class RulesError(EnactError, ValueError):
     """The rules file is not valid; the message names the file and the rule."""
 
@@ -65,15 +72,21 @@ class Rule:
     run: tuple[str, ...] = ()
     """A command run in the request's working directory before ``reply``:
     what a model's tool call would do in a task's worktree."""
+    purpose: str = CONVERSATION
+    """The calls it answers (``RuntimeRequest.purpose``), each matched on
+    its own text: see ``matched_text``."""
     where: str = ""  # "<file>: rule #N", for messages about the rule
 
 
 def parse_rules(text: str, *, source: str) -> list[Rule]:
     rules = []
-    keys = frozenset({"match", "reply", "action", "args", "then", "fail", "fail_as", "run"})
+    keys = frozenset({"match", "purpose", "reply", "action", "args", "then", "fail", "fail_as", "run"})
     for where, table in table_list(text, source=source, name="rule", keys=keys, error=RulesError):
         if not isinstance(table.get("match"), str):
             raise RulesError(f"{where}: 'match' must be a string")
+        purpose = table.get("purpose", CONVERSATION)
+        if purpose not in PURPOSES:
+            raise RulesError(f"{where}: 'purpose' is one of {', '.join(PURPOSES)}")
         try:
             pattern = re.compile(table["match"], re.IGNORECASE)
         except re.error as error:
@@ -95,6 +108,11 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
             raise RulesError(f"{where}: 'fail_as' goes with 'fail' and is one of {', '.join(_FAILURES)}")
         if run and not has_reply:
             raise RulesError(f"{where}: 'run' goes with 'reply' (the command runs, then the rule replies)")
+        if run and purpose != "task":
+            raise RulesError(f"{where}: 'run' goes with purpose = \"task\" (only a task's call has a working "
+                             "directory)")
+        if has_action and purpose != CONVERSATION:
+            raise RulesError(f"{where}: 'action' goes with the conversation purpose (only a conversation runs actions)")
         for key in ("reply", "then"):
             if key in table:
                 _check_groups(pattern, table[key], f"{where}: {key!r}")
@@ -109,6 +127,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
                 fail=table.get("fail"),
                 run=tuple(run),
                 fail_as=table.get("fail_as", "failed"),
+                purpose=purpose,
             )
         )
     return rules
@@ -206,18 +225,18 @@ class ScriptedRuntime:
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         if request.cancel.cancelled:
             raise RuntimeCancelled(request.cancel.reason)
-        rules = self.rules()
-        if not request.session_key:
-            result = RuntimeResult(text=self._isolated(rules, request.prompt))
-        else:
-            try:
+        rules = [rule for rule in self.rules() if rule.purpose == request.purpose]
+        try:
+            if not request.session_key:
+                result = RuntimeResult(text=self._isolated(rules, request))
+            else:
                 native = self._session(request.native_session)
                 ran: list[CommandRun] = []
                 result = RuntimeResult(text=self._answer(rules, request, ran), native_session=native,
                                        commands=tuple(ran))
-            except RuntimeFailure as failure:
-                self._record(request, None, f"failed: {failure}")
-                raise
+        except RuntimeFailure as failure:
+            self._record(request, None, f"failed: {failure}")
+            raise
         self._record(request, result.native_session, result.text)
         return result
 
@@ -249,9 +268,14 @@ class ScriptedRuntime:
             return resume
 
     @staticmethod
-    def _isolated(rules: list[Rule], prompt: str) -> str:
+    def _isolated(rules: list[Rule], request: RuntimeRequest) -> str:
+        """A call of no session (a scan, the curator, a probe): the first
+        rule of its purpose found in the prompt fails it or replies."""
+        prompt = matched_text(request)
         for rule in rules:
             match = rule.pattern.search(prompt)
+            if match is not None and rule.fail is not None:
+                raise _FAILURES[rule.fail_as](f"scripted failure: {rule.fail}")
             if match is not None and rule.reply is not None:
                 return match.expand(rule.reply)
         return "[]"
@@ -259,7 +283,7 @@ class ScriptedRuntime:
     @staticmethod
     def _answer(rules: list[Rule], request: RuntimeRequest, ran: list[CommandRun]) -> str:
         """The rule's answer; a command its ``run`` ran is added to ``ran``."""
-        message = request.owner_message
+        message = matched_text(request)
         for rule in rules:
             match = rule.pattern.search(message)
             if match is None:
@@ -276,6 +300,16 @@ class ScriptedRuntime:
             return orjson.dumps({"action": rule.action, "args": rule.args}).decode()
         echo = message if len(message) <= _ECHO_LIMIT else message[:_ECHO_LIMIT] + "…"
         return f"(scripted runtime) You said: {echo}"
+
+
+def matched_text(request: RuntimeRequest) -> str:
+    """What a rule's ``match`` is searched in. A call on a session (a
+    conversation's, a task's) carries the owner's words apart from the
+    composed prompt: the chat message (``[task brief] <request>`` when
+    ``task.add`` asks for a brief), or the task's request (a repair:
+    ``repair N/M: <what failed>``). A call of no session (a scan, the
+    curator, a probe) has only its prompt, which starts with fixed words."""
+    return request.owner_message if request.session_key else request.prompt
 
 
 def _run_in_workdir(rule: Rule, request: RuntimeRequest) -> CommandRun:

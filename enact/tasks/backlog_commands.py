@@ -20,8 +20,9 @@ from enact.tasks.scheduling import Priority, next_run_said
 
 R = TypeVar("R")
 
-_TEXT = {"text": Param(str, doc="the item's text, optionally after p0: or p2:")}
-_ID = {"text": Param(str, doc="the backlog item's id, then optionally the repository's absolute path"),
+_TEXT = {"text": Param(str, doc="the item's text", usage="[p0:|p2:] TEXT")}
+_ID = {"text": Param(str, doc="a backlog item's id, then optionally the repository's absolute path",
+                     usage="ID [REPO]"),
        "repo": Param(str, required=False, doc="the git repository (default: the item's, else tasks.default_repo)")}
 
 

@@ -21,6 +21,7 @@ import orjson
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
 from enact.messages.inbox import Notify
 from enact.runtime import RuntimeFailure
+from enact.spoken import Audience, command
 from enact.tasks.records import MAX_BRIEF, ConversationRef, Task, TaskState, check_request, clip
 
 BRIEF_MARKER = "[task brief]"
@@ -173,7 +174,9 @@ def outcome_notice(task: Task) -> Notify | None:
     ended or paused; None for any other change, or a task not from chat."""
     if task.conversation is None or not (task.state.ended or task.state is TaskState.PAUSED):
         return None
-    review = f" Review {task.review_id}: `enact review show {task.review_id}`." if task.review_id else ""
+    # A notice lands on a conversation: it speaks chat, whoever started the task.
+    show = command("review.show", "review show", task.review_id).to(Audience.CHAT)
+    review = f" Review {task.review_id}: `{show}`." if task.review_id else ""
     worktree = f" Its worktree is kept at {task.worktree}." if task.worktree and task.state is not \
         TaskState.SUCCEEDED else ""
     text = f"Task {task.id} {task.state}: {task.summary or 'no summary'}.{review}{worktree}"
@@ -185,11 +188,11 @@ def outcome_notice(task: Task) -> Notify | None:
 
 def task_commands() -> list[Command]:
     by_id = {"id": Param(int, required=False, doc="the task id"),
-             "text": Param(str, required=False, doc="the task id, as typed in chat")}
+             "text": Param(str, required=False, doc="a task id, as typed in chat", usage="ID")}
     return [
         Command(name="task.add", summary="queue repository work as a task (a brief is written first)",
                 handler=_add, authority=Authority.EFFECT,
-                params={"text": Param(str, doc="what to do"),
+                params={"text": Param(str, doc="what to do", usage="TEXT"),
                         "repo": Param(str, required=False, doc="the git repository"),
                         "repairs": Param(int, required=False, doc="repair rounds, 0-5"),
                         "deadline": Param(int, required=False, doc="seconds, 60-7200")}),

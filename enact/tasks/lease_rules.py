@@ -72,7 +72,7 @@ def after_finish(task: Task, message: Finish, now: float) -> Transition:
         return Transition(queued, EventKind.INTERRUPTED, message.summary)
     if outcome is Outcome.PAUSED:
         paused = dataclasses.replace(base, state=TaskState.PAUSED,
-                                     summary=clip(f"{message.summary or 'paused'}; {resume_hint(task.id)}"))
+                                     summary=clip(f"{message.summary or 'paused'}; {resume_hint(task)}"))
         return Transition(paused, EventKind.PAUSED, paused.summary)
     if outcome is Outcome.FAILED and message.failure_class is FailureClass.TRANSIENT \
             and task.counted_attempts < MAX_ATTEMPTS:

@@ -41,6 +41,7 @@ from enact.messages.tasks import (
     TaskPage,
     TaskSnapshot,
 )
+from enact.spoken import Audience, Said
 from enact.storage import Store
 from enact.tasks.lease_rules import after_finish, after_lease_expired, lease_lapsed
 from enact.tasks.notices import OwnerNotices
@@ -54,8 +55,11 @@ from enact.tasks.records import (
     check_limits,
     clip,
 )
-from enact.tasks.repositories import NO_REPOSITORY
 from enact.tasks.tables import TaskTables
+
+NO_REPOSITORY = Said(chat="no repository named: set tasks.default_repo (a chat command cannot name one)",
+                     cli="no repository named: pass --repo PATH or set tasks.default_repo")
+"""A task with no repository of its own and no default, as its asker is told it."""
 
 
 class TaskQueue:
@@ -123,7 +127,7 @@ class TaskQueue:
         why = check_limits(request=message.request, brief=message.brief, repairs=message.repairs,
                            deadline_s=message.deadline_s, allow_paths=message.allow_paths)
         if why is None and not (message.repo or self.default_repo):
-            why = NO_REPOSITORY
+            why = NO_REPOSITORY.to(Audience.of(message.origin, in_conversation=message.conversation is not None))
         return None if why is None else Refused(reason=why, code=RefusalCode.INVALID)
 
     def _submit_in(self, txn: lmdb.Transaction, pending: list[TaskChanged], message: Submit, key: str,

@@ -103,7 +103,10 @@ class TaskQueueActor(EnactActor):
         task, whatever became of the repository since."""
         if message.idempotency_key and isinstance(self.queue.by_key(message.idempotency_key), Found):
             return message
-        repo = usable(message.repo, default=self.queue.default_repo)
+        named = message.repo or self.queue.default_repo
+        if not named:
+            return message  # the queue says so, in its asker's words
+        repo = usable(named)
         return repo if isinstance(repo, Refused) else dataclasses.replace(message, repo=repo)
 
     def _handle(self, message: Any, now: float) -> Any:

@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass
 from pathlib import Path
 
+from enact.spoken import Audience, command
+
 MAX_REQUEST = 20_000
 MAX_BRIEF = 3_000
 MAX_SUMMARY = 500
@@ -262,5 +264,8 @@ def task_log_path(home: Path, task_id: int) -> Path:
     return task_dir(home, task_id) / LOG_NAME
 
 
-def resume_hint(task_id: int) -> str:
-    return f"run `enact task resume {task_id}` once the runtime's credentials work again"
+def resume_hint(task: Task) -> str:
+    """Said where the task's owner asked for it (a paused task's summary, and its notice)."""
+    audience = Audience.of(task.origin, in_conversation=task.conversation is not None)
+    resume = command("task.resume", "task resume", task.id).to(audience)
+    return f"run `{resume}` once the runtime's credentials work again"

@@ -3,7 +3,8 @@
 Every entry point ends in the daemon's actors (``task add``, a chat
 ``/task.add``, a model's action, ``backlog add`` and ``promote``, ``cron
 add`` and each due time it fires, ``evolve approve``), and each checks the
-repository with ``usable`` before anything is stored or queued: a task
+repository with ``usable`` before anything is stored or queued (naming
+none, with no ``tasks.default_repo``, is the queue's ``NO_REPOSITORY``): a task
 that could never start is refused there, in the same words, rather than
 failing later on a worker.
 
@@ -25,8 +26,6 @@ from pathlib import Path
 
 from enact.messages.common import RefusalCode, Refused
 from enact.tasks.host_git import WorktreeError, git
-
-NO_REPOSITORY = "no repository named: pass --repo PATH or set tasks.default_repo"
 
 
 class UnusableRepository(WorktreeError):
@@ -76,15 +75,11 @@ def checkout(path: str | Path) -> Checkout:
     return Checkout(top=top, branch=branch, head=head)
 
 
-def usable(repo: str, *, default: str) -> str | Refused:
-    """The top level of ``repo`` (``default``, ``tasks.default_repo``, when
-    it is ""), as a task records it; else the refusal that says why no task
-    can work there."""
-    named = repo or default
-    if not named:
-        return Refused(reason=NO_REPOSITORY, code=RefusalCode.INVALID)
+def usable(repo: str) -> str | Refused:
+    """The top level of ``repo``, as a task records it; else the refusal
+    that says why no task can work there."""
     try:
-        return str(checkout(named).top)
+        return str(checkout(repo).top)
     except UnusableRepository as error:
         return Refused(reason=str(error), code=RefusalCode.INVALID)
 

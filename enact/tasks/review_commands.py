@@ -23,7 +23,7 @@ from enact.messages.reviews import (
 
 R = TypeVar("R")
 
-_ID = {"text": Param(str, doc="the review id")}
+_ID = {"text": Param(str, doc="a review id", usage="ID")}
 
 
 def _review_id(call: CommandCall) -> int:

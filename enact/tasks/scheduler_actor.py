@@ -46,9 +46,11 @@ from enact.messages.scheduler import (
 )
 from enact.messages.tasks import Found, Get, GetByKey, Leases, Submit
 from enact.schedules import ScheduleError
+from enact.spoken import Audience
 from enact.storage import RecordTable
 from enact.tasks import scheduling
 from enact.tasks.metrics import TasksMetrics
+from enact.tasks.queue import NO_REPOSITORY
 from enact.tasks.repositories import usable
 from enact.tasks.scheduling import BacklogItem, Schedule
 from enact.tasks.settings import TasksSettings
@@ -133,7 +135,8 @@ class SchedulerActor(TickingActor):
             return Refused(reason="a schedule needs a request (what its tasks should do)", code=RefusalCode.INVALID)
         # Checked now, and again as each due time submits (the queue checks).
         # Without one named, tasks.default_repo is the one then in force.
-        repo = usable(message.repo, default=self._default_repo)
+        named = message.repo or self._default_repo
+        repo = usable(named) if named else Refused(reason=NO_REPOSITORY.to(Audience.CLI), code=RefusalCode.INVALID)
         if isinstance(repo, Refused):
             return repo
         now = self.context.clock.time()
@@ -269,7 +272,7 @@ class SchedulerActor(TickingActor):
         if not message.text.strip():
             return Refused(reason="a backlog item needs text (what should be done)", code=RefusalCode.INVALID)
         # An item may name none: its promotion may (else tasks.default_repo).
-        repo = usable(message.repo, default="") if message.repo else ""
+        repo = usable(message.repo) if message.repo else ""
         if isinstance(repo, Refused):
             return repo
         now = self.context.clock.time()
