@@ -189,7 +189,7 @@ def _send_to_current_daemon(home: Path, message: Send) -> Outcome | Ignored:
 @click.option("--limit", type=click.IntRange(min=1, max=1000), default=50, show_default=True,
               help="At most this many turns, oldest first.")
 @click.option("--last", type=click.IntRange(min=1, max=1000), default=None,
-              help="The newest N turns instead (still printed oldest first).")
+              help="The newest N turns instead (not with --limit; still printed oldest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
 def turns(home: Path | None, conversation: str, since: int, limit: int, last: int | None, as_json: bool) -> None:

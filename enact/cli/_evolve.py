@@ -213,8 +213,8 @@ def remove(candidate_id: str, reason: str, suggestion_id: str, removal_class: st
 @needs_daemon
 def history(limit: int, home: Path | None, as_json: bool) -> None:
     """What the curator did and the owner decided, and the scans (a failed
-    one with its error), newest first, as the other lists are (``--json``:
-    the same order in ``timeline``)."""
+    one with its error), newest first as the other lists are; with --json,
+    the same order in `timeline`."""
     import time
 
     from enact.messages import scanner

@@ -97,7 +97,7 @@ def _outcome(as_json: bool, fact_id: str, outcome: str, reason: str, line: str) 
 @needs_daemon
 def list_facts(tag: str, origin: str, pending: bool, home: Path | None, as_json: bool) -> None:
     """List facts, most recently updated first, with their sensitivity; a
-    secret fact's text is withheld (``memory show ID`` shows it)."""
+    secret fact's text is withheld (`enact memory show ID` shows it)."""
     from enact.messages import to_wire
     from enact.messages.memory import FactList, List
 
