@@ -132,7 +132,7 @@ def test_a_landed_merge_is_the_owners_commit_and_the_workers_own_commit_stays_en
     git(repo, "config", "user.name", "Ada Owner")
     git(repo, "config", "user.email", "ada@example.invalid")
     home = daemons.new_home()
-    (home / "scripted.toml").write_text('[[rule]]\nmatch = "add a feature"\n'
+    (home / "scripted.toml").write_text('[[rule]]\npurpose = "task"\nmatch = "add a feature"\n'
                                         'run = ["sh", "-c", "echo new > feature.txt"]\nreply = "added"\n')
     daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off"})
     task = daemon.cli_json("task", "add", "add a feature file", "--repo", str(repo), "--json")
