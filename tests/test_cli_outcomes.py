@@ -289,6 +289,20 @@ def test_turns_last_shows_the_newest_and_each_turn_has_its_cursor(daemons: Daemo
     assert plain.stdout.startswith("#8 ") and "(next cursor: 8)" in plain.stdout
 
 
+def test_turns_last_with_limit_is_a_usage_error_naming_both(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    plain = daemon.cli("turns", "--last", "5", "--limit", "5")
+    assert plain.returncode == 2 and plain.stdout == ""
+    assert _lines(plain.stderr) == ["enact: --last and --limit cannot be used together: give one of them"]
+    as_json = daemon.cli("turns", "--limit", "5", "--last", "5", "--json")
+    assert as_json.returncode == 2
+    assert _json(as_json) == {"status": "bad_input",
+                              "error": "--last and --limit cannot be used together: give one of them"}
+    # Either alone is fine, and so is --last with the default --limit.
+    assert daemon.cli("turns", "--last", "5").returncode == 0
+    assert daemon.cli("turns", "--limit", "5").returncode == 0
+
+
 def test_turns_with_nothing_to_show_says_so(daemons: DaemonFactory) -> None:
     daemon = daemons.start(chat_home(daemons))
     empty = daemon.cli("turns")
