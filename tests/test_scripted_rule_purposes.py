@@ -22,6 +22,7 @@ from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 
 from conftest import Daemon, DaemonFactory
 
+
 def _documented_rules() -> str:
     """The first rule set of docs/runtimes.md's scripted runtime section, as a user copies it."""
     page = (Path(__file__).parent.parent / "docs" / "runtimes.md").read_text()
