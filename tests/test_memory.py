@@ -211,7 +211,7 @@ def test_chat_commands_remember_list_and_forget_and_a_model_cannot_forget(daemon
     assert facts(daemon) == []
 
 
-def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts(daemon: Daemon) -> None:
+def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts_and_chat_never_shows_a_secret(daemon: Daemon) -> None:
     remember(daemon, "the owner likes green tea")
     remember(daemon, "the owner's safe combination is kept at home", "--sensitivity", "secret")
     remember(daemon, "the owner sees a therapist on fridays", "--sensitivity", "private")
@@ -220,9 +220,12 @@ def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts(daemo
     assert "green tea" in receipt
     assert "safe combination" not in receipt and "therapist" not in receipt
     assert "2 pending, private or secret facts not shown to a model" in receipt
-    # The owner's own /memory shows everything.
+    # The owner's own /memory shows a private fact; a secret one's text stays
+    # at the owner's shell (a chat's text passes through its channel's servers).
     shown = send(daemon, "/memory")["reply"]
-    assert "safe combination" in shown and "therapist" in shown
+    assert "therapist" in shown and "safe combination" not in shown
+    secret = next(line for line in shown.splitlines() if "(secret:" in line)
+    assert secret.endswith("(secret: `enact memory show " + secret.split()[0] + "` shows it)")
 
 
 def test_memory_list_shows_each_facts_sensitivity_and_withholds_a_secret_facts_text(daemon: Daemon) -> None:
