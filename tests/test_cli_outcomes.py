@@ -347,7 +347,8 @@ def test_call_list_names_the_request_types_and_their_fields(daemons: DaemonFacto
     assert plain.returncode == 0, plain
     lines = [line.strip() for line in _lines(plain.stdout)]
     assert "epoch.RequireCurrent {}" not in lines  # the daemon's own plumbing: listed with --all
-    assert "epoch.RequireCurrent {}" in [line.strip() for line in _lines(run_cli(home, "call", "--list", "--all").stdout)]
+    everything = _lines(run_cli(home, "call", "--list", "--all").stdout)
+    assert "epoch.RequireCurrent {}" in [line.strip() for line in everything]
     assert any(line.startswith("inbox.ReadTurns {") and "last: int = 0" in line for line in lines)
     assert not any(line.startswith(("inbox.Outcome", "inbox.HandleEvent")) for line in lines)  # replies, internals
     listed = _json(run_cli(home, "call", "--list", "--json"))

@@ -211,7 +211,7 @@ def test_chat_commands_remember_list_and_forget_and_a_model_cannot_forget(daemon
     assert facts(daemon) == []
 
 
-def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts_and_chat_never_shows_a_secret(daemon: Daemon) -> None:
+def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts_nor_chat_a_secret(daemon: Daemon) -> None:
     remember(daemon, "the owner likes green tea")
     remember(daemon, "the owner's safe combination is kept at home", "--sensitivity", "secret")
     remember(daemon, "the owner sees a therapist on fridays", "--sensitivity", "private")
