@@ -372,8 +372,14 @@ def builtin_commands(registry: CommandRegistry) -> list[Command]:
     def help_text(call: CommandCall, _: CommandContext) -> str:
         lines = ["Commands (/name in chat, or an action from the model):"]
         for info in registry.catalog():
-            params = f" ({', '.join(info.params)})" if info.params else " (any arguments)" if info.free_args else ""
-            lines.append(f"/{info.name}{params} — {info.summary} [{info.authority}]")
+            command = registry.get(info.name)
+            if call.audience is Audience.CHAT and command is not None:
+                # A person reads how to type it; a model reads the argument keys it sends.
+                usage = chat_usage(command)
+            else:
+                params = f" ({', '.join(info.params)})" if info.params else " (any arguments)" if info.free_args else ""
+                usage = f"/{info.name}{params}"
+            lines.append(f"{usage} — {info.summary} [{info.authority}]")
         return "\n".join(lines)
 
     def status_text(_: CommandCall, context: CommandContext) -> str:

@@ -63,6 +63,15 @@ def test_a_chat_command_missing_its_argument_says_its_usage_in_chat_words(daemon
     assert said(daemon, "/remember") == "/remember needs the fact — usage: /remember TEXT"
 
 
+def test_help_in_chat_shows_how_each_command_is_typed(daemons: DaemonFactory) -> None:
+    daemon = start(daemons)
+    lines = said(daemon, "/help").splitlines()
+    assert any(line.startswith("/review.land ID — ") for line in lines), lines
+    assert any(line.startswith("/memory [TAG] — ") for line in lines), lines
+    assert any(line.startswith("/status — ") for line in lines), lines
+    assert not any("(text)" in line for line in lines)
+
+
 def test_a_chat_command_that_takes_no_arguments_says_so(daemons: DaemonFactory) -> None:
     daemon = start(daemons)
     assert said(daemon, "/status now") == "/status takes no arguments"

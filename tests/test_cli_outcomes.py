@@ -289,6 +289,20 @@ def test_turns_last_shows_the_newest_and_each_turn_has_its_cursor(daemons: Daemo
     assert plain.stdout.startswith("#8 ") and "(next cursor: 8)" in plain.stdout
 
 
+def test_turns_last_with_limit_is_a_usage_error_naming_both(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    plain = daemon.cli("turns", "--last", "5", "--limit", "5")
+    assert plain.returncode == 2 and plain.stdout == ""
+    assert _lines(plain.stderr) == ["enact: --last and --limit cannot be used together: give one of them"]
+    as_json = daemon.cli("turns", "--limit", "5", "--last", "5", "--json")
+    assert as_json.returncode == 2
+    assert _json(as_json) == {"status": "bad_input",
+                              "error": "--last and --limit cannot be used together: give one of them"}
+    # Either alone is fine, and so is --last with the default --limit.
+    assert daemon.cli("turns", "--last", "5").returncode == 0
+    assert daemon.cli("turns", "--limit", "5").returncode == 0
+
+
 def test_turns_with_nothing_to_show_says_so(daemons: DaemonFactory) -> None:
     daemon = daemons.start(chat_home(daemons))
     empty = daemon.cli("turns")
@@ -331,8 +345,10 @@ def test_call_list_names_the_request_types_and_their_fields(daemons: DaemonFacto
     home = daemons.new_home()  # no daemon needed
     plain = run_cli(home, "call", "--list")
     assert plain.returncode == 0, plain
-    lines = _lines(plain.stdout)
-    assert "epoch.RequireCurrent {}" in lines
+    lines = [line.strip() for line in _lines(plain.stdout)]
+    assert "epoch.RequireCurrent {}" not in lines  # the daemon's own plumbing: listed with --all
+    everything = _lines(run_cli(home, "call", "--list", "--all").stdout)
+    assert "epoch.RequireCurrent {}" in [line.strip() for line in everything]
     assert any(line.startswith("inbox.ReadTurns {") and "last: int = 0" in line for line in lines)
     assert not any(line.startswith(("inbox.Outcome", "inbox.HandleEvent")) for line in lines)  # replies, internals
     listed = _json(run_cli(home, "call", "--list", "--json"))

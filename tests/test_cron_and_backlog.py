@@ -8,6 +8,7 @@ real daemon."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 import urllib.request
 from collections.abc import Callable
@@ -238,6 +239,24 @@ def test_a_claim_left_by_a_crash_after_its_submit_finds_that_task_and_queues_no_
         assert after.skipped > stored.skipped
         assert after.claim.claimed is None and after.last_task == queued.id
         assert [task.idempotency_key for task in tasks_in(second)] == [queued.idempotency_key]
+
+
+def test_cron_list_shows_seconds_for_a_schedule_finer_than_a_minute_and_each_schedules_repository(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    app, notes = make_repo(tmp_path / "app"), make_repo(tmp_path / "notes")
+    daemon = daemons.start(env=NO_WORKERS)
+    hourly = daemon.cli_json("cron", "add", "every 1h", "tidy", "--repo", str(app), "--json")
+    added = daemon.cli("cron", "add", "every 10s", "poll", "--repo", str(notes))
+    # The 10 s schedule's due time moves on while the test reads it: the
+    # shape of its times is what counts.
+    to_the_second = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    assert re.fullmatch(rf"schedule 2 \(every 10s\), first due {to_the_second}", added.stdout.strip())
+    assert [entry["repo"] for entry in daemon.cli_json("cron", "list", "--json")] == [str(app), str(notes)]
+    listed = {line.split()[0]: line for line in daemon.cli("cron", "list").stdout.splitlines()}
+    assert f"next {time.strftime('%Y-%m-%d %H:%M', time.localtime(hourly['next_due']))}  " in listed["1"]
+    assert listed["1"].endswith(f"  {app}  tidy")
+    assert re.search(rf"next {to_the_second}  ", listed["2"])
+    assert listed["2"].endswith(f"  {notes}  poll")
 
 
 def test_cron_list_shows_a_pending_claim_with_its_retry_and_the_due_times_given_up(daemons: DaemonFactory,

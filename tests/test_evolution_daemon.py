@@ -204,6 +204,30 @@ def test_a_bad_synthesis_or_curation_answer_leaves_signals_active_and_falls_back
     assert daemon.cli_json("evolve", "candidates", "--state", "removed", "--json")[0]["id"] == cid
 
 
+def test_evolve_history_is_one_list_newest_first_scans_among_the_curators_events(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    daemon = start(daemons, make_repo(tmp_path / "repo"), SCAN + SYNTHESIS + CURATION)
+    complain_and_scan(daemon)
+    daemon.cli_json("evolve", "propose", "--json")  # the curator's events, after the first scan
+    daemon.cli_json("send", "--conversation", "owner", "--json", "still far too long, shorter please")
+    second = daemon.cli_json("evolve", "scan", "--source", "feedback", "--json")["scans"]
+    assert [scan["outcome"] for scan in second] == ["completed"]
+
+    history = daemon.cli_json("evolve", "history", "--json")
+    timeline = history["timeline"]
+    kinds = ["scan" if "scan" in entry else entry["event"]["kind"] for entry in timeline]
+    assert kinds[0] == "scan" and kinds[-1] == "scan" and {"synthesised", "proposed"} <= set(kinds[1:-1])
+    assert [entry["at"] for entry in timeline] == sorted((entry["at"] for entry in timeline), reverse=True)
+    assert len(timeline) == len(history["events"]) + len(history["scans"])
+    # The text is the same list, in the same order, one line each.
+    lines = daemon.cli("evolve", "history").stdout.splitlines()
+    assert [line.split()[2] for line in lines] == kinds  # "<date> <time> scan completed ..." or the event's kind
+    assert lines == sorted(lines, key=lambda line: line[:19], reverse=True)
+    # --limit keeps the newest of both.
+    newest = daemon.cli_json("evolve", "history", "--limit", "2", "--json")["timeline"]
+    assert newest == timeline[:2]
+
+
 def test_a_failed_task_becomes_an_experience_signal_and_a_candidate(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", doctor="false")
     tidy = ('[[rule]]\npurpose = "task"\nmatch = "tidy the answer"\n'

@@ -8,11 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from git_repos import commit, git, make_repo, task_branch
 from hostile_git import plant_argv
 
 from enact.messages.reviews import LandRefusal
-from enact.tasks.landing import LandPlan, land
+from enact.tasks.landing import LandPlan, land, merge_message
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,56 @@ def test_land_merges_onto_a_target_that_moved_on_when_it_merges_cleanly(tmp_path
     assert git(repo, "log", "-1", "--format=%P", "main").split() == [moved, head]
     assert git(repo, "log", "-1", "--format=%s", "main") == "Land review 1"
     assert (repo / "feature.txt").exists()
+
+
+def _merge_needed(tmp_path: Path) -> tuple[Path, str]:
+    """A repository whose main moved on after the task branched: landing it makes a merge commit."""
+    repo = make_repo(tmp_path / "repo")
+    _, head = task_branch(repo, "enact/task-7", {"feature.txt": "new\n"})
+    commit(repo, {"app.txt": "owner's two\n"}, "owner moved on")
+    return repo, head
+
+
+def _land_merge(repo: Path, head: str, tmp_path: Path) -> tuple[str, str, str]:
+    """Land ``head`` with review 3's message: (the outcome's merged_by and
+    identity_note, asserted landed), and the merge commit's author, committer
+    and Landed-by trailer."""
+    outcome = land(LandPlan(repo=repo, head=head, message=merge_message(3, 7, "enact/task-7")),
+                   scratch=tmp_path / "scratch", doctor=shell_doctor("true"), current=always)
+    assert outcome.landed and not outcome.fast_forward, outcome.reason
+    made = git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%(trailers:key=Landed-by,valueonly,separator=)")
+    assert made.split("|")[0] == made.split("|")[1] == outcome.merged_by  # author and committer alike
+    return outcome.merged_by, outcome.identity_note, made.split("|")[2]
+
+
+def test_a_merge_commit_is_the_repositorys_configured_identity_with_a_landed_by_enact_trailer(
+        tmp_path: Path) -> None:
+    repo, head = _merge_needed(tmp_path)
+    git(repo, "config", "user.name", "Ada Owner")
+    git(repo, "config", "user.email", "ada@example.invalid")
+    merged_by, note, trailer = _land_merge(repo, head, tmp_path)
+    assert (merged_by, note) == ("Ada Owner <ada@example.invalid>", "")
+    assert trailer == "enact (review 3, task 7)"
+    assert git(repo, "log", "-1", "--format=%s") == "Land review 3 (task 7, enact/task-7)"
+
+
+def test_a_merge_commit_takes_the_owners_global_identity_and_else_enacts_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No identity in the repository nor in the owner's global configuration:
+    enact's, and the outcome says why. The global one, as the repository sees it."""
+    owner_home = tmp_path / "owner-home"
+    owner_home.mkdir()
+    monkeypatch.setenv("HOME", str(owner_home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    repo, head = _merge_needed(tmp_path / "unset")
+    merged_by, note, trailer = _land_merge(repo, head, tmp_path)
+    assert merged_by == "enact <enact@localhost>" and trailer == "enact (review 3, task 7)"
+    assert note == f"{repo} has no user.name and user.email configured: the merge commit is enact's"
+
+    (owner_home / ".gitconfig").write_text("[user]\n\tname = Ada Global\n\temail = ada@global.invalid\n")
+    repo, head = _merge_needed(tmp_path / "global")
+    merged_by, note, _ = _land_merge(repo, head, tmp_path)
+    assert (merged_by, note) == ("Ada Global <ada@global.invalid>", "")
 
 
 def test_land_changes_nothing_once_the_daemon_is_fenced(tmp_path: Path) -> None:

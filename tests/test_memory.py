@@ -211,7 +211,7 @@ def test_chat_commands_remember_list_and_forget_and_a_model_cannot_forget(daemon
     assert facts(daemon) == []
 
 
-def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts(daemon: Daemon) -> None:
+def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts_nor_chat_a_secret(daemon: Daemon) -> None:
     remember(daemon, "the owner likes green tea")
     remember(daemon, "the owner's safe combination is kept at home", "--sensitivity", "secret")
     remember(daemon, "the owner sees a therapist on fridays", "--sensitivity", "private")
@@ -220,9 +220,30 @@ def test_a_model_listing_memory_never_sees_secret_private_or_pending_facts(daemo
     assert "green tea" in receipt
     assert "safe combination" not in receipt and "therapist" not in receipt
     assert "2 pending, private or secret facts not shown to a model" in receipt
-    # The owner's own /memory shows everything.
+    # The owner's own /memory shows a private fact; a secret one's text stays
+    # at the owner's shell (a chat's text passes through its channel's servers).
     shown = send(daemon, "/memory")["reply"]
-    assert "safe combination" in shown and "therapist" in shown
+    assert "therapist" in shown and "safe combination" not in shown
+    secret = next(line for line in shown.splitlines() if "(secret:" in line)
+    assert secret.endswith("(secret: `enact memory show " + secret.split()[0] + "` shows it)")
+
+
+def test_memory_list_shows_each_facts_sensitivity_and_withholds_a_secret_facts_text(daemon: Daemon) -> None:
+    tea = remember(daemon, "the owner likes green tea")["id"]
+    code = remember(daemon, "the garage door code is 4711", "--sensitivity", "secret")["id"]
+    doctor = remember(daemon, "the owner sees a dentist on fridays", "--sensitivity", "private")["id"]
+    plain = daemon.cli("memory", "list")
+    assert plain.returncode == 0 and "4711" not in plain.stdout
+    lines = {line.split()[0]: line for line in plain.stdout.splitlines()}
+    assert lines[tea] == f"{tea}  fact/high  normal   the owner likes green tea"
+    assert lines[doctor] == f"{doctor}  fact/high  private  the owner sees a dentist on fridays"
+    assert lines[code] == f"{code}  fact/high  secret   (withheld: `enact memory show {code}` shows it)"
+    listed = {fact["id"]: fact for fact in facts(daemon)}
+    assert listed[code]["sensitivity"] == "secret" and listed[code]["text_withheld"] is True
+    assert listed[code]["text"] == ""
+    assert listed[doctor]["text_withheld"] is False and listed[doctor]["text"].endswith("fridays")
+    # One fact, asked for by its id, shows its text.
+    assert daemon.cli_json("memory", "show", code, "--json")["fact"]["text"] == "the garage door code is 4711"
 
 
 def test_memory_facts_metric_counts_by_state(daemon: Daemon) -> None:

@@ -104,7 +104,7 @@ def test_a_telegram_lock_does_not_lock_out_the_owners_cli() -> None:
 
 def test_markers_are_split_from_the_visible_reply() -> None:
     markers = split_markers("Noted. [MEMORY] the owner\n likes tea [/MEMORY][memory] [/memory] Bye.")
-    assert markers.visible == "Noted.  Bye." and markers.texts == ("the owner likes tea",)
+    assert markers.visible == "Noted. Bye." and markers.texts == ("the owner likes tea",)
 
 
 RECEIPT = "Page title: Example Bank\n> Welcome! The owner banks with Example Bank, since 2019.\nFooter"

@@ -126,6 +126,31 @@ def test_a_workers_review_lands_the_task_into_the_repository(daemons: DaemonFact
     assert git(repo, "rev-parse", "main") == review["head"] == landed["landed_revision"]
 
 
+def test_a_landed_merge_is_the_owners_commit_and_the_workers_own_commit_stays_enacts(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    git(repo, "config", "user.name", "Ada Owner")
+    git(repo, "config", "user.email", "ada@example.invalid")
+    home = daemons.new_home()
+    (home / "scripted.toml").write_text('[[rule]]\npurpose = "task"\nmatch = "add a feature"\n'
+                                        'run = ["sh", "-c", "echo new > feature.txt"]\nreply = "added"\n')
+    daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off"})
+    task = daemon.cli_json("task", "add", "add a feature file", "--repo", str(repo), "--json")
+    wait_for(lambda: daemon.cli_json("task", "show", str(task["id"]), "--json")["state"] == "succeeded",
+             timeout=60, what="the task to succeed")
+    [review] = reviews(daemon)
+    commit(repo, {"app.txt": "owner's two\n"}, "owner moved on")  # a merge, not a fast-forward
+    code, landed = land(daemon, review["id"])
+    assert code == 0, landed
+    assert landed["fast_forward"] is False and landed["merged_by"] == "Ada Owner <ada@example.invalid>"
+    assert "(merge commit by Ada Owner <ada@example.invalid>)" in landed["note"]
+    merge = git(repo, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%(trailers:key=Landed-by,valueonly,separator=)")
+    assert merge.split("|") == ["Ada Owner <ada@example.invalid>", "Ada Owner <ada@example.invalid>",
+                                f"enact (review {review['id']}, task {task['id']})"]
+    # The task's own commit, the agent's work, is enact's.
+    assert git(repo, "log", "-1", "--format=%an <%ae>", review["head"]) == "enact <enact@localhost>"
+
+
 def test_while_one_land_runs_its_doctor_the_reviews_answer_and_a_second_land_is_refused(
         daemons: DaemonFactory, tmp_path: Path) -> None:
     release = tmp_path / "release"

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from enact.claimed_clock import NO_CLAIM, RETRIES, ClaimState, Decision, nest_flat_claim
-from enact.schedules import ScheduleError
+from enact.schedules import ScheduleError, finer_than_a_minute
 from enact.tasks.scheduling import (
     BacklogItem,
     Priority,
@@ -21,8 +21,10 @@ from enact.tasks.scheduling import (
     given_up,
     idempotency_key,
     latest_due,
+    moment_said,
     next_to_promote,
     refused,
+    repo_said,
     skipped_busy,
     submission_failed,
     submitted,
@@ -198,6 +200,28 @@ def test_specs_are_normalised() -> None:
     assert check_spec("  Every 2H ") == "every 2h"
     assert check_spec("0  9 * * 1-5") == "0 9 * * 1-5"
     assert check_spec("every 010 m") == "every 10m"
+
+
+@pytest.mark.parametrize(("spec", "finer"), [
+    ("every 10s", True), ("every 90s", True), ("every 1s", True), ("every 60s", False), ("every 120s", False),
+    ("every 10m", False), ("every 1h", False), ("daily 09:00", False), ("*/5 * * * *", False),
+])
+def test_a_schedule_is_finer_than_a_minute_when_its_due_times_fall_between_minutes(spec: str, finer: bool) -> None:
+    assert finer_than_a_minute(spec) is finer
+
+
+def test_cron_says_a_time_to_the_second_only_for_a_schedule_finer_than_a_minute() -> None:
+    moment = START + 17
+    local = datetime.datetime.fromtimestamp(moment)
+    assert moment_said("every 10s", moment) == local.strftime("%Y-%m-%d %H:%M:%S")
+    assert moment_said("every 10m", moment) == local.strftime("%Y-%m-%d %H:%M")
+    assert moment_said("0 9 * * 1-5", moment) == local.strftime("%Y-%m-%d %H:%M")
+
+
+def test_a_schedule_without_a_repository_says_its_tasks_take_the_default_one() -> None:
+    schedule = Schedule(id=1, spec="every 1h", request="x", repo="", created_at=START)
+    assert repo_said(schedule) == "tasks.default_repo"
+    assert repo_said(Schedule(id=2, spec="every 1h", request="x", repo="/src/app", created_at=START)) == "/src/app"
 
 
 def test_backlog_promotes_the_highest_priority_oldest_item_first() -> None:

@@ -25,6 +25,9 @@ _RUN = 6
 """Words in a row shared with a receipt that make a longer marker a repetition:
 a marker that quotes part of a receipt, with words of its own around it."""
 _WORD = re.compile(r"[^\W_]+")
+_OPENERS = frozenset("([{")
+_CLOSERS = frozenset(".,;:!?)]}…")
+"""Where a marker was taken out, no space is left after an opener or before a closer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +40,54 @@ class Markers:
 
 def split_markers(reply: str) -> Markers:
     texts = (" ".join(m.group(1).split()) for m in MARKER.finditer(reply))
-    return Markers(visible=MARKER.sub("", reply).strip(), texts=tuple(text for text in texts if text))
+    return Markers(visible=_without_markers(reply).strip(), texts=tuple(text for text in texts if text))
+
+
+def _without_markers(reply: str) -> str:
+    """``reply`` with each run of markers taken out so that the words around
+    it read as if it had never been there: the whitespace on either side
+    becomes one gap (the wider line break, else one space), and none is left
+    before a closing punctuation mark or after an opening bracket. Only the
+    whitespace next to a marker changes; the rest is the model's as written."""
+    parts: list[str] = []
+    kept_to = 0  # the reply up to here is in ``parts``
+    for start, end in _marker_runs(reply):
+        left = start
+        while left > kept_to and reply[left - 1].isspace():
+            left -= 1
+        right = end
+        while right < len(reply) and reply[right].isspace():
+            right += 1
+        before, after = reply[kept_to:left], reply[right:right + 1]
+        parts += [before, _gap(reply[left:start], reply[end:right], after=after,
+                               opened=not before or before[-1] in _OPENERS)]
+        kept_to = right
+    parts.append(reply[kept_to:])
+    return "".join(parts)
+
+
+def _marker_runs(reply: str) -> list[tuple[int, int]]:
+    """The spans of markers in a row (only whitespace between them)."""
+    runs: list[tuple[int, int]] = []
+    for match in MARKER.finditer(reply):
+        if runs and not reply[runs[-1][1]:match.start()].strip():
+            runs[-1] = (runs[-1][0], match.end())
+        else:
+            runs.append((match.start(), match.end()))
+    return runs
+
+
+def _gap(left: str, right: str, *, after: str, opened: bool) -> str:
+    """What stands where a marker run and the whitespace ``left`` and
+    ``right`` of it were, with ``after`` the character that follows."""
+    if not after or after in _CLOSERS:
+        return ""  # the reply's end (stripped anyway), or "word [marker]." reads "word."
+    lines = max(left.count("\n"), right.count("\n"))
+    if lines:
+        # The wider line break, and the indentation of the line the next
+        # word is on (after the break on the right, else before the marker).
+        return "\n" * lines + (right if "\n" in right else left).rpartition("\n")[2]
+    return "" if opened or not (left or right) else " "
 
 
 def hold_for_owner(text: str, *, owners_conversation: bool, receipts: Sequence[str]) -> str:

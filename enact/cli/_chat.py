@@ -10,7 +10,16 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from enact.cli._client import ConnectionLost, request
-from enact.cli._options import EXIT_FAILED, EXIT_USAGE, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._options import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    fail,
+    home_option,
+    needs_daemon,
+    print_json,
+    refuse_together,
+    resolve_home,
+)
 
 if TYPE_CHECKING:
     from enact.messages.inbox import Ignored, Outcome
@@ -180,7 +189,7 @@ def _send_to_current_daemon(home: Path, message: Send) -> Outcome | Ignored:
 @click.option("--limit", type=click.IntRange(min=1, max=1000), default=50, show_default=True,
               help="At most this many turns, oldest first.")
 @click.option("--last", type=click.IntRange(min=1, max=1000), default=None,
-              help="The newest N turns instead (still printed oldest first).")
+              help="The newest N turns instead (not with --limit; still printed oldest first).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
 def turns(home: Path | None, conversation: str, since: int, limit: int, last: int | None, as_json: bool) -> None:
@@ -190,6 +199,7 @@ def turns(home: Path | None, conversation: str, since: int, limit: int, last: in
     from enact.messages import to_wire
     from enact.messages.inbox import ReadTurns
 
+    refuse_together("last", "limit", as_json=as_json)  # the newest N, or the oldest N: not both
     message = ReadTurns(conversation=conversation, since=since, limit=limit, last=last or 0)
     reply = request(resolve_home(home), message)
     cut_short = ""

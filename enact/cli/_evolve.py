@@ -20,7 +20,8 @@ from enact.cli._repo import repo_option, sent_repo
 
 if TYPE_CHECKING:
     from enact.evolution.candidates import Candidate
-    from enact.messages.curator import Proposal
+    from enact.messages.curator import EvolveHistory, Proposal
+    from enact.messages.scanner import ScanHistory
 
 _OTHERS = {"enact.cli._evolve_scan": ("scan", "signals"), "enact.cli._evolve_mode": ("mode",)}
 """The other evolution commands, by module."""
@@ -214,7 +215,8 @@ def remove(candidate_id: str, reason: str, suggestion_id: str, removal_class: st
 @needs_daemon
 def history(limit: int, home: Path | None, as_json: bool) -> None:
     """What the curator did and the owner decided, and the scans (a failed
-    one with its error), newest first."""
+    one with its error), newest first as the other lists are; with --json,
+    the same order in `timeline`."""
     import time
 
     from enact.messages import scanner
@@ -226,16 +228,33 @@ def history(limit: int, home: Path | None, as_json: bool) -> None:
     found = expect(reply, EvolveHistory, message)
     scans_asked = scanner.History(limit=limit)
     scans = request(resolve_home(home), scans_asked)
+    timeline = _newest_first(found, scans, limit)
     if as_json:
-        print_json({**_wire(found), "scans": _wire(scans)["scans"]})
+        events, scan_records = _wire(found), _wire(scans)["scans"]
+        print_json({**events, "scans": scan_records,
+                    "timeline": [{"at": at, "scan": scan_records[index]} if what == "scan"
+                                 else {"at": at, "event": events["events"][index]}
+                                 for at, what, index in timeline]})
         return
-    if not found.events and not scans.scans:
+    if not timeline:
         click.echo("no history")
-    for record in scans.scans:
-        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.finished_at))
-        detail = record.error if record.error else f"{record.records} records, {len(record.signals)} signals"
-        click.echo(f"{at}  {'scan ' + record.outcome:<18} {record.id} {record.source.value}  {detail}")
-    for event in found.events:
-        at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(event.at))
-        about = " ".join(part for part in (event.candidate_id, event.proposal_id) if part)
-        click.echo(f"{at}  {event.kind:<18} {about}  {event.detail}".rstrip())
+    for at, what, index in timeline:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+        if what == "scan":
+            record = scans.scans[index]
+            detail = record.error if record.error else f"{record.records} records, {len(record.signals)} signals"
+            click.echo(f"{when}  {'scan ' + record.outcome:<18} {record.id} {record.source.value}  {detail}")
+        else:
+            event = found.events[index]
+            about = " ".join(part for part in (event.candidate_id, event.proposal_id) if part)
+            click.echo(f"{when}  {event.kind:<18} {about}  {event.detail}".rstrip())
+
+
+def _newest_first(found: EvolveHistory, scans: ScanHistory, limit: int) -> list[tuple[float, str, int]]:
+    """The curator's events and the scans in one list, newest first, at most
+    ``limit``: (when, "event" or "scan", its index in its own list). Each list
+    comes newest first by when it was stored; the sort is stable, so a tie
+    keeps that order, and an event before a scan of the same moment."""
+    entries = [(event.at, "event", index) for index, event in enumerate(found.events)]
+    entries += [(record.finished_at, "scan", index) for index, record in enumerate(scans.scans)]
+    return sorted(entries, key=lambda entry: -entry[0])[:limit]

@@ -30,6 +30,8 @@ _TYPES = ("preference", "fact", "decision", "workflow_rule", "person", "project"
 _SCOPES = ("user", "project", "instance")
 _CONFIDENCES = ("high", "medium", "low")
 _SENSITIVITIES = ("normal", "private", "secret")
+_SECRET = "secret"
+"""A secret fact's text is listed by no one: ``memory show`` gives it, one fact at a time."""
 
 
 def _json_option(command: Any) -> Any:
@@ -94,7 +96,8 @@ def _outcome(as_json: bool, fact_id: str, outcome: str, reason: str, line: str) 
 @_json_option
 @needs_daemon
 def list_facts(tag: str, origin: str, pending: bool, home: Path | None, as_json: bool) -> None:
-    """List facts, most recently updated first."""
+    """List facts, most recently updated first, with their sensitivity; a
+    secret fact's text is withheld (`enact memory show ID` shows it)."""
     from enact.messages import to_wire
     from enact.messages.memory import FactList, List
 
@@ -102,14 +105,20 @@ def list_facts(tag: str, origin: str, pending: bool, home: Path | None, as_json:
     if not isinstance(reply, FactList):
         return _unexpected(reply, as_json)
     if as_json:
-        print_json(to_wire(reply)["body"])
+        body = to_wire(reply)["body"]
+        for listed in body["facts"]:
+            listed["text_withheld"] = listed["sensitivity"] == _SECRET
+            listed["text"] = "" if listed["text_withheld"] else listed["text"]
+        print_json(body)
         return
     if not reply.facts:
         click.echo("no facts")
+    width = max(map(len, _SENSITIVITIES))
     for fact in reply.facts:
         state = " [pending]" if fact.state == "pending" else ""
         tags = f"  #{' #'.join(fact.tags)}" if fact.tags else ""
-        click.echo(f"{fact.id}  {fact.type}/{fact.confidence}{state}  {fact.text}{tags}")
+        text = f"(withheld: `enact memory show {fact.id}` shows it)" if fact.sensitivity == _SECRET else fact.text
+        click.echo(f"{fact.id}  {fact.type}/{fact.confidence}  {fact.sensitivity:<{width}}{state}  {text}{tags}")
     if reply.total > len(reply.facts):
         click.echo(f"… and {reply.total - len(reply.facts)} more")
 

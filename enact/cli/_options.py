@@ -69,6 +69,20 @@ def end_command(line: str, *, as_json: bool, exit_code: int, status: str = "", p
     sys.exit(exit_code)
 
 
+def refuse_together(first: str, second: str, *, as_json: bool) -> None:
+    """End with a usage error (exit 2, ``bad_input``) when options ``first``
+    and ``second`` (their parameter names) were both given: each says
+    something the other contradicts. An option left at its default was not given."""
+    from click.core import ParameterSource
+
+    context = click.get_current_context()
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT, ParameterSource.PROMPT)
+    if all(context.get_parameter_source(name) in given for name in (first, second)):
+        said = [f"--{name.replace('_', '-')}" for name in (first, second)]
+        fail(f"{said[0]} and {said[1]} cannot be used together: give one of them", as_json=as_json,
+             code=EXIT_USAGE)
+
+
 @dataclass(frozen=True, slots=True)
 class JsonStatus:
     """What a ``--json`` status word means, as the CLI reference says it."""

@@ -133,7 +133,8 @@ def land(review_id: int, home: Path | None, as_json: bool) -> None:
     end_on_failure(reply, as_json=as_json, about=f"review {review_id} not landed")
     landed = expect(reply, Landed, message)
     if as_json:
-        print_json({**review_json(landed.review), "fast_forward": landed.fast_forward})
+        print_json({**review_json(landed.review), "fast_forward": landed.fast_forward,
+                    "merged_by": landed.merged_by})
         return
     click.echo(f"review {review_id} {landed.review.note}")
 

@@ -131,6 +131,7 @@ def cron() -> None:
 def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json: bool) -> None:
     """Submit TEXT as a task at each due time of SPEC ('every 2h', '0 9 * * 1-5')."""
     from enact.messages.scheduler import AddSchedule, ScheduleAdded
+    from enact.tasks import scheduling
 
     message = AddSchedule(spec=spec, request=text, repo=sent_repo(repo))
     reply = request(resolve_home(home), message)
@@ -139,7 +140,8 @@ def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json
     if as_json:
         print_json({**_plain(added.schedule), "next_due": added.next_due})
         return
-    click.echo(f"schedule {added.schedule.id} ({added.schedule.spec}), first due {_when(added.next_due)}")
+    click.echo(f"schedule {added.schedule.id} ({added.schedule.spec}), "
+               f"first due {scheduling.moment_said(added.schedule.spec, added.next_due)}")
 
 
 @cron.command("list")
@@ -147,8 +149,9 @@ def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (a list of schedules).")
 @needs_daemon
 def cron_list(home: Path | None, as_json: bool) -> None:
-    """The schedules, with when each is next due (or its pending claim),
-    its latest task and the due times given up."""
+    """The schedules, with when each is next due (or its pending claim; to
+    the second for an interval finer than a minute), its latest task, the
+    due times given up and its repository."""
     from enact.messages.scheduler import ListSchedules
     from enact.tasks import scheduling
 
@@ -164,7 +167,8 @@ def cron_list(home: Path | None, as_json: bool) -> None:
         last = f"task {schedule.last_task}" if schedule.last_task is not None else "no task yet"
         failures = scheduling.failures_said(schedule)
         click.echo(f"{schedule.id:>5}  {schedule.spec:<16} {scheduling.next_run_said(schedule, entry.next_due)}  "
-                   f"{last}{'  ' + failures if failures else ''}  {schedule.request}")
+                   f"{last}{'  ' + failures if failures else ''}  {scheduling.repo_said(schedule)}  "
+                   f"{schedule.request}")
 
 
 @cron.command("remove")

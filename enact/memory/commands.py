@@ -62,7 +62,12 @@ def _list(call: CommandCall, context: CommandContext) -> str:
         withheld = len(reply.facts) - len(facts)
     if not facts:
         return "no facts remembered" + (f" with tag {tag!r}" if tag else "") + _withheld_note(withheld)
-    lines = [f"{fact.id} [{fact.state}] {fact.text}" for fact in facts]
+    # A chat's text passes through its channel's servers: a secret fact's
+    # text stays at the owner's shell, even in the owner's own chat.
+    lines = [f"{fact.id} [{fact.state}] "
+             + (f"(secret: `enact memory show {fact.id}` shows it)" if fact.sensitivity is Sensitivity.SECRET
+                else fact.text)
+             for fact in facts]
     if reply.total > len(reply.facts):
         lines.append(f"… and {reply.total - len(reply.facts)} more (enact memory list)")
     return "\n".join(lines) + _withheld_note(withheld)

@@ -148,6 +148,10 @@ class Land(Request["Landed | NotFound | Refused"]):
 class Landed:
     review: Review
     fast_forward: bool
+    merged_by: str = ""
+    """``Name <email>`` of the merge commit (the repository's configured
+    identity, else enact's, which the review's note then says); "" for a
+    fast-forward."""
 
 
 @request("reviews.Close")

@@ -23,6 +23,7 @@ from enact.home_guard import as_owner
 from enact.process import program_ended, program_started
 
 AUTHOR = ("enact", "enact@localhost")
+"""Who the host's commits are by, unless a call names someone (``git(identity=...)``)."""
 
 HOST_OPTIONS = (
     "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
@@ -36,24 +37,26 @@ class WorktreeError(EnactError):
     """A git operation on a task's worktree failed; the message is one line."""
 
 
-def git_env() -> dict[str, str]:
+def git_env(identity: tuple[str, str] = AUTHOR) -> dict[str, str]:
     # The daemon's own environment must not point git elsewhere (a GIT_DIR
     # inherited from a hook, say), and commits need an identity even where
     # the owner configured none. The system configuration is left out: what
     # the host's git runs must come from the owner's own files.
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
-    name, email = AUTHOR
+    name, email = identity
     env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
                GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
     return env
 
 
-def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = ()) -> str:
-    """Run ``git [OPTIONS] ARGS`` in ``cwd``; its standard output, or WorktreeError."""
+def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = (),
+        identity: tuple[str, str] = AUTHOR) -> str:
+    """Run ``git [OPTIONS] ARGS`` in ``cwd``, committing as ``identity``
+    (name, email); its standard output, or WorktreeError."""
     shown = ("git", *args)  # the options are the same on every call: the log leaves them out
     started = program_started(shown)
     try:
-        output = sh.git(*HOST_OPTIONS, *options, *args, _cwd=str(cwd), _env=git_env(), _tty_out=False,
+        output = sh.git(*HOST_OPTIONS, *options, *args, _cwd=str(cwd), _env=git_env(identity), _tty_out=False,
                         _preexec_fn=as_owner)
     except sh.ErrorReturnCode as error:
         program_ended(shown, started, error.exit_code)
@@ -63,3 +66,19 @@ def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = ()) 
         raise WorktreeError("git is not installed") from None
     program_ended(shown, started, 0)
     return str(output)
+
+
+def configured_identity(repo: os.PathLike[str] | str) -> tuple[str, str] | None:
+    """The ``user.name`` and ``user.email`` the repository is configured
+    with (its own configuration, then the owner's global one; never the
+    system's, as for every git the host runs); None when either is unset."""
+    found: list[str] = []
+    for key in ("user.name", "user.email"):
+        try:
+            value = git(repo, "config", "--get", key).strip()
+        except WorktreeError:  # exit 1: unset
+            return None
+        if not value:
+            return None
+        found.append(value)
+    return found[0], found[1]

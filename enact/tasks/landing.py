@@ -6,6 +6,13 @@ The merge is made and checked in a temporary worktree, detached, so the
 owner's checkout changes only at the very end, by a fast-forward to a
 result that passed. Every refusal leaves the checkout and its branch as
 they were. git runs through ``sh`` (``enact.tasks.host_git``).
+
+A merge commit is the owner's: the owner decided to land it. It is
+authored and committed as the repository's configured ``user.name`` and
+``user.email``, and its ``Landed-by`` trailer says enact made it; a
+repository with no identity configured gets enact's, and the outcome says
+so. The task's own commit, which the merge brings in, stays enact's: it is
+the agent's work.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from enact.messages.reviews import LandRefusal
-from enact.tasks.host_git import WorktreeError, git
+from enact.tasks.host_git import AUTHOR, WorktreeError, configured_identity, git
 from enact.tasks.worktrees import authoritative_head
 
 _MAX_REASON = 600
@@ -46,7 +53,15 @@ class LandPlan:
     repo: Path
     head: str
     message: str
-    """The merge commit's message, when the merge is not a fast-forward."""
+    """The merge commit's message, when the merge is not a fast-forward
+    (``merge_message``)."""
+
+
+def merge_message(review_id: int, task_id: int, branch: str) -> str:
+    """A landed review's merge commit message: what it lands, and a trailer
+    saying that enact made the commit the owner decided on."""
+    return (f"Land review {review_id} (task {task_id}, {branch})\n\n"
+            f"Landed-by: enact (review {review_id}, task {task_id})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +71,10 @@ class LandOutcome:
     revision: str = ""
     """The target's revision after landing."""
     fast_forward: bool = False
+    merged_by: str = ""
+    """``Name <email>`` of the merge commit's author and committer; "" for a fast-forward."""
+    identity_note: str = ""
+    """Why the merge commit is not the owner's (no identity configured), or ""."""
     doctor_summary: str = ""
     refusal: LandRefusal | None = None
     reason: str = ""
@@ -126,11 +145,18 @@ def land(plan: LandPlan, *, scratch: Path, doctor: Doctor, current: Callable[[],
 def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Callable[[], bool], *,
                      target: str, tip: str, head: str, fast_forward: bool) -> LandOutcome:
     repo = plan.repo
+    merged_by = identity_note = ""
     if fast_forward:
         git(scratch, "merge", "--ff-only", "--quiet", head)
     else:
+        identity = configured_identity(repo)
+        if identity is None:
+            identity = AUTHOR
+            identity_note = (f"{repo} has no user.name and user.email configured: the merge commit is "
+                             f"{AUTHOR[0]}'s")
+        merged_by = f"{identity[0]} <{identity[1]}>"
         try:
-            git(scratch, "merge", "--no-ff", "--no-edit", "--quiet", "-m", plan.message, head)
+            git(scratch, "merge", "--no-ff", "--no-edit", "--quiet", "-m", plan.message, head, identity=identity)
         except WorktreeError:
             conflicted = git(scratch, "diff", "--name-only", "--diff-filter=U").split()
             return refused(LandRefusal.CONFLICT, f"{plan.head[:12]} does not merge cleanly into {target}"
@@ -157,7 +183,7 @@ def _merge_and_check(plan: LandPlan, scratch: Path, doctor: Doctor, current: Cal
     except WorktreeError as error:
         return refused(LandRefusal.GIT_FAILED, str(error), target=target, doctor_summary=verdict.summary)
     return LandOutcome(landed=True, target=target, revision=merged, fast_forward=fast_forward,
-                       doctor_summary=verdict.summary)
+                       merged_by=merged_by, identity_note=identity_note, doctor_summary=verdict.summary)
 
 
 def remove_scratch(scratch: Path) -> None:

@@ -225,7 +225,7 @@ class ReviewsActor(EnactActor):
         self._landing[review.id] = review.repo
         reply = Deferred()
         plan = landing.LandPlan(repo=Path(review.repo), head=review.head,
-                                message=f"Land review {review.id} (task {review.task_id}, {review.branch})")
+                                message=landing.merge_message(review.id, review.task_id, review.branch))
         self.off_thread(lambda cancel: self._run_land(review, plan, cancel),
                         then=lambda outcome: self._land_finished(review.id, outcome, reply), name=f"land-{review.id}")
         return reply
@@ -254,13 +254,15 @@ class ReviewsActor(EnactActor):
             reply.resolve(Refused(reason=outcome.reason, code=refusal))
             return
         self.context.metrics.of(TasksMetrics).review_lands.labels(outcome="landed").inc()
-        how = "fast-forward" if outcome.fast_forward else "merge commit"
+        how = "fast-forward" if outcome.fast_forward else f"merge commit by {outcome.merged_by}"
+        why = f"; {outcome.identity_note}" if outcome.identity_note else ""
         landed = self._put(dataclasses.replace(
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,
-            note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}); doctor: {outcome.doctor_summary}",
+            note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}{why}); "
+                 f"doctor: {outcome.doctor_summary}",
             updated_at=self.context.clock.time()))
         self._drop_branch(landed)
-        event = Landed(review=landed, fast_forward=outcome.fast_forward)
+        event = Landed(review=landed, fast_forward=outcome.fast_forward, merged_by=outcome.merged_by)
         # Also an event: the curator adopts the candidate whose task this was.
         self.context.publish(event)
         reply.resolve(event)

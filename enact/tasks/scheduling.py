@@ -88,18 +88,29 @@ def upcoming(schedule: Schedule, now: float) -> float:
     return claimed_clock.upcoming(_since(schedule), schedule.claim, now, partial(next_due, schedule.spec))
 
 
-def _minute(moment: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(moment))
+def moment_said(spec: str, moment: float) -> str:
+    """A time of the schedule ``spec`` as cron's commands say it, in local
+    time: to the second when its due times fall between minutes
+    (``every 10s``), else to the minute."""
+    seconds = ":%S" if schedules.finer_than_a_minute(spec) else ""
+    return time.strftime(f"%Y-%m-%d %H:%M{seconds}", time.localtime(moment))
 
 
 def next_run_said(schedule: Schedule, next_due: float) -> str:
     """When ``schedule`` next submits, as ``cron list`` says it: a pending
     claim (and its retry time after a failure) before any next due time."""
     claim = schedule.claim
+    said = partial(moment_said, schedule.spec)
     if claim.claimed is None:
-        return f"next {_minute(next_due)}"
-    retry = f", retry {_minute(claim.retry_at)}" if claim.retry_at is not None else ""
-    return f"claimed {_minute(claim.claimed)}, pending{retry}"
+        return f"next {said(next_due)}"
+    retry = f", retry {said(claim.retry_at)}" if claim.retry_at is not None else ""
+    return f"claimed {said(claim.claimed)}, pending{retry}"
+
+
+def repo_said(schedule: Schedule) -> str:
+    """The repository a schedule's tasks work in; one named by none is the
+    ``tasks.default_repo`` of when each task is submitted."""
+    return schedule.repo or "tasks.default_repo"
 
 
 def failures_said(schedule: Schedule) -> str:
