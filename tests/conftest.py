@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 import pytest
 
+import enact
 from enact.cli._client import DaemonError, NotRunning, request, send
 from enact.messages.control import Status, StatusReport
 
@@ -75,10 +76,13 @@ def enact_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]
 
 
 def run_cli(home: Path, *args: str, env: dict[str, str] | None = None, input: str | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run `enact ARGS` as its own process against ``home``."""
+            timeout: float = 60, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `enact ARGS` as its own process against ``home``, in ``cwd``."""
+    if cwd is not None:  # elsewhere, `python -m` would not find this checkout's enact first
+        env = {"PYTHONPATH": str(Path(enact.__file__).resolve().parents[1]), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "enact", *args],
+        cwd=cwd,
         env=enact_env(home, env),
         input=input,
         capture_output=True,
@@ -123,12 +127,12 @@ class Daemon:
         return send(self.home, message, timeout=timeout)
 
     def cli(
-        self, *args: str, env: dict[str, str] | None = None, timeout: float = 60
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 60, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return run_cli(self.home, *args, env=env, timeout=timeout)
+        return run_cli(self.home, *args, env=env, timeout=timeout, cwd=cwd)
 
-    def cli_json(self, *args: str, env: dict[str, str] | None = None) -> Any:
-        result = self.cli(*args, env=env)
+    def cli_json(self, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> Any:
+        result = self.cli(*args, env=env, cwd=cwd)
         assert result.returncode == 0, result.stderr
         return orjson.loads(result.stdout)
 

@@ -5,12 +5,12 @@ worker where a task has to end."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from task_repos import make_repo
 
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.messages.tasks import Claim, Claimed, Finish
@@ -26,10 +26,7 @@ NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    return path
+    return make_repo(tmp_path / "repo")  # with a commit: an empty repository is refused
 
 
 def start(daemons: DaemonFactory, config: str = "") -> Daemon:

@@ -116,7 +116,7 @@ def test_a_complaint_becomes_a_candidate_the_owner_approves_and_a_landed_review_
         assert f"evolve.{action} needs a human; a model action cannot run it" in asked["reply"], asked
     assert candidate(daemon, cid)["candidate"]["state"] == "active"
 
-    approved = daemon.cli_json("evolve", "approve", cid, "--json")
+    approved = daemon.cli_json("evolve", "approve", cid, "--repo", str(repo), "--json")
     task_id = approved["task_id"]
     assert approved["existing"] is False
     assert daemon.cli_json("evolve", "approve", cid, "--json") == {**approved, "existing": True}
@@ -257,7 +257,7 @@ def test_a_retry_of_a_failed_evolve_task_carries_the_candidate_to_adoption(
     daemon = start(daemons, repo, SCAN + SYNTHESIS + CURATION + TASK)
     complain_and_scan(daemon)
     cid = daemon.cli_json("evolve", "propose", "--json")["candidate_id"]
-    task_id = daemon.cli_json("evolve", "approve", cid, "--json")["task_id"]
+    task_id = daemon.cli_json("evolve", "approve", cid, "--repo", str(repo), "--json")["task_id"]
     wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "failed",
              timeout=90, what="the approved task to fail its checks")
 

@@ -3,12 +3,12 @@ and tasks in, `enact evolve scan`, signals out through `enact evolve signals`.""
 
 from __future__ import annotations
 
-import subprocess
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import orjson
+from task_repos import make_repo
 
 from enact.messages.common import Done
 from enact.messages.local import Send
@@ -140,8 +140,7 @@ def test_a_malformed_reply_leaves_the_turns_pending_until_a_good_reply(daemons: 
 
 
 def test_an_experience_scan_reads_a_failed_task_with_its_events(daemons: DaemonFactory, tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = make_repo(tmp_path / "repo")
     home = daemons.new_home()
     daemon = start(daemons, home, env=NO_WORKERS)
     daemon.cli_json("task", "add", "--repo", str(repo), "--json", "make the build faster")
@@ -243,8 +242,7 @@ def test_a_drain_with_nothing_pending_prints_todays_json_document(daemons: Daemo
 
 def test_a_scheduled_scan_skips_while_a_task_runs_and_waits_for_a_full_batch(daemons: DaemonFactory,
                                                                                tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = make_repo(tmp_path / "repo")
     home = daemons.new_home()
     scan_rules(home, "feedback", "[]")
     daemon = start(daemons, home, env={**NO_WORKERS, "ENACT_EVOLVE_SCAN_BATCH": "2"})

@@ -7,7 +7,6 @@ The scripted runtime plays the model that repeats the marker."""
 from __future__ import annotations
 
 import re
-import subprocess
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -169,9 +168,9 @@ def test_a_remember_action_repeating_an_earlier_receipt_is_held(daemons: DaemonF
 
 def test_task_add_refuses_a_credential_from_the_cli_and_from_chat(daemons: DaemonFactory, tmp_path: Path) -> None:
     from credential_shapes import SHAPES
+    from task_repos import make_repo
 
-    repo = tmp_path / "repo"
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    repo = make_repo(tmp_path / "repo")
     home = daemons.new_home()
     (home / "config.toml").write_text(f'[tasks]\ndefault_repo = "{repo}"\n')
     daemon = daemons.start(home, env={"ENACT_DAEMON_WORKERS": "0"})

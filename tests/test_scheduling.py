@@ -17,11 +17,13 @@ from enact.tasks.scheduling import (
     check_spec,
     claim,
     decide,
+    failures_said,
     given_up,
     idempotency_key,
     latest_due,
     moment_said,
     next_to_promote,
+    refused,
     repo_said,
     skipped_busy,
     submission_failed,
@@ -122,12 +124,16 @@ def test_a_claim_left_unacknowledged_by_a_crash_is_submitted_again_under_the_sam
     assert later.decision is Decision.CLAIM and later.due == START + 1_800
 
 
-def test_a_refused_submission_spends_its_claimed_due_time_and_keeps_the_last_task() -> None:
+def test_a_refused_submission_spends_its_claimed_due_time_keeps_the_last_task_and_the_reason_until_one_is_queued(
+) -> None:
     every = schedule("every 10m", last_due=START + 600, last_task=2)
     step = decide(every, START + 1_200)
     assert step.due is not None
-    refused = submitted(claim(every, step.due), step.due, task_id=None)
-    assert refused.claim.claimed is None and refused.last_due == START + 1_200 and refused.last_task == 2
+    said = refused(claim(every, step.due), step.due, "/gone does not exist")
+    assert said.claim.claimed is None and said.last_due == START + 1_200 and said.last_task == 2
+    assert said.refused == "/gone does not exist" and failures_said(said) == "refused: /gone does not exist"
+    queued = submitted(claim(said, START + 1_800), START + 1_800, task_id=3)
+    assert queued.refused == "" and queued.last_task == 3 and failures_said(queued) == ""
 
 
 def test_a_submission_that_keeps_failing_is_retried_after_a_back_off_then_given_up_and_the_next_runs() -> None:

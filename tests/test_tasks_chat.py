@@ -4,13 +4,13 @@ per chat event however often it is delivered, and the task chat commands."""
 
 from __future__ import annotations
 
-import subprocess
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from task_repos import make_repo
 
 from enact.tasks.from_chat import BRIEF_MARKER, Brief, Question, parse_brief, task_key
 
@@ -49,10 +49,7 @@ def rules(repo: Path) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    return path
+    return make_repo(tmp_path / "repo")
 
 
 @pytest.fixture

@@ -4,12 +4,12 @@ test plays the worker, speaking the same typed messages a worker sends."""
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from task_repos import make_repo
 
 from enact.cli._options import EXIT_TIMED_OUT
 from enact.messages.common import Done
@@ -36,10 +36,7 @@ SHORT_LEASE = {"ENACT_TASKS_LEASE_TTL_S": "1", **NO_WORKERS}
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
-    subprocess.run(["git", "init", "-q", str(path)], check=True)
-    return path
+    return make_repo(tmp_path / "repo")
 
 
 def add(daemon: Daemon, repo: Path, *extra: str) -> dict[str, Any]:

@@ -214,9 +214,9 @@ class UserDaemon(Daemon):
         super().__init__(*args)  # type: ignore[arg-type]
         self.user, self.python, self.extra = user, python, extra
 
-    def cli(self, *args: str, env: dict[str, str] | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self.user.prefix(), *self.python, "-m", "enact", *args], cwd="/",
+    def cli(self, *args: str, env: dict[str, str] | None = None, timeout: float = 60,
+            cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.user.prefix(), *self.python, "-m", "enact", *args], cwd=cwd or "/",
                               env=_user_env(self.user, enact_env(self.home, {**self.extra, **(env or {})})),
                               capture_output=True, text=True, timeout=timeout)
 

@@ -16,6 +16,7 @@ import click
 
 from enact.cli._client import expect, request
 from enact.cli._options import EXIT_USAGE, end_on_failure, fail, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._repo import repo_option, sent_repo
 
 if TYPE_CHECKING:
     from enact.evolution.candidates import Candidate
@@ -160,14 +161,15 @@ def propose(home: Path | None, as_json: bool) -> None:
 
 @evolve.command("approve")
 @click.argument("candidate_id")
+@repo_option("the git checkout the daemon runs enact from, else tasks.default_repo")
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
-def approve(candidate_id: str, home: Path | None, as_json: bool) -> None:
+def approve(candidate_id: str, repo: Path | None, home: Path | None, as_json: bool) -> None:
     """Queue the candidate as a task that ends in a review (never merged by enact)."""
     from enact.messages.curator import Approve, Approved
 
-    message = Approve(candidate_id=candidate_id)
+    message = Approve(candidate_id=candidate_id, repo=sent_repo(repo))
     reply = request(resolve_home(home), message)
     end_on_failure(reply, as_json=as_json)
     approved = expect(reply, Approved, message)

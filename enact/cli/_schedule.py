@@ -12,6 +12,7 @@ import orjson
 
 from enact.cli._client import expect, request
 from enact.cli._options import end_on_failure, home_option, needs_daemon, print_json, resolve_home
+from enact.cli._repo import repo_option, sent_repo
 
 
 def _plain(record: object) -> Any:
@@ -21,10 +22,6 @@ def _plain(record: object) -> Any:
 
 def _when(moment: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(moment))
-
-
-def _repo(repo: Path | None) -> str:
-    return str(repo.expanduser().absolute()) if repo else ""
 
 
 # -- backlog -------------------------------------------------------------
@@ -38,8 +35,7 @@ def backlog() -> None:
 @backlog.command("add")
 @click.argument("text")
 @click.option("--priority", type=click.Choice(["p0", "p1", "p2"]), default="p1", show_default=True)
-@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The repository (default: tasks.default_repo).")
+@repo_option("the one named at promote, else tasks.default_repo")
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
@@ -48,7 +44,7 @@ def backlog_add(text: str, priority: str, repo: Path | None, home: Path | None, 
     from enact.messages.scheduler import AddItem, ItemAdded
     from enact.tasks.scheduling import Priority
 
-    message = AddItem(text=text, priority=Priority(priority), repo=_repo(repo))
+    message = AddItem(text=text, priority=Priority(priority), repo=sent_repo(repo))
     reply = request(resolve_home(home), message)
     end_on_failure(reply, as_json=as_json)
     item = expect(reply, ItemAdded, message).item
@@ -79,14 +75,15 @@ def backlog_list(home: Path | None, as_json: bool) -> None:
 
 @backlog.command("promote")
 @click.argument("item_id", type=int)
+@repo_option("the item's, else tasks.default_repo")
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
-def backlog_promote(item_id: int, home: Path | None, as_json: bool) -> None:
+def backlog_promote(item_id: int, repo: Path | None, home: Path | None, as_json: bool) -> None:
     """Make the item a task (it leaves the backlog)."""
     from enact.messages.scheduler import Promote, Promoted
 
-    message = Promote(item_id=item_id)
+    message = Promote(item_id=item_id, repo=sent_repo(repo))
     reply = request(resolve_home(home), message)
     end_on_failure(reply, as_json=as_json)
     promoted = expect(reply, Promoted, message)
@@ -127,8 +124,7 @@ def cron() -> None:
 @cron.command("add")
 @click.argument("spec")
 @click.argument("text")
-@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The repository (default: tasks.default_repo).")
+@repo_option("tasks.default_repo")
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
@@ -137,7 +133,7 @@ def cron_add(spec: str, text: str, repo: Path | None, home: Path | None, as_json
     from enact.messages.scheduler import AddSchedule, ScheduleAdded
     from enact.tasks import scheduling
 
-    message = AddSchedule(spec=spec, request=text, repo=_repo(repo))
+    message = AddSchedule(spec=spec, request=text, repo=sent_repo(repo))
     reply = request(resolve_home(home), message)
     end_on_failure(reply, as_json=as_json)
     added = expect(reply, ScheduleAdded, message)

@@ -14,7 +14,6 @@ from enact.cli._client import UnexpectedReply, expect, request
 from enact.cli._options import (
     EXIT_FAILED,
     EXIT_TIMED_OUT,
-    EXIT_USAGE,
     end_on_failure,
     fail,
     home_option,
@@ -22,6 +21,7 @@ from enact.cli._options import (
     print_json,
     resolve_home,
 )
+from enact.cli._repo import repo_option, sent_repo
 
 _STATES = ("queued", "running", "succeeded", "failed", "cancelled", "paused")
 _WATCH_POLL_S = 0.25
@@ -90,8 +90,7 @@ def task() -> None:
 
 @task.command("add")
 @home_option
-@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The git repository to work on (default: tasks.default_repo).")
+@repo_option("tasks.default_repo")
 @click.option("--repairs", type=int, default=2, show_default=True, help="Repair rounds after a failed check (0-5).")
 @click.option("--deadline", type=int, default=600, show_default=True, help="Seconds the task may take (60-7200).")
 @click.option("--allow-path", "allow_paths", multiple=True, metavar="PATTERN",
@@ -110,14 +109,8 @@ def add(home: Path | None, repo: Path | None, repairs: int, deadline: int, allow
     from enact.messages.common import HUMAN_CLI
     from enact.messages.tasks import Submit, Submitted
 
-    repo_text = ""
-    if repo is not None:
-        repo = repo.expanduser().absolute()
-        if not (repo / ".git").exists():
-            fail(f"{repo} is not a git repository", as_json=as_json, code=EXIT_USAGE)
-        repo_text = str(repo)
-    message = Submit(request=" ".join(text), repo=repo_text, origin=HUMAN_CLI, repairs=repairs, deadline_s=deadline,
-                     allow_paths=allow_paths, allow_fewer_tests=allow_fewer_tests)
+    message = Submit(request=" ".join(text), repo=sent_repo(repo), origin=HUMAN_CLI, repairs=repairs,
+                     deadline_s=deadline, allow_paths=allow_paths, allow_fewer_tests=allow_fewer_tests)
     reply = request(resolve_home(home), message)
     end_on_failure(reply, as_json=as_json)
     submitted = expect(reply, Submitted, message)

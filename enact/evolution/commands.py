@@ -1,5 +1,5 @@
 """Evolution from chat: ``/evolve.candidates``, ``/evolve.show ID``,
-``/evolve.approve ID``, ``/evolve.remove ID REASON``, through the command
+``/evolve.approve ID [REPO]``, ``/evolve.remove ID REASON``, through the command
 registry.
 
 A model action may list and show candidates; approving and removing need
@@ -24,6 +24,9 @@ R = TypeVar("R")
 
 CURATOR = "curator"
 _ID = {"text": Param(str, doc="a candidate id", usage="ID")}
+_APPROVAL = {"text": Param(str, doc="a candidate id, then optionally the repository's absolute path",
+                           usage="ID [REPO]"),
+             "repo": Param(str, required=False, doc="the git repository (default: the one enact runs from)")}
 _REMOVAL = {"text": Param(str, doc="a candidate id, then the reason", usage="ID REASON")}
 
 
@@ -63,7 +66,9 @@ def _show(call: CommandCall, context: CommandContext) -> str:
 
 def _approve(call: CommandCall, context: CommandContext) -> str:
     candidate_id = _candidate_id(call)
-    reply = answered(_ask(context, Approve(candidate_id=candidate_id, origin=call.origin)))
+    # `/evolve.approve ID [REPO]`; without one, the daemon's own checkout.
+    repo = str(call.args.get("repo", "")) or " ".join(_words(call)[1:])
+    reply = answered(_ask(context, Approve(candidate_id=candidate_id, repo=repo, origin=call.origin)))
     return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
 
 
@@ -81,7 +86,7 @@ def evolve_commands() -> list[Command]:
         Command(name="evolve.candidates", summary="the active improvement candidates", handler=_list),
         Command(name="evolve.show", summary="one improvement candidate", handler=_show, params=_ID),
         Command(name="evolve.approve", summary="approve a candidate: a task that ends in a review",
-                handler=_approve, authority=Authority.HUMAN, params=_ID),
+                handler=_approve, authority=Authority.HUMAN, params=_APPROVAL),
         Command(name="evolve.remove", summary="remove a candidate (/evolve.remove ID REASON)", handler=_remove,
                 authority=Authority.HUMAN, params=_REMOVAL),
     ]

@@ -22,6 +22,7 @@ carries out the effects (``carry``) and answers the reads itself:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, TypeVar
 
 from enact.actors._asks import ActorUnavailable
@@ -71,6 +72,7 @@ from enact.messages.curator import (
 from enact.messages.reviews import Landed
 from enact.messages.tasks import TaskChanged
 from enact.runtime import Runtime, RuntimeRequest
+from enact.tasks.repositories import own_checkout
 
 R = TypeVar("R")
 
@@ -110,7 +112,10 @@ class CuratorActor(EnactActor):
             case Show():
                 return self._show(message)
             case Approve():
-                return self.carry(self._decisions.approve(message, now))
+                # A candidate improves enact: by default its task works on
+                # the checkout this daemon runs, wherever the owner stands.
+                named = dataclasses.replace(message, repo=message.repo or own_checkout())
+                return self.carry(self._decisions.approve(named, now))
             case Remove():
                 return self.carry(self._decisions.remove(message, now))
             case History():

@@ -58,7 +58,8 @@ class Decisions:
                            code=RefusalCode.WRONG_STATE)
         signals, _ = yield from signals_of(found)
         reply = yield from ask(TASKS, Submit(request=approval.task_request(found),
-                                             brief=approval.task_brief(found, signals), origin=approval.ORIGIN,
+                                             brief=approval.task_brief(found, signals), repo=message.repo,
+                                             origin=approval.ORIGIN,
                                              idempotency_key=approval.task_key(found.id)))
         if not isinstance(reply, Submitted):
             return Refused(reason=f"the task queue refused the task: {reply.reason}", code=reply.code)

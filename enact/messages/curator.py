@@ -143,6 +143,9 @@ class Approve(Request["Approved | NotFound | Refused"]):
     Human authority only."""
 
     candidate_id: str = field(metadata=limit(_ID))
+    repo: str = field(default="", metadata=limit(4096))
+    """The repository the task works on; "" for the git checkout the daemon
+    runs enact from (else ``tasks.default_repo``)."""
     origin: Origin = ""
 
 

@@ -105,6 +105,8 @@ class Promote(Request["Promoted | NotFound | Refused"]):
     """Submit the item as a task and take it off the backlog."""
 
     item_id: int
+    repo: str = field(default="", metadata=limit(_PATH))
+    """The repository the task works on; "" for the item's (else ``tasks.default_repo``)."""
     origin: Origin = ""
 
 

@@ -1,6 +1,6 @@
 """The backlog and cron from chat: ``/backlog.list``, ``/backlog.add TEXT``
 (``p0:`` or ``p2:`` before the text sets its priority), ``/backlog.promote
-ID`` and ``/cron.list``, through the command registry. Adding and promoting
+ID [REPO]`` and ``/cron.list``, through the command registry. Adding and promoting
 are effects (the conversation lock or the owner's CLI); schedules are added
 and removed from the CLI only."""
 
@@ -21,7 +21,9 @@ from enact.tasks.scheduling import Priority, next_run_said
 R = TypeVar("R")
 
 _TEXT = {"text": Param(str, doc="the item's text", usage="[p0:|p2:] TEXT")}
-_ID = {"text": Param(str, doc="a backlog item's id", usage="ID")}
+_ID = {"text": Param(str, doc="a backlog item's id, then optionally the repository's absolute path",
+                     usage="ID [REPO]"),
+       "repo": Param(str, required=False, doc="the git repository (default: the item's, else tasks.default_repo)")}
 
 
 def _ask_scheduler(context: CommandContext, message: Request[R]) -> R:
@@ -46,10 +48,12 @@ def _add(call: CommandCall, context: CommandContext) -> str:
 
 
 def _promote(call: CommandCall, context: CommandContext) -> str:
-    text = str(call.args.get("text", "")).strip().lstrip("#")
+    # `/backlog.promote ID [REPO]`
+    text, _, named = str(call.args.get("text", "")).strip().lstrip("#").partition(" ")
     if not text.isdigit():
         raise CommandFailed("/backlog.promote needs an item id, e.g. /backlog.promote 3")
-    reply = answered(_ask_scheduler(context, Promote(item_id=int(text), origin=call.origin)))
+    repo = str(call.args.get("repo", "")) or named.strip()
+    reply = answered(_ask_scheduler(context, Promote(item_id=int(text), repo=repo, origin=call.origin)))
     return f"backlog item {reply.item.id} is task {reply.submitted.task.id}"
 
 

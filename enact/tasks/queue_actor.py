@@ -9,6 +9,7 @@ only send it messages."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from enact.actors._base import STARTED, ActorContext, EnactActor
@@ -22,6 +23,7 @@ from enact.messages.tasks import (
     Events,
     ExpireLeases,
     Finish,
+    Found,
     Get,
     GetByKey,
     Heartbeat,
@@ -36,6 +38,7 @@ from enact.messages.tasks import (
 from enact.tasks.metrics import TasksMetrics
 from enact.tasks.queue import TaskQueue
 from enact.tasks.records import Task
+from enact.tasks.repositories import usable
 from enact.tasks.settings import TasksSettings
 from enact.tasks.tables import DATABASES
 
@@ -93,6 +96,19 @@ class TaskQueueActor(EnactActor):
         for notice in self.queue.notices.take():
             self.context.tell(INBOX, notice)
 
+    def _repo_checked(self, message: Submit) -> Submit | Refused:
+        """``message`` naming its repository's top level, or why no task can
+        work there (``enact.tasks.repositories``; here, not in the queue's
+        rules, because the check runs git). A key already used finds its
+        task, whatever became of the repository since."""
+        if message.idempotency_key and isinstance(self.queue.by_key(message.idempotency_key), Found):
+            return message
+        named = message.repo or self.queue.default_repo
+        if not named:
+            return message  # the queue says so, in its asker's words
+        repo = usable(named)
+        return repo if isinstance(repo, Refused) else dataclasses.replace(message, repo=repo)
+
     def _handle(self, message: Any, now: float) -> Any:
         queue = self.queue
         match message:
@@ -101,7 +117,8 @@ class TaskQueueActor(EnactActor):
                     return Refused(reason=f"the runtime {self._runtime!r} cannot work in a repository (it is not "
                                           "agentic); select an agentic runtime such as codex or claude for tasks",
                                    code=RefusalCode.UNSUPPORTED)
-                return queue.submit(message, now)
+                checked = self._repo_checked(message)
+                return checked if isinstance(checked, Refused) else queue.submit(checked, now)
             case Claim():
                 return queue.claim(message.worker_id, now)
             case Heartbeat():

@@ -46,9 +46,12 @@ from enact.messages.scheduler import (
 )
 from enact.messages.tasks import Found, Get, GetByKey, Leases, Submit
 from enact.schedules import ScheduleError
+from enact.spoken import Audience
 from enact.storage import RecordTable
 from enact.tasks import scheduling
 from enact.tasks.metrics import TasksMetrics
+from enact.tasks.queue import NO_REPOSITORY
+from enact.tasks.repositories import usable
 from enact.tasks.scheduling import BacklogItem, Schedule
 from enact.tasks.settings import TasksSettings
 
@@ -84,6 +87,7 @@ class SchedulerActor(TickingActor):
         self._backlog = RecordTable(self._store.table(BACKLOG), BacklogItem)
         self._ids = self._store.table(COUNTERS)
         self._auto_promote = settings.auto_promote
+        self._default_repo = settings.default_repo
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -100,7 +104,7 @@ class SchedulerActor(TickingActor):
             case ListItems():
                 return Backlog(items=tuple(self._items()))
             case Promote():
-                return self._promote(message.item_id, origin=message.origin)
+                return self._promote(message.item_id, origin=message.origin, repo=message.repo)
             case Drop():
                 return self._drop(message.item_id)
         return super().handle(message)
@@ -129,11 +133,17 @@ class SchedulerActor(TickingActor):
             return Refused(reason=str(error), code=RefusalCode.INVALID)
         if not message.request.strip():
             return Refused(reason="a schedule needs a request (what its tasks should do)", code=RefusalCode.INVALID)
+        # Checked now, and again as each due time submits (the queue checks).
+        # Without one named, tasks.default_repo is the one then in force.
+        named = message.repo or self._default_repo
+        repo = usable(named) if named else Refused(reason=NO_REPOSITORY.to(Audience.CLI), code=RefusalCode.INVALID)
+        if isinstance(repo, Refused):
+            return repo
         now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> Schedule:
             schedule = Schedule(id=self._next_id(txn, "schedule"), spec=spec, request=message.request,
-                                repo=message.repo, created_at=now)
+                                repo=repo if message.repo else "", created_at=now)
             self._schedules.put(txn, _key(schedule.id), schedule)
             return schedule
 
@@ -211,9 +221,16 @@ class SchedulerActor(TickingActor):
         self.context.metrics.of(TasksMetrics).cron_runs.labels(outcome="refused" if isinstance(reply, Refused)
                                               else "submitted").inc()
         if isinstance(reply, Refused):
-            log.warning("schedule %d (%s): the queue refused its task: %s", schedule.id, schedule.spec,
-                        reply.reason)
-        self._save(scheduling.submitted(claimed, due, None if isinstance(reply, Refused) else reply.task.id))
+            # Said once per reason: a repository that went away stays away
+            # for many due times, and `cron list` shows the reason meanwhile.
+            say = log.warning if reply.reason != schedule.refused else log.debug
+            say("schedule %d (%s): the queue refused its task: %s (its due times queue nothing until this is "
+                "fixed)", schedule.id, schedule.spec, reply.reason)
+            self._save(scheduling.refused(claimed, due, reply.reason))
+            return
+        if schedule.refused:
+            log.info("schedule %d (%s): the queue takes its tasks again", schedule.id, schedule.spec)
+        self._save(scheduling.submitted(claimed, due, reply.task.id))
 
     def _queued_after_all(self, schedule: Schedule, due: float) -> bool:
         """Whether the claim's task was queued although no Submit was answered
@@ -254,6 +271,10 @@ class SchedulerActor(TickingActor):
     def _add_item(self, message: AddItem) -> ItemAdded | Refused:
         if not message.text.strip():
             return Refused(reason="a backlog item needs text (what should be done)", code=RefusalCode.INVALID)
+        # An item may name none: its promotion may (else tasks.default_repo).
+        repo = usable(message.repo) if message.repo else ""
+        if isinstance(repo, Refused):
+            return repo
         now = self.context.clock.time()
 
         def write(txn: lmdb.Transaction) -> ItemAdded | Refused:
@@ -261,19 +282,19 @@ class SchedulerActor(TickingActor):
                 return Refused(reason=f"the backlog holds {MAX_ITEMS} items; promote or drop some first",
                                 code=RefusalCode.LIMIT)
             item = BacklogItem(id=self._next_id(txn, "item"), text=message.text, priority=message.priority,
-                               repo=message.repo, created_at=now)
+                               repo=repo, created_at=now)
             self._backlog.put(txn, _key(item.id), item)
             return ItemAdded(item=item)
 
         return self._store.write(write)
 
-    def _promote(self, item_id: int, *, origin: str) -> Promoted | NotFound | Refused:
+    def _promote(self, item_id: int, *, origin: str, repo: str = "") -> Promoted | NotFound | Refused:
         item = self._store.read(lambda txn: self._backlog.get(txn, _key(item_id))) if item_id > 0 else None
         if item is None:
             return _item_not_found(item_id)
         # The key makes a promotion repeated after a crash (submitted, not
         # yet dropped) find its task instead of queuing a second one.
-        reply = self.context.ask("tasks", Submit(request=item.text, repo=item.repo, origin=origin or ORIGIN,
+        reply = self.context.ask("tasks", Submit(request=item.text, repo=repo or item.repo, origin=origin or ORIGIN,
                                                  idempotency_key=f"backlog:{item.id}"))
         if isinstance(reply, Refused):
             return Refused(reason=f"backlog item {item.id} stays: {reply.reason}", code=reply.code)

@@ -50,6 +50,9 @@ class Schedule:
     """Due times given up after their submissions kept failing."""
     last_failure: str = ""
     """Why the latest due time given up failed."""
+    refused: str = ""
+    """Why the queue refused the latest due time's task (its repository
+    is no longer one a task can work on, say); "" once it takes one again."""
 
 
 def check_spec(spec: str) -> str:
@@ -111,8 +114,12 @@ def repo_said(schedule: Schedule) -> str:
 
 
 def failures_said(schedule: Schedule) -> str:
-    """The due times given up, with the latest reason; empty when none."""
-    return f"{schedule.failed} failed (latest: {schedule.last_failure})" if schedule.failed else ""
+    """The due times given up, with the latest reason, and why the queue
+    refuses its tasks; empty when neither."""
+    said = [f"{schedule.failed} failed (latest: {schedule.last_failure})"] if schedule.failed else []
+    if schedule.refused:
+        said.append(f"refused: {schedule.refused}")
+    return "  ".join(said)
 
 
 def idempotency_key(schedule_id: int, due: float) -> str:
@@ -134,11 +141,15 @@ def _acknowledged(schedule: Schedule, due: float) -> Schedule:
     return replace(schedule, claim=NO_CLAIM, last_due=due)
 
 
-def submitted(schedule: Schedule, due: float, task_id: int | None) -> Schedule:
-    """The schedule after the task for ``due`` was submitted, its claim
-    acknowledged (``task_id`` None: the queue refused it, and the due time
-    is spent all the same, or the schedule would ask again every tick)."""
-    return replace(_acknowledged(schedule, due), last_task=schedule.last_task if task_id is None else task_id)
+def submitted(schedule: Schedule, due: float, task_id: int) -> Schedule:
+    """The schedule after the task for ``due`` was queued, its claim acknowledged."""
+    return replace(_acknowledged(schedule, due), last_task=task_id, refused="")
+
+
+def refused(schedule: Schedule, due: float, reason: str) -> Schedule:
+    """The schedule after the queue refused the task for ``due``: the due
+    time is spent all the same (or the schedule would ask again every tick)."""
+    return replace(_acknowledged(schedule, due), refused=reason)
 
 
 def skipped_busy(schedule: Schedule, due: float) -> Schedule:

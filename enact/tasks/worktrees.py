@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from enact.home import WORKTREES_DIR
-from enact.tasks import task_branches, task_git
+from enact.tasks import repositories, task_branches, task_git
 from enact.tasks.host_git import WorktreeError, git
 
 _SUBJECT_LIMIT = 72
@@ -99,18 +99,10 @@ def recorded(home: Path, task_id: int) -> Worktree | None:
 
 
 def authoritative_head(repo: Path) -> tuple[str, str]:
-    """The repository's checked-out branch and its head commit."""
-    if not repo.is_dir():
-        raise WorktreeError(f"{repo} is not a directory")
-    try:
-        branch = git(repo, "symbolic-ref", "--short", "-q", "HEAD").strip()
-    except WorktreeError:
-        git(repo, "rev-parse", "--git-dir")  # names "not a git repository" when that is the cause
-        raise WorktreeError(f"{repo} has a detached HEAD: check out the branch tasks should land into") from None
-    head = git(repo, "rev-parse", "--verify", "-q", "HEAD^{commit}").strip()
-    if not head:
-        raise WorktreeError(f"{repo}: branch {branch} has no commit yet")
-    return branch, head
+    """The repository's checked-out branch and its head commit
+    (``enact.tasks.repositories`` says why there is none)."""
+    found = repositories.checkout(repo)
+    return found.branch, found.head
 
 
 def prepare(repo: Path, home: Path, task_id: int) -> Worktree:
@@ -118,8 +110,8 @@ def prepare(repo: Path, home: Path, task_id: int) -> Worktree:
     head, with the task's own git in it. One left by an earlier attempt of
     the same task (its worker died) is replaced: its work was never
     captured. The task's branch is reset only if this home made it."""
-    repo = Path(git(repo, "rev-parse", "--show-toplevel").strip()) if repo.is_dir() else repo
-    base_branch, base = authoritative_head(repo)
+    found = repositories.checkout(repo)
+    repo, base_branch, base = found.top, found.branch, found.head
     path = path_of(home, task_id)
     _remove_leftover(home, task_id)
     path.parent.mkdir(parents=True, exist_ok=True)
