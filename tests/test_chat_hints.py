@@ -82,7 +82,7 @@ def test_task_add_from_chat_without_a_repository_names_the_setting_and_the_cli_n
         daemons: DaemonFactory) -> None:
     daemon = start(daemons)
     assert said(daemon, "/task.add fix the typo") == (
-        "not queued: no repository named: set tasks.default_repo (a chat command cannot name one)")
+        "not queued: no repository named: set tasks.default_repo in config.toml")
     at_a_shell = daemon.cli("task", "add", "fix the typo")
     assert at_a_shell.stderr == "enact: no repository named: pass --repo PATH or set tasks.default_repo\n"
 

@@ -57,7 +57,7 @@ from enact.tasks.records import (
 )
 from enact.tasks.tables import TaskTables
 
-NO_REPOSITORY = Said(chat="no repository named: set tasks.default_repo (a chat command cannot name one)",
+NO_REPOSITORY = Said(chat="no repository named: set tasks.default_repo in config.toml",
                      cli="no repository named: pass --repo PATH or set tasks.default_repo")
 """A task with no repository of its own and no default, as its asker is told it."""
 
