@@ -13,6 +13,8 @@ from enact.backup.manifest import BackupError, Manifest, checksum, names_under, 
 from enact.home import STATE_DIR
 
 STATE_FILE = f"{STATE_DIR}/data.mdb"
+LOCK_FILE = f"{STATE_DIR}/lock.mdb"
+"""Made by whoever opens the copy with LMDB's locking on: not part of the backup."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ def _first_mismatch(backup: Path, manifest: Manifest) -> str | None:
             return f"{name} is {found.size} bytes, the manifest says {expected.size} (truncated or changed)"
         if found.sha256 != expected.sha256:
             return f"{name} does not match its sha256 in the manifest (changed since the backup)"
-    extra = sorted(set(names_under(backup)) - set(manifest.files))
+    extra = sorted(set(names_under(backup)) - set(manifest.files) - {LOCK_FILE})
     if extra:
         return f"{extra[0]} is not in the manifest"
     return None
