@@ -79,9 +79,11 @@ def list_backups(home: Path | None, as_json: bool) -> None:
 
 @backup.command("verify")
 @click.argument("path", type=click.Path(path_type=Path))
+@home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def verify(path: Path, as_json: bool) -> None:
-    """Check PATH's files against its manifest and decode every record of its state."""
+def verify(path: Path, home: Path | None, as_json: bool) -> None:
+    """Check PATH's files against its manifest and decode every record of its state
+    (a backup stands alone: the home is not read)."""
     from enact.backup.manifest import BackupError
     from enact.backup.verify import verify as verify_backup
 
