@@ -16,6 +16,7 @@ from importlib import metadata
 
 from bench import (
     append_log,
+    backup,
     chat,
     cli_startup,
     control_socket,
@@ -30,7 +31,7 @@ from bench import (
 
 BENCHMARKS = (
     control_socket, dispatch, append_log, chat, cli_startup, memory, runtimes, telegram, tasks, task_workers,
-    evolution,
+    evolution, backup,
 )
 
 

@@ -110,12 +110,14 @@ class Fence:
         self.took_over = not held
         return None if held else self.owner()
 
-    def take_generation(self, *, metrics_addr: str = "") -> Owner:
-        """Commit the next generation: from here on, an older daemon's writes are refused."""
+    def take_generation(self, *, metrics_addr: str = "", above: int = 0) -> Owner:
+        """Commit the next generation: from here on, an older daemon's writes
+        are refused. ``above``: a generation the new one must exceed (a
+        restored home's, which an older copy of the state counted past)."""
         if self._lock is None:
             raise RuntimeError("take_generation before claim")
         self._metrics_addr = metrics_addr
-        owner = self._store.write(self._next_generation, fenced=False)
+        owner = self._store.write(lambda txn: self._next_generation(txn, above), fenced=False)
         self.generation = owner.generation
         self._storage.set_write_guard(self.guard)
         if self._lock.held:
@@ -128,9 +130,15 @@ class Fence:
             waiter.start()
         return owner
 
-    def _next_generation(self, txn: lmdb.Transaction) -> Owner:
+    def supersede(self) -> int:
+        """Commit the next generation without the lock, owning nothing: the
+        daemon holding the home is fenced and stops (a restore replacing its
+        state waits for that). Returns the generation committed."""
+        return self._store.write(self._next_generation, fenced=False).generation
+
+    def _next_generation(self, txn: lmdb.Transaction, above: int = 0) -> Owner:
         raw = txn.get(_GENERATION, db=self._handle)
-        generation = (_COUNTER.unpack(raw)[0] if raw else 0) + 1
+        generation = max(_COUNTER.unpack(raw)[0] if raw else 0, above) + 1
         owner = Owner(
             generation=generation,
             pid=os.getpid(),

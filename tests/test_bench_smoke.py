@@ -22,6 +22,7 @@ HEADINGS = {
     "tasks": "9. Task queue: LMDB TaskQueue vs one JSON file rewritten per change",
     "task_workers": "10. Task workers: trivial tasks completed per minute",
     "evolution": "11. Evidence scan: one feedback batch with 10k and 100k turns of history already scanned",
+    "backup": "12. Backup: a home of 100k turns, 20k facts, 10k tasks; chat events/s while a backup runs",
 }
 """Each benchmark module (``--only`` name) and the heading its table prints."""
 

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact.components", "enact.runtime",
         "=enact.channels",  # the package's own module: what a channel is; the channels in it are features
     )),
-    ("the features", ("enact.chat", "enact.memory", "enact.tasks", "enact.channels")),
+    ("the features", ("enact.chat", "enact.memory", "enact.tasks", "enact.channels", "enact.backup")),
     ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),
     ("the daemon's own component: the fence's actor, the token tally, /help", ("enact.epoch_actor", "enact.core")),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),

@@ -31,8 +31,10 @@ from enact.home import CLI_SOCKET_NAME, home_directory
 HANDOFF_VERSION = "1"
 DISABLE_VARIABLE = "ENACT_COMMAND_SERVER"
 """``ENACT_COMMAND_SERVER=off`` runs every command in its own process."""
-LOCAL_COMMANDS = frozenset({"daemon"})
-"""Commands that are processes of their own: ``daemon run`` becomes the daemon."""
+LOCAL_COMMANDS = frozenset({"daemon", "backup"})
+"""Commands that are processes of their own: ``daemon run`` becomes the
+daemon; ``backup restore --takeover`` stops the daemon the server runs in,
+and a backup opens the home's LMDB environment itself."""
 RECORD_BYTES = 8
 STARTED, EXITED = b"pid ", b"exit"
 BUSY, SKEW, STALE = b"busy", b"skew", b"old "

@@ -269,6 +269,13 @@ class Storage:
             path=str(self.path), map_bytes=info["map_size"], used_bytes=used, databases=len(self._handles)
         )
 
+    def copy_to(self, directory: Path) -> None:
+        """A consistent, compacted copy of the whole environment into the
+        empty ``directory`` (a backup): LMDB copies from one read
+        transaction, so writers go on meanwhile."""
+        with self._lock.shared():
+            self._env.copy(str(directory), compact=True)
+
     def close(self) -> None:
         with self._lock.exclusive():
             self._env.close()
@@ -304,6 +311,11 @@ class Store:
         the home, inside the same transaction, so no stale write can land.
         """
         return self._storage._write(fn, guarded=fenced)
+
+    def copy_to(self, directory: Path) -> None:
+        """The whole environment copied (``Storage.copy_to``): a backup reads
+        every database, not only this owner's."""
+        self._storage.copy_to(directory)
 
     def write_each(self, fns: Sequence[Callable[[lmdb.Transaction], Any]]) -> list[WriteOutcome]:
         """Group commit: run each ``fn`` in its own nested transaction of one
