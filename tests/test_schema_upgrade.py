@@ -170,6 +170,7 @@ def test_a_failing_migration_leaves_the_home_unchanged_and_the_daemon_refuses_to
     fixed = daemons.start(home, env=env)
     assert _schemas(fixed.cli_json("status", "--json", env={"PYTHONPATH": ledger_path}))[ENTRIES] == 2
     assert fixed.terminate() == 0
+    assert len(list((home / "backups").iterdir())) == 2  # its own backup beside the first, never over it
 
 
 def test_a_database_a_later_version_adds_starts_at_its_current_version(

@@ -27,9 +27,7 @@ def pre_migration_backup(home: Path, storage: Storage, plan: Mapping[str, tuple[
     ``<home>/backups/pre-migration-<UTC time>/``, beside a ``versions.json``
     saying which schema versions it holds and which migration it preceded."""
     created = time.gmtime()
-    destination = home / BACKUPS_DIR / f"pre-migration-{time.strftime('%Y%m%dT%H%M%SZ', created)}"
-    destination.parent.mkdir(mode=0o700, exist_ok=True)
-    destination.mkdir(mode=0o700)  # a second one within the same second is refused, not overwritten
+    destination = _new_directory(home / BACKUPS_DIR, f"pre-migration-{time.strftime('%Y%m%dT%H%M%SZ', created)}")
     storage.copy(destination)
     (destination / "versions.json").write_bytes(orjson.dumps({
         "enact": __version__,
@@ -38,6 +36,20 @@ def pre_migration_backup(home: Path, storage: Storage, plan: Mapping[str, tuple[
         "migrating": {name: {"from": found, "to": current} for name, (found, current) in sorted(plan.items())},
     }, option=orjson.OPT_INDENT_2))
     return destination
+
+
+def _new_directory(parent: Path, name: str) -> Path:
+    """``parent/name``, or ``name-2``, ``-3``... when a start within the same
+    second (one whose migration failed) already made it: never overwritten."""
+    parent.mkdir(mode=0o700, exist_ok=True)
+    for attempt in range(1, 100):
+        candidate = parent / (name if attempt == 1 else f"{name}-{attempt}")
+        try:
+            candidate.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"{parent / name} and 98 more like it already exist")
 
 
 def migrate_home(home: Path, storage: Storage, backup: BackupBeforeMigrating) -> MigrationReport:

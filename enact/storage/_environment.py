@@ -229,10 +229,13 @@ class Storage:
         if not plan:
             return MigrationReport(databases={}, backup=None)
         backup = before_migrating(dict(plan))
+        # Opened outside the migration: a handle opened in a transaction that
+        # aborts is closed with it, and would be handed out broken afterwards.
+        handles = {name: self._handle(name) for name in plan}
 
         def run_steps(txn: lmdb.Transaction) -> None:
             for name, (found, current) in plan.items():
-                handle = self.open_database(txn, name)
+                handle = handles[name]
                 for step in range(found, current):
                     try:
                         self._schemas[name].migrations[step](txn, handle)
