@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from enact.channels import Channel
     from enact.commands import Command, CommandRegistry
     from enact.runtime import Runtime
+    from enact.storage import DatabaseSchema
 
 GROUP = "enact.extensions"
 OWN_DISTRIBUTION = "enact"
@@ -104,6 +105,14 @@ class Component:
         each named after it (``<name>`` or ``<name>:<part>``), so that its
         wire prefix reaches them; enact's own keep the names of their
         protocols (``inbox``, ``tasks``)."""
+        return ()
+
+    def schemas(self) -> Sequence[DatabaseSchema]:
+        """The schema of each database its actors keep whose records changed
+        layout since version 1: its current version and the step from each
+        older one. A database not named here is at version 1. Read before
+        the actors are made (a home newer than this enact is refused before
+        anything is written), so it needs nothing of the daemon."""
         return ()
 
     def commands(self, registry: CommandRegistry) -> Sequence[Command]:
@@ -181,6 +190,20 @@ class Components:
 
     def chat_commands(self, registry: CommandRegistry) -> list[Command]:
         return [command for component in self.items for command in component.commands(registry)]
+
+    def schemas(self) -> list[DatabaseSchema]:
+        """Every component's declared database schemas; raises ComponentError
+        for a database two components declare."""
+        declared: dict[str, str] = {}
+        schemas: list[DatabaseSchema] = []
+        for component in self.items:
+            for schema in component.schemas():
+                if schema.name in declared:
+                    raise ComponentError(f"component {component.name}: the schema of database {schema.name} "
+                                         f"is already declared by {declared[schema.name]}")
+                declared[schema.name] = component.name
+                schemas.append(schema)
+        return schemas
 
     def create_metrics(self, registry: CollectorRegistry) -> None:
         for component in self.items:
@@ -312,13 +335,20 @@ def check(components: Components) -> None:
 def component_actors(installed: Components, parts: DaemonParts) -> list[ActorSpec]:
     """Every component's actors, enact's own first; raises ComponentError for
     an extension's actor not named after it, for an actor name or a pool's
-    family taken twice, and for an extension named like another component's
-    actor or pool family."""
+    family taken twice, for an extension named like another component's
+    actor or pool family, and for a database schema declared by a component
+    none of whose actors keeps that database."""
     specs: list[ActorSpec] = []
     owner_of: dict[str, Component] = {}  # an actor's name or a pool's family -> its component
     for component in installed.items:
         extension = component.name not in installed.own
-        for spec in component.actors(parts):
+        component_specs = list(component.actors(parts))
+        kept = {database for spec in component_specs for database in spec.databases}
+        for schema in component.schemas():
+            if schema.name not in kept:
+                raise ComponentError(f"component {component.name}: it declares the schema of database "
+                                     f"{schema.name}, which none of its actors keeps")
+        for spec in component_specs:
             if extension and spec.name != component.name and not spec.name.startswith(f"{component.name}:"):
                 raise ComponentError(f"component {component.name}: its actor {spec.name!r} must be named after it")
             for family in spec.families:

@@ -20,6 +20,7 @@ from enact._app.channels import DaemonChannels
 from enact._app.claim import claim_home
 from enact._app.commands import daemon_commands, run_command
 from enact._app.control import ControlServer
+from enact._app.migration import BackupBeforeMigrating, migrate_home, pre_migration_backup
 from enact._app.reports import DaemonReports, tally_spend
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
@@ -79,11 +80,13 @@ class CommandServer(Protocol):
 
 
 def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: bool = False,
-        command_server: Callable[[Path], CommandServer] | None = None) -> int:
+        command_server: Callable[[Path], CommandServer] | None = None,
+        backup_before_migrating: BackupBeforeMigrating = pre_migration_backup) -> int:
     """Run the daemon in the foreground until stopped; returns the exit code.
     ``command_server`` makes the command server of the home, run unless
     ``daemon.command_server`` is off (the CLI hands its own: the daemon does
-    not import the CLI)."""
+    not import the CLI). ``backup_before_migrating`` backs the home up when
+    a database must be migrated to this enact's schema, before it is."""
     try:
         check_home(home)
         for name in (CONFIG_NAME, COMMANDS_NAME):
@@ -93,6 +96,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     try:
         installed = components.load()
+        schemas = installed.schemas()
         settings = installed.load_config(home, overrides=overrides)
     except (ComponentError, config.ConfigError) as error:
         print(f"enact: {error}", file=sys.stderr)
@@ -106,7 +110,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     make_private(home)  # only once the home and its files are accepted: refusing them changes nothing
     try:
-        storage = Storage(home / STATE_DIR, map_size=daemon_settings.map_size_mb << 20)
+        storage = Storage(home / STATE_DIR, map_size=daemon_settings.map_size_mb << 20, schemas=schemas)
     except (SchemaError, StorageError) as error:
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
@@ -123,6 +127,15 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         metrics_server = claim_home(fence, metrics, daemon_settings.metrics_addr, takeover=takeover)
     except (AlreadyRunning, MetricsUnavailable) as error:
         print(f"enact: {error}" if isinstance(error, MetricsUnavailable) else str(error), file=sys.stderr)
+        fence.release()
+        storage.close()
+        return EXIT_REFUSED
+    try:  # only now: no other daemon writes to the home while it migrates
+        migrate_home(home, storage, backup_before_migrating)
+    except (SchemaError, OSError) as error:
+        reason = error if isinstance(error, SchemaError) else f"cannot back up the home before migrating it: {error}"
+        print(f"enact: {reason}", file=sys.stderr)
+        metrics_server.stop()
         fence.release()
         storage.close()
         return EXIT_REFUSED

@@ -16,7 +16,7 @@ from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
 from enact.actors.supervisor import Supervisor
 from enact.fence import Fence
-from enact.messages.control import ConfigReport, SettingRow, StatusReport, StorageStatus
+from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
 from enact.storage import Storage
 from enact.tasks.settings import TasksSettings
@@ -52,7 +52,9 @@ class DaemonReports:
             metrics_addr=self.metrics_addr,
             actors=tuple(self.supervisor.statuses()),
             storage=StorageStatus(
-                path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases
+                path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases,
+                schemas=tuple(SchemaVersion(database=name, version=version)
+                              for name, version in sorted(self.storage.schema_versions().items())),
             ),
             spending=spending.purposes,
             channels=self.channels.states(),

@@ -53,6 +53,7 @@ def status(home: Path | None, as_json: bool) -> None:
     used = report.storage.used_bytes / (1 << 20)
     size = report.storage.map_bytes / (1 << 20)
     click.echo(f"storage  {used:.1f} MiB used of a {size:.0f} MiB map ({report.storage.path})")
+    click.echo(f"schemas  {_schema_summary(report.storage.schemas)}")
     click.echo(f"confinement  {report.confinement}")
     click.echo(f"{'actor':<28} {'alive':>5} {'mailbox':>8} {'handled':>9} {'restarts':>9}")
     for actor in report.actors:
@@ -75,6 +76,17 @@ def status(home: Path | None, as_json: bool) -> None:
         for worker in workers
     )
     click.echo(f"workers  {shown or 'none (daemon.workers = 0)'}; {leases.queued} task(s) queued")
+
+
+def _schema_summary(schemas: Any) -> str:
+    """Databases at version 1 are counted; any later one is named."""
+    by_version: dict[int, list[str]] = {}
+    for schema in schemas:
+        by_version.setdefault(schema.version, []).append(schema.database)
+    said = [counted(len(names), "database") + " at version 1" if version == 1
+            else f"{', '.join(sorted(names))} at version {version}"
+            for version, names in sorted(by_version.items())]
+    return "; ".join(said) or "none recorded"
 
 
 def _workers(report: Any, leases: Any) -> list[dict[str, Any]]:

@@ -25,11 +25,19 @@ class ActorStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SchemaVersion:
+    database: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StorageStatus:
     path: str
     map_bytes: int
     used_bytes: int
     databases: int
+    schemas: tuple[SchemaVersion, ...] = ()
+    """Each database's recorded schema version, by name."""
 
 
 @reply("control.StatusReport")

@@ -4,6 +4,7 @@ from enact.storage._environment import (
     SCHEMA_VERSION,
     DiskFull,
     Migration,
+    MigrationFailed,
     OwnershipError,
     SchemaError,
     Storage,
@@ -23,14 +24,20 @@ from enact.storage._records import (
     encode_document,
     encode_record,
 )
+from enact.storage._schemas import BeforeMigrating, DatabaseSchema, MigrationReport, MigrationStep
 
 __all__ = [
     "SCHEMA_VERSION",
     "AppendLog",
+    "BeforeMigrating",
     "CorruptRecord",
+    "DatabaseSchema",
     "DiskFull",
     "Document",
     "Migration",
+    "MigrationFailed",
+    "MigrationReport",
+    "MigrationStep",
     "OwnershipError",
     "RecordTable",
     "SchemaError",

@@ -14,6 +14,18 @@ import lmdb
 
 from enact.errors import EnactError
 from enact.storage._records import AppendLog, CorruptRecord, Table, decode_document, encode_document
+from enact.storage._schemas import (
+    UNVERSIONED,
+    BeforeMigrating,
+    DatabaseSchema,
+    MigrationReport,
+    database_exists,
+    encode_version,
+    newer_than_known,
+    pending,
+    recorded_versions,
+    schema_key,
+)
 
 T = TypeVar("T")
 
@@ -36,6 +48,10 @@ class StorageError(EnactError, RuntimeError):
 
 class SchemaError(StorageError):
     """The home was written by a schema this code cannot use."""
+
+
+class MigrationFailed(SchemaError):
+    """A migration step raised: its transaction was aborted, nothing changed."""
 
 
 class OwnershipError(StorageError):
@@ -141,7 +157,11 @@ class Storage:
         max_dbs: int = 64,
         schema_version: int = SCHEMA_VERSION,
         migrations: Mapping[int, Migration] | None = None,
+        schemas: Sequence[DatabaseSchema] = (),
     ) -> None:
+        """``schemas``: the databases whose version is above 1, as the
+        components declare them; a newer home is refused here, before any
+        write, and ``migrate`` moves an older one forward."""
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = path
         self._env = lmdb.open(str(path), map_size=map_size, max_dbs=max_dbs, subdir=True, mode=0o600)
@@ -151,8 +171,10 @@ class Storage:
         self._handles: dict[str, lmdb._Database] = {}
         self._owners: dict[str, str] = {}
         self._guard: WriteGuard | None = None
+        self._schemas = {schema.name: schema for schema in schemas}
         try:
             self._check_schema(schema_version, dict(migrations or {}))
+            self._refuse_newer_databases()
         except BaseException:
             # LMDB refuses a second open of one path per process: a refused
             # home must not stay open until the garbage collector notices.
@@ -190,6 +212,74 @@ class Storage:
 
         self._write(check, guarded=False)
 
+    def _refuse_newer_databases(self) -> None:
+        meta = self._handle(_META_DB.decode())
+        refusal = newer_than_known(self._read(lambda txn: recorded_versions(txn, meta, self.path)),
+                                   self._schemas, self.path)
+        if refusal is not None:
+            raise SchemaError(refusal)
+
+    def migrate(self, before_migrating: BeforeMigrating) -> MigrationReport:
+        """Move every declared database that is behind its current version
+        forward, after ``before_migrating`` has taken a backup: all in one
+        write transaction, the new versions recorded in it. A step that
+        raises aborts it (MigrationFailed naming the database and the step)."""
+        meta = self._handle(_META_DB.decode())
+        plan = self._read(lambda txn: pending(txn, recorded_versions(txn, meta, self.path), self._schemas.values()))
+        if not plan:
+            return MigrationReport(databases={}, backup=None)
+        backup = before_migrating(dict(plan))
+        # Opened outside the migration: a handle opened in a transaction that
+        # aborts is closed with it, and would be handed out broken afterwards.
+        handles = {name: self._handle(name) for name in plan}
+
+        def run_steps(txn: lmdb.Transaction) -> None:
+            for name, (found, current) in plan.items():
+                handle = handles[name]
+                for step in range(found, current):
+                    try:
+                        self._schemas[name].migrations[step](txn, handle)
+                    except (lmdb.MapFullError, lmdb.MapResizedError):
+                        raise  # the whole migration is retried once the map has grown
+                    except Exception as error:
+                        raise MigrationFailed(
+                            f"database {name}: the migration from schema version {step} to {step + 1} failed "
+                            f"({type(error).__name__}: {' '.join(str(error).split())}); nothing was changed"
+                        ) from error
+                txn.put(schema_key(name), encode_version(current), db=meta)
+
+        self._write(run_steps, guarded=True)
+        return MigrationReport(databases=plan, backup=backup)
+
+    def schema_versions(self) -> dict[str, int]:
+        """Every database's recorded schema version."""
+        meta = self._handle(_META_DB.decode())
+        return self._read(lambda txn: recorded_versions(txn, meta, self.path))
+
+    def _record_versions(self, databases: Sequence[str]) -> None:
+        """Give each database with no version record one: its current version
+        when it is new, version 1 when it was written before versions were."""
+        meta = self._handle(_META_DB.decode())
+
+        def unrecorded(txn: lmdb.Transaction) -> list[str]:
+            return [name for name in databases if txn.get(schema_key(name), db=meta) is None]
+
+        if not self._read(unrecorded):
+            return
+
+        def record(txn: lmdb.Transaction) -> None:
+            for name in unrecorded(txn):
+                schema = self._schemas.get(name)
+                version = UNVERSIONED if database_exists(txn, name) else schema.version if schema else 1
+                txn.put(schema_key(name), encode_version(version), db=meta)
+
+        self._write(record, guarded=False)
+
+    def copy(self, destination: Path) -> None:
+        """A consistent, compacted copy of the environment into an empty directory."""
+        with self._lock.shared():
+            self._env.copy(str(destination), compact=True)
+
     def _handle(self, name: str) -> lmdb._Database:
         handle = self._handles.get(name)
         if handle is None:
@@ -219,6 +309,7 @@ class Storage:
                 raise OwnershipError(f"{owner} asked for database {name!r}, which {holder} owns")
         for name in databases:
             self._owners[name] = owner
+        self._record_versions(databases)
         return Store(self, owner, {name: self._handle(name) for name in databases})
 
     def set_write_guard(self, guard: WriteGuard | None) -> None:
