@@ -75,7 +75,9 @@ def test_a_backup_taken_under_chat_load_verifies_and_restores_to_the_same_record
     manifest = orjson.loads(created.stdout)
     backup = Path(manifest["path"])
     assert backup.parent == daemon.home / "backups" and manifest["reason"] == "cli"
-    assert manifest["schema_versions"] == {"environment": 1} and manifest["generation"] == 1
+    versions = manifest["schema_versions"]
+    assert versions["environment"] == 1 and manifest["generation"] == 1
+    assert {"logs.turns", "memory.facts", "tasks.queue", "epoch"} <= set(versions) and set(versions.values()) == {1}
     assert (backup.stat().st_mode & 0o777) == 0o700 and (backup / "state" / "data.mdb").stat().st_mode & 0o077 == 0
     verified = run_cli(daemon.home, "backup", "verify", str(backup))
     assert verified.returncode == 0 and ": ok" in verified.stdout, verified.stderr

@@ -95,10 +95,11 @@ def test_a_home_written_by_the_previous_release_is_migrated_after_a_backup(
     assert len(migrated) == 1
     assert f"migrated database {ENTRIES} from schema version 1 to 2 (backup before it: {backup})" in migrated[0]
     # The backup holds the home as the previous release left it, and says so.
-    assert backup.name.startswith("pre-migration-")
-    manifest = orjson.loads((backup / "versions.json").read_bytes())
-    assert manifest["migrating"] == {ENTRIES: {"from": 1, "to": 2}}
-    copy = lmdb.open(str(backup), readonly=True, max_dbs=64, lock=False)
+    manifest = orjson.loads((backup / "manifest.json").read_bytes())
+    assert manifest["reason"] == f"pre-migration: {ENTRIES} 1 to 2"
+    assert manifest["schema_versions"][ENTRIES] == 1
+    assert run_cli(home, "backup", "verify", str(backup), env={"PYTHONPATH": ledger_path}).returncode == 0
+    copy = lmdb.open(str(backup / "state"), readonly=True, max_dbs=64, lock=False)
     try:
         with copy.begin(db=copy.open_db(ENTRIES.encode(), create=False)) as txn:
             assert [orjson.loads(raw) for _, raw in txn.cursor()] == [{"text": t, "v": 1} for t in LEDGER_TEXTS]

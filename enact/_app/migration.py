@@ -4,52 +4,33 @@ a backup of the home as it was."""
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import orjson
-
-from enact import __version__
 from enact.storage import MigrationReport, Storage
 
 log = logging.getLogger("enact.daemon")
-
-BACKUPS_DIR = "backups"
 
 BackupBeforeMigrating = Callable[[Path, Storage, Mapping[str, tuple[int, int]]], Path]
 """Backs up ``home`` (whose storage is open) before the given databases are
 migrated from and to the given versions; returns the backup's directory."""
 
+PRE_MIGRATION = "pre-migration"
+"""The reason a backup taken before a migration gives in its manifest."""
+
 
 def pre_migration_backup(home: Path, storage: Storage, plan: Mapping[str, tuple[int, int]]) -> Path:
-    """LMDB's own compacted copy of the environment, in
-    ``<home>/backups/pre-migration-<UTC time>/``, beside a ``versions.json``
-    saying which schema versions it holds and which migration it preceded."""
-    created = time.gmtime()
-    destination = _new_directory(home / BACKUPS_DIR, f"pre-migration-{time.strftime('%Y%m%dT%H%M%SZ', created)}")
-    storage.copy(destination)
-    (destination / "versions.json").write_bytes(orjson.dumps({
-        "enact": __version__,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
-        "schemas": storage.schema_versions(),
-        "migrating": {name: {"from": found, "to": current} for name, (found, current) in sorted(plan.items())},
-    }, option=orjson.OPT_INDENT_2))
-    return destination
+    """An ordinary backup (``enact backup``'s, in ``backup.dir``) whose
+    manifest's reason names each database to migrate, from and to which
+    version; its schema versions are the ones before the migration."""
+    from enact.backup import snapshot
+    from enact.backup.manifest import BackupError
 
-
-def _new_directory(parent: Path, name: str) -> Path:
-    """``parent/name``, or ``name-2``, ``-3``... when a start within the same
-    second (one whose migration failed) already made it: never overwritten."""
-    parent.mkdir(mode=0o700, exist_ok=True)
-    for attempt in range(1, 100):
-        candidate = parent / (name if attempt == 1 else f"{name}-{attempt}")
-        try:
-            candidate.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        return candidate
-    raise FileExistsError(f"{parent / name} and 98 more like it already exist")
+    steps = ", ".join(f"{name} {found} to {current}" for name, (found, current) in sorted(plan.items()))
+    try:
+        return snapshot.create(home, storage, reason=f"{PRE_MIGRATION}: {steps}").path
+    except BackupError as error:  # the start says it could not back up, as for a failed write
+        raise OSError(str(error)) from None
 
 
 def migrate_home(home: Path, storage: Storage, backup: BackupBeforeMigrating) -> MigrationReport:

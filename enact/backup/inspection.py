@@ -12,7 +12,7 @@ import lmdb
 
 from enact.memory.book import FACTS
 from enact.memory.fact_records import decode_fact
-from enact.storage import CorruptRecord, decode_document
+from enact.storage import UNVERSIONED, CorruptRecord, decode_document, recorded_versions
 
 _MAX_DBS = 1024
 _META = "storage.meta"
@@ -58,6 +58,9 @@ def copied_facts(state: Path) -> tuple[dict[str, int], int]:
                 found = decode_document(bytes(raw), database=_META, key=b"schema").get("schema")
                 if isinstance(found, int):
                     schemas["environment"] = found
+            recorded = recorded_versions(txn, meta, state)
+            # A database with no record was written before versions were: version 1.
+            schemas.update({name: recorded.get(name, UNVERSIONED) for name in names if name != _META})
         generation = 0
         if _EPOCH in names:
             raw = txn.get(_GENERATION, db=environment.open_db(_EPOCH.encode(), txn=txn, create=False))

@@ -1,18 +1,7 @@
 """LMDB storage: one environment per home, one store per actor."""
 
-from enact.storage._environment import (
-    SCHEMA_VERSION,
-    DiskFull,
-    Migration,
-    MigrationFailed,
-    OwnershipError,
-    SchemaError,
-    Storage,
-    StorageError,
-    StorageStats,
-    Store,
-    WriteGuard,
-)
+from enact.storage._environment import SCHEMA_VERSION, Migration, Storage, StorageStats, Store, WriteGuard
+from enact.storage._errors import DiskFull, MigrationFailed, OwnershipError, SchemaError, StorageError
 from enact.storage._records import (
     AppendLog,
     CorruptRecord,
@@ -24,10 +13,18 @@ from enact.storage._records import (
     encode_document,
     encode_record,
 )
-from enact.storage._schemas import BeforeMigrating, DatabaseSchema, MigrationReport, MigrationStep
+from enact.storage._schemas import (
+    UNVERSIONED,
+    BeforeMigrating,
+    DatabaseSchema,
+    MigrationReport,
+    MigrationStep,
+    recorded_versions,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
+    "UNVERSIONED",
     "AppendLog",
     "BeforeMigrating",
     "CorruptRecord",
@@ -51,4 +48,5 @@ __all__ = [
     "decode_record",
     "encode_document",
     "encode_record",
+    "recorded_versions",
 ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -12,7 +11,13 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from enact.errors import EnactError
+from enact.storage._errors import (
+    DiskFull,
+    MigrationFailed,
+    OwnershipError,
+    SchemaError,
+    _is_disk_full,
+)
 from enact.storage._records import AppendLog, CorruptRecord, Table, decode_document, encode_document
 from enact.storage._schemas import (
     UNVERSIONED,
@@ -40,51 +45,6 @@ Migration = Callable[[lmdb.Transaction, "Storage"], None]
 
 WriteGuard = Callable[[lmdb.Transaction], None]
 """Runs first in every fenced write transaction; raises to refuse the write."""
-
-
-class StorageError(EnactError, RuntimeError):
-    pass
-
-
-class SchemaError(StorageError):
-    """The home was written by a schema this code cannot use."""
-
-
-class MigrationFailed(SchemaError):
-    """A migration step raised: its transaction was aborted, nothing changed."""
-
-
-class OwnershipError(StorageError):
-    """An actor asked for a database it does not own."""
-
-
-class DiskFull(StorageError):
-    """A write that cannot be made durable for want of space: nothing of it
-    was committed. Its message is the one line the owner sees."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(f"the disk is full: {path} has no room to commit the write, so it was not saved; "
-                         "free some space and try again")
-
-
-_NO_SPACE = ("No space left on device", "Disk quota exceeded")
-_LOW_SPACE_BYTES = 1 << 20
-
-
-def _is_disk_full(error: lmdb.Error, path: Path) -> bool:
-    """LMDB names the OS error only in its message. A full disk can also
-    surface as "Input/output error" (a write-back of its pages that failed):
-    with next to no room left on the file system, that is the disk being
-    full too."""
-    text = str(error)
-    if any(reason in text for reason in _NO_SPACE):
-        return True
-    if "Input/output error" not in text:
-        return False
-    try:
-        return shutil.disk_usage(path).free < _LOW_SPACE_BYTES
-    except OSError:
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,11 +234,6 @@ class Storage:
                 txn.put(schema_key(name), encode_version(version), db=meta)
 
         self._write(record, guarded=False)
-
-    def copy(self, destination: Path) -> None:
-        """A consistent, compacted copy of the environment into an empty directory."""
-        with self._lock.shared():
-            self._env.copy(str(destination), compact=True)
 
     def _handle(self, name: str) -> lmdb._Database:
         handle = self._handles.get(name)

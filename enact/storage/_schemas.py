@@ -15,6 +15,7 @@ from pathlib import Path
 
 import lmdb
 
+from enact.storage._errors import SchemaError
 from enact.storage._records import CorruptRecord, decode_document, encode_document
 
 MigrationStep = Callable[[lmdb.Transaction, lmdb._Database], None]
@@ -74,8 +75,6 @@ def encode_version(version: int) -> bytes:
 def recorded_versions(txn: lmdb.Transaction, meta: lmdb._Database, where: Path) -> dict[str, int]:
     """Every database's recorded version; a record that cannot be read is a
     SchemaError naming it."""
-    from enact.storage._environment import SchemaError
-
     versions: dict[str, int] = {}
     cursor = txn.cursor(db=meta)
     if not cursor.set_range(SCHEMA_PREFIX):
