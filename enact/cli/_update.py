@@ -27,8 +27,9 @@ def _config(home: Path, as_json: bool) -> Any:
 @click.option("--check", "only_check", is_flag=True, help="Only say what runs, what is authoritative, and "
               "whether an update is possible.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.option("--notify", default="", hidden=True, help="The conversation (channel:id) told how it ends.")
-@click.option("--origin", default=HUMAN_CLI, hidden=True, help="Who asked (a chat's /update).")
+@click.option("--notify", default="", metavar="CHANNEL:ID",
+              help="Also tell this conversation how it ends (what /update in chat passes).")
+@click.option("--origin", default=HUMAN_CLI, show_default=True, help="Who asked, as the history records it.")
 @click.pass_context
 def update(context: click.Context, home: Path | None, only_check: bool, as_json: bool, notify: str,
            origin: str) -> None:
