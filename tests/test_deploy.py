@@ -76,7 +76,8 @@ def _unit_service() -> configparser.SectionProxy:
 
 def test_systemd_unit_runs_the_daemon() -> None:
     service = _unit_service()
-    assert service["ExecStart"].endswith("enact daemon run")
+    assert service["ExecStart"].endswith('exec "$enact" daemon run\'')
+    assert "%S/enact/releases/current/bin/enact" in service["ExecStart"]  # the release `enact update` made current
     assert service["Restart"] == "on-failure"
     assert service["Type"] == "notify"
 
@@ -96,8 +97,9 @@ def test_make_install_puts_the_program_the_unit_starts_in_place(
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
 
-    program = _unit_service()["ExecStart"].split()[0]
-    assert program.startswith("%h/")
+    # Before any update, the unit starts the program `make install` put in place.
+    words = [word.lstrip("'") for word in _unit_service()["ExecStart"].split()]
+    program = next(word.removeprefix("enact=").rstrip(";") for word in words if word.startswith("enact=%h/"))
     resolved = Path(program.replace("%h", str(home), 1))
     assert resolved.exists(), f"{resolved} missing after make install"
     version = subprocess.run([str(resolved), "--version"], env=env, capture_output=True, text=True, timeout=60)

@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
     ("the CLI, which also runs the daemon", (
         "enact.cli", "enact.__main__",
+        "enact.update",  # replaces the running daemon from outside it, through the CLI's client
         "enact.reference",  # writes the CLI and configuration references from them
     )),
 )

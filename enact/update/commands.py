@@ -1,0 +1,33 @@
+"""``/update`` in the owner's chat: starts the updater, which outlives the
+daemon that starts it, and answers at once; the updater tells this
+conversation how the attempt ended."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+
+from enact.commands import Authority, Command, CommandCall, CommandContext
+from enact.update.history import updates_dir
+
+
+def update_commands() -> Sequence[Command]:
+    return [Command(name="update", summary="update enact to the head of its branch; rolled back if it does not hold",
+                    handler=start_update, authority=Authority.HUMAN)]
+
+
+def start_update(call: CommandCall, context: CommandContext) -> str:
+    home = context.fence.home
+    directory = updates_dir(home)
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "enact", "update", "--home", str(home), "--origin", call.origin]
+    if call.conversation:
+        argv += ["--notify", call.conversation]
+    with open(os.open(directory / "from-chat.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
+        # Its own session: the daemon it replaces stops, the updater goes on.
+        process = subprocess.Popen(argv, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                   start_new_session=True)
+    return (f"Update started (pid {process.pid}): I will tell you here how it ends. "
+            "`enact update history` lists every attempt.")

@@ -1,0 +1,181 @@
+"""Releases: each revision enact was updated to, installed under the home
+beside the one running, with its own source and virtual environment.
+
+``<home>/releases/<revision>/`` holds the revision's source (a ``git
+archive`` of it, never a worktree the repository tracks) and, in
+``.venv``, an environment with that source installed (not editable). The
+environment shares the dependencies of the environment enact was first
+installed in (a ``.pth`` naming its site-packages) and pip installs there
+only what that one lacks, through pip's own cache: an install costs a
+couple of seconds, offline, instead of a download of every dependency.
+``<home>/releases/current`` links the environment the systemd unit starts
+(``deploy/systemd/enact.service``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from enact.errors import EnactError
+from enact.tasks.host_git import WorktreeError, git
+
+RELEASES = "releases"
+CURRENT = "current"
+"""The link to the environment the systemd unit starts."""
+RELEASE_FILE = "release.json"
+ENVIRONMENT = ".venv"
+DEPENDENCIES_LINK = "_enact_shared_dependencies.pth"
+PIP_TIMEOUT_S = 600.0
+
+
+class ReleaseError(EnactError):
+    """A release could not be installed; one line saying why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Release:
+    """A revision of enact and the environment that runs it."""
+
+    revision: str
+    environment: str
+    """The virtual environment (its prefix): ``bin/python`` there starts it."""
+
+    @property
+    def python(self) -> str:
+        return str(Path(self.environment) / "bin" / "python")
+
+    @property
+    def short(self) -> str:
+        return self.revision[:12] or "unknown"
+
+    def as_record(self) -> dict[str, str]:
+        return {"revision": self.revision, "environment": self.environment}
+
+    @classmethod
+    def from_record(cls, record: dict[str, str]) -> Release:
+        return cls(revision=record["revision"], environment=record["environment"])
+
+
+def releases_dir(home: Path) -> Path:
+    return home / RELEASES
+
+
+def revision_of_environment(environment: Path) -> str | None:
+    """The revision of a release's environment; None for an environment
+    that is no release (the one enact was installed in by hand)."""
+    try:
+        return str(json.loads((environment.parent / RELEASE_FILE).read_text())["revision"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def shared_site_dirs(releases: Path) -> list[str]:
+    """The site-packages directories this interpreter loads its dependencies
+    from, but a release's own: a new release links these, so that no chain
+    of releases depends on an older release's environment."""
+    found: list[str] = []
+    for entry in sys.path:
+        path = Path(entry)
+        if path.name not in ("site-packages", "dist-packages") or not path.is_dir():
+            continue
+        if path.resolve().is_relative_to(releases.resolve()) or str(path) in found:
+            continue
+        found.append(str(path))
+    return found
+
+
+def install(home: Path, repository: Path, revision: str, *, log: Path) -> Release:
+    """The release of ``revision`` from ``repository``, installed unless it
+    already is. It is built where it stays (a virtual environment names its
+    own path in its scripts) and is finished once its ``release.json`` is
+    written: a release without one is an install that was cut short, made
+    again from nothing. Raises ReleaseError."""
+    releases = releases_dir(home)
+    target = releases / revision
+    environment = target / ENVIRONMENT
+    release = Release(revision=revision, environment=str(environment))
+    if (target / RELEASE_FILE).is_file():
+        return release
+    releases.mkdir(mode=0o700, exist_ok=True)
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(mode=0o700)
+    try:
+        _unpack(repository, revision, target)
+        _make_environment(environment, releases, log=log)
+        _pip_install(environment, target, log=log)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    record = json.dumps({"revision": revision, "repository": str(repository), "installed_at": time.time()})
+    staged = target / f".{RELEASE_FILE}.tmp"
+    staged.write_text(record)
+    staged.replace(target / RELEASE_FILE)
+    return release
+
+
+def _unpack(repository: Path, revision: str, into: Path) -> None:
+    archive = into / "source.tar"
+    try:
+        git(repository, "archive", "--format=tar", "-o", str(archive), revision)
+    except WorktreeError as error:
+        raise ReleaseError(f"the source of {revision[:12]} cannot be read: {error}") from None
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")  # nothing outside the release, no device, no absolute link
+    archive.unlink()
+
+
+def _make_environment(environment: Path, releases: Path, *, log: Path) -> None:
+    _run([sys.executable, "-m", "venv", "--without-pip", "--clear", str(environment)], log=log)
+    purelib = Path(sysconfig.get_path("purelib", vars={"base": str(environment), "platbase": str(environment)}))
+    purelib.mkdir(parents=True, exist_ok=True)
+    (purelib / DEPENDENCIES_LINK).write_text("".join(f"{path}\n" for path in shared_site_dirs(releases)))
+
+
+def _pip_install(environment: Path, source: Path, *, log: Path) -> None:
+    """pip of this interpreter installs into the release's (``--python``):
+    the release's interpreter sees the shared dependencies, so only what
+    they lack is fetched; the build uses the shared setuptools
+    (``--no-build-isolation``), which needs no index either."""
+    python = environment / "bin" / "python"
+    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-build-isolation",
+          "--disable-pip-version-check", str(source)], log=log, cwd=source)
+
+
+def _run(argv: list[str], *, log: Path, cwd: Path | None = None) -> None:
+    with open(log, "ab") as output:
+        output.write(f"$ {' '.join(argv)}\n".encode())
+        output.flush()
+        try:
+            done = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+                                  timeout=PIP_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise ReleaseError(f"`{argv[2]}` did not finish within {PIP_TIMEOUT_S:g} s (see {log})") from None
+    if done.returncode != 0:
+        raise ReleaseError(f"`{' '.join(argv[2:4])}` failed with status {done.returncode} (see {log})")
+
+
+def current(home: Path) -> Path | None:
+    """The environment the systemd unit starts, None before any update."""
+    link = releases_dir(home) / CURRENT
+    return Path(os.readlink(link)) if link.is_symlink() else None
+
+
+def make_current(home: Path, release: Release) -> None:
+    """Point ``current`` at ``release``'s environment, atomically (a new
+    link renamed over the old)."""
+    releases = releases_dir(home)
+    releases.mkdir(mode=0o700, exist_ok=True)
+    staged = releases / f".{CURRENT}.{os.getpid()}"
+    staged.unlink(missing_ok=True)
+    staged.symlink_to(release.environment)
+    staged.replace(releases / CURRENT)

@@ -1,0 +1,183 @@
+"""Self-update through running daemons: a clone of this very repository
+gets a commit that changes ``enact --version``; ``enact update`` installs it
+as a release under the home, hands the home over with ``--takeover`` and
+keeps it only when it holds, while senders keep sending."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from git_repos import commit, git
+
+import enact
+from enact.tasks.repositories import own_checkout
+
+from conftest import DaemonFactory, enact_env, run_cli
+
+NEW_VERSION = f"{enact.__version__}+update"
+OWNER = "local:owner"
+
+
+@pytest.fixture
+def clone(tmp_path: Path) -> Path:
+    """This repository at its HEAD, cloned: the repository updates come from."""
+    repo = tmp_path / "enact-repo"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", own_checkout(), str(repo)], check=True)
+    git(repo, "config", "user.name", "t")
+    git(repo, "config", "user.email", "t@example.org")
+    return repo
+
+
+def new_revision(repo: Path, *, doctor: str, extra: dict[str, str] | None = None) -> str:
+    """A commit that makes ``enact --version`` say NEW_VERSION, with the doctor ``doctor``."""
+    init = (repo / "enact" / "__init__.py").read_text()
+    changed = init.replace(f'__version__ = "{enact.__version__}"', f'__version__ = "{NEW_VERSION}"')
+    assert changed != init
+    return commit(repo, {"enact/__init__.py": changed, ".enact.toml": f"[doctor]\ncommand = '''{doctor}'''\n",
+                         **(extra or {})}, "a new version")
+
+
+def update_home(daemons: DaemonFactory, repo: Path) -> Path:
+    home = daemons.new_home()
+    (home / "config.toml").write_text(
+        f'[update]\nrepository = "{repo}"\nprobation_s = 1\nready_timeout_s = 60\n'
+        f'[chat]\nallowed_conversations = ["{OWNER}"]\n')
+    return home
+
+
+@pytest.fixture
+def served(daemons: DaemonFactory) -> Iterator[list[Path]]:
+    """Homes whose serving daemon (the updater's, not the factory's) is stopped at the end."""
+    homes: list[Path] = []
+    yield homes
+    for home in homes:
+        run_cli(home, "daemon", "stop", timeout=90)
+
+
+def status(home: Path) -> Any:
+    done = run_cli(home, "status", "--json")
+    assert done.returncode == 0, done.stderr
+    return orjson.loads(done.stdout)
+
+
+def update(home: Path) -> tuple[int, Any]:
+    done = run_cli(home, "update", "--json", timeout=300)
+    assert done.stdout, done.stderr
+    return done.returncode, orjson.loads(done.stdout)
+
+
+def owner_notices(home: Path) -> list[str]:
+    done = run_cli(home, "turns", "--conversation", "owner", "--json")
+    assert done.returncode == 0, done.stderr
+    listed = orjson.loads(done.stdout)
+    turns = listed["turns"] if isinstance(listed, dict) else listed
+    return [turn["reply"] for turn in turns]
+
+
+def start_senders(home: Path, count: int, messages: int) -> list[subprocess.Popen[str]]:
+    """Each sends its messages in turn, each until one send of it succeeds
+    (a send cut short by the takeover is sent again under the same id)."""
+    loops = []
+    for index in range(count):
+        send = f'"{sys.executable}" -m enact send --conversation s{index} --message-id s{index}-$n "hello $n"'
+        script = f"for n in $(seq 1 {messages}); do until {send} >/dev/null 2>&1; do sleep 0.1; done; done"
+        loops.append(subprocess.Popen(["sh", "-c", script], env=enact_env(home), text=True))
+    return loops
+
+
+def test_check_says_what_runs_and_that_an_update_is_possible(daemons: DaemonFactory, clone: Path) -> None:
+    home = update_home(daemons, clone)
+    head = git(clone, "rev-parse", "HEAD")
+    assert orjson.loads(run_cli(home, "update", "--check", "--json").stdout)["why_not"].startswith("already running")
+    new = new_revision(clone, doctor="true")
+    found = orjson.loads(run_cli(home, "update", "--check", "--json").stdout)
+    assert found["running"] == head and found["authoritative"] == new and found["possible"] is True
+    (clone / "README.md").write_text("changed\n")
+    found = orjson.loads(run_cli(home, "update", "--check", "--json").stdout)
+    assert found["why_not"] == f"the checkout {clone} has uncommitted changes"
+    git(clone, "checkout", "--quiet", "--", "README.md")
+    git(clone, "reset", "--quiet", "--hard", f"{head}~1")
+    commit(clone, {"elsewhere.txt": "x\n"}, "a branch that left the running revision behind")
+    found = orjson.loads(run_cli(home, "update", "--check", "--json").stdout)
+    assert "does not descend from the running" in found["why_not"]
+    code, outcome = update(home)
+    assert (code, outcome["outcome"]) == (2, "refused")
+
+
+def test_update_is_served_by_the_new_version_with_senders_running(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    doctor = f'python -c "import enact, sys; sys.exit(enact.__version__ != \\"{NEW_VERSION}\\")"'
+    new = new_revision(clone, doctor=doctor)
+    home = update_home(daemons, clone)
+    old = daemons.start(home)
+    served.append(home)
+    senders = start_senders(home, 3, 40)
+    try:
+        code, outcome = update(home)
+        assert (code, outcome["outcome"]) == (0, "updated"), outcome
+        for sender in senders:
+            assert sender.wait(timeout=120) == 0
+    finally:
+        for sender in senders:
+            if sender.poll() is None:
+                sender.kill()
+    assert old.wait_exit(10) == 0  # fenced by the new release's daemon
+    now = status(home)
+    assert now["version"] == NEW_VERSION and now["generation"] >= 2
+    release = home / "releases" / new
+    assert Path(os.readlink(home / "releases" / "current")) == release / ".venv"
+    shown = subprocess.run([str(home / "releases" / "current" / "bin" / "enact"), "--version"],
+                           capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == f"enact, version {NEW_VERSION}"
+    for index in range(3):  # every message answered once: none lost, none doubled
+        done = run_cli(home, "turns", "--conversation", f"s{index}", "--limit", "1000", "--json")
+        listed = orjson.loads(done.stdout)
+        turns = listed["turns"] if isinstance(listed, dict) else listed
+        assert sorted(turn["message_id"] for turn in turns) == sorted(f"s{index}-{n}" for n in range(1, 41))
+    [attempt] = orjson.loads(run_cli(home, "update", "history", "--json").stdout)
+    assert attempt["outcome"] == "updated" and attempt["to_revision"] == new
+    assert attempt["steps"][:5] == ["installing", "doctor", "backup", "starting", "canary"] or \
+        attempt["steps"][:6] == ["installing", "doctor", "backup",
+                                 "no backup (the running release has no `enact backup`)", "starting", "canary"]
+
+
+def test_a_release_that_fails_to_start_is_rolled_back_and_the_old_version_serves(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    daemon_module = (clone / "enact" / "daemon.py").read_text()
+    new_revision(clone, doctor="python -m enact --version",
+                 extra={"enact/daemon.py": daemon_module + '\nraise RuntimeError("broken on purpose")\n'})
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    code, outcome = update(home)
+    assert (code, outcome["outcome"]) == (1, "rolled_back"), outcome
+    assert "exited with status" in outcome["reason"]
+    now = status(home)
+    assert now["version"] == enact.__version__
+    assert not (home / "releases" / "current").exists()
+    [notice] = owner_notices(home)
+    assert notice.startswith("Update rolled back: ") and outcome["attempt"] in notice
+
+
+def test_a_release_whose_doctor_fails_never_takes_the_home(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    new_revision(clone, doctor="python -c 'raise SystemExit(3)'")
+    home = update_home(daemons, clone)
+    old = daemons.start(home)
+    served.append(home)
+    code, outcome = update(home)
+    assert (code, outcome["outcome"]) == (1, "failed"), outcome
+    assert outcome["reason"].startswith("the doctor failed: ")
+    assert status(home)["pid"] == old.pid and status(home)["generation"] == 1
+    [notice] = owner_notices(home)
+    assert notice.startswith("Update failed, nothing changed: the doctor failed")
