@@ -181,3 +181,70 @@ def test_a_release_whose_doctor_fails_never_takes_the_home(
     assert status(home)["pid"] == old.pid and status(home)["generation"] == 1
     [notice] = owner_notices(home)
     assert notice.startswith("Update failed, nothing changed: the doctor failed")
+
+
+MIGRATING_SCHEMAS = """    def schemas(self) -> Sequence[DatabaseSchema]:
+        from enact.storage import DatabaseSchema
+
+        return [DatabaseSchema(name="logs.turns", version=2, migrations={1: _rewrite_every_turn})]
+
+"""
+REWRITE_STEP = """
+
+def _rewrite_every_turn(txn: Any, database: Any) -> None:
+    \"\"\"Version 2 of logs.turns: each record written again, in the migration's transaction.\"\"\"
+    for key, value in list(txn.cursor(db=database)):
+        txn.put(bytes(key), bytes(value), db=database)
+"""
+
+
+def migrating_release_whose_canary_fails(repo: Path) -> str:
+    """A new version whose chat component moves logs.turns to schema version
+    2 at its start (a real step) and whose ``runtime check`` always fails (so
+    its canary does)."""
+    component = (repo / "enact" / "chat" / "component.py").read_text()
+    migrating = (component.replace("from typing import TYPE_CHECKING, ClassVar",
+                                   "from typing import TYPE_CHECKING, Any, ClassVar")
+                 .replace("if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    from enact.storage import DatabaseSchema\n")
+                 .replace("    def metrics(self, registry", MIGRATING_SCHEMAS + "    def metrics(self, registry"))
+    assert migrating.count("def schemas") == 1
+    runtime_cli = (repo / "enact" / "cli" / "_runtime.py").read_text()
+    broken = (runtime_cli.replace('"problems": list(found.problems),', '"problems": [*found.problems, "broken on purpose"],')
+              .replace('report["ok"] = not found.problems and', 'report["ok"] = not report["problems"] and'))
+    assert broken.count("broken on purpose") == 1 and 'not report["problems"]' in broken
+    return new_revision(repo, doctor="python -m enact --version",
+                        extra={"enact/chat/component.py": migrating + REWRITE_STEP, "enact/cli/_runtime.py": broken})
+
+
+def schema_versions(home: Path) -> dict[str, int]:
+    return {schema["database"]: schema["version"] for schema in status(home)["storage"]["schemas"]}
+
+
+def test_a_release_that_migrated_and_failed_is_rolled_back_with_the_backup_restored(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    migrating_release_whose_canary_fails(clone)
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    for n in range(1, 6):  # accepted before the backup: kept through the restore
+        assert run_cli(home, "send", "--conversation", "before", "--message-id", f"b-{n}", f"hello {n}").returncode == 0
+    before = schema_versions(home)
+    assert before["logs.turns"] == 1
+    code, outcome = update(home)
+    assert (code, outcome["outcome"]) == (1, "rolled_back"), outcome
+    assert outcome["reason"].startswith("the canary failed: runtime check: broken on purpose")
+    now = status(home)
+    assert now["version"] == enact.__version__
+    assert schema_versions(home) == before
+    done = run_cli(home, "turns", "--conversation", "before", "--json")
+    listed = orjson.loads(done.stdout)
+    turns = listed["turns"] if isinstance(listed, dict) else listed
+    assert sorted(turn["message_id"] for turn in turns) == [f"b-{n}" for n in range(1, 6)]
+    [attempt] = orjson.loads(run_cli(home, "update", "history", "--json").stdout)
+    assert "restoring the backup" in attempt["steps"]
+    [notice] = owner_notices(home)
+    assert notice.startswith("Update rolled back: ") and outcome["attempt"] in notice
+    assert "the backup taken before the update at " in notice
+    assert "was restored, as the new release had migrated the home's databases: what was accepted after it is " \
+        "lost" in notice

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,16 @@ def restore(release: Release, home: Path, backup: Backup) -> None:
     done = _enact(release, home, "backup", "restore", backup.path)
     if done.returncode != 0:
         raise BackupFailed(f"the restore of {backup.path} failed: {_last_line(done)}")
+
+
+def restored_line(backup: Backup) -> str:
+    """What the owner is told of a restore: that it happened, and what it
+    cost (the restore returns the home to the backup, so what either release
+    accepted after it was taken is gone)."""
+    created = backup.manifest.get("created_at")
+    when = time.strftime(" at %H:%M:%S", time.localtime(created)) if isinstance(created, (int, float)) else ""
+    return (f"the backup taken before the update{when} was restored, as the new release had migrated the "
+            f"home's databases: what was accepted after it is lost ({backup.path})")
 
 
 def _enact(release: Release, home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -130,6 +130,7 @@ class Updater:
             self.journal.step(attempt, "restoring the backup")
             try:
                 backups.restore(old, self.home, backup)
+                reason = f"{reason}; {backups.restored_line(backup)}"
             except backups.BackupFailed as error:
                 reason = f"{reason}; {error}"
         back = daemons.launch(old, self.home, metrics_addr=metrics_addr)
