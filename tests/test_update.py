@@ -17,9 +17,13 @@ import pytest
 from git_repos import commit, git
 
 import enact
+from enact.cancellation import CancellationToken
+from enact.commands import CommandCall, CommandContext, CommandRegistry
+from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.tasks.repositories import own_checkout
+from enact.update.commands import update_commands
 
-from conftest import DaemonFactory, enact_env, run_cli
+from conftest import DaemonFactory, enact_env, run_cli, wait_for
 
 NEW_VERSION = f"{enact.__version__}+update"
 OWNER = "local:owner"
@@ -248,3 +252,70 @@ def test_a_release_that_migrated_and_failed_is_rolled_back_with_the_backup_resto
     assert "the backup taken before the update at " in notice
     assert "was restored, as the new release had migrated the home's databases: what was accepted after it is " \
         "lost" in notice
+
+
+def attempts(home: Path) -> list[Any]:
+    return list(orjson.loads(run_cli(home, "update", "history", "--json").stdout))
+
+
+def test_rollback_after_an_update_returns_the_previous_release_which_serves(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    head = git(clone, "rev-parse", "HEAD")
+    new = new_revision(clone, doctor="true")
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    assert update(home)[1]["outcome"] == "updated"
+    assert status(home)["version"] == NEW_VERSION
+    done = run_cli(home, "update", "rollback", "--json", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcome = orjson.loads(done.stdout)
+    assert outcome["outcome"] == "rolled_back" and outcome["serving"]["revision"] == head
+    assert status(home)["version"] == enact.__version__
+    assert Path(os.readlink(home / "releases" / "current")) == Path(outcome["serving"]["environment"])
+    listed = attempts(home)
+    assert [(a["kind"], a["outcome"]) for a in listed] == [("update", "updated"), ("rollback", "rolled_back")]
+    assert [a["to_revision"] for a in listed] == [new, head]
+    assert listed[0]["started_at"] <= listed[1]["started_at"]
+
+
+def test_update_from_the_owners_locked_chat_tells_that_conversation_how_it_ended(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    new_revision(clone, doctor="true")
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    done = run_cli(home, "send", "--conversation", "owner", "--json", "/update")
+    assert done.returncode == 0, done.stderr
+    started = orjson.loads(done.stdout)["reply"]
+    assert started.startswith("Update started (pid ")
+    wait_for(lambda: [a["outcome"] for a in attempts(home)] == ["updated"], timeout=120, what="the update to end")
+    [attempt] = attempts(home)
+    assert attempt["origin"] == HUMAN_CLI
+    wait_for(lambda: any(reply.startswith("Update done: ") for reply in owner_notices(home)), timeout=30,
+             what="the notice in the conversation that asked")
+    assert owner_notices(home) == [started, f"Update done: {attempt['reason']} (attempt {attempt['id']})"]
+    assert status(home)["version"] == NEW_VERSION
+
+
+def test_update_in_chat_is_refused_to_a_model_action_and_to_a_strangers_chat(tmp_path: Path) -> None:
+    registry = CommandRegistry()
+    for command in update_commands():
+        registry.register(command)
+
+    class _AlwaysCurrent:
+        def is_current(self) -> bool:
+            return True
+
+    registry.bind(CommandContext(fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
+
+    def asked(origin: str, event_origin: str, *, owners: bool) -> Any:
+        return registry.run(CommandCall(name="update", args={}, origin=origin, event_origin=event_origin,
+                                        owners=owners, cancel=CancellationToken(), conversation="telegram:5151"))
+
+    by_model = asked(MODEL_ACTION, HUMAN_CLI, owners=True)
+    assert not by_model.ok and by_model.text.startswith("refused: update needs a human")
+    by_stranger = asked("chat:telegram", "chat:telegram", owners=False)
+    assert not by_stranger.ok and by_stranger.text.startswith("refused: update needs the conversation lock")
