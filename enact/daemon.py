@@ -22,6 +22,7 @@ from enact._app.commands import daemon_commands, run_command
 from enact._app.control import ControlServer
 from enact._app.migration import BackupBeforeMigrating, migrate_home, pre_migration_backup
 from enact._app.reports import DaemonReports, tally_spend
+from enact._app.revision import revision_now
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.chat.services import startup_context
@@ -204,7 +205,8 @@ class _Daemon:
         )
         self.reports = DaemonReports(home=home, settings=settings, storage=storage, fence=fence,
                                      supervisor=self.supervisor, channels=self.channels,
-                                     metrics_addr=metrics_server.address, started=started)
+                                     metrics_addr=metrics_server.address, started=started,
+                                     revision=revision_now())
         self.metrics.register_gauges(self.reports.scrape_gauges)
         self.metrics_server = metrics_server
         self.control = ControlServer(

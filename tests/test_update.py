@@ -213,7 +213,8 @@ def migrating_release_whose_canary_fails(repo: Path) -> str:
                  .replace("    def metrics(self, registry", MIGRATING_SCHEMAS + "    def metrics(self, registry"))
     assert migrating.count("def schemas") == 1
     runtime_cli = (repo / "enact" / "cli" / "_runtime.py").read_text()
-    broken = (runtime_cli.replace('"problems": list(found.problems),', '"problems": [*found.problems, "broken on purpose"],')
+    broken = (runtime_cli.replace('"problems": list(found.problems),',
+                                  '"problems": [*found.problems, "broken on purpose"],')
               .replace('report["ok"] = not found.problems and', 'report["ok"] = not report["problems"] and'))
     assert broken.count("broken on purpose") == 1 and 'not report["problems"]' in broken
     return new_revision(repo, doctor="python -m enact --version",
@@ -319,3 +320,14 @@ def test_update_in_chat_is_refused_to_a_model_action_and_to_a_strangers_chat(tmp
     assert not by_model.ok and by_model.text.startswith("refused: update needs a human")
     by_stranger = asked("chat:telegram", "chat:telegram", owners=False)
     assert not by_stranger.ok and by_stranger.text.startswith("refused: update needs the conversation lock")
+
+
+def test_check_calls_running_the_revision_the_daemon_started_from(daemons: DaemonFactory, clone: Path) -> None:
+    started_from = git(clone, "rev-parse", "HEAD")
+    home = update_home(daemons, clone)
+    daemons.start(home, cwd=clone)  # an editable run of the clone: its checkout is the clone
+    assert status(home)["revision"] == started_from
+    later = commit(clone, {"later.txt": "committed after the daemon started\n"}, "a later commit")
+    found = orjson.loads(run_cli(home, "update", "--check", "--json").stdout)
+    assert (found["running"], found["authoritative"], found["possible"]) == (started_from, later, True)
+    assert status(home)["revision"] == started_from

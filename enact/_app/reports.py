@@ -26,7 +26,8 @@ log = logging.getLogger("enact.daemon")
 
 class DaemonReports:
     def __init__(self, *, home: Path, settings: config.Config, storage: Storage, fence: Fence,
-                 supervisor: Supervisor, channels: DaemonChannels, metrics_addr: str, started: float) -> None:
+                 supervisor: Supervisor, channels: DaemonChannels, metrics_addr: str, started: float,
+                 revision: str) -> None:
         self.home = home
         self.settings = settings
         self.storage = storage
@@ -35,6 +36,7 @@ class DaemonReports:
         self.channels = channels
         self.metrics_addr = metrics_addr
         self.started = started
+        self.revision = revision
         self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
 
     def status(self) -> StatusReport:
@@ -45,6 +47,7 @@ class DaemonReports:
                                        timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
         return StatusReport(
             version=__version__,
+            revision=self.revision,
             pid=os.getpid(),
             home=str(self.home),
             generation=self.fence.generation,

@@ -25,13 +25,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from enact._app.revision import RELEASE_FILE
 from enact.errors import EnactError
 from enact.tasks.host_git import WorktreeError, git
 
 RELEASES = "releases"
 CURRENT = "current"
 """The link to the environment the systemd unit starts."""
-RELEASE_FILE = "release.json"
 ENVIRONMENT = ".venv"
 DEPENDENCIES_LINK = "_enact_shared_dependencies.pth"
 PIP_TIMEOUT_S = 600.0
@@ -67,15 +67,6 @@ class Release:
 
 def releases_dir(home: Path) -> Path:
     return home / RELEASES
-
-
-def revision_of_environment(environment: Path) -> str | None:
-    """The revision of a release's environment; None for an environment
-    that is no release (the one enact was installed in by hand)."""
-    try:
-        return str(json.loads((environment.parent / RELEASE_FILE).read_text())["revision"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def shared_site_dirs(releases: Path) -> list[str]:
