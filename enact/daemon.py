@@ -40,7 +40,7 @@ from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
 from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status, StatusReport
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
-from enact.process import configure_logging, notify_systemd
+from enact.process import configure_logging, main_pid, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, kill_leftover_programs
 from enact.runtime import Runtime, Usage
@@ -131,6 +131,12 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         fence.release()
         storage.close()
         return EXIT_REFUSED
+    if takeover:
+        # Under systemd the daemon it fenced was the unit's main process and
+        # is about to exit: the unit must track this one from now on, or it
+        # counts the service as ended (deploy/systemd/enact.service lets any
+        # process of the unit say so: NotifyAccess=all).
+        notify_systemd(main_pid())
     try:  # only now: no other daemon writes to the home while it migrates
         migrate_home(home, storage, backup_before_migrating)
     except (SchemaError, OSError) as error:
@@ -266,11 +272,12 @@ class _Daemon:
             return EXIT_FATAL
         self.fence.watch(lambda current: self.stop.set(f"taken over by generation {current}", fenced=True))
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
-        notify_systemd(b"READY=1")
+        notify_systemd(b"READY=1\n" + main_pid())
         while not self.stop.event.wait(0.5):
             pass
         log.info("stopping: %s", self.stop.reason)
-        notify_systemd(b"STOPPING=1")
+        if not self.stop.fenced:  # a fenced daemon's service goes on, in the daemon that took over
+            notify_systemd(b"STOPPING=1")
         self._shut_down()
         return self.stop.exit_code
 

@@ -6,6 +6,7 @@ keeps it only when it holds, while senders keep sending."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -331,3 +332,21 @@ def test_check_calls_running_the_revision_the_daemon_started_from(daemons: Daemo
     found = orjson.loads(run_cli(home, "update", "--check", "--json").stdout)
     assert (found["running"], found["authoritative"], found["possible"]) == (started_from, later, True)
     assert status(home)["revision"] == started_from
+
+
+def test_under_systemd_the_daemon_that_takes_over_becomes_the_units_main_process(
+    daemons: DaemonFactory, tmp_path: Path
+) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(tmp_path / "notify"))
+        systemd.settimeout(30)
+        notify = {"NOTIFY_SOCKET": str(tmp_path / "notify")}
+        first = daemons.start(env=notify)
+        assert systemd.recv(4096).decode().split("\n") == ["READY=1", f"MAINPID={first.pid}"]
+        second = daemons.start(first.home, "--takeover", env=notify)
+        said = [systemd.recv(4096).decode(), systemd.recv(4096).decode()]
+        assert said == [f"MAINPID={second.pid}", f"READY=1\nMAINPID={second.pid}"]
+        assert first.wait_exit(30) == 0
+        systemd.setblocking(False)  # the fenced daemon has exited: whatever it said is queued already
+        with pytest.raises(BlockingIOError):
+            systemd.recv(4096)  # not STOPPING=1: the service goes on in the second daemon
