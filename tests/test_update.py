@@ -350,3 +350,25 @@ def test_under_systemd_the_daemon_that_takes_over_becomes_the_units_main_process
         systemd.setblocking(False)  # the fenced daemon has exited: whatever it said is queued already
         with pytest.raises(BlockingIOError):
             systemd.recv(4096)  # not STOPPING=1: the service goes on in the second daemon
+
+
+def test_a_successful_update_prunes_all_but_the_serving_and_the_previous_release(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    first = new_revision(clone, doctor="true")
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    older = home / "releases" / ("a" * 40)  # a release two updates back
+    (older / ".venv").mkdir(parents=True)
+    (older / "release.json").write_text(orjson.dumps({"revision": "a" * 40}).decode())
+    assert update(home)[1]["outcome"] == "updated"
+    assert not older.exists()  # the previous release is enact's first environment, outside releases/
+    second = commit(clone, {"later.txt": "a later change\n"}, "a later version")
+    code, outcome = update(home)
+    assert (code, outcome["outcome"]) == (0, "updated"), outcome
+    assert sorted(entry.name for entry in (home / "releases").iterdir()) == sorted([first, second, "current"])
+    assert status(home)["version"] == NEW_VERSION
+    done = run_cli(home, "update", "rollback", "--json", timeout=120)  # the kept previous release serves again
+    assert done.returncode == 0 and orjson.loads(done.stdout)["serving"]["revision"] == first, done.stdout
+    assert status(home)["revision"] == first

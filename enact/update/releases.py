@@ -22,6 +22,7 @@ import sys
 import sysconfig
 import tarfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,3 +171,17 @@ def make_current(home: Path, release: Release) -> None:
     staged.unlink(missing_ok=True)
     staged.symlink_to(release.environment)
     staged.replace(releases / CURRENT)
+
+
+def prune(home: Path, keep: Iterable[Release]) -> list[str]:
+    """Delete every release but those in ``keep`` (the one serving and the
+    one ``update rollback`` would return to); returns the revisions deleted.
+    An environment outside the releases (enact's first) is never touched."""
+    kept = {Path(release.environment).parent.name for release in keep}
+    deleted = []
+    for entry in sorted(releases_dir(home).iterdir()) if releases_dir(home).is_dir() else []:
+        if entry.name == CURRENT or entry.name.startswith(".") or entry.name in kept or not entry.is_dir():
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        deleted.append(entry.name)
+    return deleted
