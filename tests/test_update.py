@@ -372,3 +372,19 @@ def test_a_successful_update_prunes_all_but_the_serving_and_the_previous_release
     done = run_cli(home, "update", "rollback", "--json", timeout=120)  # the kept previous release serves again
     assert done.returncode == 0 and orjson.loads(done.stdout)["serving"]["revision"] == first, done.stdout
     assert status(home)["revision"] == first
+
+
+def test_the_updater_reads_the_status_of_a_newer_release_that_has_more_fields() -> None:
+    from enact.messages import encode
+    from enact.messages.control import ActorStatus, SchemaVersion, StatusReport, StorageStatus
+    from enact.update.daemons import _status_of_any_release
+
+    report = StatusReport(version="9", pid=7, home="/h", generation=3, uptime_s=1.0, metrics_addr="",
+                          actors=(ActorStatus(name="inbox", alive=True, mailbox=0, handled=0, restarts=0),),
+                          storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1,
+                                                schemas=(SchemaVersion(database="logs.turns", version=2),)))
+    document = orjson.loads(encode(report))
+    document["body"]["added_later"] = "x"
+    document["body"]["actors"][0]["added_later"] = 1
+    document["body"]["storage"]["schemas"][0]["added_later"] = True
+    assert _status_of_any_release(orjson.dumps(document)) == report

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from enact.errors import EnactError
-from enact.update.daemons import release_environment
+from enact.update.daemons import release_environment, serving
 from enact.update.releases import Release
 
 BACKUP_TIMEOUT_S = 600.0
@@ -63,15 +63,10 @@ def home_schema_versions(home: Path) -> dict[str, int]:
     serving it reports them, or, with none serving (the new release died),
     as its environment records them (nothing writes it then)."""
     from enact.backup.inspection import UnreadableCopy, copied_facts
-    from enact.cli._client import request
     from enact.home import STATE_DIR
-    from enact.messages.control import Status, StatusReport
 
-    try:
-        report = request(home, Status())
-    except (EnactError, OSError):  # none serves, or none answers as a daemon would
-        report = None
-    if isinstance(report, StatusReport):
+    report = serving(home)
+    if report is not None:
         return {schema.database: schema.version for schema in report.storage.schemas}
     try:
         schemas, _ = copied_facts(home / STATE_DIR)
