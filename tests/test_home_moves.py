@@ -139,5 +139,6 @@ def test_an_import_into_a_non_empty_home_is_refused(daemons: DaemonFactory, tmp_
     daemon.cli_json("home", "export", str(archive), "--json")
     refused = run_cli(daemon.home, "home", "import", str(archive))
     assert refused.returncode == 2
-    assert refused.stderr.strip() == f"enact: {daemon.home} is not empty; an archive is imported into an empty home only"
+    assert refused.stderr.strip() == (
+        f"enact: {daemon.home} is not empty; an archive is imported into an empty home only")
     assert daemon.terminate() == 0

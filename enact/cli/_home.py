@@ -69,10 +69,11 @@ def export(file: Path, move: bool, include_secrets: bool, home: Path | None, as_
 
 @home.command("verify")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def verify(file: Path, as_json: bool) -> None:
+def verify(file: Path, home: Path | None, as_json: bool) -> None:
     """Check FILE without importing it: its format, every file against the manifest's
-    sha256, every record of its state decoded."""
+    sha256, every record of its state decoded (an archive stands alone: the home is not read)."""
     from enact.backup.archive import verify_archive
     from enact.backup.manifest import BackupError
 
