@@ -32,7 +32,8 @@ def test_an_export_imports_into_another_home_that_answers_with_the_same_memory_a
     daemon = daemons.start(source)
     assert daemon.cli_json("memory", "remember", "--json", FACT)["outcome"] == "saved"
     daemon.cli_json("send", "--json", "hello before the move")
-    source_id = (source / "home-id").read_text().strip() if (source / "home-id").exists() else None
+    source_id = daemon.cli_json("status", "--json")["home_id"]
+    assert source_id and (source / "home-id").read_text().strip() == source_id  # made at the first claim
     archive = source.parent / "home.tar.gz"
     exported = daemon.cli_json("home", "export", str(archive), "--json")  # through the running daemon
     assert exported["path"] == str(archive) and not exported["moved"]
@@ -55,6 +56,7 @@ def test_an_export_imports_into_another_home_that_answers_with_the_same_memory_a
     calls = target.parent / "transcript.jsonl"
     moved = daemons.start(target, env={"ENACT_SCRIPTED_TRANSCRIPT": str(calls)})
     assert moved.wait_ready().generation == outcome["generation"] + 1
+    assert moved.cli_json("status", "--json")["home_id"] == outcome["home_id"]
     assert FACT in [fact["text"] for fact in moved.cli_json("memory", "list", "--json")["facts"]]
     moved.cli_json("send", "--json", "hello after the move")
     [first] = transcript(calls)
