@@ -56,6 +56,8 @@ class StatusReport:
     channels: tuple[ChannelState, ...] = ()
     confinement: str = ""
     """Whether tasks run confined here, and why not (``enact.tasks.confine.state_of``)."""
+    home_id: str = ""
+    """The home's own id (``<home>/home-id``); an imported home gets a new one."""
 
 
 @request("control.Shutdown")
