@@ -136,6 +136,11 @@ class Component:
 class ChannelComponent(Component):
     """A chat channel; the daemon starts it after the actors, stops it before."""
 
+    polls_shared_account: ClassVar[bool] = True
+    """Whether the channel fetches its events from an account that another
+    host may answer too (a bot's): a home moved elsewhere never starts it,
+    so one bot is not answered from two machines."""
+
     def origin(self) -> Origin:
         """Who the channel's events come from, as the inbox records it."""
         return chat_origin(self.name)

@@ -25,6 +25,7 @@ from enact._app.reports import DaemonReports, tally_spend
 from enact._app.revision import revision_now
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
+from enact.backup.moved import moved_from
 from enact.chat.services import startup_context
 from enact.chat.session_calls import SessionCalls
 from enact.command_journal import JournaledCommands
@@ -80,20 +81,26 @@ class CommandServer(Protocol):
     def stop(self, timeout: float) -> None: ...
 
 
-def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: bool = False,
+def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: bool = False, force: bool = False,
         command_server: Callable[[Path], CommandServer] | None = None,
         backup_before_migrating: BackupBeforeMigrating = pre_migration_backup) -> int:
     """Run the daemon in the foreground until stopped; returns the exit code.
     ``command_server`` makes the command server of the home, run unless
     ``daemon.command_server`` is off (the CLI hands its own: the daemon does
     not import the CLI). ``backup_before_migrating`` backs the home up when
-    a database must be migrated to this enact's schema, before it is."""
+    a database must be migrated to this enact's schema, before it is.
+    A home moved to another host (``enact home export --move``) is refused
+    unless ``force``; forced, it runs without the channels that host answers."""
     try:
         check_home(home)
         for name in (CONFIG_NAME, COMMANDS_NAME):
             check_owned_file(home / name)
     except HomeRefused as error:
         print(f"enact: {error}", file=sys.stderr)
+        return EXIT_REFUSED
+    moved = moved_from(home)
+    if moved is not None and not force:
+        print(f"enact: {moved.line(home)}", file=sys.stderr)
         return EXIT_REFUSED
     try:
         installed = components.load()
@@ -104,6 +111,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     daemon_settings = settings.typed(DaemonSettings)
     configure_logging(daemon_settings.log_level)
+    if moved is not None:
+        log.warning("starting with --force on a moved home: %s", moved.line(home))
     try:
         installed.validate_environment(settings)
     except ComponentError as error:
@@ -149,7 +158,7 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     kill_leftover_programs(home / PROGRAMS_RUN_DIR)  # only now: the home is ours
     try:
         daemon = _Daemon(home, settings, storage, fence, installed, commands, runtime, metrics, metrics_server,
-                         command_server)
+                         command_server, moved=moved is not None)
     except ComponentError as error:  # a component's actor or request that is not its own
         print(f"enact: {error}", file=sys.stderr)
         metrics_server.stop()
@@ -172,6 +181,8 @@ class _Daemon:
         metrics: Metrics,
         metrics_server: MetricsServer,
         command_server: Callable[[Path], CommandServer] | None,
+        *,
+        moved: bool = False,
     ) -> None:
         self.home = home
         self.settings = settings
@@ -187,7 +198,7 @@ class _Daemon:
         self.metrics.generation.set(fence.generation)
         self.commands = commands
         self.components = installed
-        self.channels = DaemonChannels(installed, settings)
+        self.channels = DaemonChannels(installed, settings, moved=moved)
         self.metrics.initialise(adapters=(runtime.name,),
                                 polling_channels=tuple(name for name in self.channels.channels if name != "local"))
         parts = DaemonParts(

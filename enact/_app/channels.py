@@ -3,6 +3,8 @@ started after the actors and stopped before them."""
 
 from __future__ import annotations
 
+import logging
+
 from enact import config
 from enact.actors._asks import Asker
 from enact.channels import Channel, InboxInlet
@@ -12,16 +14,22 @@ from enact.messages.channel import DISABLED, ChannelState
 from enact.messages.common import Origin
 from enact.metrics import Metrics
 
+log = logging.getLogger("enact.daemon")
+
 
 class DaemonChannels:
-    """Each enabled channel with the origin its component vouches for."""
+    """Each enabled channel with the origin its component vouches for; on a
+    home moved to another host, none that polls an account that host answers."""
 
-    def __init__(self, installed: Components, settings: config.Config) -> None:
+    def __init__(self, installed: Components, settings: config.Config, *, moved: bool = False) -> None:
         self._installed = installed
         self.channels: dict[str, Channel] = {}
         self.origins: dict[str, Origin] = {}
         for component in installed.channels():
             if not component.enabled(settings):
+                continue
+            if moved and component.polls_shared_account:
+                log.warning("this home was moved to another host: the %s channel is not started", component.name)
                 continue
             channel = component.make_channel(settings)
             self.channels[channel.name] = channel

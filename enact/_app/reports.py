@@ -20,6 +20,7 @@ from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, Stat
 from enact.runtime import Usage
 from enact.storage import Storage
 from enact.tasks.settings import TasksSettings
+from enact.tasks.task_branches import home_id
 
 log = logging.getLogger("enact.daemon")
 
@@ -37,6 +38,9 @@ class DaemonReports:
         self.metrics_addr = metrics_addr
         self.started = started
         self.revision = revision
+        # Made at the first claim when the home has none (a home made before
+        # ids, or one no task ran in): status names the home by it.
+        self.home_id = home_id(home)
         self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
 
     def status(self) -> StatusReport:
@@ -50,6 +54,7 @@ class DaemonReports:
             revision=self.revision,
             pid=os.getpid(),
             home=str(self.home),
+            home_id=self.home_id,
             generation=self.fence.generation,
             uptime_s=round(time.monotonic() - self.started, 3),
             metrics_addr=self.metrics_addr,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class BackupComponent(Component):
     name = "backup"
     settings = backup_settings.SETTINGS
-    cli: ClassVar[Mapping[str, str]] = {"backup": "enact.cli._backup:backup"}
+    cli: ClassVar[Mapping[str, str]] = {"backup": "enact.cli._backup:backup", "home": "enact.cli._home:home"}
 
     def metrics(self, registry: CollectorRegistry) -> None:
         from enact.backup.metrics import BackupMetrics

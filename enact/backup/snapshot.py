@@ -19,7 +19,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,8 +172,11 @@ def home_locked(home: Path) -> Iterator[None]:
         yield
 
 
-def create_stopped(home: Path, *, reason: str, include_secrets: bool = False, to: Path | None = None) -> Backup:
-    """``create`` with no daemon running: this process holds the home's lock."""
+def create_stopped(home: Path, *, reason: str, include_secrets: bool = False, to: Path | None = None,
+                   then: Callable[[Backup], None] | None = None) -> Backup:
+    """``create`` with no daemon running: this process holds the home's lock,
+    until ``then`` (if given) has done with the backup (a move marks the home
+    moved before a daemon can start on it)."""
     settings = load_settings(home)
     with home_locked(home):
         state = home / STATE_DIR
@@ -181,10 +184,13 @@ def create_stopped(home: Path, *, reason: str, include_secrets: bool = False, to
             raise BackupError(f"{home} has no state to back up ({state} is empty)")
         environment = lmdb.open(str(state), readonly=True, subdir=True)
         try:
-            return create(home, environment, reason=reason, include_secrets=include_secrets, settings=settings,
+            made = create(home, environment, reason=reason, include_secrets=include_secrets, settings=settings,
                           to=to)
         finally:
             environment.close()
+        if then is not None:
+            then(made)
+        return made
 
 
 # -- listing and retention --------------------------------------------------------

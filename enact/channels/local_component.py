@@ -38,6 +38,7 @@ class LocalChannelComponent(ChannelComponent):
     name = NAME
     # Its key predates components and stays where config files have it.
     sections = ("chat",)
+    polls_shared_account = False  # its socket is this host's own
     settings = (
         Setting("chat.local_deliver_command", str, "", "Optional program the local channel also hands each reply to"),
     )

@@ -48,7 +48,7 @@ def status(home: Path | None, as_json: bool) -> None:
         print_json({**to_wire(report)["body"], "tasks": to_wire(leases)["body"], "workers": workers})
         return
     click.echo(f"enact {report.version}  pid {report.pid}  generation {report.generation}  up {report.uptime_s:.0f} s")
-    click.echo(f"home     {report.home}")
+    click.echo(f"home     {report.home}  id {report.home_id}")
     click.echo(f"metrics  http://{report.metrics_addr}/metrics")
     used = report.storage.used_bytes / (1 << 20)
     size = report.storage.map_bytes / (1 << 20)

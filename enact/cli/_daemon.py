@@ -38,6 +38,8 @@ def _daemon_options(command: Any) -> Any:
             click.option("--metrics-addr", metavar="HOST:PORT", help="Prometheus endpoint (port 0: any free port)."),
             click.option("--workers", type=int, help="Task workers in the pool; 0: none in this daemon."),
             click.option("--takeover", is_flag=True, help="Fence the daemon that owns this home and replace it."),
+            click.option("--force", is_flag=True, help="Run on a home moved to another host (enact home export "
+                                                       "--move), without its Telegram channel."),
             click.option(
                 "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log level."
             ),
@@ -61,7 +63,8 @@ def _overrides(metrics_addr: str | None, workers: int | None, log_level: str | N
 @daemon.command("run")
 @_daemon_options
 def run_command(
-    home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
+    home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, force: bool,
+    log_level: str | None
 ) -> None:
     """Run the daemon in the foreground."""
     from enact.cli._server import CommandServer
@@ -69,13 +72,14 @@ def run_command(
     from enact.process import exit_process
 
     exit_process(run(resolve_home(home), overrides=_overrides(metrics_addr, workers, log_level), takeover=takeover,
-                     command_server=CommandServer))
+                     force=force, command_server=CommandServer))
 
 
 @daemon.command("start")
 @_daemon_options
 def start_command(
-    home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, log_level: str | None
+    home: Path | None, metrics_addr: str | None, workers: int | None, takeover: bool, force: bool,
+    log_level: str | None
 ) -> None:
     """Start the daemon in the background; returns once it answers.
 
@@ -103,6 +107,8 @@ def start_command(
             arguments += [flag, str(value)]
     if takeover:
         arguments.append("--takeover")
+    if force:
+        arguments.append("--force")
     log_path = root / LOG_NAME
     with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log_file:
         # Only what this start writes is shown if it fails, never older lines.

@@ -59,6 +59,8 @@ class StatusReport:
     revision: str = ""
     """The revision of enact the daemon was started from, read at its start (``enact._app.revision``); "" when
     it runs from neither a git checkout nor a release."""
+    home_id: str = ""
+    """The home's own id (``<home>/home-id``); an imported home gets a new one."""
 
 
 @request("control.Shutdown")
