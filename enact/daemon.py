@@ -22,6 +22,7 @@ from enact._app.commands import daemon_commands, run_command
 from enact._app.control import ControlServer
 from enact._app.migration import BackupBeforeMigrating, migrate_home, pre_migration_backup
 from enact._app.reports import DaemonReports, tally_spend
+from enact._app.revision import revision_now
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.backup.moved import moved_from
@@ -40,7 +41,7 @@ from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
 from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status, StatusReport
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
-from enact.process import configure_logging, notify_systemd
+from enact.process import configure_logging, main_pid, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, kill_leftover_programs
 from enact.runtime import Runtime, Usage
@@ -139,6 +140,12 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         fence.release()
         storage.close()
         return EXIT_REFUSED
+    if takeover:
+        # Under systemd the daemon it fenced was the unit's main process and
+        # is about to exit: the unit must track this one from now on, or it
+        # counts the service as ended (deploy/systemd/enact.service lets any
+        # process of the unit say so: NotifyAccess=all).
+        notify_systemd(main_pid())
     try:  # only now: no other daemon writes to the home while it migrates
         migrate_home(home, storage, backup_before_migrating)
     except (SchemaError, OSError) as error:
@@ -215,7 +222,8 @@ class _Daemon:
         )
         self.reports = DaemonReports(home=home, settings=settings, storage=storage, fence=fence,
                                      supervisor=self.supervisor, channels=self.channels,
-                                     metrics_addr=metrics_server.address, started=started)
+                                     metrics_addr=metrics_server.address, started=started,
+                                     revision=revision_now())
         self.metrics.register_gauges(self.reports.scrape_gauges)
         self.metrics_server = metrics_server
         self.control = ControlServer(
@@ -275,11 +283,12 @@ class _Daemon:
             return EXIT_FATAL
         self.fence.watch(lambda current: self.stop.set(f"taken over by generation {current}", fenced=True))
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
-        notify_systemd(b"READY=1")
+        notify_systemd(b"READY=1\n" + main_pid())
         while not self.stop.event.wait(0.5):
             pass
         log.info("stopping: %s", self.stop.reason)
-        notify_systemd(b"STOPPING=1")
+        if not self.stop.fenced:  # a fenced daemon's service goes on, in the daemon that took over
+            notify_systemd(b"STOPPING=1")
         self._shut_down()
         return self.stop.exit_code
 

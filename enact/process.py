@@ -66,6 +66,11 @@ def _shown(argv: Sequence[str]) -> str:
     return command if len(command) <= _SHOWN_COMMAND else command[: _SHOWN_COMMAND - 1] + "…"
 
 
+def main_pid() -> bytes:
+    """The sd_notify line naming this process as the unit's main one."""
+    return f"MAINPID={os.getpid()}".encode()
+
+
 def notify_systemd(state: bytes) -> None:
     """sd_notify without a dependency: one datagram to $NOTIFY_SOCKET."""
     address = os.environ.get("NOTIFY_SOCKET")

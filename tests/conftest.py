@@ -165,8 +165,9 @@ class DaemonFactory:
         return home
 
     def start(self, home: Path | None = None, *args: str, env: dict[str, str] | None = None,
-              wait: bool = True) -> Daemon:
-        """Start `enact daemon run` on ``home`` (a new one by default)."""
+              wait: bool = True, cwd: Path | None = None) -> Daemon:
+        """Start `enact daemon run` on ``home`` (a new one by default), in
+        ``cwd``: ``python -m`` runs the enact found there first."""
         home = home or self.new_home()
         log = home.parent / f"daemon-{len(self.started)}.log"
         # The command server costs each daemon half a second of CPU at start:
@@ -176,6 +177,7 @@ class DaemonFactory:
             process = subprocess.Popen(
                 [sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0", *args],
                 env=enact_env(home, env),
+                cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,

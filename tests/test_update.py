@@ -6,6 +6,7 @@ keeps it only when it holds, while senders keep sending."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,9 +18,13 @@ import pytest
 from git_repos import commit, git
 
 import enact
+from enact.cancellation import CancellationToken
+from enact.commands import CommandCall, CommandContext, CommandRegistry
+from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.tasks.repositories import own_checkout
+from enact.update.commands import update_commands
 
-from conftest import DaemonFactory, enact_env, run_cli
+from conftest import DaemonFactory, enact_env, run_cli, wait_for
 
 NEW_VERSION = f"{enact.__version__}+update"
 OWNER = "local:owner"
@@ -181,3 +186,205 @@ def test_a_release_whose_doctor_fails_never_takes_the_home(
     assert status(home)["pid"] == old.pid and status(home)["generation"] == 1
     [notice] = owner_notices(home)
     assert notice.startswith("Update failed, nothing changed: the doctor failed")
+
+
+MIGRATING_SCHEMAS = """    def schemas(self) -> Sequence[DatabaseSchema]:
+        from enact.storage import DatabaseSchema
+
+        return [DatabaseSchema(name="logs.turns", version=2, migrations={1: _rewrite_every_turn})]
+
+"""
+REWRITE_STEP = """
+
+def _rewrite_every_turn(txn: Any, database: Any) -> None:
+    \"\"\"Version 2 of logs.turns: each record written again, in the migration's transaction.\"\"\"
+    for key, value in list(txn.cursor(db=database)):
+        txn.put(bytes(key), bytes(value), db=database)
+"""
+
+
+def migrating_release_whose_canary_fails(repo: Path) -> str:
+    """A new version whose chat component moves logs.turns to schema version
+    2 at its start (a real step) and whose ``runtime check`` always fails (so
+    its canary does)."""
+    component = (repo / "enact" / "chat" / "component.py").read_text()
+    migrating = (component.replace("from typing import TYPE_CHECKING, ClassVar",
+                                   "from typing import TYPE_CHECKING, Any, ClassVar")
+                 .replace("if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    from enact.storage import DatabaseSchema\n")
+                 .replace("    def metrics(self, registry", MIGRATING_SCHEMAS + "    def metrics(self, registry"))
+    assert migrating.count("def schemas") == 1
+    runtime_cli = (repo / "enact" / "cli" / "_runtime.py").read_text()
+    broken = (runtime_cli.replace('"problems": list(found.problems),',
+                                  '"problems": [*found.problems, "broken on purpose"],')
+              .replace('report["ok"] = not found.problems and', 'report["ok"] = not report["problems"] and'))
+    assert broken.count("broken on purpose") == 1 and 'not report["problems"]' in broken
+    return new_revision(repo, doctor="python -m enact --version",
+                        extra={"enact/chat/component.py": migrating + REWRITE_STEP, "enact/cli/_runtime.py": broken})
+
+
+def schema_versions(home: Path) -> dict[str, int]:
+    return {schema["database"]: schema["version"] for schema in status(home)["storage"]["schemas"]}
+
+
+def test_a_release_that_migrated_and_failed_is_rolled_back_with_the_backup_restored(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    migrating_release_whose_canary_fails(clone)
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    for n in range(1, 6):  # accepted before the backup: kept through the restore
+        assert run_cli(home, "send", "--conversation", "before", "--message-id", f"b-{n}", f"hello {n}").returncode == 0
+    before = schema_versions(home)
+    assert before["logs.turns"] == 1
+    code, outcome = update(home)
+    assert (code, outcome["outcome"]) == (1, "rolled_back"), outcome
+    assert outcome["reason"].startswith("the canary failed: runtime check: broken on purpose")
+    now = status(home)
+    assert now["version"] == enact.__version__
+    assert schema_versions(home) == before
+    done = run_cli(home, "turns", "--conversation", "before", "--json")
+    listed = orjson.loads(done.stdout)
+    turns = listed["turns"] if isinstance(listed, dict) else listed
+    assert sorted(turn["message_id"] for turn in turns) == [f"b-{n}" for n in range(1, 6)]
+    [attempt] = orjson.loads(run_cli(home, "update", "history", "--json").stdout)
+    assert "restoring the backup" in attempt["steps"]
+    [notice] = owner_notices(home)
+    assert notice.startswith("Update rolled back: ") and outcome["attempt"] in notice
+    assert "the backup taken before the update at " in notice
+    assert "was restored, as the new release had migrated the home's databases: what was accepted after it is " \
+        "lost" in notice
+
+
+def attempts(home: Path) -> list[Any]:
+    return list(orjson.loads(run_cli(home, "update", "history", "--json").stdout))
+
+
+def test_rollback_after_an_update_returns_the_previous_release_which_serves(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    head = git(clone, "rev-parse", "HEAD")
+    new = new_revision(clone, doctor="true")
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    assert update(home)[1]["outcome"] == "updated"
+    assert status(home)["version"] == NEW_VERSION
+    done = run_cli(home, "update", "rollback", "--json", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    outcome = orjson.loads(done.stdout)
+    assert outcome["outcome"] == "rolled_back" and outcome["serving"]["revision"] == head
+    assert status(home)["version"] == enact.__version__
+    assert Path(os.readlink(home / "releases" / "current")) == Path(outcome["serving"]["environment"])
+    listed = attempts(home)
+    assert [(a["kind"], a["outcome"]) for a in listed] == [("update", "updated"), ("rollback", "rolled_back")]
+    assert [a["to_revision"] for a in listed] == [new, head]
+    assert listed[0]["started_at"] <= listed[1]["started_at"]
+
+
+def test_update_from_the_owners_locked_chat_tells_that_conversation_how_it_ended(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    new_revision(clone, doctor="true")
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    done = run_cli(home, "send", "--conversation", "owner", "--json", "/update")
+    assert done.returncode == 0, done.stderr
+    started = orjson.loads(done.stdout)["reply"]
+    assert started.startswith("Update started (pid ")
+    wait_for(lambda: [a["outcome"] for a in attempts(home)] == ["updated"], timeout=120, what="the update to end")
+    [attempt] = attempts(home)
+    assert attempt["origin"] == HUMAN_CLI
+    wait_for(lambda: any(reply.startswith("Update done: ") for reply in owner_notices(home)), timeout=30,
+             what="the notice in the conversation that asked")
+    assert owner_notices(home) == [started, f"Update done: {attempt['reason']} (attempt {attempt['id']})"]
+    assert status(home)["version"] == NEW_VERSION
+
+
+def test_update_in_chat_is_refused_to_a_model_action_and_to_a_strangers_chat(tmp_path: Path) -> None:
+    registry = CommandRegistry()
+    for command in update_commands():
+        registry.register(command)
+
+    class _AlwaysCurrent:
+        def is_current(self) -> bool:
+            return True
+
+    registry.bind(CommandContext(fence=_AlwaysCurrent(), status=lambda: ""))  # type: ignore[arg-type]
+
+    def asked(origin: str, event_origin: str, *, owners: bool) -> Any:
+        return registry.run(CommandCall(name="update", args={}, origin=origin, event_origin=event_origin,
+                                        owners=owners, cancel=CancellationToken(), conversation="telegram:5151"))
+
+    by_model = asked(MODEL_ACTION, HUMAN_CLI, owners=True)
+    assert not by_model.ok and by_model.text.startswith("refused: update needs a human")
+    by_stranger = asked("chat:telegram", "chat:telegram", owners=False)
+    assert not by_stranger.ok and by_stranger.text.startswith("refused: update needs the conversation lock")
+
+
+def test_check_calls_running_the_revision_the_daemon_started_from(daemons: DaemonFactory, clone: Path) -> None:
+    started_from = git(clone, "rev-parse", "HEAD")
+    home = update_home(daemons, clone)
+    daemons.start(home, cwd=clone)  # an editable run of the clone: its checkout is the clone
+    assert status(home)["revision"] == started_from
+    later = commit(clone, {"later.txt": "committed after the daemon started\n"}, "a later commit")
+    found = orjson.loads(run_cli(home, "update", "--check", "--json").stdout)
+    assert (found["running"], found["authoritative"], found["possible"]) == (started_from, later, True)
+    assert status(home)["revision"] == started_from
+
+
+def test_under_systemd_the_daemon_that_takes_over_becomes_the_units_main_process(
+    daemons: DaemonFactory, tmp_path: Path
+) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(tmp_path / "notify"))
+        systemd.settimeout(30)
+        notify = {"NOTIFY_SOCKET": str(tmp_path / "notify")}
+        first = daemons.start(env=notify)
+        assert systemd.recv(4096).decode().split("\n") == ["READY=1", f"MAINPID={first.pid}"]
+        second = daemons.start(first.home, "--takeover", env=notify)
+        said = [systemd.recv(4096).decode(), systemd.recv(4096).decode()]
+        assert said == [f"MAINPID={second.pid}", f"READY=1\nMAINPID={second.pid}"]
+        assert first.wait_exit(30) == 0
+        systemd.setblocking(False)  # the fenced daemon has exited: whatever it said is queued already
+        with pytest.raises(BlockingIOError):
+            systemd.recv(4096)  # not STOPPING=1: the service goes on in the second daemon
+
+
+def test_a_successful_update_prunes_all_but_the_serving_and_the_previous_release(
+    daemons: DaemonFactory, clone: Path, served: list[Path]
+) -> None:
+    first = new_revision(clone, doctor="true")
+    home = update_home(daemons, clone)
+    daemons.start(home)
+    served.append(home)
+    older = home / "releases" / ("a" * 40)  # a release two updates back
+    (older / ".venv").mkdir(parents=True)
+    (older / "release.json").write_text(orjson.dumps({"revision": "a" * 40}).decode())
+    assert update(home)[1]["outcome"] == "updated"
+    assert not older.exists()  # the previous release is enact's first environment, outside releases/
+    second = commit(clone, {"later.txt": "a later change\n"}, "a later version")
+    code, outcome = update(home)
+    assert (code, outcome["outcome"]) == (0, "updated"), outcome
+    assert sorted(entry.name for entry in (home / "releases").iterdir()) == sorted([first, second, "current"])
+    assert status(home)["version"] == NEW_VERSION
+    done = run_cli(home, "update", "rollback", "--json", timeout=120)  # the kept previous release serves again
+    assert done.returncode == 0 and orjson.loads(done.stdout)["serving"]["revision"] == first, done.stdout
+    assert status(home)["revision"] == first
+
+
+def test_the_updater_reads_the_status_of_a_newer_release_that_has_more_fields() -> None:
+    from enact.messages import encode
+    from enact.messages.control import ActorStatus, SchemaVersion, StatusReport, StorageStatus
+    from enact.update.daemons import _status_of_any_release
+
+    report = StatusReport(version="9", pid=7, home="/h", generation=3, uptime_s=1.0, metrics_addr="",
+                          actors=(ActorStatus(name="inbox", alive=True, mailbox=0, handled=0, restarts=0),),
+                          storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1,
+                                                schemas=(SchemaVersion(database="logs.turns", version=2),)))
+    document = orjson.loads(encode(report))
+    document["body"]["added_later"] = "x"
+    document["body"]["actors"][0]["added_later"] = 1
+    document["body"]["storage"]["schemas"][0]["added_later"] = True
+    assert _status_of_any_release(orjson.dumps(document)) == report

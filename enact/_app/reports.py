@@ -27,7 +27,8 @@ log = logging.getLogger("enact.daemon")
 
 class DaemonReports:
     def __init__(self, *, home: Path, settings: config.Config, storage: Storage, fence: Fence,
-                 supervisor: Supervisor, channels: DaemonChannels, metrics_addr: str, started: float) -> None:
+                 supervisor: Supervisor, channels: DaemonChannels, metrics_addr: str, started: float,
+                 revision: str) -> None:
         self.home = home
         self.settings = settings
         self.storage = storage
@@ -36,6 +37,7 @@ class DaemonReports:
         self.channels = channels
         self.metrics_addr = metrics_addr
         self.started = started
+        self.revision = revision
         # Made at the first claim when the home has none (a home made before
         # ids, or one no task ran in): status names the home by it.
         self.home_id = home_id(home)
@@ -49,6 +51,7 @@ class DaemonReports:
                                        timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
         return StatusReport(
             version=__version__,
+            revision=self.revision,
             pid=os.getpid(),
             home=str(self.home),
             home_id=self.home_id,

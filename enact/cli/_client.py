@@ -19,6 +19,8 @@ from enact.errors import EnactError
 from enact.home import SOCKET_NAME
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from enact.messages._registry import Request
 
 T = TypeVar("T")
@@ -127,9 +129,12 @@ def checked_reply(message: Request[R], reply: object) -> R:
 class Client:
     """One connection to the daemon; requests are answered in order."""
 
-    def __init__(self, home: Path, *, timeout: float | None = 130.0) -> None:
+    def __init__(self, home: Path, *, timeout: float | None = 130.0,
+                 decode_with: Callable[[bytes], object] | None = None) -> None:
+        """``decode_with``: how a reply frame is decoded (``messages.decode``, strict, by default)."""
         self.home = home
         self._timeout = timeout
+        self._decode_with = decode_with
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.settimeout(timeout)
         try:
@@ -155,7 +160,7 @@ class Client:
         except ConnectionError as error:  # closed before it took the request
             raise NotRunning(self.home) from error
         try:
-            reply = decode(read_frame(self._sock))
+            reply = (self._decode_with or decode)(read_frame(self._sock))
         except TimeoutError:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except (ConnectionError, EOFError) as error:  # EOFError: also gone in the middle of a reply

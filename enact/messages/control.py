@@ -56,6 +56,9 @@ class StatusReport:
     channels: tuple[ChannelState, ...] = ()
     confinement: str = ""
     """Whether tasks run confined here, and why not (``enact.tasks.confine.state_of``)."""
+    revision: str = ""
+    """The revision of enact the daemon was started from, read at its start (``enact._app.revision``); "" when
+    it runs from neither a git checkout nor a release."""
     home_id: str = ""
     """The home's own id (``<home>/home-id``); an imported home gets a new one."""
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from enact.errors import EnactError
-from enact.update.daemons import release_environment
+from enact.update.daemons import release_environment, serving
 from enact.update.releases import Release
 
 BACKUP_TIMEOUT_S = 600.0
@@ -62,15 +63,10 @@ def home_schema_versions(home: Path) -> dict[str, int]:
     serving it reports them, or, with none serving (the new release died),
     as its environment records them (nothing writes it then)."""
     from enact.backup.inspection import UnreadableCopy, copied_facts
-    from enact.cli._client import request
     from enact.home import STATE_DIR
-    from enact.messages.control import Status, StatusReport
 
-    try:
-        report = request(home, Status())
-    except (EnactError, OSError):  # none serves, or none answers as a daemon would
-        report = None
-    if isinstance(report, StatusReport):
+    report = serving(home)
+    if report is not None:
         return {schema.database: schema.version for schema in report.storage.schemas}
     try:
         schemas, _ = copied_facts(home / STATE_DIR)
@@ -85,6 +81,16 @@ def restore(release: Release, home: Path, backup: Backup) -> None:
     done = _enact(release, home, "backup", "restore", backup.path)
     if done.returncode != 0:
         raise BackupFailed(f"the restore of {backup.path} failed: {_last_line(done)}")
+
+
+def restored_line(backup: Backup) -> str:
+    """What the owner is told of a restore: that it happened, and what it
+    cost (the restore returns the home to the backup, so what either release
+    accepted after it was taken is gone)."""
+    created = backup.manifest.get("created_at")
+    when = time.strftime(" at %H:%M:%S", time.localtime(created)) if isinstance(created, (int, float)) else ""
+    return (f"the backup taken before the update{when} was restored, as the new release had migrated the "
+            f"home's databases: what was accepted after it is lost ({backup.path})")
 
 
 def _enact(release: Release, home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -10,10 +10,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from enact._app.revision import revision_now
 from enact.tasks.host_git import WorktreeError, git
 from enact.tasks.repositories import UnusableRepository, checkout, own_checkout
+from enact.update import daemons
 from enact.update.history import Journal
-from enact.update.releases import Release, revision_of_environment
+from enact.update.releases import Release
 from enact.update.settings import UpdateSettings
 
 
@@ -39,23 +41,16 @@ class UpdateCheck:
 
 def running_release(home: Path) -> Release:
     """The release serving ``home``: the one the last update or rollback
-    left serving, else this process's own (a release's recorded revision,
-    or the head of the checkout it runs from; "" when neither)."""
+    left serving; else the revision the serving daemon was started from
+    (a commit in the checkout since then is not what runs); else this
+    process's own (a checkout's head or a release's recorded revision; ""
+    when neither)."""
     serving = Journal(home).serving()
     if serving is not None:
         return serving
-    environment = Path(sys.prefix)
-    revision = revision_of_environment(environment)
-    if revision is None:
-        revision = _head(Path(own_checkout())) if own_checkout() else ""
-    return Release(revision=revision, environment=str(environment))
-
-
-def _head(top: Path) -> str:
-    try:
-        return git(top, "rev-parse", "--verify", "-q", "HEAD^{commit}").strip()
-    except WorktreeError:
-        return ""
+    report = daemons.serving(home)
+    revision = report.revision if report is not None and report.revision else revision_now()
+    return Release(revision=revision, environment=sys.prefix)
 
 
 def check(home: Path, settings: UpdateSettings) -> UpdateCheck:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from enact.commands import Authority, Command, CommandCall, CommandContext
 from enact.update.history import updates_dir
@@ -27,7 +28,19 @@ def start_update(call: CommandCall, context: CommandContext) -> str:
         argv += ["--notify", call.conversation]
     with open(os.open(directory / "from-chat.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
         # Its own session: the daemon it replaces stops, the updater goes on.
-        process = subprocess.Popen(argv, cwd=home, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                   start_new_session=True)
+        process = subprocess.Popen(argv, cwd=home, env=_own_enact_first(), stdin=subprocess.DEVNULL, stdout=log,
+                                   stderr=log, start_new_session=True)
     return (f"Update started (pid {process.pid}): I will tell you here how it ends. "
             "`enact update history` lists every attempt.")
+
+
+def _own_enact_first() -> dict[str, str]:
+    """This environment, with the daemon's own enact first on the path: the
+    updater is the serving release's, even when the interpreter would import
+    another enact from elsewhere (a daemon run from a checkout in its own
+    working directory)."""
+    import enact
+
+    source = str(Path(enact.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH", "")
+    return {**os.environ, "PYTHONPATH": f"{source}{os.pathsep}{path}" if path else source}

@@ -10,14 +10,21 @@ nothing of the release that starts it may shadow the release it starts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import subprocess
 import time
+import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from enact.cli._client import DaemonError, NotRunning, request
+import orjson
+
+from enact.cli._client import Client, DaemonError, NotRunning, request
 from enact.home import LOG_NAME
+from enact.messages import DecodeError, decode
+from enact.messages._codec import from_wire
 from enact.messages.control import Shutdown, Status, StatusReport
 from enact.update.releases import Release
 
@@ -57,12 +64,40 @@ def release_environment(home: Path) -> dict[str, str]:
 
 
 def serving(home: Path) -> StatusReport | None:
-    """The status of the daemon serving ``home``; None when none answers."""
+    """The status of the daemon serving ``home``; None when none answers.
+    Read leniently: it may be another release's daemon, whose status has
+    fields this one does not know."""
     try:
-        report = request(home, Status(), timeout=5.0)
-    except (NotRunning, DaemonError, OSError):
+        with Client(home, timeout=5.0, decode_with=_status_of_any_release) as client:
+            report = client.send(Status())
+    except (NotRunning, DaemonError, DecodeError, OSError):
         return None
     return report if isinstance(report, StatusReport) else None
+
+
+def _status_of_any_release(frame: bytes) -> object:
+    """A reply frame, a status's fields this release does not know dropped
+    (a newer release adds some) before the strict decode."""
+    try:
+        document = orjson.loads(frame)
+    except orjson.JSONDecodeError:
+        return decode(frame)  # says why, as a DecodeError
+    if isinstance(document, dict) and document.get("type") == "control.StatusReport":
+        document = {**document, "body": _known_fields(StatusReport, document.get("body"))}
+    return from_wire(document)
+
+
+def _known_fields(hint: Any, value: object) -> object:
+    """``value`` with every field the dataclasses in ``hint`` do not declare left out, at any depth."""
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        hints = typing.get_type_hints(hint)
+        return {name: _known_fields(hints[name], item) for name, item in value.items() if name in hints}
+    if isinstance(value, list):
+        return [_known_fields(next(iter(typing.get_args(hint)), Any), item) for item in value]
+    for option in typing.get_args(hint):  # X | None
+        if dataclasses.is_dataclass(option) and isinstance(value, dict):
+            return _known_fields(option, value)
+    return value
 
 
 def launch(release: Release, home: Path, *, metrics_addr: str) -> Started:

@@ -22,16 +22,17 @@ import sys
 import sysconfig
 import tarfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from enact._app.revision import RELEASE_FILE
 from enact.errors import EnactError
 from enact.tasks.host_git import WorktreeError, git
 
 RELEASES = "releases"
 CURRENT = "current"
 """The link to the environment the systemd unit starts."""
-RELEASE_FILE = "release.json"
 ENVIRONMENT = ".venv"
 DEPENDENCIES_LINK = "_enact_shared_dependencies.pth"
 PIP_TIMEOUT_S = 600.0
@@ -67,15 +68,6 @@ class Release:
 
 def releases_dir(home: Path) -> Path:
     return home / RELEASES
-
-
-def revision_of_environment(environment: Path) -> str | None:
-    """The revision of a release's environment; None for an environment
-    that is no release (the one enact was installed in by hand)."""
-    try:
-        return str(json.loads((environment.parent / RELEASE_FILE).read_text())["revision"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def shared_site_dirs(releases: Path) -> list[str]:
@@ -179,3 +171,17 @@ def make_current(home: Path, release: Release) -> None:
     staged.unlink(missing_ok=True)
     staged.symlink_to(release.environment)
     staged.replace(releases / CURRENT)
+
+
+def prune(home: Path, keep: Iterable[Release]) -> list[str]:
+    """Delete every release but those in ``keep`` (the one serving and the
+    one ``update rollback`` would return to); returns the revisions deleted.
+    An environment outside the releases (enact's first) is never touched."""
+    kept = {Path(release.environment).parent.name for release in keep}
+    deleted = []
+    for entry in sorted(releases_dir(home).iterdir()) if releases_dir(home).is_dir() else []:
+        if entry.name == CURRENT or entry.name.startswith(".") or entry.name in kept or not entry.is_dir():
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        deleted.append(entry.name)
+    return deleted

@@ -120,6 +120,9 @@ class Updater:
                                        metrics_addr)
             time.sleep(daemons.POLL_S)
         releases.make_current(self.home, new)
+        pruned = releases.prune(self.home, keep=(new, old))
+        if pruned:
+            self.journal.step(attempt, f"pruned {len(pruned)} older release(s): {', '.join(r[:12] for r in pruned)}")
         return self._end(attempt, UPDATED, f"{new.short} serves ({ready.version})", new)
 
     def _roll_back(self, attempt: str, old: Release, started: daemons.Started, backup: backups.Backup | None,
@@ -130,6 +133,7 @@ class Updater:
             self.journal.step(attempt, "restoring the backup")
             try:
                 backups.restore(old, self.home, backup)
+                reason = f"{reason}; {backups.restored_line(backup)}"
             except backups.BackupFailed as error:
                 reason = f"{reason}; {error}"
         back = daemons.launch(old, self.home, metrics_addr=metrics_addr)
