@@ -9,14 +9,13 @@ otherwise keeps everything the new release accepted while it served.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from enact.errors import EnactError
-from enact.update.daemons import release_environment, serving
+from enact.update.daemons import last_line, run_enact, serving
 from enact.update.releases import Release
 
 BACKUP_TIMEOUT_S = 600.0
@@ -35,11 +34,11 @@ class Backup:
 def take(release: Release, home: Path) -> Backup | None:
     """``enact backup create --json`` of ``release``; None when that release
     has no ``enact backup`` (it predates backups). Raises BackupFailed."""
-    done = _enact(release, home, "backup", "create", "--json")
+    done = run_enact(release, home, "backup", "create", "--json", timeout=BACKUP_TIMEOUT_S)
     if done.returncode != 0 and "No such command" in done.stderr:
         return None
     if done.returncode != 0:
-        raise BackupFailed(f"the backup failed: {_last_line(done)}")
+        raise BackupFailed(f"the backup failed: {last_line(done)}")
     try:
         manifest = json.loads(done.stdout)
         return Backup(path=str(manifest["path"]), manifest=manifest)
@@ -78,9 +77,9 @@ def home_schema_versions(home: Path) -> dict[str, int]:
 def restore(release: Release, home: Path, backup: Backup) -> None:
     """``enact backup restore PATH`` of ``release``, on a home no daemon
     serves. Raises BackupFailed."""
-    done = _enact(release, home, "backup", "restore", backup.path)
+    done = run_enact(release, home, "backup", "restore", backup.path, timeout=BACKUP_TIMEOUT_S)
     if done.returncode != 0:
-        raise BackupFailed(f"the restore of {backup.path} failed: {_last_line(done)}")
+        raise BackupFailed(f"the restore of {backup.path} failed: {last_line(done)}")
 
 
 def restored_line(backup: Backup) -> str:
@@ -93,12 +92,3 @@ def restored_line(backup: Backup) -> str:
             f"home's databases: what was accepted after it is lost ({backup.path})")
 
 
-def _enact(release: Release, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([release.python, "-m", "enact", *args], cwd=home,
-                          env=release_environment(home), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=BACKUP_TIMEOUT_S, check=False)
-
-
-def _last_line(done: subprocess.CompletedProcess[str]) -> str:
-    lines = (done.stderr or done.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"

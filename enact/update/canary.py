@@ -11,11 +11,10 @@ way through the inbox, a conversation and the outbox but spends no tokens
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from enact.messages.control import StatusReport
-from enact.update.daemons import release_environment
+from enact.update.daemons import last_line, run_enact
 from enact.update.releases import Release
 
 CONVERSATION = "update-canary"
@@ -27,26 +26,17 @@ def canary(release: Release, home: Path, report: StatusReport, *, adapter: str) 
     stopped = [actor.name for actor in report.actors if not actor.alive]
     if stopped:
         return f"the canary failed: actors not running: {', '.join(stopped)}"
-    checked = _enact(release, home, "runtime", "check", "--json")
+    checked = run_enact(release, home, "runtime", "check", "--json", timeout=CANARY_TIMEOUT_S)
     if checked.returncode != 0:
         try:
             problems = "; ".join(json.loads(checked.stdout)["problems"])
         except (ValueError, KeyError, TypeError):
-            problems = _last_line(checked)
+            problems = last_line(checked)
         return f"the canary failed: runtime check: {problems}"
     text = "update canary: are you there?" if adapter == "scripted" else "/status"
-    sent = _enact(release, home, "send", "--conversation", CONVERSATION, "--json", text)
+    sent = run_enact(release, home, "send", "--conversation", CONVERSATION, "--json", text, timeout=CANARY_TIMEOUT_S)
     if sent.returncode != 0:
-        return f"the canary failed: its turn on {CONVERSATION}: {_last_line(sent)}"
+        return f"the canary failed: its turn on {CONVERSATION}: {last_line(sent)}"
     return ""
 
 
-def _enact(release: Release, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([release.python, "-m", "enact", *args], cwd=home,
-                          env=release_environment(home), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=CANARY_TIMEOUT_S, check=False)
-
-
-def _last_line(done: subprocess.CompletedProcess[str]) -> str:
-    lines = (done.stderr or done.stdout).strip().splitlines()
-    return lines[-1] if lines else f"exit {done.returncode}"

@@ -63,6 +63,19 @@ def release_environment(home: Path) -> dict[str, str]:
     return {**kept, "ENACT_HOME": str(home)}
 
 
+def run_enact(release: Release, home: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``enact ARGS`` of ``release`` on ``home``, its output captured."""
+    return subprocess.run([release.python, "-m", "enact", *args], cwd=home,
+                          env=release_environment(home), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+def last_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The line that says why a command ended as it did."""
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
 def serving(home: Path) -> StatusReport | None:
     """The status of the daemon serving ``home``; None when none answers.
     Read leniently: it may be another release's daemon, whose status has
