@@ -507,7 +507,7 @@ def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None
     memory = {"remember", "memory", "forget"}
     evolution = {"evolve.candidates", "evolve.show", "evolve.approve", "evolve.remove", "evolve.mode"}
     assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve", *memory,
-                                                                *tasks, *reviews, *later, *evolution}
+                                                                *tasks, *reviews, *later, *evolution, "update"}
 
 
 def test_retryable_delivery_is_resumed_after_a_crash(daemons: DaemonFactory) -> None:

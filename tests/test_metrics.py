@@ -22,6 +22,7 @@ from roster_services import daemon_actors, daemon_parts, roster_services
 
 from enact import __version__
 from enact import metrics as metric_labels
+from enact.backup.metrics import BackupMetrics
 from enact.channels.local import LocalChannel
 from enact.chat.component import ChatComponent
 from enact.chat.metrics import ChatMetrics
@@ -126,6 +127,7 @@ def test_every_outcome_the_code_counts_is_declared_for_initialisation() -> None:
         *metric_labels.RUNTIME_CALL_OUTCOMES,
         *TasksMetrics.LAND_OUTCOMES,
         *TasksMetrics.CRON_OUTCOMES,
+        *BackupMetrics.OUTCOMES,
     }
     assert _counted_literals("outcome") <= declared
     assert _counted_literals("reason") <= set(metric_labels.CONTROL_ERROR_REASONS)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import lmdb
 
+from enact.errors import EnactError
 from enact.memory.book import FACTS
 from enact.memory.fact_records import decode_fact
 from enact.storage import UNVERSIONED, CorruptRecord, decode_document, recorded_versions
@@ -24,7 +25,7 @@ RAW_DATABASES = frozenset({"tasks.index", "evolution.signal_order", "evolution.a
 packed id). Their keys are checked by the tables they index."""
 
 
-class UnreadableCopy(Exception):
+class UnreadableCopy(EnactError):
     """The copied environment does not open; the message says why."""
 
 
