@@ -37,12 +37,12 @@ from enact.messages.inbox import (
     ReadTurns,
     Receive,
     Retry,
-    SessionNote,
     TurnFailed,
     TurnFinished,
     TurnLogged,
 )
 from enact.messages.outbox import Deliver, DeliveryOutcome
+from enact.messages.sessions import AddNote
 from enact.ownership import ConversationLock
 from enact.retry import Backoff
 from enact.storage import Storage, Store
@@ -208,7 +208,7 @@ def test_an_event_of_a_channel_this_daemon_lacks_is_not_found(store: Store) -> N
     assert daemon.commit() == []
 
 
-def test_a_notice_is_delivered_once_and_its_session_gets_the_note(store: Store) -> None:
+def test_a_notice_is_delivered_once_and_its_note_is_kept_for_the_sessions_next_call(store: Store) -> None:
     daemon = Daemon(store, generation=1)
     notice = Notify(channel="local", conversation="cli", notice_id="task:1:1:succeeded", text="Task 1 succeeded",
                     session_note="task 1 is done", origin=HUMAN_CLI, acknowledge_to="tasks")
@@ -216,10 +216,21 @@ def test_a_notice_is_delivered_once_and_its_session_gets_the_note(store: Store) 
     daemon.inbox.notify(notice, NOW)
     effects = daemon.commit()
 
-    taken = Tell("tasks", NoticeTaken(notice_id=notice.notice_id))
+    # The sessions store keeps the note for the conversation's next call,
+    # and acknowledges the notice once it holds it.
+    noted = Tell("sessions", AddNote(key="local:cli", note_id=notice.notice_id, text="task 1 is done",
+                                     acknowledge_to="tasks"))
     (deliver,) = deliveries(effects)
-    assert deliver.text == "Task 1 succeeded" and effects[0] == taken
-    notes = [e.message for e in effects if isinstance(e, ToConversation)]
-    assert notes == [SessionNote(conversation_key="local:cli", text="task 1 is done")]
+    assert deliver.text == "Task 1 succeeded" and effects[0] == noted
+    assert not [e for e in effects if isinstance(e, ToConversation)]  # no model call for the note
     daemon.inbox.notify(notice, NOW + 1)
-    assert daemon.commit() == [taken]  # told again: only acknowledged
+    assert daemon.commit() == [noted]  # told again: the note is handed on again (the store adds it once)
+
+
+def test_a_notice_without_a_session_note_is_acknowledged_by_the_inbox(store: Store) -> None:
+    daemon = Daemon(store, generation=1)
+    notice = Notify(channel="local", conversation="cli", notice_id="update:1", text="Updated", session_note="",
+                    origin=HUMAN_CLI, acknowledge_to="tasks")
+    daemon.inbox.notify(notice, NOW)
+    effects = daemon.commit()
+    assert effects[0] == Tell("tasks", NoticeTaken(notice_id="update:1")) and len(deliveries(effects)) == 1

@@ -174,23 +174,48 @@ def test_task_add_is_refused_when_the_runtime_is_not_agentic(commands: Any) -> N
     assert queue.list(None, 10, None).tasks == ()
 
 
-def test_the_owner_hears_the_outcome_on_the_conversation_and_its_session_gets_a_note(
-        daemons: DaemonFactory, repo: Path) -> None:
+def finish_the_task(daemon: Daemon) -> None:
+    """Play the worker: claim task 1 and end it succeeded, with review r1."""
     from enact.messages.tasks import Claim, Claimed, Finish
     from enact.tasks.records import Outcome
 
-    from conftest import wait_for
+    claimed = daemon.request(Claim(worker_id="w1"))
+    assert isinstance(claimed, Claimed)
+    daemon.request(Finish(task_id=1, worker_id="w1", attempt=claimed.task.attempt, outcome=Outcome.SUCCEEDED,
+                          summary="fixed the typo", review_id="r1"))
 
+
+def pending_notes(daemon: Daemon) -> list[str]:
+    """The notes the sessions store keeps for the owner's conversation's next call."""
+    found = daemon.cli_json("call", "sessions.Notes", '{"key": "local:owner"}')["body"]["notes"]
+    return [note["text"] for note in found]
+
+
+def turn_prompts(transcript: Path) -> list[str]:
+    """The prompts of the owner's conversation's answered calls, oldest first (a resume the
+    runtime refused is in the transcript too, its answer ``failed: …``)."""
+    calls = [orjson.loads(line) for line in transcript.read_text().splitlines()] if transcript.exists() else []
+    return [c["prompt"] for c in calls if c["session_key"] == "local:owner" and not c["answer"].startswith("failed:")]
+
+
+OUTCOME_NOTE = "Task 1 (fix the README typo) succeeded: fixed the typo; review r1"
+
+
+def chat_with_transcript(daemons: DaemonFactory, repo: Path) -> tuple[Path, Path]:
     home = daemons.new_home()
     (home / "scripted.toml").write_text(rules(repo))
     transcript = home.parent / "transcript.jsonl"
     (home / "config.toml").write_text(LOCKED + f'[scripted]\ntranscript = "{transcript}"\n')
+    return home, transcript
+
+
+def test_the_owner_hears_the_outcome_and_the_next_turn_knows_it_once(daemons: DaemonFactory, repo: Path) -> None:
+    from conftest import wait_for
+
+    home, transcript = chat_with_transcript(daemons, repo)
     chat = daemons.start(home, env=NO_WORKERS)
     send(chat, "please fix the typo")
-    claimed = chat.request(Claim(worker_id="w1"))
-    assert isinstance(claimed, Claimed)
-    chat.request(Finish(task_id=1, worker_id="w1", attempt=claimed.task.attempt, outcome=Outcome.SUCCEEDED,
-                        summary="fixed the typo", review_id="r1"))
+    finish_the_task(chat)
 
     def notices() -> list[dict[str, Any]]:
         turns = chat.cli_json("turns", "--json")
@@ -200,13 +225,37 @@ def test_the_owner_hears_the_outcome_on_the_conversation_and_its_session_gets_a_
     [notice] = notices()
     assert notice["conversation"] == "owner" and notice["outcome"] == "replied"
     assert notice["reply"].startswith("Task 1 succeeded: fixed the typo.") and "Review r1" in notice["reply"]
+    wait_for(lambda: pending_notes(chat) == [OUTCOME_NOTE], what="the note kept for the next turn")
+    calls_before = len(turn_prompts(transcript))  # the notice itself calls no model
 
-    def noted() -> list[dict[str, Any]]:
-        calls = [orjson.loads(line) for line in transcript.read_text().splitlines()] if transcript.exists() else []
-        return [c for c in calls if c["session_key"] == "local:owner" and "Context note" in c["prompt"]]
+    send(chat, "what happened?")
+    send(chat, "and now?")
+    first, second = turn_prompts(transcript)[calls_before:]
+    assert OUTCOME_NOTE in first and first.index(OUTCOME_NOTE) < first.index("what happened?")
+    assert "Task 1" not in second and pending_notes(chat) == []
 
-    wait_for(lambda: noted(), what="the note in the conversation's session")
-    assert "Task 1 (fix the README typo) succeeded: fixed the typo" in noted()[0]["prompt"]
+
+def test_the_outcome_reaches_the_next_turn_once_across_a_restart(daemons: DaemonFactory, repo: Path) -> None:
+    from conftest import wait_for
+
+    home, transcript = chat_with_transcript(daemons, repo)
+    first = daemons.start(home, env=NO_WORKERS)
+    send(first, "please fix the typo")
+    finish_the_task(first)
+    wait_for(lambda: pending_notes(first) == [OUTCOME_NOTE], what="the note kept for the next turn")
+    assert first.terminate() == 0
+    calls_before = len(turn_prompts(transcript))
+
+    second = daemons.start(home, env=NO_WORKERS)
+    send(second, "what happened?")
+    send(second, "and now?")
+    # The scripted runtime forgot its sessions: the first turn starts a fresh one, the note in it.
+    fresh, after = turn_prompts(transcript)[calls_before:]
+    assert OUTCOME_NOTE in fresh and OUTCOME_NOTE not in after
+    assert second.terminate() == 0
+    third = daemons.start(home, env=NO_WORKERS)
+    send(third, "anything new?")
+    assert OUTCOME_NOTE not in turn_prompts(transcript)[-1]
 
 
 def test_an_outcome_notice_a_crash_kept_from_the_inbox_is_told_at_the_next_start_once(

@@ -44,7 +44,7 @@ class ChatComponent(Component):
             ActorSpec(name="journal", actor=journal_actor.JournalActor, databases=(journal_actor.DATABASE,),
                       depends_on=("epoch",)),
             ActorSpec(name="sessions", actor=sessions_actor.SessionsActor,
-                      databases=(sessions_actor.SESSIONS, sessions_actor.HISTORIES), depends_on=("epoch",)),
+                      databases=sessions_actor.DATABASES, depends_on=("epoch",)),
             ActorSpec(name="outbox", actor=outbox_actor.OutboxActor, databases=outbox_actor.DATABASES,
                       depends_on=("epoch",), options={"channels": services.channels}),
             ActorSpec(name="inbox", actor=InboxActor, databases=inbox_records.DATABASES,

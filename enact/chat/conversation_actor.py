@@ -19,7 +19,6 @@ from enact.chat.conversation import ActionLoop, AskModel, Next, Reply, RunAction
 from enact.chat.keeping import MarkerKeeper
 from enact.chat.markers import split_markers
 from enact.chat.metrics import ChatMetrics
-from enact.chat.notices import NOTE_PROMPT
 from enact.chat.services import ChatServices
 from enact.chat.session_calls import SessionCalls
 from enact.chat.settings import ChatSettings
@@ -28,9 +27,9 @@ from enact.commands import CommandCall
 from enact.config import RuntimeSettings
 from enact.memory.settings import MemorySettings
 from enact.messages.common import MODEL_ACTION
-from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, SessionNote, TurnFailed, TurnFinished
+from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.ownership import ConversationLock
-from enact.runtime import RuntimeAuthFailed, RuntimeFailure, RuntimeUnavailable
+from enact.runtime import RuntimeAuthFailed, RuntimeUnavailable
 from enact.runtime.advice import owner_advice
 
 log = logging.getLogger(__name__)
@@ -57,18 +56,7 @@ class ConversationActor(EnactActor):
         match message:
             case HandleEvent():
                 return self._handle_event(message)
-            case SessionNote():
-                return self._take_note(message)
         return super().handle(message)
-
-    def _take_note(self, message: SessionNote) -> None:
-        """Recent context for the session, between turns; its answer is dropped."""
-        channel, _, conversation = message.conversation_key.partition(":")
-        event = ChatEvent(channel=channel, conversation=conversation, message_id="", text=message.text)
-        try:
-            self._ask_model(event, AskModel(NOTE_PROMPT + message.text, receipt=None, recall_for=None))
-        except RuntimeFailure as error:
-            log.warning("the note for %s did not reach its session: %s", message.conversation_key, error)
 
     def _handle_event(self, message: HandleEvent) -> None:
         self._runtime_failure = ""

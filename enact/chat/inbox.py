@@ -58,7 +58,6 @@ from enact.messages.inbox import (
     Receive,
     RedactTurns,
     Retry,
-    SessionNote,
     TurnFailed,
     TurnFinished,
     TurnLogged,
@@ -66,6 +65,7 @@ from enact.messages.inbox import (
     TurnsRedacted,
 )
 from enact.messages.outbox import Deliver
+from enact.messages.sessions import MAX_NOTE, AddNote
 from enact.ownership import ConversationLock
 from enact.retry import Backoff
 from enact.storage import Store
@@ -73,6 +73,7 @@ from enact.storage import Store
 log = logging.getLogger(__name__)
 
 OUTBOX = "outbox"
+SESSIONS = "sessions"
 
 
 # -- what the actor carries out -------------------------------------------------
@@ -93,7 +94,7 @@ class ToConversation:
 
     key: str
     work: str
-    message: HandleEvent | SessionNote
+    message: HandleEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +113,7 @@ class Later:
 @dataclass(frozen=True, slots=True)
 class Tell:
     actor: str
-    message: Deliver | NoticeTaken
+    message: Deliver | NoticeTaken | AddNote
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,15 +300,17 @@ class Inbox:
         event = notice_event(message)
 
         def after(stored: tuple[bytes, Receipt] | None) -> None:
-            self._acknowledge(message)
-            if stored is None:
-                return
-            self._deliver(*stored, first=True)
             if message.session_note:
-                key = event.conversation_key
-                note = SessionNote(conversation_key=key, text=message.session_note)
-                self._effects.append(ToConversation(key, event.event_id, note))
-                self._effects.append(ConversationDone(event.event_id))  # nothing waits for the note
+                # The note waits in the sessions store for the conversation's
+                # next call; the store acknowledges the notice once it holds
+                # it (told again, it adds nothing: once per notice id).
+                self._effects.append(Tell(SESSIONS, AddNote(
+                    key=event.conversation_key, note_id=message.notice_id, text=message.session_note[:MAX_NOTE],
+                    acknowledge_to=message.acknowledge_to)))
+            else:
+                self._acknowledge(message)
+            if stored is not None:
+                self._deliver(*stored, first=True)
 
         self.batch.stage(lambda txn: self.rules.store_notice(txn, message, generation=self._generation, now=now),
                          after)

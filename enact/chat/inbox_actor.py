@@ -43,6 +43,7 @@ from enact.messages.inbox import (
     TurnFailed,
     TurnFinished,
 )
+from enact.messages.sessions import AddNote
 from enact.ownership import ConversationLock
 from enact.retry import Backoff
 
@@ -155,6 +156,11 @@ class InboxActor(EnactActor):
                     self.context.tell(actor, taken)
                 except ActorNotFound:  # restarting: it tells the notice again, which finds it taken
                     log.info("notice %s: %s is not running to hear it was taken", taken.notice_id, actor)
+            case Tell(actor=actor, message=AddNote() as note):
+                try:
+                    self.context.tell(actor, note)
+                except ActorNotFound:  # restarting: the notice, not acknowledged, is told again
+                    log.info("notice %s: %s is not running to keep its note", note.note_id, actor)
             case Tell(actor=actor, message=told):
                 self.context.tell(actor, told)
             case Acknowledge(channel=channel, cursor=cursor):

@@ -3,19 +3,24 @@
 A notice is stored as a receipt of its own event, already replied, so it is
 delivered, retried, resumed after a restart and logged as a turn exactly
 like a reply; its event's identity (channel, conversation, notice id) makes
-it once."""
+it once. Its ``session_note`` waits in the sessions store for the
+conversation's next call (``sessions.AddNote``), which carries it once."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome, new_receipt
 from enact.messages.inbox import NOTICE_MESSAGE_ID, ChatEvent, Notify
 
-NOTE_PROMPT = (
-    "Context note for this conversation, from the host (recent context, not a request; do not act on it, "
-    "answer only OK):\n"
-)
+NOTES_HEAD = "Since the last turn of this conversation (from the host, for context; not a request):"
+"""Leads the notes (``Notify.session_note``) the next call on the conversation's session carries."""
+
+
+def notes_text(notes: Sequence[str]) -> str:
+    """The notes as the next call's prompt begins with them."""
+    return "\n".join((NOTES_HEAD, *(f"- {note}" for note in notes)))
 
 
 def notice_event(message: Notify) -> ChatEvent:

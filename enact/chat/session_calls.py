@@ -6,7 +6,9 @@ its turns and notes, and the ``task.add`` command for a task's brief
 Sessions actor maps for the conversation, or starts one with the startup
 context (the host's, then memory's); it brings the facts memory recalls for
 the owner's message, and for a runtime that keeps no history, the session's
-history; it records the mapping (and the exchange) afterwards. A resume the
+history, and the notes waiting for the session (a task's outcome, given
+once: the call's Record takes them); it records the mapping (and the
+exchange) afterwards. A resume the
 runtime fails is forgotten and tried once on a fresh session, unless the
 failure is not the session's (a timeout, a cancel, a rate limit, a login, a
 missing binary).
@@ -21,10 +23,11 @@ from pathlib import Path
 
 from enact.actors._asks import ActorUnavailable, Asker
 from enact.cancellation import CancellationToken, Cancelled
+from enact.chat.notices import notes_text
 from enact.clock import REAL_CLOCK, Clock
 from enact.credentials import redact
 from enact.messages.memory import Context, ContextReply
-from enact.messages.sessions import Forget, HistoryMessage, Lookup, ReadHistory, Record, Session
+from enact.messages.sessions import Forget, HistoryMessage, Lookup, Note, Notes, ReadHistory, Record, Session
 from enact.metrics import Metrics
 from enact.runtime import (
     Runtime,
@@ -75,8 +78,9 @@ class SessionCalls:
         owner's message to recall facts for (None: recall nothing)."""
         mapping = self._ask(SESSIONS, Lookup(key=session_key, prompt_version=self._prompt_version))
         resume = mapping.native_id if isinstance(mapping, Session) else None
+        notes = self._ask(SESSIONS, Notes(key=session_key)).notes if session_key else ()
         call = _Call(session_key=session_key, prompt=prompt, owner_message=owner_message, owners=owners,
-                     recall_for=recall_for, receipt=receipt, images=images)
+                     recall_for=recall_for, receipt=receipt, images=images, notes=notes)
         try:
             return self._invoke(call, resume)
         except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable):
@@ -104,7 +108,8 @@ class SessionCalls:
         # The startup context (the host's, then memory's) goes once into each
         # native session, whoever starts it; recall comes with the owner's message.
         startup = "\n\n".join(part for part in (self._startup_context, memory.startup_text) if part)
-        text = call.prompt if resume is not None else f"{startup}\n\n{call.prompt}"
+        prompt = f"{notes_text([note.text for note in call.notes])}\n\n{call.prompt}" if call.notes else call.prompt
+        text = prompt if resume is not None else f"{startup}\n\n{prompt}"
         if memory.recall_text:
             text = f"{text}\n\n{memory.recall_text}"
         history: tuple[HistoryMessage, ...] = ()
@@ -120,10 +125,11 @@ class SessionCalls:
             raise RuntimeCancelled(str(error)) from None
         if resume is None and result.native_session:
             self._given[session_key] = (result.native_session, memory.startup_ids)
-        if session_key and result.native_session:
+        if session_key and (result.native_session or call.notes):
             # Told, not asked: nothing waits for the mapping to be durable
-            # (losing it in a crash only means a fresh session next time), and
-            # the sessions actor reads its own staged writes.
+            # (losing it in a crash only means a fresh session next time, and
+            # its notes given once more), and the sessions actor reads its own
+            # staged writes.
             # Kept with credentials redacted: a marker or an action the
             # memory refused must not be sent again with every later call.
             exchange = (
@@ -131,9 +137,10 @@ class SessionCalls:
                  HistoryMessage(role="assistant", content=redact(result.text)))
                 if host_keeps_history(capabilities) else ()
             )
-            self._tell(SESSIONS, Record(key=session_key, native_id=result.native_session,
+            self._tell(SESSIONS, Record(key=session_key, native_id=result.native_session or "",
                                         prompt_version=self._prompt_version, exchange=exchange,
-                                        history_chars=capabilities.history_chars, context_at=context_at))
+                                        history_chars=capabilities.history_chars, context_at=context_at,
+                                        notes_given=tuple(note.note_id for note in call.notes)))
         return result.text
 
     def _memory_context(self, call: _Call, resume: str | None) -> ContextReply:
@@ -167,3 +174,5 @@ class _Call:
     recall_for: str | None
     receipt: str | None
     images: tuple[Path, ...]
+    notes: tuple[Note, ...]
+    """Waiting for the session when the call began: its first words."""

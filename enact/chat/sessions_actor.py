@@ -5,12 +5,18 @@ in place, so rolling back the prompt finds it again). Writes are grouped per
 commit; until a staged write commits, lookups read it from memory.
 
 A forgotten fact (``ForgetFact``) is redacted in every kept history and
-resets every native session that may have been given it."""
+resets every native session that may have been given it.
+
+A note (``AddNote``: a task's outcome) waits here for the conversation's
+next call, which asks for it (``Notes``) and carries it; the ``Record`` of
+that call takes it, in the commit that counts the turn, so it is given once,
+whether the daemon restarts before the next turn or not."""
 
 from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +26,10 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.chat.redaction import pattern_of, redact_text
 from enact.messages.common import Done, NotFound
+from enact.messages.inbox import NoticeTaken
 from enact.messages.sessions import (
+    MAX_NOTES,
+    AddNote,
     FactForgotten,
     Forget,
     ForgetFact,
@@ -28,6 +37,9 @@ from enact.messages.sessions import (
     History,
     HistoryMessage,
     Lookup,
+    Note,
+    Notes,
+    PendingNotes,
     ReadHistory,
     Record,
     Session,
@@ -42,6 +54,11 @@ SESSIONS = "runtime.sessions"
 HISTORIES = "runtime.histories"
 """Session key -> the message history of a runtime that keeps none (``openai``):
 ``{"native_id": ..., "messages": [[role, content], ...]}``."""
+NOTES = "runtime.notes"
+"""Session key -> ``{"pending": [[note id, text], ...], "given": [note id, ...]}``:
+the notes for its next call, and the latest given (so one added again is not)."""
+DATABASES = (SESSIONS, HISTORIES, NOTES)
+_GIVEN_KEPT = 32
 
 
 class SessionsActor(EnactActor):
@@ -51,9 +68,11 @@ class SessionsActor(EnactActor):
         self._batch = self.batch = WriteBatch(self._store, owner=context.name)
         self._sessions = self._store.table(SESSIONS)
         self._histories = self._store.table(HISTORIES)
+        self._notes = self._store.table(NOTES)
         # Key -> document (None: deleted) staged but not yet committed.
         self._staged: dict[bytes, Document | None] = {}
         self._staged_histories: dict[bytes, Document | None] = {}
+        self._staged_notes: dict[bytes, Document | None] = {}
         # Native sessions reset for a forgotten fact: a turn that was running
         # in one when it was reset must not record it again.
         self._reset: set[str] = set()
@@ -72,6 +91,10 @@ class SessionsActor(EnactActor):
                 return self._read_history(message)
             case ForgetFact():
                 return self._forget_fact(message)
+            case AddNote():
+                return self._add_note(message)
+            case Notes():
+                return self._pending_notes(message.key)
         return super().handle(message)
 
     def _lookup(self, message: Lookup) -> Session | NotFound:
@@ -92,6 +115,40 @@ class SessionsActor(EnactActor):
             return self._staged_histories[key]
         return self._store.read(lambda txn: self._histories.get(txn, key))
 
+    def _current_notes(self, key: bytes) -> Document:
+        if key in self._staged_notes:
+            document = self._staged_notes[key]
+        else:
+            document = self._store.read(lambda txn: self._notes.get(txn, key))
+        return document if document is not None else {"pending": [], "given": []}
+
+    def _pending_notes(self, key: str) -> PendingNotes:
+        pending = self._current_notes(key.encode())["pending"] if key else []
+        return PendingNotes(key=key, notes=tuple(Note(note_id=note_id, text=text) for note_id, text in pending))
+
+    def _add_note(self, message: AddNote) -> Deferred | Done:
+        key = message.key.encode()
+        notes = self._current_notes(key)
+        known = {note_id for note_id, _ in notes["pending"]} | set(notes["given"])
+        if not message.key or message.note_id in known:
+            self._acknowledge(message)  # held already (or given): the notifier may let go
+            return Done()
+        pending = [*notes["pending"], [message.note_id, message.text]][-MAX_NOTES:]
+        return self._stage_all({}, {}, Done(), notes={key: {**notes, "pending": pending}},
+                               then=lambda: self._acknowledge(message))
+
+    def _acknowledge(self, message: AddNote) -> None:
+        if message.acknowledge_to:
+            self.context.tell(message.acknowledge_to, NoticeTaken(notice_id=message.note_id))
+
+    def _notes_taken(self, key: bytes, given: tuple[str, ...]) -> dict[bytes, Document | None]:
+        """The notes of ``key`` once a call carried ``given``: to be staged with its Record."""
+        if not given:
+            return {}
+        notes = self._current_notes(key)
+        pending = [note for note in notes["pending"] if note[0] not in given]
+        return {key: {"pending": pending, "given": [*notes["given"], *given][-_GIVEN_KEPT:]}}
+
     def _read_history(self, message: ReadHistory) -> History:
         document = self._current_history(message.key.encode()) if message.key else None
         if document is None or document["native_id"] != message.native_id:
@@ -99,19 +156,24 @@ class SessionsActor(EnactActor):
         return History(key=message.key, messages=_messages(document))
 
     def _stage(self, key: bytes, document: Document | None, reply: object, *,
-               history: Document | None = None, with_history: bool = False) -> Deferred:
+               history: Document | None = None, with_history: bool = False,
+               notes: dict[bytes, Document | None] | None = None) -> Deferred:
         """Stage the mapping of ``key`` (None deletes it) and, ``with_history``,
         its history in the same commit."""
-        return self._stage_all({key: document}, {key: history} if with_history else {}, reply)
+        return self._stage_all({key: document}, {key: history} if with_history else {}, reply, notes=notes)
 
     def _stage_all(self, mappings: dict[bytes, Document | None], histories: dict[bytes, Document | None],
-                   reply: object) -> Deferred:
-        """Stage mappings and histories (None deletes one), in one commit."""
+                   reply: object, *, notes: dict[bytes, Document | None] | None = None,
+                   then: Callable[[], None] | None = None) -> Deferred:
+        """Stage mappings, histories and notes (None deletes one), in one
+        commit; ``then`` runs once it is durable."""
+        notes = notes or {}
         self._staged.update(mappings)
         self._staged_histories.update(histories)
+        self._staged_notes.update(notes)
 
         def write(txn: lmdb.Transaction) -> None:
-            for table, documents in ((self._sessions, mappings), (self._histories, histories)):
+            for table, documents in ((self._sessions, mappings), (self._histories, histories), (self._notes, notes)):
                 for key, document in documents.items():
                     if document is None:
                         table.delete(txn, key)
@@ -119,7 +181,8 @@ class SessionsActor(EnactActor):
                         table.put(txn, key, document)
 
         def settle(_: object) -> None:
-            for staged, documents in ((self._staged, mappings), (self._staged_histories, histories)):
+            for staged, documents in ((self._staged, mappings), (self._staged_histories, histories),
+                                      (self._staged_notes, notes)):
                 for key, document in documents.items():
                     if staged.get(key, _NONE) is document:
                         del staged[key]
@@ -128,6 +191,8 @@ class SessionsActor(EnactActor):
 
         def after(result: None) -> None:
             settle(result)
+            if then is not None:
+                then()
             deferred.resolve(reply)
 
         def failed(error: Exception) -> None:
@@ -138,9 +203,13 @@ class SessionsActor(EnactActor):
         return deferred
 
     def _record(self, message: Record) -> Done | Deferred:
-        if not message.key or message.native_id in self._reset:
-            return Done()  # isolated calls keep no mapping; a reset session is not brought back
+        if not message.key:
+            return Done()  # isolated calls keep no mapping
         key = message.key.encode()
+        notes = self._notes_taken(key, message.notes_given)
+        if message.native_id in self._reset or not message.native_id:
+            # A reset session is not brought back; the notes it carried were given all the same.
+            return self._stage_all({}, {}, Done(), notes=notes) if notes else Done()
         now = self.context.clock.time()
         document = self._current(key)
         same = (
@@ -155,7 +224,9 @@ class SessionsActor(EnactActor):
         if late and not message.exchange:
             self._reset.add(message.native_id)
             mapped = document is not None and document["native_id"] == message.native_id
-            return self._stage(key, None, Done()) if mapped else Done()
+            if mapped or notes:
+                return self._stage_all({key: None} if mapped else {}, {}, Done(), notes=notes)
+            return Done()
         turns = document["turns"] + 1 if same and document is not None else 1
         created = document["created_at"] if same and document is not None else now
         updated = {
@@ -166,13 +237,13 @@ class SessionsActor(EnactActor):
             "prompt_version": message.prompt_version,
         }
         if not message.exchange:
-            return self._stage(key, updated, Done())
+            return self._stage(key, updated, Done(), notes=notes)
         previous = self._current_history(key)
         kept = _messages(previous) if previous is not None and previous["native_id"] == message.native_id else ()
         exchange = tuple(HistoryMessage(role=m.role, content=_redacted(m.content, late)) for m in message.exchange)
         messages = trim((*kept, *exchange), message.history_chars)
         history = {"native_id": message.native_id, "messages": [[m.role, m.content] for m in messages]}
-        return self._stage(key, updated, Done(), history=history, with_history=True)
+        return self._stage(key, updated, Done(), history=history, with_history=True, notes=notes)
 
     def _forget(self, key: str) -> Deferred:
         existed = self._current(key.encode()) is not None

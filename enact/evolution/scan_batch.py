@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from enact.credentials import redact
-from enact.evolution.signals import EvidenceSource, task_ref, turn_ref
+from enact.evolution.signals import EvidenceSource, experience_ref, task_ref, turn_ref
 from enact.messages.inbox import Turn
 from enact.messages.tasks import TaskSnapshot
-from enact.tasks.records import TaskState
+from enact.tasks.records import Experience, TaskState
 
 MAX_RECORD_TEXT = 2_000
 """Each text of a record is clipped to this (after redaction, so a clip
@@ -71,8 +71,25 @@ def experience_records(snapshots: Iterable[TaskSnapshot], markers: Mapping[int, 
             "events": [_text(line) for line in events],
         }
         records.append(EvidenceRecord(ref=task_ref(task.id, latest), fields=fields))
+        if snapshot.experience is not None:
+            records.append(_experience_record(snapshot.experience))
         marked.append((task.id, latest))
     return ExperienceBatch(records=records, markers=tuple(marked))
+
+
+def _experience_record(experience: Experience) -> EvidenceRecord:
+    """A succeeded task's experience, beside its task record, under a ref of its own."""
+    files = list(experience.files)
+    if experience.files_changed > len(files):
+        files.append(f"and {experience.files_changed - len(files)} more")
+    fields: dict[str, object] = {
+        "task": experience.task_id, "request": _text(experience.request), "files": [_text(f) for f in files],
+        "diffstat": _text(experience.diffstat), "doctor": _text(experience.doctor),
+        "tests": {"passed": experience.tests_passed, "failed": experience.tests_failed,
+                  "skipped": experience.tests_skipped},
+        "repairs": experience.repairs, "attempt": experience.attempt, "review": experience.review_id,
+    }
+    return EvidenceRecord(ref=experience_ref(experience.task_id), fields=fields)
 
 
 def source_noun(source: EvidenceSource, count: int) -> str:

@@ -16,7 +16,9 @@ PROMPT_HEAD = "enact evidence scan"
 
 _WHAT = {
     EvidenceSource.FEEDBACK: "turns of the conversation between enact (a personal software agent) and its owner",
-    EvidenceSource.EXPERIENCE: "tasks enact (a personal software agent) worked on, each with its lifecycle events",
+    EvidenceSource.EXPERIENCE: "tasks enact (a personal software agent) worked on, each with its lifecycle events "
+                               "(and, for a task that succeeded with a change, its experience record: what was "
+                               "asked, what changed, the doctor's outcome, the repairs it took)",
 }
 
 

@@ -147,8 +147,8 @@ class Scanner:
             if found is None:
                 return _summary(source, "nothing-new")
             batch = found
-            if scheduled and len(batch.records) < self._batch:
-                count = len(batch.records)
+            count = len(batch.markers)  # tasks: a succeeded one brings its experience record too
+            if scheduled and count < self._batch:
                 return _summary(source, "skipped", pending=count, error=f"only {source_noun(source, count)} new; "
                                 f"a scheduled scan waits for a batch of {self._batch}")
         if not self._current():  # checked before each call: a scan of both sources makes two
@@ -181,7 +181,7 @@ class Scanner:
         if source is EvidenceSource.FEEDBACK:
             return max(0, self._reader.last_turn(checkpoint) - checkpoint)
         found = self._experience_batch(checkpoint)
-        return 0 if found is None else len(found.records)
+        return 0 if found is None else len(found.markers)
 
     def _call(self, run: _Run, source: EvidenceSource, batch: _Batch) -> None:
         """The model call, off the scanner's thread; its outcome committed on it."""

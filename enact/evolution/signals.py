@@ -70,3 +70,8 @@ def turn_ref(cursor: int) -> str:
 
 def task_ref(task_id: int, latest_sequence: int) -> str:
     return f"task:{task_id}@{latest_sequence}"
+
+
+def experience_ref(task_id: int) -> str:
+    """A task's experience record: one per task, written once when it succeeded."""
+    return f"experience:{task_id}"

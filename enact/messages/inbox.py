@@ -270,8 +270,9 @@ NOTICE_MESSAGE_ID = "notice:"
 class Notify:
     """Tell the owner ``text`` on a conversation, unasked (a task's outcome),
     through the same journaled delivery as a reply, and give that
-    conversation's session ``session_note`` as recent context (not a
-    request). Once per ``notice_id``: told again, nothing is sent again."""
+    conversation's next call on its session ``session_note`` as recent
+    context (not a request; ``sessions.AddNote``). Once per ``notice_id``:
+    told again, nothing is sent again."""
 
     channel: str
     conversation: str
@@ -281,22 +282,15 @@ class Notify:
     origin: Origin
     acknowledge_to: str = ""
     """An actor told ``inbox.NoticeTaken`` once the notice is stored (or
-    found stored): a notifier that keeps its notices until then."""
+    found stored), and its session note too: a notifier that keeps its
+    notices until then."""
 
 
 @internal("inbox.NoticeTaken")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoticeTaken:
-    """The inbox holds notice ``notice_id`` durably: telling it again is not needed."""
+    """The inbox holds notice ``notice_id`` durably (and the sessions store
+    its note): telling it again is not needed."""
 
     notice_id: str
 
-
-@internal("inbox.SessionNote")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SessionNote:
-    """For a conversation actor: put ``text`` into the conversation's
-    session as context; the session's answer is not shown to anyone."""
-
-    conversation_key: str
-    text: str

@@ -8,6 +8,10 @@ from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Done, NotFound
 
+MAX_NOTES = 8
+"""Pending notes kept per conversation; a further one drops the oldest."""
+MAX_NOTE = 1_000
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryMessage:
@@ -53,6 +57,46 @@ class Record(Request["Done"]):
     """When the call's memory context was taken (0: it had none). A fact
     forgotten after that may be in the call: the Sessions actor then redacts
     the exchange and does not keep a native session the call started."""
+    notes_given: tuple[str, ...] = field(default=(), metadata=limit(MAX_NOTES))
+    """The ids of the pending notes (``Notes``) the call carried: they are
+    taken in the commit that records the turn, and never given again."""
+
+
+# -- notes: what the conversation's next call is told first -------------------
+
+@internal("sessions.AddNote")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddNote:
+    """Keep ``text`` (a task's outcome, say) for the next call on ``key``'s
+    session, resumed or fresh, which carries it once. Once per ``note_id``:
+    added again, even after it was given, nothing changes. Once the note is
+    durable, ``acknowledge_to`` (if any) is told ``inbox.NoticeTaken``."""
+
+    key: str = field(metadata=limit(512))
+    note_id: str = field(metadata=limit(512))
+    text: str = field(metadata=limit(MAX_NOTE))
+    acknowledge_to: str = ""
+
+
+@request("sessions.Notes", plumbing=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notes(Request["PendingNotes"]):
+    """The notes waiting for the next call on ``key``'s session, oldest first."""
+
+    key: str = field(metadata=limit(512))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Note:
+    note_id: str
+    text: str
+
+
+@reply("sessions.PendingNotes")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingNotes:
+    key: str
+    notes: tuple[Note, ...]
 
 
 @request("sessions.Forget", plumbing=True)

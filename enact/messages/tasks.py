@@ -25,6 +25,7 @@ from enact.tasks.records import (
     REPAIRS_DEFAULT,
     ConversationRef,
     EventKind,
+    Experience,
     FailureClass,
     Outcome,
     Phase,
@@ -198,6 +199,8 @@ class TaskSnapshot:
     task: Task
     events: tuple[EventAt, ...]
     """Oldest first; the last is the task's latest event."""
+    experience: Experience | None = None
+    """The experience record a task that succeeded with a change left."""
 
 
 @reply("tasks.ChangedTasks")
@@ -329,6 +332,9 @@ class Finish(Request["Done | LeaseLost"]):
     confined: bool | None = None
     retry_after_s: float | None = None
     """A rate limit's own wait, used when longer than the back-off."""
+    experience: Experience | None = None
+    """With ``succeeded`` after a change: what the worker saw of it, kept
+    as the task's experience record."""
 
 
 # -- the queue itself ----------------------------------------------------

@@ -20,7 +20,7 @@ from enact.cancellation import DAEMON_STOPPING
 from enact.messages.reviews import Review, ReviewState
 from enact.runtime import CommandRun, RuntimeAuthFailed, RuntimeFailure, RuntimeRateLimited
 from enact.tasks.doctor import DoctorResult
-from enact.tasks.records import FailureClass, Outcome, Phase
+from enact.tasks.records import Experience, FailureClass, Outcome, Phase
 
 CANCELLED_BY_OWNER = "cancelled by the owner"
 DEADLINE_EXCEEDED = "deadline exceeded"
@@ -35,6 +35,7 @@ class Ending:
     retry_after_s: float | None = None
     review_id: str = ""
     keep_worktree: bool = True
+    experience: Experience | None = None
 
 
 def cancelled(reason: str | None, *, phase: Phase, deadline_s: float, kept_at: Path | None) -> Ending | None:
@@ -104,3 +105,13 @@ def rewritten_by_tests(kept_at: Path) -> Ending:
     is not what passed."""
     return Ending(Outcome.FAILED, f"the test run changed the files it validated; the worktree is kept at "
                                   f"{kept_at}", FailureClass.PERMANENT)
+
+
+def experience_of(changed: Sequence[str], diffstat: str, result: DoctorResult, *, repairs: int) -> Experience:
+    """What the worker saw of a change the doctor passed, for its task's
+    experience record (the queue adds the task, its attempt and its review)."""
+    tests = result.tests
+    return Experience(files=tuple(changed), files_changed=len(changed), diffstat=diffstat, doctor=result.summary,
+                      tests_passed=len(tests.passed) if tests else 0,
+                      tests_failed=len(tests.failed) + len(tests.errors) if tests else 0,
+                      tests_skipped=len(tests.skipped) if tests else 0, repairs=repairs).bounded()

@@ -180,7 +180,10 @@ def outcome_notice(task: Task) -> Notify | None:
     worktree = f" Its worktree is kept at {task.worktree}." if task.worktree and task.state is not \
         TaskState.SUCCEEDED else ""
     text = f"Task {task.id} {task.state}: {task.summary or 'no summary'}.{review}{worktree}"
-    note = f"Task {task.id} ({clip(task.request, 200)}) {task.state}: {clip(task.summary, 300)}{review}"
+    # What the conversation's next call is told first (``sessions.AddNote``): short, the review by id.
+    reviewed = f"; review {task.review_id}" if task.review_id else ""
+    note = f"Task {task.id} ({clip(task.request, 200)}) {task.state}: {clip(task.summary or 'no summary', 300)}" \
+           f"{reviewed}"
     return Notify(channel=task.conversation.channel, conversation=task.conversation.conversation,
                   notice_id=f"task:{task.id}:{task.attempt}:{task.state}", text=text, session_note=note,
                   origin=task.origin, acknowledge_to=NOTIFIER)

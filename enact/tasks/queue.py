@@ -294,6 +294,11 @@ class TaskQueue:
                 return task
             changed, kind, summary = after_finish(task, message, now)
             self._record(txn, pending, task, changed, kind, summary, now, message.worker_id)
+            if changed.state is TaskState.SUCCEEDED and message.experience is not None:
+                # What the queue knows itself is its own, not the worker's word.
+                self._tables.keep_experience(txn, dataclasses.replace(
+                    message.experience, task_id=task.id, request=task.request, attempt=changed.attempt,
+                    review_id=changed.review_id, finished_at=now).bounded())
             return Done()
 
         result: Done | LeaseLost = self._write(write)
@@ -348,7 +353,8 @@ class TaskQueue:
                 # The newest events: a long task's latest state is what a reader needs.
                 events = self._tables.newest_events(txn, task_id, MAX_PAGE)
                 if task is not None and events:
-                    snapshots.append(TaskSnapshot(task=task, events=tuple(events)))
+                    experience = self._tables.experience(txn, task_id) if task.state is TaskState.SUCCEEDED else None
+                    snapshots.append(TaskSnapshot(task=task, events=tuple(events), experience=experience))
             snapshots.sort(key=lambda snapshot: snapshot.events[-1].cursor)
             return ChangedTasks(tasks=tuple(snapshots), next_cursor=cursor, more=more)
 

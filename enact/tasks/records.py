@@ -9,7 +9,7 @@ another process gets the same record over the wire as the actor holds.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from enact.spoken import Audience, command
@@ -203,6 +203,47 @@ class TaskEvent:
     summary: str
     state: TaskState
     """The task's state after the change."""
+
+
+MAX_EXPERIENCE_REQUEST = 1_000
+MAX_EXPERIENCE_FILES = 50
+MAX_DIFFSTAT = 2_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Experience:
+    """What a task that succeeded with a change leaves for the evidence
+    scanner (``experience:<task id>``): what was asked, what changed, how
+    the doctor found it and what it took. The worker says what it saw; the
+    queue fills in what it knows itself (the task, its attempt, its review)
+    when it stores the record, in the commit that ends the task."""
+
+    task_id: int = 0
+    request: str = ""
+    """The task's request, clipped to ``MAX_EXPERIENCE_REQUEST``."""
+    files: tuple[str, ...] = ()
+    """The changed paths, the first ``MAX_EXPERIENCE_FILES``."""
+    files_changed: int = 0
+    """How many paths changed, also past the ones listed."""
+    diffstat: str = ""
+    doctor: str = ""
+    """The doctor's one-line summary of the run that passed."""
+    tests_passed: int = 0
+    tests_failed: int = 0
+    tests_skipped: int = 0
+    repairs: int = 0
+    """Repair rounds the change took before the doctor passed it."""
+    attempt: int = 0
+    review_id: str = ""
+    finished_at: float = 0.0
+
+    def bounded(self) -> Experience:
+        """The record within its limits, whoever made it."""
+        files = tuple(clip(path, MAX_ALLOW_PATH) for path in self.files[:MAX_EXPERIENCE_FILES])
+        return replace(self, request=clip(self.request, MAX_EXPERIENCE_REQUEST), files=files,
+                       files_changed=max(self.files_changed, len(self.files)),
+                       diffstat=clip(self.diffstat, MAX_DIFFSTAT), doctor=clip(self.doctor),
+                       review_id=clip(self.review_id, MAX_KEY))
 
 
 def clip(text: str, limit: int = MAX_SUMMARY) -> str:

@@ -8,6 +8,8 @@
 - ``tasks.notices``: notice id → the ``inbox.Notify`` telling the owner a
   task's outcome, from the commit that ended the task until the inbox says
   it holds the notice (told again at start and every lease TTL until then).
+- ``tasks.experience``: task id → the ``Experience`` a task that succeeded
+  with a change left, stored by the commit that ended it.
 
 Every function here runs inside a transaction its caller opened, so a
 change and its index entries commit together.
@@ -23,13 +25,14 @@ import lmdb
 from enact.messages.inbox import Notify
 from enact.messages.tasks import EventAt
 from enact.storage import AppendLog, RecordTable, Store
-from enact.tasks.records import Task, TaskEvent, TaskState
+from enact.tasks.records import Experience, Task, TaskEvent, TaskState
 
 QUEUE = "tasks.queue"
 EVENTS = "tasks.events"
 INDEX = "tasks.index"
 NOTICES = "tasks.notices"
-DATABASES = (QUEUE, EVENTS, INDEX, NOTICES)
+EXPERIENCE = "tasks.experience"
+DATABASES = (QUEUE, EVENTS, INDEX, NOTICES, EXPERIENCE)
 
 TASK_VERSION = 2
 _ID = struct.Struct(">Q")
@@ -58,8 +61,15 @@ class TaskTables:
         self._events = RecordTable(self._log, TaskEvent)
         self._index = store.table(INDEX).handle
         self._notices = RecordTable(store.table(NOTICES), Notify)
+        self._experience = RecordTable(store.table(EXPERIENCE), Experience)
 
     # -- tasks --------------------------------------------------------------
+
+    def keep_experience(self, txn: lmdb.Transaction, experience: Experience) -> None:
+        self._experience.put(txn, _id_key(experience.task_id), experience)
+
+    def experience(self, txn: lmdb.Transaction, task_id: int) -> Experience | None:
+        return self._experience.get(txn, _id_key(task_id))
 
     def get(self, txn: lmdb.Transaction, task_id: int) -> Task | None:
         return self._tasks.get(txn, _id_key(task_id))

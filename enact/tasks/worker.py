@@ -192,7 +192,8 @@ class TaskAttempt:
         finish = Finish(
             task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt, outcome=ending.outcome,
             failure_class=ending.failure_class, summary=clip(ending.summary), review_id=ending.review_id,
-            worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s)
+            worktree=worktree, confined=self._confined, retry_after_s=ending.retry_after_s,
+            experience=ending.experience)
         reply = finish_with_retries(self.services.ask, finish, until=self._renewed_at + self._lease_ttl_s,
                                     wait=self._fence.wait)
         if isinstance(reply, LeaseLost):
@@ -334,7 +335,7 @@ class TaskAttempt:
         if worktrees.content_of(tree, changed) != self._validated:
             return endings.rewritten_by_tests(tree.path)
         self._report(self._phase, event=EventKind.VALIDATED, repair=round_, summary=result.summary)
-        return self._hand_over(tree, result, changed)
+        return self._hand_over(tree, result, changed, repairs=round_)
 
     def _no_changes(self, tree: Worktree) -> Ending:
         worktrees.remove(tree, self.services.home, delete_branch=True)
@@ -347,7 +348,8 @@ class TaskAttempt:
         return validation.check(tree.path, log_path=self.log_path, cancel=self.cancel, confine=confined,
                                       changed=changed)
 
-    def _hand_over(self, tree: Worktree, result: doctor.DoctorResult, validated: list[str]) -> Ending:
+    def _hand_over(self, tree: Worktree, result: doctor.DoctorResult, validated: list[str], *,
+                   repairs: int) -> Ending:
         self._report(Phase.CAPTURE)
         head = worktrees.capture(tree, self.task.request, validated)
         stat = worktrees.diffstat(tree, head)
@@ -363,6 +365,6 @@ class TaskAttempt:
                      summary=f"review {review_id}: {stat.splitlines()[-1].strip() if stat else head[:12]}")
         # The branch holds the change; the worktree is not needed any more.
         worktrees.remove(tree, self.services.home, delete_branch=False)
-        return Ending(Outcome.SUCCEEDED, result.summary, review_id=review_id,
-                      keep_worktree=False)
+        return Ending(Outcome.SUCCEEDED, result.summary, review_id=review_id, keep_worktree=False,
+                      experience=endings.experience_of(validated, stat, result, repairs=repairs))
 
