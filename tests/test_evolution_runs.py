@@ -27,6 +27,8 @@ from enact.evolution.runs import DATABASE, EvolveRuns
 from enact.fence import FencedError
 from enact.messages.curator import AuditEvent, CandidateList, Candidates, EvolveHistory, GetMode, History, ModeShown
 from enact.messages.evolve import ClockShown
+from enact.messages.lineage import LineageScanned
+from enact.messages.lineage import Scan as LineageScan
 from enact.messages.scanner import Scan, ScanReport
 from enact.storage import RecordTable
 
@@ -76,6 +78,8 @@ class QuietHome(FaultyActors):
                 return ModeShown(mode=EvolveMode.CO_EVOLVE, stored=False)
             case Scan():
                 return ScanReport(scans=())
+            case LineageScan():
+                return LineageScanned(outcome="nothing-new")
             case Candidates():
                 return CandidateList(candidates=())
             case History():
@@ -102,8 +106,8 @@ def test_a_run_goes_on_one_step_per_reply_and_a_tick_meanwhile_starts_no_other(t
         while waiting:
             waiting.pop(0)()
             steps += 1
-        assert steps == 4 and actors.asked == ["curator.GetMode", "scanner.Scan", "curator.Candidates",
-                                               "curator.History"]
+        assert steps == 5 and actors.asked == ["curator.GetMode", "scanner.Scan", "lineage.Scan",
+                                               "curator.Candidates", "curator.History"]
         clock = runs._current_clock(1_030.0)
         assert not runs.running and clock.claim.claimed is None and clock.acknowledged == 1_020.0
         assert clock.last_outcome == "co-evolve: nothing new, no model called"
@@ -120,3 +124,15 @@ def test_the_clock_shown_is_the_one_the_run_keeps_from_the_first_tick_to_the_las
         ran = runs.shown(1_016.0)
         assert (ran.next_due_at, ran.last_outcome) == (1_020.0, "co-evolve: nothing new, no model called")
         assert ran.last_run_at is not None  # the context's clock: the wall clock here
+
+
+def test_a_run_reports_a_rewritten_parent_once_and_a_quiet_lineage_not_at_all() -> None:
+    from enact.evolution.runs import lineage_line
+
+    rewritten = LineageScanned(outcome="rewritten", error="the parent's history was rewritten: …")
+    assert lineage_line(rewritten) == "lineage scan rewritten: the parent's history was rewritten: …"
+    assert lineage_line(LineageScanned(outcome="rewritten", error="…", first_report=False)) == ""
+    assert lineage_line(LineageScanned(outcome="nothing-new")) == ""
+    assert lineage_line(LineageScanned(outcome="not-configured")) == ""
+    assert lineage_line(LineageScanned(outcome="assessed", entries=("lin-1", "lin-2"), remaining=3)) == \
+        "lineage: 2 parent changes assessed (3 more next run)"

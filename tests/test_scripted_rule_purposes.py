@@ -89,7 +89,7 @@ def test_a_rule_that_names_a_purpose_answers_only_that_purposes_calls(tmp_path: 
 
 
 @pytest.mark.parametrize(("rule", "problem"), [
-    ('purpose = "lineage"\nreply = "x"', "'purpose' is one of conversation, task, scan, curation, probe"),
+    ('purpose = "banter"\nreply = "x"', "'purpose' is one of conversation, task, scan, curation, lineage, probe"),
     ('purpose = "scan"\naction = "status"', "'action' goes with the conversation purpose"),
     ('purpose = "scan"\nrun = ["true"]\nreply = "x"', "'run' goes with purpose = \"task\""),
 ])

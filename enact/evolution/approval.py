@@ -17,6 +17,9 @@ ORIGIN = "evolution"
 REVIEW_ONLY = "Open a review; never merge."
 _BRIEF_FIELD = 520
 """Characters kept of each field in the brief (five fields and the provenance fit MAX_BRIEF)."""
+_BRIEF_FIELD_BESIDE_REFERENCE = 300
+_REFERENCE = 1_200
+"""A candidate with a reference (a parent's change) keeps less of each field, so the reference fits."""
 
 
 KEY_PREFIX = "evolve:"
@@ -40,15 +43,18 @@ def task_brief(candidate: Candidate, signals: Sequence[Signal]) -> str:
     and provenance (its signals and their evidence refs)."""
     refs = sorted({ref for signal in signals for ref in signal.evidence_refs})
     draft = candidate.draft
+    kept = _BRIEF_FIELD_BESIDE_REFERENCE if candidate.reference else _BRIEF_FIELD
     provenance = f"candidate {candidate.id} ({draft.source}); signals " + \
         (", ".join(draft.evidence_ids) or "none (brainstorm)") + ("; evidence " + ", ".join(refs) if refs else "")
     parts = [
-        f"Rationale: {_clip(draft.rationale, _BRIEF_FIELD)}",
-        f"Change: {_clip(draft.proposed_change, _BRIEF_FIELD)}",
-        f"Benefit: {_clip(draft.expected_benefit, _BRIEF_FIELD)}",
-        f"Risk: {_clip(draft.risk, _BRIEF_FIELD)}",
-        f"Test plan: {_clip(draft.test_plan, _BRIEF_FIELD)}",
+        f"Rationale: {_clip(draft.rationale, kept)}",
+        f"Change: {_clip(draft.proposed_change, kept)}",
+        f"Benefit: {_clip(draft.expected_benefit, kept)}",
+        f"Risk: {_clip(draft.risk, kept)}",
+        f"Test plan: {_clip(draft.test_plan, kept)}",
     ]
+    if candidate.reference:
+        parts.append(f"Reference (the parent's change):\n{_clip(candidate.reference, _REFERENCE)}")
     body = "\n".join(parts)
     return _clip(f"{body}\nProvenance: {provenance}", MAX_BRIEF)
 

@@ -30,6 +30,10 @@ class CandidateState(enum.StrEnum):
     REJECTED = "rejected"
 
 
+LINEAGE = "lineage"
+"""The source of a candidate offered by the lineage inbox (``curator.Offer``)."""
+
+
 class RemovalClass(enum.StrEnum):
     DUPLICATE = "duplicate"
     SUPERSEDED = "superseded"
@@ -43,7 +47,8 @@ class Draft:
     """What the model proposed (synthesis or a brainstorm), validated."""
 
     source: str
-    """``feedback`` or ``experience`` (one source per candidate), or ``brainstorm``."""
+    """``feedback`` or ``experience`` (one source per candidate), ``brainstorm``, or ``lineage`` (a
+    parent's change: its evidence is the lineage entry)."""
     evidence_ids: tuple[str, ...]
     title: str
     rationale: str
@@ -78,6 +83,9 @@ class Candidate:
     updated_at: float
     evidence_at: float = 0.0
     """When its newest signal was made (0: no evidence, or stored before this was kept)."""
+    reference: str = ""
+    """What its task's brief carries besides the draft: a lineage candidate's parent change (commits,
+    summary, a diff excerpt)."""
 
 
 _SPACE = re.compile(r"\s+")

@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 
 class EvolutionComponent(Component):
     name = "evolution"
-    sections = ("evolve",)
+    sections = ("evolve", "lineage")
     settings = evolution_settings.SETTINGS
-    cli: ClassVar[Mapping[str, str]] = {"evolve": "enact.cli._evolve:evolve"}
+    cli: ClassVar[Mapping[str, str]] = {"evolve": "enact.cli._evolve:evolve", "lineage": "enact.cli._lineage:lineage"}
 
     def metrics(self, registry: CollectorRegistry) -> None:
         from enact.evolution.metrics import EvolutionMetrics
@@ -31,7 +31,7 @@ class EvolutionComponent(Component):
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
         from enact.actors.supervisor import ActorSpec
-        from enact.evolution import curator_actor, evolve_actor, scanner_actor
+        from enact.evolution import curator_actor, evolve_actor, lineage_actor, scanner_actor
         from enact.messages.reviews import Landed
         from enact.messages.tasks import TaskChanged
 
@@ -41,9 +41,11 @@ class EvolutionComponent(Component):
             ActorSpec(name="curator", actor=curator_actor.CuratorActor, databases=curator_actor.DATABASES,
                       depends_on=("epoch", "tasks", "reviews", "scanner"), options={"runtime": parts.runtime},
                       subscribes=(TaskChanged, Landed)),
-            # The evolve run asks the scanner, the curator, memory and the inbox.
+            ActorSpec(name="lineage", actor=lineage_actor.LineageActor, databases=lineage_actor.DATABASES,
+                      depends_on=("epoch", "curator"), options={"runtime": parts.runtime}),
+            # The evolve run asks the scanner, the curator, the lineage inbox, memory and the inbox.
             ActorSpec(name="evolve", actor=evolve_actor.EvolveActor, databases=evolve_actor.DATABASES,
-                      depends_on=("epoch", "scanner", "curator", "memory", "inbox")),
+                      depends_on=("epoch", "scanner", "curator", "lineage", "memory", "inbox")),
         ]
 
     def commands(self, registry: CommandRegistry) -> Sequence[Command]:

@@ -16,8 +16,8 @@ import dataclasses
 import logging
 
 from enact.evolution import approval
-from enact.evolution.candidates import Candidate, CandidateState
-from enact.evolution.curator_effects import CandidatesChanged, Steps, Unanswered, ask_or_unanswered, counted
+from enact.evolution.candidates import LINEAGE, Candidate, CandidateState
+from enact.evolution.curator_effects import CandidatesChanged, Steps, Unanswered, ask_or_unanswered, counted, tell
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import set_signals
@@ -32,6 +32,17 @@ TASKS, REVIEWS = "tasks", "reviews"
 _MAX_PARENTS = 10_000
 MAX_RETRY_DEPTH = 50
 """Retries of retries followed at most, so a broken parent chain cannot loop."""
+
+
+def _tell_lineage(adopted: Candidate) -> Steps[None]:
+    """A parent's change taken in: its lineage entry is adopted (a lineage
+    inbox not running catches up at its start)."""
+    from enact.messages.lineage import ChangeAdopted
+
+    unanswered = yield from tell("lineage", ChangeAdopted(candidate_id=adopted.id,
+                                                          entry_ids=adopted.draft.evidence_ids))
+    if unanswered is not None:
+        log.warning("lineage entry of %s not marked adopted now: %s", adopted.id, unanswered.reason)
 
 
 class Adoption:
@@ -117,6 +128,8 @@ class Adoption:
         adopted = dataclasses.replace(found, state=CandidateState.ADOPTED, review_id=review_id, updated_at=now)
         yield from self._put(adopted, _event("adopted", found.id, at=now, detail=f"review {review_id} landed"))
         yield from set_signals(adopted, SignalState.RESOLVED)
+        if adopted.draft.source == LINEAGE:
+            yield from _tell_lineage(adopted)
 
     def reconcile(self, now: float) -> Steps[None]:
         """An approved candidate whose task or review moved on while this

@@ -5,7 +5,9 @@ name predates this actor) under one key. When a due time has come and the
 daemon is current, it is claimed (committed), then the run asks: the curator
 for the mode (the stored one, or ``evolve.mode``); nothing more when it is
 ``disabled``. Otherwise ``scanner.Scan(scheduled=True)`` (which scans only a
-source with a full batch of new records, so an idle home calls no model);
+source with a full batch of new records, so an idle home calls no model),
+then ``lineage.Scan(scheduled=True)`` (no new parent commit, no model call;
+a rewritten parent history is reported once);
 with auto-evolve ``curator.Brainstorm``; then ``curator.Propose`` when a scan
 found signals, or active candidates exist and no proposal is open or one was
 created after it. What happened is told to the owner once per run
@@ -57,6 +59,8 @@ from enact.messages.curator import (
 )
 from enact.messages.evolve import ClockShown
 from enact.messages.inbox import Notify
+from enact.messages.lineage import LineageScanned
+from enact.messages.lineage import Scan as LineageScan
 from enact.messages.memory import GetIdentity, Identity
 from enact.messages.scanner import Scan, ScanReport
 from enact.schedules import ParsedSchedule, parse
@@ -100,6 +104,18 @@ class _Run:
     lines: list[str] = field(default_factory=list)
     found_signals: bool = False
     active_created_at: list[float] = field(default_factory=list)
+
+
+def lineage_line(report: LineageScanned | Refused) -> str:
+    """What the run reports of its lineage scan: a rewritten parent once, "" when nothing happened."""
+    if isinstance(report, Refused):
+        return f"lineage scan refused: {report.reason}"
+    if report.outcome == "assessed":
+        more = f" ({report.remaining} more next run)" if report.remaining else ""
+        return f"lineage: {counted(len(report.entries), 'parent change')} assessed{more}"
+    if report.outcome == "failed" or (report.outcome == "rewritten" and report.first_report):
+        return f"lineage scan {report.outcome}: {report.error}"
+    return ""
 
 
 class EvolveRuns:
@@ -211,6 +227,12 @@ class EvolveRuns:
                 run.found_signals = run.found_signals or (scan.outcome == "completed" and bool(scan.signals))
         else:
             run.lines.append(f"scan refused: {report.reason}")
+        self._ask(run, "lineage", LineageScan(scheduled=True), self._lineage_scanned, model=True)
+
+    def _lineage_scanned(self, run: _Run, report: LineageScanned | Refused) -> None:
+        line = lineage_line(report)
+        if line:
+            run.lines.append(line)
         if not run.mode.brainstorms:
             self._check_proposal(run)
         elif self._theme:

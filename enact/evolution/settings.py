@@ -24,6 +24,14 @@ def _is_conversation(value: str) -> bool:
     return bool(sep and channel.strip() and conversation.strip())
 
 
+def _is_parent(value: str) -> bool:
+    return not value.startswith("-") and "\n" not in value
+
+
+def _is_branch(value: str) -> bool:
+    return bool(value) and not value.startswith("-") and all(part not in value for part in ("..", " ", ":", "\n"))
+
+
 SETTINGS: tuple[Setting, ...] = (
     # Evolve modes and the evolve schedule (enact.evolution.modes).
     Setting("evolve.mode", str, "co-evolve", "What scheduled evolve runs may do until `enact evolve mode` sets it",
@@ -35,6 +43,16 @@ SETTINGS: tuple[Setting, ...] = (
             Check("empty or a conversation key channel:id", lambda value: value == "" or _is_conversation(value))),
     # Evolution (the EvidenceScanner actor).
     Setting("evolve.scan_batch", int, 20, "Turns or tasks one evidence scan sends to the model", between(1, 100)),
+    # The lineage inbox (enact.evolution.lineage_actor).
+    Setting("lineage.parent", str, "", "The parent agent's git repository (a path or a URL git can fetch); "
+            "empty: no lineage", Check("empty, or a path or URL not starting with -", _is_parent)),
+    Setting("lineage.branch", str, "main", "The parent's branch whose first-parent history is followed",
+            Check("a branch name", _is_branch)),
+    Setting("lineage.since", str, "", "The parent revision already taken in, until a scan or "
+            "`enact lineage reset` records one; empty: the first scan starts from the branch's head"),
+    Setting("lineage.max_commits", int, 20, "Parent changes one lineage scan assesses", between(1, 200)),
+    Setting("lineage.max_diff_bytes", int, 60_000, "Bytes of one parent change's diff a model reads",
+            between(1_000, 1_000_000)),
 )
 
 
@@ -54,3 +72,19 @@ class EvolutionSettings:
         return cls(mode=EvolveMode(values["evolve.mode"]), schedule=values["evolve.schedule"],
                    theme=values["evolve.theme"], report_to=values["evolve.report_to"],
                    scan_batch=values["evolve.scan_batch"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LineageSettings:
+    parent: str
+    branch: str
+    since: str
+    max_commits: int
+    max_diff_bytes: int
+
+    @classmethod
+    def from_config(cls, config: Config) -> LineageSettings:
+        values = config.values
+        return cls(parent=values["lineage.parent"].strip(), branch=values["lineage.branch"],
+                   since=values["lineage.since"].strip(), max_commits=values["lineage.max_commits"],
+                   max_diff_bytes=values["lineage.max_diff_bytes"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from enact.evolution.candidates import Candidate, RemovalClass
+from enact.evolution.candidates import Candidate, Draft, RemovalClass
 from enact.evolution.modes import EvolveMode
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
@@ -259,3 +259,21 @@ class Brainstormed:
     """The theme was brainstormed within 24 hours: no model was called."""
     note: str = ""
     """Why nothing was stored (an invalid reply, a model failure, all repeats)."""
+
+
+@request("curator.Offer", plumbing=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offer(Request["Offered | Refused"]):
+    """Store ``draft`` as an active candidate (the lineage inbox offers a
+    parent's change); the same draft offered again finds the one stored."""
+
+    draft: Draft
+    reference: str = field(default="", metadata=limit(4_000))
+    score: float = 0.0
+
+
+@reply("curator.Offered")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offered:
+    candidate_id: str
+    existing: bool
