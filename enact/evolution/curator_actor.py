@@ -63,6 +63,7 @@ from enact.messages.curator import (
     EvolveRunFailed,
     GetMode,
     History,
+    Offer,
     Propose,
     Remove,
     SetMode,
@@ -118,6 +119,8 @@ class CuratorActor(EnactActor):
                 return self.carry(self._decisions.approve(named, now))
             case Remove():
                 return self.carry(self._decisions.remove(message, now))
+            case Offer():
+                return self.carry(self._decisions.offer(message, now))
             case History():
                 return self._history(message)
             case TaskChanged():

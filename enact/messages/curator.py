@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from enact.evolution.candidates import Candidate, RemovalClass
+from enact.evolution.candidates import Candidate, Draft, RemovalClass
 from enact.evolution.modes import EvolveMode
 from enact.messages._codec import limit
 from enact.messages._registry import Request, internal, reply, request
@@ -153,9 +153,30 @@ class Approve(Request["Approved | NotFound | Refused"]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Approved:
     candidate_id: str
-    task_id: int
+    task_id: int | None
+    """None: approving it made no task (a skill candidate installs its skill)."""
     existing: bool
     """The candidate was approved before: this is its task."""
+    installed: str = ""
+    """The skill a skill candidate's approval installed."""
+
+
+@internal("curator.Offer")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offer(Request["Offered | Refused"]):
+    """Keep an assessed candidate another component made (a learned skill),
+    active; the owner decides on it as on any other."""
+
+    draft: Draft
+    origin: Origin = ""
+
+
+@reply("curator.Offered")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offered:
+    candidate_id: str
+    existing: bool
+    """The same candidate was kept before."""
 
 
 @request("curator.Remove")
