@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import model_anthropic  # noqa: F401  (registers /v1/messages)
 import orjson
 import pytest
 from skill_repos import skill_repo
@@ -99,3 +100,37 @@ def test_a_learned_skill_is_installed_on_approval_offered_read_and_removed(daemo
     assert removed.returncode == 0 and "skill tidy-notes removed" in removed.stdout
     assert daemon.cli_json("skills", "list", "--json")["skills"] == []
     assert not (daemon.home / "skills" / "tidy-notes").exists()
+
+
+def test_an_installed_skill_is_offered_to_the_real_claude_cli_as_a_native_skill(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    from claude_home import claude_env
+    from model_server import ModelServer, Reply
+
+    from enact.skills.installed import install
+    from enact.skills.manifest import checked
+    from enact.skills.settings import SkillLimits
+    from enact.skills.sources import fetch_git
+
+    from conftest import real_cli
+
+    home = daemons.new_home()
+    fetched = fetch_git(str(skill_repo(tmp_path / "repo")), "skills/good", "main", mirrors=tmp_path / "mirrors",
+                        limits=SkillLimits())
+    install(home, checked(fetched.folder, SkillLimits()), fetched, at=1.0, by="human-cli")
+    with ModelServer() as server:
+        env = {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+               **claude_env(home.parent / "claude-home", server.url)}
+        daemon = daemons.start(home, env=env)
+        server.script(Reply("noted"))
+        sent = daemon.cli("send", "--json", "hello", timeout=90)
+        assert sent.returncode == 0, (sent, daemon.log_text())
+        # Where Claude Code looks for a project's skills: the conversation's working directory.
+        placed = home / "claude" / ".claude" / "skills" / "tidy-notes" / "SKILL.md"
+        assert placed.read_text().startswith("---\nname: tidy-notes")
+        # Claude Code (measured: 2.1.328) lists the skills it found for its Skill tool; the startup
+        # context names the skill too, so the native listing is looked for by its own words.
+        native = "skills are available for use with the Skill tool:\n\n- tidy-notes: Keep the owner's notes tidy"
+        requests = [orjson.dumps(request.json()["messages"]).decode() for request in server.model_requests()]
+        assert any(native.replace("\n", "\\n") in text for text in requests), requests
+    assert not (home.parent / "claude-home" / ".claude" / "skills").exists()
