@@ -26,6 +26,11 @@ match = "(?s)^Assess a skill"
 reply = '{orjson.dumps(ASSESSMENT).decode()}'
 
 [[rule]]
+purpose = "scan"
+match = "(?s)^enact evidence scan: feedback"
+reply = "[]"
+
+[[rule]]
 match = "^please read the skill"
 action = "skill.read"
 args = {{ text = "tidy-notes" }}
@@ -59,6 +64,9 @@ def test_a_skill_with_a_link_out_an_executable_or_a_big_file_is_refused_before_a
         daemon: Daemon, tmp_path: Path, folder: str, why: str) -> None:
     refused = learn(daemon, skill_repo(tmp_path / "repo"), folder)
     assert refused.returncode != 0 and why in refused.stdout + refused.stderr, refused
+    repo = tmp_path / "repo"
+    chat = daemon.cli_json("send", "--conversation", "owner", "--json", f"/learn {repo} skills/{folder} main")
+    assert why in chat["reply"], chat
     assert transcript(daemon.home.parent / "transcript.jsonl") == []
     assert daemon.cli_json("evolve", "candidates", "--json") == []
 
@@ -95,6 +103,11 @@ def test_a_learned_skill_is_installed_on_approval_offered_read_and_removed(daemo
     read = daemon.cli_json("send", "--conversation", "owner", "--json", "please read the skill")
     assert "Date every note" in read["reply"], read
     assert daemon.cli_json("skills", "list", "--json")["skills"][0]["uses"] == 1
+    # The turn that read it is evidence the scanner reads: the skill's use is in its batch.
+    scanned = daemon.cli_json("evolve", "scan", "--source", "feedback", "--json")
+    [scan] = scanned["scans"] if isinstance(scanned, dict) else scanned
+    assert scan["outcome"] == "completed", scanned
+    assert "skill.read (ok)" in transcript(calls)[-1]["prompt"]
 
     removed = daemon.cli("skills", "remove", "tidy-notes")
     assert removed.returncode == 0 and "skill tidy-notes removed" in removed.stdout
