@@ -104,7 +104,8 @@ class SkillsActor(EnactActor):
             case Install():
                 return self._install(message)
             case List():
-                return Listing(skills=tuple(self._view(record) for record in installed.installed(self._home)))
+                uses = self._uses()
+                return Listing(skills=tuple(self._view(record, uses) for record in installed.installed(self._home)))
             case Read():
                 return self._read(message)
             case Remove():
@@ -128,6 +129,8 @@ class SkillsActor(EnactActor):
         if self._learning:
             return Refused(reason="a skill is being learned; ask again when it is done", code=RefusalCode.BUSY)
         source = message.source.strip()
+        if source.startswith("~"):
+            source = str(Path(source).expanduser())
         # A folder of its own, not a repository's: read as it is now. Anything
         # else (a repository, a URL, with or without --path and --rev) is git's.
         local = Path(source).is_absolute() and Path(source).is_dir() and not (Path(source) / ".git").exists() \
@@ -264,11 +267,12 @@ class SkillsActor(EnactActor):
             counts[usage["skill"]] = counts.get(usage["skill"], 0) + 1
         return counts
 
-    def _view(self, record: installed.Installed) -> SkillView:
+    def _view(self, record: installed.Installed, uses: dict[str, int] | None = None) -> SkillView:
         return SkillView(name=record.name, description=record.description, source=record.source, path=record.path,
                          revision=record.revision, digests=tuple(FileDigest(path=path, sha256=digest)
                                                                   for path, digest in sorted(record.digests.items())),
-                         installed_at=record.installed_at, by=record.by, uses=self._uses().get(record.name, 0))
+                         installed_at=record.installed_at, by=record.by,
+                         uses=(self._uses() if uses is None else uses).get(record.name, 0))
 
     def _startup_text(self) -> str:
         records = installed.installed(self._home)
