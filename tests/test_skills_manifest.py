@@ -113,3 +113,14 @@ def test_install_records_digests_and_remove_forgets(tmp_path: Path) -> None:
     assert (cwd / ".claude" / "skills" / "tidy-notes" / "SKILL.md").read_text() == GOOD
     assert remove(home, "tidy-notes") == record
     assert find(home, "tidy-notes") is None and installed(home) == []
+
+
+def test_a_commit_the_mirror_holds_is_read_without_the_source(tmp_path: Path) -> None:
+    import shutil
+
+    repo = skill_repo(tmp_path / "repo")
+    fetched = fetch_git(str(repo), "skills/good", "main", mirrors=tmp_path / "mirrors", limits=LIMITS)
+    shutil.rmtree(repo)
+    again = fetch_git(str(repo), "skills/good", fetched.revision, mirrors=tmp_path / "mirrors", limits=LIMITS,
+                      fetch=False)
+    assert again.revision == fetched.revision and again.folder.files == fetched.folder.files

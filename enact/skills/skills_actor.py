@@ -116,10 +116,10 @@ class SkillsActor(EnactActor):
 
     # -- learning -----------------------------------------------------------
 
-    def _fetch(self, source: str, path: str, revision: str, git: bool) -> Fetched:
+    def _fetch(self, source: str, path: str, revision: str, git: bool, *, fetch: bool = True) -> Fetched:
         if git:
             return fetch_git(source, path, revision or "HEAD", mirrors=self._home / MIRRORS_DIR,
-                             limits=self._limits)
+                             limits=self._limits, fetch=fetch)
         return read_local(Path(source), self._limits)
 
     def _learn(self, message: Learn) -> Deferred | Refused:
@@ -214,7 +214,7 @@ class SkillsActor(EnactActor):
         if learning is None:
             return NotFound(kind="skill candidate", id=message.candidate_id)
         try:
-            fetched = self._fetch(learning.source, learning.path, learning.revision, learning.git)
+            fetched = self._fetch(learning.source, learning.path, learning.revision, learning.git, fetch=False)
             skill: Skill = checked(fetched.folder, self._limits, allow_scripts=learning.allow_scripts)
         except SkillRefused as error:
             return Refused(reason=f"the skill is refused now: {error}".replace("\n", "; "), code=RefusalCode.INVALID)

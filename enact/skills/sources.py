@@ -114,9 +114,13 @@ def mirror_of(mirrors: Path, source: str) -> Path:
     return mirrors / (hashlib.sha256(source.encode()).hexdigest()[:16] + ".git")
 
 
-def fetch_git(source: str, path: str, revision: str, *, mirrors: Path, limits: SkillLimits) -> Fetched:
+def fetch_git(source: str, path: str, revision: str, *, mirrors: Path, limits: SkillLimits,
+              fetch: bool = True) -> Fetched:
     """``path`` at ``revision`` of the git repository ``source`` (a path or a
-    URL the owner's git can fetch), through a private mirror."""
+    URL the owner's git can fetch), through a private mirror. ``fetch``
+    False: a commit the mirror already holds is read without asking the
+    source again (an approval installs what was assessed, without waiting
+    on the network)."""
     if source.startswith("-") or revision.startswith("-"):
         raise SkillRefused("a source or revision may not start with '-'")
     path = posixpath.normpath(path.strip("/")) if path.strip("/") else "."
@@ -127,10 +131,12 @@ def fetch_git(source: str, path: str, revision: str, *, mirrors: Path, limits: S
         if not mirror.exists():
             mirror.mkdir(parents=True, mode=0o700)
             git(mirror, "init", "--quiet", "--bare")
-        git(mirror, "fetch", "--quiet", "--no-tags", "--prune", "--end-of-options", source,
-            "+HEAD:refs/learn/HEAD", "+refs/heads/*:refs/learn/heads/*", "+refs/tags/*:refs/learn/tags/*",
-            options=_NO_EXT)
-        commit = _resolve(mirror, revision)
+        commit = _held(mirror, revision) if not fetch else ""
+        if not commit:
+            git(mirror, "fetch", "--quiet", "--no-tags", "--prune", "--end-of-options", source,
+                "+HEAD:refs/learn/HEAD", "+refs/heads/*:refs/learn/heads/*", "+refs/tags/*:refs/learn/tags/*",
+                options=_NO_EXT)
+            commit = _resolve(mirror, revision)
         tree = f"{commit}:{path}" if path != "." else f"{commit}^{{tree}}"
         if git(mirror, "cat-file", "-t", tree).strip() != "tree":
             raise SkillRefused(f"{path} is not a folder at {commit[:12]}")
@@ -148,6 +154,16 @@ def _resolve(mirror: Path, revision: str) -> str:
         except WorktreeError:
             continue
     raise SkillRefused(f"no revision {revision} in the repository")
+
+
+def _held(mirror: Path, commit: str) -> str:
+    """``commit`` if it is a full commit id the mirror holds, else ""."""
+    if len(commit) != 40:
+        return ""
+    try:
+        return git(mirror, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}").strip()
+    except WorktreeError:
+        return ""
 
 
 def _archive(mirror: Path, tree: str) -> bytes:
