@@ -10,7 +10,7 @@ import dataclasses
 
 from enact.evolution import approval, curation, guard
 from enact.evolution.candidates import Candidate, CandidateState
-from enact.evolution.curator_effects import CandidatesChanged, Steps, ask, counted
+from enact.evolution.curator_effects import CandidatesChanged, Steps, ask, ask_or_unanswered, counted
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import set_signals, signals_of
@@ -82,8 +82,8 @@ class Decisions:
         """A skill candidate's approval installs the skill it names and makes no task: adopted at once."""
         from enact.messages.skills import Install, Installed
 
-        reply = yield from ask(INSTALLED_ON_APPROVAL[found.draft.source],
-                               Install(candidate_id=found.id, origin=message.origin))
+        reply = yield from ask_or_unanswered(INSTALLED_ON_APPROVAL[found.draft.source],
+                                             Install(candidate_id=found.id, origin=message.origin))
         if not isinstance(reply, Installed):
             reason = reply.line if isinstance(reply, NotFound) else reply.reason
             return Refused(reason=f"the skill was not installed: {reason}", code=RefusalCode.WRONG_STATE)
