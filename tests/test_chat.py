@@ -506,8 +506,10 @@ def test_enact_call_runs_a_registered_command_as_the_owner(chat: Daemon) -> None
     later = {"backlog.list", "backlog.add", "backlog.promote", "cron.list"}
     memory = {"remember", "memory", "forget"}
     evolution = {"evolve.candidates", "evolve.show", "evolve.approve", "evolve.remove", "evolve.mode"}
+    skills = {"learn", "skills.list", "skills.show", "skill.read", "skills.remove"}
     assert {c["name"] for c in catalog["body"]["commands"]} == {"help", "status", "slow", "touch", "approve", *memory,
-                                                                *tasks, *reviews, *later, *evolution, "update"}
+                                                                *tasks, *reviews, *later, *evolution, *skills,
+                                                                "update"}
 
 
 def test_retryable_delivery_is_resumed_after_a_crash(daemons: DaemonFactory) -> None:

@@ -170,6 +170,40 @@ def test_a_removal_is_stored_before_its_signals_are_dismissed_and_holds_with_the
     assert (event.kind, event.at, event.detail) == ("removed", NOW, "not wanted (by human-cli)")
 
 
+def skill_draft() -> Draft:
+    return Draft(source="skill", evidence_ids=(), title="Install the skill tidy-notes (abc)", rationale="adds notes",
+                 proposed_change="Install tidy-notes from /r at abc", expected_benefit="install it",
+                 risk="Duplicates: nothing", test_plan="skill.read tidy-notes")
+
+
+def test_an_offered_skill_candidate_is_kept_once_and_its_approval_installs_it_without_a_task(
+        records: CuratorRecords) -> None:
+    from enact.messages.curator import Offer, Offered
+    from enact.messages.skills import Install, Installed, SkillView
+
+    decisions = Decisions(records)
+    offered = drive(decisions.offer(Offer(draft=skill_draft(), origin=HUMAN_CLI), NOW), Others())
+    assert isinstance(offered, Offered) and not offered.existing
+    assert drive(decisions.offer(Offer(draft=skill_draft()), NOW + 1), Others()) == \
+        Offered(candidate_id=offered.candidate_id, existing=True)
+    unknown = drive(decisions.offer(Offer(draft=candidate("x").draft), NOW), Others())
+    assert isinstance(unknown, Refused) and unknown.code is RefusalCode.INVALID
+
+    down = Others(down=("skills",))  # nothing installed, the candidate stays active
+    refused = drive(decisions.approve(Approve(candidate_id=offered.candidate_id, origin=HUMAN_CLI), NOW), down)
+    assert isinstance(refused, Refused) and "not installed" in refused.reason
+    view = SkillView(name="tidy-notes", description="d", source="/r", path="", revision="abc", digests=(),
+                     installed_at=NOW, by=HUMAN_CLI)
+    others = Others({Install: lambda _: Installed(skill=view)})
+    approved = drive(decisions.approve(Approve(candidate_id=offered.candidate_id, origin=HUMAN_CLI), NOW + 2), others)
+    assert approved == Approved(candidate_id=offered.candidate_id, task_id=None, existing=False,
+                                installed="tidy-notes")
+    assert others.said == ["skills.Install"]  # no signals asked, no task submitted
+    kept = records.candidate(offered.candidate_id)
+    assert kept is not None and kept.state is CandidateState.ADOPTED and kept.task_id is None
+    assert [e.kind for e in records.candidate_events(offered.candidate_id)] == ["installed", "offered"]  # newest first
+
+
 # -- proposals ------------------------------------------------------------------
 
 

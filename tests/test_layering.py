@@ -39,7 +39,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "=enact.channels",  # the package's own module: what a channel is; the channels in it are features
     )),
     ("the features", ("enact.chat", "enact.memory", "enact.tasks", "enact.channels", "enact.backup")),
-    ("evolution: studies the features' history, proposes tasks", ("enact.evolution",)),
+    ("evolution: studies the features' history, proposes tasks; skills, assessed as its candidates", (
+        "enact.evolution", "enact.skills")),
     ("the daemon's own component: the fence's actor, the token tally, /help", ("enact.epoch_actor", "enact.core")),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
     ("the CLI, which also runs the daemon", (

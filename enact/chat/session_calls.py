@@ -4,7 +4,7 @@ Every caller goes through ``SessionCalls.call``: the conversation actor for
 its turns and notes, and the ``task.add`` command for a task's brief
 (``CommandContext.converse``). A call resumes the native session the
 Sessions actor maps for the conversation, or starts one with the startup
-context (the host's, then memory's); it brings the facts memory recalls for
+context (the host's, the installed skills', then memory's); it brings the facts memory recalls for
 the owner's message, and for a runtime that keeps no history, the session's
 history, and the notes waiting for the session (a task's outcome, given
 once: the call's Record takes them); it records the mapping (and the
@@ -28,6 +28,7 @@ from enact.clock import REAL_CLOCK, Clock
 from enact.credentials import redact
 from enact.messages.memory import Context, ContextReply
 from enact.messages.sessions import Forget, HistoryMessage, Lookup, Note, Notes, ReadHistory, Record, Session
+from enact.messages.skills import Startup
 from enact.metrics import Metrics
 from enact.runtime import (
     Runtime,
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 
 MEMORY = "memory"
 SESSIONS = "sessions"
+SKILLS = "skills"
 
 Tell = Callable[[str, object], None]
 """Tell an actor by name, without waiting."""
@@ -105,11 +107,13 @@ class SessionCalls:
         session_key = call.session_key
         context_at = self._clock.time()  # a fact forgotten from here on may be in this call (sessions.Record)
         memory = self._memory_context(call, resume)
-        # The startup context (the host's, then memory's) goes once into each
+        # The startup context (the host's, the installed skills', then memory's) goes once into each
         # native session, whoever starts it; recall comes with the owner's message.
-        startup = "\n\n".join(part for part in (self._startup_context, memory.startup_text) if part)
         prompt = f"{notes_text([note.text for note in call.notes])}\n\n{call.prompt}" if call.notes else call.prompt
-        text = prompt if resume is not None else f"{startup}\n\n{prompt}"
+        text = prompt
+        if resume is None:
+            parts = (self._startup_context, self._skills_startup(), memory.startup_text)
+            text = "\n\n".join([*(part for part in parts if part), prompt])
         if memory.recall_text:
             text = f"{text}\n\n{memory.recall_text}"
         history: tuple[HistoryMessage, ...] = ()
@@ -142,6 +146,14 @@ class SessionCalls:
                                         history_chars=capabilities.history_chars, context_at=context_at,
                                         notes_given=tuple(note.note_id for note in call.notes)))
         return result.text
+
+    def _skills_startup(self) -> str:
+        """The installed skills' names and descriptions, for a new session;
+        none when the skills component is not running."""
+        try:
+            return self._ask(SKILLS, Startup()).text
+        except ActorUnavailable:
+            return ""
 
     def _memory_context(self, call: _Call, resume: str | None) -> ContextReply:
         """What memory has for this call: its startup context (used only for

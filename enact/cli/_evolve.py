@@ -177,6 +177,9 @@ def approve(candidate_id: str, repo: Path | None, home: Path | None, as_json: bo
         print_json(_wire(approved))
         return
     again = " (approved before)" if approved.existing else ""
+    if approved.installed:
+        click.echo(f"candidate {approved.candidate_id} approved: skill {approved.installed} installed")
+        return
     click.echo(f"candidate {approved.candidate_id} approved: task {approved.task_id}{again}")
 
 

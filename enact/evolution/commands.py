@@ -69,6 +69,8 @@ def _approve(call: CommandCall, context: CommandContext) -> str:
     # `/evolve.approve ID [REPO]`; without one, the daemon's own checkout.
     repo = str(call.args.get("repo", "")) or " ".join(_words(call)[1:])
     reply = answered(_ask(context, Approve(candidate_id=candidate_id, repo=repo, origin=call.origin)))
+    if reply.installed:
+        return f"candidate {candidate_id} approved: skill {reply.installed} installed"
     return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
 
 

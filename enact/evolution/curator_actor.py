@@ -31,7 +31,7 @@ from enact.cancellation import CancellationToken
 from enact.config import RuntimeSettings
 from enact.evolution import ranking
 from enact.evolution.brainstorms import Brainstorms
-from enact.evolution.candidates import Candidate, CandidateState
+from enact.evolution.candidates import CandidateState
 from enact.evolution.curator_adoption import Adoption
 from enact.evolution.curator_decisions import Decisions
 from enact.evolution.curator_effects import (
@@ -46,7 +46,7 @@ from enact.evolution.curator_effects import (
     run_steps,
 )
 from enact.evolution.curator_proposals import Proposals
-from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords, audit_event
+from enact.evolution.curator_records import CANDIDATES, DATABASES, CuratorRecords
 from enact.evolution.curator_signals import signals_of
 from enact.evolution.metrics import EvolutionMetrics
 from enact.evolution.mode_store import EvolveModes
@@ -64,7 +64,6 @@ from enact.messages.curator import (
     GetMode,
     History,
     Offer,
-    Offered,
     Propose,
     Remove,
     SetMode,
@@ -120,6 +119,8 @@ class CuratorActor(EnactActor):
                 return self.carry(self._decisions.approve(named, now))
             case Remove():
                 return self.carry(self._decisions.remove(message, now))
+            case Offer():
+                return self.carry(self._decisions.offer(message, now))
             case History():
                 return self._history(message)
             case TaskChanged():
@@ -136,20 +137,7 @@ class CuratorActor(EnactActor):
                 return self._modes.run_failed(message, now)
             case Brainstorm():
                 return self.carry(self._brainstorms.start(message, now))
-            case Offer():
-                return self._offer(message, now)
         return super().handle(message)
-
-    def _offer(self, message: Offer, now: float) -> Offered:
-        found = self.records.candidate(message.draft.id)
-        if found is not None:
-            return Offered(candidate_id=found.id, existing=True)
-        offered = Candidate(id=message.draft.id, draft=message.draft, state=CandidateState.ACTIVE,
-                            reference=message.reference, score=message.score, created_at=now, updated_at=now)
-        self.records.put(offered, audit_event("offered", offered.id, at=now,
-                                              detail=f"{message.draft.source}: {message.draft.title}"))
-        self._count_states()
-        return Offered(candidate_id=offered.id, existing=False)
 
     def _count_states(self) -> None:
         for state, count in self.records.state_counts().items():

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from enact.evolution import approval, curation
-from enact.evolution.candidates import CandidateState
-from enact.evolution.curator_effects import CandidatesChanged, Steps, ask, counted
+from enact.evolution import approval, curation, guard
+from enact.evolution.candidates import LINEAGE, Candidate, CandidateState
+from enact.evolution.curator_effects import CandidatesChanged, Steps, ask, ask_or_unanswered, counted
 from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import set_signals, signals_of
@@ -19,12 +19,18 @@ from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.curator import (
     Approve,
     Approved,
+    Offer,
+    Offered,
     RemovalSuggestion,
     Remove,
     Removed,
 )
 
 TASKS = "tasks"
+OFFERED_SOURCES = ("skill", LINEAGE)
+"""Candidate sources another component assesses and offers (``curator.Offer``)."""
+INSTALLED_ON_APPROVAL = {"skill": "skills"}
+"""A source whose approval is carried out by an actor (its name), not a task."""
 
 
 def _needs_human(origin: str, verb: str) -> Refused | None:
@@ -56,6 +62,8 @@ class Decisions:
         if found.state is not CandidateState.ACTIVE:
             return Refused(reason=f"candidate {found.id} is {found.state.value}; only an active one is approved",
                            code=RefusalCode.WRONG_STATE)
+        if found.draft.source in INSTALLED_ON_APPROVAL:
+            return (yield from self._install(found, message, now))
         signals, _ = yield from signals_of(found)
         reply = yield from ask(TASKS, Submit(request=approval.task_request(found),
                                              brief=approval.task_brief(found, signals), repo=message.repo,
@@ -69,6 +77,38 @@ class Decisions:
                                               detail=f"task {task.id} by {message.origin}"))
         yield from counted(CandidatesChanged())
         return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
+
+    def _install(self, found: Candidate, message: Approve, now: float) -> Steps[Approved | NotFound | Refused]:
+        """A skill candidate's approval installs the skill it names and makes no task: adopted at once."""
+        from enact.messages.skills import Install, Installed
+
+        reply = yield from ask_or_unanswered(INSTALLED_ON_APPROVAL[found.draft.source],
+                                             Install(candidate_id=found.id, origin=message.origin))
+        if not isinstance(reply, Installed):
+            reason = reply.line if isinstance(reply, NotFound) else reply.reason
+            return Refused(reason=f"the skill was not installed: {reason}", code=RefusalCode.WRONG_STATE)
+        adopted = dataclasses.replace(found, state=CandidateState.ADOPTED, updated_at=now)
+        self._records.decide(adopted, _event("installed", found.id, at=now,
+                                             detail=f"skill {reply.skill.name} at {reply.skill.revision} "
+                                                    f"by {message.origin}"))
+        yield from counted(CandidatesChanged())
+        return Approved(candidate_id=found.id, task_id=None, existing=False, installed=reply.skill.name)
+
+    def offer(self, message: Offer, now: float) -> Steps[Offered | Refused]:
+        """Keep a candidate another component assessed (``curator.Offer``)."""
+        draft = message.draft
+        if draft.source not in OFFERED_SOURCES:
+            return Refused(reason=f"no candidate of source {draft.source!r} is offered", code=RefusalCode.INVALID)
+        refused = guard.refusal({"title": draft.title, "proposed_change": draft.proposed_change})
+        if refused:
+            return Refused(reason=f"rejected: {refused}", code=RefusalCode.INVALID)
+        if self._records.candidate(draft.id) is not None:
+            return Offered(candidate_id=draft.id, existing=True)
+        self._records.offer(Candidate(id=draft.id, draft=draft, state=CandidateState.ACTIVE, created_at=now,
+                                      updated_at=now, reference=message.reference, score=message.score),
+                            _event("offered", draft.id, at=now, detail=f"{draft.title} (by {message.origin})"))
+        yield from counted(CandidatesChanged())
+        return Offered(candidate_id=draft.id, existing=False)
 
     def remove(self, message: Remove, now: float) -> Steps[Removed | NotFound | Refused]:
         refused = _needs_human(message.origin, "removing")

@@ -218,6 +218,15 @@ class CuratorRecords:
 
         return self.store.write(write)
 
+    def offer(self, candidate: Candidate, event: AuditEvent) -> None:
+        """A new candidate another component assessed, with its audit event."""
+
+        def write(txn: lmdb.Transaction) -> None:
+            self.candidates.put(txn, candidate.id.encode(), candidate)
+            self.append_event(txn, event)
+
+        self.store.write(write)
+
     def decide(self, candidate: Candidate, event: AuditEvent) -> None:
         """The owner's decision on ``candidate`` (approved, removed); the open
         proposal recommending it follows it: approved, or closed."""

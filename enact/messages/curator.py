@@ -153,9 +153,34 @@ class Approve(Request["Approved | NotFound | Refused"]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Approved:
     candidate_id: str
-    task_id: int
+    task_id: int | None
+    """None: approving it made no task (a skill candidate installs its skill)."""
     existing: bool
     """The candidate was approved before: this is its task."""
+    installed: str = ""
+    """The skill a skill candidate's approval installed."""
+
+
+@internal("curator.Offer")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offer(Request["Offered | Refused"]):
+    """Keep an assessed candidate another component made (a learned skill, a
+    parent's change from the lineage inbox) active; the owner decides on it
+    as on any other. The same draft offered again finds the one stored."""
+
+    draft: Draft
+    reference: str = field(default="", metadata=limit(4_000))
+    """What the approved task's brief carries as reference (a parent's change)."""
+    score: float = 0.0
+    origin: Origin = ""
+
+
+@reply("curator.Offered")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Offered:
+    candidate_id: str
+    existing: bool
+    """The same candidate was kept before."""
 
 
 @request("curator.Remove")
@@ -259,21 +284,3 @@ class Brainstormed:
     """The theme was brainstormed within 24 hours: no model was called."""
     note: str = ""
     """Why nothing was stored (an invalid reply, a model failure, all repeats)."""
-
-
-@request("curator.Offer", plumbing=True)
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Offer(Request["Offered | Refused"]):
-    """Store ``draft`` as an active candidate (the lineage inbox offers a
-    parent's change); the same draft offered again finds the one stored."""
-
-    draft: Draft
-    reference: str = field(default="", metadata=limit(4_000))
-    score: float = 0.0
-
-
-@reply("curator.Offered")
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Offered:
-    candidate_id: str
-    existing: bool

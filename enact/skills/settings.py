@@ -1,0 +1,26 @@
+"""The skills' settings (``skills``): the limits a skill folder is checked against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from enact.config import Config, Setting, between
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("skills.max_files", int, 50, "Files one skill folder may hold", between(1, 1000)),
+    Setting("skills.max_bytes", int, 512 * 1024, "Bytes one skill folder may hold in all", between(1024, 64 << 20)),
+    Setting("skills.max_file_bytes", int, 128 * 1024, "Bytes one file of a skill may hold", between(256, 64 << 20)),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SkillLimits:
+    max_files: int = 50
+    max_bytes: int = 512 * 1024
+    max_file_bytes: int = 128 * 1024
+
+    @classmethod
+    def from_config(cls, config: Config) -> SkillLimits:
+        values = config.values
+        return cls(max_files=values["skills.max_files"], max_bytes=values["skills.max_bytes"],
+                   max_file_bytes=values["skills.max_file_bytes"])

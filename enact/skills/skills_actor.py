@@ -1,0 +1,287 @@
+"""The skills actor: learning a skill into a candidate, installing it when
+the owner approves that candidate, the installed skills and their use.
+
+Owns ``skills.learnings`` (by candidate id: where the assessed skill came
+from and at which revision, so approval installs exactly what was assessed),
+``skills.usage`` (an append log: which turn or task read which skill; the
+evidence scanner reads it) and ``skills.audit`` (learned, installed,
+removed). The files of an installed skill are in ``<home>/skills``
+(``enact.skills.installed``).
+
+Learning reads the source and calls the model off the actor's thread; the
+candidate is offered to the curator, which alone keeps candidates. On
+approval the source is read again at the recorded revision and installed
+only if it is the same (a local folder that changed since is refused), then
+placed where the runtime reads skills natively (``Capabilities.conversation_dir``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from enact.actors._base import ActorContext, EnactActor
+from enact.actors._batching import Deferred
+from enact.cancellation import CancellationToken
+from enact.config import RuntimeSettings
+from enact.evolution.candidates import Draft
+from enact.messages.common import NotFound, RefusalCode, Refused, is_human
+from enact.messages.curator import CandidateList, Candidates, Offer, Offered
+from enact.messages.memory import GetIdentity, Identity
+from enact.messages.skills import (
+    Body,
+    FileDigest,
+    Install,
+    Installed,
+    Learn,
+    Learned,
+    List,
+    Listing,
+    Read,
+    Remove,
+    Removed,
+    SkillView,
+    Startup,
+    StartupText,
+)
+from enact.runtime import Runtime, RuntimeRequest
+from enact.skills import assessment, installed
+from enact.skills.manifest import Skill, SkillRefused, checked
+from enact.skills.settings import SkillLimits
+from enact.skills.sources import MIRRORS_DIR, Fetched, fetch_git, read_local
+from enact.storage import RecordTable
+
+log = logging.getLogger(__name__)
+
+LEARNINGS = "skills.learnings"
+USAGE = "skills.usage"
+AUDIT = "skills.audit"
+DATABASES = (LEARNINGS, USAGE, AUDIT)
+STARTUP_SKILLS = 20
+"""Installed skills named in a new session's startup context, at most."""
+STARTUP_CHARS = 2_000
+"""Characters of the startup context's skills part, at most."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Learning:
+    """What a skill candidate installs: its source at the assessed revision."""
+
+    name: str
+    source: str
+    path: str
+    revision: str
+    git: bool
+    allow_scripts: bool
+
+
+class SkillsActor(EnactActor):
+    def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
+        super().__init__(context)
+        self._runtime = runtime
+        self._store = context.own_store()
+        self._learnings = RecordTable(self._store.table(LEARNINGS), Learning)
+        self._usage = self._store.log(USAGE)
+        self._audit = self._store.log(AUDIT)
+        self._limits = context.config.typed(SkillLimits)
+        self._learning = False
+
+    @property
+    def _home(self) -> Path:
+        return self.context.home
+
+    def on_start(self) -> None:
+        self._place()
+
+    def handle(self, message: Any) -> Any:
+        match message:
+            case Learn():
+                return self._learn(message)
+            case Install():
+                return self._install(message)
+            case List():
+                uses = self._uses()
+                return Listing(skills=tuple(self._view(record, uses) for record in installed.installed(self._home)))
+            case Read():
+                return self._read(message)
+            case Remove():
+                return self._remove(message)
+            case Startup():
+                return StartupText(text=self._startup_text())
+        return super().handle(message)
+
+    # -- learning -----------------------------------------------------------
+
+    def _fetch(self, source: str, path: str, revision: str, git: bool, *, fetch: bool = True) -> Fetched:
+        if git:
+            return fetch_git(source, path, revision or "HEAD", mirrors=self._home / MIRRORS_DIR,
+                             limits=self._limits, fetch=fetch)
+        return read_local(Path(source), self._limits)
+
+    def _learn(self, message: Learn) -> Deferred | Refused:
+        if not is_human(message.origin):
+            return Refused(reason="learning a skill needs a human (the owner's CLI or chat)",
+                           code=RefusalCode.NOT_HUMAN)
+        if self._learning:
+            return Refused(reason="a skill is being learned; ask again when it is done", code=RefusalCode.BUSY)
+        source = message.source.strip()
+        if source.startswith("~"):
+            source = str(Path(source).expanduser())
+        # A folder of its own, not a repository's: read as it is now. Anything
+        # else (a repository, a URL, with or without --path and --rev) is git's.
+        local = Path(source).is_absolute() and Path(source).is_dir() and not (Path(source) / ".git").exists() \
+            and not message.path and not message.revision
+        context = self._context_lines()
+        reply = Deferred()
+        timeout_s = self.context.config.typed(RuntimeSettings).timeout_s
+
+        def work(cancel: CancellationToken) -> tuple[Fetched, Skill, Draft] | Refused:
+            try:
+                fetched = self._fetch(source, message.path, message.revision, git=not local)
+                skill = checked(fetched.folder, self._limits, allow_scripts=message.allow_scripts)
+            except SkillRefused as error:
+                return Refused(reason=f"the skill is refused: {error}".replace("\n", "; "),
+                               code=RefusalCode.INVALID)
+            origin = f"{fetched.source}" + (f" {fetched.path}" if fetched.path else "")
+            request = RuntimeRequest(session_key="", sandbox="read-only", purpose=assessment.PURPOSE,
+                                     timeout_s=timeout_s, cancel=cancel,
+                                     prompt=assessment.prompt(skill, origin=origin, **context))
+            try:
+                answer = self._runtime.invoke(request).text
+                return fetched, skill, assessment.parse(answer, skill, origin=origin, revision=fetched.revision)
+            except Exception as error:  # a model failure or an unusable reply: nothing is stored
+                return Refused(reason=f"the assessment failed: {error}", code=RefusalCode.WRONG_STATE)
+
+        def done(outcome: tuple[Fetched, Skill, Draft] | Refused) -> None:
+            self._learning = False
+            reply.resolve(outcome if isinstance(outcome, Refused) else self._offer(*outcome, message, git=not local))
+
+        def failed(error: Exception) -> None:
+            self._learning = False
+            reply.resolve(Refused(reason=f"learning failed: {error}", code=RefusalCode.WRONG_STATE))
+
+        self._learning = True
+        self.off_thread(work, then=done, failed=failed, name="skill-learn")
+        return reply
+
+    def _offer(self, fetched: Fetched, skill: Skill, draft: Draft, message: Learn, *, git: bool) -> Learned | Refused:
+        """The assessed skill as the curator's candidate, and what approval will install."""
+        offered = self.context.ask("curator", Offer(draft=draft, origin=message.origin))
+        if not isinstance(offered, Offered):
+            return Refused(reason=f"the curator kept no candidate: {offered.reason}", code=offered.code)
+        learning = Learning(name=skill.name, source=fetched.source, path=fetched.path, revision=fetched.revision,
+                            git=git, allow_scripts=message.allow_scripts)
+        event = {"at": self.context.clock.time(), "kind": "learned", "skill": skill.name,
+                 "candidate_id": offered.candidate_id, "revision": fetched.revision, "by": message.origin}
+
+        def write(txn: lmdb.Transaction) -> None:
+            self._learnings.put(txn, offered.candidate_id.encode(), learning)
+            self._audit.append(txn, event)
+
+        self._store.write(write)
+        return Learned(candidate_id=offered.candidate_id, name=skill.name, revision=fetched.revision,
+                       summary=draft.expected_benefit, existing=offered.existing)
+
+    def _context_lines(self) -> dict[str, Any]:
+        """The mission, the installed skills and the open candidates, for the assessment."""
+        mission = ""
+        try:
+            identity = self.context.ask("memory", GetIdentity())
+            if isinstance(identity, Identity) and identity.private is not None:
+                mission = identity.private.mission.strip()
+        except Exception as error:  # memory's absence costs the prompt its mission, not the learning
+            log.warning("no mission for the skill assessment: %s", error)
+        open_candidates: list[str] = []
+        try:
+            page = self.context.ask("curator", Candidates(state="active", limit=30))
+            if isinstance(page, CandidateList):
+                open_candidates = [f"{c.draft.title} ({c.draft.source})" for c in page.candidates]
+        except Exception as error:
+            log.warning("no candidates for the skill assessment: %s", error)
+        return {"mission": mission, "candidates": open_candidates,
+                "installed": [f"{r.name}: {r.description}" for r in installed.installed(self._home)]}
+
+    # -- installing and removing --------------------------------------------
+
+    def _install(self, message: Install) -> Installed | NotFound | Refused:
+        if not is_human(message.origin):
+            return Refused(reason="installing a skill needs a human's approval", code=RefusalCode.NOT_HUMAN)
+        learning = self._store.read(lambda txn: self._learnings.get(txn, message.candidate_id.encode()))
+        if learning is None:
+            return NotFound(kind="skill candidate", id=message.candidate_id)
+        try:
+            fetched = self._fetch(learning.source, learning.path, learning.revision, learning.git, fetch=False)
+            skill: Skill = checked(fetched.folder, self._limits, allow_scripts=learning.allow_scripts)
+        except SkillRefused as error:
+            return Refused(reason=f"the skill is refused now: {error}".replace("\n", "; "), code=RefusalCode.INVALID)
+        if fetched.revision != learning.revision or skill.name != learning.name:
+            return Refused(reason=f"{learning.source} changed since it was assessed (now {fetched.revision}); "
+                                  "learn it again", code=RefusalCode.WRONG_STATE)
+        now = self.context.clock.time()
+        record = installed.install(self._home, skill, fetched, at=now, by=message.origin)
+        self._store.write(lambda txn: self._audit.append(txn, {
+            "at": now, "kind": "installed", "skill": skill.name, "candidate_id": message.candidate_id,
+            "revision": fetched.revision, "by": message.origin}))
+        self._place()
+        return Installed(skill=self._view(record))
+
+    def _remove(self, message: Remove) -> Removed | NotFound | Refused:
+        if not is_human(message.origin):
+            return Refused(reason="removing a skill needs a human (the owner's CLI or chat)",
+                           code=RefusalCode.NOT_HUMAN)
+        record = installed.remove(self._home, message.name)
+        if record is None:
+            return NotFound(kind="installed skill", id=message.name)
+        self._store.write(lambda txn: self._audit.append(txn, {
+            "at": self.context.clock.time(), "kind": "removed", "skill": record.name, "revision": record.revision,
+            "by": message.origin}))
+        self._place()
+        return Removed(name=record.name)
+
+    def _place(self) -> None:
+        """The installed skills, where a runtime that reads skills natively looks in its conversations' directory."""
+        directory = self._runtime.capabilities.conversation_dir
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            installed.placed(self._home, directory)
+
+    # -- reading ------------------------------------------------------------
+
+    def _read(self, message: Read) -> Body | NotFound:
+        record = installed.find(self._home, message.name)
+        text = installed.body(self._home, message.name) if record is not None else None
+        if record is None or text is None:
+            return NotFound(kind="installed skill", id=message.name)
+        self._store.write(lambda txn: self._usage.append(txn, {
+            "at": self.context.clock.time(), "skill": record.name, "revision": record.revision,
+            "used_by": message.used_by, "how": "read"}))
+        return Body(skill=self._view(record), text=text)
+
+    def _uses(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for _, usage in self._store.read(lambda txn: self._usage.read_from(txn, 0, 100_000)):
+            counts[usage["skill"]] = counts.get(usage["skill"], 0) + 1
+        return counts
+
+    def _view(self, record: installed.Installed, uses: dict[str, int] | None = None) -> SkillView:
+        return SkillView(name=record.name, description=record.description, source=record.source, path=record.path,
+                         revision=record.revision, digests=tuple(FileDigest(path=path, sha256=digest)
+                                                                  for path, digest in sorted(record.digests.items())),
+                         installed_at=record.installed_at, by=record.by,
+                         uses=(self._uses() if uses is None else uses).get(record.name, 0))
+
+    def _startup_text(self) -> str:
+        records = installed.installed(self._home)
+        if not records:
+            return ""
+        lines = ["Installed skills (ask for one's instructions with the action skill.read before following it):"]
+        for record in records[:STARTUP_SKILLS]:
+            line = f"- {record.name}: {record.description}"
+            if sum(len(text) + 1 for text in lines) + len(line) > STARTUP_CHARS:
+                break
+            lines.append(line)
+        return "\n".join(lines)
