@@ -17,7 +17,7 @@ from enact.evolution.scan_batch import EvidenceRecord
 from enact.evolution.scan_prompt import scan_prompt
 from enact.evolution.signals import EvidenceSource
 from enact.messages.local import Send
-from enact.runtime import RuntimeRequest, RuntimeUnavailable
+from enact.runtime import PURPOSES, RuntimeRequest, RuntimeUnavailable
 from enact.runtime.scripted import RulesError, ScriptedRuntime, parse_rules
 
 from conftest import Daemon, DaemonFactory
@@ -89,7 +89,7 @@ def test_a_rule_that_names_a_purpose_answers_only_that_purposes_calls(tmp_path: 
 
 
 @pytest.mark.parametrize(("rule", "problem"), [
-    ('purpose = "banter"\nreply = "x"', "'purpose' is one of conversation, task, scan, curation, lineage, probe"),
+    ('purpose = "banter"\nreply = "x"', "'purpose' is one of " + ", ".join(PURPOSES)),
     ('purpose = "scan"\naction = "status"', "'action' goes with the conversation purpose"),
     ('purpose = "scan"\nrun = ["true"]\nreply = "x"', "'run' goes with purpose = \"task\""),
 ])
