@@ -27,7 +27,7 @@ from pathlib import Path
 import lmdb
 import orjson
 
-from enact.backup.manifest import BackupError, Manifest
+from enact.backup.manifest import BackupError, Manifest, formatted
 from enact.backup.moved import Moved, mark_moved
 from enact.backup.restore import restore
 from enact.backup.snapshot import HOME_ID_NAME, Backup, create_stopped
@@ -139,16 +139,10 @@ def opened(file: Path) -> Iterator[Path]:
 
 def _check_header(file: Path, header: Path) -> None:
     try:
-        data = orjson.loads(header.read_bytes())
+        raw = header.read_bytes()
     except FileNotFoundError:
         raise BackupError(f"{file} is not an enact home archive: it has no {HEADER_NAME}") from None
-    except orjson.JSONDecodeError as error:
-        raise BackupError(f"{file}: {HEADER_NAME} does not parse: {error}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BackupError(f"{file} is not an enact home archive (no format {FORMAT!r})")
-    if data.get("format_version") != FORMAT_VERSION:
-        raise BackupError(f"{file} is archive format version {data.get('format_version')!r}; "
-                          f"this enact reads version {FORMAT_VERSION}")
+    formatted(raw, f"{file}: {HEADER_NAME}", kind="an enact home archive's header", form=FORMAT, version=FORMAT_VERSION)
 
 
 def verify_archive(file: Path) -> Verified:

@@ -88,6 +88,21 @@ def write_manifest(backup: Path, manifest: Manifest) -> None:
         os.fsync(file.fileno())
 
 
+def formatted(raw: bytes, path: Path | str, *, kind: str, form: str, version: int) -> dict[str, Any]:
+    """The JSON object in ``raw`` if it names format ``form`` at ``version``;
+    else BackupError, one line saying what ``path`` is not."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise BackupError(f"{path} does not parse: {error}") from None
+    if not isinstance(data, dict) or data.get("format") != form:
+        raise BackupError(f"{path} is not {kind} (no format {form!r})")
+    if data.get("format_version") != version:
+        raise BackupError(f"{path} is format version {data.get('format_version')!r}; "
+                          f"this enact reads version {version}")
+    return data
+
+
 def read_manifest(backup: Path) -> Manifest:
     """The manifest of the backup in ``backup``; BackupError, one line, when
     it is not an enact backup this code reads."""
@@ -100,15 +115,7 @@ def read_manifest(backup: Path) -> Manifest:
         raise BackupError(f"{backup} is not a backup: it has no {MANIFEST_NAME}") from None
     except OSError as error:
         raise BackupError(f"{path} cannot be read: {error.strerror}") from None
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as error:
-        raise BackupError(f"{path} does not parse: {error}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BackupError(f"{path} is not an enact backup's manifest (no format {FORMAT!r})")
-    if data.get("format_version") != FORMAT_VERSION:
-        raise BackupError(f"{path} is format version {data.get('format_version')!r}; "
-                          f"this enact reads version {FORMAT_VERSION}")
+    data = formatted(raw, path, kind="an enact backup's manifest", form=FORMAT, version=FORMAT_VERSION)
     try:
         files = {str(name): FileEntry(**entry) for name, entry in data.pop("files").items()}
         return Manifest(**data, files=files)
