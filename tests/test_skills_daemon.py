@@ -85,6 +85,7 @@ def test_a_learned_skill_is_installed_on_approval_offered_read_and_removed(daemo
     assert candidate["rationale"] == ASSESSMENT["adds"]
     # Assessed, not installed: nothing in the home, nothing offered.
     assert daemon.cli_json("skills", "list", "--json")["skills"] == []
+    assert daemon.cli("skills", "list").stdout.startswith("no skills installed (")
     assert not (daemon.home / "skills" / "tidy-notes").exists()
 
     approved = daemon.cli_json("evolve", "approve", body["candidate_id"], "--json")

@@ -62,6 +62,8 @@ def list_skills(home: Path | None, as_json: bool) -> None:
     if as_json:
         print_json(_wire(listing))
         return
+    if not listing.skills:
+        click.echo("no skills installed (enact learn SOURCE learns one, installed once you approve it)")
     for skill in listing.skills:
         click.echo(describe(skill))
 
