@@ -109,7 +109,7 @@ def test_install_records_digests_and_remove_forgets(tmp_path: Path) -> None:
     assert "Date every note" in (body(home, "tidy-notes") or "")
     cwd = tmp_path / "work"
     cwd.mkdir()
-    assert placed(home, cwd) == ["tidy-notes"]
+    assert placed(home, cwd, ".claude/skills") == ["tidy-notes"]
     assert (cwd / ".claude" / "skills" / "tidy-notes" / "SKILL.md").read_text() == GOOD
     assert remove(home, "tidy-notes") == record
     assert find(home, "tidy-notes") is None and installed(home) == []

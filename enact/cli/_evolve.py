@@ -180,6 +180,9 @@ def approve(candidate_id: str, repo: Path | None, home: Path | None, as_json: bo
     if approved.installed:
         click.echo(f"candidate {approved.candidate_id} approved: skill {approved.installed} installed")
         return
+    if approved.removed:
+        click.echo(f"candidate {approved.candidate_id} approved: skill {approved.removed} removed")
+        return
     click.echo(f"candidate {approved.candidate_id} approved: task {approved.task_id}{again}")
 
 

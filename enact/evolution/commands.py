@@ -71,6 +71,8 @@ def _approve(call: CommandCall, context: CommandContext) -> str:
     reply = answered(_ask(context, Approve(candidate_id=candidate_id, repo=repo, origin=call.origin)))
     if reply.installed:
         return f"candidate {candidate_id} approved: skill {reply.installed} installed"
+    if reply.removed:
+        return f"candidate {candidate_id} approved: skill {reply.removed} removed"
     return f"candidate {candidate_id} approved: task {reply.task_id} (it ends in a review for you to land)"
 
 

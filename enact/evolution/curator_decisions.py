@@ -79,7 +79,8 @@ class Decisions:
         return Approved(candidate_id=found.id, task_id=task.id, existing=reply.existing)
 
     def _install(self, found: Candidate, message: Approve, now: float) -> Steps[Approved | NotFound | Refused]:
-        """A skill candidate's approval installs the skill it names and makes no task: adopted at once."""
+        """A skill candidate's approval installs the skill it names (or, proposed by the skills' use,
+        removes it) and makes no task: adopted at once."""
         from enact.messages.skills import Install, Installed
 
         reply = yield from ask_or_unanswered(INSTALLED_ON_APPROVAL[found.draft.source],
@@ -88,10 +89,13 @@ class Decisions:
             reason = reply.line if isinstance(reply, NotFound) else reply.reason
             return Refused(reason=f"the skill was not installed: {reason}", code=RefusalCode.WRONG_STATE)
         adopted = dataclasses.replace(found, state=CandidateState.ADOPTED, updated_at=now)
-        self._records.decide(adopted, _event("installed", found.id, at=now,
+        done = "skill-removed" if reply.removed else "installed"
+        self._records.decide(adopted, _event(done, found.id, at=now,
                                              detail=f"skill {reply.skill.name} at {reply.skill.revision} "
                                                     f"by {message.origin}"))
         yield from counted(CandidatesChanged())
+        if reply.removed:
+            return Approved(candidate_id=found.id, task_id=None, existing=False, removed=reply.skill.name)
         return Approved(candidate_id=found.id, task_id=None, existing=False, installed=reply.skill.name)
 
     def offer(self, message: Offer, now: float) -> Steps[Offered | Refused]:

@@ -159,6 +159,8 @@ class Approved:
     """The candidate was approved before: this is its task."""
     installed: str = ""
     """The skill a skill candidate's approval installed."""
+    removed: str = ""
+    """The skill a removal candidate's approval removed."""
 
 
 @internal("curator.Offer")

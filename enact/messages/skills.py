@@ -117,6 +117,9 @@ class Install(Request["Installed | NotFound | Refused"]):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Installed:
     skill: SkillView
+    removed: bool = False
+    """The candidate proposed removing the skill (it went unused, or failures
+    followed its uses): approving it removed the skill."""
 
 
 @internal("skills.Startup")
@@ -131,5 +134,53 @@ class StartupText:
     text: str
 
 
-__all__ = ["Body", "FileDigest", "Install", "Installed", "Learn", "Learned", "List", "Listing", "NotFound", "Read",
-           "Refused", "Remove", "Removed", "SkillView", "Startup", "StartupText"]
+@internal("skills.ReviewUse")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewUse(Request["UseReviewed"]):
+    """Review the installed skills' use now, as the skills actor does on its
+    clock: a skill unused too long, or whose last uses were each followed by
+    a failure, is offered to the curator as a removal candidate."""
+
+
+@reply("skills.UseReviewed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UseReviewed:
+    candidate_ids: tuple[str, ...]
+    """The removal candidates offered now (none: nothing new)."""
+
+
+@internal("skills.Place")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Place(Request["Placed"]):
+    """A task's worker, before a call of a runtime that reads skills
+    natively: the installed skills, copied to ``directory/under``."""
+
+    directory: str = field(metadata=limit(_SOURCE))
+    under: str = field(metadata=limit(256))
+
+
+@reply("skills.Placed")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placed:
+    names: tuple[str, ...]
+
+
+@internal("skills.Withdraw")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Withdraw(Request["Withdrawn"]):
+    """After that call: the skills placed removed again, so they are no part of the task's change."""
+
+    directory: str = field(metadata=limit(_SOURCE))
+    under: str = field(metadata=limit(256))
+    names: tuple[str, ...]
+
+
+@reply("skills.Withdrawn")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Withdrawn:
+    pass
+
+
+__all__ = ["Body", "FileDigest", "Install", "Installed", "Learn", "Learned", "List", "Listing", "NotFound", "Place",
+           "Placed", "Read", "Refused", "Remove", "Removed", "ReviewUse", "SkillView", "Startup", "StartupText",
+           "UseReviewed", "Withdraw", "Withdrawn"]

@@ -195,6 +195,10 @@ class Capabilities:
     conversation_dir: Path | None = None
     """Where a call with no working directory of its own runs; None:
     ``$ENACT_HOME/conversation``."""
+    native_skills: str = ""
+    """Where, under a call's working directory, its CLI finds a project's
+    skills by itself ("": it reads none natively); enact places the
+    installed skills there."""
 
 
 class Runtime(Protocol):

@@ -52,6 +52,8 @@ _SANDBOX_FLAGS: dict[str, tuple[str, ...]] = {
     "full-access": ("--permission-mode", "bypassPermissions"),
 }
 
+NATIVE_SKILLS = ".claude/skills"
+"""Where, under its working directory, Claude Code (measured: 2.1.328) finds a project's skills."""
 CHECK_TIMEOUT_S = 15.0
 """``claude --version`` and ``claude auth status`` read local files only (about 0.6 s)."""
 
@@ -142,7 +144,7 @@ class ClaudeRuntime:
         """Agentic, keeps its sessions; a confined call runs claude under the prefix."""
         return Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True,
                             state_dirs=self.state_dirs, own_state=self.own_state, program_dirs=self.program_dirs,
-                            conversation_dir=self.conversation_dir)
+                            conversation_dir=self.conversation_dir, native_skills=NATIVE_SKILLS)
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         cwd = request.cwd

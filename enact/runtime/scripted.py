@@ -152,10 +152,12 @@ def _check_groups(pattern: re.Pattern[str], template: str, where: str) -> None:
 
 class ScriptedRuntime:
     name = "scripted"
-    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True)
+    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True,
+                                native_skills=".claude/skills")
     """Its ``run`` rules start under ``RuntimeRequest.confine``; it has no
     state directories (its sessions are in memory), so its conversation
-    calls are not confined."""
+    calls are not confined. A task's skills are placed where Claude Code
+    finds them, so a rule's command can read them as that CLI would."""
     waits_for = "the scripted runtime"
     """What a call waits for, as ``runtime check --probe`` names it."""
 

@@ -101,21 +101,54 @@ def remove(home: Path, name: str) -> Installed | None:
     return found
 
 
-def placed(home: Path, cwd: Path) -> list[str]:
-    """Copy the installed skills to ``cwd/.claude/skills/<name>``, where Claude
-    Code looks for a project's skills; the names placed. A skill already
+def placed(home: Path, cwd: Path, under: str) -> list[str]:
+    """Copy the installed skills to ``cwd/under/<name>`` (``under``: where the
+    runtime finds a project's skills); the names placed. A skill already
     there (the project's own, or an earlier placement) is replaced only if it
-    is one of ours (it carries our marker)."""
+    is one of ours (it carries our marker). Nothing is placed through a
+    symbolic link: a task's worktree is the task's to write, and a link there
+    would lead the copy out of it."""
+    root = cwd / under
+    if _linked(cwd, under):
+        return []
     names = []
     for record in installed(home):
-        target = cwd / ".claude" / "skills" / record.name
-        if target.exists() and not (target / _MARKER).exists():
+        target = root / record.name
+        if target.is_symlink() or (target.exists() and not (target / _MARKER).exists()):
             continue  # the project's own skill of that name
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(skills_dir(home) / record.name, target, symlinks=False)
         (target / _MARKER).write_text(record.revision)
         names.append(record.name)
     return names
+
+
+def withdrawn(cwd: Path, under: str, names: list[str]) -> None:
+    """Remove the skills ``placed`` put in ``cwd/under`` (and the folders it
+    made for them, once empty), so they are no part of a task's change."""
+    if _linked(cwd, under):
+        return
+    for name in names:
+        target = cwd / under / name
+        if NAME.match(name) and target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target, ignore_errors=True)
+    folder = cwd / under
+    while folder != cwd:
+        try:
+            folder.rmdir()  # only an empty one: git keeps no empty folder, so none was the project's
+        except OSError:
+            break
+        folder = folder.parent
+
+
+def _linked(cwd: Path, under: str) -> bool:
+    """Whether a folder on the way from ``cwd`` to ``cwd/under`` is a symbolic link or no folder."""
+    folder = cwd
+    for part in Path(under).parts:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            return True
+    return False
 
 
 _MARKER = ".enact-skill"

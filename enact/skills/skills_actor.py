@@ -4,15 +4,24 @@ the owner approves that candidate, the installed skills and their use.
 Owns ``skills.learnings`` (by candidate id: where the assessed skill came
 from and at which revision, so approval installs exactly what was assessed),
 ``skills.usage`` (an append log: which turn or task read which skill; the
-evidence scanner reads it) and ``skills.audit`` (learned, installed,
-removed). The files of an installed skill are in ``<home>/skills``
+evidence scanner reads it), ``skills.removals`` (by candidate id: the skill
+a removal candidate proposes removing) and ``skills.audit`` (learned,
+installed, removal proposed, removed). The files of an installed skill are in ``<home>/skills``
 (``enact.skills.installed``).
 
 Learning reads the source and calls the model off the actor's thread; the
 candidate is offered to the curator, which alone keeps candidates. On
 approval the source is read again at the recorded revision and installed
 only if it is the same (a local folder that changed since is refused), then
-placed where the runtime reads skills natively (``Capabilities.conversation_dir``).
+placed where the runtime reads skills natively (``Capabilities.native_skills``) in
+its conversations' directory, and in a task's worktree for each call of its
+worker (``Place``, then ``Withdraw`` before the change is looked at).
+
+Every ``REVIEW_EVERY_S`` on its clock (and on ``ReviewUse``) the use of the
+installed skills is reviewed by rule (``enact.skills.removal``): a skill
+unused too long, or whose last uses were each followed by a failure, is
+offered to the curator as a removal candidate; its approval comes back as
+``Install`` of that candidate and removes the skill.
 """
 
 from __future__ import annotations
@@ -24,8 +33,9 @@ from typing import Any
 
 import lmdb
 
-from enact.actors._base import ActorContext, EnactActor
+from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
+from enact.actors._ticking import TickingActor
 from enact.cancellation import CancellationToken
 from enact.config import RuntimeSettings
 from enact.evolution.candidates import Draft
@@ -41,17 +51,23 @@ from enact.messages.skills import (
     Learned,
     List,
     Listing,
+    Place,
+    Placed,
     Read,
     Remove,
     Removed,
+    ReviewUse,
     SkillView,
     Startup,
     StartupText,
+    UseReviewed,
+    Withdraw,
+    Withdrawn,
 )
 from enact.runtime import Runtime, RuntimeRequest
-from enact.skills import assessment, installed
+from enact.skills import assessment, installed, removal
 from enact.skills.manifest import Skill, SkillRefused, checked
-from enact.skills.settings import SkillLimits
+from enact.skills.settings import RemovalRule, SkillLimits
 from enact.skills.sources import MIRRORS_DIR, Fetched, fetch_git, read_local
 from enact.storage import RecordTable
 
@@ -60,7 +76,12 @@ log = logging.getLogger(__name__)
 LEARNINGS = "skills.learnings"
 USAGE = "skills.usage"
 AUDIT = "skills.audit"
-DATABASES = (LEARNINGS, USAGE, AUDIT)
+REMOVALS = "skills.removals"
+DATABASES = (LEARNINGS, USAGE, AUDIT, REMOVALS)
+REVIEW_EVERY_S = 3_600.0
+"""How often the use of the installed skills is reviewed for removal candidates."""
+ORIGIN = "skills"
+"""Who offers a removal candidate (the rule, not a person)."""
 STARTUP_SKILLS = 20
 """Installed skills named in a new session's startup context, at most."""
 STARTUP_CHARS = 2_000
@@ -79,23 +100,46 @@ class Learning:
     allow_scripts: bool
 
 
-class SkillsActor(EnactActor):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Proposal:
+    """What a removal candidate removes: the skill at the revision its use was reviewed at."""
+
+    name: str
+    revision: str
+    reason: str
+
+
+class _Tick:
+    pass
+
+
+class SkillsActor(TickingActor):
+    fenced_note = "it reviews no skill's use"
+
     def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
-        super().__init__(context)
+        super().__init__(context, every_s=REVIEW_EVERY_S, tick=_Tick())
         self._runtime = runtime
         self._store = context.own_store()
         self._learnings = RecordTable(self._store.table(LEARNINGS), Learning)
         self._usage = self._store.log(USAGE)
         self._audit = self._store.log(AUDIT)
+        self._removals = RecordTable(self._store.table(REMOVALS), Proposal)
         self._limits = context.config.typed(SkillLimits)
         self._learning = False
+        self._reviewing: list[Deferred] | None = None
+        """While a review runs: the asks waiting for the next one (reviews never overlap)."""
 
     @property
     def _home(self) -> Path:
         return self.context.home
 
     def on_start(self) -> None:
+        super().on_start()
         self._place()
+
+    def tick(self) -> None:
+        if self._reviewing is None:
+            self._review([])
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -112,6 +156,21 @@ class SkillsActor(EnactActor):
                 return self._remove(message)
             case Startup():
                 return StartupText(text=self._startup_text())
+            case Place():
+                return Placed(names=tuple(installed.placed(self._home, Path(message.directory), message.under)))
+            case _Tick():
+                self.ticked()
+                return None
+            case ReviewUse():
+                reply = Deferred()
+                if self._reviewing is None:
+                    self._review([reply])
+                else:
+                    self._reviewing.append(reply)
+                return reply
+            case Withdraw():
+                installed.withdrawn(Path(message.directory), message.under, list(message.names))
+                return Withdrawn()
         return super().handle(message)
 
     # -- learning -----------------------------------------------------------
@@ -210,6 +269,9 @@ class SkillsActor(EnactActor):
     def _install(self, message: Install) -> Installed | NotFound | Refused:
         if not is_human(message.origin):
             return Refused(reason="installing a skill needs a human's approval", code=RefusalCode.NOT_HUMAN)
+        proposal = self._store.read(lambda txn: self._removals.get(txn, message.candidate_id.encode()))
+        if proposal is not None:
+            return self._remove_proposed(message, proposal)
         learning = self._store.read(lambda txn: self._learnings.get(txn, message.candidate_id.encode()))
         if learning is None:
             return NotFound(kind="skill candidate", id=message.candidate_id)
@@ -233,21 +295,87 @@ class SkillsActor(EnactActor):
         if not is_human(message.origin):
             return Refused(reason="removing a skill needs a human (the owner's CLI or chat)",
                            code=RefusalCode.NOT_HUMAN)
-        record = installed.remove(self._home, message.name)
+        record = self._removed(message.name, by=message.origin)
+        return NotFound(kind="installed skill", id=message.name) if record is None else Removed(name=record.name)
+
+    def _remove_proposed(self, message: Install, proposal: Proposal) -> Installed | NotFound | Refused:
+        """A removal candidate approved: the skill goes, if it is still the one whose use was reviewed."""
+        record = installed.find(self._home, proposal.name)
         if record is None:
-            return NotFound(kind="installed skill", id=message.name)
+            return NotFound(kind="installed skill", id=proposal.name)
+        if record.revision != proposal.revision:
+            return Refused(reason=f"{proposal.name} was installed again since its removal was proposed",
+                           code=RefusalCode.WRONG_STATE)
+        self._removed(proposal.name, by=message.origin, candidate_id=message.candidate_id)
+        return Installed(skill=self._view(record), removed=True)
+
+    def _removed(self, name: str, *, by: str, candidate_id: str = "") -> installed.Installed | None:
+        record = installed.remove(self._home, name)
+        if record is None:
+            return None
         self._store.write(lambda txn: self._audit.append(txn, {
             "at": self.context.clock.time(), "kind": "removed", "skill": record.name, "revision": record.revision,
-            "by": message.origin}))
+            "by": by, **({"candidate_id": candidate_id} if candidate_id else {})}))
         self._place()
-        return Removed(name=record.name)
+        return record
+
+    # -- reviewing the use ----------------------------------------------------
+
+    def _review(self, replies: list[Deferred]) -> None:
+        """Offer a removal candidate for each installed skill the rule finds,
+        once per state (a candidate offered before is not offered again);
+        ``replies`` are told the candidates offered."""
+        self._reviewing = []
+        now, rule = self.context.clock.time(), self.context.config.typed(RemovalRule)
+        records, uses = installed.installed(self._home), self._use_records()
+        offered = self._store.read(lambda txn: {key.decode() for key, _ in self._removals.items(txn)})
+
+        def work(cancel: CancellationToken) -> list[tuple[str, removal.Removal]]:
+            made = []
+            for found in removal.removals(records, uses, now=now, unused_days=rule.unused_days,
+                                          failures=rule.failures,
+                                          failed=lambda use: removal.followed_by_failure(self.context.ask, use)):
+                draft = removal.draft(found)
+                if draft.id in offered:
+                    continue
+                answer = self.context.ask("curator", Offer(draft=draft, origin=ORIGIN))
+                if isinstance(answer, Offered):
+                    made.append((answer.candidate_id, found))
+                else:
+                    log.warning("the removal of skill %s was not offered: %s", found.name, answer.reason)
+            return made
+
+        def done(made: list[tuple[str, removal.Removal]]) -> None:
+            def write(txn: lmdb.Transaction) -> None:
+                for candidate_id, found in made:
+                    self._removals.put(txn, candidate_id.encode(),
+                                       Proposal(name=found.name, revision=found.revision, reason=found.reason))
+                    self._audit.append(txn, {"at": now, "kind": "removal-proposed", "skill": found.name,
+                                             "candidate_id": candidate_id, "reason": found.reason})
+
+            self._store.write(write)
+            self._reviewed(replies, UseReviewed(candidate_ids=tuple(candidate_id for candidate_id, _ in made)))
+
+        def failed(error: Exception) -> None:
+            log.warning("the skills' use was not reviewed: %s", error)
+            self._reviewed(replies, UseReviewed(candidate_ids=()))
+
+        self.off_thread(work, then=done, failed=failed, name="skill-review")
+
+    def _reviewed(self, replies: list[Deferred], reviewed: UseReviewed) -> None:
+        for reply in replies:
+            reply.resolve(reviewed)
+        waiting, self._reviewing = self._reviewing or [], None
+        if waiting:  # asked while this review ran, perhaps after what it read changed: one more
+            self._review(waiting)
 
     def _place(self) -> None:
         """The installed skills, where a runtime that reads skills natively looks in its conversations' directory."""
         directory = self._runtime.capabilities.conversation_dir
-        if directory is not None:
+        under = self._runtime.capabilities.native_skills
+        if directory is not None and under:
             directory.mkdir(parents=True, exist_ok=True)
-            installed.placed(self._home, directory)
+            installed.placed(self._home, directory, under)
 
     # -- reading ------------------------------------------------------------
 
@@ -261,9 +389,12 @@ class SkillsActor(EnactActor):
             "used_by": message.used_by, "how": "read"}))
         return Body(skill=self._view(record), text=text)
 
+    def _use_records(self) -> list[dict[str, Any]]:
+        return [usage for _, usage in self._store.read(lambda txn: self._usage.read_from(txn, 0, 100_000))]
+
     def _uses(self) -> dict[str, int]:
         counts: dict[str, int] = {}
-        for _, usage in self._store.read(lambda txn: self._usage.read_from(txn, 0, 100_000)):
+        for usage in self._use_records():
             counts[usage["skill"]] = counts.get(usage["skill"], 0) + 1
         return counts
 
