@@ -147,4 +147,7 @@ def test_an_installed_skill_is_offered_to_the_real_claude_cli_as_a_native_skill(
         native = "skills are available for use with the Skill tool:\n\n- tidy-notes: Keep the owner's notes tidy"
         requests = [orjson.dumps(request.json()["messages"]).decode() for request in server.model_requests()]
         assert any(native.replace("\n", "\\n") in text for text in requests), requests
+        # Removed, it is taken out of where Claude Code looks, too.
+        assert daemon.cli("skills", "remove", "tidy-notes").returncode == 0
+        assert not placed.parent.exists()
     assert not (home.parent / "claude-home" / ".claude" / "skills").exists()

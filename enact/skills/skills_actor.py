@@ -316,7 +316,7 @@ class SkillsActor(TickingActor):
         self._store.write(lambda txn: self._audit.append(txn, {
             "at": self.context.clock.time(), "kind": "removed", "skill": record.name, "revision": record.revision,
             "by": by, **({"candidate_id": candidate_id} if candidate_id else {})}))
-        self._place()
+        self._place(removed=record.name)
         return record
 
     # -- reviewing the use ----------------------------------------------------
@@ -369,12 +369,15 @@ class SkillsActor(TickingActor):
         if waiting:  # asked while this review ran, perhaps after what it read changed: one more
             self._review(waiting)
 
-    def _place(self) -> None:
-        """The installed skills, where a runtime that reads skills natively looks in its conversations' directory."""
+    def _place(self, *, removed: str = "") -> None:
+        """The installed skills, where a runtime that reads skills natively
+        looks in its conversations' directory; a ``removed`` one taken out."""
         directory = self._runtime.capabilities.conversation_dir
         under = self._runtime.capabilities.native_skills
         if directory is not None and under:
             directory.mkdir(parents=True, exist_ok=True)
+            if removed:
+                installed.withdrawn(directory, under, [removed])
             installed.placed(self._home, directory, under)
 
     # -- reading ------------------------------------------------------------
