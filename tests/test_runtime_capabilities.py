@@ -46,7 +46,9 @@ def test_each_built_in_runtime_declares_its_capabilities(tmp_path: Path) -> None
                                   history_chars=1234)
 
     scripted = ScriptedRuntime(tmp_path / "no-rules.toml").capabilities
-    assert scripted == Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True)
+    # It reads skills where Claude Code does, so a task rule's `run` can use them as Claude would.
+    assert scripted == Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True,
+                                    native_skills=".claude/skills")
     assert ScriptedRuntime(tmp_path / "no-rules.toml").waits_for == "the scripted runtime"
 
 

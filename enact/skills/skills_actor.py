@@ -353,7 +353,8 @@ class SkillsActor(TickingActor):
                     self._audit.append(txn, {"at": now, "kind": "removal-proposed", "skill": found.name,
                                              "candidate_id": candidate_id, "reason": found.reason})
 
-            self._store.write(write)
+            if made:  # nothing offered, nothing to commit
+                self._store.write(write)
             self._reviewed(replies, UseReviewed(candidate_ids=tuple(candidate_id for candidate_id, _ in made)))
 
         def failed(error: Exception) -> None:
