@@ -25,7 +25,9 @@ from enact.messages.common import HUMAN_CONSOLE
 from enact.messages.control import Error as ControlError
 
 if TYPE_CHECKING:
+    from enact.console.hub import Stream
     from enact.console.server import ConsoleServer
+    from enact.console.task_log import LogTail
 
 R = TypeVar("R")
 
@@ -108,7 +110,10 @@ def make_app(server: ConsoleServer) -> Flask:
         stream = server.hub.join()
         if stream is None:
             return _refusal(503, "Too many live pages are open; close one and reload.")
-        return Response(_event_stream(stream, request.args.get("log", ""), server),
+        from enact.console.task_log import LogTail
+
+        tail = LogTail.of(server.home, request.args.get("log", ""), request.args.get("from", "0"))
+        return Response(_event_stream(stream, tail),
                         mimetype="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
     @app.errorhandler(ConsoleUnavailable)
@@ -152,12 +157,10 @@ def _refusal(status: int, text: str) -> Response:
     return Response(render_template("refused.html", status=status, text=text), status=status)
 
 
-def _event_stream(stream: Any, log_task: str, server: ConsoleServer) -> Iterator[bytes]:
+def _event_stream(stream: Stream, tail: LogTail | None) -> Iterator[bytes]:
     """Server-sent events until the client goes or the console stops; with
-    ``log=<task id>``, that task's log as it grows (``log`` events)."""
-    from enact.console.task_log import LogTail
-
-    tail = LogTail.of(server.home, log_task, request.args.get("from", "0"))
+    a ``tail`` (``/events?log=<task id>&from=<offset>``), that task's log as
+    it grows (``log`` events). It runs after the request's context is gone."""
     try:
         yield b"retry: 2000\n\n"
         quiet_since = time.monotonic()
