@@ -100,8 +100,15 @@ def test_every_known_labelled_series_is_exported_at_zero_from_the_start(daemons:
         assert value(text, "enact_inbox_deliveries_total", channel="local", outcome=outcome) == 0
     for outcome in ChatMetrics.ACTION_OUTCOMES:
         assert value(text, "enact_conversation_actions_total", outcome=outcome) == 0
-    for outcome in metric_labels.RUNTIME_CALL_OUTCOMES:
-        assert value(text, "enact_runtime_calls_total", adapter="scripted", outcome=outcome) == 0
+    for purpose in metric_labels.RUNTIME_PURPOSES:
+        assert value(text, "enact_runtime_call_seconds_count", adapter="scripted", purpose=purpose) == 0
+        for outcome in metric_labels.RUNTIME_CALL_OUTCOMES:
+            assert value(text, "enact_runtime_calls_total", adapter="scripted", outcome=outcome, purpose=purpose) == 0
+    for state in TasksMetrics.COUNTED_STATES:
+        assert value(text, "enact_tasks", state=state.value) == 0
+    assert value(text, "enact_task_workers") > 0
+    assert value(text, "enact_task_worker_busy_seconds_total") == 0
+    assert value(text, "enact_memory_recall_seconds_count") == 0
     for outcome in TasksMetrics.LAND_OUTCOMES:
         assert value(text, "enact_review_lands_total", outcome=outcome) == 0
     for outcome in TasksMetrics.CRON_OUTCOMES:
