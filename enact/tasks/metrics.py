@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
@@ -25,7 +25,8 @@ class WorkerTime(Collector):
     a rate() window counts in each window it runs in rather than all at its
     end. Its rate over the worker count is the workers' utilisation."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._ended_s = 0.0
         self._running: dict[int, float] = {}
         """Since when (monotonic) each attempt running now has run."""
@@ -38,16 +39,16 @@ class WorkerTime(Collector):
         with self._lock:
             self._next += 1
             key = self._next
-            self._running[key] = time.monotonic()
+            self._running[key] = self._clock()
         try:
             yield
         finally:
             with self._lock:
-                self._ended_s += time.monotonic() - self._running.pop(key)
+                self._ended_s += self._clock() - self._running.pop(key)
 
     def busy_seconds(self) -> float:
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             return self._ended_s + sum(now - since for since in self._running.values())
 
     def collect(self) -> Iterable[Metric]:
