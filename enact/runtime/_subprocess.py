@@ -88,9 +88,14 @@ def run_command(
         program_ended(argv, started, "could not start")
         raise RuntimeUnavailable(f"{argv[0]} cannot be started: {error}") from None
     group = process.pid  # the session leader: its pid is the group id
-    with _Wake() as wake:
-        cancel.on_cancel(wake.poke)
-        outcome = _Exchange(process, stdin_text.encode()).run(wake.fd, cancel, deadline=started + timeout_s)
+    try:
+        with _Wake() as wake:
+            cancel.on_cancel(wake.poke)
+            outcome = _Exchange(process, stdin_text.encode()).run(wake.fd, cancel, deadline=started + timeout_s)
+    except BaseException:  # not expected (out of descriptors, say); the group must not be left running
+        _terminate(group, process)
+        program_ended(argv, started, "was abandoned")
+        raise
     if outcome is None:
         _terminate(group, process)
         if cancel.cancelled:
