@@ -19,9 +19,12 @@ command comes from configuration, which the task cannot write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
 
 from enact.errors import EnactError
 from enact.home_guard import owner_umask
@@ -61,8 +64,9 @@ def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = (),
     shown = ("git", *args)  # the options are the same on every call: the log leaves them out
     started = program_started(shown)
     try:
-        done = subprocess.run(["git", *HOST_OPTIONS, *options, *args], cwd=cwd, env=git_env(identity),
-                              stdin=subprocess.DEVNULL, capture_output=True, umask=owner_umask())
+        with _one_worktree_change_at_a_time(cwd, args):
+            done = subprocess.run(["git", *HOST_OPTIONS, *options, *args], cwd=cwd, env=git_env(identity),
+                                  stdin=subprocess.DEVNULL, capture_output=True, umask=owner_umask())
     except OSError as error:
         program_ended(shown, started, "could not start")
         if shutil.which("git") is None:
@@ -73,6 +77,26 @@ def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = (),
         detail = done.stderr.decode(errors="replace").strip().splitlines()
         raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else done.returncode}")
     return done.stdout.decode(errors="replace")
+
+
+_worktree_locks: dict[str, threading.Lock] = {}
+_worktree_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_worktree_change_at_a_time(repo: os.PathLike[str] | str, args: tuple[str, ...]) -> Iterator[None]:
+    """``git worktree add`` and ``prune`` of one repository, one at a time:
+    git writes a new worktree's directory under ``.git/worktrees`` in steps,
+    and another worker's add or prune reading it in between fails ("failed to
+    read .../commondir"), seen with 4 workers once programs started fast."""
+    if args[:1] != ("worktree",) or args[1:2] not in (("add",), ("prune",)):
+        yield
+        return
+    key = os.path.realpath(repo)
+    with _worktree_locks_guard:
+        lock = _worktree_locks.setdefault(key, threading.Lock())
+    with lock:
+        yield
 
 
 def configured_identity(repo: os.PathLike[str] | str) -> tuple[str, str] | None:
