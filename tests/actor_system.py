@@ -20,7 +20,7 @@ from enact._app.reports import tally_spend
 from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
 from enact.budget.settings import BudgetSettings
-from enact.channels import InboxInlet
+from enact.channels import Channel, InboxInlet
 from enact.channels.local import LocalChannel
 from enact.clock import ManualClock
 from enact.commands import CommandContext
@@ -63,7 +63,7 @@ class ActorSystem:
 
 @contextmanager
 def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = NO_WORKERS,
-                   ) -> Iterator[ActorSystem]:
+                   chats: Mapping[str, str] | None = None) -> Iterator[ActorSystem]:
     """Every actor of the daemon on ``home`` (made if need be), its time
     ``clock``'s; the settings (the built-in components' too: the runtime is
     ``runtime.adapter``'s, the scripted one by default) from ``home``'s
@@ -84,8 +84,11 @@ def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = 
     started: list[Supervisor] = []
     runtime = MeteredRuntime(installed.runtime(settings).make_runtime(settings, commands), metrics, budget=budget,
                              on_spent=lambda purpose, usage: tally_spend(started[0], purpose, usage))
-    parts = DaemonParts(settings=settings, runtime=runtime, channels={"local": channel},
-                        origins={"local": HUMAN_CLI}, commands=commands, budget=budget)
+    # ``chats``: more channels by name, with their origins, each delivering as the local one does
+    # (a chat that is not the owner's CLI: an event is handed to the inbox with ``inbox.Receive``).
+    channels: dict[str, Channel] = {"local": channel, **{name: LocalChannel() for name in chats or {}}}
+    parts = DaemonParts(settings=settings, runtime=runtime, channels=channels,
+                        origins={"local": HUMAN_CLI, **(chats or {})}, commands=commands, budget=budget)
     fatal = threading.Event()
     supervisor = Supervisor(components.component_actors(installed, parts), home=home, config=settings,
                             metrics=metrics, storage=storage, fence=fence, on_fatal=lambda _: fatal.set(),
