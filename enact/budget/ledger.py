@@ -102,10 +102,11 @@ class Ledger:
 
 def notice_text(overrun_of: str, limit: int, used: int, resets_at: float) -> str:
     """What the owner is told, once a budget day, when a budget is spent."""
-    what = ("every purpose's work" if overrun_of == TOTAL
-            else {"conversation": "conversations other than the owner's CLI",
-                  "task": "tasks (running ones pause, scheduled and backlog ones wait)"}.get(
-                overrun_of, f"background work of purpose {overrun_of}"))
-    return (f"Today's {overrun_of} token budget ({limit}) is spent ({used} used): {what} wait for the reset at "
-            f"{clock_said(resets_at)}. `enact status` shows the budgets; budget.daily_tokens.{overrun_of} sets this "
-            "one.")
+    until = f"until the reset at {clock_said(resets_at)}"
+    what = {
+        TOTAL: f"no model is called {until}, except for the owner's CLI",
+        "conversation": f"conversations other than the owner's CLI are not answered {until}",
+        "task": f"tasks pause, and scheduled and backlog tasks do not start, {until}",
+    }.get(overrun_of, f"work of purpose {overrun_of} does not start {until}")
+    return (f"Today's {overrun_of} token budget ({limit}) is spent ({used} used): {what}. `enact status` shows "
+            f"the budgets; budget.daily_tokens.{overrun_of} sets this one.")
