@@ -7,6 +7,7 @@ an idle day calls no model. Time moves on a manual clock (``actor_system``)."""
 
 from __future__ import annotations
 
+import urllib.request
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from enact.messages.scheduler import AddSchedule, ListSchedules
 from enact.messages.tasks import EventPage, Events, Found, Get, Resume, Resumed, Submit, Submitted
 from enact.tasks.records import FailureClass
 
-from conftest import wait_for
+from conftest import DaemonFactory, wait_for
 
 CHAT = "chat"
 ONE_SECOND_TICKS = {"ENACT_DAEMON_WORKERS": "0", "ENACT_SCHEDULER_TICK_S": "1"}
@@ -239,3 +240,31 @@ def test_a_task_that_finds_its_budget_spent_pauses_and_the_reset_or_its_owner_re
         page = system.ask("tasks", Events(task_id=second.id))
         assert isinstance(page, EventPage)
         assert "resumed: the task budget's day started again" in [e.event.summary for e in page.events]
+
+
+def test_status_and_the_gauge_show_use_against_budget_and_a_kill_9_keeps_the_days_use(
+        daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    configure(home, budget={}, limits={"conversation": 100, "total": 1000})
+    daemon = daemons.start(home)
+    sent = daemon.cli_json("send", "--json", "hello")
+    assert sent["reply"] == "hi there"
+
+    def lines() -> dict[str, dict[str, Any]]:
+        status: dict[str, Any] = daemon.cli_json("status", "--json")
+        return {line["purpose"]: line for line in status["budget"]}
+
+    wait_for(lambda: lines()["conversation"]["used"] == 110, what="the call tallied")
+    assert lines()["conversation"] == {"purpose": "conversation", "used": 110, "limit": 100, "remaining": 0}
+    assert lines()["total"] == {"purpose": "total", "used": 110, "limit": 1000, "remaining": 890}
+    text = daemon.cli("status").stdout
+    assert "conversation   110 of 100 tokens, spent" in text and "total          110 of 1000 tokens, 890 left" in text
+    metrics_addr = daemon.cli_json("status", "--json")["metrics_addr"]
+    with urllib.request.urlopen(f"http://{metrics_addr}/metrics", timeout=10) as response:
+        scraped = response.read().decode()
+    assert 'enact_budget_remaining_tokens{purpose="conversation"} 0.0' in scraped
+    assert 'enact_budget_remaining_tokens{purpose="total"} 890.0' in scraped
+
+    daemon.kill9()
+    daemon = daemons.start(home)
+    assert lines()["conversation"]["used"] == 110  # the day's use is committed with each call's tally
