@@ -16,7 +16,7 @@ TOTAL = "total"
 """The limit over every purpose together."""
 NOTICE = "notice"
 REFUSE = "refuse"
-MAX_TOKENS = 10**12
+MAX_TOKENS = 10**11
 
 _RESET = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 
