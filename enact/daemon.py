@@ -26,8 +26,11 @@ from enact._app.revision import revision_now
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.backup.moved import moved_from
+from enact.budget.gate import BudgetGate
+from enact.budget.settings import BudgetSettings
 from enact.chat.services import startup_context
 from enact.chat.session_calls import SessionCalls
+from enact.clock import REAL_CLOCK
 from enact.command_journal import JournaledCommands
 from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, DaemonParts, WireHandler
@@ -201,13 +204,15 @@ class _Daemon:
         self.channels = DaemonChannels(installed, settings, moved=moved)
         self.metrics.initialise(adapters=(runtime.name,),
                                 polling_channels=tuple(name for name in self.channels.channels if name != "local"))
+        budget = BudgetGate(settings.typed(BudgetSettings), REAL_CLOCK)
         parts = DaemonParts(
             settings=settings,
             runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
-                                   allow_full_access=runtime_settings.allow_full_access),
+                                   allow_full_access=runtime_settings.allow_full_access, budget=budget),
             channels=dict(self.channels.channels),
             origins=dict(self.channels.origins),
             commands=commands,
+            budget=budget,
         )
         installed.create_metrics(self.metrics.registry)
         actors = components.component_actors(installed, parts)
@@ -221,7 +226,7 @@ class _Daemon:
             on_fatal=lambda why: self.stop.set(why, EXIT_FATAL),
         )
         self.reports = DaemonReports(home=home, settings=settings, storage=storage, fence=fence,
-                                     supervisor=self.supervisor, channels=self.channels,
+                                     supervisor=self.supervisor, channels=self.channels, budget=budget,
                                      metrics_addr=metrics_server.address, started=started,
                                      revision=revision_now())
         self.metrics.register_gauges(self.reports.scrape_gauges)

@@ -35,6 +35,7 @@ from enact.runtime import (
     RuntimeAuthFailed,
     RuntimeCancelled,
     RuntimeFailure,
+    RuntimeOverBudget,
     RuntimeRateLimited,
     RuntimeRequest,
     RuntimeSessionUnknown,
@@ -74,18 +75,22 @@ class SessionCalls:
         self._given: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def call(self, session_key: str, prompt: str, *, owner_message: str, owners: bool,
-             recall_for: str | None = None, receipt: str | None = None, images: tuple[Path, ...] = ()) -> str:
+             recall_for: str | None = None, receipt: str | None = None, images: tuple[Path, ...] = (),
+             spends_over_budget: bool = False) -> str:
         """The session's answer to ``prompt``. ``owners``: the conversation
         is the owner's (memory gives no fact otherwise); ``recall_for``: the
-        owner's message to recall facts for (None: recall nothing)."""
+        owner's message to recall facts for (None: recall nothing);
+        ``spends_over_budget``: the owner's CLI, answered whatever the budget says."""
         mapping = self._ask(SESSIONS, Lookup(key=session_key, prompt_version=self._prompt_version))
         resume = mapping.native_id if isinstance(mapping, Session) else None
         notes = self._ask(SESSIONS, Notes(key=session_key)).notes if session_key else ()
         call = _Call(session_key=session_key, prompt=prompt, owner_message=owner_message, owners=owners,
-                     recall_for=recall_for, receipt=receipt, images=images, notes=notes)
+                     recall_for=recall_for, receipt=receipt, images=images, notes=notes,
+                     spends_over_budget=spends_over_budget)
         try:
             return self._invoke(call, resume)
-        except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable):
+        except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable,
+                RuntimeOverBudget):
             raise  # not the session's fault: it is kept, and a fresh one would fail the same way
         except RuntimeSessionUnknown:
             if resume is None:
@@ -124,7 +129,8 @@ class SessionCalls:
             history = self._ask(SESSIONS, ReadHistory(key=session_key, native_id=resume)).messages
         request = RuntimeRequest(history=history, session_key=session_key, prompt=text, native_session=resume,
                                  owner_message=call.owner_message, receipt=call.receipt, timeout_s=self._timeout_s,
-                                 cancel=self._token.child(), images=call.images)
+                                 cancel=self._token.child(), images=call.images,
+                                 spends_over_budget=call.spends_over_budget)
         try:
             result = runtime.invoke(request)  # counted by the metered runtime (enact.runtime.metered)
         except Cancelled as error:
@@ -190,3 +196,4 @@ class _Call:
     images: tuple[Path, ...]
     notes: tuple[Note, ...]
     """Waiting for the session when the call began: its first words."""
+    spends_over_budget: bool = False

@@ -33,6 +33,7 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.actors._long_work import OffThread
+from enact.budget.gate import BudgetGate
 from enact.chat.settings import ChatSettings
 from enact.claimed_clock import Decision, nest_flat_claim
 from enact.config import DaemonSettings, RuntimeSettings
@@ -50,6 +51,7 @@ from enact.messages.curator import (
     Candidates,
     EvolveHistory,
     EvolveRunFailed,
+    EvolveRunSkipped,
     GetMode,
     History,
     ModeShown,
@@ -74,6 +76,8 @@ DATABASE = "scheduler.evolve"
 _CLOCK = b"clock"
 ORIGIN = "scheduler"
 """The origin of what a run asks (kept from when the Scheduler carried it)."""
+BRAINSTORM_PURPOSE = "curation"
+"""The purpose of a brainstorm's model call (``enact.evolution.brainstorm``)."""
 R = TypeVar("R")
 
 
@@ -104,6 +108,8 @@ class _Run:
     lines: list[str] = field(default_factory=list)
     found_signals: bool = False
     active_created_at: list[float] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """The steps not run because their purpose's budget was spent, each with why."""
 
 
 def lineage_line(report: LineageScanned | Refused) -> str:
@@ -122,8 +128,10 @@ class EvolveRuns:
     """The evolve actor's rules: call ``tick`` from each clock tick; each
     ask of a run is made through ``off_thread`` and the run goes on from its reply."""
 
-    def __init__(self, context: ActorContext, store: Store, *, off_thread: OffThread) -> None:
+    def __init__(self, context: ActorContext, store: Store, *, off_thread: OffThread,
+                 budget: BudgetGate | None = None) -> None:
         self._context = context
+        self._budget = budget
         self._store = store
         self._off_thread = off_thread
         self._clock = RecordTable(store.table(DATABASE), EvolveClock, upgrade=nest_flat_claim)
@@ -211,12 +219,22 @@ class EvolveRuns:
         self._off_thread(lambda _: self._context.ask(actor, message, timeout=timeout), then=step,
                          failed=lambda error: self._failed(run, error))
 
+    def _over_budget(self, run: _Run, step: str, purpose: str) -> bool:
+        """Whether ``step`` is skipped because the day's budget of ``purpose``
+        is spent (noted in the run's record; the budget actor tells the owner)."""
+        overrun = self._budget.overrun(purpose) if self._budget is not None else None
+        if overrun is not None:
+            run.skipped.append(f"{step} skipped for budget: {overrun.said()}")
+        return overrun is not None
+
     def _mode_known(self, run: _Run, shown: ModeShown) -> None:
         run.mode = shown.mode
         if not run.mode.scans:
             self._finish(run)
-            return
-        self._ask(run, "scanner", Scan(scheduled=True), self._scanned, model=True)
+        elif self._over_budget(run, "scan", "scan"):
+            self._lineage_scan(run)
+        else:
+            self._ask(run, "scanner", Scan(scheduled=True), self._scanned, model=True)
 
     def _scanned(self, run: _Run, report: ScanReport | Refused) -> None:
         if isinstance(report, ScanReport):
@@ -227,13 +245,22 @@ class EvolveRuns:
                 run.found_signals = run.found_signals or (scan.outcome == "completed" and bool(scan.signals))
         else:
             run.lines.append(f"scan refused: {report.reason}")
-        self._ask(run, "lineage", LineageScan(scheduled=True), self._lineage_scanned, model=True)
+        self._lineage_scan(run)
+
+    def _lineage_scan(self, run: _Run) -> None:
+        if self._over_budget(run, "lineage scan", "lineage"):
+            self._after_lineage(run)
+        else:
+            self._ask(run, "lineage", LineageScan(scheduled=True), self._lineage_scanned, model=True)
 
     def _lineage_scanned(self, run: _Run, report: LineageScanned | Refused) -> None:
         line = lineage_line(report)
         if line:
             run.lines.append(line)
-        if not run.mode.brainstorms:
+        self._after_lineage(run)
+
+    def _after_lineage(self, run: _Run) -> None:
+        if not run.mode.brainstorms or self._over_budget(run, "brainstorm", BRAINSTORM_PURPOSE):
             self._check_proposal(run)
         elif self._theme:
             self._brainstorm(run, self._theme)
@@ -268,7 +295,8 @@ class EvolveRuns:
         open_now = [p for p in history.proposals[:1] if p.state is ProposalState.OPEN] \
             if isinstance(history, EvolveHistory) else []
         if rules.proposal_needed(found_signals=run.found_signals, active_created_at=run.active_created_at,
-                                 open_proposal_at=open_now[0].created_at if open_now else None):
+                                 open_proposal_at=open_now[0].created_at if open_now else None) \
+                and not self._over_budget(run, "proposal", "curation"):
             self._ask(run, "curator", Propose(origin=ORIGIN), self._proposed, model=True)
         else:
             self._finish(run)
@@ -291,9 +319,13 @@ class EvolveRuns:
 
     def _finish(self, run: _Run) -> None:
         lines = run.lines
-        outcome = "\n".join(lines) if lines else f"{run.mode}: nothing new, no model called"
-        if lines:
+        outcome = "\n".join([*lines, *run.skipped]) if lines or run.skipped \
+            else f"{run.mode}: nothing new, no model called"
+        if lines:  # not for a skip alone: the budget actor tells the owner of a spent budget once a day
             self._report(run.due, run.mode, lines)
+        if run.skipped:
+            self._context.tell("curator", EvolveRunSkipped(run_id=rules.run_id(run.due), due=run.due,
+                                                           reason="; ".join(run.skipped)))
         log.info("evolve run %s (%s): %s", rules.run_id(run.due), run.mode, outcome.replace("\n", "; "))
         self._end(run, rules.acknowledge(run.claimed, run.due, self._context.clock.time(), outcome, self._schedule))
 
