@@ -3,7 +3,8 @@ repository is refused for a link out, an executable or an oversized file;
 the good one is assessed (the scripted runtime answers the ``skill`` call)
 into a candidate, installed only when the owner approves it, offered to the
 model in a new session's startup context, read by a model action (its use
-recorded) and removed."""
+recorded) and removed; offered to the real Claude Code CLI as a native
+skill, whose Skill tool's use of it is recorded too."""
 
 from __future__ import annotations
 
@@ -116,10 +117,10 @@ def test_a_learned_skill_is_installed_on_approval_offered_read_and_removed(daemo
     assert not (daemon.home / "skills" / "tidy-notes").exists()
 
 
-def test_an_installed_skill_is_offered_to_the_real_claude_cli_as_a_native_skill(
+def test_an_installed_skill_is_offered_to_the_real_claude_cli_as_a_native_skill_and_its_use_recorded(
         daemons: DaemonFactory, tmp_path: Path) -> None:
     from claude_home import claude_env
-    from model_server import ModelServer, Reply
+    from model_server import ModelServer, Reply, ToolCall
 
     from enact.skills.installed import install
     from enact.skills.manifest import checked
@@ -136,9 +137,14 @@ def test_an_installed_skill_is_offered_to_the_real_claude_cli_as_a_native_skill(
         env = {"ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
                **claude_env(home.parent / "claude-home", server.url)}
         daemon = daemons.start(home, env=env)
-        server.script(Reply("noted"))
+        # The model takes the skill up with Claude Code's own Skill tool, then answers.
+        server.script(ToolCall("tidy-notes", tool="Skill"), Reply("noted"))
         sent = daemon.cli("send", "--json", "hello", timeout=90)
         assert sent.returncode == 0, (sent, daemon.log_text())
+        assert orjson.loads(sent.stdout)["reply"] == "noted"
+        # Recorded as the conversation's use, as a skill.read is.
+        [listed] = daemon.cli_json("skills", "list", "--json")["skills"]
+        assert listed["uses"] == 1, daemon.log_text()
         # Where Claude Code looks for a project's skills: the conversation's working directory.
         placed = home / "claude" / ".claude" / "skills" / "tidy-notes" / "SKILL.md"
         assert placed.read_text().startswith("---\nname: tidy-notes")
