@@ -4,7 +4,8 @@ the good one is assessed (the scripted runtime answers the ``skill`` call)
 into a candidate, installed only when the owner approves it, offered to the
 model in a new session's startup context, read by a model action (its use
 recorded) and removed; offered to the real Claude Code CLI as a native
-skill, whose Skill tool's use of it is recorded too."""
+skill, whose Skill tool's use of it is recorded too, and placed where the
+real Codex CLI lists it, its reading of the SKILL.md recorded as a use."""
 
 from __future__ import annotations
 
@@ -157,3 +158,32 @@ def test_an_installed_skill_is_offered_to_the_real_claude_cli_as_a_native_skill_
         assert daemon.cli("skills", "remove", "tidy-notes").returncode == 0
         assert not placed.parent.exists()
     assert not (home.parent / "claude-home" / ".claude" / "skills").exists()
+
+
+def test_an_installed_skill_is_placed_where_the_real_codex_cli_lists_it_and_its_reading_recorded(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
+    from model_server import ModelServer, Reply, ToolCall
+    from test_skills_use import install_tidy_notes
+
+    from conftest import real_cli
+
+    home = daemons.new_home()
+    install_tidy_notes(home, tmp_path, at=1.0)
+    with ModelServer() as server, scratch_codex_home(server.url) as codex_home:
+        env = {k: v for k, v in codex_env(codex_home).items() if k in ("CODEX_HOME", FAKE_KEY_VARIABLE)}
+        env.update({"ENACT_RUNTIME_ADAPTER": "codex", "ENACT_CODEX_BIN": real_cli("codex")})
+        daemon = daemons.start(home, env=env)
+        # Codex (0.169) opens a listed skill's SKILL.md with a shell command: the model asks for that.
+        server.script(ToolCall("cat .agents/skills/tidy-notes/SKILL.md"), Reply("noted"))
+        sent = daemon.cli("send", "--json", "hello", timeout=90)
+        assert sent.returncode == 0, (sent, daemon.log_text())
+        assert orjson.loads(sent.stdout)["reply"] == "noted"
+        placed = home / "conversation" / ".agents" / "skills" / "tidy-notes" / "SKILL.md"
+        assert placed.read_text().startswith("---\nname: tidy-notes")
+        first, second = (orjson.dumps(request.json()["input"]).decode() for request in server.model_requests())
+        # Its own listing (the startup context names the skill too): the skill roots and the entry.
+        assert "conversation/.agents/skills" in first and "- tidy-notes: Keep the owner's notes tidy" in first
+        assert "Date every note" in second  # the command's output went back to the model
+        [listed] = daemon.cli_json("skills", "list", "--json")["skills"]
+        assert listed["uses"] == 1, daemon.log_text()
