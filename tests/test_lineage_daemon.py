@@ -84,6 +84,9 @@ def test_a_parent_change_is_assessed_listed_approved_landed_and_adopted(
 
     again = daemon.cli_json("lineage", "scan", "--json")
     assert again["outcome"] == "nothing-new" and lineage_calls(transcript) == 1, again
+    # Counted in the spending under its own purpose.
+    spent = {row["purpose"]: row["calls"] for row in daemon.cli_json("status", "--json")["spending"]}
+    assert spent.get("lineage") == 1, spent
 
     approved = daemon.cli_json("evolve", "approve", cid, "--repo", str(repo), "--json")
     brief = daemon.cli_json("task", "show", str(approved["task_id"]), "--json")["brief"]

@@ -33,6 +33,12 @@ match = "(?s)^enact evidence scan: feedback"
 reply = "[]"
 
 [[rule]]
+match = "^please learn"
+action = "learn"
+args = {{ text = "/nowhere" }}
+then = "Tried: {{receipt}}"
+
+[[rule]]
 match = "^please read the skill"
 action = "skill.read"
 args = {{ text = "tidy-notes" }}
@@ -70,6 +76,14 @@ def test_a_skill_with_a_link_out_an_executable_or_a_big_file_is_refused_before_a
     chat = daemon.cli_json("send", "--conversation", "owner", "--json", f"/learn {repo} skills/{folder} main")
     assert why in chat["reply"], chat
     assert transcript(daemon.home.parent / "transcript.jsonl") == []
+    assert daemon.cli_json("evolve", "candidates", "--json") == []
+
+
+def test_a_model_cannot_learn_a_skill(daemon: Daemon) -> None:
+    asked = daemon.cli_json("send", "--conversation", "owner", "--json", "please learn")
+    assert "learn needs a human; a model action cannot run it" in asked["reply"], asked
+    calls = transcript(daemon.home.parent / "transcript.jsonl")
+    assert calls and all(call["session_key"] == "local:owner" for call in calls)  # no assessment was asked for
     assert daemon.cli_json("evolve", "candidates", "--json") == []
 
 
