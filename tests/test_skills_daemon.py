@@ -201,3 +201,33 @@ def test_an_installed_skill_is_placed_where_the_real_codex_cli_lists_it_and_its_
         assert "Date every note" in second  # the command's output went back to the model
         [listed] = daemon.cli_json("skills", "list", "--json")["skills"]
         assert listed["uses"] == 1, daemon.log_text()
+
+
+def test_a_task_whose_real_claude_cli_takes_up_the_skill_records_the_tasks_use(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    from claude_home import claude_env
+    from model_server import ModelServer, Reply, ToolCall
+    from task_repos import git, make_repo
+    from test_skills_use import install_tidy_notes
+    from test_task_workers_real_clis import ADD_DOUBLE, assert_reviewed_with_the_edit, run_task
+
+    from enact.tasks import task_branches
+
+    from conftest import real_cli
+
+    home = daemons.new_home()
+    install_tidy_notes(home, tmp_path, at=1.0)
+    repo = make_repo(tmp_path / "repo")
+    with ModelServer() as server:
+        server.script(ToolCall("tidy-notes", tool="Skill"), ToolCall(ADD_DOUBLE), Reply("done"))
+        daemon = daemons.start(home, env={**claude_env(home.parent / "claude-home", server.url),
+                                          "ENACT_RUNTIME_ADAPTER": "claude", "ENACT_CLAUDE_BIN": real_cli("claude"),
+                                          "ENACT_TASKS_CONFINEMENT": "off"})
+        shown = run_task(daemon, repo, "add a double function to lib.py")
+        assert_reviewed_with_the_edit(daemon, repo, shown)
+        log = daemon.cli("task", "log", str(shown["id"])).stdout
+        assert "skills used: tidy-notes" in log, log
+        [listed] = daemon.cli_json("skills", "list", "--json")["skills"]
+        assert listed["uses"] == 1
+        branch = task_branches.branch_of(daemon.home, shown["id"])
+        assert git(repo, "diff", "--name-only", f"{branch}~1", branch).split() == ["lib.py"]
