@@ -239,6 +239,8 @@ class _Daemon:
         self.journaled_commands = JournaledCommands(commands, self._ask)
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
+        self.services = [service for component in installed.items
+                         for service in component.services(settings, self.control.dispatch)]
         # Calls on a conversation's session from a command (a task's brief),
         # made as the conversation's own turns make them.
         sessions = SessionCalls(parts.runtime, ask=self._ask, tell=self.supervisor.tell,
@@ -279,6 +281,8 @@ class _Daemon:
             self.supervisor.start()
             self.channels.start(self._ask, fence=self.fence, metrics=self.metrics)
             self.control.start()
+            for service in self.services:
+                service.start()
             if self.command_server is not None:
                 self.command_server.start()
         except Exception as error:
@@ -303,6 +307,11 @@ class _Daemon:
         if self.command_server is not None:
             self.command_server.stop(wait_s)
 
+    def _stop_services(self, wait_s: float) -> None:
+        """Before the control socket: a service reaches the actors through it."""
+        for service in reversed(self.services):
+            service.stop(wait_s)
+
     def status(self) -> StatusReport:
         return self.reports.status()
 
@@ -320,6 +329,7 @@ class _Daemon:
         timeout = self.daemon_settings.shutdown_timeout_s
         deadline = time.monotonic() + timeout
         self._stop_command_server()
+        self._stop_services(2.0)
         self.control.stop(self.stop.reason)
         # Before the drain: an `enact send` still waiting is answered
         # "interrupted" at once (its event is durable) rather than cut off.
@@ -346,6 +356,7 @@ class _Daemon:
         started = time.monotonic()
         metrics_stopping = self._stop_metrics_server_meanwhile()
         self._stop_command_server(wait_s=0.0)
+        self._stop_services(0.0)
         self.control.stop(self.stop.reason)
         self.channels.stop()
         self.supervisor.halt(_HALT_S)

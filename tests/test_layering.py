@@ -42,6 +42,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("evolution: studies the features' history, proposes tasks; skills, assessed as its candidates", (
         "enact.evolution", "enact.skills")),
     ("the daemon's own component: the fence's actor, the token tally, /help", ("enact.epoch_actor", "enact.core")),
+    ("the web console: the features' pages, over the requests the CLI sends", ("enact.console",)),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
     ("the CLI, which also runs the daemon", (
         "enact.cli", "enact.__main__",

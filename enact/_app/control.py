@@ -27,8 +27,8 @@ from enact.fence import FencedError
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
 from enact.messages._framing import MAX_FRAME_BYTES, ConnectionClosed, FrameError, read_frame, write_frame
-from enact.messages._registry import registration_of
-from enact.messages.common import HUMAN_CLI
+from enact.messages._registry import Registration, registration_of
+from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Error
 from enact.messages.epoch import Fenced
 from enact.metrics import Metrics
@@ -211,7 +211,29 @@ class ControlServer:
             self._metrics.control_errors.labels(reason="not_a_request").inc()
             name = registration.name if registration else type(message).__name__
             return Error(message=f"{name} is not a request that can be sent to the daemon"), False
-        message = _stamp_origin(message)
+        return self._answer_request(_stamp_origin(message, HUMAN_CLI), registration)
+
+    def dispatch(self, message: Any, origin: Origin) -> object:
+        """Answer one typed request as a frame on the socket is answered,
+        stamped with ``origin``: how a component's service (the console)
+        reaches the actors, through the requests the CLI sends. A request
+        the wire would refuse is answered ``control.Error``."""
+        registration = registration_of(type(message))
+        if registration is None or registration.kind is not Kind.REQUEST:
+            return Error(message=f"{type(message).__name__} is not a request that can be sent to the daemon")
+        if self._closing.is_set():
+            return Error(message=self._stopping())
+        with self._idle:
+            self._busy += 1
+        try:
+            reply, _ = self._answer_request(_stamp_origin(message, origin), registration)
+        finally:
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+        return reply
+
+    def _answer_request(self, message: Any, registration: Registration) -> tuple[object, bool]:
         try:
             reply = self._route(message, registration.actor,
                                 wait_s(registration.long_wait, self._request_timeout_s, self._setting))
@@ -263,11 +285,11 @@ def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], An
         return request_timeout_s
 
 
-def _stamp_origin(message: Any) -> Any:
+def _stamp_origin(message: Any, origin: Origin) -> Any:
     """Whoever reaches the 0600 socket is the owner at a shell: ``human-cli``,
-    whatever origin the frame claimed."""
+    whatever origin the frame claimed (the console's requests: ``human-console``)."""
     if any(f.name == "origin" for f in dataclasses.fields(message)):
-        return dataclasses.replace(message, origin=HUMAN_CLI)
+        return dataclasses.replace(message, origin=origin)
     return message
 
 

@@ -99,7 +99,9 @@ class SessionCalls:
             if resume is None:
                 raise
             log.warning("resuming session %s failed (%s): starting a fresh one", session_key, error)
-            self._metrics.runtime_calls.labels(adapter=self.runtime.name, outcome="resume_failed").inc()
+            # These sessions are conversations' (a RuntimeRequest's default purpose).
+            self._metrics.runtime_calls.labels(adapter=self.runtime.name, outcome="resume_failed",
+                                               purpose="conversation").inc()
             self._ask(SESSIONS, Forget(key=session_key))
             return self._invoke(call, None)
 

@@ -175,7 +175,8 @@ class MemoryActor(EnactActor):
             case Show():
                 return self._show(message.id)
             case Context():
-                return self._briefing.reply(self._book, message, change=self._change, search=self.index.search)
+                with self.context.metrics.of(MemoryMetrics).recall_seconds.time():
+                    return self._briefing.reply(self._book, message, change=self._change, search=self.index.search)
             case GetIdentity():
                 return Identity(body=self._briefing.body, private=self._briefing.private)
             case InstallIdentity():

@@ -283,7 +283,7 @@ class CodexRuntime:
         from enact.cancellation import CancellationToken
 
         output = run_command([self._executable(), "login", "status"], stdin_text="", cwd=None, env=self._env,
-                             timeout_s=30, cancel=CancellationToken(), tty_out=False)
+                             timeout_s=30, cancel=CancellationToken())
         return output.exit_code == 0
 
     def version(self) -> str:

@@ -2,7 +2,7 @@
 environment check and ``enact runtime check codex``.
 
 Every CLI command imports this module to learn the components' commands, so
-the adapter (``enact.runtime.codex``: ``sh``, its subprocess plumbing) is
+the adapter (``enact.runtime.codex``: its subprocess plumbing) is
 imported only by the methods that make or check the runtime."""
 
 from __future__ import annotations

@@ -51,9 +51,9 @@ class MeteredRuntime(RuntimeWrapper):
             raise RuntimeFailure("the full-access sandbox mode needs runtime.allow_full_access = true in the config")
 
     def _count(self, request: RuntimeRequest, outcome: str, usage: Usage, started: float) -> None:
-        metrics, adapter = self._metrics, self.name
-        metrics.runtime_calls.labels(adapter=adapter, outcome=outcome).inc()
-        metrics.runtime_call_seconds.labels(adapter=adapter).observe(time.monotonic() - started)
+        metrics, adapter, purpose = self._metrics, self.name, request.purpose
+        metrics.runtime_calls.labels(adapter=adapter, outcome=outcome, purpose=purpose).inc()
+        metrics.runtime_call_seconds.labels(adapter=adapter, purpose=purpose).observe(time.monotonic() - started)
         spent = {
             "input": usage.input_tokens,
             "cached_input": usage.cached_input_tokens,
@@ -62,7 +62,7 @@ class MeteredRuntime(RuntimeWrapper):
         }
         for kind, count in spent.items():
             if count:
-                metrics.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=request.purpose).inc(count)
+                metrics.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose).inc(count)
         if self._on_spent is not None:
             try:
                 self._on_spent(request.purpose, usage)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import lmdb
@@ -360,6 +361,12 @@ class TaskQueue:
 
         result: ChangedTasks = self._store.read(read)
         return result
+
+    def counts(self, states: Iterable[TaskState]) -> dict[TaskState, int]:
+        """How many tasks are in each of ``states`` (walk their index: meant
+        for the states tasks leave, whose sets stay small)."""
+        return self._store.read(lambda txn: {state: sum(1 for _ in self._tables.ids_in_state(txn, state))
+                                             for state in states})
 
     def leases(self) -> LeaseTable:
         def read(txn: lmdb.Transaction) -> LeaseTable:

@@ -73,6 +73,7 @@ class TaskQueueActor(EnactActor):
             # actor by name, which the inbox's answer (NoticeTaken) needs;
             # told before, the answer could find no one and wait a lease TTL.
             self.actor_ref.tell(ExpireLeases())
+            self._count_states()
         return super().on_receive(message)
 
     def on_stop(self) -> None:
@@ -90,11 +91,19 @@ class TaskQueueActor(EnactActor):
             self._publish()
 
     def _publish(self) -> None:
-        for change in self.queue.take_changes():
+        changes = self.queue.take_changes()
+        for change in changes:
             self.context.metrics.of(TasksMetrics).task_events.labels(event=change.event.event.kind.value).inc()
             self.context.publish(change)
+        if changes:
+            self._count_states()
         for notice in self.queue.notices.take():
             self.context.tell(INBOX, notice)
+
+    def _count_states(self) -> None:
+        metrics = self.context.metrics.of(TasksMetrics)
+        for state, count in self.queue.counts(metrics.COUNTED_STATES).items():
+            metrics.tasks.labels(state=state.value).set(count)
 
     def _repo_checked(self, message: Submit) -> Submit | Refused:
         """``message`` naming its repository's top level, or why no task can
