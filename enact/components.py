@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from enact.actors._asks import Asker
     from enact.actors.supervisor import ActorSpec
+    from enact.budget.gate import BudgetGate
     from enact.channels import Channel
     from enact.commands import Command, CommandRegistry
     from enact.runtime import Runtime
@@ -93,6 +94,16 @@ class DaemonParts:
     """Each channel's origin, as its component vouches for it."""
     commands: CommandRegistry
     """Every component's chat commands and the owner's programs."""
+    budget: BudgetGate = dataclasses.field(default_factory=lambda: _unlimited_gate())
+    """The day's spending budget, as every runtime call and background job reads it (``enact.budget``)."""
+
+
+def _unlimited_gate() -> BudgetGate:
+    """A gate no budget limits, for parts made without a daemon's (a test's)."""
+    from enact.budget.gate import UNLIMITED, BudgetGate
+    from enact.clock import REAL_CLOCK
+
+    return BudgetGate(UNLIMITED, REAL_CLOCK)
 
 
 class Component:

@@ -19,15 +19,18 @@ from enact import components, config
 from enact._app.channels import DaemonChannels
 from enact._app.claim import claim_home
 from enact._app.commands import daemon_commands, run_command
-from enact._app.control import ControlServer
+from enact._app.control import ControlServer, wait_s
 from enact._app.migration import BackupBeforeMigrating, migrate_home, pre_migration_backup
 from enact._app.reports import DaemonReports, tally_spend
 from enact._app.revision import revision_now
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.backup.moved import moved_from
+from enact.budget.gate import BudgetGate
+from enact.budget.settings import BudgetSettings
 from enact.chat.services import startup_context
 from enact.chat.session_calls import SessionCalls
+from enact.clock import REAL_CLOCK
 from enact.command_journal import JournaledCommands
 from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, DaemonParts, WireHandler
@@ -35,7 +38,7 @@ from enact.config import DaemonSettings, RuntimeSettings
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
 from enact.home_guard import HomeRefused, check_home, check_owned_file, make_private
-from enact.messages._registry import Request
+from enact.messages._registry import Request, registration_of
 from enact.messages.channel import Channels
 from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
@@ -201,13 +204,15 @@ class _Daemon:
         self.channels = DaemonChannels(installed, settings, moved=moved)
         self.metrics.initialise(adapters=(runtime.name,),
                                 polling_channels=tuple(name for name in self.channels.channels if name != "local"))
+        budget = BudgetGate(settings.typed(BudgetSettings), REAL_CLOCK)
         parts = DaemonParts(
             settings=settings,
             runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
-                                   allow_full_access=runtime_settings.allow_full_access),
+                                   allow_full_access=runtime_settings.allow_full_access, budget=budget),
             channels=dict(self.channels.channels),
             origins=dict(self.channels.origins),
             commands=commands,
+            budget=budget,
         )
         installed.create_metrics(self.metrics.registry)
         actors = components.component_actors(installed, parts)
@@ -221,7 +226,7 @@ class _Daemon:
             on_fatal=lambda why: self.stop.set(why, EXIT_FATAL),
         )
         self.reports = DaemonReports(home=home, settings=settings, storage=storage, fence=fence,
-                                     supervisor=self.supervisor, channels=self.channels,
+                                     supervisor=self.supervisor, channels=self.channels, budget=budget,
                                      metrics_addr=metrics_server.address, started=started,
                                      revision=revision_now())
         self.metrics.register_gauges(self.reports.scrape_gauges)
@@ -232,6 +237,7 @@ class _Daemon:
             self.metrics,
             idle_timeout_s=self.daemon_settings.idle_timeout_s,
             request_timeout_s=self.daemon_settings.request_timeout_s,
+            setting=settings.get,
         )
         self.command_server = (command_server(home)
                                if command_server is not None and self.daemon_settings.command_server else None)
@@ -264,8 +270,12 @@ class _Daemon:
         ]
 
     def _ask(self, actor: str, message: Request[R], /) -> R:
-        """The daemon's own asks (commands, components, channels), with the control deadline."""
-        return self.supervisor.ask(actor, message, timeout=self.daemon_settings.request_timeout_s)
+        """The daemon's own asks (commands, components, channels), with the
+        control deadline (a long request's, as the control socket gives it)."""
+        registration = registration_of(type(message))
+        timeout = wait_s(registration.long_wait if registration else "", self.daemon_settings.request_timeout_s,
+                         self.settings.get)
+        return self.supervisor.ask(actor, message, timeout=timeout)
 
     def serve(self) -> int:
         with stopped_by_signals(self.stop):

@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 # A feature's metrics and their labels are its own (``FeatureMetrics``).
 
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled", "session_unknown", "unavailable",
-                         "auth", "rate-limited", "malformed-output")
+                         "auth", "rate-limited", "malformed-output", "over_budget")
 RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
 RUNTIME_PURPOSES = ("conversation", "task", "scan", "curation", "lineage", "skill", "probe")
 """As enact.runtime.PURPOSES (not imported: this module stays light)."""

@@ -146,8 +146,12 @@ class Inbox:
     supervisor, so an inbox that restarted sees the work still running)."""
 
     def __init__(self, store: Store, *, name: str, generation: int, channels: Collection[str],
-                 lock: ConversationLock, attempts: Backoff, running: Callable[[str], bool]) -> None:
+                 lock: ConversationLock, attempts: Backoff, running: Callable[[str], bool],
+                 refused_for_budget: Callable[[ChatEvent], str | None] | None = None) -> None:
         self._store = store
+        self._refused_for_budget = refused_for_budget
+        """Why an event is refused because the conversation budget is spent (``budget.conversation =
+        "refuse"``), or None; not given: never."""
         self.batch = WriteBatch(store, owner=name)
         self.records = InboxRecords(store)
         self.rules = ReceiptRules(self.records, attempts)
@@ -191,6 +195,13 @@ class Inbox:
             if event.cursor is not None:
                 self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
+        refused = self._refused_for_budget(event) if self._refused_for_budget is not None else None
+        if refused is not None:
+            log.info("refused event %s from %s: %s", event_id, event.conversation_key, refused)
+            self._effects.append(Count(event.channel, "over_budget"))
+            if event.cursor is not None:
+                self._finish_cursor(event.channel, event.cursor)
+            return Ignored(event_id=event_id, reason=refused)
 
         reply = Deferred()
 

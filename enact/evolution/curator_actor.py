@@ -61,6 +61,7 @@ from enact.messages.curator import (
     CandidateShown,
     EvolveHistory,
     EvolveRunFailed,
+    EvolveRunSkipped,
     GetMode,
     History,
     Offer,
@@ -135,6 +136,8 @@ class CuratorActor(EnactActor):
                 return self._modes.shown()
             case EvolveRunFailed():
                 return self._modes.run_failed(message, now)
+            case EvolveRunSkipped():
+                return self._modes.run_skipped(message, now)
             case Brainstorm():
                 return self.carry(self._brainstorms.start(message, now))
         return super().handle(message)

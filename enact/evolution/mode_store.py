@@ -15,7 +15,7 @@ from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, parse_mode
 from enact.evolution.settings import EvolutionSettings
 from enact.messages.common import RefusalCode, Refused, is_human
-from enact.messages.curator import AuditEvent, EvolveRunFailed, ModeSet, ModeShown, SetMode
+from enact.messages.curator import AuditEvent, EvolveRunFailed, EvolveRunSkipped, ModeSet, ModeShown, SetMode
 from enact.schedules import ScheduleError
 from enact.storage import Store, Table
 
@@ -66,6 +66,10 @@ class EvolveModes:
         writes nothing; nobody reads the key, so leaving it is harmless)."""
         if self._store.read(lambda txn: self._settings.get(txn, _FORMER_CLOCK)) is not None:
             self._store.write(lambda txn: self._settings.delete(txn, _FORMER_CLOCK))
+
+    def run_skipped(self, message: EvolveRunSkipped, now: float) -> None:
+        event = audit_event("skipped-budget", at=now, detail=f"{message.run_id}: {message.reason}")
+        self._store.write(lambda txn: self._audit(txn, event))
 
     def run_failed(self, message: EvolveRunFailed, now: float) -> None:
         event = audit_event("run-failed", at=now, detail=f"{message.run_id}: {message.reason}")

@@ -75,7 +75,7 @@ class TasksMetrics:
         "git-failed", "fenced",
     )
     """``landed`` or a refusal (``enact.messages.reviews.LandRefusal``)."""
-    CRON_OUTCOMES: ClassVar[tuple[str, ...]] = ("submitted", "skipped-busy", "refused", "failed")
+    CRON_OUTCOMES: ClassVar[tuple[str, ...]] = ("submitted", "skipped-busy", "skipped-budget", "refused", "failed")
 
     @classmethod
     def create(cls, registry: CollectorRegistry) -> Self:

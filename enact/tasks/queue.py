@@ -49,6 +49,7 @@ from enact.tasks.notices import OwnerNotices
 from enact.tasks.records import (
     WORKER_EVENTS,
     EventKind,
+    FailureClass,
     Phase,
     Task,
     TaskEvent,
@@ -214,6 +215,26 @@ class TaskQueue:
             return self._record(txn, pending, task, queued, EventKind.RESUMED, "resumed by its owner", now)
 
         result: Task | NotFound | Refused = self._write(write)
+        return result
+
+    def resume_after_budget(self, now: float) -> list[int]:
+        """Queue again each task paused because its budget was spent (its
+        failure class ``budget``); the ids resumed."""
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> list[int]:
+            resumed = []
+            for task_id in list(self._tables.ids_in_state(txn, TaskState.PAUSED)):
+                task = self._tables.get(txn, task_id)
+                if task is None or task.failure_class is not FailureClass.BUDGET:
+                    continue
+                queued = dataclasses.replace(task, state=TaskState.QUEUED, attempt=task.attempt + 1, not_before=0.0,
+                                             uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
+                                             updated_at=now, finished_at=None)
+                self._record(txn, pending, task, queued, EventKind.RESUMED, "resumed: the task budget's day "
+                             "started again", now)
+                resumed.append(task_id)
+            return resumed
+
+        result: list[int] = self._write(write)
         return result
 
     # -- workers ------------------------------------------------------------

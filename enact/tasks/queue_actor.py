@@ -10,6 +10,7 @@ only send it messages."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from enact.actors._base import STARTED, ActorContext, EnactActor
@@ -31,6 +32,7 @@ from enact.messages.tasks import (
     List,
     ReportPhase,
     Resume,
+    ResumeAfterBudget,
     Resumed,
     Retry,
     Submit,
@@ -45,6 +47,7 @@ from enact.tasks.tables import DATABASES
 __all__ = ["DATABASES", "TaskQueueActor"]
 
 INBOX = "inbox"
+log = logging.getLogger(__name__)
 _SWEEPS_PER_TTL = 4
 """Leases are checked this many times per TTL: one expires at most a quarter
 of its TTL late."""
@@ -146,6 +149,11 @@ class TaskQueueActor(EnactActor):
             case Resume():
                 resumed = queue.resume(message.task_id, now)
                 return Resumed(task=resumed) if isinstance(resumed, Task) else resumed
+            case ResumeAfterBudget():
+                queued_again = queue.resume_after_budget(now)
+                if queued_again:
+                    log.info("tasks %s resumed: the task budget's day started again", queued_again)
+                return None
             case Get():
                 return queue.get(message.task_id)
             case GetByKey():
