@@ -13,6 +13,7 @@ import pykka
 
 if TYPE_CHECKING:
     from enact.actors._base import EnactActor
+    from enact.actors._idle_reads import IdleReads
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,8 @@ class ActorSlot:
     recent_restarts: deque[float] = field(default_factory=deque)
     stopping: bool = False
     changed: threading.Condition = field(default_factory=threading.Condition)
+    idle_reads: IdleReads | None = None
+    """The current incarnation's idle reads (``enact.actors._idle_reads``)."""
 
 
 def dependency_order(specs: Sequence[ActorSpec]) -> list[ActorSpec]:
