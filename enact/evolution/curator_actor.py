@@ -131,7 +131,7 @@ class CuratorActor(EnactActor):
             case _Reconcile():
                 return self.carry(self._adoption.reconcile(now))
             case SetMode():
-                return self._modes.set_mode(message)
+                return self._modes.set_mode(message, now)
             case GetMode():
                 return self._modes.shown()
             case EvolveRunFailed():
