@@ -211,6 +211,9 @@ def test_a_review_closed_elsewhere_shows_closed_without_a_reload_and_one_is_clos
     expect(page.locator("#review-state")).to_have_text("closed")
     shown = daemon.cli_json("review", "show", str(here), "--json")
     assert shown["state"] == "closed" and shown["note"] == "closed by human-console: not wanted", shown
+    # Also in the daemon's log, as every action a console page asks for.
+    wait_for(lambda: f"console action (human-console): POST /reviews/{here}/close answered 200" in daemon.log_text(),
+             what="the console's action logged")
 
 
 def test_a_candidate_is_removed_and_the_mode_set_in_the_console(world: dict[str, Any], page: Any) -> None:
