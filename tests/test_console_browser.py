@@ -9,7 +9,9 @@ pytest's tmp)."""
 
 from __future__ import annotations
 
+import http.server
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -283,6 +285,54 @@ def test_the_overview_and_the_spending_chart_show_use_against_each_budget(world:
     for name in ("total", "conversation"):
         expect(page.locator(f'svg line.budget[data-budget="{name}"]')).to_have_count(1)
     expect(page.locator("#budget-note")).to_contain_text("conversation 100000, total 1000000")
+
+
+class _OtherSite(http.server.BaseHTTPRequestHandler):
+    """A page of another origin on this machine (127.0.0.1, another port: the same site, so the
+    browser sends the console's SameSite=Strict cookie with its form) that posts to the console."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        body = (f'<form method="post" action="{self.target}"><input type="hidden" name="mode" value="auto-evolve">'
+                '<button id="go">go</button></form>').encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_in_the_browser_a_page_without_a_session_gets_401_and_a_cross_origin_post_403(
+        world: dict[str, Any], page: Any) -> None:
+    daemon: Daemon = world["daemon"]
+    port = world["base"].rsplit(":", 1)[1]
+    unsigned = page.context.new_page()
+    try:
+        answer = unsigned.goto(f"http://localhost:{port}/")  # the console's other name: no cookie of its own
+        assert answer is not None and answer.status == 401
+        assert "Not signed in" in unsigned.locator("body").inner_text()
+
+        mode = daemon.cli_json("evolve", "mode", "--json")["mode"]
+        _OtherSite.target = f"{world['base']}/evolution/mode"
+        other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _OtherSite)
+        serving = threading.Thread(target=other.serve_forever, daemon=True)
+        serving.start()
+        try:
+            unsigned.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+            with unsigned.expect_response(lambda response: response.url == _OtherSite.target) as posted:
+                unsigned.locator("#go").click()
+            assert posted.value.status == 403
+            assert "does not come from a page of this console" in unsigned.locator("body").inner_text()
+        finally:
+            other.shutdown()
+            other.server_close()
+        assert daemon.cli_json("evolve", "mode", "--json")["mode"] == mode  # nothing changed
+    finally:
+        unsigned.close()
 
 
 def test_every_page_is_drawn_and_kept_as_a_screenshot(world: dict[str, Any], page: Any) -> None:
