@@ -1,11 +1,13 @@
 """The console in a real browser (chromium through Playwright) against one
 running daemon: sign in with the token, watch a task run and its review
 appear without a reload, read the diff, land it and see it landed; see a
-review closed elsewhere without a reload, and close one; approve and remove
-evolution candidates, set the mode; confirm and reject facts held for the
-owner, forget one with its turns redacted; read today's use against each
-budget. Every page is kept as a screenshot (``ENACT_TEST_ARTIFACTS`` or
-pytest's tmp)."""
+review closed elsewhere and a new turn without a reload, and close a
+review; approve and remove evolution candidates, set the mode; confirm and
+reject facts held for the owner, forget one with its turns redacted; read
+today's use against each budget; without a session a page gets 401, a
+cross-origin post 403. Every
+page is kept as a screenshot (``ENACT_TEST_ARTIFACTS``, which ``.ci/run``
+sets, or pytest's tmp)."""
 
 from __future__ import annotations
 
@@ -285,6 +287,17 @@ def test_the_overview_and_the_spending_chart_show_use_against_each_budget(world:
     for name in ("total", "conversation"):
         expect(page.locator(f'svg line.budget[data-budget="{name}"]')).to_have_count(1)
     expect(page.locator("#budget-note")).to_contain_text("conversation 100000, total 1000000")
+
+
+def test_a_new_turn_shows_on_the_conversations_page_without_a_reload(world: dict[str, Any], page: Any) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(world["base"] + "/conversations")
+    listening(page)
+    page.evaluate("() => { window.notReloaded = true; }")
+    world["daemon"].cli_json("send", "--conversation", "owner", "--json", "a turn the page hears of")
+    expect(page.locator("#turns")).to_contain_text("a turn the page hears of")
+    assert page.evaluate("() => window.notReloaded === true")
 
 
 class _OtherSite(http.server.BaseHTTPRequestHandler):
