@@ -19,7 +19,7 @@ from enact import components, config
 from enact._app.channels import DaemonChannels
 from enact._app.claim import claim_home
 from enact._app.commands import daemon_commands, run_command
-from enact._app.control import ControlServer
+from enact._app.control import ControlServer, wait_s
 from enact._app.migration import BackupBeforeMigrating, migrate_home, pre_migration_backup
 from enact._app.reports import DaemonReports, tally_spend
 from enact._app.revision import revision_now
@@ -38,7 +38,7 @@ from enact.config import DaemonSettings, RuntimeSettings
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
 from enact.home_guard import HomeRefused, check_home, check_owned_file, make_private
-from enact.messages._registry import Request
+from enact.messages._registry import Request, registration_of
 from enact.messages.channel import Channels
 from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
@@ -237,6 +237,7 @@ class _Daemon:
             self.metrics,
             idle_timeout_s=self.daemon_settings.idle_timeout_s,
             request_timeout_s=self.daemon_settings.request_timeout_s,
+            setting=settings.get,
         )
         self.command_server = (command_server(home)
                                if command_server is not None and self.daemon_settings.command_server else None)
@@ -269,8 +270,12 @@ class _Daemon:
         ]
 
     def _ask(self, actor: str, message: Request[R], /) -> R:
-        """The daemon's own asks (commands, components, channels), with the control deadline."""
-        return self.supervisor.ask(actor, message, timeout=self.daemon_settings.request_timeout_s)
+        """The daemon's own asks (commands, components, channels), with the
+        control deadline (a long request's, as the control socket gives it)."""
+        registration = registration_of(type(message))
+        timeout = wait_s(registration.long_wait if registration else "", self.daemon_settings.request_timeout_s,
+                         self.settings.get)
+        return self.supervisor.ask(actor, message, timeout=timeout)
 
     def serve(self) -> int:
         with stopped_by_signals(self.stop):

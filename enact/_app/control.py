@@ -52,6 +52,7 @@ class ControlServer:
         *,
         idle_timeout_s: float,
         request_timeout_s: float,
+        setting: Callable[[str], Any] | None = None,
     ) -> None:
         self.path = home / SOCKET_NAME
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
@@ -60,6 +61,8 @@ class ControlServer:
         self._metrics = metrics
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
+        self._setting = setting
+        """The value of a setting by name: what a long request waits for (``Registration.long_wait``)."""
         self._local: dict[type[Any], LocalHandler] = {}
         self._listener: socket.socket | None = None
         self._inode: int | None = None
@@ -232,7 +235,8 @@ class ControlServer:
 
     def _answer_request(self, message: Any, registration: Registration) -> tuple[object, bool]:
         try:
-            reply = self._route(message, registration.actor)
+            reply = self._route(message, registration.actor,
+                                wait_s(registration.long_wait, self._request_timeout_s, self._setting))
         except ActorUnavailable as error:
             if self._closing.is_set():  # stopped under the request: say so, not which actor went
                 self._metrics.control_errors.labels(reason="stopping").inc()
@@ -262,11 +266,23 @@ class ControlServer:
         because = f" ({self._stopping_because})" if self._stopping_because else ""
         return f"the daemon (pid {os.getpid()}) is stopping{because}; try again"
 
-    def _route(self, message: object, actor: str) -> object:
+    def _route(self, message: object, actor: str, timeout_s: float) -> object:
         handler = self._local.get(type(message))
         if handler is not None:
             return handler(message)
-        return self._supervisor.call(actor, message, timeout=self._request_timeout_s)
+        return self._supervisor.call(actor, message, timeout=timeout_s)
+
+
+def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], Any] | None) -> float:
+    """How long a request's reply is waited for: the request timeout, and
+    for a long request (``Registration.long_wait``) the setting that bounds
+    its work on top."""
+    if not long_wait or setting is None:
+        return request_timeout_s
+    try:
+        return request_timeout_s + float(setting(long_wait))
+    except (KeyError, TypeError, ValueError):  # not a setting of this daemon's: the plain timeout
+        return request_timeout_s
 
 
 def _stamp_origin(message: Any, origin: Origin) -> Any:

@@ -8,7 +8,8 @@ context (the host's, the installed skills', then memory's); it brings the facts 
 the owner's message, and for a runtime that keeps no history, the session's
 history, and the notes waiting for the session (a task's outcome, given
 once: the call's Record takes them); it records the mapping (and the
-exchange) afterwards. A resume the
+exchange) afterwards, and the skills the runtime's own skill tool loaded
+as the conversation's use of them. A resume the
 runtime fails is forgotten and tried once on a fresh session, unless the
 failure is not the session's (a timeout, a cancel, a rate limit, a login, a
 missing binary).
@@ -28,7 +29,7 @@ from enact.clock import REAL_CLOCK, Clock
 from enact.credentials import redact
 from enact.messages.memory import Context, ContextReply
 from enact.messages.sessions import Forget, HistoryMessage, Lookup, Note, Notes, ReadHistory, Record, Session
-from enact.messages.skills import Startup
+from enact.messages.skills import Startup, Used
 from enact.metrics import Metrics
 from enact.runtime import (
     Runtime,
@@ -137,6 +138,8 @@ class SessionCalls:
             raise RuntimeCancelled(str(error)) from None
         if resume is None and result.native_session:
             self._given[session_key] = (result.native_session, memory.startup_ids)
+        if result.skills_used and session_key:
+            self._skills_used(session_key, result.skills_used)
         if session_key and (result.native_session or call.notes):
             # Told, not asked: nothing waits for the mapping to be durable
             # (losing it in a crash only means a fresh session next time, and
@@ -154,6 +157,14 @@ class SessionCalls:
                                         history_chars=capabilities.history_chars, context_at=context_at,
                                         notes_given=tuple(note.note_id for note in call.notes)))
         return result.text
+
+    def _skills_used(self, session_key: str, names: tuple[str, ...]) -> None:
+        """The skills the runtime's own skill tool loaded in this call, recorded
+        as the conversation's use (as ``skill.read`` is). Told: nothing waits."""
+        try:
+            self._tell(SKILLS, Used(names=names, used_by=session_key))
+        except ActorUnavailable:
+            log.debug("no skills component: the use of %s is not recorded", ", ".join(names))
 
     def _skills_startup(self) -> str:
         """The installed skills' names and descriptions, for a new session;

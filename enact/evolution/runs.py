@@ -7,7 +7,9 @@ for the mode (the stored one, or ``evolve.mode``); nothing more when it is
 ``disabled``. Otherwise ``scanner.Scan(scheduled=True)`` (which scans only a
 source with a full batch of new records, so an idle home calls no model),
 then ``lineage.Scan(scheduled=True)`` (no new parent commit, no model call;
-a rewritten parent history is reported once);
+a rewritten parent history is reported once; waited for as long as
+``lineage.scan_timeout_s`` allows, and one that does not answer is reported
+and the run goes on);
 with auto-evolve ``curator.Brainstorm``; then ``curator.Propose`` when a scan
 found signals, or active candidates exist and no proposal is open or one was
 created after it. What happened is told to the owner once per run
@@ -40,7 +42,7 @@ from enact.config import DaemonSettings, RuntimeSettings
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
-from enact.evolution.settings import EvolutionSettings
+from enact.evolution.settings import EvolutionSettings, LineageSettings
 from enact.messages._registry import Request
 from enact.messages.common import Refused
 from enact.messages.curator import (
@@ -116,7 +118,8 @@ def lineage_line(report: LineageScanned | Refused) -> str:
         return f"lineage scan refused: {report.reason}"
     if report.outcome == "assessed":
         more = f" ({report.remaining} more next run)" if report.remaining else ""
-        return f"lineage: {counted(len(report.entries), 'parent change')} assessed{more}"
+        refused = f", {len(report.refused)} refused ({', '.join(report.refused)})" if report.refused else ""
+        return f"lineage: {counted(len(report.entries), 'parent change')} assessed{refused}{more}"
     if report.outcome == "failed" or (report.outcome == "rewritten" and report.first_report):
         return f"lineage scan {report.outcome}: {report.error}"
     return ""
@@ -141,6 +144,9 @@ class EvolveRuns:
         # A scan or a proposal may make two model calls in a row.
         self._model_timeout_s = (2 * config.typed(RuntimeSettings).timeout_s
                                  + config.typed(DaemonSettings).request_timeout_s)
+        # A lineage scan makes a call per parent change, within its own budget (as `enact lineage scan` waits).
+        self._lineage_timeout_s = (config.typed(LineageSettings).scan_timeout_s
+                                   + config.typed(DaemonSettings).request_timeout_s)
         self._run: _Run | None = None
 
     @property
@@ -203,10 +209,13 @@ class EvolveRuns:
         self._ask(run, "curator", GetMode(), self._mode_known)
 
     def _ask(self, run: _Run, actor: str, message: Request[R], then: Callable[[_Run, R], None], *,
-             model: bool = False) -> None:
+             model: bool = False, timeout_s: float | None = None,
+             failed: Callable[[_Run, Exception], None] | None = None) -> None:
         """Ask ``actor`` off the thread; ``then(run, reply)`` on it. ``model``:
-        the reply waits for model calls, and may take as long as they do."""
-        timeout = self._model_timeout_s if model else None
+        the reply waits for model calls, and may take as long as they do
+        (``timeout_s``: as long as that; else two calls). ``failed(run, error)``:
+        the run goes on past a failed ask (else the ask's failure ends it)."""
+        timeout = timeout_s if timeout_s is not None else self._model_timeout_s if model else None
 
         def step(reply: R) -> None:
             try:
@@ -214,8 +223,17 @@ class EvolveRuns:
             except Exception as error:  # any fault ends this run, never the actor
                 self._failed(run, error)
 
+        def ask_failed(error: Exception) -> None:
+            if failed is None:
+                self._failed(run, error)
+                return
+            try:
+                failed(run, error)
+            except Exception as fault:
+                self._failed(run, fault)
+
         self._off_thread(lambda _: self._context.ask(actor, message, timeout=timeout), then=step,
-                         failed=lambda error: self._failed(run, error))
+                         failed=ask_failed)
 
     def _over_budget(self, run: _Run, step: str, purpose: str) -> bool:
         """Whether ``step`` is skipped because the day's budget of ``purpose``
@@ -249,7 +267,15 @@ class EvolveRuns:
         if self._over_budget(run, "lineage scan", "lineage"):
             self._after_lineage(run)
         else:
-            self._ask(run, "lineage", LineageScan(scheduled=True), self._lineage_scanned, model=True)
+            self._ask(run, "lineage", LineageScan(scheduled=True), self._lineage_scanned,
+                      timeout_s=self._lineage_timeout_s, failed=self._lineage_failed)
+
+    def _lineage_failed(self, run: _Run, error: Exception) -> None:
+        """A lineage scan that did not answer in its time (or at all) is
+        reported; the run goes on: the lineage step is one of several."""
+        log.warning("evolve run %s: the lineage scan did not answer: %s", rules.run_id(run.due), error)
+        run.lines.append(f"lineage scan did not answer: {error}")
+        self._after_lineage(run)
 
     def _lineage_scanned(self, run: _Run, report: LineageScanned | Refused) -> None:
         line = lineage_line(report)

@@ -106,6 +106,9 @@ class RuntimeResult:
     commands: tuple[CommandRun, ...] = ()
     """The commands the model ran during the call, in order, for the task log
     and for the worker (a task whose commands all failed did nothing)."""
+    skills_used: tuple[str, ...] = ()
+    """The skills the model took up through the runtime's own skill tool
+    (Claude Code's ``Skill``), in order: recorded as that turn's or task's use."""
 
 
 class RuntimeFailure(EnactError):

@@ -72,6 +72,8 @@ class CodexRuntimeComponent(RuntimeComponent):
             model=own.model,
             reasoning_effort=own.reasoning_effort,
             default_cwd=settings.home,
+            # Where its conversations run (enact.tasks.confined_calls's default), named so skills are placed there.
+            conversation_dir=settings.home / "conversation",
         )
 
     def check(self, settings: Config) -> RuntimeCheck:
