@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +14,7 @@ import pykka
 if TYPE_CHECKING:
     from enact.actors._base import EnactActor
     from enact.actors._idle_reads import IdleReads
+    from enact.storage import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +32,10 @@ class ActorSpec:
     pools: tuple[str, ...] = ()
     """The families of the keyed pools it keeps (``conversation``): each child
     is named ``<family>:<key>`` and counted under its family."""
+    prepare: Callable[[Store], None] | None = None
+    """Run once with its store (it needs ``databases``) before any actor
+    starts: what others read of it without asking (the budget's gate) is
+    then in place before the first of them starts, whatever the order."""
 
     @property
     def families(self) -> tuple[str, ...]:
