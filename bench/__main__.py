@@ -19,6 +19,7 @@ from bench import (
     backup,
     chat,
     cli_startup,
+    console,
     control_socket,
     dispatch,
     evolution,
@@ -31,7 +32,7 @@ from bench import (
 
 BENCHMARKS = (
     control_socket, dispatch, append_log, chat, cli_startup, memory, runtimes, telegram, tasks, task_workers,
-    evolution, backup,
+    evolution, backup, console,
 )
 
 

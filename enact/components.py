@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from enact import config
 from enact.config import Config, ConfigError, RuntimeSettings, Setting
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from enact.actors._asks import Asker
     from enact.actors.supervisor import ActorSpec
+    from enact.budget.gate import BudgetGate
     from enact.channels import Channel
     from enact.commands import Command, CommandRegistry
     from enact.runtime import Runtime
@@ -61,6 +62,20 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 WireHandler = Callable[[Any], object]
 """Serves one request type in the control connection's thread."""
 
+Dispatch = Callable[[Any, Origin], object]
+"""Routes one typed request as the control socket does (to the handler or the
+actor its prefix names, answering a failure with ``control.Error``), stamped
+with the given origin instead of ``human-cli``."""
+
+
+class Service(Protocol):
+    """A server a component runs beside the actors (the console's web
+    server): started once the control socket is, stopped before it."""
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
 
 class ComponentError(EnactError):
     """A component cannot be loaded or its environment is not usable; one line."""
@@ -79,6 +94,16 @@ class DaemonParts:
     """Each channel's origin, as its component vouches for it."""
     commands: CommandRegistry
     """Every component's chat commands and the owner's programs."""
+    budget: BudgetGate = dataclasses.field(default_factory=lambda: _unlimited_gate())
+    """The day's spending budget, as every runtime call and background job reads it (``enact.budget``)."""
+
+
+def _unlimited_gate() -> BudgetGate:
+    """A gate no budget limits, for parts made without a daemon's (a test's)."""
+    from enact.budget.gate import UNLIMITED, BudgetGate
+    from enact.clock import REAL_CLOCK
+
+    return BudgetGate(UNLIMITED, REAL_CLOCK)
 
 
 class Component:
@@ -131,6 +156,14 @@ class Component:
         """The wire requests it serves, each a registered request named
         ``<component name>.<Type>``; called once the actors exist."""
         return {}
+
+    def services(self, settings: Config, dispatch: Dispatch) -> Sequence[Service]:
+        """The servers it runs beside the actors, which reach them only by
+        ``dispatch``: the requests the CLI sends, under an origin of their
+        own. Called once the handlers are known; a service that cannot
+        start (its address taken) says so in its own log and status, and
+        the daemon runs on without it."""
+        return ()
 
 
 class ChannelComponent(Component):

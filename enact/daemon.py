@@ -19,15 +19,18 @@ from enact import components, config
 from enact._app.channels import DaemonChannels
 from enact._app.claim import claim_home
 from enact._app.commands import daemon_commands, run_command
-from enact._app.control import ControlServer
+from enact._app.control import ControlServer, wait_s
 from enact._app.migration import BackupBeforeMigrating, migrate_home, pre_migration_backup
 from enact._app.reports import DaemonReports, tally_spend
 from enact._app.revision import revision_now
 from enact._app.stopping import EXIT_FATAL, EXIT_OK, EXIT_REFUSED, StopRequest, stopped_by_signals
 from enact.actors.supervisor import Supervisor
 from enact.backup.moved import moved_from
+from enact.budget.gate import BudgetGate
+from enact.budget.settings import BudgetSettings
 from enact.chat.services import startup_context
 from enact.chat.session_calls import SessionCalls
+from enact.clock import REAL_CLOCK
 from enact.command_journal import JournaledCommands
 from enact.commands import CommandContext, CommandRegistry
 from enact.components import ComponentError, Components, DaemonParts, WireHandler
@@ -35,7 +38,7 @@ from enact.config import DaemonSettings, RuntimeSettings
 from enact.fence import AlreadyRunning, Fence
 from enact.home import COMMANDS_NAME, CONFIG_NAME, STATE_DIR
 from enact.home_guard import HomeRefused, check_home, check_owned_file, make_private
-from enact.messages._registry import Request
+from enact.messages._registry import Request, registration_of
 from enact.messages.channel import Channels
 from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
@@ -201,13 +204,15 @@ class _Daemon:
         self.channels = DaemonChannels(installed, settings, moved=moved)
         self.metrics.initialise(adapters=(runtime.name,),
                                 polling_channels=tuple(name for name in self.channels.channels if name != "local"))
+        budget = BudgetGate(settings.typed(BudgetSettings), REAL_CLOCK)
         parts = DaemonParts(
             settings=settings,
             runtime=MeteredRuntime(runtime, self.metrics, on_spent=self._spent,
-                                   allow_full_access=runtime_settings.allow_full_access),
+                                   allow_full_access=runtime_settings.allow_full_access, budget=budget),
             channels=dict(self.channels.channels),
             origins=dict(self.channels.origins),
             commands=commands,
+            budget=budget,
         )
         installed.create_metrics(self.metrics.registry)
         actors = components.component_actors(installed, parts)
@@ -221,7 +226,7 @@ class _Daemon:
             on_fatal=lambda why: self.stop.set(why, EXIT_FATAL),
         )
         self.reports = DaemonReports(home=home, settings=settings, storage=storage, fence=fence,
-                                     supervisor=self.supervisor, channels=self.channels,
+                                     supervisor=self.supervisor, channels=self.channels, budget=budget,
                                      metrics_addr=metrics_server.address, started=started,
                                      revision=revision_now())
         self.metrics.register_gauges(self.reports.scrape_gauges)
@@ -232,12 +237,15 @@ class _Daemon:
             self.metrics,
             idle_timeout_s=self.daemon_settings.idle_timeout_s,
             request_timeout_s=self.daemon_settings.request_timeout_s,
+            setting=settings.get,
         )
         self.command_server = (command_server(home)
                                if command_server is not None and self.daemon_settings.command_server else None)
         self.journaled_commands = JournaledCommands(commands, self._ask)
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
+        self.services = [service for component in installed.items
+                         for service in component.services(settings, self.control.dispatch)]
         # Calls on a conversation's session from a command (a task's brief),
         # made as the conversation's own turns make them.
         sessions = SessionCalls(parts.runtime, ask=self._ask, tell=self.supervisor.tell,
@@ -262,8 +270,12 @@ class _Daemon:
         ]
 
     def _ask(self, actor: str, message: Request[R], /) -> R:
-        """The daemon's own asks (commands, components, channels), with the control deadline."""
-        return self.supervisor.ask(actor, message, timeout=self.daemon_settings.request_timeout_s)
+        """The daemon's own asks (commands, components, channels), with the
+        control deadline (a long request's, as the control socket gives it)."""
+        registration = registration_of(type(message))
+        timeout = wait_s(registration.long_wait if registration else "", self.daemon_settings.request_timeout_s,
+                         self.settings.get)
+        return self.supervisor.ask(actor, message, timeout=timeout)
 
     def serve(self) -> int:
         with stopped_by_signals(self.stop):
@@ -274,6 +286,8 @@ class _Daemon:
             self.supervisor.start()
             self.channels.start(self._ask, fence=self.fence, metrics=self.metrics)
             self.control.start()
+            for service in self.services:
+                service.start()
             if self.command_server is not None:
                 self.command_server.start()
         except Exception as error:
@@ -298,6 +312,11 @@ class _Daemon:
         if self.command_server is not None:
             self.command_server.stop(wait_s)
 
+    def _stop_services(self, wait_s: float) -> None:
+        """Before the control socket: a service reaches the actors through it."""
+        for service in reversed(self.services):
+            service.stop(wait_s)
+
     def status(self) -> StatusReport:
         return self.reports.status()
 
@@ -315,6 +334,7 @@ class _Daemon:
         timeout = self.daemon_settings.shutdown_timeout_s
         deadline = time.monotonic() + timeout
         self._stop_command_server()
+        self._stop_services(2.0)
         self.control.stop(self.stop.reason)
         # Before the drain: an `enact send` still waiting is answered
         # "interrupted" at once (its event is durable) rather than cut off.
@@ -341,6 +361,7 @@ class _Daemon:
         started = time.monotonic()
         metrics_stopping = self._stop_metrics_server_meanwhile()
         self._stop_command_server(wait_s=0.0)
+        self._stop_services(0.0)
         self.control.stop(self.stop.reason)
         self.channels.stop()
         self.supervisor.halt(_HALT_S)

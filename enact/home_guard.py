@@ -18,7 +18,7 @@ tightened at start and the log names how many; refusing would not un-read
 them and would only leave the owner to type the same ``chmod``. Only a
 writable home or instruction file is refused: its content may not be the
 owner's. Git run in the owner's repositories gets the owner's own umask
-back (``as_owner``), so a change landed there is not 0600 in their checkout.
+back (``owner_umask``), so a change landed there is not 0600 in their checkout.
 """
 
 from __future__ import annotations
@@ -112,8 +112,8 @@ def _tighten(path: str) -> int:
     return 1
 
 
-def as_owner() -> None:
-    """In a child about to run in the owner's repository (a ``preexec_fn``):
-    the umask the owner started the daemon with."""
-    if _owner_umask is not None:
-        os.umask(_owner_umask)
+def owner_umask() -> int:
+    """For a child about to run in the owner's repository (``subprocess``'s
+    ``umask``): the umask the owner started the daemon with, or -1 (keep
+    this process's) when it was not recorded."""
+    return _owner_umask if _owner_umask is not None else -1

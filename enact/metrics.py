@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 # A feature's metrics and their labels are its own (``FeatureMetrics``).
 
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled", "session_unknown", "unavailable",
-                         "auth", "rate-limited", "malformed-output")
+                         "auth", "rate-limited", "malformed-output", "over_budget")
 RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
-RUNTIME_PURPOSES = ("conversation", "task", "scan", "curation", "lineage", "skill", "probe")
+RUNTIME_PURPOSES = ("conversation", "task", "scan", "curation", "brainstorm", "lineage", "skill", "probe")
 """As enact.runtime.PURPOSES (not imported: this module stays light)."""
 CHANNEL_POLL_ERROR_REASONS = (
     "network", "server_error", "rate_limited", "unauthorized", "conflict", "bad_request", "forbidden",
@@ -149,12 +149,13 @@ class Metrics:
             "enact_control_errors", "Control-socket requests refused, by reason", ["reason"], registry=r
         )
         self.runtime_calls = Counter(
-            "enact_runtime_calls", "Runtime calls by adapter and outcome", ["adapter", "outcome"], registry=r
+            "enact_runtime_calls", "Runtime calls by adapter, outcome and purpose", ["adapter", "outcome", "purpose"],
+            registry=r,
         )
         self.runtime_call_seconds = Histogram(
             "enact_runtime_call_seconds",
-            "Duration of one runtime call, as enact saw it",
-            ["adapter"],
+            "Duration of one runtime call, as enact saw it, by adapter and purpose",
+            ["adapter", "purpose"],
             registry=r,
             buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600),
         )
@@ -202,11 +203,11 @@ class Metrics:
             for reason in CHANNEL_DELIVERY_ERROR_REASONS:
                 self.channel_delivery_errors.labels(channel=channel, reason=reason)
         for adapter in adapters:
-            for outcome in RUNTIME_CALL_OUTCOMES:
-                self.runtime_calls.labels(adapter=adapter, outcome=outcome)
-            self.runtime_call_seconds.labels(adapter=adapter)
-            for kind in RUNTIME_TOKEN_KINDS:
-                for purpose in RUNTIME_PURPOSES:
+            for purpose in RUNTIME_PURPOSES:
+                for outcome in RUNTIME_CALL_OUTCOMES:
+                    self.runtime_calls.labels(adapter=adapter, outcome=outcome, purpose=purpose)
+                self.runtime_call_seconds.labels(adapter=adapter, purpose=purpose)
+                for kind in RUNTIME_TOKEN_KINDS:
                     self.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose)
         for reason in CONTROL_ERROR_REASONS:
             self.control_errors.labels(reason=reason)

@@ -36,6 +36,11 @@ class ConversationLock:
         """The event may talk to enact: the owner's, or no lock is configured."""
         return not self._allowed or self.owners(event)
 
+    def at_owners_shell(self, event: ChatEvent) -> bool:
+        """The event comes from a channel only the owner at a shell reaches
+        (the local CLI): a budget never keeps it from an answer."""
+        return event.channel in self._owners_channels
+
     def owners(self, event: ChatEvent) -> bool:
         """The event comes from the owner: the local CLI, or a conversation
         the lock names (an event accepted before the lock was set and resumed
@@ -54,3 +59,14 @@ def not_the_owners(what: str, conversation_key: str) -> str:
     for what is the owner's (``what``: "memory", "what task.list shows"):
     that it is the owner's, and how the owner makes the chat theirs."""
     return f"{what} is the owner's, and this conversation is not the owner's; {how_to_lock(conversation_key)}"
+
+
+def notice_target(named: str, allowed_conversations: Iterable[str]) -> tuple[str, str] | None:
+    """Where the owner is told something unasked: (channel, conversation),
+    the one ``named`` (``channel:id``), else the first the conversation lock
+    names; None when there is neither."""
+    for key in (named, *allowed_conversations):
+        channel, separator, conversation = key.partition(":")
+        if separator and channel and conversation:
+            return channel, conversation
+    return None

@@ -3,9 +3,11 @@
 Each program runs in its own process group under a small ``sh`` wrapper that
 is the group leader. Two things make sure a group never outlives the daemon:
 
-- the wrapper gets ``PR_SET_PDEATHSIG`` (SIGTERM) before it executes, and on
-  SIGTERM kills its whole group (``kill -KILL 0``), so the program's own
-  children die too, not only the direct child;
+- the wrapper gets ``PR_SET_PDEATHSIG`` (SIGTERM) before it executes
+  (``enact.process.dying_with_parent``), exits at once if the daemon died
+  before the signal was armed, and on SIGTERM kills its whole group
+  (``kill -KILL 0``), so the program's own children die too, not only the
+  direct child;
 - each running group is recorded as ``<home>/run/programs/<pgid>`` holding the
   leader's start time (from ``/proc/<pid>/stat``); the next daemon start kills
   the groups whose leader is still the process that was recorded, never a
@@ -22,7 +24,6 @@ may end before the program does.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -38,7 +39,7 @@ from enact.commands import Authority, Command, CommandCall, CommandContext, Comm
 from enact.config import DAY, Setting, between, checked
 from enact.errors import EnactError
 from enact.home_guard import HomeRefused, check_owned_file
-from enact.process import program_ended, program_started
+from enact.process import dying_with_parent, program_ended, program_started
 from enact.tables import table_list
 
 log = logging.getLogger(__name__)
@@ -57,8 +58,9 @@ PARAM_TYPES: dict[str, type[Any] | tuple[type[Any], ...]] = {
 
 # The wrapper: a trapped SIGTERM (the parent-death signal) kills the group.
 # A background job's standard input would be /dev/null, so it is passed on fd 3.
-_WRAPPER = 'trap "kill -KILL 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!'
-_PR_SET_PDEATHSIG = 1
+# It starts with a check that the daemon (whose pid is put in place of
+# {daemon}) is still its parent.
+_WRAPPER = '[ "$PPID" = {daemon} ] || exit 1; trap "kill -KILL 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!'
 
 
 class CommandsFileError(EnactError, ValueError):
@@ -184,19 +186,6 @@ def _program_handler(argv: list[str], timeout_s: float, run_dir: Path | None) ->
     return run
 
 
-def _die_with_parent(parent: int) -> Any:
-    libc = ctypes.CDLL(None, use_errno=True)
-    prctl = libc.prctl
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-
-    def in_child() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # the daemon died before the signal was armed
-            os._exit(1)
-
-    return in_child
-
-
 def run_program(
     argv: list[str],
     stdin: bytes,
@@ -209,13 +198,14 @@ def run_program(
     or cancellation; the group dies with the daemon (see the module doc)."""
     cancel.raise_if_cancelled()
     started = program_started(argv)
+    command, preexec = dying_with_parent(["sh", "-c", _WRAPPER.format(daemon=os.getpid()), argv[0], *argv])
     process = subprocess.Popen(
-        ["sh", "-c", _WRAPPER, argv[0], *argv],
+        command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
-        preexec_fn=_die_with_parent(os.getpid()),
+        preexec_fn=preexec,
     )
     record = _record_group(run_dir, process.pid)
     killer = threading.Event()

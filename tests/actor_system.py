@@ -16,12 +16,16 @@ from typing import TypeVar
 
 from enact import components
 from enact._app.commands import daemon_commands
+from enact._app.reports import tally_spend
 from enact.actors.supervisor import Supervisor
-from enact.channels import InboxInlet
+from enact.budget.gate import BudgetGate
+from enact.budget.settings import BudgetSettings
+from enact.channels import Channel, InboxInlet
 from enact.channels.local import LocalChannel
 from enact.clock import ManualClock
 from enact.commands import CommandContext
 from enact.components import DaemonParts
+from enact.config import RuntimeSettings
 from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages._registry import Request
@@ -29,6 +33,7 @@ from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import Outcome
 from enact.messages.local import Send
 from enact.metrics import Metrics
+from enact.runtime.metered import MeteredRuntime
 from enact.storage import Storage
 
 R = TypeVar("R")
@@ -37,10 +42,14 @@ NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
 
 
 class ActorSystem:
-    def __init__(self, supervisor: Supervisor, clock: ManualClock, channel: LocalChannel) -> None:
+    def __init__(self, supervisor: Supervisor, clock: ManualClock, channel: LocalChannel, *, metrics: Metrics,
+                 budget: BudgetGate) -> None:
         self.supervisor = supervisor
         self.clock = clock
         self.channel = channel
+        self.metrics = metrics
+        """The daemon's metrics: runtime calls by outcome, tokens by purpose."""
+        self.budget = budget
 
     def ask(self, actor: str, message: Request[R]) -> R:
         return self.supervisor.ask(actor, message, timeout=30)
@@ -54,7 +63,7 @@ class ActorSystem:
 
 @contextmanager
 def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = NO_WORKERS,
-                   ) -> Iterator[ActorSystem]:
+                   chats: Mapping[str, str] | None = None) -> Iterator[ActorSystem]:
     """Every actor of the daemon on ``home`` (made if need be), its time
     ``clock``'s; the settings (the built-in components' too: the runtime is
     ``runtime.adapter``'s, the scripted one by default) from ``home``'s
@@ -68,19 +77,30 @@ def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = 
     fence.acquire(takeover=False)
     commands = daemon_commands(home, installed)
     channel = LocalChannel()
-    parts = DaemonParts(settings=settings, runtime=installed.runtime(settings).make_runtime(settings, commands),
-                        channels={"local": channel}, origins={"local": HUMAN_CLI}, commands=commands)
+    # As the daemon makes them: the runtime metered, its calls tallied and held to the budget on ``clock``.
+    budget = BudgetGate(settings.typed(BudgetSettings), clock)
+    metrics = Metrics()
+    metrics.initialise(adapters=(settings.typed(RuntimeSettings).adapter,))
+    started: list[Supervisor] = []
+    runtime = MeteredRuntime(installed.runtime(settings).make_runtime(settings, commands), metrics, budget=budget,
+                             on_spent=lambda purpose, usage: tally_spend(started[0], purpose, usage))
+    # ``chats``: more channels by name, with their origins, each delivering as the local one does
+    # (a chat that is not the owner's CLI: an event is handed to the inbox with ``inbox.Receive``).
+    channels: dict[str, Channel] = {"local": channel, **{name: LocalChannel() for name in chats or {}}}
+    parts = DaemonParts(settings=settings, runtime=runtime, channels=channels,
+                        origins={"local": HUMAN_CLI, **(chats or {})}, commands=commands, budget=budget)
     fatal = threading.Event()
     supervisor = Supervisor(components.component_actors(installed, parts), home=home, config=settings,
-                            metrics=Metrics(), storage=storage, fence=fence, on_fatal=lambda _: fatal.set(),
+                            metrics=metrics, storage=storage, fence=fence, on_fatal=lambda _: fatal.set(),
                             clock=clock)
+    started.append(supervisor)
     commands.bind(CommandContext(fence=fence, status=lambda: "fine",
                                  ask=lambda actor, message: supervisor.ask(actor, message, timeout=30)))
     supervisor.start()
     channel.start(InboxInlet("local", lambda actor, message: supervisor.ask(actor, message, timeout=30),
                              origin=HUMAN_CLI))
     try:
-        yield ActorSystem(supervisor, clock, channel)
+        yield ActorSystem(supervisor, clock, channel, metrics=metrics, budget=budget)
     finally:
         channel.stop()
         supervisor.stop(5)

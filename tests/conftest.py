@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
+from fact_books import FactBooks
 
 import enact
 from enact.cli._client import DaemonError, NotRunning, request, send
@@ -193,7 +194,9 @@ class DaemonFactory:
         log = home.parent / f"daemon-{len(self.started)}.log"
         # The command server costs each daemon half a second of CPU at start:
         # only the tests that ask for it (test_command_server.py) get one.
-        env = {"ENACT_DAEMON_COMMAND_SERVER": "false", **(env or {})}
+        # The web console likewise (its server and framework cost an import at start): the console's tests
+        # turn it on, on a free port.
+        env = {"ENACT_DAEMON_COMMAND_SERVER": "false", "ENACT_CONSOLE_ENABLED": "false", **(env or {})}
         with open(log, "wb") as log_file:
             process = subprocess.Popen(
                 [sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0", *args],
@@ -251,3 +254,13 @@ def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "
 
 
 # --- end running daemons --------------------------------------------------------
+
+
+@pytest.fixture
+def books(tmp_path: Path) -> Iterator[FactBooks]:
+    """``books(facts)``: a memory fact book holding ``facts``, on real LMDB."""
+    made = FactBooks(tmp_path / "books")
+    try:
+        yield made
+    finally:
+        made.close()

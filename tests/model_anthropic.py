@@ -2,7 +2,8 @@
 calls it: ``POST /v1/messages?beta=true``, answered with the streaming events
 (message_start, content_block_start/_delta/_stop, message_delta,
 message_stop), or with one JSON message when the request does not stream.
-A ``ToolCall`` becomes a call of Claude Code's ``Bash`` tool (or its ``Read`` tool)."""
+A ``ToolCall`` becomes a call of Claude Code's ``Bash`` tool (or its ``Read``
+tool on a file, or its ``Skill`` tool on a skill's name)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ def _block(answer: Reply | ToolCall, number: int) -> dict[str, Any]:
         return {"type": "text", "text": answer.text}
     if answer.tool == "Read":
         return {"type": "tool_use", "id": f"toolu_{number}", "name": "Read", "input": {"file_path": answer.command}}
+    if answer.tool == "Skill":
+        return {"type": "tool_use", "id": f"toolu_{number}", "name": "Skill", "input": {"skill": answer.command}}
     return {"type": "tool_use", "id": f"toolu_{number}", "name": "Bash",
             "input": {"command": answer.command, "description": "scripted command"}}
 

@@ -53,7 +53,8 @@ class Reply:
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """The model asks its host to run a shell command (Codex: ``exec_command``);
-    ``tool = "Read"``: Claude Code's Read tool on the file ``command`` names."""
+    ``tool = "Read"``: Claude Code's Read tool on the file ``command`` names;
+    ``tool = "Skill"``: its Skill tool on the skill ``command`` names."""
 
     command: str
     tokens: Tokens = Tokens()

@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADINGS = {
-    "control_socket": "1. Control socket: control.Status round trip",
+    "control_socket": "1. Control socket: control.Status and inbox.GetOutcome round trips",
     "dispatch": "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask",
     "append_log": "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
     "chat": "4. Chat end to end: events/s and send latency vs JSON files",
@@ -23,6 +23,7 @@ HEADINGS = {
     "task_workers": "10. Task workers: trivial tasks completed per minute",
     "evolution": "11. Evidence scan: one feedback batch with 10k and 100k turns of history already scanned",
     "backup": "12. Backup: a home of 100k turns, 20k facts, 10k tasks; chat events/s while a backup runs",
+    "console": "13. Console: the overview and a task page under chat load; chat with the console open and without",
 }
 """Each benchmark module (``--only`` name) and the heading its table prints."""
 

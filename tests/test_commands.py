@@ -428,9 +428,10 @@ def test_unknown_scripted_session_after_a_restart_is_expected_not_a_failure(daem
     assert send(restarted, "two")["reply"] == "(scripted runtime) You said: two"
     address = restarted.cli_json("status", "--json")["metrics_addr"]
     metrics = urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
-    assert 'enact_runtime_calls_total{adapter="scripted",outcome="ok"} 1.0' in metrics
-    assert 'enact_runtime_calls_total{adapter="scripted",outcome="resume_failed"} 0.0' in metrics
-    assert 'enact_runtime_calls_total{adapter="scripted",outcome="failed"} 0.0' in metrics
+    calls = 'enact_runtime_calls_total{adapter="scripted",outcome="%s",purpose="conversation"} %s'
+    assert calls % ("ok", "1.0") in metrics
+    assert calls % ("resume_failed", "0.0") in metrics
+    assert calls % ("failed", "0.0") in metrics
     log = restarted.log_text()
     assert "resuming session" not in log
     [line] = [line for line in log.splitlines() if "is not known to the runtime" in line]

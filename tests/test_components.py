@@ -46,9 +46,9 @@ def _one_line(error: pytest.ExceptionInfo[ComponentError]) -> str:
 
 def test_enacts_own_components_are_its_core_features_channels_and_runtimes() -> None:
     installed = components.load(extensions=[])
-    assert [c.name for c in installed.items] == ["core", "backup", "chat", "evolution", "memory", "skills", "tasks",
-                                                 "update", "local", "telegram", "claude", "codex", "openai",
-                                                 "scripted"]
+    assert [c.name for c in installed.items] == ["core", "backup", "budget", "chat", "console", "evolution", "memory",
+                                                 "skills", "tasks", "update", "local", "telegram", "claude", "codex",
+                                                 "openai", "scripted"]
     assert [c.name for c in installed.channels()] == ["local", "telegram"]
     assert {"scripted", "codex", "claude", "openai"} <= set(installed.runtimes())
     by_key = {s.key: s for s in installed.settings()}

@@ -342,7 +342,7 @@ def test_the_server_stamps_human_cli_over_any_claimed_origin(cls: type[Any]) -> 
     fields = {f.name: example_value(hints[f.name]) for f in dataclasses.fields(cls)}
     fields["origin"] = MODEL_ACTION
     message = cls(**fields)
-    assert _stamp_origin(message).origin == HUMAN_CLI
+    assert _stamp_origin(message, HUMAN_CLI).origin == HUMAN_CLI
 
 
 # -- the socket path across a takeover -----------------------------------------

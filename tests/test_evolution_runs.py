@@ -3,7 +3,8 @@
 failed write, ends the run or the brainstorm with the error said, instead of
 escaping the evolve actor's tick or leaving the asker waiting; a run goes on
 one step per reply, and a tick while it waits starts no other; the clock
-shown is the one the run keeps."""
+shown is the one the run keeps; the lineage step is waited for by its own
+timeout, and one that does not answer is reported while the run goes on."""
 
 from __future__ import annotations
 
@@ -16,14 +17,17 @@ import orjson
 import pytest
 from schedule_clock import FaultyActors, home
 
+from enact.actors._asks import AskTimeout
 from enact.actors._batching import Deferred
 from enact.actors._long_work import run_inline
 from enact.cancellation import CancellationToken
+from enact.config import DaemonSettings
 from enact.evolution.brainstorms import BrainstormAnswered, Brainstorms
 from enact.evolution.candidates import Candidate
 from enact.evolution.curator_records import CANDIDATES, SETTINGS
 from enact.evolution.modes import EvolveMode
 from enact.evolution.runs import DATABASE, EvolveRuns
+from enact.evolution.settings import LineageSettings
 from enact.fence import FencedError
 from enact.messages.curator import AuditEvent, CandidateList, Candidates, EvolveHistory, GetMode, History, ModeShown
 from enact.messages.evolve import ClockShown
@@ -136,3 +140,36 @@ def test_a_run_reports_a_rewritten_parent_once_and_a_quiet_lineage_not_at_all() 
     assert lineage_line(LineageScanned(outcome="not-configured")) == ""
     assert lineage_line(LineageScanned(outcome="assessed", entries=("lin-1", "lin-2"), remaining=3)) == \
         "lineage: 2 parent changes assessed (3 more next run)"
+
+
+class SlowLineage(QuietHome):
+    """A quiet home whose lineage scan outlasts the run's wait for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: dict[str, float] = {}
+
+    def ask(self, name: str, message: Any, *, timeout: float) -> Any:
+        if isinstance(message, LineageScan):
+            self.asked.append("lineage.Scan")
+            self.timeouts["lineage"] = timeout
+            raise AskTimeout(name, message, timeout)
+        return super().ask(name, message, timeout=timeout)
+
+
+def test_a_lineage_scan_is_waited_for_by_its_own_timeout_and_one_that_does_not_answer_ends_no_run(
+        tmp_path: Path) -> None:
+    actors = SlowLineage()
+    with home(tmp_path, "evolve", [DATABASE], actors) as context:
+        runs = EvolveRuns(context, context.own_store(), off_thread=run_inline)
+        runs.tick(now=1_000.0)
+        runs.tick(now=1_025.0)
+        lineage = context.config.typed(LineageSettings).scan_timeout_s
+        assert actors.timeouts["lineage"] == lineage + context.config.typed(DaemonSettings).request_timeout_s
+        # The rest of the run went on: the proposal check after the lineage step ran, and the run ended.
+        assert actors.asked == ["curator.GetMode", "scanner.Scan", "lineage.Scan", "curator.Candidates",
+                                "curator.History"]
+        clock = runs._current_clock(1_030.0)
+        assert not runs.running and clock.claim.claimed is None and clock.acknowledged == 1_020.0
+        assert clock.last_outcome.startswith("lineage scan did not answer: actor 'lineage' did not answer Scan "
+                                             f"within {lineage + 120:g} s"), clock.last_outcome

@@ -36,12 +36,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("components, the channel contract and the model runtimes they plug in", (
         "enact.components", "enact.runtime",
+        "enact.budget",  # the budget every runtime call is held to: its settings, its day, the gate callers read
         "=enact.channels",  # the package's own module: what a channel is; the channels in it are features
     )),
-    ("the features", ("enact.chat", "enact.memory", "enact.tasks", "enact.channels", "enact.backup")),
+    ("the features", ("enact.chat", "enact.memory", "enact.tasks", "enact.channels", "enact.backup",
+                      "enact.budget.budget_actor", "enact.budget.component")),
     ("evolution: studies the features' history, proposes tasks; skills, assessed as its candidates", (
         "enact.evolution", "enact.skills")),
     ("the daemon's own component: the fence's actor, the token tally, /help", ("enact.epoch_actor", "enact.core")),
+    ("the web console: the features' pages, over the requests the CLI sends", ("enact.console",)),
     ("the daemon: start-up and shut-down, and its plumbing", ("enact.daemon", "enact._app")),
     ("the CLI, which also runs the daemon", (
         "enact.cli", "enact.__main__",

@@ -3,7 +3,9 @@ repository made here gains commits; a scan assesses them (the scripted
 runtime answers the ``lineage`` calls), the inbox lists them, approval yields
 a task and a review whose land marks the change adopted; a scan with nothing
 new calls no model; a rewritten parent and a malformed reply are reported in
-one line and record nothing."""
+one line and record nothing; a merge with its commits is one change, assessed
+once, and a change whose adaptation the guard refuses is marked refused
+(reason shown) without failing the scan."""
 
 from __future__ import annotations
 
@@ -82,6 +84,9 @@ def test_a_parent_change_is_assessed_listed_approved_landed_and_adopted(
 
     again = daemon.cli_json("lineage", "scan", "--json")
     assert again["outcome"] == "nothing-new" and lineage_calls(transcript) == 1, again
+    # Counted in the spending under its own purpose.
+    spent = {row["purpose"]: row["calls"] for row in daemon.cli_json("status", "--json")["spending"]}
+    assert spent.get("lineage") == 1, spent
 
     approved = daemon.cli_json("evolve", "approve", cid, "--repo", str(repo), "--json")
     brief = daemon.cli_json("task", "show", str(approved["task_id"]), "--json")["brief"]
@@ -126,3 +131,40 @@ def test_a_malformed_reply_records_nothing_and_a_rewritten_parent_waits_for_a_re
     assert ignored.returncode == 0, ignored.stderr
     [entry] = entries(daemon, "--state", "ignored")
     assert entry["reason"] == "not for us"
+
+
+def test_a_merge_is_one_change_assessed_once_and_a_refused_change_marks_only_itself(
+        daemons: DaemonFactory, tmp_path: Path) -> None:
+    merge = {**ASSESSMENT, "summary": "The parent takes in its helpers branch",
+             "adaptation": "Take in the parent's merge of the helpers; merge duplicate notes when saving them"}
+    refused = {**ASSESSMENT, "summary": "The parent ships faster",
+               "adaptation": "merge the task branch into main automatically after each run"}
+    rules = (f"[[rule]]\npurpose = 'lineage'\nmatch = '(?s)^enact lineage assessment.*ship.txt'\n"
+             f"reply = '''{orjson.dumps(refused).decode()}'''\n\n" + lineage_rule(merge))
+    daemon, parent, _, transcript = start(daemons, tmp_path, rules)
+    main = git(parent, "branch", "--show-current").strip()
+    git(parent, "checkout", "-q", "-b", "helpers")
+    first, second = parent_commit(parent, "a.txt", "a\n"), parent_commit(parent, "b.txt", "b\n")
+    git(parent, "checkout", "-q", main)
+    git(parent, "merge", "-q", "--no-ff", "-m", "parent: merge helpers", "helpers")
+    merged = git(parent, "rev-parse", "HEAD").strip()
+    shipped = parent_commit(parent, "ship.txt", "ship\n")
+
+    scanned = daemon.cli_json("lineage", "scan", "--json")  # exits 0: a refused change fails no scan
+    assert scanned["outcome"] == "assessed", scanned
+    assert scanned["entries"] == [f"lin-{merged[:12]}", f"lin-{shipped[:12]}"]
+    assert scanned["refused"] == [f"lin-{shipped[:12]}"] and scanned["revision"] == shipped
+    # The merge and the two commits it brought in are one change, assessed in one call.
+    assert lineage_calls(transcript) == 2
+    prompts = [orjson.loads(line)["prompt"] for line in transcript.read_text().splitlines()]
+    assert "a.txt" in prompts[0] and "b.txt" in prompts[0] and "ship.txt" not in prompts[0]
+    linked, marked = entries(daemon)
+    assert (linked["commit"], linked["merged"], linked["state"]) == (merged, [first, second], "linked")
+    assert marked["state"] == "refused" and marked["candidate_id"] == ""
+    assert "merging" in marked["reason"] and "human-controlled" in marked["reason"]
+    assert [e["commit"] for e in entries(daemon, "--state", "refused")] == [shipped]
+    shown = daemon.cli("lineage", "show", marked["id"])
+    assert shown.returncode == 0 and "refused" in shown.stdout and "merging" in shown.stdout, shown.stdout
+    candidates = daemon.cli_json("evolve", "candidates", "--json")
+    assert [c["id"] for c in candidates if c["source"] == "lineage"] == [linked["candidate_id"]]
+    assert daemon.cli_json("lineage", "scan", "--json")["outcome"] == "nothing-new"

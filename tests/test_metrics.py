@@ -5,19 +5,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-import socket
-import subprocess
-import tempfile
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
+from prometheus_server import get, query, running_prometheus
 from roster_services import daemon_actors, daemon_parts, roster_services
 
 from enact import __version__
@@ -31,13 +28,12 @@ from enact.memory.metrics import MemoryMetrics
 from enact.messages.commands import CommandOutcome
 from enact.metrics import Metrics, feature_metrics
 from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeTimeout
-from enact.tasks.metrics import TasksMetrics
+from enact.tasks.metrics import TasksMetrics, WorkerTime
 from enact.tasks.records import EventKind
 
 from conftest import Daemon, DaemonFactory
 
 REPO = Path(__file__).resolve().parent.parent
-PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
 
 
 def scrape(daemon: Daemon) -> str:
@@ -100,8 +96,15 @@ def test_every_known_labelled_series_is_exported_at_zero_from_the_start(daemons:
         assert value(text, "enact_inbox_deliveries_total", channel="local", outcome=outcome) == 0
     for outcome in ChatMetrics.ACTION_OUTCOMES:
         assert value(text, "enact_conversation_actions_total", outcome=outcome) == 0
-    for outcome in metric_labels.RUNTIME_CALL_OUTCOMES:
-        assert value(text, "enact_runtime_calls_total", adapter="scripted", outcome=outcome) == 0
+    for purpose in metric_labels.RUNTIME_PURPOSES:
+        assert value(text, "enact_runtime_call_seconds_count", adapter="scripted", purpose=purpose) == 0
+        for outcome in metric_labels.RUNTIME_CALL_OUTCOMES:
+            assert value(text, "enact_runtime_calls_total", adapter="scripted", outcome=outcome, purpose=purpose) == 0
+    for state in TasksMetrics.COUNTED_STATES:
+        assert value(text, "enact_tasks", state=state.value) == 0
+    assert value(text, "enact_task_workers") > 0
+    assert value(text, "enact_task_worker_busy_seconds_total") == 0
+    assert value(text, "enact_memory_recall_seconds_count") == 0
     for outcome in TasksMetrics.LAND_OUTCOMES:
         assert value(text, "enact_review_lands_total", outcome=outcome) == 0
     for outcome in TasksMetrics.CRON_OUTCOMES:
@@ -147,6 +150,24 @@ def test_a_features_metrics_are_made_once_per_registry_and_reached_by_type() -> 
     assert other.of(MemoryMetrics) is not made
     other.of(MemoryMetrics).facts.labels(state="active").set(3)
     assert metrics.registry.get_sample_value("enact_memory_facts", {"state": "active"}) == 0
+
+
+def test_worker_busy_seconds_count_the_running_attempts_so_far_and_the_ended_ones_whole() -> None:
+    now = [100.0]
+    worker_time = WorkerTime(clock=lambda: now[0])
+    with worker_time.busy():
+        now[0] += 3
+        assert worker_time.busy_seconds() == 3  # scraped mid-attempt: counted so far
+        with worker_time.busy():  # a second worker, for 1 s
+            now[0] += 1
+        assert worker_time.busy_seconds() == 4 + 1
+    with contextlib.suppress(KeyError), worker_time.busy():  # an attempt that raised still counts
+        now[0] += 2
+        raise KeyError("a defect")
+    now[0] += 50  # idle: nothing more
+    assert worker_time.busy_seconds() == 4 + 1 + 2
+    [family] = worker_time.collect()
+    assert (family.name, family.type, family.samples[0].value) == ("enact_task_worker_busy_seconds", "counter", 7)
 
 
 def test_chat_creates_each_channels_series_at_zero_once_given_the_channels(tmp_path: Path) -> None:
@@ -206,87 +227,16 @@ def test_metrics_listen_on_loopback_only(daemons: DaemonFactory) -> None:
 # -- a real Prometheus ---------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-def _query(api: str, promql: str) -> list[dict[str, Any]]:
-    url = f"{api}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-    with urllib.request.urlopen(url, timeout=5) as response:
-        document = orjson.loads(response.read())
-    assert document["status"] == "success", document
-    result = document["data"]["result"]
-    assert isinstance(result, list)
-    return result
-
-
-def _scrape_config(target: str) -> str:
-    text = (PROMETHEUS_DIR / "prometheus.yml").read_text()
-    assert 'targets: ["127.0.0.1:9464"]' in text, "the shipped config changed shape; update this test"
-    assert "  - alerts.yml\n" in text
-    text = text.replace('targets: ["127.0.0.1:9464"]', f'targets: ["{target}"]')
-    return text.replace("  - alerts.yml\n", f"  - {PROMETHEUS_DIR / 'alerts.yml'}\n")
-
-
-@contextlib.contextmanager
-def running_prometheus(prometheus: str, target: str) -> Iterator[str]:
-    """A real Prometheus scraping ``target`` with the shipped config and alert
-    rules (both every second); yields its API base URL."""
-    with tempfile.TemporaryDirectory(prefix="enact-prom-") as scratch:
-        config = Path(scratch) / "prometheus.yml"
-        config.write_text(_scrape_config(target))
-        port = _free_port()
-        api = f"http://127.0.0.1:{port}"
-        log_path = Path(scratch) / "prometheus.log"
-        with open(log_path, "wb") as log:
-            server = subprocess.Popen(
-                [
-                    prometheus,
-                    f"--config.file={config}",
-                    f"--storage.tsdb.path={Path(scratch) / 'data'}",
-                    f"--web.listen-address=127.0.0.1:{port}",
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        try:
-            up: list[dict[str, Any]] = []
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                assert server.poll() is None, log_path.read_text()
-                try:
-                    up = _query(api, 'up{job="enact"}')
-                except OSError:
-                    up = []
-                if up and up[0]["value"][1] == "1":
-                    break
-                time.sleep(0.25)
-            assert up and up[0]["value"][1] == "1", f"up={up}\n{log_path.read_text()}"
-            assert up[0]["metric"]["instance"] == target
-            yield api
-        finally:
-            server.kill()
-            server.wait(10)
-
-
-def _get(api: str, path: str) -> Any:
-    with urllib.request.urlopen(f"{api}{path}", timeout=5) as response:
-        return orjson.loads(response.read())
-
-
 def test_prometheus_scrapes_the_daemon(daemons: DaemonFactory, require_binary: Callable[[str], str]) -> None:
     prometheus = require_binary("prometheus")
     daemon = daemons.start()
     with running_prometheus(prometheus, daemon.cli_json("status", "--json")["metrics_addr"]) as api:
-        build = _query(api, 'enact_build_info{job="enact"}')
+        build = query(api, 'enact_build_info{job="enact"}')
         assert build, "no enact_build_info series in Prometheus"
         assert build[0]["metric"]["version"] == __version__
         # The alert rules loaded from the shipped file.
-        rules = _get(api, "/api/v1/rules")
-        names = {rule["name"] for group in rules["data"]["groups"] for rule in group["rules"]}
+        rules = get(api, "/api/v1/rules")
+        names = {rule["name"] for group in rules["groups"] for rule in group["rules"]}
         assert "EnactDown" in names
 
 
@@ -302,21 +252,21 @@ def test_a_reply_not_delivered_right_after_start_fires_its_alert(
     daemon = daemons.start(home)
     failed = 'enact_inbox_deliveries_total{job="enact", channel="local", outcome="failed"}'
     with running_prometheus(prometheus, daemon.cli_json("status", "--json")["metrics_addr"]) as api:
-        [series] = _query(api, failed)
+        [series] = query(api, failed)
         assert series["value"][1] == "0", "the series must exist at 0 before the incident"
         daemon.cli("send", "hello")  # every delivery attempt fails; the exit code is not the point here
 
         alerts: list[dict[str, Any]] = []
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            alerts = [a for a in _get(api, "/api/v1/alerts")["data"]["alerts"]
+            alerts = [a for a in get(api, "/api/v1/alerts")["alerts"]
                       if a["labels"]["alertname"] == "EnactRepliesNotDelivered"]
             if alerts:
                 break
             time.sleep(0.25)
-        assert alerts, f"no alert; series now {_query(api, failed)}"
+        assert alerts, f"no alert; series now {query(api, failed)}"
         [alert] = alerts
         assert alert["state"] in ("pending", "firing")
         assert alert["labels"]["outcome"] == "failed" and alert["labels"]["channel"] == "local"
-        assert not [a for a in _get(api, "/api/v1/alerts")["data"]["alerts"]
+        assert not [a for a in get(api, "/api/v1/alerts")["alerts"]
                     if a["labels"]["alertname"] in ("EnactActorRestarting", "EnactEventsFailing", "EnactTakeover")]

@@ -40,8 +40,10 @@ def test_a_call_counts_its_outcome_duration_and_tokens_by_kind_and_purpose() -> 
                              on_spent=lambda purpose, used: spent.append((purpose, used)))
     runtime.invoke(RuntimeRequest(session_key="", prompt="p", purpose="scan"))
     text = _scrape(metrics)
-    assert 'enact_runtime_calls_total{adapter="canned",outcome="ok"} 1.0' in text
-    assert 'enact_runtime_call_seconds_count{adapter="canned"} 1.0' in text
+    assert 'enact_runtime_calls_total{adapter="canned",outcome="ok",purpose="scan"} 1.0' in text
+    assert 'enact_runtime_calls_total{adapter="canned",outcome="ok",purpose="conversation"} 0.0' in text
+    assert 'enact_runtime_call_seconds_count{adapter="canned",purpose="scan"} 1.0' in text
+    assert 'enact_runtime_call_seconds_count{adapter="canned",purpose="conversation"} 0.0' in text
     assert 'enact_runtime_tokens_total{adapter="canned",kind="cached_input",purpose="scan"} 10.0' in text
     assert 'enact_runtime_tokens_total{adapter="canned",kind="reasoning",purpose="scan"} 2.0' in text
     assert 'enact_runtime_tokens_total{adapter="canned",kind="input",purpose="conversation"} 0.0' in text
@@ -60,7 +62,7 @@ def test_a_failed_call_is_counted_by_its_kind_with_what_it_spent(raised: BaseExc
     with pytest.raises(type(raised)):
         runtime.invoke(RuntimeRequest(session_key="k", prompt="p", purpose="task"))
     text = _scrape(metrics)
-    assert f'enact_runtime_calls_total{{adapter="canned",outcome="{outcome}"}} 1.0' in text
+    assert f'enact_runtime_calls_total{{adapter="canned",outcome="{outcome}",purpose="task"}} 1.0' in text
     tokens = 4.0 if outcome == "auth" else 0.0
     assert f'enact_runtime_tokens_total{{adapter="canned",kind="input",purpose="task"}} {tokens}' in text
 

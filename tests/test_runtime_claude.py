@@ -105,6 +105,20 @@ def test_each_command_the_model_ran_comes_back_with_its_exit_status(tmp_path: Pa
     assert b"tool_result" in server.model_requests()[1].body
 
 
+def test_a_skill_its_skill_tool_loaded_comes_back_as_used_and_one_it_could_not_does_not(
+        tmp_path: Path, server: ModelServer) -> None:
+    workspace = tmp_path / "work"
+    (workspace / ".claude" / "skills" / "tidy-notes").mkdir(parents=True)
+    (workspace / ".claude" / "skills" / "tidy-notes" / "SKILL.md").write_text(
+        "---\nname: tidy-notes\ndescription: Keep notes tidy.\n---\nDate every note.\n")
+    server.script(ToolCall("no-such-skill", tool="Skill"), ToolCall("tidy-notes", tool="Skill"), Reply("done"))
+    result = runtime_for(tmp_path, server).invoke(
+        RuntimeRequest(session_key="k", prompt="tidy up", cwd=workspace))
+    assert result.text == "done" and result.skills_used == ("tidy-notes",)
+    assert b"Date every note." in server.model_requests()[-1].body  # the skill's instructions reached the model
+    assert any(line.startswith("Skill ") and "no-such-skill" in line and "failed" in line for line in result.progress)
+
+
 def test_a_refused_key_is_an_auth_failure(tmp_path: Path, server: ModelServer) -> None:
     server.default = Status(401, "invalid x-api-key")
     with pytest.raises(RuntimeAuthFailed, match="401"):

@@ -113,8 +113,8 @@ def test_tokens_of_each_call_show_in_metrics_and_in_status(daemon: Daemon, serve
                                           purpose="conversation")
                              for kind in ("input", "cached_input", "output", "reasoning")}
     assert spent == {"input": 300, "cached_input": 190, "output": 30, "reasoning": 5}
-    assert _metric(text, "enact_runtime_call_seconds_count", adapter="codex") == 2
-    assert _metric(text, "enact_runtime_calls_total", adapter="codex", outcome="ok") == 2
+    assert _metric(text, "enact_runtime_call_seconds_count", adapter="codex", purpose="conversation") == 2
+    assert _metric(text, "enact_runtime_calls_total", adapter="codex", outcome="ok", purpose="conversation") == 2
     today = daemon.cli_json("status", "--json")["spending"]
     assert today[0]["purpose"] == "conversation" and today[0]["input_tokens"] == 300 and today[0]["calls"] == 2
     assert "conversation" in daemon.cli("status").stdout

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -127,3 +129,53 @@ def test_a_call_already_cancelled_starts_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeCancelled):
         run([str(fake(tmp_path, "marker", f"touch {tmp_path}/ran\n"))], cancel=cancel)
     assert not (tmp_path / "ran").exists()
+
+
+def test_what_an_ended_command_left_running_in_its_group_is_killed_at_once(tmp_path: Path) -> None:
+    program = fake(tmp_path, "leaver", f"sleep 60 >/dev/null 2>&1 &\necho $! > {tmp_path}/left\necho done\n")
+    started = time.monotonic()
+    out = run([str(program)])
+    assert (out.exit_code, out.stdout) == (0, "done\n")
+    assert time.monotonic() - started < 1.0  # not held up by the child
+    left = int((tmp_path / "left").read_text())
+    wait_for(lambda: not os.path.exists(f"/proc/{left}") or "Z" in Path(f"/proc/{left}/stat").read_text().split()[2],
+             timeout=3, what="the child it left to be killed")
+
+
+def test_a_large_prompt_goes_through_whole_and_one_the_program_does_not_read_is_no_error(tmp_path: Path) -> None:
+    prompt = "x" * 1_000_000 + "\nend"  # far beyond a pipe's buffer, both ways
+    out = run(["cat"], stdin_text=prompt)
+    assert (out.exit_code, out.stdout) == (0, prompt)
+    assert run([str(fake(tmp_path, "deaf", "exit 4\n"))], stdin_text=prompt).exit_code == 4
+
+
+def test_a_command_gets_sigterm_when_the_process_that_started_it_dies(tmp_path: Path) -> None:
+    program = fake(tmp_path, "sleeper", f"echo $$ > {tmp_path}/leader\nexec sleep 60\n")
+    starter = subprocess.Popen([sys.executable, "-c", (
+        "from enact.cancellation import CancellationToken\n"
+        "from enact.runtime._subprocess import run_command\n"
+        f"run_command([{str(program)!r}], stdin_text='', cwd=None, env=None, timeout_s=60,"
+        " cancel=CancellationToken())\n")])
+    try:
+        wait_for(lambda: (tmp_path / "leader").exists() and (tmp_path / "leader").read_text().strip(),
+                 what="the command to start")
+        leader = int((tmp_path / "leader").read_text())
+        starter.kill()
+        starter.wait()
+        wait_for(lambda: not group_alive(leader), timeout=5, what="the command to die with its starter")
+    finally:
+        if starter.poll() is None:
+            starter.kill()
+            starter.wait()
+
+
+def test_a_child_left_holding_the_output_is_killed_and_what_was_printed_is_kept(tmp_path: Path) -> None:
+    program = fake(tmp_path, "holder", f"(echo early; touch {tmp_path}/said; sleep 60) &\necho $! > {tmp_path}/left\n"
+                   f"until [ -e {tmp_path}/said ]; do sleep 0.01; done\necho done\n")
+    started = time.monotonic()
+    out = run([str(program)])
+    assert out.exit_code == 0 and sorted(out.stdout.split()) == ["done", "early"]
+    assert time.monotonic() - started < 1.0
+    left = int((tmp_path / "left").read_text())
+    wait_for(lambda: not os.path.exists(f"/proc/{left}") or "Z" in Path(f"/proc/{left}/stat").read_text().split()[2],
+             timeout=3, what="the child holding the output to be killed")

@@ -27,8 +27,8 @@ from enact.fence import FencedError
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
 from enact.messages._framing import MAX_FRAME_BYTES, ConnectionClosed, FrameError, read_frame, write_frame
-from enact.messages._registry import registration_of
-from enact.messages.common import HUMAN_CLI
+from enact.messages._registry import Registration, registration_of
+from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Error
 from enact.messages.epoch import Fenced
 from enact.metrics import Metrics
@@ -52,6 +52,7 @@ class ControlServer:
         *,
         idle_timeout_s: float,
         request_timeout_s: float,
+        setting: Callable[[str], Any] | None = None,
     ) -> None:
         self.path = home / SOCKET_NAME
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
@@ -60,6 +61,8 @@ class ControlServer:
         self._metrics = metrics
         self._idle_timeout_s = idle_timeout_s
         self._request_timeout_s = request_timeout_s
+        self._setting = setting
+        """The value of a setting by name: what a long request waits for (``Registration.long_wait``)."""
         self._local: dict[type[Any], LocalHandler] = {}
         self._listener: socket.socket | None = None
         self._inode: int | None = None
@@ -208,9 +211,32 @@ class ControlServer:
             self._metrics.control_errors.labels(reason="not_a_request").inc()
             name = registration.name if registration else type(message).__name__
             return Error(message=f"{name} is not a request that can be sent to the daemon"), False
-        message = _stamp_origin(message)
+        return self._answer_request(_stamp_origin(message, HUMAN_CLI), registration)
+
+    def dispatch(self, message: Any, origin: Origin) -> object:
+        """Answer one typed request as a frame on the socket is answered,
+        stamped with ``origin``: how a component's service (the console)
+        reaches the actors, through the requests the CLI sends. A request
+        the wire would refuse is answered ``control.Error``."""
+        registration = registration_of(type(message))
+        if registration is None or registration.kind is not Kind.REQUEST:
+            return Error(message=f"{type(message).__name__} is not a request that can be sent to the daemon")
+        if self._closing.is_set():
+            return Error(message=self._stopping())
+        with self._idle:
+            self._busy += 1
         try:
-            reply = self._route(message, registration.actor)
+            reply, _ = self._answer_request(_stamp_origin(message, origin), registration)
+        finally:
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
+        return reply
+
+    def _answer_request(self, message: Any, registration: Registration) -> tuple[object, bool]:
+        try:
+            reply = self._route(message, registration.actor,
+                                wait_s(registration.long_wait, self._request_timeout_s, self._setting))
         except ActorUnavailable as error:
             if self._closing.is_set():  # stopped under the request: say so, not which actor went
                 self._metrics.control_errors.labels(reason="stopping").inc()
@@ -240,18 +266,36 @@ class ControlServer:
         because = f" ({self._stopping_because})" if self._stopping_because else ""
         return f"the daemon (pid {os.getpid()}) is stopping{because}; try again"
 
-    def _route(self, message: object, actor: str) -> object:
+    def _route(self, message: object, actor: str, timeout_s: float) -> object:
         handler = self._local.get(type(message))
         if handler is not None:
             return handler(message)
-        return self._supervisor.call(actor, message, timeout=self._request_timeout_s)
+        return self._supervisor.call(actor, message, timeout=timeout_s)
 
 
-def _stamp_origin(message: Any) -> Any:
+def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], Any] | None) -> float:
+    """How long a request's reply is waited for: the request timeout, and
+    for a long request (``Registration.long_wait``) the setting that bounds
+    its work on top."""
+    if not long_wait or setting is None:
+        return request_timeout_s
+    try:
+        return request_timeout_s + float(setting(long_wait))
+    except (KeyError, TypeError, ValueError):  # not a setting of this daemon's: the plain timeout
+        return request_timeout_s
+
+
+_HAS_ORIGIN: dict[type[Any], bool] = {}
+
+
+def _stamp_origin(message: Any, origin: Origin) -> Any:
     """Whoever reaches the 0600 socket is the owner at a shell: ``human-cli``,
-    whatever origin the frame claimed."""
-    if any(f.name == "origin" for f in dataclasses.fields(message)):
-        return dataclasses.replace(message, origin=HUMAN_CLI)
+    whatever origin the frame claimed (the console's requests: ``human-console``)."""
+    has_origin = _HAS_ORIGIN.get(type(message))
+    if has_origin is None:
+        has_origin = _HAS_ORIGIN[type(message)] = any(f.name == "origin" for f in dataclasses.fields(message))
+    if has_origin and message.origin != origin:
+        return dataclasses.replace(message, origin=origin)
     return message
 
 

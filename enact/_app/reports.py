@@ -15,6 +15,7 @@ from enact import __version__, config
 from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
 from enact.actors.supervisor import Supervisor
+from enact.budget.gate import BudgetGate
 from enact.fence import Fence
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
@@ -27,9 +28,10 @@ log = logging.getLogger("enact.daemon")
 
 class DaemonReports:
     def __init__(self, *, home: Path, settings: config.Config, storage: Storage, fence: Fence,
-                 supervisor: Supervisor, channels: DaemonChannels, metrics_addr: str, started: float,
-                 revision: str) -> None:
+                 supervisor: Supervisor, channels: DaemonChannels, budget: BudgetGate, metrics_addr: str,
+                 started: float, revision: str) -> None:
         self.home = home
+        self.budget = budget
         self.settings = settings
         self.storage = storage
         self.fence = fence
@@ -42,11 +44,16 @@ class DaemonReports:
         # ids, or one no task ran in): status names the home by it.
         self.home_id = home_id(home)
         self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
+        self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
 
     def status(self) -> StatusReport:
         from enact.messages.accounting import SpentOn
 
         stats = self.storage.stats()
+        versions = self.storage.schema_versions()
+        if self._schemas is None or self._schemas[0] != versions:  # made once: 40-odd records per request
+            self._schemas = (versions, tuple(SchemaVersion(database=name, version=version)
+                                             for name, version in sorted(versions.items())))
         spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
                                        timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
         return StatusReport(
@@ -61,12 +68,13 @@ class DaemonReports:
             actors=tuple(self.supervisor.statuses()),
             storage=StorageStatus(
                 path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases,
-                schemas=tuple(SchemaVersion(database=name, version=version)
-                              for name, version in sorted(self.storage.schema_versions().items())),
+                schemas=self._schemas[1],
             ),
             spending=spending.purposes,
             channels=self.channels.states(),
             confinement=self._confinement_state(),
+            budget=self.budget.lines(),
+            budget_resets_at=self.budget.resets_at(),
         )
 
     def config(self) -> ConfigReport:
@@ -100,11 +108,20 @@ class DaemonReports:
         yield mailbox
         yield GaugeMetricFamily("enact_storage_map_bytes", "LMDB map size", value=stats.map_bytes)
         yield GaugeMetricFamily("enact_storage_used_bytes", "LMDB pages in use", value=stats.used_bytes)
+        remaining = GaugeMetricFamily("enact_budget_remaining_tokens",
+                                      "Tokens left of today's budget, per limited purpose and total",
+                                      labels=["purpose"])
+        for line in self.budget.lines():
+            if line.remaining is not None:
+                remaining.add_metric([line.purpose], line.remaining)
+        yield remaining
 
 
 def tally_spend(supervisor: Supervisor, purpose: str, usage: Usage) -> None:
-    """Tell the accounting actor what a call spent."""
+    """Tell the accounting actor what a call spent, and the budget actor
+    the tokens (input, cached or not, and output) its budgets count."""
     from enact.messages.accounting import Spend
+    from enact.messages.budget import Spend as BudgetSpend
 
     try:
         supervisor.tell("accounting", Spend(
@@ -112,6 +129,9 @@ def tally_spend(supervisor: Supervisor, purpose: str, usage: Usage) -> None:
             cached_input_tokens=usage.cached_input_tokens, output_tokens=usage.output_tokens,
             reasoning_tokens=usage.reasoning_tokens, cost_usd=usage.cost_usd,
         ))
+        tokens = usage.input_tokens + usage.output_tokens
+        if tokens:
+            supervisor.tell("budget", BudgetSpend(purpose=purpose, tokens=tokens))
     except ActorUnavailable:
         if not supervisor.stopping:
             raise

@@ -39,7 +39,8 @@ class ChatComponent(Component):
         if self._metrics is not None:
             self._metrics.add_channels(parts.channels)
         services = ChatServices(channels=parts.channels, runtime=parts.runtime, commands=parts.commands,
-                                startup_context=startup_context(parts.commands), origins=parts.origins)
+                                startup_context=startup_context(parts.commands), origins=parts.origins,
+                                budget=parts.budget)
         return [
             ActorSpec(name="journal", actor=journal_actor.JournalActor, databases=(journal_actor.DATABASE,),
                       depends_on=("epoch",)),

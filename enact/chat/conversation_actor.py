@@ -29,7 +29,7 @@ from enact.memory.settings import MemorySettings
 from enact.messages.common import MODEL_ACTION
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent, TurnFailed, TurnFinished
 from enact.ownership import ConversationLock
-from enact.runtime import RuntimeAuthFailed, RuntimeUnavailable
+from enact.runtime import RuntimeAuthFailed, RuntimeOverBudget, RuntimeUnavailable
 from enact.runtime.advice import owner_advice
 
 log = logging.getLogger(__name__)
@@ -130,11 +130,20 @@ class ConversationActor(EnactActor):
 
     def _ask_model(self, event: ChatEvent, ask: AskModel) -> str:
         """The model's answer; or, when only the owner can fix what failed
-        (a login, a missing binary), a reply that says what to do."""
+        (a login, a missing binary), a reply that says what to do; or, when
+        the conversation budget is spent, a notice that says so."""
+        at_shell = self._lock.at_owners_shell(event)
+        budget = self._services.budget
+        overrun = budget.overrun("conversation") if budget is not None and not at_shell else None
         try:
+            if overrun is not None:  # said before anything is asked of the session or memory
+                raise RuntimeOverBudget(overrun.said())
             return self._sessions.call(event.conversation_key, ask.prompt, owner_message=event.text,
                                        owners=self._lock.owners(event), recall_for=ask.recall_for,
-                                       receipt=ask.receipt, images=images_of(event))
+                                       receipt=ask.receipt, images=images_of(event), spends_over_budget=at_shell)
+        except RuntimeOverBudget as error:
+            self._runtime_failure = f"{type(error).__name__}: {error}"
+            return f"Not answered: {error}."
         except (RuntimeAuthFailed, RuntimeUnavailable) as error:
             log.warning("the %s runtime cannot answer (%s): %s", self._services.runtime.name, error.kind, error)
             # The owner reads the advice; the turn's outcome says it failed

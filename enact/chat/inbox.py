@@ -146,8 +146,12 @@ class Inbox:
     supervisor, so an inbox that restarted sees the work still running)."""
 
     def __init__(self, store: Store, *, name: str, generation: int, channels: Collection[str],
-                 lock: ConversationLock, attempts: Backoff, running: Callable[[str], bool]) -> None:
+                 lock: ConversationLock, attempts: Backoff, running: Callable[[str], bool],
+                 refused_for_budget: Callable[[ChatEvent], str | None] | None = None) -> None:
         self._store = store
+        self._refused_for_budget = refused_for_budget
+        """Why an event is refused because the conversation budget is spent (``budget.conversation =
+        "refuse"``), or None; not given: never."""
         self.batch = WriteBatch(store, owner=name)
         self.records = InboxRecords(store)
         self.rules = ReceiptRules(self.records, attempts)
@@ -191,6 +195,13 @@ class Inbox:
             if event.cursor is not None:
                 self._finish_cursor(event.channel, event.cursor)
             return Ignored(event_id=event_id, reason="conversation is not in chat.allowed_conversations")
+        refused = self._refused_for_budget(event) if self._refused_for_budget is not None else None
+        if refused is not None:
+            log.info("refused event %s from %s: %s", event_id, event.conversation_key, refused)
+            self._effects.append(Count(event.channel, "over_budget"))
+            if event.cursor is not None:
+                self._finish_cursor(event.channel, event.cursor)
+            return Ignored(event_id=event_id, reason=refused)
 
         reply = Deferred()
 
@@ -390,13 +401,25 @@ class Inbox:
 
     def outcome(self, event_id: str) -> Outcome | NotFound:
         self.batch.flush()
-        found = self._store.read(lambda txn: self.records.find(txn, event_id))
-        return NotFound(kind="event", id=event_id) if found is None else found[1].outcome_of()
+        return self.committed_outcome(event_id)
 
     def turns(self, message: ReadTurns) -> Turns:
         self.batch.flush()
-        return self._store.read(lambda txn: read_turns(txn, self.records.turns, message))
+        return self.committed_turns(message)
 
     def cursor(self, channel: str) -> Cursor:
         self.batch.flush()
+        return self.committed_cursor(channel)
+
+    # The committed state alone, which any thread may read: the actor's idle
+    # reads (enact.actors._idle_reads), and the above once they flushed.
+
+    def committed_outcome(self, event_id: str) -> Outcome | NotFound:
+        found = self._store.read(lambda txn: self.records.find(txn, event_id))
+        return NotFound(kind="event", id=event_id) if found is None else found[1].outcome_of()
+
+    def committed_turns(self, message: ReadTurns) -> Turns:
+        return self._store.read(lambda txn: read_turns(txn, self.records.turns, message))
+
+    def committed_cursor(self, channel: str) -> Cursor:
         return Cursor(channel=channel, cursor=self._store.read(lambda txn: self.records.cursor(txn, channel)))

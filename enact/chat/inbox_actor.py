@@ -9,11 +9,13 @@ outcomes, the ``TurnLogged`` feed, retries on its own timer.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from enact.actors._asks import ActorNotFound
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors.supervisor import ActorSpec
+from enact.budget.settings import REFUSE
 from enact.chat.conversation_actor import ConversationActor
 from enact.chat.inbox import (
     Acknowledge,
@@ -31,6 +33,7 @@ from enact.chat.metrics import ChatMetrics
 from enact.chat.services import ChatServices
 from enact.chat.settings import ChatSettings
 from enact.messages.inbox import (
+    ChatEvent,
     Delivered,
     GetCursor,
     GetOutcome,
@@ -60,6 +63,22 @@ def conversation_actor_name(conversation_key: str) -> str:
     return f"{CONVERSATIONS}:{conversation_key}"
 
 
+def refused_for_budget(services: ChatServices, lock: ConversationLock) -> Callable[[ChatEvent], str | None] | None:
+    """With ``budget.conversation = "refuse"``: why an event is refused while
+    the conversation budget is spent (the owner's CLI never is)."""
+    budget = services.budget
+    if budget is None or budget.settings.conversation != REFUSE:
+        return None
+
+    def refused(event: ChatEvent) -> str | None:
+        if lock.at_owners_shell(event):
+            return None
+        overrun = budget.overrun("conversation")
+        return None if overrun is None else f"refused: {overrun.said()}"
+
+    return refused
+
+
 class InboxActor(EnactActor):
     def __init__(self, context: ActorContext, *, services: ChatServices) -> None:
         super().__init__(context)
@@ -76,8 +95,14 @@ class InboxActor(EnactActor):
             lock=ConversationLock(chat.allowed_conversations, services.origins),
             attempts=Backoff(first_s=_RETRY_FIRST_S, factor=2.0, attempts=chat.max_attempts),
             running=self._conversations.running,
+            refused_for_budget=refused_for_budget(services, ConversationLock(chat.allowed_conversations,
+                                                                             services.origins)),
         )
         self.batch = self.inbox.batch
+        inbox = self.inbox
+        self.idle_reads.declare(GetOutcome, lambda message: inbox.committed_outcome(message.event_id))
+        self.idle_reads.declare(ReadTurns, inbox.committed_turns)
+        self.idle_reads.declare(GetCursor, lambda message: inbox.committed_cursor(message.channel))
 
     def _conversation_spec(self, conversation: str) -> ActorSpec:
         return ActorSpec(name=conversation_actor_name(conversation), actor=ConversationActor,

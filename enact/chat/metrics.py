@@ -20,6 +20,7 @@ class ChatMetrics:
         "accepted",
         "duplicate",
         "not_allowed",
+        "over_budget",
         "attempt_failed",
         "replied",
         "runtime_failed",

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from enact.channels import Channel
 from enact.commands import CommandRegistry
 from enact.messages.common import Origin
 from enact.runtime import Runtime
+
+if TYPE_CHECKING:
+    from enact.budget.gate import BudgetGate
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -22,6 +26,9 @@ class ChatServices:
     """Each channel's origin, as its component vouches for it (``human-cli``
     for the local channel): which conversations are the owner's
     (``enact.ownership``)."""
+    budget: BudgetGate | None = None
+    """The day's budget: with ``budget.conversation = "refuse"`` the inbox
+    refuses a conversation's message once it is spent (None: no budget)."""
 
 
 def startup_context(commands: CommandRegistry) -> str:

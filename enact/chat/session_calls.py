@@ -8,7 +8,8 @@ context (the host's, the installed skills', then memory's); it brings the facts 
 the owner's message, and for a runtime that keeps no history, the session's
 history, and the notes waiting for the session (a task's outcome, given
 once: the call's Record takes them); it records the mapping (and the
-exchange) afterwards. A resume the
+exchange) afterwards, and the skills the runtime's own skill tool loaded
+as the conversation's use of them. A resume the
 runtime fails is forgotten and tried once on a fresh session, unless the
 failure is not the session's (a timeout, a cancel, a rate limit, a login, a
 missing binary).
@@ -28,13 +29,14 @@ from enact.clock import REAL_CLOCK, Clock
 from enact.credentials import redact
 from enact.messages.memory import Context, ContextReply
 from enact.messages.sessions import Forget, HistoryMessage, Lookup, Note, Notes, ReadHistory, Record, Session
-from enact.messages.skills import Startup
+from enact.messages.skills import Startup, Used
 from enact.metrics import Metrics
 from enact.runtime import (
     Runtime,
     RuntimeAuthFailed,
     RuntimeCancelled,
     RuntimeFailure,
+    RuntimeOverBudget,
     RuntimeRateLimited,
     RuntimeRequest,
     RuntimeSessionUnknown,
@@ -74,18 +76,22 @@ class SessionCalls:
         self._given: dict[str, tuple[str, tuple[str, ...]]] = {}
 
     def call(self, session_key: str, prompt: str, *, owner_message: str, owners: bool,
-             recall_for: str | None = None, receipt: str | None = None, images: tuple[Path, ...] = ()) -> str:
+             recall_for: str | None = None, receipt: str | None = None, images: tuple[Path, ...] = (),
+             spends_over_budget: bool = False) -> str:
         """The session's answer to ``prompt``. ``owners``: the conversation
         is the owner's (memory gives no fact otherwise); ``recall_for``: the
-        owner's message to recall facts for (None: recall nothing)."""
+        owner's message to recall facts for (None: recall nothing);
+        ``spends_over_budget``: the owner's CLI, answered whatever the budget says."""
         mapping = self._ask(SESSIONS, Lookup(key=session_key, prompt_version=self._prompt_version))
         resume = mapping.native_id if isinstance(mapping, Session) else None
         notes = self._ask(SESSIONS, Notes(key=session_key)).notes if session_key else ()
         call = _Call(session_key=session_key, prompt=prompt, owner_message=owner_message, owners=owners,
-                     recall_for=recall_for, receipt=receipt, images=images, notes=notes)
+                     recall_for=recall_for, receipt=receipt, images=images, notes=notes,
+                     spends_over_budget=spends_over_budget)
         try:
             return self._invoke(call, resume)
-        except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable):
+        except (RuntimeTimeout, RuntimeCancelled, RuntimeRateLimited, RuntimeAuthFailed, RuntimeUnavailable,
+                RuntimeOverBudget):
             raise  # not the session's fault: it is kept, and a fresh one would fail the same way
         except RuntimeSessionUnknown:
             if resume is None:
@@ -98,7 +104,9 @@ class SessionCalls:
             if resume is None:
                 raise
             log.warning("resuming session %s failed (%s): starting a fresh one", session_key, error)
-            self._metrics.runtime_calls.labels(adapter=self.runtime.name, outcome="resume_failed").inc()
+            # These sessions are conversations' (a RuntimeRequest's default purpose).
+            self._metrics.runtime_calls.labels(adapter=self.runtime.name, outcome="resume_failed",
+                                               purpose="conversation").inc()
             self._ask(SESSIONS, Forget(key=session_key))
             return self._invoke(call, None)
 
@@ -122,13 +130,16 @@ class SessionCalls:
             history = self._ask(SESSIONS, ReadHistory(key=session_key, native_id=resume)).messages
         request = RuntimeRequest(history=history, session_key=session_key, prompt=text, native_session=resume,
                                  owner_message=call.owner_message, receipt=call.receipt, timeout_s=self._timeout_s,
-                                 cancel=self._token.child(), images=call.images)
+                                 cancel=self._token.child(), images=call.images,
+                                 spends_over_budget=call.spends_over_budget)
         try:
             result = runtime.invoke(request)  # counted by the metered runtime (enact.runtime.metered)
         except Cancelled as error:
             raise RuntimeCancelled(str(error)) from None
         if resume is None and result.native_session:
             self._given[session_key] = (result.native_session, memory.startup_ids)
+        if result.skills_used and session_key:
+            self._skills_used(session_key, result.skills_used)
         if session_key and (result.native_session or call.notes):
             # Told, not asked: nothing waits for the mapping to be durable
             # (losing it in a crash only means a fresh session next time, and
@@ -146,6 +157,14 @@ class SessionCalls:
                                         history_chars=capabilities.history_chars, context_at=context_at,
                                         notes_given=tuple(note.note_id for note in call.notes)))
         return result.text
+
+    def _skills_used(self, session_key: str, names: tuple[str, ...]) -> None:
+        """The skills the runtime's own skill tool loaded in this call, recorded
+        as the conversation's use (as ``skill.read`` is). Told: nothing waits."""
+        try:
+            self._tell(SKILLS, Used(names=names, used_by=session_key))
+        except ActorUnavailable:
+            log.debug("no skills component: the use of %s is not recorded", ", ".join(names))
 
     def _skills_startup(self) -> str:
         """The installed skills' names and descriptions, for a new session;
@@ -188,3 +207,4 @@ class _Call:
     images: tuple[Path, ...]
     notes: tuple[Note, ...]
     """Waiting for the session when the call began: its first words."""
+    spends_over_budget: bool = False

@@ -65,6 +65,7 @@ def status(home: Path | None, as_json: bool) -> None:
         calls = counted(spent.calls, "call")
         click.echo(f"  {spent.purpose:<14} {spent.input_tokens} in ({spent.cached_input_tokens} cached), "
                    f"{spent.output_tokens} out ({spent.reasoning_tokens} reasoning), {calls}{cost}")
+    _echo_budget(report)
     for channel in report.channels:
         failures = channel.delivery_failures
         refused = f", {counted(failures, 'reply', 'replies')} refused" if failures else ""
@@ -76,6 +77,22 @@ def status(home: Path | None, as_json: bool) -> None:
         for worker in workers
     )
     click.echo(f"workers  {shown or 'none (daemon.workers = 0)'}; {leases.queued} task(s) queued")
+
+
+def _echo_budget(report: Any) -> None:
+    """Today's use against the budget, each purpose with a budget or with use, then the total."""
+    import time
+
+    if not any(line.limit for line in report.budget):
+        click.echo("budget   none set (budget.daily_tokens.*)")
+        return
+    click.echo(f"budget   today's, until {time.strftime('%H:%M', time.localtime(report.budget_resets_at))}")
+    for line in report.budget:
+        if line.limit:
+            left = f"{line.remaining} left" if line.remaining else "spent"
+            click.echo(f"  {line.purpose:<14} {line.used} of {line.limit} tokens, {left}")
+        else:
+            click.echo(f"  {line.purpose:<14} {line.used} tokens (no budget)")
 
 
 def _schema_summary(schemas: Any) -> str:

@@ -14,7 +14,7 @@ from enact.cli._options import end_on_failure, fail, home_option, needs_daemon, 
 if TYPE_CHECKING:
     from enact.messages.lineage import LineageEntry
 
-_STATES = ("pending", "linked", "adopted", "ignored")
+_STATES = ("pending", "linked", "adopted", "ignored", "refused")
 
 
 def _wire(value: object) -> Any:
@@ -41,11 +41,14 @@ def lineage() -> None:
 def scan(home: Path | None, as_json: bool) -> None:
     """Fetch the parent and assess its changes since the last assessed revision.
 
-    Exits non-zero when a reply is refused or the parent's history was rewritten."""
+    Exits non-zero when a model call fails, a reply is malformed or the
+    parent's history was rewritten (nothing is recorded then). A change whose
+    adaptation reaches into what stays the owner's is recorded refused, not
+    offered; `lineage show` says why."""
     from enact.messages.lineage import LineageScanned, Scan
 
     message = Scan()
-    # One model call per change: the daemon's control.request_timeout_s bounds this wait.
+    # One model call per change: the daemon waits lineage.scan_timeout_s for them (a long request).
     reply = request(resolve_home(home), message, timeout=None)
     end_on_failure(reply, as_json=as_json)
     scanned = expect(reply, LineageScanned, message)
@@ -62,7 +65,8 @@ def scan(home: Path | None, as_json: bool) -> None:
         more = f"; {scanned.remaining} more next scan" if scanned.remaining else ""
         click.echo(f"assessed {len(scanned.entries)} changes up to {scanned.revision[:12]}{more}")
         for entry_id in scanned.entries:
-            click.echo(entry_id)
+            click.echo(f"{entry_id}  refused (not offered; see lineage show)" if entry_id in scanned.refused
+                       else entry_id)
 
 
 @lineage.command("list")
@@ -101,7 +105,7 @@ def _shown(entry: LineageEntry, as_json: bool) -> None:
                         ("confidence", f"{a.confidence:.2f}")):
         click.echo(f"{label:<10} {text}")
     if entry.reason:
-        click.echo(f"ignored    {entry.reason}")
+        click.echo(f"{entry.state.value:<10} {entry.reason}")
 
 
 @lineage.command("show")

@@ -43,9 +43,11 @@ class EvolutionComponent(Component):
                       subscribes=(TaskChanged, Landed)),
             ActorSpec(name="lineage", actor=lineage_actor.LineageActor, databases=lineage_actor.DATABASES,
                       depends_on=("epoch", "curator"), options={"runtime": parts.runtime}),
-            # The evolve run asks the scanner, the curator, the lineage inbox, memory and the inbox.
+            # The evolve run asks the scanner, the curator, the lineage inbox, memory and the inbox, and
+            # reads the budget (its actor fills the gate).
             ActorSpec(name="evolve", actor=evolve_actor.EvolveActor, databases=evolve_actor.DATABASES,
-                      depends_on=("epoch", "scanner", "curator", "lineage", "memory", "inbox")),
+                      depends_on=("epoch", "scanner", "curator", "lineage", "memory", "inbox", "budget"),
+                      options={"budget": parts.budget}),
         ]
 
     def commands(self, registry: CommandRegistry) -> Sequence[Command]:

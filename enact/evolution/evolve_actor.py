@@ -18,6 +18,7 @@ from typing import Any
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.actors._ticking import TickingActor
+from enact.budget.gate import BudgetGate
 from enact.evolution.runs import DATABASE, EvolveRuns
 from enact.messages.evolve import ClockShown, GetClock
 from enact.tasks.settings import TasksSettings
@@ -35,9 +36,9 @@ class Tick:
 class EvolveActor(TickingActor):
     fenced_note = "it runs nothing"
 
-    def __init__(self, context: ActorContext) -> None:
+    def __init__(self, context: ActorContext, *, budget: BudgetGate | None = None) -> None:
         super().__init__(context, every_s=context.config.typed(TasksSettings).scheduler_tick_s, tick=Tick())
-        self._runs = EvolveRuns(context, context.own_store(), off_thread=self.off_thread)
+        self._runs = EvolveRuns(context, context.own_store(), off_thread=self.off_thread, budget=budget)
 
     def handle(self, message: Any) -> Any:
         match message:

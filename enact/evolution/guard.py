@@ -5,7 +5,12 @@ and what it is for, credentials, permissions, merging, deploying, and the
 daemon's own authority (approval, the evolve mode). A candidate whose title
 or proposed change reaches into that scope, or that is destructive, rejects
 the whole synthesis batch: one bad proposal says the batch was not made
-with the limits in mind.
+with the limits in mind (a lineage scan refuses only that change).
+
+Merging is the owner's as an act on their branches: the agent merging (or
+landing, or pushing) work into main, merging on its own, automatically or
+without a review. The word alone is not: merging duplicate facts, or
+taking in a parent's merge commit, is ordinary work.
 """
 
 from __future__ import annotations
@@ -21,7 +26,12 @@ HUMAN_CONTROLLED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
                         r"|ssh keys?|private keys?)\b"),
         ("permissions", r"\b(permissions?|authori[sz]ation|allow[ -]?list|allowed_conversations|sandbox(ing)?"
                         r"|confinement|full-access|sudo|root access)\b"),
-        ("merging", r"\b(merg(e|es|ed|ing)|auto-?land(ing)?|land(s|ing)? (its|the|a) (own )?reviews?"
+        ("merging", r"\b(auto[- ]?merg\w*|auto[- ]?land\w*"
+                    r"|merg(e|es|ing)\b[^.;\n]{0,40}\b(into|onto) (the )?(main|master|trunk|default branch"
+                    r"|owner'?s branch)"
+                    r"|merg(e|es|ing)\b[^.;\n]{0,40}\b(automatically|by itself|on (its|their) own"
+                    r"|without (a |the )?(human|owner|review|approval))"
+                    r"|merg(e|es|ing) (its|their) own|land(s|ing)? (its|the|a) (own )?reviews?"
                     r"|push(es|ing)? to main)\b"),
         ("deploying", r"\b(deploy(s|ed|ing|ment)?|releas(e|es|ing) to production|ship(s|ping)? to production)\b"),
         ("the daemon's own authority", r"\b(approv(e|es|ing|al) (itself|its own|candidates?|proposals?)"

@@ -2,13 +2,16 @@
 the last assessed revision, each assessed by an isolated read-only model
 call (purpose ``lineage``) and offered to the curator as a candidate.
 
-A scan's fetch and model calls run off the actor's thread; its outcome is
-committed on it, all or nothing: one failed call or refused reply records
-no entry and leaves the revision where it was. No new parent commit, no
-model call. A rewritten parent history is reported (once to a scheduled
-run) and waits for ``lineage.Reset``. Entries are offered to the curator
-after their commit; one not yet linked (the curator did not answer) is
-offered again on the next scan or start.
+A scan's fetch and model calls run off the actor's thread, within
+``lineage.scan_timeout_s`` (the changes it had no time for are the next
+scan's); its outcome is committed on it, all or nothing: one failed call or
+malformed reply records no entry and leaves the revision where it was. A
+change whose adaptation the guard refuses is recorded refused, with the
+reason, and not offered; the others are. No new parent commit, no model
+call. A rewritten parent history is reported (once to a scheduled run) and
+waits for ``lineage.Reset``. Entries are offered to the curator after their
+commit; one not yet linked (the curator did not answer) is offered again
+on the next scan or start.
 """
 
 from __future__ import annotations
@@ -24,14 +27,13 @@ from enact.actors._batching import Deferred
 from enact.cancellation import CancellationToken
 from enact.config import RuntimeSettings
 from enact.evolution.candidates import LINEAGE, Draft
-from enact.evolution.lineage_assessment import InvalidAssessment, assessment_prompt, parse_assessment
+from enact.evolution.lineage_assessment import Assessed, AssessmentFailed, assess_in_turn, assessment_prompt
 from enact.evolution.lineage_git import HistoryRewritten, LineageGitError, ParentChange, fetch, new_changes, resolve
 from enact.evolution.lineage_store import DATABASES, LineageTables, entry_id
 from enact.evolution.settings import LineageSettings
 from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.curator import Offer, Offered
 from enact.messages.lineage import (
-    Assessment,
     ChangeAdopted,
     Ignore,
     LineageEntry,
@@ -45,7 +47,7 @@ from enact.messages.lineage import (
     Scan,
     Show,
 )
-from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest
+from enact.runtime import Runtime, RuntimeRequest
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +125,7 @@ class LineageActor(EnactActor):
         reply = Deferred()
         since = self.tables.revision() or self._settings.since
 
-        def done(outcome: LineageScanned | tuple[str, list[tuple[ParentChange, Assessment]], int]) -> None:
+        def done(outcome: LineageScanned | tuple[list[Assessed], int]) -> None:
             self._scanning = False
             try:
                 reply.resolve(self._commit(outcome) if isinstance(outcome, tuple) else self._reported(outcome))
@@ -137,10 +139,11 @@ class LineageActor(EnactActor):
         self.off_thread(lambda cancel: self._assess(since, cancel), then=done, failed=failed)
         return reply
 
-    def _assess(self, since: str, cancel: CancellationToken) -> (
-            LineageScanned | tuple[str, list[tuple[ParentChange, Assessment]], int]):
+    def _assess(self, since: str, cancel: CancellationToken) -> LineageScanned | tuple[list[Assessed], int]:
         """Off the actor's thread: fetch, list and assess; nothing is written here."""
         settings = self._settings
+        clock = self.context.clock
+        started = clock.monotonic()
         try:
             head = fetch(self.context.home, settings.parent, settings.branch)
             if not since:
@@ -154,19 +157,21 @@ class LineageActor(EnactActor):
             return LineageScanned(outcome="rewritten", revision=head, error=str(rewritten))
         except LineageGitError as error:
             return LineageScanned(outcome="failed", error=f"the parent could not be read: {error}")
-        assessed = []
-        for change in changes:
-            request = RuntimeRequest(session_key="", prompt=assessment_prompt(change), sandbox="read-only",
-                                     purpose="lineage", timeout_s=self._timeout_s, cancel=cancel)
-            try:
-                assessed.append((change, parse_assessment(self._runtime.invoke(request).text)))
-            except RuntimeFailure as failure:
-                return LineageScanned(outcome="failed", error=f"the model call for {change.commit[:12]} failed "
-                                      f"({failure.kind}): {failure}")
-            except InvalidAssessment as invalid:
-                return LineageScanned(outcome="failed", error=f"the assessment of {change.commit[:12]} was "
-                                      f"refused: {invalid}")
-        return changes[-1].commit, assessed, remaining
+
+        def invoke(change: ParentChange, timeout_s: float) -> str:
+            return self._runtime.invoke(RuntimeRequest(
+                session_key="", prompt=assessment_prompt(change), sandbox="read-only", purpose="lineage",
+                timeout_s=timeout_s, cancel=cancel)).text
+
+        try:
+            assessed = assess_in_turn(changes, invoke, call_timeout_s=self._timeout_s, monotonic=clock.monotonic,
+                                      budget_s=settings.scan_timeout_s - (clock.monotonic() - started))
+        except AssessmentFailed as failed:
+            return LineageScanned(outcome="failed", error=str(failed))
+        if not assessed:
+            return LineageScanned(outcome="failed", error=f"no parent change was assessed within "
+                                  f"lineage.scan_timeout_s ({settings.scan_timeout_s:g} s)")
+        return assessed, remaining + len(changes) - len(assessed)
 
     def _reported(self, outcome: LineageScanned) -> LineageScanned:
         now = self.context.clock.time()
@@ -178,19 +183,25 @@ class LineageActor(EnactActor):
             log.warning("lineage scan failed: %s", outcome.error)
         return outcome
 
-    def _commit(self, outcome: tuple[str, list[tuple[ParentChange, Assessment]], int]) -> LineageScanned:
-        revision, assessed, remaining = outcome
+    def _commit(self, outcome: tuple[list[Assessed], int]) -> LineageScanned:
+        assessed, remaining = outcome
+        revision = assessed[-1].change.commit
         now = self.context.clock.time()
         sequence = self.tables.next_sequence()
-        entries = [LineageEntry(id=entry_id(change.commit), commit=change.commit, merged=change.merged,
-                                messages=change.messages[:2_000], diff_excerpt=change.diff[:_EXCERPT],
-                                assessment=assessment, state=LineageState.PENDING, sequence=sequence + offset,
-                                created_at=now, updated_at=now)
-                   for offset, (change, assessment) in enumerate(assessed)]
+        entries = [LineageEntry(id=entry_id(one.change.commit), commit=one.change.commit, merged=one.change.merged,
+                                messages=one.change.messages[:2_000], diff_excerpt=one.change.diff[:_EXCERPT],
+                                assessment=one.assessment, sequence=sequence + offset, created_at=now,
+                                updated_at=now, state=LineageState.REFUSED if one.refused else LineageState.PENDING,
+                                reason=f"not offered: {one.refused}" if one.refused else "")
+                   for offset, one in enumerate(assessed)]
         self.tables.move_to(revision, now, entries)
         self._offer_pending(now)
-        return LineageScanned(outcome="assessed", entries=tuple(e.id for e in entries), remaining=remaining,
-                              revision=revision)
+        refused = tuple(entry.id for entry in entries if entry.state is LineageState.REFUSED)
+        for entry in entries:
+            if entry.state is LineageState.REFUSED:
+                log.info("lineage entry %s refused: %s", entry.id, entry.reason)
+        return LineageScanned(outcome="assessed", entries=tuple(e.id for e in entries), refused=refused,
+                              remaining=remaining, revision=revision)
 
     # -- the candidates ---------------------------------------------------------
 
@@ -205,6 +216,9 @@ class LineageActor(EnactActor):
             if isinstance(offered, Offered):
                 self.tables.update(entry.id, now, only_from=frozenset({LineageState.PENDING}),
                                    state=LineageState.LINKED, candidate_id=offered.candidate_id)
+            else:  # the curator's own check refused it: offering it again would be refused again
+                self.tables.update(entry.id, now, only_from=frozenset({LineageState.PENDING}),
+                                   state=LineageState.REFUSED, reason=f"not offered: {offered.reason}")
 
     def _adopt(self, adopted_id: str, now: float) -> None:
         self.tables.update(adopted_id, now, only_from=frozenset({LineageState.LINKED, LineageState.PENDING}),

@@ -1,8 +1,15 @@
 """One parent change's assessment: the prompt of its isolated read-only
-model call, and its reply, checked all or nothing (one fault refuses the
-whole scan, as the evidence scanner's check does)."""
+model call, and its reply, checked all or nothing (one malformed reply
+refuses the whole scan, as the evidence scanner's check does). A reply
+whose adaptation reaches into what stays the owner's (``enact.evolution.guard``)
+is kept, marked refused with the guard's reason: that change is not offered,
+the others are. The changes are assessed in turn within the scan's time
+budget (``assess_in_turn``)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import orjson
 
@@ -24,6 +31,10 @@ MAX_FILES = 50
 
 class InvalidAssessment(EnactError, ValueError):
     """Why the model's assessment is refused, in one line."""
+
+
+class AssessmentFailed(EnactError):
+    """A change's model call failed or its reply was refused: the scan records nothing."""
 
 
 def assessment_prompt(change: ParentChange) -> str:
@@ -68,7 +79,53 @@ def parse_assessment(text: str) -> Assessment:
     confidence = item["confidence"]
     if isinstance(confidence, bool) or not isinstance(confidence, int | float) or not 0 <= confidence <= 1:
         raise InvalidAssessment("the assessment: confidence must be a number from 0 to 1")
-    refused = guard.refusal({"title": texts["summary"], "proposed_change": texts["adaptation"]})
-    if refused:
-        raise InvalidAssessment(f"the assessment was rejected: {refused}")
     return Assessment(files=tuple(files), confidence=float(confidence), **texts)
+
+
+def scope_refusal(assessment: Assessment) -> str:
+    """Why the candidate this assessment would make is out of bounds (its
+    title is the summary, its proposed change the adaptation), or ""."""
+    return guard.refusal({"title": assessment.summary, "proposed_change": assessment.adaptation})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Assessed:
+    change: ParentChange
+    assessment: Assessment
+    refused: str
+    """Why the guard refused it ("": it is offered as a candidate)."""
+
+
+Invoke = Callable[[ParentChange, float], str]
+"""The model's reply to one change's assessment prompt, within the given seconds (raises RuntimeFailure)."""
+
+
+def assess_in_turn(changes: Sequence[ParentChange], invoke: Invoke, *, budget_s: float, call_timeout_s: float,
+                   monotonic: Callable[[], float]) -> list[Assessed]:
+    """The changes assessed in order, each call given what is left of
+    ``budget_s`` (at most ``call_timeout_s``); those the budget left no time
+    for, or whose call it cut short, are not among them (the next scan
+    takes them). Raises AssessmentFailed, naming the change, when a call
+    fails or a reply is malformed."""
+    from enact.runtime import RuntimeFailure, RuntimeTimeout
+
+    deadline = monotonic() + budget_s
+    assessed: list[Assessed] = []
+    for change in changes:
+        left_s = deadline - monotonic()
+        if left_s <= 0:
+            break
+        try:
+            assessment = parse_assessment(invoke(change, min(call_timeout_s, left_s)))
+        except RuntimeTimeout as failure:
+            if call_timeout_s <= left_s:  # the call's own timeout, not the budget's
+                raise AssessmentFailed(f"the model call for {change.commit[:12]} failed ({failure.kind}): "
+                                       f"{failure}") from None
+            break
+        except RuntimeFailure as failure:
+            raise AssessmentFailed(f"the model call for {change.commit[:12]} failed ({failure.kind}): "
+                                   f"{failure}") from None
+        except InvalidAssessment as invalid:
+            raise AssessmentFailed(f"the assessment of {change.commit[:12]} was refused: {invalid}") from None
+        assessed.append(Assessed(change=change, assessment=assessment, refused=scope_refusal(assessment)))
+    return assessed

@@ -70,6 +70,8 @@ def resolve(home: Path, revision: str) -> str:
     """``revision`` as a full commit id in the mirror, or LineageGitError."""
     if revision.startswith("-"):
         raise LineageGitError(f"{revision!r} is not a revision")
+    if not (mirror(home) / "HEAD").exists():
+        raise LineageGitError("the parent was never fetched (`enact lineage scan` fetches it)")
     return _git(mirror(home), "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}").strip()
 
 

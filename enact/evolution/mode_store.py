@@ -15,7 +15,7 @@ from enact.evolution.curator_records import audit_event
 from enact.evolution.modes import EvolveMode, parse_mode
 from enact.evolution.settings import EvolutionSettings
 from enact.messages.common import RefusalCode, Refused, is_human
-from enact.messages.curator import AuditEvent, EvolveRunFailed, ModeSet, ModeShown, SetMode
+from enact.messages.curator import AuditEvent, EvolveRunFailed, EvolveRunSkipped, ModeSet, ModeShown, SetMode
 from enact.schedules import ScheduleError
 from enact.storage import Store, Table
 
@@ -37,7 +37,7 @@ class EvolveModes:
         document = self._settings.get(txn, _MODE)
         return EvolveMode(document["mode"]) if document else None
 
-    def set_mode(self, message: SetMode) -> ModeSet | Refused:
+    def set_mode(self, message: SetMode, now: float) -> ModeSet | Refused:
         if not is_human(message.origin):
             who = message.origin or "an unnamed origin"
             return Refused(reason=f"the evolve mode is changed by a human only, not {who}",
@@ -50,6 +50,8 @@ class EvolveModes:
         def write(txn: lmdb.Transaction) -> EvolveMode:
             previous = self._stored_mode(txn) or self._default
             self._settings.put(txn, _MODE, {"mode": mode.value, "origin": message.origin})
+            self._audit(txn, audit_event("mode-set", at=now, detail=f"{previous.value} to {mode.value} by "
+                                                                     f"{message.origin}"))
             return previous
 
         return ModeSet(mode=mode, previous=self._store.write(write))
@@ -66,6 +68,10 @@ class EvolveModes:
         writes nothing; nobody reads the key, so leaving it is harmless)."""
         if self._store.read(lambda txn: self._settings.get(txn, _FORMER_CLOCK)) is not None:
             self._store.write(lambda txn: self._settings.delete(txn, _FORMER_CLOCK))
+
+    def run_skipped(self, message: EvolveRunSkipped, now: float) -> None:
+        event = audit_event("skipped-budget", at=now, detail=f"{message.run_id}: {message.reason}")
+        self._store.write(lambda txn: self._audit(txn, event))
 
     def run_failed(self, message: EvolveRunFailed, now: float) -> None:
         event = audit_event("run-failed", at=now, detail=f"{message.run_id}: {message.reason}")

@@ -7,7 +7,9 @@ for the mode (the stored one, or ``evolve.mode``); nothing more when it is
 ``disabled``. Otherwise ``scanner.Scan(scheduled=True)`` (which scans only a
 source with a full batch of new records, so an idle home calls no model),
 then ``lineage.Scan(scheduled=True)`` (no new parent commit, no model call;
-a rewritten parent history is reported once);
+a rewritten parent history is reported once; waited for as long as
+``lineage.scan_timeout_s`` allows, and one that does not answer is reported
+and the run goes on);
 with auto-evolve ``curator.Brainstorm``; then ``curator.Propose`` when a scan
 found signals, or active candidates exist and no proposal is open or one was
 created after it. What happened is told to the owner once per run
@@ -33,13 +35,14 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.actors._long_work import OffThread
+from enact.budget.gate import BudgetGate
 from enact.chat.settings import ChatSettings
 from enact.claimed_clock import Decision, nest_flat_claim
 from enact.config import DaemonSettings, RuntimeSettings
 from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
-from enact.evolution.settings import EvolutionSettings
+from enact.evolution.settings import EvolutionSettings, LineageSettings
 from enact.messages._registry import Request
 from enact.messages.common import Refused
 from enact.messages.curator import (
@@ -50,6 +53,7 @@ from enact.messages.curator import (
     Candidates,
     EvolveHistory,
     EvolveRunFailed,
+    EvolveRunSkipped,
     GetMode,
     History,
     ModeShown,
@@ -104,6 +108,8 @@ class _Run:
     lines: list[str] = field(default_factory=list)
     found_signals: bool = False
     active_created_at: list[float] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    """The steps not run because their purpose's budget was spent, each with why."""
 
 
 def lineage_line(report: LineageScanned | Refused) -> str:
@@ -112,7 +118,8 @@ def lineage_line(report: LineageScanned | Refused) -> str:
         return f"lineage scan refused: {report.reason}"
     if report.outcome == "assessed":
         more = f" ({report.remaining} more next run)" if report.remaining else ""
-        return f"lineage: {counted(len(report.entries), 'parent change')} assessed{more}"
+        refused = f", {len(report.refused)} refused ({', '.join(report.refused)})" if report.refused else ""
+        return f"lineage: {counted(len(report.entries), 'parent change')} assessed{refused}{more}"
     if report.outcome == "failed" or (report.outcome == "rewritten" and report.first_report):
         return f"lineage scan {report.outcome}: {report.error}"
     return ""
@@ -122,8 +129,10 @@ class EvolveRuns:
     """The evolve actor's rules: call ``tick`` from each clock tick; each
     ask of a run is made through ``off_thread`` and the run goes on from its reply."""
 
-    def __init__(self, context: ActorContext, store: Store, *, off_thread: OffThread) -> None:
+    def __init__(self, context: ActorContext, store: Store, *, off_thread: OffThread,
+                 budget: BudgetGate | None = None) -> None:
         self._context = context
+        self._budget = budget
         self._store = store
         self._off_thread = off_thread
         self._clock = RecordTable(store.table(DATABASE), EvolveClock, upgrade=nest_flat_claim)
@@ -135,6 +144,9 @@ class EvolveRuns:
         # A scan or a proposal may make two model calls in a row.
         self._model_timeout_s = (2 * config.typed(RuntimeSettings).timeout_s
                                  + config.typed(DaemonSettings).request_timeout_s)
+        # A lineage scan makes a call per parent change, within its own budget (as `enact lineage scan` waits).
+        self._lineage_timeout_s = (config.typed(LineageSettings).scan_timeout_s
+                                   + config.typed(DaemonSettings).request_timeout_s)
         self._run: _Run | None = None
 
     @property
@@ -197,10 +209,13 @@ class EvolveRuns:
         self._ask(run, "curator", GetMode(), self._mode_known)
 
     def _ask(self, run: _Run, actor: str, message: Request[R], then: Callable[[_Run, R], None], *,
-             model: bool = False) -> None:
+             model: bool = False, timeout_s: float | None = None,
+             failed: Callable[[_Run, Exception], None] | None = None) -> None:
         """Ask ``actor`` off the thread; ``then(run, reply)`` on it. ``model``:
-        the reply waits for model calls, and may take as long as they do."""
-        timeout = self._model_timeout_s if model else None
+        the reply waits for model calls, and may take as long as they do
+        (``timeout_s``: as long as that; else two calls). ``failed(run, error)``:
+        the run goes on past a failed ask (else the ask's failure ends it)."""
+        timeout = timeout_s if timeout_s is not None else self._model_timeout_s if model else None
 
         def step(reply: R) -> None:
             try:
@@ -208,15 +223,34 @@ class EvolveRuns:
             except Exception as error:  # any fault ends this run, never the actor
                 self._failed(run, error)
 
+        def ask_failed(error: Exception) -> None:
+            if failed is None:
+                self._failed(run, error)
+                return
+            try:
+                failed(run, error)
+            except Exception as fault:
+                self._failed(run, fault)
+
         self._off_thread(lambda _: self._context.ask(actor, message, timeout=timeout), then=step,
-                         failed=lambda error: self._failed(run, error))
+                         failed=ask_failed)
+
+    def _over_budget(self, run: _Run, step: str, purpose: str) -> bool:
+        """Whether ``step`` is skipped because the day's budget of ``purpose``
+        is spent (noted in the run's record; the budget actor tells the owner)."""
+        overrun = self._budget.overrun(purpose) if self._budget is not None else None
+        if overrun is not None:
+            run.skipped.append(f"{step} skipped for budget: {overrun.said()}")
+        return overrun is not None
 
     def _mode_known(self, run: _Run, shown: ModeShown) -> None:
         run.mode = shown.mode
         if not run.mode.scans:
             self._finish(run)
-            return
-        self._ask(run, "scanner", Scan(scheduled=True), self._scanned, model=True)
+        elif self._over_budget(run, "scan", "scan"):
+            self._lineage_scan(run)
+        else:
+            self._ask(run, "scanner", Scan(scheduled=True), self._scanned, model=True)
 
     def _scanned(self, run: _Run, report: ScanReport | Refused) -> None:
         if isinstance(report, ScanReport):
@@ -227,13 +261,30 @@ class EvolveRuns:
                 run.found_signals = run.found_signals or (scan.outcome == "completed" and bool(scan.signals))
         else:
             run.lines.append(f"scan refused: {report.reason}")
-        self._ask(run, "lineage", LineageScan(scheduled=True), self._lineage_scanned, model=True)
+        self._lineage_scan(run)
+
+    def _lineage_scan(self, run: _Run) -> None:
+        if self._over_budget(run, "lineage scan", "lineage"):
+            self._after_lineage(run)
+        else:
+            self._ask(run, "lineage", LineageScan(scheduled=True), self._lineage_scanned,
+                      timeout_s=self._lineage_timeout_s, failed=self._lineage_failed)
+
+    def _lineage_failed(self, run: _Run, error: Exception) -> None:
+        """A lineage scan that did not answer in its time (or at all) is
+        reported; the run goes on: the lineage step is one of several."""
+        log.warning("evolve run %s: the lineage scan did not answer: %s", rules.run_id(run.due), error)
+        run.lines.append(f"lineage scan did not answer: {error}")
+        self._after_lineage(run)
 
     def _lineage_scanned(self, run: _Run, report: LineageScanned | Refused) -> None:
         line = lineage_line(report)
         if line:
             run.lines.append(line)
-        if not run.mode.brainstorms:
+        self._after_lineage(run)
+
+    def _after_lineage(self, run: _Run) -> None:
+        if not run.mode.brainstorms or self._over_budget(run, "brainstorm", "brainstorm"):
             self._check_proposal(run)
         elif self._theme:
             self._brainstorm(run, self._theme)
@@ -268,7 +319,8 @@ class EvolveRuns:
         open_now = [p for p in history.proposals[:1] if p.state is ProposalState.OPEN] \
             if isinstance(history, EvolveHistory) else []
         if rules.proposal_needed(found_signals=run.found_signals, active_created_at=run.active_created_at,
-                                 open_proposal_at=open_now[0].created_at if open_now else None):
+                                 open_proposal_at=open_now[0].created_at if open_now else None) \
+                and not self._over_budget(run, "proposal", "curation"):
             self._ask(run, "curator", Propose(origin=ORIGIN), self._proposed, model=True)
         else:
             self._finish(run)
@@ -291,9 +343,13 @@ class EvolveRuns:
 
     def _finish(self, run: _Run) -> None:
         lines = run.lines
-        outcome = "\n".join(lines) if lines else f"{run.mode}: nothing new, no model called"
-        if lines:
+        outcome = "\n".join([*lines, *run.skipped]) if lines or run.skipped \
+            else f"{run.mode}: nothing new, no model called"
+        if lines:  # not for a skip alone: the budget actor tells the owner of a spent budget once a day
             self._report(run.due, run.mode, lines)
+        if run.skipped:
+            self._context.tell("curator", EvolveRunSkipped(run_id=rules.run_id(run.due), due=run.due,
+                                                           reason="; ".join(run.skipped)))
         log.info("evolve run %s (%s): %s", rules.run_id(run.due), run.mode, outcome.replace("\n", "; "))
         self._end(run, rules.acknowledge(run.claimed, run.due, self._context.clock.time(), outcome, self._schedule))
 

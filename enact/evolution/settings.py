@@ -53,6 +53,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("lineage.max_commits", int, 20, "Parent changes one lineage scan assesses", between(1, 200)),
     Setting("lineage.max_diff_bytes", int, 60_000, "Bytes of one parent change's diff a model reads",
             between(1_000, 1_000_000)),
+    Setting("lineage.scan_timeout_s", float, 1_800.0, "Longest one lineage scan (its fetch and its model calls) "
+            "takes; the changes it left are the next scan's. `enact lineage scan` and the evolve run wait that "
+            "long plus control.request_timeout_s", between(10, 86_400)),
 )
 
 
@@ -81,10 +84,11 @@ class LineageSettings:
     since: str
     max_commits: int
     max_diff_bytes: int
+    scan_timeout_s: float = 1_800.0
 
     @classmethod
     def from_config(cls, config: Config) -> LineageSettings:
         values = config.values
         return cls(parent=values["lineage.parent"].strip(), branch=values["lineage.branch"],
                    since=values["lineage.since"].strip(), max_commits=values["lineage.max_commits"],
-                   max_diff_bytes=values["lineage.max_diff_bytes"])
+                   max_diff_bytes=values["lineage.max_diff_bytes"], scan_timeout_s=values["lineage.scan_timeout_s"])

@@ -89,6 +89,11 @@ class Registration:
     """A request the actors (or the daemon) send each other, which the wire
     takes too (for tools and tests): ``enact call --list`` shows it only
     with ``--all``."""
+    long_wait: str = ""
+    """A long request: the name of the setting (seconds) that bounds its
+    work, which the control socket waits for on top of
+    ``control.request_timeout_s`` (the asks around that work); "": the
+    request timeout alone."""
 
     @property
     def actor(self) -> str:
@@ -99,7 +104,7 @@ _BY_NAME: dict[str, Registration] = {}
 _BY_CLASS: dict[type[Any], Registration] = {}
 
 
-def _register(name: str, kind: Kind, *, plumbing: bool = False) -> Callable[[type[T]], type[T]]:
+def _register(name: str, kind: Kind, *, plumbing: bool = False, long_wait: str = "") -> Callable[[type[T]], type[T]]:
     if name.count(".") != 1 or not all(name.split(".")):
         raise ValueError(f"message name {name!r} must look like 'actor.Type'")
 
@@ -110,7 +115,7 @@ def _register(name: str, kind: Kind, *, plumbing: bool = False) -> Callable[[typ
         existing = _BY_NAME.get(name)
         if existing is not None and existing.cls is not cls:
             raise ValueError(f"message name {name!r} is already taken by {existing.cls.__qualname__}")
-        registration = Registration(name=name, cls=cls, kind=kind, plumbing=plumbing)
+        registration = Registration(name=name, cls=cls, kind=kind, plumbing=plumbing, long_wait=long_wait)
         _BY_NAME[name] = registration
         _BY_CLASS[cls] = registration
         return cls
@@ -118,11 +123,12 @@ def _register(name: str, kind: Kind, *, plumbing: bool = False) -> Callable[[typ
     return decorate
 
 
-def request(name: str, *, plumbing: bool = False) -> Callable[[type[T]], type[T]]:
+def request(name: str, *, plumbing: bool = False, long_wait: str = "") -> Callable[[type[T]], type[T]]:
     """Register a message that callers (including the CLI) may send; it
     derives from ``Request[...]``, which names its reply. ``plumbing``: one
-    enact sends itself, not the owner (``Registration.plumbing``)."""
-    register = _register(name, Kind.REQUEST, plumbing=plumbing)
+    enact sends itself, not the owner (``Registration.plumbing``);
+    ``long_wait``: the setting that bounds its work (``Registration.long_wait``)."""
+    register = _register(name, Kind.REQUEST, plumbing=plumbing, long_wait=long_wait)
 
     def decorate(cls: type[T]) -> type[T]:
         if not issubclass(cls, Request):

@@ -18,8 +18,9 @@ from enact.messages._registry import reply
 
 Origin = str
 """Who caused a message: ``human-cli``, ``chat:<channel>``, ``model-action``,
-``scheduler`` or ``extension:<name>``. The control socket stamps
-``human-cli`` itself; a caller cannot choose its own origin."""
+``scheduler``, ``extension:<name>`` or ``human-console``. The control socket
+stamps ``human-cli`` itself, the console ``human-console``; a caller cannot
+choose its own origin."""
 
 MAX_ID = 256
 """Longest id (conversation, message, sender, event) a chat event may carry."""
@@ -27,6 +28,9 @@ MAX_TEXT = 64 * 1024
 """Longest text a chat event may carry."""
 
 HUMAN_CLI: Origin = "human-cli"
+HUMAN_CONSOLE: Origin = "human-console"
+"""The owner in the web console, signed in with a token only the control
+socket hands out: the owner's authority, like the CLI's, recorded apart."""
 MODEL_ACTION: Origin = "model-action"
 
 
@@ -35,8 +39,8 @@ def chat_origin(channel: str) -> Origin:
 
 
 def is_human(origin: Origin) -> bool:
-    """A person typed it: the owner's CLI or a chat message (never a model)."""
-    return origin == HUMAN_CLI or origin.startswith("chat:")
+    """A person typed it: the owner's CLI or console, or a chat message (never a model)."""
+    return origin in (HUMAN_CLI, HUMAN_CONSOLE) or origin.startswith("chat:")
 
 
 class RefusalCode(enum.StrEnum):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from enact.messages._registry import Request, reply, request
 from enact.messages.accounting import PurposeSpending
+from enact.messages.budget import BudgetLine
 from enact.messages.channel import ChannelState
 
 
@@ -61,6 +62,10 @@ class StatusReport:
     it runs from neither a git checkout nor a release."""
     home_id: str = ""
     """The home's own id (``<home>/home-id``); an imported home gets a new one."""
+    budget: tuple[BudgetLine, ...] = ()
+    """Today's use against the budget (``enact.budget``): each purpose with a budget or with use, then the total."""
+    budget_resets_at: float = 0.0
+    """When the budget's day starts again."""
 
 
 @request("control.Shutdown")

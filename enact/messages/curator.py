@@ -67,7 +67,8 @@ class AuditEvent:
     at: float
     kind: str
     """synthesised, synthesis-rejected, proposed, superseded, approved,
-    removed, review-recorded, adopted, linked, run-failed."""
+    removed, review-recorded, adopted, linked, run-failed, skipped-budget,
+    mode-set (its detail: from, to and by whom)."""
     candidate_id: str = ""
     proposal_id: str = ""
     detail: str = ""
@@ -261,6 +262,17 @@ class ModeShown:
 class EvolveRunFailed:
     """The evolve actor gave up a scheduled evolve run whose attempts kept
     failing (told, for the evolve history's audit)."""
+
+    run_id: str
+    due: float
+    reason: str
+
+
+@internal("curator.EvolveRunSkipped")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvolveRunSkipped:
+    """A scheduled evolve run left steps out because their purposes' budgets
+    were spent (told, for the evolve history's audit)."""
 
     run_id: str
     due: float

@@ -3,7 +3,8 @@ assessed one by one, in an inbox the owner reads and decides on.
 
 An entry goes pending (assessed, stored) → linked (an improvement candidate
 of source ``lineage`` carries it) → adopted (the candidate's review landed),
-or ignored by the owner.
+or ignored by the owner; or it is refused (its adaptation reaches into what
+stays the owner's, ``enact.evolution.guard``: no candidate, the reason kept).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class LineageState(enum.StrEnum):
     LINKED = "linked"
     ADOPTED = "adopted"
     IGNORED = "ignored"
+    REFUSED = "refused"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,12 +62,12 @@ class LineageEntry:
     """The order the changes were taken in (the parent's, oldest first)."""
     candidate_id: str = ""
     reason: str = ""
-    """Why the owner ignored it."""
+    """Why the owner ignored it, or why it was refused."""
     created_at: float
     updated_at: float
 
 
-@request("lineage.Scan")
+@request("lineage.Scan", long_wait="lineage.scan_timeout_s")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scan(Request["LineageScanned | Refused"]):
     """Fetch the parent and assess its changes since the last assessed
@@ -81,6 +83,8 @@ class LineageScanned:
     outcome: ScanOutcome
     entries: tuple[str, ...] = ()
     """The entries this scan stored."""
+    refused: tuple[str, ...] = ()
+    """Those of ``entries`` whose adaptation the guard refused (no candidate; ``lineage show`` says why)."""
     remaining: int = 0
     """Parent changes left for the next scan."""
     revision: str = ""

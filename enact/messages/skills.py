@@ -19,7 +19,7 @@ _NAME = 64
 _SOURCE = 4096
 
 
-@request("skills.Learn")
+@request("skills.Learn", long_wait="skills.learn_timeout_s")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Learn(Request["Learned | Refused"]):
     source: str = field(metadata=limit(_SOURCE))
@@ -82,6 +82,23 @@ class Read(Request["Body | NotFound"]):
 
     name: str = field(metadata=limit(_NAME))
     used_by: str = field(default="", metadata=limit(256))
+
+
+@internal("skills.Used")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Used(Request["UseRecorded"]):
+    """The runtime's model took up skills through its own skill tool (Claude
+    Code's ``Skill``): recorded as a read is, for the installed ones among ``names``."""
+
+    names: tuple[str, ...] = field(metadata=limit(64))
+    used_by: str = field(default="", metadata=limit(256))
+
+
+@reply("skills.UseRecorded")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UseRecorded:
+    names: tuple[str, ...]
+    """The installed skills whose use was recorded."""
 
 
 @reply("skills.Body")

@@ -111,6 +111,13 @@ class Resume(Request["Resumed | NotFound | Refused"]):
     origin: Origin
 
 
+@internal("tasks.ResumeAfterBudget")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResumeAfterBudget:
+    """The budget's day started again (told by the budget actor): queue
+    again every task paused because the task budget was spent."""
+
+
 @reply("tasks.Resumed")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Resumed:

@@ -17,7 +17,7 @@ SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 """``read-only`` for conversation and scans, ``workspace-write`` for task
 work; ``full-access`` only when the owner sets it in config."""
 
-PURPOSES = ("conversation", "task", "scan", "curation", "lineage", "skill", "probe")
+PURPOSES = ("conversation", "task", "scan", "curation", "brainstorm", "lineage", "skill", "probe")
 """Why a call is made; labels the token metrics, so background spending shows."""
 
 
@@ -64,6 +64,9 @@ class RuntimeRequest:
     """The environment of the commands the call runs (``enact.environment``:
     an allow-list); a CLI gets it plus what it needs to reach its model.
     None: the runtime's own environment."""
+    spends_over_budget: bool = False
+    """The call is made whatever the day's budget says (``enact.budget``):
+    the owner talking from the local CLI. It is counted all the same."""
     writable: tuple[Path, ...] = ()
     """With ``workspace-write``: what the call's commands may also write, where
     a runtime's own sandbox would keep it read-only (a task's git directory
@@ -103,6 +106,9 @@ class RuntimeResult:
     commands: tuple[CommandRun, ...] = ()
     """The commands the model ran during the call, in order, for the task log
     and for the worker (a task whose commands all failed did nothing)."""
+    skills_used: tuple[str, ...] = ()
+    """The skills the model took up through the runtime's own skill tool
+    (Claude Code's ``Skill``), in order: recorded as that turn's or task's use."""
 
 
 class RuntimeFailure(EnactError):
@@ -150,6 +156,13 @@ class RuntimeRateLimited(RuntimeFailure):
     def __init__(self, message: str = "", *, usage: Usage | None = None, retry_after_s: float | None = None) -> None:
         super().__init__(message, usage=usage)
         self.retry_after_s = retry_after_s
+
+
+class RuntimeOverBudget(RuntimeFailure):
+    """Not called: the day's token budget of the call's purpose, or the
+    total, is spent (``enact.budget``). Nothing was sent to the model."""
+
+    kind = "over_budget"
 
 
 class RuntimeMalformedOutput(RuntimeFailure):

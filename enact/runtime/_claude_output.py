@@ -1,7 +1,7 @@
 """What ``claude -p --output-format stream-json`` prints, read: the result
 object that ends the stream (the answer, the session, the usage, or the
 typed failure it says) and the tool uses before it (the Bash commands the
-model ran, a line for each other tool).
+model ran, the skills it took up with its Skill tool, a line for each other tool).
 
 How Claude Code 2.1.328 ends a failed call, measured, is told in
 ``enact.runtime.claude``.
@@ -10,7 +10,7 @@ How Claude Code 2.1.328 ends a failed call, measured, is told in
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -54,14 +54,15 @@ def parse_output(output: CommandOutput, *, resumed: str | None) -> RuntimeResult
         raise RuntimeMalformedOutput(f"claude's result object lacks result or session_id: {clip(output.stdout)}",
                                      usage=usage)
     duration_ms = document.get("duration_ms")
-    commands, progress = tool_uses(output.stdout)
+    uses = tool_uses(output.stdout)
     return RuntimeResult(
         text=result,
         native_session=document["session_id"],
         usage=usage,
         duration_s=duration_ms / 1000 if isinstance(duration_ms, (int, float)) else output.duration_s,
-        commands=commands,
-        progress=progress,
+        commands=uses.commands,
+        progress=uses.progress,
+        skills_used=uses.skills,
     )
 
 
@@ -70,10 +71,18 @@ _EXIT_CODE = re.compile(r"\AExit code (-?\d+)")
 _OUTPUT_TAIL = 500
 
 
-def tool_uses(stdout: str) -> tuple[tuple[CommandRun, ...], tuple[str, ...]]:
+class ToolUses(NamedTuple):
+    commands: tuple[CommandRun, ...]
+    progress: tuple[str, ...]
+    skills: tuple[str, ...]
+
+
+def tool_uses(stdout: str) -> ToolUses:
     """The Bash commands the model ran (each with its exit status, from the
-    ``tool_result`` that answered its ``tool_use``) and a line for each other
-    tool it used, from the stream's assistant and user messages."""
+    ``tool_result`` that answered its ``tool_use``), the skills its Skill tool
+    loaded (2.1.328: ``{"skill": NAME}``, answered "Launching skill: NAME";
+    a failed one loaded nothing) and a line for each other tool it used (a
+    Skill use too), from the stream's assistant and user messages."""
     uses: dict[str, tuple[str, dict[str, Any]]] = {}
     results: dict[str, tuple[bool, str]] = {}
     for line in stdout.splitlines():
@@ -92,8 +101,11 @@ def tool_uses(stdout: str) -> tuple[tuple[CommandRun, ...], tuple[str, ...]]:
                 results[str(block.get("tool_use_id"))] = (bool(block.get("is_error")), _text_of(block.get("content")))
     commands: list[CommandRun] = []
     progress: list[str] = []
+    skills: list[str] = []
     for use_id, (name, given) in uses.items():
         failed, text = results.get(use_id, (True, "no result"))
+        if name == "Skill" and not failed and isinstance(given.get("skill"), str):
+            skills.append(given["skill"].removeprefix("/"))
         if name == "Bash":
             found = _EXIT_CODE.match(text)
             code = (int(found.group(1)) if found else None) if failed else 0
@@ -103,7 +115,7 @@ def tool_uses(stdout: str) -> tuple[tuple[CommandRun, ...], tuple[str, ...]]:
         else:
             shown = clip(f"{name} {orjson.dumps(given).decode()}")
             progress.append(f"{shown}: failed: {clip(text)}" if failed else shown)
-    return tuple(commands), tuple(progress)
+    return ToolUses(commands=tuple(commands), progress=tuple(progress), skills=tuple(dict.fromkeys(skills)))
 
 
 def _text_of(content: object) -> str:

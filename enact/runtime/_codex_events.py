@@ -161,6 +161,17 @@ def classify(evidence: str, *, message: str, usage: Usage) -> RuntimeFailure:
     return RuntimeFailure(message, usage=usage)
 
 
+_SKILL_READ = re.compile(r"\.(?:agents|codex)/skills/([a-z0-9][a-z0-9-]*)/SKILL\.md")
+"""How Codex takes up a skill it lists (0.169 has no skill tool for a local
+skill: its instructions say to open the ``SKILL.md`` the listing names)."""
+
+
+def skills_read(commands: list[CommandRun]) -> tuple[str, ...]:
+    """The skills whose ``SKILL.md`` a command that succeeded read, in order."""
+    found = [name for command in commands if not command.failed for name in _SKILL_READ.findall(command.command)]
+    return tuple(dict.fromkeys(found))
+
+
 def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str, *,
               spent_before: Usage = _NOTHING) -> RuntimeResult:
     """The result of one call, or the typed failure it ended in;
@@ -181,6 +192,7 @@ def interpret(request: RuntimeRequest, output: CommandOutput, last_message: str,
             duration_s=output.duration_s,
             progress=(*warnings_of(stderr), *turn.progress),
             commands=tuple(turn.commands),
+            skills_used=skills_read(turn.commands),
         )
     if turn.failure is None and output.exit_code == 0 and not turn.diagnostics:
         raise RuntimeMalformedOutput(

@@ -175,7 +175,7 @@ def login_state(executable: str) -> tuple[bool | None, str]:
 
     try:
         output = run_command([executable, "auth", "status", "--json"], stdin_text="", cwd=None, env=None,
-                             timeout_s=CHECK_TIMEOUT_S, cancel=CancellationToken(), tty_out=False)
+                             timeout_s=CHECK_TIMEOUT_S, cancel=CancellationToken())
         document = orjson.loads(output.stdout)
     except (RuntimeFailure, orjson.JSONDecodeError) as error:
         return None, f"`claude auth status` did not say: {clip(str(error))}"

@@ -2,7 +2,7 @@
 where its executable is, and ``enact runtime check claude``.
 
 Every CLI command imports this module to learn the components' commands, so
-the adapter (``enact.runtime.claude``: ``sh``, its subprocess plumbing) is
+the adapter (``enact.runtime.claude``: its subprocess plumbing) is
 imported only by the methods that make or check the runtime."""
 
 from __future__ import annotations

@@ -132,6 +132,13 @@ def find_executable(explicit: str, *, where: str) -> str:
     return find_program(explicit, program="codex", where=where, not_on_path=f"codex is not on PATH: {INSTALL_HINT}")
 
 
+NATIVE_SKILLS = ".agents/skills"
+"""Where, under its working directory, Codex (measured: 0.169) finds a
+project's skills (``.codex/skills`` too), lists them and, asked for one,
+opens its ``SKILL.md`` with a shell command: even in a project it does not
+trust, and outside a git repository."""
+
+
 class CodexRuntime:
     name = "codex"
 
@@ -142,12 +149,14 @@ class CodexRuntime:
         model: str = "",
         reasoning_effort: str = "",
         default_cwd: Path,
+        conversation_dir: Path | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         self._executable = executable
         self.model = model
         self.reasoning_effort = reasoning_effort
         self.default_cwd = default_cwd
+        self.conversation_dir = conversation_dir
         self._env = env
         environ = os.environ if env is None else env
         self.totals = ThreadTotals(Path(environ.get("CODEX_HOME") or Path.home() / ".codex"))
@@ -187,7 +196,8 @@ class CodexRuntime:
     def capabilities(self) -> Capabilities:
         """Agentic, keeps its sessions; a confined call runs codex under the prefix."""
         return Capabilities(agentic=True, keeps_history=True, confines_subprocesses=True,
-                            state_dirs=self.state_dirs, own_state=self.own_state, program_dirs=self.program_dirs)
+                            state_dirs=self.state_dirs, own_state=self.own_state, program_dirs=self.program_dirs,
+                            conversation_dir=self.conversation_dir, native_skills=NATIVE_SKILLS)
 
     @property
     def cli_needs(self) -> tuple[str, ...]:
@@ -273,7 +283,7 @@ class CodexRuntime:
         from enact.cancellation import CancellationToken
 
         output = run_command([self._executable(), "login", "status"], stdin_text="", cwd=None, env=self._env,
-                             timeout_s=30, cancel=CancellationToken(), tty_out=False)
+                             timeout_s=30, cancel=CancellationToken())
         return output.exit_code == 0
 
     def version(self) -> str:

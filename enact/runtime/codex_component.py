@@ -2,7 +2,7 @@
 environment check and ``enact runtime check codex``.
 
 Every CLI command imports this module to learn the components' commands, so
-the adapter (``enact.runtime.codex``: ``sh``, its subprocess plumbing) is
+the adapter (``enact.runtime.codex``: its subprocess plumbing) is
 imported only by the methods that make or check the runtime."""
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ class CodexRuntimeComponent(RuntimeComponent):
             model=own.model,
             reasoning_effort=own.reasoning_effort,
             default_cwd=settings.home,
+            # Where its conversations run (enact.tasks.confined_calls's default), named so skills are placed there.
+            conversation_dir=settings.home / "conversation",
         )
 
     def check(self, settings: Config) -> RuntimeCheck:

@@ -1,17 +1,33 @@
 """Every runtime call is counted in one place: this wrapper around
 ``Runtime.invoke``, which the daemon puts around the runtime it makes, so the
 conversation's calls and the background ones (tasks, scans, curation) are
-all seen: calls by outcome, their duration, and tokens by kind and purpose."""
+all seen: calls by outcome, their duration, and tokens by kind and purpose.
+It is also where the day's budget holds (``enact.budget``): a call whose
+purpose's budget, or the total, is spent is not made (``RuntimeOverBudget``),
+unless the request says it spends over budget (the owner's CLI)."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from enact.cancellation import Cancelled
 from enact.metrics import Metrics
-from enact.runtime import Runtime, RuntimeFailure, RuntimeRequest, RuntimeResult, RuntimeWrapper, Usage, checked_sandbox
+from enact.runtime import (
+    Runtime,
+    RuntimeFailure,
+    RuntimeOverBudget,
+    RuntimeRequest,
+    RuntimeResult,
+    RuntimeWrapper,
+    Usage,
+    checked_sandbox,
+)
+
+if TYPE_CHECKING:
+    from enact.budget.gate import BudgetGate
 
 log = logging.getLogger(__name__)
 
@@ -21,16 +37,18 @@ Spent = Callable[[str, Usage], None]
 
 class MeteredRuntime(RuntimeWrapper):
     def __init__(self, runtime: Runtime, metrics: Metrics, *, on_spent: Spent | None = None,
-                 allow_full_access: bool = False) -> None:
+                 allow_full_access: bool = False, budget: BudgetGate | None = None) -> None:
         super().__init__(runtime)
         self._metrics = metrics
         self._on_spent = on_spent
         self._allow_full_access = allow_full_access
+        self._budget = budget
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         started = time.monotonic()
         try:
             self._check_sandbox(request.sandbox)
+            self._check_budget(request)
             result = self.runtime.invoke(request)
         except RuntimeFailure as failure:
             self._count(request, failure.kind, failure.usage, started)
@@ -50,10 +68,17 @@ class MeteredRuntime(RuntimeWrapper):
         if checked_sandbox(sandbox) == "full-access" and not self._allow_full_access:
             raise RuntimeFailure("the full-access sandbox mode needs runtime.allow_full_access = true in the config")
 
+    def _check_budget(self, request: RuntimeRequest) -> None:
+        if self._budget is None or request.spends_over_budget:
+            return
+        overrun = self._budget.overrun(request.purpose)
+        if overrun is not None:
+            raise RuntimeOverBudget(overrun.said())
+
     def _count(self, request: RuntimeRequest, outcome: str, usage: Usage, started: float) -> None:
-        metrics, adapter = self._metrics, self.name
-        metrics.runtime_calls.labels(adapter=adapter, outcome=outcome).inc()
-        metrics.runtime_call_seconds.labels(adapter=adapter).observe(time.monotonic() - started)
+        metrics, adapter, purpose = self._metrics, self.name, request.purpose
+        metrics.runtime_calls.labels(adapter=adapter, outcome=outcome, purpose=purpose).inc()
+        metrics.runtime_call_seconds.labels(adapter=adapter, purpose=purpose).observe(time.monotonic() - started)
         spent = {
             "input": usage.input_tokens,
             "cached_input": usage.cached_input_tokens,
@@ -62,8 +87,8 @@ class MeteredRuntime(RuntimeWrapper):
         }
         for kind, count in spent.items():
             if count:
-                metrics.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=request.purpose).inc(count)
-        if self._on_spent is not None:
+                metrics.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose).inc(count)
+        if self._on_spent is not None and outcome != RuntimeOverBudget.kind:  # not made: nothing to tally
             try:
                 self._on_spent(request.purpose, usage)
             except Exception:  # the tally is bookkeeping: a failure must not fail the call

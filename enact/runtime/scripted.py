@@ -33,6 +33,7 @@ from enact.runtime import (
     RuntimeResult,
     RuntimeSessionUnknown,
     RuntimeUnavailable,
+    Usage,
 )
 from enact.runtime._subprocess import run_command
 from enact.tables import table_list
@@ -55,6 +56,11 @@ only, so a rule written for chat never answers a scan's, a curator's or a
 task's prompt by a word that happens to be in it."""
 
 
+_TOKEN_KEYS = ("input_tokens", "output_tokens")
+"""What a rule may say its calls spent."""
+_MAX_TOKENS = 10**9
+
+
 class RulesError(EnactError, ValueError):
     """The rules file is not valid; the message names the file and the rule."""
 
@@ -75,12 +81,16 @@ class Rule:
     purpose: str = CONVERSATION
     """The calls it answers (``RuntimeRequest.purpose``), each matched on
     its own text: see ``matched_text``."""
+    usage: Usage = field(default_factory=Usage)
+    """The tokens a call it answers (or fails) reports as spent
+    (``input_tokens``, ``output_tokens``): what budgets are tested with."""
     where: str = ""  # "<file>: rule #N", for messages about the rule
 
 
 def parse_rules(text: str, *, source: str) -> list[Rule]:
     rules = []
-    keys = frozenset({"match", "purpose", "reply", "action", "args", "then", "fail", "fail_as", "run"})
+    keys = frozenset({"match", "purpose", "reply", "action", "args", "then", "fail", "fail_as", "run",
+                      *_TOKEN_KEYS})
     for where, table in table_list(text, source=source, name="rule", keys=keys, error=RulesError):
         if not isinstance(table.get("match"), str):
             raise RulesError(f"{where}: 'match' must be a string")
@@ -116,6 +126,10 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
         for key in ("reply", "then"):
             if key in table:
                 _check_groups(pattern, table[key], f"{where}: {key!r}")
+        for key in _TOKEN_KEYS:
+            count = table.get(key, 0)
+            if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= _MAX_TOKENS:
+                raise RulesError(f"{where}: {key!r} must be a whole number of tokens from 0 to {_MAX_TOKENS}")
         rules.append(
             Rule(
                 where=where,
@@ -128,6 +142,7 @@ def parse_rules(text: str, *, source: str) -> list[Rule]:
                 run=tuple(run),
                 fail_as=table.get("fail_as", "failed"),
                 purpose=purpose,
+                usage=Usage(**{key: table.get(key, 0) for key in _TOKEN_KEYS}),
             )
         )
     return rules
@@ -230,12 +245,13 @@ class ScriptedRuntime:
         rules = [rule for rule in self.rules() if rule.purpose == request.purpose]
         try:
             if not request.session_key:
-                result = RuntimeResult(text=self._isolated(rules, request))
+                text, usage = self._isolated(rules, request)
+                result = RuntimeResult(text=text, usage=usage)
             else:
                 native = self._session(request.native_session)
                 ran: list[CommandRun] = []
-                result = RuntimeResult(text=self._answer(rules, request, ran), native_session=native,
-                                       commands=tuple(ran))
+                text, usage = self._answer(rules, request, ran)
+                result = RuntimeResult(text=text, native_session=native, commands=tuple(ran), usage=usage)
         except RuntimeFailure as failure:
             self._record(request, None, f"failed: {failure}")
             raise
@@ -270,38 +286,39 @@ class ScriptedRuntime:
             return resume
 
     @staticmethod
-    def _isolated(rules: list[Rule], request: RuntimeRequest) -> str:
+    def _isolated(rules: list[Rule], request: RuntimeRequest) -> tuple[str, Usage]:
         """A call of no session (a scan, the curator, a probe): the first
         rule of its purpose found in the prompt fails it or replies."""
         prompt = matched_text(request)
         for rule in rules:
             match = rule.pattern.search(prompt)
             if match is not None and rule.fail is not None:
-                raise _FAILURES[rule.fail_as](f"scripted failure: {rule.fail}")
+                raise _FAILURES[rule.fail_as](f"scripted failure: {rule.fail}", usage=rule.usage)
             if match is not None and rule.reply is not None:
-                return match.expand(rule.reply)
-        return "[]"
+                return match.expand(rule.reply), rule.usage
+        return "[]", Usage()
 
     @staticmethod
-    def _answer(rules: list[Rule], request: RuntimeRequest, ran: list[CommandRun]) -> str:
-        """The rule's answer; a command its ``run`` ran is added to ``ran``."""
+    def _answer(rules: list[Rule], request: RuntimeRequest, ran: list[CommandRun]) -> tuple[str, Usage]:
+        """The rule's answer and what it says it spent; a command its
+        ``run`` ran is added to ``ran``."""
         message = matched_text(request)
         for rule in rules:
             match = rule.pattern.search(message)
             if match is None:
                 continue
             if rule.fail is not None:
-                raise _FAILURES[rule.fail_as](f"scripted failure: {rule.fail}")
+                raise _FAILURES[rule.fail_as](f"scripted failure: {rule.fail}", usage=rule.usage)
             if rule.run:
                 ran.append(_run_in_workdir(rule, request))
             if rule.reply is not None:
-                return match.expand(rule.reply)
+                return match.expand(rule.reply), rule.usage
             if request.receipt is not None and rule.then is not None:
                 # Groups first, so a backslash in the receipt is kept as it is.
-                return match.expand(rule.then).replace("{receipt}", request.receipt)
-            return orjson.dumps({"action": rule.action, "args": rule.args}).decode()
+                return match.expand(rule.then).replace("{receipt}", request.receipt), rule.usage
+            return orjson.dumps({"action": rule.action, "args": rule.args}).decode(), rule.usage
         echo = message if len(message) <= _ECHO_LIMIT else message[:_ECHO_LIMIT] + "…"
-        return f"(scripted runtime) You said: {echo}"
+        return f"(scripted runtime) You said: {echo}", Usage()
 
 
 def matched_text(request: RuntimeRequest) -> str:

@@ -105,16 +105,23 @@ def placed(home: Path, cwd: Path, under: str) -> list[str]:
     """Copy the installed skills to ``cwd/under/<name>`` (``under``: where the
     runtime finds a project's skills); the names placed. A skill already
     there (the project's own, or an earlier placement) is replaced only if it
-    is one of ours (it carries our marker). Nothing is placed through a
-    symbolic link: a task's worktree is the task's to write, and a link there
-    would lead the copy out of it."""
+    is one of ours (it carries our marker); one of ours that is no longer
+    installed (removed while the daemon was down) is taken out. Nothing is
+    placed through a symbolic link: a task's worktree is the task's to write,
+    and a link there would lead the copy out of it."""
     root = cwd / under
     if _linked(cwd, under):
         return []
+    records = installed(home)
+    current = {record.name for record in records}
+    stale = [entry.name for entry in root.iterdir() if entry.name not in current and _ours(entry)] \
+        if root.is_dir() else []
+    if stale:
+        withdrawn(cwd, under, stale)
     names = []
-    for record in installed(home):
+    for record in records:
         target = root / record.name
-        if target.is_symlink() or (target.exists() and not (target / _MARKER).exists()):
+        if target.is_symlink() or (target.exists() and not _ours(target)):
             continue  # the project's own skill of that name
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(skills_dir(home) / record.name, target, symlinks=False)
@@ -139,6 +146,11 @@ def withdrawn(cwd: Path, under: str, names: list[str]) -> None:
         except OSError:
             break
         folder = folder.parent
+
+
+def _ours(folder: Path) -> bool:
+    """A folder ``placed`` made (it carries our marker), not through a link."""
+    return folder.is_dir() and not folder.is_symlink() and (folder / _MARKER).is_file()
 
 
 def _linked(cwd: Path, under: str) -> bool:

@@ -1,5 +1,6 @@
 """The skills' settings (``skills``): the limits a skill folder is checked
-against, and when an installed skill becomes a removal candidate."""
+against, how long learning one may take, and when an installed skill
+becomes a removal candidate."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("skills.max_files", int, 50, "Files one skill folder may hold", between(1, 1000)),
     Setting("skills.max_bytes", int, 512 * 1024, "Bytes one skill folder may hold in all", between(1024, 64 << 20)),
     Setting("skills.max_file_bytes", int, 128 * 1024, "Bytes one file of a skill may hold", between(256, 64 << 20)),
+    Setting("skills.learn_timeout_s", float, 900.0,
+            "Longest `enact learn` (or /learn) takes to fetch a skill and have it assessed; the request waits "
+            "that long plus control.request_timeout_s", between(10, 86_400)),
     Setting("skills.unused_days", float, 30.0,
             "Days an installed skill may go unused (since its installation or last use) before its removal "
             "is proposed", between(1, 3650)),
@@ -42,3 +46,13 @@ class RemovalRule:
     def from_config(cls, config: Config) -> RemovalRule:
         return cls(unused_days=config.values["skills.unused_days"],
                    failures=config.values["skills.failures_to_remove"])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LearnSettings:
+    timeout_s: float = 900.0
+    """From the start of the fetch to the end of the assessment's model call."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> LearnSettings:
+        return cls(timeout_s=config.values["skills.learn_timeout_s"])

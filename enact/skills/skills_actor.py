@@ -3,15 +3,16 @@ the owner approves that candidate, the installed skills and their use.
 
 Owns ``skills.learnings`` (by candidate id: where the assessed skill came
 from and at which revision, so approval installs exactly what was assessed),
-``skills.usage`` (an append log: which turn or task read which skill; the
+``skills.usage`` (an append log: which turn or task read which skill, by
+``skill.read`` or through the runtime's own skill tool, ``Used``; the
 evidence scanner reads it), ``skills.removals`` (by candidate id: the skill
 a removal candidate proposes removing) and ``skills.audit`` (learned,
 installed, removal proposed, removed). The files of an installed skill are in ``<home>/skills``
 (``enact.skills.installed``).
 
-Learning reads the source and calls the model off the actor's thread; the
-candidate is offered to the curator, which alone keeps candidates. On
-approval the source is read again at the recorded revision and installed
+Learning (``enact.skills.learning``) reads the source and calls the model
+off the actor's thread; the candidate is offered to the curator, which
+alone keeps candidates. On approval the source is read again at the recorded revision and installed
 only if it is the same (a local folder that changed since is refused), then
 placed where the runtime reads skills natively (``Capabilities.native_skills``) in
 its conversations' directory, and in a task's worktree for each call of its
@@ -21,7 +22,8 @@ Every ``REVIEW_EVERY_S`` on its clock (and on ``ReviewUse``) the use of the
 installed skills is reviewed by rule (``enact.skills.removal``): a skill
 unused too long, or whose last uses were each followed by a failure, is
 offered to the curator as a removal candidate; its approval comes back as
-``Install`` of that candidate and removes the skill.
+``Install`` of that candidate and removes the skill. The same review
+prunes the git mirrors no candidate needs any more.
 """
 
 from __future__ import annotations
@@ -37,18 +39,14 @@ from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._ticking import TickingActor
 from enact.cancellation import CancellationToken
-from enact.config import RuntimeSettings
-from enact.evolution.candidates import Draft
 from enact.messages.common import NotFound, RefusalCode, Refused, is_human
-from enact.messages.curator import CandidateList, Candidates, Offer, Offered
-from enact.messages.memory import GetIdentity, Identity
+from enact.messages.curator import MAX_LIST, CandidateList, Candidates, Offer, Offered
 from enact.messages.skills import (
     Body,
     FileDigest,
     Install,
     Installed,
     Learn,
-    Learned,
     List,
     Listing,
     Place,
@@ -60,20 +58,21 @@ from enact.messages.skills import (
     SkillView,
     Startup,
     StartupText,
+    Used,
+    UseRecorded,
     UseReviewed,
     Withdraw,
     Withdrawn,
 )
-from enact.runtime import Runtime, RuntimeRequest
-from enact.skills import assessment, installed, removal
+from enact.runtime import Runtime
+from enact.skills import installed, removal
+from enact.skills.learning import LEARNINGS, Learner
 from enact.skills.manifest import Skill, SkillRefused, checked
-from enact.skills.settings import RemovalRule, SkillLimits
-from enact.skills.sources import MIRRORS_DIR, Fetched, fetch_git, read_local
+from enact.skills.settings import RemovalRule
 from enact.storage import RecordTable
 
 log = logging.getLogger(__name__)
 
-LEARNINGS = "skills.learnings"
 USAGE = "skills.usage"
 AUDIT = "skills.audit"
 REMOVALS = "skills.removals"
@@ -86,18 +85,6 @@ STARTUP_SKILLS = 20
 """Installed skills named in a new session's startup context, at most."""
 STARTUP_CHARS = 2_000
 """Characters of the startup context's skills part, at most."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Learning:
-    """What a skill candidate installs: its source at the assessed revision."""
-
-    name: str
-    source: str
-    path: str
-    revision: str
-    git: bool
-    allow_scripts: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,12 +107,10 @@ class SkillsActor(TickingActor):
         super().__init__(context, every_s=REVIEW_EVERY_S, tick=_Tick())
         self._runtime = runtime
         self._store = context.own_store()
-        self._learnings = RecordTable(self._store.table(LEARNINGS), Learning)
         self._usage = self._store.log(USAGE)
         self._audit = self._store.log(AUDIT)
         self._removals = RecordTable(self._store.table(REMOVALS), Proposal)
-        self._limits = context.config.typed(SkillLimits)
-        self._learning = False
+        self._learner = Learner(context, self._store, runtime, audit=self._audit.append)
         self._reviewing: list[Deferred] | None = None
         """While a review runs: the asks waiting for the next one (reviews never overlap)."""
 
@@ -144,7 +129,8 @@ class SkillsActor(TickingActor):
     def handle(self, message: Any) -> Any:
         match message:
             case Learn():
-                return self._learn(message)
+                return self._learner.learn(message, lambda work, *, then, failed=None: self.off_thread(
+                    work, then=then, failed=failed, name="skill-learn"))
             case Install():
                 return self._install(message)
             case List():
@@ -152,6 +138,8 @@ class SkillsActor(TickingActor):
                 return Listing(skills=tuple(self._view(record, uses) for record in installed.installed(self._home)))
             case Read():
                 return self._read(message)
+            case Used():
+                return self._used(message)
             case Remove():
                 return self._remove(message)
             case Startup():
@@ -173,97 +161,6 @@ class SkillsActor(TickingActor):
                 return Withdrawn()
         return super().handle(message)
 
-    # -- learning -----------------------------------------------------------
-
-    def _fetch(self, source: str, path: str, revision: str, git: bool, *, fetch: bool = True) -> Fetched:
-        if git:
-            return fetch_git(source, path, revision or "HEAD", mirrors=self._home / MIRRORS_DIR,
-                             limits=self._limits, fetch=fetch)
-        return read_local(Path(source), self._limits)
-
-    def _learn(self, message: Learn) -> Deferred | Refused:
-        if not is_human(message.origin):
-            return Refused(reason="learning a skill needs a human (the owner's CLI or chat)",
-                           code=RefusalCode.NOT_HUMAN)
-        if self._learning:
-            return Refused(reason="a skill is being learned; ask again when it is done", code=RefusalCode.BUSY)
-        source = message.source.strip()
-        if source.startswith("~"):
-            source = str(Path(source).expanduser())
-        # A folder of its own, not a repository's: read as it is now. Anything
-        # else (a repository, a URL, with or without --path and --rev) is git's.
-        local = Path(source).is_absolute() and Path(source).is_dir() and not (Path(source) / ".git").exists() \
-            and not message.path and not message.revision
-        context = self._context_lines()
-        reply = Deferred()
-        timeout_s = self.context.config.typed(RuntimeSettings).timeout_s
-
-        def work(cancel: CancellationToken) -> tuple[Fetched, Skill, Draft] | Refused:
-            try:
-                fetched = self._fetch(source, message.path, message.revision, git=not local)
-                skill = checked(fetched.folder, self._limits, allow_scripts=message.allow_scripts)
-            except SkillRefused as error:
-                return Refused(reason=f"the skill is refused: {error}".replace("\n", "; "),
-                               code=RefusalCode.INVALID)
-            origin = f"{fetched.source}" + (f" {fetched.path}" if fetched.path else "")
-            request = RuntimeRequest(session_key="", sandbox="read-only", purpose=assessment.PURPOSE,
-                                     timeout_s=timeout_s, cancel=cancel,
-                                     prompt=assessment.prompt(skill, origin=origin, **context))
-            try:
-                answer = self._runtime.invoke(request).text
-                return fetched, skill, assessment.parse(answer, skill, origin=origin, revision=fetched.revision)
-            except Exception as error:  # a model failure or an unusable reply: nothing is stored
-                return Refused(reason=f"the assessment failed: {error}", code=RefusalCode.WRONG_STATE)
-
-        def done(outcome: tuple[Fetched, Skill, Draft] | Refused) -> None:
-            self._learning = False
-            reply.resolve(outcome if isinstance(outcome, Refused) else self._offer(*outcome, message, git=not local))
-
-        def failed(error: Exception) -> None:
-            self._learning = False
-            reply.resolve(Refused(reason=f"learning failed: {error}", code=RefusalCode.WRONG_STATE))
-
-        self._learning = True
-        self.off_thread(work, then=done, failed=failed, name="skill-learn")
-        return reply
-
-    def _offer(self, fetched: Fetched, skill: Skill, draft: Draft, message: Learn, *, git: bool) -> Learned | Refused:
-        """The assessed skill as the curator's candidate, and what approval will install."""
-        offered = self.context.ask("curator", Offer(draft=draft, origin=message.origin))
-        if not isinstance(offered, Offered):
-            return Refused(reason=f"the curator kept no candidate: {offered.reason}", code=offered.code)
-        learning = Learning(name=skill.name, source=fetched.source, path=fetched.path, revision=fetched.revision,
-                            git=git, allow_scripts=message.allow_scripts)
-        event = {"at": self.context.clock.time(), "kind": "learned", "skill": skill.name,
-                 "candidate_id": offered.candidate_id, "revision": fetched.revision, "by": message.origin}
-
-        def write(txn: lmdb.Transaction) -> None:
-            self._learnings.put(txn, offered.candidate_id.encode(), learning)
-            self._audit.append(txn, event)
-
-        self._store.write(write)
-        return Learned(candidate_id=offered.candidate_id, name=skill.name, revision=fetched.revision,
-                       summary=draft.expected_benefit, existing=offered.existing)
-
-    def _context_lines(self) -> dict[str, Any]:
-        """The mission, the installed skills and the open candidates, for the assessment."""
-        mission = ""
-        try:
-            identity = self.context.ask("memory", GetIdentity())
-            if isinstance(identity, Identity) and identity.private is not None:
-                mission = identity.private.mission.strip()
-        except Exception as error:  # memory's absence costs the prompt its mission, not the learning
-            log.warning("no mission for the skill assessment: %s", error)
-        open_candidates: list[str] = []
-        try:
-            page = self.context.ask("curator", Candidates(state="active", limit=30))
-            if isinstance(page, CandidateList):
-                open_candidates = [f"{c.draft.title} ({c.draft.source})" for c in page.candidates]
-        except Exception as error:
-            log.warning("no candidates for the skill assessment: %s", error)
-        return {"mission": mission, "candidates": open_candidates,
-                "installed": [f"{r.name}: {r.description}" for r in installed.installed(self._home)]}
-
     # -- installing and removing --------------------------------------------
 
     def _install(self, message: Install) -> Installed | NotFound | Refused:
@@ -272,12 +169,13 @@ class SkillsActor(TickingActor):
         proposal = self._store.read(lambda txn: self._removals.get(txn, message.candidate_id.encode()))
         if proposal is not None:
             return self._remove_proposed(message, proposal)
-        learning = self._store.read(lambda txn: self._learnings.get(txn, message.candidate_id.encode()))
+        learning = self._learner.learning(message.candidate_id)
         if learning is None:
             return NotFound(kind="skill candidate", id=message.candidate_id)
         try:
-            fetched = self._fetch(learning.source, learning.path, learning.revision, learning.git, fetch=False)
-            skill: Skill = checked(fetched.folder, self._limits, allow_scripts=learning.allow_scripts)
+            fetched = self._learner.fetch(learning.source, learning.path, learning.revision, learning.git,
+                                          fetch=False)
+            skill: Skill = checked(fetched.folder, self._learner.limits, allow_scripts=learning.allow_scripts)
         except SkillRefused as error:
             return Refused(reason=f"the skill is refused now: {error}".replace("\n", "; "), code=RefusalCode.INVALID)
         if fetched.revision != learning.revision or skill.name != learning.name:
@@ -329,8 +227,9 @@ class SkillsActor(TickingActor):
         now, rule = self.context.clock.time(), self.context.config.typed(RemovalRule)
         records, uses = installed.installed(self._home), self._use_records()
         offered = self._store.read(lambda txn: {key.decode() for key, _ in self._removals.items(txn)})
+        learnings = self._learner.git_learnings()  # one recorded after this is not pruned by this review
 
-        def work(cancel: CancellationToken) -> list[tuple[str, removal.Removal]]:
+        def work(cancel: CancellationToken) -> tuple[list[tuple[str, removal.Removal]], set[str]]:
             made = []
             for found in removal.removals(records, uses, now=now, unused_days=rule.unused_days,
                                           failures=rule.failures,
@@ -343,9 +242,10 @@ class SkillsActor(TickingActor):
                     made.append((answer.candidate_id, found))
                 else:
                     log.warning("the removal of skill %s was not offered: %s", found.name, answer.reason)
-            return made
+            return made, self._decided(learnings)
 
-        def done(made: list[tuple[str, removal.Removal]]) -> None:
+        def done(outcome: tuple[list[tuple[str, removal.Removal]], set[str]]) -> None:
+            made, decided = outcome
             def write(txn: lmdb.Transaction) -> None:
                 for candidate_id, found in made:
                     self._removals.put(txn, candidate_id.encode(),
@@ -355,6 +255,7 @@ class SkillsActor(TickingActor):
 
             if made:  # nothing offered, nothing to commit
                 self._store.write(write)
+            self._learner.prune_mirrors(decided)
             self._reviewed(replies, UseReviewed(candidate_ids=tuple(candidate_id for candidate_id, _ in made)))
 
         def failed(error: Exception) -> None:
@@ -362,6 +263,21 @@ class SkillsActor(TickingActor):
             self._reviewed(replies, UseReviewed(candidate_ids=()))
 
         self.off_thread(work, then=done, failed=failed, name="skill-review")
+
+    def _decided(self, learnings: dict[str, str]) -> set[str]:
+        """Of ``learnings``' candidates, those no longer active nor approved
+        (none when the curator cannot say them all)."""
+        undecided: set[str] = set()
+        for state in ("active", "approved"):
+            try:
+                page = self.context.ask("curator", Candidates(state=state, limit=MAX_LIST))
+            except Exception as error:  # the mirrors wait for the next review
+                log.warning("no skill mirror pruned: %s", error)
+                return set()
+            if not isinstance(page, CandidateList) or len(page.candidates) >= MAX_LIST:
+                return set()
+            undecided.update(candidate.id for candidate in page.candidates)
+        return set(learnings) - undecided
 
     def _reviewed(self, replies: list[Deferred], reviewed: UseReviewed) -> None:
         for reply in replies:
@@ -392,6 +308,22 @@ class SkillsActor(TickingActor):
             "at": self.context.clock.time(), "skill": record.name, "revision": record.revision,
             "used_by": message.used_by, "how": "read"}))
         return Body(skill=self._view(record), text=text)
+
+    def _used(self, message: Used) -> UseRecorded:
+        """Skills the runtime's own skill tool loaded: recorded as reads are,
+        for those installed (the runtime has skills of its own, too)."""
+        found = [installed.find(self._home, name) for name in message.names]
+        records = [record for record in found if record is not None]
+        now = self.context.clock.time()
+
+        def write(txn: lmdb.Transaction) -> None:
+            for record in records:
+                self._usage.append(txn, {"at": now, "skill": record.name, "revision": record.revision,
+                                         "used_by": message.used_by, "how": "native"})
+
+        if records:
+            self._store.write(write)
+        return UseRecorded(names=tuple(record.name for record in records))
 
     def _use_records(self) -> list[dict[str, Any]]:
         return [usage for _, usage in self._store.read(lambda txn: self._usage.read_from(txn, 0, 100_000))]

@@ -47,8 +47,10 @@ class TasksComponent(Component):
             ActorSpec(name="reviews", actor=reviews_actor.ReviewsActor, databases=reviews_actor.DATABASES,
                       depends_on=("epoch",)),
             ActorSpec(name="scheduler", actor=scheduler_actor.SchedulerActor, databases=scheduler_actor.DATABASES,
-                      depends_on=("epoch", "tasks")),
-            ActorSpec(name="workers", actor=workers_actor.WorkersActor, depends_on=("epoch", "tasks", "reviews"),
+                      depends_on=("epoch", "tasks", "budget"), options={"budget": parts.budget}),
+            # After the budget actor, which fills the gate every runtime call reads.
+            ActorSpec(name="workers", actor=workers_actor.WorkersActor,
+                      depends_on=("epoch", "tasks", "reviews", "budget"),
                       options={"runtime": parts.runtime}, subscribes=(TaskChanged,),
                       pools=(workers_actor.FAMILY,)),
         ]

@@ -148,8 +148,7 @@ def run_doctor(worktree: Path, plan: DoctorPlan, *, log_path: Path, cancel: Canc
 def _run(worktree: Path, plan: DoctorPlan, argv: list[str], env: dict[str, str], *, log_path: Path,
          cancel: CancellationToken) -> DoctorResult:
     try:
-        output = run_command(argv, stdin_text="", cwd=worktree, env=env, timeout_s=plan.timeout_s, cancel=cancel,
-                             tty_out=False)
+        output = run_command(argv, stdin_text="", cwd=worktree, env=env, timeout_s=plan.timeout_s, cancel=cancel)
     except RuntimeTimeout:
         summary = f"`{plan.command}` timed out after {plan.timeout_s:g} s"
         append_log(log_path, f"doctor: {summary}\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 from enact.actors._asks import ActorUnavailable
 from enact.cancellation import DAEMON_STOPPING
 from enact.messages.reviews import Review, ReviewState
-from enact.runtime import CommandRun, RuntimeAuthFailed, RuntimeFailure, RuntimeRateLimited
+from enact.runtime import CommandRun, RuntimeAuthFailed, RuntimeFailure, RuntimeOverBudget, RuntimeRateLimited
 from enact.tasks.doctor import DoctorResult
 from enact.tasks.records import Experience, FailureClass, Outcome, Phase
 
@@ -66,6 +66,9 @@ def handed_over_before(review: Review) -> Ending:
 
 
 def runtime_failed(error: RuntimeFailure) -> Ending:
+    if isinstance(error, RuntimeOverBudget):
+        # Paused, not failed: the budget's reset queues it again (or its owner does).
+        return Ending(Outcome.FAILED, f"paused for budget: {error}", FailureClass.BUDGET)
     if isinstance(error, RuntimeAuthFailed):
         return Ending(Outcome.FAILED, f"the runtime refused its credentials: {error}", FailureClass.AUTH)
     if isinstance(error, RuntimeRateLimited):

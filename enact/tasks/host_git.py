@@ -1,5 +1,10 @@
-"""git as the host runs it: through ``sh``, in an environment and with
-options that keep it from running anything a task could have written.
+"""git as the host runs it, in an environment and with options that keep it
+from running anything a task could have written.
+
+Through ``subprocess.run``, not ``sh``: a host git call is short, streams
+nothing and is waited for at once, and ``sh``'s threads, polling and Python
+fork cost several times what git itself takes (a task runs dozens).
+``subprocess`` starts it with vfork, the owner's umask set in the child.
 
 A task's worktree is the task's to write, all of it: its ``.git`` entry,
 ``.gitattributes``, nested repositories. The host therefore addresses a
@@ -14,12 +19,15 @@ command comes from configuration, which the task cannot write.
 
 from __future__ import annotations
 
+import contextlib
 import os
-
-import sh
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
 
 from enact.errors import EnactError
-from enact.home_guard import as_owner
+from enact.home_guard import owner_umask
 from enact.process import program_ended, program_started
 
 AUTHOR = ("enact", "enact@localhost")
@@ -56,16 +64,39 @@ def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = (),
     shown = ("git", *args)  # the options are the same on every call: the log leaves them out
     started = program_started(shown)
     try:
-        output = sh.git(*HOST_OPTIONS, *options, *args, _cwd=str(cwd), _env=git_env(identity), _tty_out=False,
-                        _preexec_fn=as_owner)
-    except sh.ErrorReturnCode as error:
-        program_ended(shown, started, error.exit_code)
-        detail = error.stderr.decode(errors="replace").strip().splitlines()
-        raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else error.exit_code}") from None
-    except sh.CommandNotFound:
-        raise WorktreeError("git is not installed") from None
-    program_ended(shown, started, 0)
-    return str(output)
+        with _one_worktree_change_at_a_time(cwd, args):
+            done = subprocess.run(["git", *HOST_OPTIONS, *options, *args], cwd=cwd, env=git_env(identity),
+                                  stdin=subprocess.DEVNULL, capture_output=True, umask=owner_umask())
+    except OSError as error:
+        program_ended(shown, started, "could not start")
+        if shutil.which("git") is None:
+            raise WorktreeError("git is not installed") from None
+        raise WorktreeError(f"git {args[0]} cannot start in {cwd}: {error.strerror or error}") from None
+    program_ended(shown, started, done.returncode)
+    if done.returncode != 0:
+        detail = done.stderr.decode(errors="replace").strip().splitlines()
+        raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else done.returncode}")
+    return done.stdout.decode(errors="replace")
+
+
+_worktree_locks: dict[str, threading.Lock] = {}
+_worktree_locks_guard = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_worktree_change_at_a_time(repo: os.PathLike[str] | str, args: tuple[str, ...]) -> Iterator[None]:
+    """``git worktree add`` and ``prune`` of one repository, one at a time:
+    git writes a new worktree's directory under ``.git/worktrees`` in steps,
+    and another worker's add or prune reading it in between fails ("failed to
+    read .../commondir"), seen with 4 workers once programs started fast."""
+    if args[:1] != ("worktree",) or args[1:2] not in (("add",), ("prune",)):
+        yield
+        return
+    key = os.path.realpath(repo)
+    with _worktree_locks_guard:
+        lock = _worktree_locks.setdefault(key, threading.Lock())
+    with lock:
+        yield
 
 
 def configured_identity(repo: os.PathLike[str] | str) -> tuple[str, str] | None:

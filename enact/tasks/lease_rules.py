@@ -54,7 +54,7 @@ def after_finish(task: Task, message: Finish, now: float) -> Transition:
         worktree=message.worktree or task.worktree, review_id=message.review_id or task.review_id,
         failure_class=message.failure_class, summary=clip(message.summary), updated_at=now)
     outcome = message.outcome
-    if outcome is Outcome.FAILED and message.failure_class is FailureClass.AUTH:
+    if outcome is Outcome.FAILED and message.failure_class in (FailureClass.AUTH, FailureClass.BUDGET):
         outcome = Outcome.PAUSED
     if task.cancel_requested and _hands_back(outcome, message.failure_class):
         # The owner's cancel was accepted before the worker heard of

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import lmdb
@@ -48,6 +49,7 @@ from enact.tasks.notices import OwnerNotices
 from enact.tasks.records import (
     WORKER_EVENTS,
     EventKind,
+    FailureClass,
     Phase,
     Task,
     TaskEvent,
@@ -215,6 +217,26 @@ class TaskQueue:
         result: Task | NotFound | Refused = self._write(write)
         return result
 
+    def resume_after_budget(self, now: float) -> list[int]:
+        """Queue again each task paused because its budget was spent (its
+        failure class ``budget``); the ids resumed."""
+        def write(txn: lmdb.Transaction, pending: list[TaskChanged]) -> list[int]:
+            resumed = []
+            for task_id in list(self._tables.ids_in_state(txn, TaskState.PAUSED)):
+                task = self._tables.get(txn, task_id)
+                if task is None or task.failure_class is not FailureClass.BUDGET:
+                    continue
+                queued = dataclasses.replace(task, state=TaskState.QUEUED, attempt=task.attempt + 1, not_before=0.0,
+                                             uncounted_attempts=task.uncounted_attempts + 1, failure_class=None,
+                                             updated_at=now, finished_at=None)
+                self._record(txn, pending, task, queued, EventKind.RESUMED, "resumed: the task budget's day "
+                             "started again", now)
+                resumed.append(task_id)
+            return resumed
+
+        result: list[int] = self._write(write)
+        return result
+
     # -- workers ------------------------------------------------------------
 
     def claim(self, worker_id: str, now: float) -> Claimed | NothingQueued:
@@ -360,6 +382,12 @@ class TaskQueue:
 
         result: ChangedTasks = self._store.read(read)
         return result
+
+    def counts(self, states: Iterable[TaskState]) -> dict[TaskState, int]:
+        """How many tasks are in each of ``states`` (walk their index: meant
+        for the states tasks leave, whose sets stay small)."""
+        return self._store.read(lambda txn: {state: sum(1 for _ in self._tables.ids_in_state(txn, state))
+                                             for state in states})
 
     def leases(self) -> LeaseTable:
         def read(txn: lmdb.Transaction) -> LeaseTable:

@@ -10,6 +10,7 @@ only send it messages."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from enact.actors._base import STARTED, ActorContext, EnactActor
@@ -31,6 +32,7 @@ from enact.messages.tasks import (
     List,
     ReportPhase,
     Resume,
+    ResumeAfterBudget,
     Resumed,
     Retry,
     Submit,
@@ -45,6 +47,7 @@ from enact.tasks.tables import DATABASES
 __all__ = ["DATABASES", "TaskQueueActor"]
 
 INBOX = "inbox"
+log = logging.getLogger(__name__)
 _SWEEPS_PER_TTL = 4
 """Leases are checked this many times per TTL: one expires at most a quarter
 of its TTL late."""
@@ -73,6 +76,7 @@ class TaskQueueActor(EnactActor):
             # actor by name, which the inbox's answer (NoticeTaken) needs;
             # told before, the answer could find no one and wait a lease TTL.
             self.actor_ref.tell(ExpireLeases())
+            self._count_states()
         return super().on_receive(message)
 
     def on_stop(self) -> None:
@@ -90,11 +94,19 @@ class TaskQueueActor(EnactActor):
             self._publish()
 
     def _publish(self) -> None:
-        for change in self.queue.take_changes():
+        changes = self.queue.take_changes()
+        for change in changes:
             self.context.metrics.of(TasksMetrics).task_events.labels(event=change.event.event.kind.value).inc()
             self.context.publish(change)
+        if changes:
+            self._count_states()
         for notice in self.queue.notices.take():
             self.context.tell(INBOX, notice)
+
+    def _count_states(self) -> None:
+        metrics = self.context.metrics.of(TasksMetrics)
+        for state, count in self.queue.counts(metrics.COUNTED_STATES).items():
+            metrics.tasks.labels(state=state.value).set(count)
 
     def _repo_checked(self, message: Submit) -> Submit | Refused:
         """``message`` naming its repository's top level, or why no task can
@@ -137,6 +149,11 @@ class TaskQueueActor(EnactActor):
             case Resume():
                 resumed = queue.resume(message.task_id, now)
                 return Resumed(task=resumed) if isinstance(resumed, Task) else resumed
+            case ResumeAfterBudget():
+                queued_again = queue.resume_after_budget(now)
+                if queued_again:
+                    log.info("tasks %s resumed: the task budget's day started again", queued_again)
+                return None
             case Get():
                 return queue.get(message.task_id)
             case GetByKey():

@@ -80,11 +80,15 @@ class FailureClass(enum.StrEnum):
     limit, runtime unavailable, network) are retried with back-off;
     permanent ones (validation failed after repairs, protected path changed,
     merge conflict, invalid request, deadline exceeded) fail it; ``auth``
-    pauses it until its owner resumes it."""
+    pauses it until its owner resumes it, ``budget`` until the budget's
+    day starts again or its owner resumes it."""
 
     TRANSIENT = "transient"
     PERMANENT = "permanent"
     AUTH = "auth"
+    BUDGET = "budget"
+    """The day's task budget is spent: paused until the budget's reset
+    resumes it (or its owner does)."""
 
 
 class Phase(enum.StrEnum):

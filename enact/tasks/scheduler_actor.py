@@ -24,6 +24,7 @@ import lmdb
 from enact.actors._asks import ActorUnavailable
 from enact.actors._base import ActorContext
 from enact.actors._ticking import TickingActor
+from enact.budget.gate import BudgetGate
 from enact.claimed_clock import Decision, nest_flat_claim
 from enact.messages.common import NotFound, RefusalCode, Refused
 from enact.messages.scheduler import (
@@ -79,8 +80,9 @@ def _item_not_found(item_id: int) -> NotFound:
 class SchedulerActor(TickingActor):
     fenced_note = "it submits nothing"
 
-    def __init__(self, context: ActorContext) -> None:
+    def __init__(self, context: ActorContext, *, budget: BudgetGate | None = None) -> None:
         settings = context.config.typed(TasksSettings)
+        self._budget = budget
         super().__init__(context, every_s=settings.scheduler_tick_s, tick=Tick())
         self._store = context.own_store()
         self._schedules = RecordTable(self._store.table(SCHEDULES), Schedule, upgrade=nest_flat_claim)
@@ -203,6 +205,12 @@ class SchedulerActor(TickingActor):
                      schedule.last_task)
             self._save(scheduling.skipped_busy(schedule, due))
             return
+        overrun = self._budget.overrun("task") if self._budget is not None else None
+        if step.decision is Decision.CLAIM and overrun is not None:
+            self.context.metrics.of(TasksMetrics).cron_runs.labels(outcome="skipped-budget").inc()
+            log.info("schedule %d (%s): this run is skipped: %s", schedule.id, schedule.spec, overrun.said())
+            self._save(scheduling.skipped_for_budget(schedule, due, overrun.said()))
+            return
         if step.decision is Decision.RERUN:
             log.info("schedule %d (%s): submitting its claimed due time %d again (not acknowledged)",
                      schedule.id, schedule.spec, int(due))
@@ -314,6 +322,10 @@ class SchedulerActor(TickingActor):
     def _promote_when_idle(self) -> None:
         items = self._items()
         if not items:
+            return
+        overrun = self._budget.overrun("task") if self._budget is not None else None
+        if overrun is not None:
+            log.debug("backlog item %d waits: %s", items[0].id, overrun.said())  # said each tick: debug
             return
         table = self.context.ask("tasks", Leases())
         if table.leases or table.queued:

@@ -53,6 +53,10 @@ class Schedule:
     refused: str = ""
     """Why the queue refused the latest due time's task (its repository
     is no longer one a task can work on, say); "" once it takes one again."""
+    skipped_for_budget: int = 0
+    """Due times passed over because the day's task budget was spent."""
+    budget_skip: str = ""
+    """Why the latest of those was skipped."""
 
 
 def check_spec(spec: str) -> str:
@@ -114,9 +118,11 @@ def repo_said(schedule: Schedule) -> str:
 
 
 def failures_said(schedule: Schedule) -> str:
-    """The due times given up, with the latest reason, and why the queue
-    refuses its tasks; empty when neither."""
+    """The due times given up, with the latest reason, those skipped for
+    budget, and why the queue refuses its tasks; empty when none."""
     said = [f"{schedule.failed} failed (latest: {schedule.last_failure})"] if schedule.failed else []
+    if schedule.skipped_for_budget:
+        said.append(f"{schedule.skipped_for_budget} skipped for budget (latest: {schedule.budget_skip})")
     if schedule.refused:
         said.append(f"refused: {schedule.refused}")
     return "  ".join(said)
@@ -155,6 +161,13 @@ def refused(schedule: Schedule, due: float, reason: str) -> Schedule:
 def skipped_busy(schedule: Schedule, due: float) -> Schedule:
     """The schedule after ``due`` came while its previous task was unfinished."""
     return replace(_acknowledged(schedule, due), skipped=schedule.skipped + 1)
+
+
+def skipped_for_budget(schedule: Schedule, due: float, reason: str) -> Schedule:
+    """The schedule after ``due`` came while the day's task budget was spent:
+    no task, the due time spent (the next one runs if the budget allows)."""
+    return replace(_acknowledged(schedule, due), skipped_for_budget=schedule.skipped_for_budget + 1,
+                   budget_skip=reason)
 
 
 def given_up(schedule: Schedule, due: float, reason: str) -> Schedule:

@@ -25,12 +25,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from enact.actors._asks import ActorUnavailable, Asker
+from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
 from enact.errors import EnactError
 from enact.messages.common import Refused
 from enact.messages.reviews import List, Open, Review, ReviewState
-from enact.messages.skills import Place, Withdraw
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.runtime import (
     Runtime,
@@ -51,6 +50,7 @@ from enact.tasks.prompts import repair_prompt, task_prompt
 from enact.tasks.records import EventKind, FailureClass, Outcome, Phase, clip, task_log_path
 from enact.tasks.repo_config import RepoConfigError
 from enact.tasks.settings import TasksSettings
+from enact.tasks.task_skills import TaskSkills
 from enact.tasks.validation import Validation
 from enact.tasks.worktrees import Worktree
 
@@ -289,7 +289,9 @@ class TaskAttempt:
         if self.cancel.cancelled:
             raise RuntimeCancelled(self.cancel.reason)
         remaining = self._deadline - time.monotonic()
-        skills = self._place_skills(tree)
+        skills = TaskSkills(self.services.ask, task_id=self.task.id, note=self._log,
+                            under=self.services.runtime.capabilities.native_skills)
+        placed = skills.place(tree.path)
         try:
             result = self.services.runtime.invoke(RuntimeRequest(
                 session_key=f"task:{self.task.id}", prompt=prompt, native_session=self._native_session,
@@ -298,35 +300,15 @@ class TaskAttempt:
                 cancel=self.cancel, purpose="task", confine=confined.prefix, private_state=confined.private_state,
                 env=confined.env, writable=(task_git.own_git_dir(tree.path),)))
         finally:
-            if skills:
-                self._withdraw_skills(tree, skills)
+            skills.withdraw(tree.path, placed)
         self._native_session = result.native_session or self._native_session
+        skills.used(result.skills_used)
         for item in result.progress:
             self._log(f"model: {item}")
         for command in result.commands:
             self._log(f"model ran {command.describe()}")
         self._log(f"model answered: {clip(result.text, 2_000)}")
         return result
-
-    def _place_skills(self, tree: Worktree) -> tuple[str, ...]:
-        """The installed skills, where a runtime that reads them natively
-        looks in the worktree, for this call only: ``_withdraw_skills``
-        takes them out again before the change is looked at."""
-        under = self.services.runtime.capabilities.native_skills
-        if not under:
-            return ()
-        try:
-            placed = self.services.ask("skills", Place(directory=str(tree.path), under=under)).names
-        except ActorUnavailable as error:  # no skills component: nothing to place
-            log.debug("task %d: no skills placed: %s", self.task.id, error)
-            return ()
-        if placed:
-            self._log(f"skills placed in {under}: {', '.join(placed)}")
-        return placed
-
-    def _withdraw_skills(self, tree: Worktree, names: tuple[str, ...]) -> None:
-        under = self.services.runtime.capabilities.native_skills
-        self.services.ask("skills", Withdraw(directory=str(tree.path), under=under, names=names))
 
     def _work(self, tree: Worktree, confined: Confinement) -> Ending:
         task = self.task

@@ -17,6 +17,7 @@ from typing import Any
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._pool import KeyedPool
 from enact.actors._specs import ActorSpec
+from enact.cancellation import CancellationToken
 from enact.config import DaemonSettings, RuntimeSettings
 from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.reviews import List as ListReviews
@@ -35,6 +36,7 @@ from enact.messages.workers import (
 from enact.runtime import Runtime
 from enact.tasks import task_branches, worktrees
 from enact.tasks.host_git import WorktreeError
+from enact.tasks.metrics import TasksMetrics
 from enact.tasks.records import DEADLINE_RANGE_S, EventKind, TaskState
 from enact.tasks.settings import TasksSettings
 from enact.tasks.validation import remove_leftovers
@@ -105,9 +107,14 @@ class WorkerActor(EnactActor):
         self._running = task.id
         # The attempt's cancel is the work's: a graceful stop hands the task
         # back (interrupted), and the stop waits for that.
-        self.off_thread(lambda cancel: TaskAttempt(claimed, worker_id=self._worker_id, services=self._services,
-                                                   parent=cancel, fence=self.context.fence.token).run(),
-                        then=self._ended, name=f"task-{task.id}", stop_waits=True)
+        worker_time = self.context.metrics.of(TasksMetrics).worker_time
+
+        def attempt(cancel: CancellationToken) -> None:
+            with worker_time.busy():  # on the attempt's thread: counted until it returns, however it ends
+                TaskAttempt(claimed, worker_id=self._worker_id, services=self._services, parent=cancel,
+                            fence=self.context.fence.token).run()
+
+        self.off_thread(attempt, then=self._ended, name=f"task-{task.id}", stop_waits=True)
 
     def _ended(self, _: None) -> None:
         self._running = None
@@ -135,6 +142,7 @@ class WorkersActor(EnactActor):
         remove_leftovers(self.context.home, older_than_s=max(
             float(DEADLINE_RANGE_S[1]), 2 * self._settings.doctor_timeout_s))
         pool = self._pool = self.context.supervisor.pool(FAMILY, self._spec_of, idle_s=_NEVER_IDLE_S)
+        self.context.metrics.of(TasksMetrics).workers.set(self._count)
         for index in range(self._count):
             pool.tell(str(index), f"{FAMILY}-{index}", Poll(sent_at=self.context.clock.monotonic()))
         self.tell_later(1.0, PruneWorktrees())

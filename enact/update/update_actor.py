@@ -10,16 +10,7 @@ from enact.actors._base import EnactActor
 from enact.chat.settings import ChatSettings
 from enact.messages import inbox
 from enact.messages.update import Noticed, Notify
-
-
-def notice_target(named: str, allowed_conversations: tuple[str, ...]) -> tuple[str, str] | None:
-    """(channel, conversation): the one named, else the first the
-    conversation lock names; None when there is neither."""
-    for key in (named, *allowed_conversations):
-        channel, separator, conversation = key.partition(":")
-        if separator and channel and conversation:
-            return channel, conversation
-    return None
+from enact.ownership import notice_target
 
 
 class UpdateActor(EnactActor):
