@@ -227,26 +227,32 @@ class Storage:
             versions = self._versions = self._read(lambda txn: recorded_versions(txn, meta, self.path))
         return dict(versions)
 
-    def _record_versions(self, databases: Sequence[str]) -> None:
-        """Give each database with no version record one: its current version
-        when it is new, version 1 when it was written before versions were."""
+    def _prepare(self, databases: Sequence[str]) -> None:
+        """Give each database with no version record one (its current version
+        when it is new, version 1 when it was written before versions were)
+        and open the handles not open yet, in one write transaction: each
+        commit costs an fsync, and one by one a daemon's first start on a
+        home made some sixty. A handle is kept once the transaction commits
+        only: one opened in a transaction that aborts is closed with it."""
         meta = self._handle(_META_DB.decode())
+        missing = [name for name in dict.fromkeys(databases) if name not in self._handles]
 
         def unrecorded(txn: lmdb.Transaction) -> list[str]:
             return [name for name in databases if txn.get(schema_key(name), db=meta) is None]
 
-        if not self._read(unrecorded):
+        if not missing and not self._read(unrecorded):
             return
 
-        def record(txn: lmdb.Transaction) -> None:
-            for name in unrecorded(txn):
+        def prepare(txn: lmdb.Transaction) -> dict[str, lmdb._Database]:
+            for name in unrecorded(txn):  # before the opening below creates the new ones
                 schema = self._schemas.get(name)
                 version = UNVERSIONED if database_exists(txn, name) else schema.version if schema else 1
                 txn.put(schema_key(name), encode_version(version), db=meta)
+            return {name: self._env.open_db(name.encode(), txn=txn) for name in missing}
 
         self._versions = None
         try:
-            self._write(record, guarded=False)
+            self._handles.update(self._write(prepare, guarded=False))
         finally:
             self._versions = None
 
@@ -279,7 +285,7 @@ class Storage:
                 raise OwnershipError(f"{owner} asked for database {name!r}, which {holder} owns")
         for name in databases:
             self._owners[name] = owner
-        self._record_versions(databases)
+        self._prepare(databases)
         return Store(self, owner, {name: self._handle(name) for name in databases})
 
     def set_write_guard(self, guard: WriteGuard | None) -> None:
