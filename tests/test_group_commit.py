@@ -12,6 +12,7 @@ from typing import Any
 import lmdb
 import pytest
 
+from enact.actors._batching import WriteBatch
 from enact.storage import Storage, Store
 from enact.storage._committer import GroupCommitter, GroupInterrupted, WriteOutcome
 
@@ -242,3 +243,31 @@ def test_without_group_commit_each_batch_commits_on_its_own(tmp_path: Path) -> N
         assert _stored(store, b"half") is None
     finally:
         storage.close()
+
+
+def test_a_batchs_callbacks_run_in_its_own_thread_once_its_shared_commit_is_visible(storage: Storage) -> None:
+    leader = storage.grant("things", ["things"])
+    inbox, sessions = storage.grant("inbox", ["inbox"]), storage.grant("sessions", ["sessions"])
+    held = _Held(storage, leader)
+    seen: dict[str, tuple[str, object, object]] = {}
+    threads = []
+    for store in (inbox, sessions):
+        batch = WriteBatch(store, owner=store.owner)
+
+        def after(_: object, store: Store = store) -> None:
+            # A new read transaction sees both writes: the commit they shared is done.
+            seen[store.owner] = (threading.current_thread().name, _stored(inbox, b"k"), _stored(sessions, b"k"))
+
+        batch.stage(_put(store, b"k"), after)
+        thread = threading.Thread(target=batch.flush, name=f"{store.owner}-thread")
+        threads.append(thread)
+        thread.start()
+    held.finish(queued=2)
+    for thread in threads:
+        thread.join(5)
+
+    assert _committer(storage).commits == 2
+    assert seen == {
+        "inbox": ("inbox-thread", {"by": "inbox"}, {"by": "sessions"}),
+        "sessions": ("sessions-thread", {"by": "inbox"}, {"by": "sessions"}),
+    }
