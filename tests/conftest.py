@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 import pytest
+from fact_books import FactBooks
 
 import enact
 from enact.cli._client import DaemonError, NotRunning, request, send
@@ -232,3 +233,13 @@ def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "
 
 
 # --- end running daemons --------------------------------------------------------
+
+
+@pytest.fixture
+def books(tmp_path: Path) -> Iterator[FactBooks]:
+    """``books(facts)``: a memory fact book holding ``facts``, on real LMDB."""
+    made = FactBooks(tmp_path / "books")
+    try:
+        yield made
+    finally:
+        made.close()

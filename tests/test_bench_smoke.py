@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADINGS = {
-    "control_socket": "1. Control socket: control.Status round trip",
+    "control_socket": "1. Control socket: control.Status and inbox.GetOutcome round trips",
     "dispatch": "2. Typed-message dispatch: Supervisor.ask vs bare pykka ask",
     "append_log": "3. Durable appends: LMDB AppendLog vs rewriting a JSON file",
     "chat": "4. Chat end to end: events/s and send latency vs JSON files",

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from enact.home import STATE_DIR
-from enact.memory.book import FactBook, FactRecords
+from enact.memory.book import DATABASES, FactRecords
 from enact.memory.index import FactIndex
 from enact.storage import Storage
 
@@ -259,14 +259,14 @@ def _search_after_stop(home: Path, query: str) -> tuple[list[str], set[str]]:
     """What the index finds, and which facts LMDB holds, read offline."""
     storage = Storage(home / STATE_DIR)
     try:
-        store = storage.grant("memory", ("memory.facts", "memory.history", "memory.identity", "memory.meta"))
+        store = storage.grant("memory", DATABASES)
         records = FactRecords(store)
         loaded, _ = store.read(records.load)
     finally:
         storage.close()
     index = FactIndex(home / "memory-index")
     try:
-        return index.search(query, 8), {fact.id for fact in FactBook(loaded)}
+        return index.search(query, 8), {fact.id for fact in loaded}
     finally:
         index.close()
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from enact.memory.book import FactBook
+from fact_books import FactBooks
+
 from enact.memory.briefing import Briefing
 from enact.memory.context import (
     PREAMBLE,
@@ -200,9 +201,9 @@ def test_an_empty_message_recalls_nothing() -> None:
     assert chosen.text == "" and chosen.decisions == ()
 
 
-def test_the_explained_context_gives_both_sections_their_decisions() -> None:
+def test_the_explained_context_gives_both_sections_their_decisions(books: FactBooks) -> None:
     facts = [fact("a", "the owner likes tea"), fact("s", "secret", sensitivity=Sensitivity.SECRET)]
-    built = Briefing(SETTINGS, None).context(FactBook(facts), change=1, query="tea", search=FakeSearch(["a", "s"]),
+    built = Briefing(SETTINGS, None).context(books(facts), change=1, query="tea", search=FakeSearch(["a", "s"]),
                                             lookup={f.id: f for f in facts}.get, explain=True, owners=True)
     assert "the owner likes tea" in built.startup_text and built.recall_text == ""
     assert {(d.fact_id, d.section, d.included) for d in built.decisions} == {
@@ -210,15 +211,15 @@ def test_the_explained_context_gives_both_sections_their_decisions() -> None:
     }
 
 
-def test_a_conversation_not_the_owners_gets_who_the_software_is_and_nothing_of_the_owner() -> None:
+def test_a_conversation_not_the_owners_gets_who_the_software_is_and_nothing_of_the_owner(books: FactBooks) -> None:
     facts = [fact("a", "the owner likes tea")]
     private = PrivateIdentity(name="Ada Owner")
     briefing = Briefing(SETTINGS, private)
     kwargs: dict[str, Any] = dict(change=1, query="tea", search=FakeSearch(["a"]), lookup={f.id: f for f in facts}.get)
-    owners = briefing.context(FactBook(facts), session_facts=None, owners=True, **kwargs)
+    owners = briefing.context(books(facts), session_facts=None, owners=True, **kwargs)
     assert "the owner likes tea" in owners.startup_text and "Ada Owner" in owners.startup_text
-    new = briefing.context(FactBook(facts), session_facts=None, owners=False, **kwargs)
-    resumed = briefing.context(FactBook(facts), session_facts=frozenset(), owners=False, **kwargs)
+    new = briefing.context(books(facts), session_facts=None, owners=False, **kwargs)
+    resumed = briefing.context(books(facts), session_facts=frozenset(), owners=False, **kwargs)
     assert new.startup_text == select_startup((), body_identity=briefing.body.render(), private_identity="",
                                               settings=SETTINGS).text != ""
     assert "tea" not in new.startup_text and "Ada Owner" not in new.startup_text and new.recall_text == ""

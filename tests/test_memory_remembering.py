@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fact_books import FactBooks
+
 from enact.memory.book import FactBook
 from enact.memory.facts import FactState
 from enact.memory.remembering import NEEDS_HUMAN, Write, confirmed, held, needs_human, remembered
@@ -15,37 +17,37 @@ def _remember(book: FactBook, text: str, origin: str = HUMAN_CLI, *, hold: str =
                       hold_model_facts=hold_model_facts, now=100.0)
 
 
-def test_a_new_fact_from_the_owner_is_a_write_of_an_active_fact_answered_saved() -> None:
-    decided = _remember(FactBook(), "the owner likes tea")
+def test_a_new_fact_from_the_owner_is_a_write_of_an_active_fact_answered_saved(books: FactBooks) -> None:
+    decided = _remember(books(), "the owner likes tea")
     assert isinstance(decided, Write)
     assert decided.fact.state is FactState.ACTIVE
     assert decided.entry.change == "created"
     assert decided.reply == Saved(id=decided.fact.id, clipped=False)
 
 
-def test_a_models_fact_is_held_when_the_config_says_so() -> None:
-    decided = _remember(FactBook(), "the owner likes tea", MODEL_ACTION, hold_model_facts=True)
+def test_a_models_fact_is_held_when_the_config_says_so(books: FactBooks) -> None:
+    decided = _remember(books(), "the owner likes tea", MODEL_ACTION, hold_model_facts=True)
     assert isinstance(decided, Write)
     assert decided.fact.state is FactState.PENDING
     assert isinstance(decided.reply, Pending) and decided.entry.held == decided.reply.why
 
 
-def test_a_write_to_hold_that_meets_an_active_fact_leaves_it_unchanged() -> None:
-    first = _remember(FactBook(), "the owner likes tea")
+def test_a_write_to_hold_that_meets_an_active_fact_leaves_it_unchanged(books: FactBooks) -> None:
+    first = _remember(books(), "the owner likes tea")
     assert isinstance(first, Write)
-    book = FactBook([first.fact])
+    book = books([first.fact])
     assert _remember(book, "the owner likes tea", hold="not the owner's conversation") == Merged(
         id=first.fact.id, unchanged=True)
 
 
-def test_a_refused_fact_is_answered_at_once() -> None:
-    assert _remember(FactBook(), "   ") == Refused(reason="refused: the text is empty", code=NOT_ADMITTED)
+def test_a_refused_fact_is_answered_at_once(books: FactBooks) -> None:
+    assert _remember(books(), "   ") == Refused(reason="refused: the text is empty", code=NOT_ADMITTED)
 
 
-def test_only_a_human_confirms_a_held_fact() -> None:
-    decided = _remember(FactBook(), "the owner likes tea", MODEL_ACTION, hold_model_facts=True)
+def test_only_a_human_confirms_a_held_fact(books: FactBooks) -> None:
+    decided = _remember(books(), "the owner likes tea", MODEL_ACTION, hold_model_facts=True)
     assert isinstance(decided, Write)
-    book = FactBook([decided.fact])
+    book = books([decided.fact])
     assert held(book, decided.fact.id, MODEL_ACTION, "confirm") == Refused(
         reason=NEEDS_HUMAN.format(verb="confirm"), code=RefusalCode.NOT_HUMAN)
     fact = held(book, f" {decided.fact.id} ", HUMAN_CLI, "confirm")
@@ -55,10 +57,10 @@ def test_only_a_human_confirms_a_held_fact() -> None:
     assert write.reply == Confirmed(id=decided.fact.id)
 
 
-def test_an_active_or_missing_fact_is_not_held() -> None:
-    decided = _remember(FactBook(), "the owner likes tea")
+def test_an_active_or_missing_fact_is_not_held(books: FactBooks) -> None:
+    decided = _remember(books(), "the owner likes tea")
     assert isinstance(decided, Write)
-    book = FactBook([decided.fact])
+    book = books([decided.fact])
     assert held(book, decided.fact.id, HUMAN_CLI, "reject") == Refused(
         reason=f"refused: {decided.fact.id} is not held for confirmation", code=RefusalCode.WRONG_STATE)
     assert held(book, "f-nothing", HUMAN_CLI, "reject") == NotFound(kind="fact", id="f-nothing")

@@ -285,10 +285,16 @@ def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], An
         return request_timeout_s
 
 
+_HAS_ORIGIN: dict[type[Any], bool] = {}
+
+
 def _stamp_origin(message: Any, origin: Origin) -> Any:
     """Whoever reaches the 0600 socket is the owner at a shell: ``human-cli``,
     whatever origin the frame claimed (the console's requests: ``human-console``)."""
-    if any(f.name == "origin" for f in dataclasses.fields(message)):
+    has_origin = _HAS_ORIGIN.get(type(message))
+    if has_origin is None:
+        has_origin = _HAS_ORIGIN[type(message)] = any(f.name == "origin" for f in dataclasses.fields(message))
+    if has_origin and message.origin != origin:
         return dataclasses.replace(message, origin=origin)
     return message
 

@@ -44,11 +44,16 @@ class DaemonReports:
         # ids, or one no task ran in): status names the home by it.
         self.home_id = home_id(home)
         self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
+        self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
 
     def status(self) -> StatusReport:
         from enact.messages.accounting import SpentOn
 
         stats = self.storage.stats()
+        versions = self.storage.schema_versions()
+        if self._schemas is None or self._schemas[0] != versions:  # made once: 40-odd records per request
+            self._schemas = (versions, tuple(SchemaVersion(database=name, version=version)
+                                             for name, version in sorted(versions.items())))
         spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
                                        timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
         return StatusReport(
@@ -63,8 +68,7 @@ class DaemonReports:
             actors=tuple(self.supervisor.statuses()),
             storage=StorageStatus(
                 path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases,
-                schemas=tuple(SchemaVersion(database=name, version=version)
-                              for name, version in sorted(self.storage.schema_versions().items())),
+                schemas=self._schemas[1],
             ),
             spending=spending.purposes,
             channels=self.channels.states(),

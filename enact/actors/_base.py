@@ -9,12 +9,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 import pykka
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
+from enact.actors._idle_reads import CountingInbox, IdleReads
 from enact.actors._long_work import LongWork, WorkDone
 from enact.cancellation import DAEMON_STOPPING
 from enact.clock import REAL_CLOCK, Clock, Timer
@@ -152,8 +153,25 @@ class EnactActor(pykka.ThreadingActor):
         self._timers: dict[object, Timer] = {}
         running = metrics.long_work.labels(actor=context.slot.family)
         self._long_work = LongWork(context.name, tell_back=self._tell_back, running=running.inc)
+        inbox = cast(CountingInbox, self.actor_inbox)  # made by _create_actor_inbox below
+        self.idle_reads = IdleReads(inbox, staged=lambda: self.batch is not None and self.batch.pending)
+        """The read-only requests this actor answers from committed state in
+        the asker's thread while it is idle (``enact.actors._idle_reads``):
+        declared in ``__init__`` with ``self.idle_reads.declare``."""
+        context.slot.idle_reads = self.idle_reads
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:  # pykka's hook for the mailbox
+        return CountingInbox()
 
     def on_receive(self, message: Any) -> Any:
+        try:
+            return self._receive(message)
+        finally:
+            # Last, after the batch committed: an idle read may answer now.
+            self.idle_reads.handled += 1
+
+    def _receive(self, message: Any) -> Any:
         if message is STARTED:
             return None  # not counted: it is the supervisor's, not a caller's
         started = time.perf_counter()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +13,8 @@ import pykka
 
 if TYPE_CHECKING:
     from enact.actors._base import EnactActor
+    from enact.actors._idle_reads import IdleReads
+    from enact.storage import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,10 @@ class ActorSpec:
     pools: tuple[str, ...] = ()
     """The families of the keyed pools it keeps (``conversation``): each child
     is named ``<family>:<key>`` and counted under its family."""
+    prepare: Callable[[Store], None] | None = None
+    """Run once with its store (it needs ``databases``) before any actor
+    starts: what others read of it without asking (the budget's gate) is
+    then in place before the first of them starts, whatever the order."""
 
     @property
     def families(self) -> tuple[str, ...]:
@@ -49,6 +55,8 @@ class ActorSlot:
     recent_restarts: deque[float] = field(default_factory=deque)
     stopping: bool = False
     changed: threading.Condition = field(default_factory=threading.Condition)
+    idle_reads: IdleReads | None = None
+    """The current incarnation's idle reads (``enact.actors._idle_reads``)."""
 
 
 def dependency_order(specs: Sequence[ActorSpec]) -> list[ActorSpec]:

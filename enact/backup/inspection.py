@@ -13,6 +13,7 @@ import lmdb
 from enact.errors import EnactError
 from enact.memory.book import FACTS
 from enact.memory.fact_records import decode_fact
+from enact.memory.lookups import LOOKUPS
 from enact.storage import UNVERSIONED, CorruptRecord, decode_document, recorded_versions
 
 _MAX_DBS = 1024
@@ -20,9 +21,10 @@ _META = "storage.meta"
 _EPOCH = "epoch"
 _GENERATION = b"generation"
 _COUNTER = struct.Struct(">Q")
-RAW_DATABASES = frozenset({"tasks.index", "evolution.signal_order", "evolution.audit_index"})
+RAW_DATABASES = frozenset({"tasks.index", "evolution.signal_order", "evolution.audit_index", LOOKUPS})
 """Databases whose values are not documents (index entries: empty, or a
-packed id). Their keys are checked by the tables they index."""
+packed id; memory's lookups, a fact id). Their keys are checked by the
+tables they index."""
 
 
 class UnreadableCopy(EnactError):

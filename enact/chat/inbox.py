@@ -401,13 +401,25 @@ class Inbox:
 
     def outcome(self, event_id: str) -> Outcome | NotFound:
         self.batch.flush()
-        found = self._store.read(lambda txn: self.records.find(txn, event_id))
-        return NotFound(kind="event", id=event_id) if found is None else found[1].outcome_of()
+        return self.committed_outcome(event_id)
 
     def turns(self, message: ReadTurns) -> Turns:
         self.batch.flush()
-        return self._store.read(lambda txn: read_turns(txn, self.records.turns, message))
+        return self.committed_turns(message)
 
     def cursor(self, channel: str) -> Cursor:
         self.batch.flush()
+        return self.committed_cursor(channel)
+
+    # The committed state alone, which any thread may read: the actor's idle
+    # reads (enact.actors._idle_reads), and the above once they flushed.
+
+    def committed_outcome(self, event_id: str) -> Outcome | NotFound:
+        found = self._store.read(lambda txn: self.records.find(txn, event_id))
+        return NotFound(kind="event", id=event_id) if found is None else found[1].outcome_of()
+
+    def committed_turns(self, message: ReadTurns) -> Turns:
+        return self._store.read(lambda txn: read_turns(txn, self.records.turns, message))
+
+    def committed_cursor(self, channel: str) -> Cursor:
         return Cursor(channel=channel, cursor=self._store.read(lambda txn: self.records.cursor(txn, channel)))

@@ -99,6 +99,10 @@ class InboxActor(EnactActor):
                                                                              services.origins)),
         )
         self.batch = self.inbox.batch
+        inbox = self.inbox
+        self.idle_reads.declare(GetOutcome, lambda message: inbox.committed_outcome(message.event_id))
+        self.idle_reads.declare(ReadTurns, inbox.committed_turns)
+        self.idle_reads.declare(GetCursor, lambda message: inbox.committed_cursor(message.channel))
 
     def _conversation_spec(self, conversation: str) -> ActorSpec:
         return ActorSpec(name=conversation_actor_name(conversation), actor=ConversationActor,

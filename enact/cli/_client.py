@@ -186,13 +186,18 @@ def checked_frame(message: object) -> bytes:
     """``message`` as the frame the daemon would accept, or BadRequest in one
     line naming the field: the daemon's own checks, run here, so that bad
     input is the user's error (exit 2) rather than the daemon's."""
+    import orjson
+
     from enact.messages import DecodeError, decode, encode
     from enact.messages._framing import MAX_FRAME_BYTES
 
-    bad = _not_utf8(message, "")
-    if bad:
-        raise BadRequest(f"{bad} is not valid UTF-8 text")
-    frame = encode(message)
+    try:
+        frame = encode(message)
+    except orjson.JSONEncodeError:  # looked into only then: the walk costs as much as the encoding
+        bad = _not_utf8(message, "")
+        if bad:
+            raise BadRequest(f"{bad} is not valid UTF-8 text") from None
+        raise
     if len(frame) > MAX_FRAME_BYTES:
         raise BadRequest(f"the request is {len(frame)} bytes; the daemon takes at most {MAX_FRAME_BYTES}")
     try:

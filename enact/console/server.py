@@ -50,11 +50,9 @@ class ConsoleServer:
         had is logged and said by ``enact console``; the daemon runs on."""
         from cheroot import wsgi
 
-        from enact.console.app import make_app
-
         host, port = self._settings.host, self._settings.port
         self.hub.reopen()
-        server = wsgi.Server((host, port), make_app(self), numthreads=THREADS, server_name="enact-console",
+        server = wsgi.Server((host, port), _AppOnFirstRequest(self), numthreads=THREADS, server_name="enact-console",
                              timeout=10, shutdown_timeout=1)
         try:
             server.prepare()
@@ -86,3 +84,25 @@ class ConsoleServer:
         token, expires_at = self.gate.issue(time.time())
         return LoginLink(address=self.address, url=f"http://{self.address}/login?token={token}", token=token,
                          expires_at=expires_at)
+
+
+class _AppOnFirstRequest:
+    """The console's web application, made on the first request: Flask,
+    Jinja and Pygments cost the daemon about 8 MB of memory, which a console
+    nobody opens need not."""
+
+    def __init__(self, server: ConsoleServer) -> None:
+        self._server = server
+        self._app: Any = None
+        self._making = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        app = self._app
+        if app is None:
+            with self._making:
+                if self._app is None:
+                    from enact.console.app import make_app
+
+                    self._app = make_app(self._server)
+                app = self._app
+        return app(environ, start_response)

@@ -130,6 +130,7 @@ class Briefing:
             recall_text=recall.text,
             decisions=startup.decisions + recall.decisions,
             startup_ids=startup.fact_ids,
+            unexplained=startup.unexplained,
         )
 
     def reply(self, facts: FactBook, message: Context, *, change: int,
@@ -140,5 +141,5 @@ class Briefing:
                              session_facts=given, explain=message.explain, owners=message.owners)
         decisions, left_out = explained(built.decisions) if message.explain else ((), 0)
         return ContextReply(startup_text=built.startup_text, recall_text=built.recall_text,
-                            decisions=decisions, decisions_left_out=left_out,
+                            decisions=decisions, decisions_left_out=left_out + built.unexplained,
                             startup_ids=tuple(sorted(built.startup_ids)))

@@ -13,12 +13,13 @@ pending ones never. Every fact looked at gets a decision that says why.
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from enact.memory.facts import Fact, FactState, Sensitivity
-from enact.memory.ranking import StartupRanking, fact_line
+from enact.memory.ranking import Ranking, StartupRanking, fact_line
 
 STARTUP = "startup"
 RECALL = "recall"
@@ -81,6 +82,9 @@ class StartupContext:
     text: str
     fact_ids: frozenset[str]
     decisions: tuple[Decision, ...]
+    unexplained: int = 0
+    """Facts left out, given no decision (explained, at most ``MAX_DECISIONS``
+    exclusions are made: more could not be shown)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +99,7 @@ class MemoryContext:
     recall_text: str
     decisions: tuple[Decision, ...]
     startup_ids: frozenset[str] = frozenset()
+    unexplained: int = 0
 
 
 def withheld_because(fact: Fact, settings: ContextSettings) -> str | None:
@@ -121,31 +126,34 @@ def _section(title: str, body: str, budget: int) -> str:
 
 def select_startup(
     facts: Iterable[Fact], *, body_identity: str, private_identity: str, settings: ContextSettings,
-    explain: bool = True, ranking: StartupRanking | None = None,
+    explain: bool = True, ranking: Ranking | None = None,
 ) -> StartupContext:
     """``ranking``: the facts' ranking kept as they change (the Memory
-    actor's), made here from ``facts`` when not given. Without ``explain``
-    only the facts chosen are looked at (the conversation's path); with it
-    every fact gets its decision."""
+    actor's, in LMDB), made here from ``facts`` when not given. Without
+    ``explain`` only the facts chosen are looked at (the conversation's
+    path); with it the facts left out get their decisions too: those never
+    sent first, then those over the budget, at most ``MAX_DECISIONS`` of
+    them (the rest counted), so its cost does not follow the number of facts."""
     if ranking is None:
-        facts = list(facts)
         ranking = StartupRanking(facts)
     budget = settings.context_chars - len(STARTUP_HEADING) - len(PREAMBLE) - 2
     chosen, left = ranking.select(budget, send_private=settings.send_private)
     decisions: list[Decision] = []
+    unexplained = 0
     if explain:
-        for fact in facts:
-            withheld = withheld_because(fact, settings)
-            if withheld is not None:
-                decisions.append(Decision(fact_id=fact.id, section=STARTUP, included=False, reason=withheld))
+        withheld = _withheld(ranking, settings)
+        decisions += itertools.islice(withheld, MAX_DECISIONS)
         decisions += [Decision(fact_id=fact.id, section=STARTUP, included=True, reason=f"ranked ({_rank(fact)})")
                       for fact in chosen]
         taken = {fact.id for fact in chosen}
-        decisions += [
+        over = (
             Decision(fact_id=fact.id, section=STARTUP, included=False,
                      reason=f"over budget: {length} characters, more than the {left} left ({_rank(fact)})")
-            for length, fact in ranking.ranked(send_private=settings.send_private) if fact.id not in taken
-        ]
+            for private in (False, True) if settings.send_private or not private
+            for length, fact in ranking.ranked(private=private) if fact.id not in taken
+        )
+        decisions += itertools.islice(over, MAX_DECISIONS - (len(decisions) - len(chosen)))
+        unexplained = ranking.total - len(decisions)
     parts = [
         _section("## Who you are (the body identity of this software)", body_identity, settings.identity_chars),
         _section("## Your owner's identity for you (private identity)", private_identity, settings.identity_chars),
@@ -156,7 +164,18 @@ def select_startup(
         text="\n\n".join(p for p in parts if p),
         fact_ids=frozenset(fact.id for fact in chosen),
         decisions=tuple(decisions),
+        unexplained=unexplained,
     )
+
+
+def _withheld(ranking: Ranking, settings: ContextSettings) -> Iterator[Decision]:
+    """A decision for each fact never sent under ``settings``."""
+    for fact in ranking.withheld():
+        yield Decision(fact_id=fact.id, section=STARTUP, included=False, reason=withheld_because(fact, settings) or "")
+    if not settings.send_private:
+        for _, fact in ranking.ranked(private=True):
+            yield Decision(fact_id=fact.id, section=STARTUP, included=False,
+                           reason=withheld_because(fact, settings) or "")
 
 
 def _rank(fact: Fact) -> str:

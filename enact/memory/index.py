@@ -139,11 +139,12 @@ class FactIndex:
 
     # -- writing -------------------------------------------------------------
 
-    def rebuild(self, facts: Iterable[Fact], change: int) -> None:
+    def rebuild(self, facts: Iterable[Fact], change: int) -> int:
         """Replace the index with one made from ``facts``, reflecting
-        ``change``; raises IndexUnwritable (and searches every fact from
-        memory until a rebuild works) when it cannot be written."""
-        facts = list(facts)
+        ``change``, and say how many; raises IndexUnwritable (and searches
+        every fact from memory until a rebuild works: ``facts`` is iterated
+        again then) when it cannot be written."""
+        count = 0
         self._drop_writer()
         self._reflected = None
         self._index = self._searcher = None
@@ -156,6 +157,7 @@ class FactIndex:
             writer = index.writer(heap_size=_WRITER_HEAP, num_threads=1)
             for fact in facts:
                 writer.add_document(tantivy.Document(id=fact.id, **_field_values(fact)))
+                count += 1
             writer.commit()
             index.reload()
             self._index, self._writer, self._searcher = index, writer, index.searcher()
@@ -168,6 +170,7 @@ class FactIndex:
             raise IndexUnwritable(str(error)) from None
         self._staged.clear()
         self._removed.clear()
+        return count
 
     def stage(self, fact: Fact) -> None:
         """Add or replace a fact; searchable at once, durable in the index at

@@ -9,6 +9,8 @@ only once durable. The index is derived: every write stages the fact in it at
 once (search sees it from memory), and its commits are grouped on a timer;
 at start, an index that does not reflect the facts' change counter (missing,
 stale, corrupt, or a kill between the two commits) is rebuilt from LMDB.
+No fact is held in memory: each is read from LMDB when it is needed
+(``enact.memory.book``), so a start loads nothing.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import lmdb
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
-from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecords, load_book
+from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecords
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
-from enact.memory.facts import Fact, FactState
+from enact.memory.facts import Fact
 from enact.memory.forgetting import ForgetIntent, Forgettings, intent_of, patient
 from enact.memory.identity import IdentityError, PrivateIdentity
 from enact.memory.index import FactIndex
@@ -76,7 +78,7 @@ class _CommitIndex:
 
 @dataclass(frozen=True, slots=True)
 class _Load:
-    """Told to itself at start: load the facts once the daemon is up."""
+    """Told to itself at start: open the index once the daemon is up."""
 
 
 class MemoryActor(EnactActor):
@@ -88,7 +90,7 @@ class MemoryActor(EnactActor):
         settings = context.config.typed(MemorySettings)
         self._max_chars = settings.max_fact_chars
         self._hold_model_facts = settings.confirm_model_facts
-        self._book = FactBook()
+        self._book = FactBook(self._store, self._records)
         self._change = 0  # the latest change staged
         self._durable = 0  # the latest change committed to LMDB
         self._index: FactIndex | None = None
@@ -107,33 +109,32 @@ class MemoryActor(EnactActor):
     def on_receive(self, message: Any) -> Any:
         reply = super().on_receive(message)
         if message is STARTED and self._index is None:
-            # The facts are loaded by a message told once the supervisor
-            # knows this actor started, so the daemon does not wait for them
-            # to answer; whatever asks meanwhile waits in the mailbox
-            # (``handle`` loads first, whichever message comes first).
+            # The index is opened (and the lookups checked) by a message told
+            # once the supervisor knows this actor started, so the daemon does
+            # not wait for them to answer; whatever asks meanwhile waits in the
+            # mailbox (``handle`` opens first, whichever message comes first).
             self.actor_ref.tell(_Load())
         return reply
 
     def _load(self) -> None:
-        """Every fact into memory, the index checked against them (rebuilt
-        when it does not reflect their change), the lookups made. A record
-        that cannot be read fails the actor, naming it; the supervisor's
-        restarts then stop the daemon saying so."""
+        """The lookups checked against the facts (made again when they do not
+        reflect them: a home from before them), the index likewise (rebuilt),
+        the forgettings a crash cut short resumed. No fact is read unless one
+        of them is remade. A record that cannot be read then fails the actor,
+        naming it; the supervisor's restarts then stop the daemon saying so."""
         started = time.perf_counter()
-        self._book, change = load_book(self._store, self._records)
+        if not self._store.read(self._records.lookups_current):
+            count = self._store.write(self._records.remake_lookups)
+            log.info("memory: lookups made from %d facts in %.2f s", count, time.perf_counter() - started)
+        change = self._store.read(self._records.change)
         self._change = self._durable = change
-        loaded = time.perf_counter()
-        self._upkeep = IndexUpkeep.opened(self.context.home / INDEX_DIR, self._book, change)
+        self._upkeep = IndexUpkeep.opened(self.context.home / INDEX_DIR, self._book.every, change)
         self._index = self._upkeep.index  # from here on the actor is loaded
         if self._upkeep.stale:
             self._index_commit_due()  # tried again, until it can be written
-        indexed = time.perf_counter()
-        self._book.warm()
         self._count()
         self._forgettings.resume()
-        done = time.perf_counter()
-        log.info("memory: %d facts ready in %.2f s (read %.2f s, index %.2f s, lookups %.2f s)", len(self._book),
-                 done - started, loaded - started, indexed - loaded, done - indexed)
+        log.info("memory: %d facts ready in %.2f s", len(self._book), time.perf_counter() - started)
 
     def on_stop(self) -> None:
         super().on_stop()  # flushes the batch
@@ -169,12 +170,17 @@ class MemoryActor(EnactActor):
             case Reject():
                 return self._reject(message)
             case List():
-                facts = self._book.listing(tag=message.tag, origin=message.origin_is, pending=message.pending)
+                self._batch.flush()  # what is listed is read from LMDB
+                facts, total = self._book.listing(tag=message.tag, origin=message.origin_is,
+                                                  pending=message.pending, limit=max(0, message.max_facts))
                 # ``total`` tells the CLI how many more there are ("… and N more").
-                return FactList(facts=tuple(first_page(facts[: max(0, message.max_facts)])), total=len(facts))
+                return FactList(facts=tuple(first_page(facts)), total=total)
             case Show():
                 return self._show(message.id)
             case Context():
+                # The startup selection, kept per change, is read from LMDB:
+                # what is staged is committed first.
+                self._batch.flush()
                 with self.context.metrics.of(MemoryMetrics).recall_seconds.time():
                     return self._briefing.reply(self._book, message, change=self._change, search=self.index.search)
             case GetIdentity():
@@ -202,7 +208,7 @@ class MemoryActor(EnactActor):
         """Write the fact through: in memory and in the index at once (so the
         next message sees it), in LMDB at the group commit, answered after."""
         fact, entry, reply = write.fact, write.entry, write.reply
-        self._book.put(fact)
+        staged = self._book.staged(fact)
         self.index.stage(fact)
         self._change += 1
         change = self._change
@@ -212,17 +218,17 @@ class MemoryActor(EnactActor):
             self._restore(fact.id)
             deferred.fail(error)
 
-        self._batch.stage(
-            lambda txn: self._records.put(txn, fact, entry, change=change),
-            lambda _: self._committed(change, deferred, reply),
-            failed=failed,
-        )
+        def after(_: None) -> None:
+            self._book.settle(staged)
+            self._committed(change, deferred, reply)
+
+        self._batch.stage(lambda txn: self._records.put(txn, fact, entry, change=change), after, failed=failed)
         return deferred
 
     def _drop(self, fact: Fact, reply: Discarded | None, *, intent: ForgetIntent | None = None) -> Deferred:
         """Delete ``fact``; forgotten (``intent``), the intent to reach its
         copies is committed with the deletion, and the reply follows them."""
-        self._book.remove(fact.id)
+        staged = self._book.staged(fact, removed=True)
         self.index.unstage(fact.id)
         self._change += 1
         change = self._change
@@ -234,6 +240,7 @@ class MemoryActor(EnactActor):
                 self._forgettings.put(txn, intent)
 
         def after(_: None) -> None:
+            self._book.settle(staged)
             if intent is None:
                 self._committed(change, deferred, reply)
                 return
@@ -266,12 +273,11 @@ class MemoryActor(EnactActor):
         (so it may be durable or not): memory and the index go back to what
         LMDB holds, read again. The change moves on, so the startup context
         is selected again and the index commits what LMDB is at."""
+        self._book.forget_staged(fact_id)
         fact, durable = self._store.read(lambda txn: (self._records.get(txn, fact_id), self._records.change(txn)))
         if fact is None:
-            self._book.remove(fact_id)
             self.index.unstage(fact_id)
         else:
-            self._book.put(fact)
             self.index.stage(fact)
         self._change += 1
         self._durable = max(self._durable, durable)
@@ -285,14 +291,14 @@ class MemoryActor(EnactActor):
             self._batch.flush()
         except FencedError:
             return
-        if not self._upkeep.commit(self._book, self._durable) and not self._commit_due:
+        if not self._upkeep.commit(self._book.every, self._durable) and not self._commit_due:
             self._commit_due = True  # tried again until it can be written (a full disk)
             self.tell_later(INDEX_RETRY_S, _CommitIndex())
 
     def _count(self) -> None:
         gauge = self.context.metrics.of(MemoryMetrics).facts
-        for state in FactState:
-            gauge.labels(state=state.value).set(self._book.states[state])
+        for state, count in self._book.counts().items():
+            gauge.labels(state=state.value).set(count)
 
     # -- forgetting, confirming -------------------------------------------------
 
@@ -300,6 +306,7 @@ class MemoryActor(EnactActor):
         refused = needs_human(message.origin, "forget")
         if refused is not None:
             return refused
+        self._batch.flush()  # a fact is selected from LMDB
         found = self._book.select(message.selector)
         # A forgetting a crash or a failure cut short is found by what named its fact.
         again = self._forgettings.again(message.selector, redact=message.redact) if found == NO_MATCH else None
@@ -324,10 +331,10 @@ class MemoryActor(EnactActor):
     # -- reading ------------------------------------------------------------
 
     def _show(self, fact_id: str) -> FactShown | NotFound:
+        self._batch.flush()  # its latest history entry may be staged still
         fact = self._book.get(fact_id.strip())
         if fact is None:
             return NotFound(kind="fact", id=fact_id.strip())
-        self._batch.flush()  # its latest history entry may be staged still
 
         def read(txn: lmdb.Transaction) -> list[Change]:
             return self._records.history_of(txn, fact.id)

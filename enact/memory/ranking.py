@@ -14,6 +14,12 @@ the head of some bucket within the budget: a heap over the heads finds it,
 and a bucket whose length is over the remaining budget is dropped whole.
 The cost follows the number of distinct lengths and of facts chosen, never
 the number of facts.
+
+The walk (``choose``) serves two keepers of the buckets: ``StartupRanking``
+here, in memory, for a set of facts given at once; and the Memory actor's
+lookups in LMDB (``enact.memory.lookups``), which hold no fact in memory.
+Both also say which facts are withheld whatever the budget (pending, secret),
+so that every fact gets a decision when one is explained.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
+from typing import Protocol, TypeVar
 
 from enact.memory.facts import Fact, FactState, Sensitivity
 
@@ -38,6 +45,7 @@ def line_length(fact: Fact) -> int:
     return len(fact.text) + len(fact.type) + len(fact.confidence) + len(fact.id) + _LINE_OVERHEAD
 
 
+Item = TypeVar("Item")
 _Item = tuple[int, float, str, Fact]
 """(minus the confidence rank, minus the update time, id, the fact): sorts best first."""
 _Bucket = tuple[bool, int]
@@ -54,37 +62,82 @@ def may_start(fact: Fact) -> bool:
     return fact.state is FactState.ACTIVE and fact.sensitivity is not Sensitivity.SECRET
 
 
+class Ranking(Protocol):
+    """The startup context's ranking, however it is kept."""
+
+    def select(self, budget: int, *, send_private: bool) -> tuple[list[Fact], int]:
+        """The facts chosen, best first, and the budget left."""
+        ...
+
+    def ranked(self, *, private: bool) -> Iterator[tuple[int, Fact]]:
+        """The facts of ``private`` that may start, by length then rank, with
+        their line length, each read when asked for."""
+        ...
+
+    def withheld(self) -> Iterator[Fact]:
+        """The facts that never start: pending, and active secret ones."""
+        ...
+
+    @property
+    def total(self) -> int:
+        """Every fact: ranked or withheld."""
+        ...
+
+
+def choose(buckets: Iterable[tuple[int, Iterator[Item]]], budget: int) -> tuple[list[Item], int]:
+    """The greedy walk in rank order over ``buckets`` (each a line length and
+    its items best first; items of all buckets compare by rank), skipping
+    what does not fit: the items chosen, best first, and the budget left."""
+    heads = []
+    for order, (length, items) in enumerate(buckets):
+        first = next(items, None)
+        if length <= budget and first is not None:
+            heads.append((first, order, length, items))
+    heapq.heapify(heads)
+    chosen: list[Item] = []
+    while heads:
+        item, order, length, items = heads[0]
+        if length > budget:
+            heapq.heappop(heads)  # nothing this long fits any more
+            continue
+        chosen.append(item)
+        budget -= length
+        following = next(items, None)
+        if following is not None:
+            heapq.heapreplace(heads, (following, order, length, items))
+        else:
+            heapq.heappop(heads)
+    return chosen, budget
+
+
 class StartupRanking:
     def __init__(self, facts: Iterable[Fact] = ()) -> None:
         self._buckets: dict[_Bucket, list[_Item]] = {}
         self._where: dict[str, tuple[_Bucket, _Item]] = {}
-        # ``add`` without its removal and bisection, and with ``may_start``,
-        # ``rank_item`` and ``line_length`` written out: this runs once per
-        # fact when a memory of 100,000 facts loads.
-        active, secret, private, overhead = FactState.ACTIVE, Sensitivity.SECRET, Sensitivity.PRIVATE, _LINE_OVERHEAD
-        buckets, where = self._buckets, self._where
+        self._withheld: dict[str, Fact] = {}
         for fact in facts:
-            if fact.state is not active or fact.sensitivity is secret:
+            if not may_start(fact):
+                self._withheld[fact.id] = fact
                 continue
-            bucket = (fact.sensitivity is private,
-                      len(fact.text) + len(fact.type) + len(fact.confidence) + len(fact.id) + overhead)
-            item = (-fact.confidence.rank, -fact.updated_at, fact.id, fact)
-            items = buckets.get(bucket)
-            if items is None:
-                buckets[bucket] = [item]
-            else:
-                items.append(item)
-            where[fact.id] = (bucket, item)
-        for items in buckets.values():
+            bucket = (fact.sensitivity is Sensitivity.PRIVATE, line_length(fact))
+            item = rank_item(fact)
+            self._buckets.setdefault(bucket, []).append(item)
+            self._where[fact.id] = (bucket, item)
+        for items in self._buckets.values():
             items.sort()
 
     def __len__(self) -> int:
         return len(self._where)
 
+    @property
+    def total(self) -> int:
+        return len(self._where) + len(self._withheld)
+
     def add(self, fact: Fact) -> None:
-        """Add or replace ``fact`` (a fact that may not start is only removed)."""
+        """Add or replace ``fact``."""
         self.remove(fact.id)
         if not may_start(fact):
+            self._withheld[fact.id] = fact
             return
         bucket = (fact.sensitivity is Sensitivity.PRIVATE, line_length(fact))
         item = rank_item(fact)
@@ -92,6 +145,7 @@ class StartupRanking:
         self._where[fact.id] = (bucket, item)
 
     def remove(self, fact_id: str) -> None:
+        self._withheld.pop(fact_id, None)
         where = self._where.pop(fact_id, None)
         if where is None:
             return
@@ -102,31 +156,16 @@ class StartupRanking:
             del self._buckets[bucket]
 
     def select(self, budget: int, *, send_private: bool) -> tuple[list[Fact], int]:
-        """The facts chosen, best first, and the budget left."""
-        heads = [
-            (items[0], length, 0, items)
-            for (private, length), items in self._buckets.items()
-            if length <= budget and (send_private or not private)
-        ]
-        heapq.heapify(heads)
-        chosen: list[Fact] = []
-        while heads:
-            item, length, position, items = heads[0]
-            if length > budget:
-                heapq.heappop(heads)  # nothing this long fits any more
-                continue
-            chosen.append(item[3])
-            budget -= length
-            position += 1
-            if position < len(items):
-                heapq.heapreplace(heads, (items[position], length, position, items))
-            else:
-                heapq.heappop(heads)
-        return chosen, budget
+        buckets = [(length, iter(items)) for (private, length), items in self._buckets.items()
+                   if send_private or not private]
+        chosen, left = choose(buckets, budget)
+        return [item[3] for item in chosen], left
 
-    def ranked(self, *, send_private: bool) -> Iterator[tuple[int, Fact]]:
-        """Every fact that may start, by length then rank, with its line length."""
-        for (private, length), items in sorted(self._buckets.items()):
-            if send_private or not private:
+    def ranked(self, *, private: bool) -> Iterator[tuple[int, Fact]]:
+        for (in_private, length), items in sorted(self._buckets.items()):
+            if in_private is private:
                 for item in items:
                     yield length, item[3]
+
+    def withheld(self) -> Iterator[Fact]:
+        return iter(list(self._withheld.values()))

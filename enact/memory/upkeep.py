@@ -38,16 +38,16 @@ class IndexUpkeep:
         return upkeep
 
     def rebuild(self, facts: Iterable[Fact], change: int, why: str) -> bool:
-        """Rebuild from ``facts``; False when the index cannot be written."""
+        """Rebuild from ``facts`` (read as it goes); False when the index
+        cannot be written."""
         started = time.perf_counter()
-        facts = list(facts)
         try:
-            self.index.rebuild(facts, change)
+            count = self.index.rebuild(facts, change)
         except IndexUnwritable as error:
             self._unwritable(error)
             return False
         self.stale = False
-        log.info("memory index rebuilt from %d facts in %.2f s (%s)", len(facts), time.perf_counter() - started, why)
+        log.info("memory index rebuilt from %d facts in %.2f s (%s)", count, time.perf_counter() - started, why)
         return True
 
     def commit(self, facts: Iterable[Fact], change: int) -> bool:

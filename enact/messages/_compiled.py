@@ -60,10 +60,11 @@ def decoder(cls: type[Any], fields: Callable[[type[Any]], dict[str, tuple[Any, b
 
 
 def _dataclass(cls: type[Any], fields: Callable[[type[Any]], dict[str, tuple[Any, bool, int | None]]]) -> Convert:
-    plan = [(name, _compile(hint, limit, fields), required) for name, (hint, required, limit) in fields(cls).items()]
+    declared = fields(cls)
+    plan = [(name, _compile(hint, limit, fields), required) for name, (hint, required, limit) in declared.items()]
     names = frozenset(name for name, _, _ in plan)
 
-    def convert(value: Any) -> Any:
+    def every_field_or_some(value: Any) -> Any:
         if not isinstance(value, dict) or not names >= value.keys():
             raise Mismatch
         arguments = {}
@@ -77,7 +78,61 @@ def _dataclass(cls: type[Any], fields: Callable[[type[Any]], dict[str, tuple[Any
         except (TypeError, ValueError):
             raise Mismatch from None
 
-    return convert
+    return _generated(cls, declared, {name: convert for name, convert, _ in plan}, every_field_or_some)
+
+
+_SCALARS = {str: "str", int: "int", bool: "bool"}
+
+
+def _generated(cls: type[Any], declared: dict[str, tuple[Any, bool, int | None]], converts: dict[str, Convert],
+               otherwise: Convert) -> Convert:
+    """The decoder of ``cls`` as straight-line code, written for its fields:
+    a value that holds every field (as every encoded message does) is
+    checked without a call per field, and built with one call. Any other
+    value (fields left to their defaults) goes to ``otherwise``. Accepts
+    and refuses exactly what the per-field converters do."""
+    names = list(declared)
+    scope: dict[str, Any] = {"cls": cls, "Mismatch": Mismatch, "otherwise": otherwise, "float": float}
+    body = [
+        "def convert(value):",
+        f"    if not isinstance(value, dict) or len(value) != {len(names)}:",
+        "        if isinstance(value, dict):",
+        "            return otherwise(value)",
+        "        raise Mismatch",
+    ]
+    if names:
+        body += ["    try:", *(f"        v{i} = value[{name!r}]" for i, name in enumerate(names)),
+                 "    except KeyError:", "        return otherwise(value)"]
+    for i, name in enumerate(names):
+        hint, _, limit = declared[name]
+        body += _check(f"v{i}", hint, limit, converts[name], scope)
+    arguments = ", ".join(f"{name}=v{i}" for i, name in enumerate(names))
+    body += ["    try:", f"        return cls({arguments})", "    except (TypeError, ValueError):",
+             "        raise Mismatch from None"]
+    exec("\n".join(body), scope)  # the source is made above from field names and hints only
+    return typing.cast(Convert, scope["convert"])
+
+
+def _check(variable: str, hint: Any, limit: int | None, convert: Convert, scope: dict[str, Any]) -> list[str]:
+    """The lines that check (or convert) one field held in ``variable``."""
+    too_long = f" or len({variable}) > {limit}" if limit is not None else ""
+    if hint is Any:
+        return []
+    if hint in _SCALARS:
+        return [f"    if type({variable}) is not {_SCALARS[hint]}{too_long if hint is str else ''}:",
+                "        raise Mismatch"]
+    if hint is float:
+        return [f"    if type({variable}) is int:", f"        {variable} = float({variable})",
+                f"    elif type({variable}) is not float:", "        raise Mismatch"]
+    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else ()
+    if len(options) == 2 and type(None) in options:
+        (other,) = (o for o in options if o is not type(None))
+        if other in _SCALARS:
+            length = too_long if other is str else ""
+            return [f"    if {variable} is not None and (type({variable}) is not {_SCALARS[other]}{length}):",
+                    "        raise Mismatch"]
+    scope[f"convert_{variable}"] = convert
+    return [f"    {variable} = convert_{variable}({variable})"]
 
 
 def _compile(hint: Any, limit: int | None, fields: Callable[[type[Any]], dict[str, tuple[Any, bool, int | None]]]

@@ -29,6 +29,8 @@ class AccountingActor(EnactActor):
         self._table = self._store.table(DATABASE)
         self._totals: dict[str, Document] = {}
         """Every day's totals read or written since start, by key."""
+        # Idle, everything in _totals is committed: read the table instead.
+        self.idle_reads.declare(SpentOn, lambda message: self._committed_spending(message.day))
 
     def handle(self, message: Any) -> Any:
         match message:
@@ -77,3 +79,14 @@ class AccountingActor(EnactActor):
             if key.startswith(f"{day}/")
         ]
         return Spending(day=day, purposes=tuple(purposes))
+
+    def _committed_spending(self, day: str) -> Spending:
+        """What ``_spent_on`` answers, from the committed table alone (no
+        ``_totals``, which this actor's thread changes): an idle read."""
+        prefix = f"{day}/".encode()
+
+        def read(txn: lmdb.Transaction) -> list[PurposeSpending]:
+            return [PurposeSpending(purpose=key.decode().partition("/")[2], **totals)
+                    for key, totals in self._table.items(txn, prefix=prefix)]
+
+        return Spending(day=day, purposes=tuple(self._store.read(read)))

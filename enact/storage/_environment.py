@@ -137,6 +137,7 @@ class Storage:
         self._owners: dict[str, str] = {}
         self._guard: WriteGuard | None = None
         self._schemas = {schema.name: schema for schema in schemas}
+        self._versions: dict[str, int] | None = None
         self.committer = GroupCommitter(self._env, lambda fn: self._write(fn, guarded=True)) if group_commit else None
         try:
             self._check_schema(schema_version, dict(migrations or {}))
@@ -214,13 +215,23 @@ class Storage:
                         ) from error
                 txn.put(schema_key(name), encode_version(current), db=meta)
 
-        self._write(run_steps, guarded=True)
+        self._versions = None
+        try:
+            self._write(run_steps, guarded=True)
+        finally:
+            self._versions = None
         return MigrationReport(databases=plan, backup=backup)
 
     def schema_versions(self) -> dict[str, int]:
-        """Every database's recorded schema version."""
-        meta = self._handle(_META_DB.decode())
-        return self._read(lambda txn: recorded_versions(txn, meta, self.path))
+        """Every database's recorded schema version. Kept once read (status
+        asks on every request): only this process records versions, at open
+        and in ``migrate``, which forget it; another daemon migrating this
+        home has taken it over, and this one is fenced."""
+        versions = self._versions
+        if versions is None:
+            meta = self._handle(_META_DB.decode())
+            versions = self._versions = self._read(lambda txn: recorded_versions(txn, meta, self.path))
+        return dict(versions)
 
     def _record_versions(self, databases: Sequence[str]) -> None:
         """Give each database with no version record one: its current version
@@ -239,7 +250,11 @@ class Storage:
                 version = UNVERSIONED if database_exists(txn, name) else schema.version if schema else 1
                 txn.put(schema_key(name), encode_version(version), db=meta)
 
-        self._write(record, guarded=False)
+        self._versions = None
+        try:
+            self._write(record, guarded=False)
+        finally:
+            self._versions = None
 
     def _handle(self, name: str) -> lmdb._Database:
         handle = self._handles.get(name)
