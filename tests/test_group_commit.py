@@ -4,7 +4,6 @@ commit, on a real LMDB environment in a temporary directory."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -32,14 +31,6 @@ def _committer(storage: Storage) -> GroupCommitter:
     committer = storage.committer
     assert committer is not None, "group commit is on by default"
     return committer
-
-
-def _wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 5
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within 5 s")
-        time.sleep(0.001)
 
 
 class _Held:
@@ -74,8 +65,7 @@ class _Held:
         thread.start()
 
     def finish(self, queued: int) -> None:
-        committer = _committer(self.storage)
-        _wait_until(lambda: committer.waiting == queued, f"{queued} batches queued")
+        assert _committer(self.storage).until_waiting(queued, timeout=5), f"{queued} batches did not queue"
         self.release.set()
         for thread in self._threads:
             thread.join(5)

@@ -92,7 +92,11 @@ class GroupCommitter:
     def __init__(self, env: lmdb.Environment, run: RunInTransaction) -> None:
         self._env = env
         self._run = run
-        self._condition = threading.Condition()
+        lock = threading.Lock()
+        self._condition = threading.Condition(lock)
+        """Callers wait on it for the commit that carries their batch."""
+        self._queued = threading.Condition(lock)
+        """Told of each batch queued, for ``until_waiting``: its own, so no caller wakes for it."""
         self._waiting: list[_Batch] = []
         self._leading = False
         self.commits = 0
@@ -100,11 +104,12 @@ class GroupCommitter:
         self.batches = 0
         """Callers' batches they carried."""
 
-    @property
-    def waiting(self) -> int:
-        """Batches waiting for the next commit."""
+    def until_waiting(self, count: int, timeout: float) -> bool:
+        """Block until ``count`` batches wait for the next commit (a test
+        holding a commit open knows then that the others have queued);
+        False if they did not within ``timeout`` seconds."""
         with self._condition:
-            return len(self._waiting)
+            return self._queued.wait_for(lambda: len(self._waiting) == count, timeout)
 
     def commit(self, fns: Sequence[Write]) -> list[WriteOutcome]:
         """Commit ``fns`` durably, together with whatever other callers have
@@ -113,6 +118,7 @@ class GroupCommitter:
         batch = _Batch(fns)
         with self._condition:
             self._waiting.append(batch)
+            self._queued.notify_all()
             while self._leading and not batch.done:
                 self._condition.wait()
             if batch.done:  # carried by another caller's commit
