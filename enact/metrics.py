@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 RUNTIME_CALL_OUTCOMES = ("ok", "resume_failed", "failed", "timeout", "cancelled", "session_unknown", "unavailable",
                          "auth", "rate-limited", "malformed-output", "over_budget")
 RUNTIME_TOKEN_KINDS = ("input", "cached_input", "output", "reasoning")
-RUNTIME_PURPOSES = ("conversation", "task", "scan", "curation", "lineage", "skill", "probe")
+RUNTIME_PURPOSES = ("conversation", "task", "scan", "curation", "brainstorm", "lineage", "skill", "probe")
 """As enact.runtime.PURPOSES (not imported: this module stays light)."""
 CHANNEL_POLL_ERROR_REASONS = (
     "network", "server_error", "rate_limited", "unauthorized", "conflict", "bad_request", "forbidden",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
 import signal
@@ -20,6 +21,26 @@ from fact_books import FactBooks
 import enact
 from enact.cli._client import DaemonError, NotRunning, request, send
 from enact.messages.control import Status, StatusReport
+
+# --- bytecode: every enact process the tests start reads it, none compiles ----
+# The environment may set PYTHONDONTWRITEBYTECODE (this machine's does), and
+# the editable install leaves enact's source uncompiled: each daemon and CLI
+# process the tests start would then compile every enact module it imports
+# (about a quarter of a daemon's start-up CPU, a fifth of a command's). An
+# installed enact has its bytecode; compiled once here, so do the tests'.
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: the controller compiled before it started them
+    compileall.compile_dir(Path(enact.__file__).resolve().parent, quiet=1)
+    # the tests' own helper modules too (some run in subprocesses), not the
+    # fixture packages below them, which tests install as they are
+    compileall.compile_dir(Path(__file__).resolve().parent, maxlevels=0, quiet=1)
+
+
+# --- end bytecode -------------------------------------------------------------
+
 
 # --- require_binary: external tools needed by a test -------------------------
 # A missing tool skips the test on a developer machine, but under CI=true it is

@@ -299,6 +299,7 @@ def test_a_theme_is_claimed_at_the_time_given_before_the_model_is_called_and_its
     assert not isinstance(reply, Brainstormed | Refused)
     [call] = others.model_calls
     assert others.said == ["tasks.List"] and "task 3" in call.prompt
+    assert call.purpose == "brainstorm"  # its own budget and token series, apart from curation's
     # Claimed before the answer: a second brainstorm a day less a second later is skipped.
     skipped = drive(brainstorms.start(Brainstorm(theme="clear answers"), NOW + 86_399), Others())
     assert isinstance(skipped, Brainstormed) and skipped.skipped

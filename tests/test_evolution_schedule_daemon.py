@@ -184,7 +184,7 @@ def test_auto_evolve_brainstorms_once_per_theme_a_day_and_the_mode_survives_a_re
     transcript = settings(home, theme="make replies easier to read")
     ideas = [candidate("Summaries first", []), candidate("summaries  FIRST.", []),
              candidate("Number the steps", [])]
-    rules(home, ("curation", BRAINSTORM, ideas))
+    rules(home, ("brainstorm", BRAINSTORM, ideas))
 
     def brainstorms() -> int:
         return len([prompt for prompt in isolated_calls(transcript) if prompt.startswith(BRAINSTORM)])

@@ -2,7 +2,8 @@
 files: a dashboard model Grafana can load, as far as a test can tell without
 Grafana, and every panel's query, evaluated by a real Prometheus scraping a
 real daemon that did some work (chat turns, memory recall, tasks, an evidence
-scan; the scripted runtime), returns data."""
+scan; the scripted runtime, its rules reporting tokens, under a budget),
+returns data."""
 
 from __future__ import annotations
 
@@ -36,8 +37,6 @@ QUIET = {
     "Chat event failures": "no event fails here",
     "Actor restarts": "no actor fails here",
     "Runtime calls not ok": "every model call succeeds here",
-    "Tokens per minute by purpose": "the scripted runtime reports no tokens",
-    "Tokens in the time range by purpose": "the scripted runtime reports no tokens",
 }
 """Panels whose series are all 0 after this work (each still returns its
 series: every known label combination is exported from the start). Every
@@ -111,18 +110,31 @@ def test_the_provisioning_files_load_the_dashboard_and_a_prometheus_datasource()
 
 GATE_RULES = """
 [[rule]]
+match = "."
+reply = "noted"
+input_tokens = 300
+output_tokens = 20
+
+[[rule]]
 purpose = "task"
 match = "wait for the gate"
 run = ["sh", "-c", "until [ -e '{gate}' ]; do sleep 0.05; done"]
 reply = "the gate opened; nothing to change"
+input_tokens = 1200
+output_tokens = 80
 
 [[rule]]
 purpose = "scan"
 match = "enact evidence scan: feedback"
 reply = '''{observations}'''
+input_tokens = 900
+output_tokens = 60
 """
-"""A task's model call that waits for the test to open a gate (so a second
-task is seen queued behind it), and a scan that finds one signal."""
+"""Chat answered, a task's model call that waits for the test to open a gate
+(so a second task is seen queued behind it), and a scan that finds one
+signal; each call reports the tokens it spent."""
+BUDGET = {"ENACT_BUDGET_DAILY_TOKENS_TOTAL": "1000000", "ENACT_BUDGET_DAILY_TOKENS_TASK": "500000"}
+"""Budgets the work stays well within: the budget panel shows what is left of each."""
 
 
 def _observations() -> str:
@@ -206,7 +218,7 @@ def _working_daemon(daemons: DaemonFactory, tmp_path: Path) -> tuple[Daemon, Pat
     home = daemons.new_home()
     gate = tmp_path / "gate"
     (home / "scripted.toml").write_text(GATE_RULES.format(gate=gate, observations=_observations()))
-    daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off", "ENACT_DAEMON_WORKERS": "1"})
+    daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off", "ENACT_DAEMON_WORKERS": "1", **BUDGET})
     return daemon, make_repo(tmp_path / "repo", doctor="true"), gate
 
 

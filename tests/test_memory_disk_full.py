@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from enact.messages.memory import Context, ContextReply
+from enact.messages.memory import Context, ContextReply, Forget, Forgotten, Remember, Saved
 
 from conftest import Daemon, DaemonFactory, wait_for
 
@@ -99,11 +99,12 @@ def test_a_fact_saved_on_a_full_disk_leaves_the_index_stale_and_it_is_rebuilt_on
     with _small_tmpfs(home):
         daemon = daemons.start(home)
         # Pages LMDB can reuse once the disk is full: the case where a
-        # remember is saved and only the index cannot be written.
-        ids = [daemon.cli_json("memory", "remember", "--json", f"scratch fact {index} " + "s" * 400)["id"]
-               for index in range(20)]
-        for fact_id in ids:
-            assert daemon.cli("memory", "forget", fact_id).returncode == 0
+        # remember is saved and only the index cannot be written. Sent as
+        # the CLI sends them, without a process each (they only make room).
+        saved = [daemon.request(Remember(text=f"scratch fact {index} " + "s" * 400)) for index in range(20)]
+        for fact in saved:
+            assert isinstance(fact, Saved), fact
+            assert isinstance(daemon.request(Forget(selector=fact.id)), Forgotten)
         _fill(home / "filler")
 
         saved = daemon.cli_json("memory", "remember", "--json", ZEBRA)

@@ -199,7 +199,7 @@ def test_closed_review_stays_closed_and_cannot_be_landed(daemons: DaemonFactory,
     daemon = daemons.start()
     open_review(daemon, 1, repo, "enact/task-1", base, head)
     closed = daemon.cli_json("review", "close", "1", "--reason", "not needed", "--json")
-    assert closed["state"] == "closed" and closed["note"] == "closed: not needed"
+    assert closed["state"] == "closed" and closed["note"] == "closed by human-cli: not needed"
     code, refused = land(daemon, 1)
     assert code == 2 and refused["code"] == "not-open"
     assert git(repo, "rev-parse", "--verify", "enact/task-1") == head  # the branch stays

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from enact.actors._base import EnactActor
     from enact.actors._idle_reads import IdleReads
     from enact.messages.control import ActorStatus
+    from enact.storage import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +33,10 @@ class ActorSpec:
     pools: tuple[str, ...] = ()
     """The families of the keyed pools it keeps (``conversation``): each child
     is named ``<family>:<key>`` and counted under its family."""
+    prepare: Callable[[Store], None] | None = None
+    """Run once with its store (it needs ``databases``) before any actor
+    starts: what others read of it without asking (the budget's gate) is
+    then in place before the first of them starts, whatever the order."""
 
     @property
     def families(self) -> tuple[str, ...]:

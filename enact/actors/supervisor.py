@@ -97,12 +97,19 @@ class Supervisor:
         self._stores = {spec.name: storage.grant(spec.name, spec.databases) if spec.databases else None
                         for spec in self._order}
         for spec in self._order:
+            if spec.prepare is not None and self._stores[spec.name] is None:
+                raise ValueError(f"actor {spec.name} has something to prepare but no database to prepare it from")
+        for spec in self._order:
             for family in spec.families:
                 self._count_from_zero(family)
 
     # -- life cycle -------------------------------------------------------
 
     def start(self) -> None:
+        for spec in self._order:
+            store = self._stores[spec.name]
+            if spec.prepare is not None and store is not None:
+                spec.prepare(store)
         for spec in self._order:
             slot = ActorSlot(spec=spec, family=spec.name)
             self._slots[spec.name] = slot

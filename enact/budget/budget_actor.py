@@ -5,11 +5,17 @@ a kill -9, keeps the day's use. It publishes the ledger to the gate every
 caller reads (``enact.budget.gate``), tells the owner once a budget day
 when a budget is spent (a notice whose id names the day and the budget, so
 the inbox sends it once however often it is told), and at the day's reset
-queues again the tasks its budget paused."""
+(or at its start, when a reset passed while no daemon ran) queues again the
+tasks its budget paused.
+
+The gate holds the day's ledger before any actor starts (``fill_gate``, the
+spec's ``prepare``): the inbox, which starts before this actor, resumes an
+unfinished chat at its start, and that chat's call must find today's use."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import lmdb
@@ -24,6 +30,7 @@ from enact.messages.common import Done
 from enact.messages.inbox import Notify
 from enact.messages.tasks import ResumeAfterBudget
 from enact.ownership import notice_target
+from enact.storage import Store
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +44,22 @@ conversation (``enact turns`` shows it)."""
 ROLL_CHECK_S = 900.0
 """The longest the actor sleeps before it looks whether the day started again: a wall clock that jumps
 (a suspended laptop) is noticed within this."""
+
+
+def load_ledger(store: Store, period: Period) -> Ledger:
+    """The ledger kept for ``period``'s day, or an empty one."""
+    table = store.table(LEDGER)
+    found = store.read(lambda txn: table.get(txn, period.day.encode()))
+    if found is None:
+        return Ledger(period=period)
+    used = {str(purpose): int(tokens) for purpose, tokens in dict(found.get("used", {})).items()}
+    return Ledger(period=period, used=used, noticed=frozenset(str(name) for name in found.get("noticed", ())))
+
+
+def fill_gate(gate: BudgetGate) -> Callable[[Store], None]:
+    """The budget actor's ``prepare``: today's ledger, read into the gate
+    before any actor starts."""
+    return lambda store: gate.publish(load_ledger(store, gate.ledger().period))
 
 
 class BudgetActor(EnactActor):
@@ -53,6 +76,7 @@ class BudgetActor(EnactActor):
 
     def on_start(self) -> None:
         self._gate.publish(self._ledger)
+        self._resume_if_a_reset_passed()
         self._notice_spent()
         self._roll_later()
 
@@ -76,11 +100,7 @@ class BudgetActor(EnactActor):
         return period_at(now, self._settings.reset_minute)
 
     def _load(self, period: Period) -> Ledger:
-        found = self._store.read(lambda txn: self._table.get(txn, period.day.encode()))
-        if found is None:
-            return Ledger(period=period)
-        used = {str(purpose): int(tokens) for purpose, tokens in dict(found.get("used", {})).items()}
-        return Ledger(period=period, used=used, noticed=frozenset(str(name) for name in found.get("noticed", ())))
+        return load_ledger(self._store, period)
 
     def _save(self) -> None:
         ledger = self._ledger
@@ -112,6 +132,17 @@ class BudgetActor(EnactActor):
         self._gate.publish(self._ledger)
         self._delete_before(period.day)
         log.info("the budget day %s ended; the budgets start again for %s", ended, period.day)
+        self.context.tell("tasks", ResumeAfterBudget())
+
+    def _resume_if_a_reset_passed(self) -> None:
+        """A ledger of an earlier day is kept only when no daemon ran at
+        that day's reset (the roll deletes it): the tasks it paused are due
+        again, as the reset would have queued them."""
+        day = self._ledger.period.day
+        if not self._store.read(lambda txn: any(key.decode() < day for key, _ in self._table.items(txn))):
+            return
+        self._delete_before(day)
+        log.info("a budget day ended while no daemon ran; the budgets start again for %s", day)
         self.context.tell("tasks", ResumeAfterBudget())
 
     def _delete_before(self, day: str) -> None:

@@ -21,7 +21,9 @@ class BudgetComponent(Component):
         from enact.actors.supervisor import ActorSpec
         from enact.budget import budget_actor
 
-        # After the inbox and the queue, which it tells (its notices, the tasks it resumes); before
-        # the workers, the scheduler and the evolve run, which read the gate it fills.
+        # After the inbox and the queue, which it tells (its notices, the tasks it resumes). The gate
+        # it fills holds today's ledger before any actor starts (``prepare``): the inbox resumes an
+        # unfinished chat, whose call reads the gate, before this actor starts.
         return [ActorSpec(name="budget", actor=budget_actor.BudgetActor, databases=budget_actor.DATABASES,
-                          depends_on=("epoch", "inbox", "tasks"), options={"gate": parts.budget})]
+                          depends_on=("epoch", "inbox", "tasks"), options={"gate": parts.budget},
+                          prepare=budget_actor.fill_gate(parts.budget))]

@@ -146,7 +146,7 @@ def land(review_id: int, home: Path | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @needs_daemon
 def close(review_id: int, reason: str, home: Path | None, as_json: bool) -> None:
-    """Close the review without landing it (the branch stays)."""
+    """Close the review without landing it (its branch is deleted, if this home made it)."""
     from enact.messages.reviews import Close, Closed
 
     message = Close(review_id=review_id, reason=reason)

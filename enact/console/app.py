@@ -10,6 +10,7 @@ typed requests the CLI sends, stamped ``human-console``."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from enact.console.task_log import LogTail
 
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 _HERE = Path(__file__).resolve().parent
 MAX_BODY = 64 * 1024
@@ -81,6 +83,11 @@ def make_app(server: ConsoleServer) -> Flask:
     def harden(response: Response) -> Response:
         for name, value in _SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
+        if request.method not in ("GET", "HEAD") and g.get("session") is not None:
+            # The daemon's log keeps every action a signed-in page asked for, as the console's
+            # (the actor's own record keeps its origin, human-console, where it keeps one).
+            log.info("console action (%s): %s %s answered %d", HUMAN_CONSOLE, request.method, request.path,
+                     response.status_code)
         return response
 
     @app.context_processor

@@ -1,4 +1,4 @@
-"""The console's ear on the event feed: the task, turn and land events the
+"""The console's ear on the event feed: the task, turn, land and close events the
 actors publish, handed to the console's open streams (``hub.py``). It owns
 nothing and asks no one: a subscriber never asks back its publisher."""
 
@@ -9,10 +9,10 @@ from typing import Any
 from enact.actors._base import ActorContext, EnactActor
 from enact.console.hub import Hub, Update
 from enact.messages.inbox import TurnLogged
-from enact.messages.reviews import Landed
+from enact.messages.reviews import Closed, Landed
 from enact.messages.tasks import TaskChanged
 
-SUBSCRIBES = (TaskChanged, TurnLogged, Landed)
+SUBSCRIBES = (TaskChanged, TurnLogged, Landed, Closed)
 
 
 class ConsoleEventsActor(EnactActor):
@@ -32,7 +32,7 @@ class ConsoleEventsActor(EnactActor):
             case TurnLogged():
                 self._hub.publish(Update("turns", message.conversation_key))
                 return None
-            case Landed():
+            case Landed() | Closed():
                 self._hub.publish(Update("reviews", str(message.review.id)))
                 self._hub.publish(Update(f"review-{message.review.id}", message.review.state.value))
                 return None

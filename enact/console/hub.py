@@ -20,7 +20,7 @@ _BACKLOG = 256
 @dataclass(frozen=True, slots=True)
 class Update:
     name: str
-    """``tasks`` (any task changed), ``task-<id>``, ``turns``, ``reviews``;
+    """``tasks`` (any task changed), ``task-<id>``, ``turns``, ``reviews``, ``review-<id>``;
     ``resync`` when a stream fell behind, ``bye`` when the console stops."""
     data: str = ""
 

@@ -35,7 +35,8 @@ def overview() -> Any:
     queue = [(state.value, len(ask(ListTasks(state=state, limit=1000)).tasks))
              for state in (TaskState.QUEUED, TaskState.RUNNING, TaskState.PAUSED)]
     return render_template("overview.html", active="/", status=status, runtime=settings.get("runtime.adapter", ""),
-                           queue=queue, today_tokens=sum(_tokens(p) for p in status.spending))
+                           queue=queue, today_tokens=sum(_tokens(p) for p in status.spending),
+                           budgeted=any(line.limit for line in status.budget))
 
 
 @pages.get("/conversations")
@@ -91,7 +92,10 @@ def spending() -> Any:
         spent = ask(SpentOn(day=day))
         days.append(DayTokens(day, {p.purpose: _tokens(p) for p in spent.purposes}))
         rows.extend((day, p) for p in spent.purposes)
-    purposes = purposes_of(days)
+    status = ask(Status())
+    limits = {line.purpose: line.limit for line in status.budget if line.limit}
+    purposes = purposes_of(days, limits)
     legend = [(purpose, colour(purposes, purpose)) for purpose in purposes]
-    return render_template("spending.html", active="/spending", chart=chart(days), legend=legend,
-                           rows=list(reversed(rows)), days=SPENDING_DAYS)
+    return render_template("spending.html", active="/spending", chart=chart(days, limits), legend=legend,
+                           rows=list(reversed(rows)), days=SPENDING_DAYS, budget=status.budget,
+                           resets_at=status.budget_resets_at, limits=limits)

@@ -118,6 +118,13 @@ def _review_head(review_id: int, outcome: str = "", outcome_kind: str = "") -> d
             "outcome_kind": outcome_kind}
 
 
+@pages.get("/reviews/<int:review_id>/head")
+def review_head(review_id: int) -> Any:
+    """The review's state, facts and actions: what its page fetches when the
+    review is landed or closed elsewhere (``review-<id>``)."""
+    return render_template("review_head.html", **_review_head(review_id))
+
+
 @pages.get("/reviews/<int:review_id>")
 def review(review_id: int) -> Any:
     values = _review_head(review_id)
@@ -160,4 +167,4 @@ def close(review_id: int) -> Any:
         abort(404)
     if isinstance(reply, Refused):
         return _answered(review_id, f"Not closed: {reply.reason}", "refused")
-    return _answered(review_id, f"Review {review_id} closed; its branch is kept.", "done")
+    return _answered(review_id, f"Review {review_id} closed without landing.", "done")

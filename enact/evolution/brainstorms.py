@@ -88,7 +88,7 @@ class Brainstorms:
         prompt = rules.prompt(theme, summaries, (yield from self._completed_work()))
         reply = Deferred()
         yield ModelCall(prompt, lambda answer, failure, at: self.answered(
-            BrainstormAnswered(reply=reply, theme=theme, answer=answer, failure=failure), at))
+            BrainstormAnswered(reply=reply, theme=theme, answer=answer, failure=failure), at), purpose="brainstorm")
         return reply
 
     def answered(self, message: BrainstormAnswered, now: float) -> Steps[None]:

@@ -131,7 +131,7 @@ class CuratorActor(EnactActor):
             case _Reconcile():
                 return self.carry(self._adoption.reconcile(now))
             case SetMode():
-                return self._modes.set_mode(message)
+                return self._modes.set_mode(message, now)
             case GetMode():
                 return self._modes.shown()
             case EvolveRunFailed():
@@ -180,8 +180,8 @@ class CuratorActor(EnactActor):
         timeout_s = self.context.config.typed(RuntimeSettings).timeout_s
 
         def call(cancel: CancellationToken) -> tuple[str, str]:
-            request = RuntimeRequest(session_key="", prompt=effect.prompt, sandbox="read-only", purpose="curation",
-                                     timeout_s=timeout_s, cancel=cancel)
+            request = RuntimeRequest(session_key="", prompt=effect.prompt, sandbox="read-only",
+                                     purpose=effect.purpose, timeout_s=timeout_s, cancel=cancel)
             try:
                 return self._runtime.invoke(request).text, ""
             except Exception as error:  # a model failure of any kind: the step says so

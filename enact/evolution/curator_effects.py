@@ -55,11 +55,14 @@ class Unanswered:
 
 @dataclass(frozen=True, slots=True)
 class ModelCall:
-    """An isolated read-only model call (purpose ``curation``); ``then`` gets
-    its answer, why it failed (the answer is then empty) and the time."""
+    """An isolated read-only model call of ``purpose`` (``curation`` for
+    synthesis and curation, ``brainstorm`` for a brainstorm: each has its
+    own budget and token series); ``then`` gets its answer, why it failed
+    (the answer is then empty) and the time."""
 
     prompt: str
     then: Callable[[str, str, float], Steps[None]]
+    purpose: str = "curation"
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ class EvolveModes:
         document = self._settings.get(txn, _MODE)
         return EvolveMode(document["mode"]) if document else None
 
-    def set_mode(self, message: SetMode) -> ModeSet | Refused:
+    def set_mode(self, message: SetMode, now: float) -> ModeSet | Refused:
         if not is_human(message.origin):
             who = message.origin or "an unnamed origin"
             return Refused(reason=f"the evolve mode is changed by a human only, not {who}",
@@ -50,6 +50,8 @@ class EvolveModes:
         def write(txn: lmdb.Transaction) -> EvolveMode:
             previous = self._stored_mode(txn) or self._default
             self._settings.put(txn, _MODE, {"mode": mode.value, "origin": message.origin})
+            self._audit(txn, audit_event("mode-set", at=now, detail=f"{previous.value} to {mode.value} by "
+                                                                     f"{message.origin}"))
             return previous
 
         return ModeSet(mode=mode, previous=self._store.write(write))

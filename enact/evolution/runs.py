@@ -78,8 +78,6 @@ DATABASE = "scheduler.evolve"
 _CLOCK = b"clock"
 ORIGIN = "scheduler"
 """The origin of what a run asks (kept from when the Scheduler carried it)."""
-BRAINSTORM_PURPOSE = "curation"
-"""The purpose of a brainstorm's model call (``enact.evolution.brainstorm``)."""
 R = TypeVar("R")
 
 
@@ -286,7 +284,7 @@ class EvolveRuns:
         self._after_lineage(run)
 
     def _after_lineage(self, run: _Run) -> None:
-        if not run.mode.brainstorms or self._over_budget(run, "brainstorm", BRAINSTORM_PURPOSE):
+        if not run.mode.brainstorms or self._over_budget(run, "brainstorm", "brainstorm"):
             self._check_proposal(run)
         elif self._theme:
             self._brainstorm(run, self._theme)

@@ -67,7 +67,8 @@ class AuditEvent:
     at: float
     kind: str
     """synthesised, synthesis-rejected, proposed, superseded, approved,
-    removed, review-recorded, adopted, linked, run-failed, skipped-budget."""
+    removed, review-recorded, adopted, linked, run-failed, skipped-budget,
+    mode-set (its detail: from, to and by whom)."""
     candidate_id: str = ""
     proposal_id: str = ""
     detail: str = ""

@@ -157,7 +157,8 @@ class Landed:
 @request("reviews.Close")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Close(Request["Closed | NotFound | Refused"]):
-    """Close without landing (the branch stays). Human authority only."""
+    """Close without landing (its branch is deleted, if this home made it).
+    Human authority only. The reply is also published as an event."""
 
     review_id: int
     reason: str = field(default="", metadata=limit(1000))

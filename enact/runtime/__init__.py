@@ -17,7 +17,7 @@ SANDBOX_MODES = ("read-only", "workspace-write", "full-access")
 """``read-only`` for conversation and scans, ``workspace-write`` for task
 work; ``full-access`` only when the owner sets it in config."""
 
-PURPOSES = ("conversation", "task", "scan", "curation", "lineage", "skill", "probe")
+PURPOSES = ("conversation", "task", "scan", "curation", "brainstorm", "lineage", "skill", "probe")
 """Why a call is made; labels the token metrics, so background spending shows."""
 
 

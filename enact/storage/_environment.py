@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
+from enact.storage._committer import GroupCommitter, WriteOutcome, apply_each
 from enact.storage._errors import (
     DiskFull,
     MigrationFailed,
@@ -126,10 +127,14 @@ class Storage:
         schema_version: int = SCHEMA_VERSION,
         migrations: Mapping[int, Migration] | None = None,
         schemas: Sequence[DatabaseSchema] = (),
+        group_commit: bool = True,
     ) -> None:
         """``schemas``: the databases whose version is above 1, as the
         components declare them; a newer home is refused here, before any
-        write, and ``migrate`` moves an older one forward."""
+        write, and ``migrate`` moves an older one forward. ``group_commit``:
+        the write batches that actors flush at the same time share one
+        durable commit (``enact.storage._committer``); off, each batch
+        commits on its own (the benchmark measures both)."""
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = path
         self._env = lmdb.open(str(path), map_size=map_size, max_dbs=max_dbs, subdir=True, mode=0o600)
@@ -141,6 +146,7 @@ class Storage:
         self._guard: WriteGuard | None = None
         self._schemas = {schema.name: schema for schema in schemas}
         self._versions: dict[str, int] | None = None
+        self.committer = GroupCommitter(self._env, lambda fn: self._write(fn, guarded=True)) if group_commit else None
         try:
             self._check_schema(schema_version, dict(migrations or {}))
             self._refuse_newer_databases()
@@ -235,26 +241,32 @@ class Storage:
             versions = self._versions = self._read(lambda txn: recorded_versions(txn, meta, self.path))
         return dict(versions)
 
-    def _record_versions(self, databases: Sequence[str]) -> None:
-        """Give each database with no version record one: its current version
-        when it is new, version 1 when it was written before versions were."""
+    def _prepare(self, databases: Sequence[str]) -> None:
+        """Give each database with no version record one (its current version
+        when it is new, version 1 when it was written before versions were)
+        and open the handles not open yet, in one write transaction: each
+        commit costs an fsync, and one by one a daemon's first start on a
+        home made some sixty. A handle is kept once the transaction commits
+        only: one opened in a transaction that aborts is closed with it."""
         meta = self._handle(_META_DB.decode())
+        missing = [name for name in dict.fromkeys(databases) if name not in self._handles]
 
         def unrecorded(txn: lmdb.Transaction) -> list[str]:
             return [name for name in databases if txn.get(schema_key(name), db=meta) is None]
 
-        if not self._read(unrecorded):
+        if not missing and not self._read(unrecorded):
             return
 
-        def record(txn: lmdb.Transaction) -> None:
-            for name in unrecorded(txn):
+        def prepare(txn: lmdb.Transaction) -> dict[str, lmdb._Database]:
+            for name in unrecorded(txn):  # before the opening below creates the new ones
                 schema = self._schemas.get(name)
                 version = UNVERSIONED if database_exists(txn, name) else schema.version if schema else 1
                 txn.put(schema_key(name), encode_version(version), db=meta)
+            return {name: self._env.open_db(name.encode(), txn=txn) for name in missing}
 
         self._versions = None
         try:
-            self._write(record, guarded=False)
+            self._handles.update(self._write(prepare, guarded=False))
         finally:
             self._versions = None
 
@@ -287,7 +299,7 @@ class Storage:
                 raise OwnershipError(f"{owner} asked for database {name!r}, which {holder} owns")
         for name in databases:
             self._owners[name] = owner
-        self._record_versions(databases)
+        self._prepare(databases)
         return Store(self, owner, {name: self._handle(name) for name in databases})
 
     def set_write_guard(self, guard: WriteGuard | None) -> None:
@@ -388,33 +400,11 @@ class Store:
 
     def write_each(self, fns: Sequence[Callable[[lmdb.Transaction], Any]]) -> list[WriteOutcome]:
         """Group commit: run each ``fn`` in its own nested transaction of one
-        fenced write transaction, and commit once. A ``fn`` that raises is
-        rolled back alone; the others still commit. Returns, in order, each
-        result or the exception it raised."""
-
-        def run_all(txn: lmdb.Transaction) -> list[WriteOutcome]:
-            outcomes: list[WriteOutcome] = []
-            for fn in fns:
-                child = lmdb.Transaction(self._storage._env, write=True, parent=txn)
-                try:
-                    result = fn(child)
-                except (lmdb.MapFullError, lmdb.MapResizedError):
-                    child.abort()
-                    raise  # the whole batch is retried once the map has grown
-                except Exception as error:
-                    child.abort()
-                    outcomes.append(WriteOutcome(ok=False, value=error))
-                else:
-                    child.commit()
-                    outcomes.append(WriteOutcome(ok=True, value=result))
-            return outcomes
-
-        return self._storage._write(run_all, guarded=True)
-
-
-@dataclass(frozen=True, slots=True)
-class WriteOutcome:
-    """One function's share of a group commit: its result, or what it raised."""
-
-    ok: bool
-    value: Any
+        fenced write transaction, and commit once, together with the batches
+        other actors flush meanwhile (``Storage.committer``). A ``fn`` that
+        raises is rolled back alone; the others still commit. Returns, in
+        order, each result or the exception it raised."""
+        storage = self._storage
+        if storage.committer is not None:
+            return storage.committer.commit(fns)
+        return storage._write(lambda txn: apply_each(storage._env, txn, fns), guarded=True)

@@ -227,7 +227,8 @@ class ReviewsActor(EnactActor):
         plan = landing.LandPlan(repo=Path(review.repo), head=review.head,
                                 message=landing.merge_message(review.id, review.task_id, review.branch))
         self.off_thread(lambda cancel: self._run_land(review, plan, cancel),
-                        then=lambda outcome: self._land_finished(review.id, outcome, reply), name=f"land-{review.id}")
+                        then=lambda outcome: self._land_finished(review.id, outcome, reply, message.origin),
+                        name=f"land-{review.id}")
         return reply
 
     def _run_land(self, review: Review, plan: landing.LandPlan, cancel: CancellationToken) -> landing.LandOutcome:
@@ -242,7 +243,7 @@ class ReviewsActor(EnactActor):
             log.exception("landing review %d failed", review.id)
             return landing.refused(LandRefusal.GIT_FAILED, f"landing failed: {type(error).__name__}: {error}")
 
-    def _land_finished(self, review_id: int, outcome: landing.LandOutcome, reply: Deferred) -> None:
+    def _land_finished(self, review_id: int, outcome: landing.LandOutcome, reply: Deferred, origin: str) -> None:
         self._landing.pop(review_id, None)
         review = self._get(review_id)
         if review is None:  # cannot happen: reviews are never deleted
@@ -258,7 +259,7 @@ class ReviewsActor(EnactActor):
         why = f"; {outcome.identity_note}" if outcome.identity_note else ""
         landed = self._put(dataclasses.replace(
             review, state=ReviewState.LANDED, target=outcome.target, landed_revision=outcome.revision,
-            note=f"landed on {outcome.target} at {outcome.revision[:12]} ({how}{why}); "
+            note=f"landed on {outcome.target} at {outcome.revision[:12]} by {origin} ({how}{why}); "
                  f"doctor: {outcome.doctor_summary}",
             updated_at=self.context.clock.time()))
         self._drop_branch(landed)
@@ -272,11 +273,14 @@ class ReviewsActor(EnactActor):
         refused = self._refusal(review, message.review_id, message.origin, "close")
         if refused is not None or review is None:
             return refused or _not_found(message.review_id)
-        note = f"closed: {message.reason}" if message.reason else "closed without landing"
+        who = message.origin  # the owner's way in (human-cli, human-console, chat:<channel>), for the record
+        note = f"closed by {who}: {message.reason}" if message.reason else f"closed by {who} without landing"
         closed = self._put(dataclasses.replace(review, state=ReviewState.CLOSED, note=note,
                                                updated_at=self.context.clock.time()))
         self._drop_branch(closed)
-        return Closed(review=closed)
+        event = Closed(review=closed)
+        self.context.publish(event)  # also an event: a review's page shows it closed without a reload
+        return event
 
     def _drop_branch(self, review: Review) -> None:
         """The task's branch is done with once its review is landed (the
