@@ -19,7 +19,7 @@ from enact.budget.gate import BudgetGate
 from enact.fence import Fence
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
-from enact.storage import Storage
+from enact.storage import Storage, StorageStats
 from enact.tasks.settings import TasksSettings
 from enact.tasks.task_branches import home_id
 
@@ -45,6 +45,7 @@ class DaemonReports:
         self.home_id = home_id(home)
         self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
+        self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
 
     def status(self) -> StatusReport:
         from enact.messages.accounting import SpentOn
@@ -54,6 +55,13 @@ class DaemonReports:
         if self._schemas is None or self._schemas[0] != versions:  # made once: 40-odd records per request
             self._schemas = (versions, tuple(SchemaVersion(database=name, version=version)
                                              for name, version in sorted(versions.items())))
+        schemas = self._schemas[1]
+        if self._storage is None or self._storage[0] != stats or self._storage[1] is not schemas:
+            # Else the last one again: most requests find the same figures, and a record costs ~15k instructions.
+            self._storage = (stats, schemas, StorageStatus(
+                path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases,
+                schemas=schemas,
+            ))
         spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
                                        timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
         return StatusReport(
@@ -66,10 +74,7 @@ class DaemonReports:
             uptime_s=round(time.monotonic() - self.started, 3),
             metrics_addr=self.metrics_addr,
             actors=tuple(self.supervisor.statuses()),
-            storage=StorageStatus(
-                path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases,
-                schemas=self._schemas[1],
-            ),
+            storage=self._storage[2],
             spending=spending.purposes,
             channels=self.channels.states(),
             confinement=self._confinement_state(),

@@ -14,6 +14,7 @@ import pykka
 if TYPE_CHECKING:
     from enact.actors._base import EnactActor
     from enact.actors._idle_reads import IdleReads
+    from enact.messages.control import ActorStatus
     from enact.storage import Store
 
 
@@ -57,6 +58,8 @@ class ActorSlot:
     changed: threading.Condition = field(default_factory=threading.Condition)
     idle_reads: IdleReads | None = None
     """The current incarnation's idle reads (``enact.actors._idle_reads``)."""
+    reported: ActorStatus | None = None
+    """The status last reported of it, given again while nothing in it changed."""
 
 
 def dependency_order(specs: Sequence[ActorSpec]) -> list[ActorSpec]:

@@ -11,6 +11,7 @@ every wire type, which costs more than ``enact --version`` may take.
 
 from __future__ import annotations
 
+import functools
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
@@ -87,10 +88,33 @@ class TakenOver(DaemonError):
         self.generation, self.current = generation, current
 
 
-def _name_of(value: object) -> str:
-    from enact.messages._registry import registration_of
+class _Wire:
+    """The codec and framing, imported at the first request (not when the
+    CLI starts) and kept: an import statement run inside a call costs about
+    6,500 instructions every time, and a request ran seven."""
 
-    registration = registration_of(type(value))
+    def __init__(self) -> None:
+        import orjson
+
+        from enact.messages import DecodeError, decode, encode
+        from enact.messages._framing import MAX_FRAME_BYTES, read_frame, write_frame
+        from enact.messages._registry import is_reply_to, registration_of
+
+        self.encode_error = orjson.JSONEncodeError
+        self.decode_error = DecodeError
+        self.decode, self.encode = decode, encode
+        self.max_frame_bytes = MAX_FRAME_BYTES
+        self.read_frame, self.write_frame = read_frame, write_frame
+        self.is_reply_to, self.registration_of = is_reply_to, registration_of
+
+
+@functools.cache
+def _wire() -> _Wire:
+    return _Wire()
+
+
+def _name_of(value: object) -> str:
+    registration = _wire().registration_of(type(value))
     return registration.name if registration else type(value).__qualname__
 
 
@@ -114,9 +138,7 @@ def expect(reply: object, expected: type[T], request: object) -> T:
 def checked_reply(message: Request[R], reply: object) -> R:
     """``reply`` as the type ``message`` declares, or the one error that says
     why it is not."""
-    from enact.messages._registry import is_reply_to
-
-    if is_reply_to(message, reply):
+    if _wire().is_reply_to(message, reply):
         return cast(R, reply)
     if is_reply(reply, "epoch.Fenced"):
         from enact.messages.epoch import Fenced
@@ -150,17 +172,15 @@ class Client:
 
     def send(self, message: object) -> object:
         """Any typed reply (``control.Error`` raised as DaemonError)."""
-        from enact.messages import decode
-        from enact.messages._framing import read_frame, write_frame
-
+        wire = _wire()
         try:
-            write_frame(self._sock, checked_frame(message))
+            wire.write_frame(self._sock, checked_frame(message))
         except TimeoutError:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except ConnectionError as error:  # closed before it took the request
             raise NotRunning(self.home) from error
         try:
-            reply = (self._decode_with or decode)(read_frame(self._sock))
+            reply = (self._decode_with or wire.decode)(wire.read_frame(self._sock))
         except TimeoutError:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except (ConnectionError, EOFError) as error:  # EOFError: also gone in the middle of a reply
@@ -186,23 +206,19 @@ def checked_frame(message: object) -> bytes:
     """``message`` as the frame the daemon would accept, or BadRequest in one
     line naming the field: the daemon's own checks, run here, so that bad
     input is the user's error (exit 2) rather than the daemon's."""
-    import orjson
-
-    from enact.messages import DecodeError, decode, encode
-    from enact.messages._framing import MAX_FRAME_BYTES
-
+    wire = _wire()
     try:
-        frame = encode(message)
-    except orjson.JSONEncodeError:  # looked into only then: the walk costs as much as the encoding
+        frame = wire.encode(message)
+    except wire.encode_error:  # looked into only then: the walk costs as much as the encoding
         bad = _not_utf8(message, "")
         if bad:
             raise BadRequest(f"{bad} is not valid UTF-8 text") from None
         raise
-    if len(frame) > MAX_FRAME_BYTES:
-        raise BadRequest(f"the request is {len(frame)} bytes; the daemon takes at most {MAX_FRAME_BYTES}")
+    if len(frame) > wire.max_frame_bytes:
+        raise BadRequest(f"the request is {len(frame)} bytes; the daemon takes at most {wire.max_frame_bytes}")
     try:
-        decode(frame)
-    except DecodeError as error:
+        wire.decode(frame)
+    except wire.decode_error as error:
         raise BadRequest(str(error)) from None
     return frame
 

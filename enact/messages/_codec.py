@@ -17,6 +17,7 @@ import orjson
 
 from enact.errors import EnactError
 from enact.messages._compiled import Mismatch, decoder
+from enact.messages._encoders import plain
 from enact.messages._registry import lookup, type_name
 
 MAX_LENGTH = "max_length"
@@ -37,8 +38,9 @@ def to_wire(message: object) -> dict[str, Any]:
 
 
 def encode(message: object) -> bytes:
-    # orjson writes dataclasses, tuples and enums natively, as _plain does.
-    return orjson.dumps({"type": type_name(message), "body": message})
+    # orjson writes tuples and enums natively, as _plain does; records are
+    # made plain dicts first, which it writes several times faster.
+    return orjson.dumps({"type": type_name(message), "body": plain(message)})
 
 
 def _plain(value: object) -> Any:

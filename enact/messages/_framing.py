@@ -43,11 +43,20 @@ def read_frame(sock: socket.socket, *, max_bytes: int = MAX_FRAME_BYTES) -> byte
     (length,) = _LENGTH.unpack(header)
     if length > max_bytes:
         raise FrameError(f"frame of {length} bytes exceeds the limit of {max_bytes}")
+    if not length:  # nothing to read (and a recv of 0 bytes is not asked for)
+        return b""
     return _read_exactly(sock, length, allow_eof=False)
 
 
 def _read_exactly(sock: socket.socket, count: int, *, allow_eof: bool) -> bytes:
-    chunks = bytearray()
+    first = sock.recv(count)
+    if len(first) == count:  # nearly always: the whole of it came at once, kept without a copy
+        return first
+    chunks = bytearray(first)
+    if not first:
+        if allow_eof:
+            raise ConnectionClosed()
+        raise TruncatedFrame(f"connection closed inside a frame (0 of {count} bytes)")
     while len(chunks) < count:
         chunk = sock.recv(count - len(chunks))
         if not chunk:
