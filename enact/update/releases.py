@@ -74,6 +74,14 @@ def releases_dir(home: Path) -> Path:
     return home / RELEASES
 
 
+def release_environment(home: Path) -> dict[str, str]:
+    """What a release's enact runs with (its pip too, at its install): this
+    environment on ``home``, without what would load another enact than the
+    release's."""
+    kept = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    return {**kept, "ENACT_HOME": str(home)}
+
+
 def shared_site_dirs(releases: Path) -> list[str]:
     """The site-packages directories this interpreter loads its dependencies
     from, but a release's own: a new release links these, so that no chain
@@ -109,8 +117,8 @@ def install(home: Path, repository: Path, revision: str, *, log: Path) -> Releas
         _unpack(repository, revision, target)
         with _compiling(target / "enact", log=log):
             _make_environment(environment, releases, log=log)
-            _pip_install(environment, target, log=log)
-        _check_runs_its_own_source(environment, target)
+            _pip_install(environment, target, env=release_environment(home), log=log)
+        _check_runs_its_own_source(environment, target, env=release_environment(home))
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
@@ -139,7 +147,7 @@ def _make_environment(environment: Path, releases: Path, *, log: Path) -> None:
     (purelib / DEPENDENCIES_LINK).write_text("".join(f"{path}\n" for path in shared_site_dirs(releases)))
 
 
-def _pip_install(environment: Path, source: Path, *, log: Path) -> None:
+def _pip_install(environment: Path, source: Path, *, env: dict[str, str], log: Path) -> None:
     """The release's interpreter runs pip (the shared one, through the
     ``.pth``): one pip process, not one that starts another as ``--python``
     does. It sees the shared dependencies, so only what they lack is
@@ -147,15 +155,15 @@ def _pip_install(environment: Path, source: Path, *, log: Path) -> None:
     (``--no-build-isolation``), which needs no index either."""
     python = environment / "bin" / "python"
     _run([str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--disable-pip-version-check",
-          "--config-settings", "editable_mode=compat", "--editable", str(source)], log=log, cwd=source)
+          "--config-settings", "editable_mode=compat", "--editable", str(source)], log=log, cwd=source, env=env)
 
 
-def _check_runs_its_own_source(environment: Path, source: Path) -> None:
+def _check_runs_its_own_source(environment: Path, source: Path, *, env: dict[str, str]) -> None:
     """The release imports enact from its own source, not from the shared
     site-packages it also sees (where enact's first environment may hold
     an installed enact): the editable install's path entry must come first."""
     python = environment / "bin" / "python"
-    done = subprocess.run([str(python), "-P", "-c", "import enact; print(enact.__file__)"], cwd=environment,
+    done = subprocess.run([str(python), "-P", "-c", "import enact; print(enact.__file__)"], cwd=environment, env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
     found = done.stdout.strip()
     if done.returncode != 0 or not Path(found).resolve().is_relative_to(source.resolve()):
@@ -183,12 +191,12 @@ def _compiling(package: Path, *, log: Path) -> Iterator[None]:
             compiler.wait()
 
 
-def _run(argv: list[str], *, log: Path, cwd: Path | None = None) -> None:
+def _run(argv: list[str], *, log: Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
     with open(log, "ab") as output:
         output.write(f"$ {' '.join(argv)}\n".encode())
         output.flush()
         try:
-            done = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+            done = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                                   timeout=PIP_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise ReleaseError(f"`{argv[2]}` did not finish within {PIP_TIMEOUT_S:g} s (see {log})") from None
