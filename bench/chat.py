@@ -23,6 +23,12 @@ rename, directory fsync) and never pruned, and turns appended to a JSONL
 file with an fsync. Single-threaded. Its cost grows with the files, so at
 100,000 events only a few events are timed.
 
+Two ways of committing, measured alternately on homes of their own: the
+actors' write batches merged into one durable commit per round (the group
+committer, the daemon's way) and each actor's batch committing on its own
+(the way before it); beside them the floor, a bare durable LMDB commit loop
+on the same file system, and each way's durable commits per event.
+
 Latency: a real ``enact daemon run`` process, asked ``local.Send`` through
 ``enact.cli._client.Client``, and ``python -m enact send hello`` as a whole
 process.
@@ -30,248 +36,57 @@ process.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import lmdb
 import orjson
 
-from bench._table import Table, median, percentile, rate, ratio, run_together
+from bench._table import Table, median, percentile, rate, ratio
 from bench.append_log import _rewrite_atomically
+from bench.chat_home import (
+    _REPLY,
+    _TEXT,
+    CONVERSATIONS,
+    PREFILL_GROUP,
+    _complete,
+    _conversation,
+    _delivery,
+    _Enact,
+    _history,
+    _receipt,
+    _turn,
+    bare_commit_s,
+)
 from bench.control_socket import _start_daemon, _stop
-from enact import __version__, components
-from enact.actors.supervisor import Supervisor
-from enact.channels import InboxInlet
-from enact.channels.local import LocalChannel
-from enact.chat import inbox_records, records
-from enact.chat import outbox_actor as outbox
-from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
+from enact import __version__
 from enact.cli._client import Client
-from enact.commands import CommandContext, CommandRegistry, builtin_commands
-from enact.components import DaemonParts
-from enact.daemon import build_runtime
-from enact.fence import Fence
-from enact.home import STATE_DIR
 from enact.messages import local
 from enact.messages.common import HUMAN_CLI
-from enact.messages.inbox import ChatEvent, Outcome, Turn
+from enact.messages.inbox import ChatEvent, Outcome
 from enact.messages.local import Send
-from enact.messages.outbox import DeliveryRecord, DeliveryState
-from enact.metrics import Metrics
+from enact.messages.outbox import DeliveryState
 from enact.runtime import RuntimeRequest
 from enact.runtime.scripted import ScriptedRuntime
-from enact.storage import RecordTable, Storage, Store
+
+__all__ = ["TITLE", "_Enact", "run"]
 
 TITLE = "4. Chat end to end: events/s and send latency vs JSON files rewritten per change"
-TARGET = 500
-FLAT = 0.85
+TARGETS = {8: 1_500, 1: 600}
+"""Events/s with group commit, per number of conversations, at 0 history and at the full history."""
+FLAT = 0.9
 """Events/s at 100,000 history ÷ at 0 at or above this counts as flat."""
-CONVERSATIONS = (1, 8)
-PREFILL_GROUP = 10_000
+WAYS = {"group commit": True, "per-actor commits": False}
+"""The way each figure's write batches commit: Storage(group_commit=...)."""
+FLOOR_COMMITS = 400
 
-_TEXT = "hello"
-_REPLY = f"(scripted runtime) You said: {_TEXT}"
 _ROOT = Path(__file__).resolve().parent.parent
-
-
-def _conversation(index: int) -> str:
-    return f"bench-{index}"
-
-
-# -- the records the inbox and the outbox write (enact.chat.records,
-# enact.messages.outbox), with the times set
-
-
-def _receipt(event: ChatEvent, generation: int, at: float) -> Receipt:
-    return records.new_receipt(event, origin=HUMAN_CLI, generation=generation, now=at)
-
-
-def _delivery(event: ChatEvent, reply: str, state: DeliveryState, at: float, generation: int) -> DeliveryRecord:
-    return DeliveryRecord(channel=event.channel, conversation=event.conversation, message_id=event.message_id,
-                          text=reply, state=state, attempts=1, error="", updated_at=at, generation=generation)
-
-
-def _complete(receipt: Receipt, reply: str, at: float) -> Receipt:
-    return dataclasses.replace(receipt, status=ReceiptStatus.COMPLETED, reply=reply, outcome=TurnOutcome.REPLIED,
-                               finished_at=at)
-
-
-def _turn(event_id: str, event: ChatEvent, reply: str, at: float) -> Turn:
-    return records.turn_of(_complete(_receipt(event, 1, at), reply, at), now=at)
-
-
-_Row = tuple[str, Receipt, DeliveryRecord, Turn]
-
-
-def _history(count: int, generation: int) -> Iterator[_Row]:
-    """``count`` finished events: (event id, completed receipt, delivered delivery, turn)."""
-    start = time.time() - count
-    for n in range(count):
-        event = ChatEvent(channel=local.NAME, conversation=_conversation(n % 8), message_id=f"history-{n}",
-                          text=_TEXT, sender=HUMAN_CLI)
-        at = start + n
-        receipt = _complete(_receipt(event, generation, at), _REPLY, at)
-        delivery = _delivery(event, _REPLY, DeliveryState.DELIVERED, at, generation)
-        yield event.event_id, receipt, delivery, _turn(event.event_id, event, _REPLY, at)
-
-
-# -- enact ------------------------------------------------------------------------
-
-
-class _ChatDatabases:
-    """The inbox's databases and the outbox's, each through its own store."""
-
-    def __init__(self, store: Store, outbox_store: Store) -> None:
-        self.store = store
-        self.outbox_store = outbox_store
-        self.records = inbox_records.InboxRecords(store)
-        self.receipts = self.records.receipts
-        self.open = self.records.open
-        self.deliveries = RecordTable(outbox_store.table(outbox.DELIVERIES), DeliveryRecord)
-        self.turns = self.records.turns
-
-    def prefill(self, count: int, generation: int) -> None:
-        rows = _history(count, generation)
-        while True:
-            group = [row for _, row in zip(range(PREFILL_GROUP), rows, strict=False)]
-            if not group:
-                return
-
-            def write(txn: lmdb.Transaction, group: list[_Row] = group) -> list[bytes]:
-                keys = []
-                for event_id, receipt, _, turn in group:
-                    key = self.records.create(txn, event_id, receipt)
-                    self.open.delete(txn, key)  # finished
-                    self.turns.append(txn, turn)
-                    keys.append(key)
-                return keys
-
-            def write_deliveries(txn: lmdb.Transaction, keys: list[bytes],
-                                 group: list[_Row] = group) -> None:
-                for key, (_, _, delivery, _) in zip(keys, group, strict=True):
-                    self.deliveries.put(txn, key, delivery)
-
-            keys = self.store.write(write)
-            self.outbox_store.write(lambda txn, keys=keys: write_deliveries(txn, keys))
-
-    def counts(self) -> tuple[int, int, int, int]:
-        """Receipts, still-open receipts, deliveries and logged turns."""
-        receipts, still_open, turns = self.store.read(
-            lambda txn: (self.receipts.table.count(txn), self.open.count(txn), self.turns.log.last_cursor(txn)))
-        deliveries = self.outbox_store.read(self.deliveries.table.count)
-        return receipts, still_open, deliveries, turns
-
-
-class _Enact:
-    """The daemon's chat actors in this process, on a home of their own."""
-
-    def __init__(self, home: Path, *, history: int) -> None:
-        home.mkdir(mode=0o700)
-        self.home = home
-        self.events = self.history = history
-        self.prefill_s = 0.0
-        self.fatal: list[str] = []
-        installed = components.load()
-        settings = installed.load_config(home, environ={})
-        self.storage = Storage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20)
-        self.fence = Fence(home, self.storage)
-        self.supervisor: Supervisor | None = None
-        try:
-            self.fence.acquire(takeover=False)  # every write runs the fence guard, as in the daemon
-            # The inbox's and the outbox's own stores (the supervisor grants them the same).
-            self.databases = _ChatDatabases(self.storage.grant("inbox", inbox_records.DATABASES),
-                                            self.storage.grant("outbox", outbox.DATABASES))
-            if history:
-                started = time.perf_counter()
-                self.databases.prefill(history, self.fence.generation)
-                self.prefill_s = time.perf_counter() - started
-            commands = CommandRegistry()
-            for command in builtin_commands(commands):
-                commands.register(command)
-            timeout = settings["control.request_timeout_s"]
-            self.channel = LocalChannel(wait_timeout_s=timeout)
-            parts = DaemonParts(
-                settings=settings,
-                # The scripted runtime; no rules file, so every reply is an echo.
-                runtime=build_runtime(installed, settings),
-                channels={self.channel.name: self.channel},
-                origins={self.channel.name: HUMAN_CLI},
-                commands=commands,
-            )
-            self.supervisor = Supervisor(
-                components.component_actors(installed, parts), home=home, config=settings, metrics=Metrics(),
-                storage=self.storage, fence=self.fence, on_fatal=self.fatal.append,
-            )
-            commands.bind(CommandContext(fence=self.fence, status=lambda: "bench"))
-            self.supervisor.start()
-            self.channel.start(
-                InboxInlet(self.channel.name, lambda to, message: self._ask(to, message, timeout), origin=HUMAN_CLI)
-            )
-        except BaseException:
-            self.close()
-            raise
-
-    def _ask(self, actor: str, message: Any, timeout: float) -> Any:
-        assert self.supervisor is not None
-        return self.supervisor.ask(actor, message, timeout=timeout)
-
-    def send(self, conversation: str) -> None:
-        outcome = self.channel.send(Send(text=_TEXT, conversation=conversation, origin=HUMAN_CLI))
-        if not (isinstance(outcome, Outcome) and outcome.status == "replied" and not outcome.duplicate
-                and outcome.reply == _REPLY):
-            raise RuntimeError(f"unexpected outcome: {outcome!r}")
-
-    def events_per_s(self, conversations: int, per_conversation: int) -> float:
-        """All events over the wall time, one sender thread per conversation."""
-        errors: list[BaseException] = []
-        ready = threading.Barrier(conversations + 1)
-
-        def sender(index: int) -> None:
-            try:
-                ready.wait()
-                for _ in range(per_conversation):
-                    self.send(_conversation(index))
-            except BaseException as error:
-                errors.append(error)
-                ready.abort()
-
-        threads = [threading.Thread(target=sender, args=(index,)) for index in range(conversations)]
-        elapsed = run_together(threads, ready, errors)
-        self.events += conversations * per_conversation
-        self.check()
-        return conversations * per_conversation / elapsed
-
-    def warm_up(self, per_conversation: int) -> None:
-        """Start every conversation actor and its runtime session."""
-        self.events_per_s(max(CONVERSATIONS), per_conversation)
-
-    def check(self) -> None:
-        """Every event sent is durably finished: receipt and turn. A reply
-        delivered at its first attempt is recorded by its receipt, so the
-        delivery journal holds only the pre-filled history (every one
-        journaled, as homes written before the outbox have them)."""
-        counts = self.databases.counts()
-        if counts != (self.events, 0, self.history, self.events):
-            raise RuntimeError(f"expected {self.events:,} receipts (none open) and turns and {self.history:,} "
-                               f"journaled deliveries; found {counts}")
-        if self.fatal:
-            raise RuntimeError(f"the supervisor gave up: {self.fatal}")
-
-    def close(self) -> None:
-        if self.supervisor is not None:
-            self.supervisor.stop(10)
-        self.fence.release()
-        self.storage.close()
 
 
 # -- the original agent's way ---------------------------------------------------------
@@ -405,45 +220,70 @@ def _ms(seconds: float) -> str:
 # -- the table ------------------------------------------------------------------------
 
 
+Key = tuple[str, int, int]
+"""(way, history, conversations)"""
+
+
+def _verdict(value: float, target: float) -> str:
+    return "PASS" if value >= target else "MISS"
+
+
+def _measure(enact: _Enact, conversations: int, per_conversation: int, key: Key,
+             figures: dict[Key, list[float]], commits: dict[Key, list[float]]) -> None:
+    figures.setdefault(key, []).append(enact.events_per_s(conversations, per_conversation))
+    commits.setdefault(key, []).append(enact.commits_per_event)
+
+
 def run(quick: bool) -> Table:
     if quick:
         history, trials, per_conversation, warm = 2_000, 1, {1: 20, 8: 8}, 2
-        baseline_counts, sends, runs = {0: 20, history: 5}, 20, 2
+        baseline_counts, sends, runs, floor_commits = {0: 20, history: 5}, 20, 2, 50
     else:
         history, trials, per_conversation, warm = 100_000, 5, {1: 200, 8: 50}, 10
-        baseline_counts, sends, runs = {0: 300, history: 20}, 300, 30
+        baseline_counts, sends, runs, floor_commits = {0: 300, history: 20}, 300, 30, FLOOR_COMMITS
     load_before = os.getloadavg()[0]
     directory = Path(tempfile.mkdtemp(prefix="enact-bench-", dir="/tmp"))
-    enact: dict[tuple[int, int], list[float]] = {(h, c): [] for h in (0, history) for c in CONVERSATIONS}
+    figures: dict[Key, list[float]] = {}
+    commits: dict[Key, list[float]] = {}
     baseline_runs: list[float] = []
+    floor_s: list[float] = []
     try:
-        full = _Enact(directory / "full", history=history)
+        full: dict[str, _Enact] = {}
         try:
-            prefill_s = full.prefill_s
-            full.warm_up(warm)
+            for number, (way, group_commit) in enumerate(WAYS.items()):
+                full[way] = _Enact(directory / f"full-{number}", history=history, group_commit=group_commit)
+            prefill_s = median([enact.prefill_s for enact in full.values()])
+            for enact in full.values():
+                enact.warm_up(warm)
             for trial in range(trials):  # interleaved: a burst of load elsewhere hits every row alike
                 samples, _ = _baseline(directory / f"json-0-{trial}", 0, baseline_counts[0])
                 baseline_runs.append(len(samples) / sum(samples))
+                floor_s.append(bare_commit_s(directory / f"floor-{trial}", floor_commits))
+                # The two ways alternate, and which goes first alternates by trial.
+                ways = list(WAYS.items())[:: 1 if trial % 2 == 0 else -1]
                 for conversations in CONVERSATIONS:
-                    empty = _Enact(directory / f"empty-{trial}-{conversations}", history=0)
-                    try:
-                        empty.warm_up(warm)
-                        enact[0, conversations].append(empty.events_per_s(conversations,
-                                                                          per_conversation[conversations]))
-                    finally:
-                        empty.close()
-                    enact[history, conversations].append(full.events_per_s(conversations,
-                                                                           per_conversation[conversations]))
-            full_events = full.events
+                    for number, (way, group_commit) in enumerate(ways):
+                        empty = _Enact(directory / f"empty-{trial}-{conversations}-{number}", history=0,
+                                       group_commit=group_commit)
+                        try:
+                            empty.warm_up(warm)
+                            _measure(empty, conversations, per_conversation[conversations], (way, 0, conversations),
+                                     figures, commits)
+                        finally:
+                            empty.close()
+                        _measure(full[way], conversations, per_conversation[conversations],
+                                 (way, history, conversations), figures, commits)
+            full_events = max(enact.events for enact in full.values())
         finally:
-            full.close()
+            for enact in full.values():
+                enact.close()
         baseline_zero, _ = _baseline(directory / "json-0-latency", 0, baseline_counts[0])
         baseline_full, sizes = _baseline(directory / "json-full", history, baseline_counts[history])
 
         (directory / "latency").mkdir(mode=0o700)
         latency = {
             0: _latency(directory / "latency", directory / "daemon-0.log", sends, runs),
-            history: _latency(directory / "full", directory / "daemon-full.log", sends, runs),
+            history: _latency(directory / "full-0", directory / "daemon-full.log", sends, runs),
         }
         version = f"enact, version {__version__}"
         floor = [_run([sys.executable, "-m", "enact", "--version"], dict(os.environ), expect=version)
@@ -451,51 +291,74 @@ def run(quick: bool) -> Table:
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
+    group, alone = WAYS  # the names, in the order of the columns
     baseline_rate = {0: median(baseline_runs), history: len(baseline_full) / sum(baseline_full)}
     baseline_samples = {0: baseline_zero, history: baseline_full}
-    table = Table(TITLE, ["figure", "history", "conversations", "JSON files", "enact", "enact ÷ JSON"])
-    figures = {key: median(values) for key, values in enact.items()}
+    table = Table(TITLE, ["figure", "history", "conversations", "JSON files", f"enact, {alone}",
+                          f"enact, {group}", f"{group} ÷ {alone}", "enact ÷ JSON"])
+    rates = {key: median(values) for key, values in figures.items()}
+    per_event = {key: median(values) for key, values in commits.items()}
+    commit_s = median(floor_s)
     for h in (0, history):
         for conversations in CONVERSATIONS:
-            table.add("events/s", f"{h:,}", conversations, rate(baseline_rate[h]), rate(figures[h, conversations]),
-                      ratio(figures[h, conversations] / baseline_rate[h]))
+            new, old = rates[group, h, conversations], rates[alone, h, conversations]
+            table.add("events/s", f"{h:,}", conversations, rate(baseline_rate[h]), rate(old), rate(new),
+                      ratio(new / old), ratio(new / baseline_rate[h]))
+    for h in (0, history):
+        for conversations in CONVERSATIONS:
+            new, old = per_event[group, h, conversations], per_event[alone, h, conversations]
+            table.add("durable commits/event", f"{h:,}", conversations, "-", f"{old:.2f}", f"{new:.2f}",
+                      ratio(new / old), "-")
     for label, index in (("send over the socket", 0), ("`enact send` process", 1)):
         for h in (0, history):
             for name, fraction in (("p50", 0.50), ("p99", 0.99)):
                 mine, theirs = percentile(latency[h][index], fraction), percentile(baseline_samples[h], fraction)
-                table.add(f"{label} {name} ms", f"{h:,}", 1, _ms(theirs), _ms(mine), ratio(mine / theirs))
+                table.add(f"{label} {name} ms", f"{h:,}", 1, _ms(theirs), "-", _ms(mine), "-", ratio(mine / theirs))
 
     verdicts = []
-    for h in (0, history):
-        verdicts.append(f"{h:,} history {rate(figures[h, 8])} "
-                        f"{'PASS' if figures[h, 8] >= TARGET else 'MISS'}")
-    table.note(f"target ≥ {TARGET} events/s with 8 conversations: {'; '.join(verdicts)}")
-    flat = []
-    for conversations in CONVERSATIONS:
-        change = figures[history, conversations] / figures[0, conversations]
-        flat.append(f"{conversations} conversation(s) {ratio(change)} {'PASS' if change >= FLAT else 'MISS'}")
-    table.note(f"per-event cost vs history, events/s at {history:,} ÷ at 0 (flat: ≥ {FLAT}x): {'; '.join(flat)}; "
-               f"JSON files {ratio(baseline_rate[history] / baseline_rate[0])}")
+    for conversations in sorted(CONVERSATIONS, reverse=True):
+        target = TARGETS[conversations]
+        for h in (0, history):
+            figure = rates[group, h, conversations]
+            verdicts.append(f"{conversations} conversation(s), {h:,} history: {rate(figure)} "
+                            f"(≥ {target:,}) {_verdict(figure, target)}")
+    table.note(f"targets, events/s with {group}: {'; '.join(verdicts)}")
+    for way in (group, alone):
+        flat = []
+        for conversations in CONVERSATIONS:
+            change = rates[way, history, conversations] / rates[way, 0, conversations]
+            flat.append(f"{conversations} conversation(s) {ratio(change)} {_verdict(change, FLAT)}")
+        table.note(f"flat with {way}, events/s at {history:,} ÷ at 0 (≥ {FLAT}x): {'; '.join(flat)}")
+    table.note(f"JSON files flat: {ratio(baseline_rate[history] / baseline_rate[0])}")
+    ceilings = "; ".join(
+        f"{conversations} conversation(s) {rate(1 / (commit_s * per_event[group, 0, conversations]))}"
+        for conversations in CONVERSATIONS)
+    table.note(f"the floor: a bare durable LMDB commit loop ({floor_commits} commits of one record, median of "
+               f"{trials}) took {_ms(commit_s)} ms a commit ({rate(1 / commit_s)}/s) in this run; at {group}'s "
+               f"commits per event (0 history) that alone allows {ceilings} events/s")
+    table.note(f"{group}: the write batches every actor has ready share one durable commit (Storage.committer, "
+               f"the daemon's way); {alone}: each actor's batch commits on its own (Storage(group_commit=False), "
+               f"the way before); each on homes of its own, measured alternately, which first alternating by trial")
     table.note(f"enact events/s: in this process, the daemon's actors under a Supervisor, one sender thread per "
                f"conversation calling LocalChannel.send (returns once the reply is delivered and the turn logged); "
                f"durable LMDB commits; scripted runtime, no rules file (echo); median of {trials} interleaved "
                f"trial(s) of {per_conversation[1]:,} events (1 conversation) and {per_conversation[8]:,} per "
                f"conversation (8), after {warm} per conversation of warm-up")
-    table.note(f"0 history: a fresh home per trial; {history:,} history: one home, pre-filled before the actors "
-               f"start (not through the chat path) with {history:,} completed receipts, delivered deliveries and "
-               f"turn-log records written through the inbox's and the outbox's own stores in commits of "
-               f"{PREFILL_GROUP:,} events, in the records the inbox and the outbox write ({prefill_s:.1f} s); "
-               f"it held {full_events:,} events when its trials ended")
+    table.note(f"0 history: a fresh home per trial and way; {history:,} history: one home per way, pre-filled "
+               f"before the actors start (not through the chat path) with {history:,} completed receipts, "
+               f"delivered deliveries and turn-log records written through the inbox's and the outbox's own "
+               f"stores in commits of {PREFILL_GROUP:,} events, in the records the inbox and the outbox write "
+               f"({prefill_s:.1f} s); it held {full_events:,} events when its trials ended")
     table.note(f"JSON files: per event, receipt (processing), delivery (pending, with the reply), delivery "
                f"(delivered), receipt (completed): each a rewrite of the whole file (temp file, fsync, rename, "
                f"directory fsync); then the turn appended to a JSONL file and fsynced; the same runtime call; no "
                f"session file; one thread; documents kept in memory and encoded with orjson (favours it); "
                f"{baseline_counts[0]} events timed at 0 (median of {trials}), {baseline_counts[history]} at "
                f"{history:,} (receipt file {sizes[0]:,.0f} MB, journal {sizes[1]:,.0f} MB)")
-    table.note(f"send over the socket: a real `enact daemon run`, local.Send through enact.cli._client.Client, "
-               f"{sends} sequential sends on one connection after warm-up; `enact send` process: "
-               f"`python -m enact send {_TEXT}` with ENACT_HOME, {runs} runs (p99 of {runs} is about the "
-               f"maximum); {history:,} rows on the home of the events/s rows; a new interpreter costs "
+    table.note(f"send over the socket: a real `enact daemon run` ({group}), local.Send through "
+               f"enact.cli._client.Client, {sends} sequential sends on one connection after warm-up; `enact send` "
+               f"process: `python -m enact send {_TEXT}` with ENACT_HOME, {runs} runs (p99 of {runs} is about the "
+               f"maximum); {history:,} rows on the {group} home of the events/s rows; a new interpreter costs "
                f"{_ms(median(floor))} ms alone (p50 of `python -m enact --version`)")
     table.note("JSON files latency: that way's own per-event time, in one process (no socket, no process start)")
     table.note(f"1-minute load average {load_before:.2f} before this benchmark, {os.getloadavg()[0]:.2f} after (it "

@@ -374,7 +374,11 @@ def cursor_of(daemon: Daemon) -> int:
 
 def test_cursor_advances_only_over_finished_events(daemons: DaemonFactory) -> None:
     home = chat_home(daemons)
-    (home / "commands.toml").write_text(commands_toml(home.parent / "runs.txt").replace("sleep 60", "sleep 3"))
+    # The slow command ends when the test lets it, not after a time a loaded
+    # machine could outlast before event 3 finishes.
+    gate = home.parent / "let-it-end"
+    slow = f'while [ ! -e {gate} ]; do sleep 0.05; done'
+    (home / "commands.toml").write_text(commands_toml(home.parent / "runs.txt").replace("sleep 60", slow))
     daemon = daemons.start(home)
     assert receive(daemon, "c-1", "hello", 1)["type"] == "inbox.Accepted"
     wait_for(lambda: cursor_of(daemon) == 1, what="cursor 1")
@@ -382,6 +386,7 @@ def test_cursor_advances_only_over_finished_events(daemons: DaemonFactory) -> No
     receive(daemon, "c-3", "hello again", 3)
     wait_for(lambda: any(t["message_id"] == "c-3" for t in turns(daemon)), what="event 3 to finish")
     assert cursor_of(daemon) == 1  # event 2 is still running
+    gate.touch()
     wait_for(lambda: cursor_of(daemon) == 3, what="the cursor to pass event 2 once it finished")
     assert [t["message_id"] for t in turns(daemon)] == ["c-1", "c-3", "c-2"]
 

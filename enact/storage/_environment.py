@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
+from enact.storage._committer import GroupCommitter, WriteOutcome, apply_each
 from enact.storage._errors import (
     DiskFull,
     MigrationFailed,
@@ -118,10 +119,14 @@ class Storage:
         schema_version: int = SCHEMA_VERSION,
         migrations: Mapping[int, Migration] | None = None,
         schemas: Sequence[DatabaseSchema] = (),
+        group_commit: bool = True,
     ) -> None:
         """``schemas``: the databases whose version is above 1, as the
         components declare them; a newer home is refused here, before any
-        write, and ``migrate`` moves an older one forward."""
+        write, and ``migrate`` moves an older one forward. ``group_commit``:
+        the write batches that actors flush at the same time share one
+        durable commit (``enact.storage._committer``); off, each batch
+        commits on its own (the benchmark measures both)."""
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path = path
         self._env = lmdb.open(str(path), map_size=map_size, max_dbs=max_dbs, subdir=True, mode=0o600)
@@ -133,6 +138,7 @@ class Storage:
         self._guard: WriteGuard | None = None
         self._schemas = {schema.name: schema for schema in schemas}
         self._versions: dict[str, int] | None = None
+        self.committer = GroupCommitter(self._env, lambda fn: self._write(fn, guarded=True)) if group_commit else None
         try:
             self._check_schema(schema_version, dict(migrations or {}))
             self._refuse_newer_databases()
@@ -386,33 +392,11 @@ class Store:
 
     def write_each(self, fns: Sequence[Callable[[lmdb.Transaction], Any]]) -> list[WriteOutcome]:
         """Group commit: run each ``fn`` in its own nested transaction of one
-        fenced write transaction, and commit once. A ``fn`` that raises is
-        rolled back alone; the others still commit. Returns, in order, each
-        result or the exception it raised."""
-
-        def run_all(txn: lmdb.Transaction) -> list[WriteOutcome]:
-            outcomes: list[WriteOutcome] = []
-            for fn in fns:
-                child = lmdb.Transaction(self._storage._env, write=True, parent=txn)
-                try:
-                    result = fn(child)
-                except (lmdb.MapFullError, lmdb.MapResizedError):
-                    child.abort()
-                    raise  # the whole batch is retried once the map has grown
-                except Exception as error:
-                    child.abort()
-                    outcomes.append(WriteOutcome(ok=False, value=error))
-                else:
-                    child.commit()
-                    outcomes.append(WriteOutcome(ok=True, value=result))
-            return outcomes
-
-        return self._storage._write(run_all, guarded=True)
-
-
-@dataclass(frozen=True, slots=True)
-class WriteOutcome:
-    """One function's share of a group commit: its result, or what it raised."""
-
-    ok: bool
-    value: Any
+        fenced write transaction, and commit once, together with the batches
+        other actors flush meanwhile (``Storage.committer``). A ``fn`` that
+        raises is rolled back alone; the others still commit. Returns, in
+        order, each result or the exception it raised."""
+        storage = self._storage
+        if storage.committer is not None:
+            return storage.committer.commit(fns)
+        return storage._write(lambda txn: apply_each(storage._env, txn, fns), guarded=True)

@@ -26,6 +26,12 @@ class OwnershipError(StorageError):
     """An actor asked for a database it does not own."""
 
 
+class GroupInterrupted(StorageError):
+    """The commit this batch shared was cut short by a BaseException (an
+    interrupt, an exit) raised in one of the group's writes; the leading
+    thread, which ran that write, raises the BaseException itself."""
+
+
 class DiskFull(StorageError):
     """A write that cannot be made durable for want of space: nothing of it
     was committed. Its message is the one line the owner sees."""
