@@ -26,7 +26,7 @@ from enact.home import LOG_NAME
 from enact.messages import DecodeError, decode
 from enact.messages._codec import from_wire
 from enact.messages.control import Shutdown, Status, StatusReport
-from enact.update.releases import Release
+from enact.update.releases import Release, release_environment
 
 POLL_S = 0.1
 STOP_TIMEOUT_S = 60.0
@@ -54,13 +54,6 @@ class Started:
         lines = [line for line in self.written(home) if line.strip()]
         said = f": {lines[-1].strip()}" if lines else ""
         return f"exited with status {self.process.returncode}{said}"
-
-
-def release_environment(home: Path) -> dict[str, str]:
-    """What a release's enact runs with: this environment on ``home``,
-    without what would load another enact than the release's."""
-    kept = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
-    return {**kept, "ENACT_HOME": str(home)}
 
 
 def run_enact(release: Release, home: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -3,17 +3,21 @@ beside the one running, with its own source and virtual environment.
 
 ``<home>/releases/<revision>/`` holds the revision's source (a ``git
 archive`` of it, never a worktree the repository tracks) and, in
-``.venv``, an environment with that source installed (not editable). The
-environment shares the dependencies of the environment enact was first
-installed in (a ``.pth`` naming its site-packages) and pip installs there
-only what that one lacks, through pip's own cache: an install costs a
-couple of seconds, offline, instead of a download of every dependency.
+``.venv``, an environment that runs that source where it lies (an
+editable install: nothing changes the source after the install, so it
+is the same code a wheel would hold, without building, copying and
+zipping one). The environment shares the dependencies of the environment
+enact was first installed in (a ``.pth`` naming its site-packages) and pip
+installs there only what that one lacks, through pip's own cache: an
+install costs a couple of seconds, offline, instead of a download of every
+dependency.
 ``<home>/releases/current`` links the environment the systemd unit starts
 (``deploy/systemd/enact.service``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,7 +26,7 @@ import sys
 import sysconfig
 import tarfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +74,14 @@ def releases_dir(home: Path) -> Path:
     return home / RELEASES
 
 
+def release_environment(home: Path) -> dict[str, str]:
+    """What a release's enact runs with (its pip too, at its install): this
+    environment on ``home``, without what would load another enact than the
+    release's."""
+    kept = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    return {**kept, "ENACT_HOME": str(home)}
+
+
 def shared_site_dirs(releases: Path) -> list[str]:
     """The site-packages directories this interpreter loads its dependencies
     from, but a release's own: a new release links these, so that no chain
@@ -103,8 +115,10 @@ def install(home: Path, repository: Path, revision: str, *, log: Path) -> Releas
     target.mkdir(mode=0o700)
     try:
         _unpack(repository, revision, target)
-        _make_environment(environment, releases, log=log)
-        _pip_install(environment, target, log=log)
+        with _compiling(target / "enact", log=log):
+            _make_environment(environment, releases, log=log)
+            _pip_install(environment, target, env=release_environment(home), log=log)
+        _check_runs_its_own_source(environment, target, env=release_environment(home))
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
@@ -133,22 +147,56 @@ def _make_environment(environment: Path, releases: Path, *, log: Path) -> None:
     (purelib / DEPENDENCIES_LINK).write_text("".join(f"{path}\n" for path in shared_site_dirs(releases)))
 
 
-def _pip_install(environment: Path, source: Path, *, log: Path) -> None:
-    """pip of this interpreter installs into the release's (``--python``):
-    the release's interpreter sees the shared dependencies, so only what
-    they lack is fetched; the build uses the shared setuptools
+def _pip_install(environment: Path, source: Path, *, env: dict[str, str], log: Path) -> None:
+    """The release's interpreter runs pip (the shared one, through the
+    ``.pth``): one pip process, not one that starts another as ``--python``
+    does. It sees the shared dependencies, so only what they lack is
+    fetched; the editable build uses the shared setuptools
     (``--no-build-isolation``), which needs no index either."""
     python = environment / "bin" / "python"
-    _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-build-isolation",
-          "--disable-pip-version-check", str(source)], log=log, cwd=source)
+    _run([str(python), "-m", "pip", "install", "--quiet", "--no-build-isolation", "--disable-pip-version-check",
+          "--config-settings", "editable_mode=compat", "--editable", str(source)], log=log, cwd=source, env=env)
 
 
-def _run(argv: list[str], *, log: Path, cwd: Path | None = None) -> None:
+def _check_runs_its_own_source(environment: Path, source: Path, *, env: dict[str, str]) -> None:
+    """The release imports enact from its own source, not from the shared
+    site-packages it also sees (where enact's first environment may hold
+    an installed enact): the editable install's path entry must come first."""
+    python = environment / "bin" / "python"
+    done = subprocess.run([str(python), "-P", "-c", "import enact; print(enact.__file__)"], cwd=environment, env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, check=False)
+    found = done.stdout.strip()
+    if done.returncode != 0 or not Path(found).resolve().is_relative_to(source.resolve()):
+        raise ReleaseError(f"the release imports enact from {found or 'nowhere'}, not from its own source {source}")
+
+
+@contextlib.contextmanager
+def _compiling(package: Path, *, log: Path) -> Iterator[None]:
+    """The release's bytecode, compiled while its environment is made (on
+    the other core) and done before the release is. Not left to its first
+    start: with PYTHONDONTWRITEBYTECODE set (as on some machines) no start
+    would ever write it, and each would compile every module it imports.
+    The release runs this same interpreter, so the cache tag is its own. A
+    failed compile costs only start-up time, never the install."""
+    with open(log, "ab") as output:
+        compiler = subprocess.Popen([sys.executable, "-m", "compileall", "-q", str(package)],
+                                    stdin=subprocess.DEVNULL, stdout=output, stderr=output)
+    try:
+        yield
+    finally:
+        try:
+            compiler.wait(timeout=PIP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            compiler.kill()
+            compiler.wait()
+
+
+def _run(argv: list[str], *, log: Path, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
     with open(log, "ab") as output:
         output.write(f"$ {' '.join(argv)}\n".encode())
         output.flush()
         try:
-            done = subprocess.run(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
+            done = subprocess.run(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=output, stderr=output,
                                   timeout=PIP_TIMEOUT_S, check=False)
         except subprocess.TimeoutExpired:
             raise ReleaseError(f"`{argv[2]}` did not finish within {PIP_TIMEOUT_S:g} s (see {log})") from None
