@@ -48,6 +48,7 @@ from typing import IO, Any
 
 import orjson
 
+from bench._daemons import start_daemon, stop_daemon
 from bench._table import Table, median, percentile, rate, ratio
 from bench.append_log import _rewrite_atomically
 from bench.chat_home import (
@@ -64,7 +65,6 @@ from bench.chat_home import (
     _turn,
     bare_commit_s,
 )
-from bench.control_socket import _start_daemon, _stop
 from enact import __version__
 from enact.cli._client import Client
 from enact.messages import local
@@ -179,7 +179,7 @@ def _baseline(directory: Path, history: int, count: int) -> tuple[list[float], t
 
 def _latency(home: Path, log: Path, sends: int, runs: int) -> tuple[list[float], list[float]]:
     """Seconds of each ``local.Send`` over the socket and of each ``enact send`` process."""
-    daemon = _start_daemon(home, log)
+    daemon = start_daemon(home, log)
     try:
         with Client(home, timeout=60) as client:
 
@@ -198,7 +198,7 @@ def _latency(home: Path, log: Path, sends: int, runs: int) -> tuple[list[float],
         env["ENACT_HOME"] = str(home)
         processes = [_run([sys.executable, "-m", "enact", "send", _TEXT], env, expect=_REPLY) for _ in range(runs)]
     finally:
-        code = _stop(daemon)
+        code = stop_daemon(daemon)
     if code != 0:
         raise RuntimeError(f"the daemon exited with {code} on SIGTERM:\n{log.read_text(errors='replace')}")
     return over_socket, processes

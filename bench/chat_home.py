@@ -95,7 +95,7 @@ def _history(count: int, generation: int) -> Iterator[_Row]:
 # -- enact ------------------------------------------------------------------------
 
 
-class _ChatDatabases:
+class ChatDatabases:
     """The inbox's databases and the outbox's, each through its own store."""
 
     def __init__(self, store: Store, outbox_store: Store) -> None:
@@ -170,7 +170,7 @@ class _Enact:
         try:
             self.fence.acquire(takeover=False)  # every write runs the fence guard, as in the daemon
             # The inbox's and the outbox's own stores (the supervisor grants them the same).
-            self.databases = _ChatDatabases(self.storage.grant("inbox", inbox_records.DATABASES),
+            self.databases = ChatDatabases(self.storage.grant("inbox", inbox_records.DATABASES),
                                             self.storage.grant("outbox", outbox.DATABASES))
             if history:
                 started = time.perf_counter()

@@ -19,10 +19,8 @@ and renders); for the chat, the same chat with no console client.
 from __future__ import annotations
 
 import http.client
-import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,40 +28,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from bench._daemons import start_daemon, stop_daemon
 from bench._table import Table, percentile, rate, ratio, run_together
-from bench.control_socket import _stop
-from enact.cli._client import Client, NotRunning
+from enact.cli._client import Client
 from enact.messages.console import Login, LoginLink
-from enact.messages.control import Status, StatusReport
+from enact.messages.control import Status
 from enact.messages.inbox import Outcome
 from enact.messages.local import Send
 from enact.messages.tasks import Submit, Submitted
 
 TITLE = "13. Console: the overview and a task page under chat load; chat with the console open and without"
 _SENDERS = 4
-
-
-def _start(home: Path, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
-    env.update(ENACT_HOME=str(home), ENACT_CONSOLE_ADDR="127.0.0.1:0", ENACT_DAEMON_WORKERS="0",
-               ENACT_DAEMON_COMMAND_SERVER="false")
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
-                                   env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"daemon exited with {process.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with Client(home, timeout=2) as client:
-                report = client.request(Status())
-            if isinstance(report, StatusReport) and report.pid == process.pid:
-                return process
-        except (NotRunning, OSError):
-            pass
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("daemon not ready within 30 s")
 
 
 class _Browser:
@@ -184,7 +159,8 @@ def run(quick: bool) -> Table:
         subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
         subprocess.run(["git", "-C", str(repo), "-c", "user.name=b", "-c", "user.email=b@example.invalid",
                         "commit", "-q", "--allow-empty", "-m", "start"], check=True)
-        daemon = _start(home, workdir / "daemon.log")
+        daemon = start_daemon(home, workdir / "daemon.log", {
+            "ENACT_CONSOLE_ADDR": "127.0.0.1:0", "ENACT_DAEMON_WORKERS": "0", "ENACT_DAEMON_COMMAND_SERVER": "false"})
         try:
             with Client(home, timeout=30) as client:
                 submitted = client.request(Submit(request="a task to show", repo=str(repo), origin=""))
@@ -196,7 +172,7 @@ def run(quick: bool) -> Table:
             beside = _beside(home, submitted.task.id, per_sender, statuses, 0.0)
             open_rate, open_latencies = _chat_with_console_open(home, submitted.task.id, per_sender)
         finally:
-            _stop(daemon)
+            stop_daemon(daemon)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     for name, samples in (("overview page", beside["overview"]), ("task page", beside["task"])):

@@ -15,9 +15,7 @@ four clients.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,13 +26,14 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from bench._daemons import start_daemon, stop_daemon
 from bench._table import Table, median, percentile, rate, ratio, run_together, us
-from enact.cli._client import Client, NotRunning
+from enact.cli._client import Client
 from enact.home import SOCKET_NAME
 from enact.messages import decode, encode
 from enact.messages._framing import ConnectionClosed, FrameError, read_frame, write_frame
 from enact.messages.common import HUMAN_CLI
-from enact.messages.control import Status, StatusReport
+from enact.messages.control import Status
 from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Outcome, Receive
 
 TITLE = "1. Control socket: control.Status and inbox.GetOutcome round trips vs a bare framed echo server"
@@ -68,30 +67,6 @@ def _echo(connection: socket.socket, payload: bytes) -> None:
 
 # -- processes ----------------------------------------------------------------
 
-def _start_daemon(home: Path, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
-    env["ENACT_HOME"] = str(home)
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
-            env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-        )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"daemon exited with {process.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with Client(home, timeout=2) as client:
-                report = client.request(Status())
-            if isinstance(report, StatusReport) and report.pid == process.pid:
-                return process
-        except (NotRunning, OSError):
-            pass
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"daemon not ready within 30 s:\n{log.read_text(errors='replace')}")
-
-
 def _start_echo(path: Path, payload: Path) -> subprocess.Popen[bytes]:
     process = subprocess.Popen([sys.executable, "-m", "bench.control_socket", "--echo", str(path), str(payload)],
                                cwd=_ROOT, stdin=subprocess.DEVNULL)
@@ -105,16 +80,6 @@ def _start_echo(path: Path, payload: Path) -> subprocess.Popen[bytes]:
                 time.sleep(0.05)
     process.kill()
     raise RuntimeError("echo server did not start within 30 s")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> int:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        return process.wait(timeout=10)
 
 
 # -- clients ------------------------------------------------------------------
@@ -214,7 +179,7 @@ def run(quick: bool) -> Table:
     directory = Path(tempfile.mkdtemp(prefix="enact-bench-", dir="/tmp"))
     home = directory / "h"
     home.mkdir(mode=0o700)
-    daemon = _start_daemon(home, directory / "daemon.log")
+    daemon = start_daemon(home, directory / "daemon.log")
     echoes: list[subprocess.Popen[bytes]] = []
     try:
         requests: dict[str, object] = {"Status": Status(), "GetOutcome": _answered_event(home)}
@@ -255,8 +220,8 @@ def run(quick: bool) -> Table:
                    f"process): {us(_codec_seconds(encode(Status()), replies['Status'], count))} µs")
     finally:
         for echo in echoes:
-            _stop(echo)
-        code = _stop(daemon)
+            stop_daemon(echo)
+        code = stop_daemon(daemon)
         log = (directory / "daemon.log").read_text(errors="replace")
         shutil.rmtree(directory, ignore_errors=True)
     if code != 0:

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import chat
 from bench._table import median
+from bench.chat_home import ChatDatabases
 from enact.chat import inbox_records
 from enact.chat import outbox_actor as outbox
 from enact.fence import Fence
@@ -51,8 +51,8 @@ def add_turns(home: Path, count: int) -> None:
     fence = Fence(home, storage)
     try:
         fence.acquire(takeover=False)
-        databases = chat._ChatDatabases(storage.grant("inbox", inbox_records.DATABASES),
-                                        storage.grant("outbox", outbox.DATABASES))
+        databases = ChatDatabases(storage.grant("inbox", inbox_records.DATABASES),
+                                  storage.grant("outbox", outbox.DATABASES))
         databases.prefill(count, fence.generation)
     finally:
         fence.release()

@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._daemons import start_daemon
 from bench._table import Table, ratio
 from enact import components, config
 from enact.cancellation import CancellationToken
-from enact.cli._client import Client, NotRunning, request
-from enact.messages.control import Status, StatusReport
+from enact.cli._client import request
 from enact.messages.tasks import List, Submit, Submitted, TaskPage
 from enact.tasks import worktrees
 from enact.tasks.settings import TasksSettings
@@ -56,24 +56,8 @@ def _repo(path: Path) -> Path:
 
 
 def _start(home: Path, workers: int, confinement: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
-    env.update(ENACT_HOME=str(home), ENACT_DAEMON_WORKERS=str(workers), ENACT_TASKS_CONFINEMENT=confinement)
-    with open(home.parent / "daemon.log", "wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
-            env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=_ROOT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"daemon exited with {process.returncode}")
-        try:
-            with Client(home, timeout=2) as client:
-                if isinstance(client.request(Status()), StatusReport):
-                    return process
-        except (NotRunning, OSError):
-            time.sleep(0.05)
-    process.kill()
-    raise RuntimeError("daemon not ready within 30 s")
+    return start_daemon(home, home.parent / "daemon.log", cwd=_ROOT,
+                        settings={"ENACT_DAEMON_WORKERS": str(workers), "ENACT_TASKS_CONFINEMENT": confinement})
 
 
 def _daemon_per_minute(base: Path, workers: int, count: int, confinement: str) -> float:

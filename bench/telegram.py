@@ -15,8 +15,6 @@ acknowledgement. Latency is from the post to the reply, per event.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,10 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from bench._daemons import start_daemon, stop_daemon
 from bench._table import Table, median, percentile, rate, ratio, run_together
-from bench.control_socket import _stop
-from enact.cli._client import Client, NotRunning
-from enact.messages.control import Status, StatusReport
+from enact.cli._client import Client
 from enact.messages.inbox import Outcome
 from enact.messages.local import Send
 
@@ -38,27 +35,6 @@ _TOKEN = "7000001:bench-token"
 
 sys.path.insert(0, str(_ROOT / "tests"))
 from telegram_server import FakeBotApi  # noqa: E402  (the fake Bot API lives with the tests)
-
-
-def _start(home: Path, log: Path) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
-    env.update({"ENACT_HOME": str(home), "ENACT_TELEGRAM_TOKEN": _TOKEN})
-    with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
-                                   env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"daemon exited with {process.returncode}:\n{log.read_text(errors='replace')}")
-        try:
-            with Client(home, timeout=2) as client:
-                if isinstance(client.request(Status()), StatusReport):
-                    return process
-        except (NotRunning, OSError):
-            pass
-        time.sleep(0.05)
-    process.kill()
-    raise RuntimeError(f"daemon not ready within 30 s:\n{log.read_text(errors='replace')}")
 
 
 def _measure(conversations: int, events: int, one_event: Callable[[int, int], None]) -> tuple[float, list[float]]:
@@ -93,7 +69,7 @@ def run(quick: bool) -> Table:
         home.mkdir(mode=0o700)
         (home / "config.toml").write_text(
             f'[channels.telegram]\nenabled = true\napi_base = "{bot.url}"\npoll_timeout_s = 20\n')
-        daemon = _start(home, Path(directory) / "daemon.log")
+        daemon = start_daemon(home, Path(directory) / "daemon.log", {"ENACT_TELEGRAM_TOKEN": _TOKEN})
         try:
             clients = [Client(home, timeout=60) for _ in range(max(CONVERSATIONS))]
             round_number = [0]
@@ -117,7 +93,7 @@ def run(quick: bool) -> Table:
             for client in clients:
                 client.close()
         finally:
-            _stop(daemon)
+            stop_daemon(daemon)
     for conversations in CONVERSATIONS:
         local, telegram = results["local", conversations][0], results["telegram", conversations][0]
         label = f"events/s, {conversations} conversation{'s' if conversations > 1 else ''}"
