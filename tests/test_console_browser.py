@@ -167,11 +167,16 @@ def test_a_candidate_is_approved_in_the_console(world: dict[str, Any], page: Any
     row = page.locator(f'tr[data-candidate="{cid}"]')
     expect(row).to_contain_text(TITLE)
     shot(world, page, "evolution")
+    # The test's repository, not enact's own checkout (the default), which
+    # would put a task's worktree and branch into the developer's clone.
+    row.get_by_label("repository").fill(str(world["repo"]))
     row.get_by_role("button", name="Approve").click()
     expect(page.locator("#outcome")).to_contain_text(f"Approved {cid}: task")
     shown = daemon.cli_json("evolve", "show", cid, "--json")
     assert shown["candidate"]["state"] == "approved" and shown["candidate"]["task_id"]
     assert any(event["kind"] == "approved" and "human-console" in event["detail"] for event in shown["audit"]), shown
+    task = daemon.cli_json("task", "show", str(shown["candidate"]["task_id"]), "--json")
+    assert task["repo"] == str(world["repo"]), task
 
 
 def test_a_held_fact_is_confirmed_in_the_console(world: dict[str, Any], page: Any) -> None:

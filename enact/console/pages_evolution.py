@@ -50,7 +50,9 @@ def _answered(reply: object, done: str) -> Any:
 
 @pages.post("/evolution/candidates/<candidate_id>/approve")
 def approve(candidate_id: str) -> Any:
-    reply = ask(Approve(candidate_id=candidate_id[:64]))
+    # As `enact evolve approve --repo`: empty is enact's own checkout, else
+    # tasks.default_repo; the curator and the queue check what is given.
+    reply = ask(Approve(candidate_id=candidate_id[:64], repo=request.form.get("repo", "").strip()[:4096]))
     if isinstance(reply, Refused | NotFound):
         return _answered(reply, "")
     if reply.task_id is None:
