@@ -7,7 +7,6 @@ import contextlib
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from conftest import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 PROMETHEUS_DIR = REPO / "deploy" / "prometheus"
@@ -75,17 +76,16 @@ def running_prometheus(prometheus: str, target: str) -> Iterator[str]:
             )
         try:
             up: list[dict[str, Any]] = []
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
+
+            def scraped() -> bool:
                 assert server.poll() is None, log_path.read_text()
                 try:
-                    up = query(api, 'up{job="enact"}')
-                except OSError:
-                    up = []
-                if up and up[0]["value"][1] == "1":
-                    break
-                time.sleep(0.25)  # polling another process: nothing to advance
-            assert up and up[0]["value"][1] == "1", f"up={up}\n{log_path.read_text()}"
+                    up[:] = query(api, 'up{job="enact"}')
+                except OSError:  # not listening yet
+                    up.clear()
+                return bool(up) and up[0]["value"][1] == "1"
+
+            wait_for(scraped, timeout=30, what=f"Prometheus to scrape the daemon (its log: {log_path})")
             assert up[0]["metric"]["instance"] == target
             yield api
         finally:

@@ -146,14 +146,8 @@ def _observations() -> str:
 
 
 def _until_prometheus_has(api: str, promql: str, timeout: float = 30) -> None:
-    """Poll Prometheus (another process: nothing to advance) until the
-    filtering expression ``promql`` selects something."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if query(api, promql):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"Prometheus never had {promql}")
+    """Until the filtering expression ``promql`` selects something."""
+    wait_for(lambda: query(api, promql), timeout=timeout, what=f"Prometheus to have {promql}")
 
 
 def _task_state(daemon: Daemon, task_id: int) -> str:
