@@ -22,6 +22,13 @@ import enact
 from enact.cli._client import DaemonError, NotRunning, request, send
 from enact.messages.control import Status, StatusReport
 
+# --- the environment: the developer's own enact settings stay out -----------
+# enact reads ENACT_* variables as configuration and refuses unknown ones, so a
+# variable set for the developer's daemon (or by a CI script) would change or
+# break every configuration the tests load. Tests that want one set it.
+for _name in [name for name in os.environ if name.startswith("ENACT_")]:
+    del os.environ[_name]
+
 # --- bytecode: every enact process the tests start reads it, none compiles ----
 # The environment may set PYTHONDONTWRITEBYTECODE (this machine's does), and
 # the editable install leaves enact's source uncompiled: each daemon and CLI

@@ -32,8 +32,8 @@ def chromium_path() -> str:
 
 
 def artifacts_dir(factory: pytest.TempPathFactory) -> Path:
-    """Where the screenshots go: ``$ENACT_TEST_ARTIFACTS/console`` when set, else pytest's tmp."""
-    chosen = os.environ.get("ENACT_TEST_ARTIFACTS")
+    """Where the screenshots go: ``$TEST_ARTIFACTS_DIR/console`` when set, else pytest's tmp."""
+    chosen = os.environ.get("TEST_ARTIFACTS_DIR")
     if chosen:
         path = Path(chosen) / "console"
         path.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ review; approve and remove evolution candidates, set the mode; confirm and
 reject facts held for the owner, forget one with its turns redacted; read
 today's use against each budget; without a session a page gets 401, a
 cross-origin post 403. Every
-page is kept as a screenshot (``ENACT_TEST_ARTIFACTS``, which ``.ci/run``
+page is kept as a screenshot (``TEST_ARTIFACTS_DIR``, which ``.ci/run``
 sets, or pytest's tmp)."""
 
 from __future__ import annotations
