@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import configparser
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -82,27 +82,35 @@ class Guards:
         """Sort the ``changed`` paths of the checkout at ``root`` (made from
         ``base``) into the protected ones the task may not change and those
         the owner unlocked."""
+        return self._sorted(changed, lambda path: _read_bounded(root / path))
+
+    def check_commit(self, head: str, changed: Sequence[str]) -> ProtectedVerdict:
+        """As ``check``, for a change the repository holds as the commit
+        ``head`` (a remote attempt's, ``enact.tasks.ray_bundles``)."""
+        return self._sorted(changed, lambda path: blob_at(self.repo, head, path, limit=MAX_SECTION_FILE_BYTES))
+
+    def _sorted(self, changed: Sequence[str], after: Callable[[str], str | None]) -> ProtectedVerdict:
         blocked: list[str] = []
         unlocked: list[str] = []
         for path in changed:
-            if not self._protected(root, path):
+            if not self._protected(path, after):
                 continue
             (unlocked if any(covers(pattern, path) for pattern in self.allowed) else blocked).append(path)
         return ProtectedVerdict(blocked=tuple(blocked), unlocked=tuple(unlocked))
 
-    def _protected(self, root: Path, path: str) -> bool:
+    def _protected(self, path: str, after: Callable[[str], str | None]) -> bool:
         if any(covers(pattern, path) for pattern in self.patterns):
             return True
         sections = _SECTION_FILES.get(path.rsplit("/", 1)[-1])
-        return sections is not None and self._sections_changed(root, path, sections)
+        return sections is not None and self._sections_changed(path, sections, after)
 
-    def _sections_changed(self, root: Path, path: str, sections: Any) -> bool:
-        """Whether the test sections of ``path`` differ from the base's; a
-        file either side that cannot be read or parsed counts as changed."""
+    def _sections_changed(self, path: str, sections: Any, after: Callable[[str], str | None]) -> bool:
+        """Whether the test sections of ``path`` differ from the base's (the
+        change's text is ``after(path)``); a file either side that cannot be
+        read or parsed counts as changed."""
         try:
             before = blob_at(self.repo, self.base, path, limit=MAX_SECTION_FILE_BYTES)
-            after = _read_bounded(root / path)
-            return bool(sections(before or "") != sections(after or ""))
+            return bool(sections(before or "") != sections(after(path) or ""))
         except (RepoConfigError, OSError, UnicodeDecodeError, ValueError, configparser.Error):
             return True
 

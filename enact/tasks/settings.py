@@ -5,10 +5,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from enact.config import DAY, Config, Setting, between, one_of
+from enact.config import DAY, Check, Config, Setting, between, one_of
 
 DOCTOR_TIMEOUT = Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", between(0.1, DAY))
 """A repository's own ``.enact.toml`` timeout is checked against it too."""
+
+
+def resource_amounts(entries: list[str] | tuple[str, ...]) -> dict[str, float] | None:
+    """``tasks.ray.resources`` (``NAME=AMOUNT`` each) as Ray takes them, or
+    None when an entry is not of that form."""
+    amounts: dict[str, float] = {}
+    for entry in entries:
+        name, equals, amount = str(entry).partition("=")
+        try:
+            value = float(amount)
+        except ValueError:
+            return None
+        if not equals or not name.strip() or not 0 < value <= 1e6:
+            return None
+        amounts[name.strip()] = value
+    return amounts
+
+
+_RESOURCES = Check("a list of NAME=AMOUNT entries, each amount above 0", lambda value: resource_amounts(value)
+                   is not None)
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("tasks.default_repo", str, "", "The repository a task works on when none is named"),
@@ -28,6 +48,19 @@ SETTINGS: tuple[Setting, ...] = (
             "Environment variables (names or globs) given to task commands and the doctor besides PATH, locale"),
     Setting("tasks.keep_failed_worktrees_days", float, 7.0, "Kept worktrees of ended tasks are pruned after this",
             between(0, 3650)),
+    # Where attempts run: the daemon's own worker pool, or a Ray cluster (enact.tasks.ray_attempt).
+    Setting("tasks.backend", str, "local",
+            "local: attempts run in this daemon's workers (daemon.workers); ray: on a Ray cluster (enact[ray])",
+            one_of("local", "ray")),
+    Setting("tasks.ray.address", str, "local",
+            "The Ray cluster: local starts one on this machine; auto finds a running one; else its address"),
+    Setting("tasks.ray.workers", int, 2, "Attempts that may run on the Ray cluster at once", between(1, 256)),
+    Setting("tasks.ray.num_cpus", float, 1.0, "CPUs one remote attempt reserves on its node", between(0, 1024)),
+    Setting("tasks.ray.memory_mb", int, 0, "Memory one remote attempt reserves on its node; 0: none",
+            between(0, 1 << 24)),
+    Setting("tasks.ray.resources", list, [],
+            "Custom Ray resources one attempt needs, NAME=AMOUNT (nodes that have a repository or runtime)",
+            _RESOURCES),
     # Backlog and cron (the Scheduler actor).
     Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
     Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
@@ -48,6 +81,13 @@ class TasksSettings:
     keep_failed_worktrees_days: float
     auto_promote: bool
     scheduler_tick_s: float
+    backend: str = "local"
+    """``local`` or ``ray``."""
+    ray_address: str = "local"
+    ray_workers: int = 2
+    ray_num_cpus: float = 1.0
+    ray_memory_mb: int = 0
+    ray_resources: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: Config) -> TasksSettings:
@@ -63,4 +103,10 @@ class TasksSettings:
             keep_failed_worktrees_days=values["tasks.keep_failed_worktrees_days"],
             auto_promote=values["tasks.auto_promote"],
             scheduler_tick_s=values["scheduler.tick_s"],
+            backend=values["tasks.backend"],
+            ray_address=values["tasks.ray.address"],
+            ray_workers=values["tasks.ray.workers"],
+            ray_num_cpus=values["tasks.ray.num_cpus"],
+            ray_memory_mb=values["tasks.ray.memory_mb"],
+            ray_resources=tuple(values["tasks.ray.resources"]),
         )

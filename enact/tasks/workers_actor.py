@@ -61,6 +61,8 @@ class WorkerActor(EnactActor):
         self._services = WorkerServices(home=context.home, settings=context.config.typed(TasksSettings),
                                         call_timeout_s=context.config.typed(RuntimeSettings).timeout_s,
                                         runtime=runtime, ask=context.ask)
+        self._remote = self._services.settings.backend == "ray"
+        """Whether its attempts run on the Ray cluster (``enact.tasks.ray_backend``)."""
         self._worker_id = worker_id
         self._last_claim = 0.0
         self._timer_pending = False
@@ -111,6 +113,13 @@ class WorkerActor(EnactActor):
 
         def attempt(cancel: CancellationToken) -> None:
             with worker_time.busy():  # on the attempt's thread: counted until it returns, however it ends
+                if self._remote:
+                    from enact.tasks.ray_backend import RayAttempt  # Ray is imported by this backend only
+
+                    RayAttempt(claimed, worker_id=self._worker_id, services=self._services,
+                               config=self.context.config, parent=cancel, fence=self.context.fence.token,
+                               may_write=self.context.fence.is_current).run()
+                    return
                 TaskAttempt(claimed, worker_id=self._worker_id, services=self._services, parent=cancel,
                             fence=self.context.fence.token).run()
 
@@ -127,8 +136,9 @@ class WorkersActor(EnactActor):
     def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
         super().__init__(context)
         self._runtime = runtime
-        self._count = context.config.typed(DaemonSettings).workers
         self._settings = context.config.typed(TasksSettings)
+        self._count = (self._settings.ray_workers if self._settings.backend == "ray"
+                       else context.config.typed(DaemonSettings).workers)
         self._pool: KeyedPool | None = None
 
     def _spec_of(self, key: str) -> ActorSpec:

@@ -1,0 +1,256 @@
+"""Task attempts on a Ray cluster (``tasks.backend = "ray"``): the daemon's
+side of a remote attempt, and the Ray remote function and actor it uses.
+
+Imported only by a daemon whose backend is ``ray`` (and the commands that
+look at the cluster): importing Ray costs about a second, and the package
+is the optional extra ``enact[ray]``.
+
+Each worker slot of the daemon stays a worker actor that claims under its
+lease through the queue (``enact.tasks.workers_actor``). Its attempt sends
+the task's base as a bundle, starts ``run_on_node`` as a Ray task
+(``max_retries=0``: Ray never runs an attempt again, the queue does) and
+relays what the node sends until that task ends (``enact.tasks.remote_attempt``).
+A fenced daemon stops relaying at once and cancels the Ray task: its
+attempts' leases are the old generation's and no message of theirs is
+asked any more, so none of them finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.exceptions import RayError
+
+from enact.cancellation import CancellationToken
+from enact.config import Config
+from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
+from enact.tasks import endings
+from enact.tasks.endings import CANCELLED_BY_OWNER, Ending
+from enact.tasks.finishing import finish_with_retries
+from enact.tasks.host_git import WorktreeError
+from enact.tasks.ray_bundles import BaseBundle, bundle_base
+from enact.tasks.records import FailureClass, Outcome, Phase, clip
+from enact.tasks.remote_attempt import Answer, Envelope, Mailbox, Relay, run_on_node
+from enact.tasks.settings import TasksSettings, resource_amounts
+from enact.tasks.worker import WorkerServices
+
+log = logging.getLogger(__name__)
+
+_TAKE_WAIT_S = 0.2
+"""How long one look into the mailbox waits for the node: the relay also
+watches the Ray task's end and the fence between looks."""
+_CONNECTED = threading.Lock()
+
+
+class ClusterUnavailable(Exception):
+    """The Ray cluster cannot be reached (or started); one line."""
+
+
+def connect(settings: TasksSettings) -> None:
+    """Connect this process to the cluster ``tasks.ray.address`` names
+    (``local``: start one here), once."""
+    with _CONNECTED:
+        if ray.is_initialized():
+            return
+        local = settings.ray_address == "local"
+        try:
+            ray.init(address=None if local else settings.ray_address, namespace="enact",
+                     logging_level=logging.WARNING, log_to_driver=False, configure_logging=False,
+                     include_dashboard=False if local else None)
+        except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
+            raise ClusterUnavailable(f"the Ray cluster ({settings.ray_address}) cannot be reached: "
+                                     f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") \
+                from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteWorker:
+    """What ``enact status`` shows of a worker slot whose attempt runs on the cluster."""
+
+    worker_id: str
+    task_id: int
+    node: str
+    """The node's host name and address, once the attempt started there."""
+    since: float
+
+
+_running: dict[str, RemoteWorker] = {}
+_running_lock = threading.Lock()
+
+
+def remote_workers() -> list[RemoteWorker]:
+    with _running_lock:
+        return sorted(_running.values(), key=lambda item: item.worker_id)
+
+
+def _note(worker: RemoteWorker | None, worker_id: str) -> None:
+    with _running_lock:
+        if worker is None:
+            _running.pop(worker_id, None)
+        else:
+            _running[worker_id] = worker
+
+
+_MailboxActor = ray.remote(Mailbox)
+"""The mailbox as a Ray actor; made threaded (``max_concurrency``): an ask waits in its thread."""
+
+
+def _where() -> str:
+    address = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
+    return f"{socket.gethostname()} ({address}), worker pid {os.getpid()}"
+
+
+@ray.remote(max_retries=0)
+def _attempt_on_node(claimed: Claimed, worker_id: str, config: Config, base: BaseBundle, mailbox: Any) -> None:
+    def post(envelope: Envelope) -> Answer | None:
+        try:
+            answer: Answer | None = ray.get(mailbox.ask.remote(envelope))
+        except RayError as error:  # the daemon's side is gone: asks fail as an unavailable actor's do
+            log.warning("task %d: the daemon cannot be reached: %s", claimed.task.id, error)
+            return None
+        return answer
+
+    post(Envelope(seq=0, target="", message=_where()))
+    run_on_node(claimed, worker_id=worker_id, config=config, base=base, post=post)
+
+
+class RayAttempt:
+    """One claimed attempt, run on the cluster; ``run`` returns once the
+    queue has its Finish, or once the attempt is no longer this worker's."""
+
+    def __init__(self, claimed: Claimed, *, worker_id: str, services: WorkerServices, config: Config,
+                 parent: CancellationToken, fence: CancellationToken, may_write: Callable[[], bool]) -> None:
+        self.claimed = claimed
+        self.task = claimed.task
+        self.worker_id = worker_id
+        self.services = services
+        self.config = config
+        self.parent = parent
+        self.fence = fence
+        self.may_write = may_write
+        self._renewed_at = time.monotonic()
+        self._beat_s = min(1.0, claimed.lease_ttl_s / 3)
+
+    def _ask_tasks(self, message: Any) -> Any:
+        reply = self.services.ask("tasks", message)
+        if not isinstance(reply, LeaseLost):
+            self._renewed_at = time.monotonic()
+        return reply
+
+    def _finish(self, ending: Ending) -> None:
+        finish = Finish(task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt,
+                        outcome=ending.outcome, failure_class=ending.failure_class, summary=clip(ending.summary),
+                        retry_after_s=ending.retry_after_s)
+        finish_with_retries(self.services.ask, finish, until=self._renewed_at + self.claimed.lease_ttl_s,
+                            wait=self.fence.wait)
+
+    def _report(self, summary: str) -> bool:
+        """A phase the daemon reports for the node; False: the lease is lost."""
+        return not isinstance(self._ask_tasks(ReportPhase(
+            task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt, phase=Phase.WORKSPACE,
+            summary=clip(summary))), LeaseLost)
+
+    def run(self) -> None:
+        settings = self.services.settings
+        named = self.task.repo or settings.default_repo
+        if not named:
+            self._finish(Ending(Outcome.FAILED, "no repository: name one or set tasks.default_repo",
+                                FailureClass.PERMANENT))
+            return
+        if not self._report(f"sending the base to the Ray cluster ({settings.ray_address})"):
+            return
+        try:
+            repo, base = bundle_base(Path(named).expanduser(), self.services.home / "bundles")
+        except WorktreeError as error:
+            self._finish(Ending(Outcome.FAILED, str(error), FailureClass.PERMANENT))
+            return
+        try:
+            connect(settings)
+        except ClusterUnavailable as error:
+            self._finish(Ending(Outcome.FAILED, str(error), FailureClass.TRANSIENT))
+            return
+        _note(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node="", since=time.time()),
+              self.worker_id)
+        mailbox: Any = _MailboxActor.options(num_cpus=0, max_concurrency=8).remote()
+        try:
+            options: dict[str, Any] = {"num_cpus": settings.ray_num_cpus,
+                                       "resources": resource_amounts(settings.ray_resources) or {}}
+            if settings.ray_memory_mb:
+                options["memory"] = settings.ray_memory_mb * 1024 * 1024
+            remote = _attempt_on_node.options(**options).remote(
+                self.claimed, self.worker_id, self.config, base, mailbox)
+            relay = Relay(self.claimed, worker_id=self.worker_id, home=self.services.home, settings=settings,
+                          ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write)
+            self._relay(remote, mailbox, relay)
+        finally:
+            _note(None, self.worker_id)
+            ray.kill(mailbox)
+
+    def _relay(self, remote: Any, mailbox: Any, relay: Relay) -> None:
+        while True:
+            if self.fence.cancelled:
+                log.info("task %d: this daemon is fenced; its remote attempt %d is cancelled and does not finish",
+                         self.task.id, self.task.attempt)
+                ray.cancel(remote, force=True)
+                return
+            cancel = (self.parent.reason or "cancelled") if self.parent.cancelled else ""
+            for envelope in ray.get(mailbox.take.remote(_TAKE_WAIT_S)):
+                if envelope.seq == 0:  # where it runs, before the attempt's first message
+                    node = str(envelope.message)
+                    _note(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node=node,
+                                       since=time.time()), self.worker_id)
+                    if not self._report(f"on the Ray node {node}"):
+                        ray.cancel(remote, force=True)
+                        return
+                    continue
+                mailbox.answer.remote(envelope.seq, relay.handle(envelope, cancel=cancel))
+            done, _ = ray.wait([remote], timeout=0)
+            if done:
+                self._ended(remote)
+                return
+            if not relay.heard and not self._keep_waiting(remote):
+                return
+
+    def _ended(self, remote: Any) -> None:
+        try:
+            ray.get(remote)
+        except RayError as error:
+            # No Finish: the lease expires, and the queue runs the task
+            # again, as after a local worker's crash.
+            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            log.warning("task %d: attempt %d on the cluster ended without finishing: %s", self.task.id,
+                        self.task.attempt, first)
+
+    def _keep_waiting(self, remote: Any) -> bool:
+        """While no node has started the attempt the daemon keeps its
+        lease; a cancel or a lost lease ends the wait (False)."""
+        if self.parent.cancelled:
+            ray.cancel(remote, force=True)
+            ending = endings.cancelled(self.parent.reason, phase=Phase.WORKSPACE, deadline_s=self.task.deadline_s,
+                                       kept_at=None)
+            if ending is not None:
+                self._finish(ending)
+            return False
+        if time.monotonic() - self._renewed_at < self._beat_s:
+            return True
+        reply = self._ask_tasks(Heartbeat(task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt))
+        if isinstance(reply, LeaseLost):
+            ray.cancel(remote, force=True)
+            return False
+        if isinstance(reply, LeaseRenewed) and reply.cancel_requested:
+            ray.cancel(remote, force=True)
+            ending = endings.cancelled(CANCELLED_BY_OWNER, phase=Phase.WORKSPACE, deadline_s=self.task.deadline_s,
+                                       kept_at=None)
+            if ending is not None:
+                self._finish(ending)
+            return False
+        return True

@@ -1,0 +1,247 @@
+"""A task attempt on another machine, speaking the local worker's protocol
+through the daemon; free of Ray (``enact.tasks.ray_backend`` runs it there).
+
+The node runs the very ``TaskAttempt`` a local worker runs, with two
+things swapped: the repository it works on is a clone of the base bundle
+the daemon sent (``enact.tasks.ray_bundles``), and its ``ask`` is a
+``NodeAsker``, which hands every message to a ``Mailbox`` and waits for the
+daemon's answer. On the daemon, a ``Relay`` takes each message from the
+mailbox and asks the queue or the reviews with it as the local worker
+would, after checking it is this attempt's (task, worker, attempt): the
+claim, the lease, the heartbeats, the phases and the Finish stay the
+queue's, judged by its rules. So a node that dies, or a worker process that
+is killed, sends no more heartbeats, and its lease expires as a local
+worker's does.
+
+Two messages change on the way. A review's ``Open`` goes with the change
+bundle, which the daemon checks and fetches onto the task's branch in the
+owner's repository before it opens the review itself (``ChangeForReview``).
+The node's worktree paths name nothing on the daemon's machine, so a phase
+or a Finish does not record them. The node's task log comes along with each
+message and is appended to the daemon's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from enact.actors._asks import ActorUnavailable, Asker
+from enact.cancellation import CancellationToken
+from enact.config import Config, RuntimeSettings
+from enact.messages.common import RefusalCode, Refused
+from enact.messages.reviews import List as ListReviews
+from enact.messages.reviews import Open
+from enact.messages.tasks import Claimed, Finish, Heartbeat, ReportPhase
+from enact.tasks.ray_bundles import BaseBundle, BundleRefused, bundle_change, clone_base, take_change
+from enact.tasks.records import task_log_path
+from enact.tasks.settings import TasksSettings
+from enact.tasks.validation import Validation
+from enact.tasks.worker import TaskAttempt, WorkerServices
+
+log = logging.getLogger(__name__)
+
+ANSWER_WAIT_S = 30.0
+"""How long the node waits for the daemon's answer to one message; past it
+the ask fails as an unavailable actor's does (a heartbeat just tries again)."""
+_LOG_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Envelope:
+    seq: int
+    target: str
+    message: Any
+    log: bytes = b""
+    """The node's task log written since the previous envelope."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Answer:
+    reply: Any = None
+    unavailable: str = ""
+    """Set: the ask fails with ActorUnavailable and this text."""
+    cancel: str = ""
+    """Set: the daemon cancels the attempt, for this reason (it is stopping)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChangeForReview:
+    """A review's ``Open`` from the node, with the change it names."""
+
+    open: Open
+    bundle: bytes | None
+
+
+class Mailbox:
+    """Messages from the node and the daemon's answers; the body of a Ray
+    actor both sides call (a threaded one: an ask waits for its answer)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._inbox: list[Envelope] = []
+        self._answers: dict[int, Answer] = {}
+
+    def ask(self, envelope: Envelope, wait_s: float = ANSWER_WAIT_S) -> Answer | None:
+        """The node's side: post and wait for the answer (None: none came)."""
+        with self._changed:
+            self._inbox.append(envelope)
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: envelope.seq in self._answers, wait_s)
+            return self._answers.pop(envelope.seq, None)
+
+    def take(self, wait_s: float) -> list[Envelope]:
+        """The daemon's side: what the node posted, waiting up to ``wait_s`` for something."""
+        with self._changed:
+            self._changed.wait_for(lambda: bool(self._inbox), wait_s)
+            taken, self._inbox = self._inbox, []
+            return taken
+
+    def answer(self, seq: int, answer: Answer) -> None:
+        with self._changed:
+            self._answers[seq] = answer
+            self._changed.notify_all()
+
+
+class NodeAsker:
+    """The node's ``ask``: each message goes to the daemon through ``post``
+    (``Mailbox.ask``), with the task log written since."""
+
+    def __init__(self, post: Callable[[Envelope], Answer | None], *, log_path: Path, cancel: CancellationToken) -> None:
+        self._post = post
+        self._log_path = log_path
+        self._cancel = cancel
+        self._numbers = itertools.count(1)
+        self._lock = threading.Lock()
+        self._log_sent = 0
+
+    def _log_since(self) -> bytes:
+        try:
+            with open(self._log_path, "rb") as file:
+                file.seek(self._log_sent)
+                new = file.read(_LOG_CHUNK)
+        except FileNotFoundError:
+            return b""
+        self._log_sent += len(new)
+        return new
+
+    def __call__(self, target: str, message: Any) -> Any:
+        if isinstance(message, Open):
+            message = ChangeForReview(open=message, bundle=bundle_change(Path(message.repo), message.branch,
+                                                                          message.base))
+        with self._lock:
+            envelope = Envelope(seq=next(self._numbers), target=target, message=message, log=self._log_since())
+        answer = self._post(envelope)
+        if answer is None:
+            raise ActorUnavailable(f"the daemon did not answer {type(message).__name__} within {ANSWER_WAIT_S:g} s")
+        if answer.cancel:
+            self._cancel.cancel(answer.cancel)
+        if answer.unavailable:
+            raise ActorUnavailable(answer.unavailable)
+        return answer.reply
+
+
+def run_on_node(claimed: Claimed, *, worker_id: str, config: Config, base: BaseBundle,
+                post: Callable[[Envelope], Answer | None]) -> None:
+    """The attempt on this machine, in a scratch directory it removes: a
+    home of its own, the base's clone, the runtime ``config`` names (its
+    CLIs and credentials are this machine's)."""
+    from enact import components
+    from enact.daemon import build_runtime
+
+    work = Path(tempfile.mkdtemp(prefix=f"enact-task-{claimed.task.id}-"))
+    try:
+        home = work / "home"
+        home.mkdir(mode=0o700)
+        repo = clone_base(base, work / "repo")
+        installed = components.load()
+        runtime = build_runtime(installed, config)
+        cancel = CancellationToken()
+        ask = NodeAsker(post, log_path=task_log_path(home, claimed.task.id), cancel=cancel)
+        services = WorkerServices(home=home, settings=config.typed(TasksSettings),
+                                  call_timeout_s=config.typed(RuntimeSettings).timeout_s, runtime=runtime, ask=ask)
+        here = dataclasses.replace(claimed, task=dataclasses.replace(claimed.task, repo=str(repo)))
+        TaskAttempt(here, worker_id=worker_id, services=services, parent=cancel, fence=CancellationToken()).run()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+class Relay:
+    """The daemon's side of one remote attempt: each envelope becomes the
+    ask a local worker would have made, if it is this attempt's."""
+
+    def __init__(self, claimed: Claimed, *, worker_id: str, home: Path, settings: TasksSettings, ask: Asker,
+                 repo: Path, base: str, may_write: Callable[[], bool]) -> None:
+        """``may_write``: whether this daemon still owns its home (the
+        fence); a fenced daemon puts no change in the owner's repository."""
+        self.task = claimed.task
+        self._worker_id = worker_id
+        self._home = home
+        self._settings = settings
+        self._ask = ask
+        self._repo = repo
+        self._base = base
+        self._may_write = may_write
+        self.heard = False
+        """Whether the node has sent anything yet (it started the attempt)."""
+
+    def handle(self, envelope: Envelope, *, cancel: str = "") -> Answer:
+        self.heard = True
+        if envelope.log:
+            path = task_log_path(self._home, self.task.id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "ab") as file:
+                file.write(envelope.log)
+        try:
+            reply = self._forward(envelope.target, envelope.message)
+        except Exception as error:  # fenced, a git failure...: the node's ask fails, as an unavailable actor's
+            if not isinstance(error, ActorUnavailable):
+                log.warning("task %d: %s from the node failed: %s", self.task.id, type(envelope.message).__name__,
+                            error)
+            return Answer(unavailable=str(error) or type(error).__name__, cancel=cancel)
+        return Answer(reply=reply, cancel=cancel)
+
+    def _ours(self, message: Any) -> bool:
+        return (getattr(message, "task_id", None) == self.task.id and getattr(message, "worker_id", None) ==
+                self._worker_id and getattr(message, "attempt", None) == self.task.attempt)
+
+    def _forward(self, target: str, message: Any) -> Any:
+        if target == "tasks" and isinstance(message, Heartbeat) and self._ours(message):
+            return self._ask("tasks", message)
+        if target == "tasks" and isinstance(message, ReportPhase | Finish) and self._ours(message):
+            # The node's worktree is nothing on this machine to point at.
+            return self._ask("tasks", dataclasses.replace(message, worktree=""))
+        if target == "reviews" and isinstance(message, ListReviews) and message.task_id == self.task.id:
+            return self._ask("reviews", message)
+        if target == "reviews" and isinstance(message, ChangeForReview) and message.open.task_id == self.task.id:
+            return self._open(message)
+        if target == "skills":  # placing them would write this machine's paths the node names
+            raise ActorUnavailable("skills are not placed in a remote worktree")
+        raise ActorUnavailable(f"a remote attempt of task {self.task.id} may not send {type(message).__name__} "
+                               f"to {target}")
+
+    def _open(self, change: ChangeForReview) -> Any:
+        if change.bundle is None:
+            return Refused(reason="the node sent no change to review", code=RefusalCode.INVALID)
+        if not self._may_write():
+            raise ActorUnavailable("this daemon was taken over (fenced): it takes no change")
+        validation = Validation.against(self._repo, self._base, home=self._home, settings=self._settings,
+                                        allow_paths=self.task.allow_paths)
+        try:
+            taken = take_change(change.bundle, home=self._home, task_id=self.task.id, repo=self._repo,
+                                base=self._base, guards=validation.guards, scratch=self._home / "bundles",
+                                head=change.open.head)
+        except BundleRefused as refused:
+            log.warning("task %d: the change bundle from the node is refused: %s", self.task.id, refused)
+            return Refused(reason=str(refused), code=RefusalCode.INVALID)
+        return self._ask("reviews", dataclasses.replace(
+            change.open, repo=str(self._repo), branch=taken.branch, base=self._base, head=taken.head,
+            diffstat=taken.diffstat))
