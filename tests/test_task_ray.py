@@ -99,17 +99,21 @@ def test_a_change_to_tests_on_a_node_fails_the_attempt_with_that_reason(ray_daem
 
 def gated_rules(tmp_path: Path) -> tuple[str, Path, Path]:
     """Rules whose edit waits for a gate file (so an attempt is mid-way
-    while the test acts), and the gate and a file each start touches."""
+    while the test acts), and the gate and a file each start touches
+    (outside the worktree: their daemons run unconfined, ``GATED``)."""
     gate, started = tmp_path / "gate", tmp_path / "started"
     script = f"echo x >> {started}; while [ ! -e {gate} ]; do sleep 0.05; done; echo '# checked' >> lib.py"
     return task_rules(f'match = "mark"\nrun = ["sh", "-c", "{script}"]\nreply = "done"'), gate, started
+
+
+GATED = {"ENACT_TASKS_LEASE_TTL_S": "3", "ENACT_TASKS_CONFINEMENT": "off"}
 
 
 def test_a_remote_worker_killed_mid_task_loses_its_lease_and_the_task_runs_again_with_one_review(
         ray_daemons: NamespacedDaemons, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     rules, gate, started = gated_rules(tmp_path)
-    daemon = start(ray_daemons, rules, env={"ENACT_TASKS_LEASE_TTL_S": "2"})
+    daemon = start(ray_daemons, rules, env=GATED)
     task_id = add(daemon, repo, "mark the answer")
     wait_for(started.exists, timeout=120, what="the first attempt to be under way on a node")
     pid = attempt_pid(daemon, task_id)
@@ -128,12 +132,11 @@ def test_a_daemon_taken_over_lets_none_of_its_remote_attempts_finish(ray_daemons
                                                                      tmp_path: Path) -> None:
     repos = [make_repo(tmp_path / f"repo-{index}") for index in range(2)]
     rules, gate, started = gated_rules(tmp_path)
-    lease = {"ENACT_TASKS_LEASE_TTL_S": "2"}
-    old = start(ray_daemons, rules, env=lease)
+    old = start(ray_daemons, rules, env=GATED)
     ids = [add(old, repo, "mark the answer") for repo in repos]
     wait_for(lambda: started.exists() and len(started.read_text().split()) == 2, timeout=120,
              what="both attempts to be under way on the cluster")
-    new = start(ray_daemons, rules, "--takeover", home=old.home, env=lease)
+    new = start(ray_daemons, rules, "--takeover", home=old.home, env=GATED)
     assert old.wait_exit(30) == 0, old.log_text()[-3000:]
     gate.touch()
     for task_id in ids:

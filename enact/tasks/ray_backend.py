@@ -34,7 +34,7 @@ from enact.cancellation import CancellationToken
 from enact.config import Config
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.tasks import endings
-from enact.tasks.endings import CANCELLED_BY_OWNER, Ending
+from enact.tasks.endings import CANCELLED_BY_OWNER, LEASE_LOST, Ending
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.host_git import WorktreeError
 from enact.tasks.ray_bundles import BaseBundle, bundle_base
@@ -139,6 +139,8 @@ class RayAttempt:
         self.may_write = may_write
         self._renewed_at = time.monotonic()
         self._beat_s = min(1.0, claimed.lease_ttl_s / 3)
+        self._stopped_by = ""
+        """Why the attempt ends before a node has it (``_keep_lease``)."""
 
     def _ask_tasks(self, message: Any) -> Any:
         reply = self.services.ask("tasks", message)
@@ -168,8 +170,21 @@ class RayAttempt:
             return
         if not self._report(f"sending the base to the Ray cluster ({settings.ray_address})"):
             return
+        # Until a node has the attempt (connecting, bundling, waiting for
+        # a free node), the lease is the daemon's to keep.
+        kept = threading.Event()
+        keeper = threading.Thread(target=self._keep_lease, args=(kept,), name=f"lease-task-{self.task.id}",
+                                  daemon=True)
+        keeper.start()
         try:
-            repo, base = bundle_base(Path(named).expanduser(), self.services.home / "bundles")
+            self._submit(Path(named).expanduser(), kept)
+        finally:
+            kept.set()
+
+    def _submit(self, named: Path, kept: threading.Event) -> None:
+        settings = self.services.settings
+        try:
+            repo, base = bundle_base(named, self.services.home / "bundles")
         except WorktreeError as error:
             self._finish(Ending(Outcome.FAILED, str(error), FailureClass.PERMANENT))
             return
@@ -190,12 +205,12 @@ class RayAttempt:
                 self.claimed, self.worker_id, self.config, base, mailbox)
             relay = Relay(self.claimed, worker_id=self.worker_id, home=self.services.home, settings=settings,
                           ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write)
-            self._relay(remote, mailbox, relay)
+            self._relay(remote, mailbox, relay, kept)
         finally:
             _note(None, self.worker_id)
             ray.kill(mailbox)
 
-    def _relay(self, remote: Any, mailbox: Any, relay: Relay) -> None:
+    def _relay(self, remote: Any, mailbox: Any, relay: Relay, kept: threading.Event) -> None:
         while True:
             if self.fence.cancelled:
                 log.info("task %d: this daemon is fenced; its remote attempt %d is cancelled and does not finish",
@@ -204,6 +219,7 @@ class RayAttempt:
                 return
             cancel = (self.parent.reason or "cancelled") if self.parent.cancelled else ""
             for envelope in ray.get(mailbox.take.remote(_TAKE_WAIT_S)):
+                kept.set()  # the node renews the lease from now on, with its heartbeats
                 if envelope.seq == 0:  # where it runs, before the attempt's first message
                     node = str(envelope.message)
                     _note(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node=node,
@@ -211,13 +227,17 @@ class RayAttempt:
                     if not self._report(f"on the Ray node {node}"):
                         ray.cancel(remote, force=True)
                         return
+                    mailbox.answer.remote(envelope.seq, Answer(cancel=cancel))
                     continue
                 mailbox.answer.remote(envelope.seq, relay.handle(envelope, cancel=cancel))
             done, _ = ray.wait([remote], timeout=0)
             if done:
                 self._ended(remote)
                 return
-            if not relay.heard and not self._keep_waiting(remote):
+            if not kept.is_set():
+                continue
+            ending = self._ended_before_a_node(remote)
+            if ending is not None:
                 return
 
     def _ended(self, remote: Any) -> None:
@@ -230,27 +250,39 @@ class RayAttempt:
             log.warning("task %d: attempt %d on the cluster ended without finishing: %s", self.task.id,
                         self.task.attempt, first)
 
-    def _keep_waiting(self, remote: Any) -> bool:
-        """While no node has started the attempt the daemon keeps its
-        lease; a cancel or a lost lease ends the wait (False)."""
-        if self.parent.cancelled:
-            ray.cancel(remote, force=True)
-            ending = endings.cancelled(self.parent.reason, phase=Phase.WORKSPACE, deadline_s=self.task.deadline_s,
-                                       kept_at=None)
-            if ending is not None:
-                self._finish(ending)
-            return False
-        if time.monotonic() - self._renewed_at < self._beat_s:
-            return True
-        reply = self._ask_tasks(Heartbeat(task_id=self.task.id, worker_id=self.worker_id, attempt=self.task.attempt))
-        if isinstance(reply, LeaseLost):
-            ray.cancel(remote, force=True)
-            return False
-        if isinstance(reply, LeaseRenewed) and reply.cancel_requested:
-            ray.cancel(remote, force=True)
-            ending = endings.cancelled(CANCELLED_BY_OWNER, phase=Phase.WORKSPACE, deadline_s=self.task.deadline_s,
-                                       kept_at=None)
-            if ending is not None:
-                self._finish(ending)
-            return False
-        return True
+    def _keep_lease(self, kept: threading.Event) -> None:
+        """Heartbeats for the attempt until ``kept`` is set (a node has it,
+        or the attempt ended); a lost lease or the owner's cancel is noted
+        for the relay (``_ended_before_a_node``)."""
+        while not kept.wait(self._beat_s):
+            if self.parent.cancelled:
+                self._stopped_by = self.parent.reason or "cancelled"
+                kept.set()
+                return
+            try:
+                reply = self._ask_tasks(Heartbeat(task_id=self.task.id, worker_id=self.worker_id,
+                                                  attempt=self.task.attempt))
+            except Exception as error:  # the queue restarting: the next beat may reach it
+                log.warning("task %d: heartbeat failed: %s", self.task.id, error)
+                continue
+            if isinstance(reply, LeaseLost):
+                self._stopped_by = LEASE_LOST
+            elif isinstance(reply, LeaseRenewed) and reply.cancel_requested:
+                self._stopped_by = CANCELLED_BY_OWNER
+            else:
+                continue
+            kept.set()
+            return
+
+    def _ended_before_a_node(self, remote: Any) -> Ending | None:
+        """What ends the attempt while no node has it yet (``_keep_lease``
+        stopped for a reason); None: a node has it, the relay goes on."""
+        reason = self._stopped_by
+        if not reason:
+            return None
+        ray.cancel(remote, force=True)
+        ending = endings.cancelled(reason, phase=Phase.WORKSPACE, deadline_s=self.task.deadline_s, kept_at=None)
+        if ending is not None:
+            self._finish(ending)
+            return ending
+        return Ending(Outcome.CANCELLED, reason)
