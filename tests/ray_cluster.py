@@ -60,7 +60,8 @@ class RayCluster:
             subprocess.run(
                 [*self.enter, self.ray, "start", "--head", "--num-cpus", str(cpus), "--disable-usage-stats",
                  "--include-dashboard=false", "--temp-dir", self._scratch.name, "--node-ip-address", "127.0.0.1"],
-                check=True, capture_output=True, text=True, timeout=120, env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+                check=True, capture_output=True, text=True, timeout=120,
+                env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
         except BaseException:
             self.stop()
             raise

@@ -20,7 +20,6 @@ from test_task_workers import add, branch, kinds, reviews, show, task_rules, wai
 from conftest import Daemon, wait_for
 
 
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RayCluster]:
     started = RayCluster(cpus=2)
