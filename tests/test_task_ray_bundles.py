@@ -1,0 +1,173 @@
+"""The bundles a remote attempt travels in, and the daemon's checks of the
+change bundle a node sends back, on real git repositories and without Ray
+(``enact.tasks.ray_bundles``, ``enact.tasks.remote_attempt``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from task_repos import git, make_repo
+
+from enact.config import Config
+from enact.messages.common import RefusalCode, Refused
+from enact.messages.reviews import List as ListReviews
+from enact.messages.reviews import Open
+from enact.messages.tasks import Claimed, Heartbeat
+from enact.tasks.protected import Guards
+from enact.tasks.ray_bundles import BundleRefused, bundle_base, bundle_change, check_change, clone_base, take_change
+from enact.tasks.records import Phase, Task, TaskState, task_log_path
+from enact.tasks.remote_attempt import Answer, ChangeForReview, Envelope, Mailbox, Relay
+from enact.tasks.settings import SETTINGS, TasksSettings
+
+PROTECTED = ("tests/", ".enact.toml")
+
+
+def node_change(repo: Path, tmp_path: Path, edits: dict[str, str]) -> tuple[str, bytes, str]:
+    """What an honest node does: clone the base bundle, commit ``edits`` on a
+    task branch, bundle the commits since the base. (base, change bundle, its head)"""
+    _, base = bundle_base(repo, tmp_path / "scratch")
+    clone = clone_base(base, tmp_path / "node" / "repo")
+    git(clone, "checkout", "-q", "-b", "task")
+    for name, text in edits.items():
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        (clone / name).write_text(text)
+    git(clone, "add", "-A")
+    git(clone, "commit", "-q", "-m", "the task's change")
+    change = bundle_change(clone, "task", base.base)
+    assert change is not None
+    return base.base, change, git(clone, "rev-parse", "HEAD").strip()
+
+
+def guards(repo: Path, base: str, allowed: tuple[str, ...] = ()) -> Guards:
+    return Guards(repo=repo, base=base, patterns=PROTECTED, allowed=allowed)
+
+
+def test_a_change_bundle_from_the_base_becomes_the_task_branch(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    base, change, head = node_change(repo, tmp_path, {"lib.py": "def answer():\n    return 43\n"})
+    home = tmp_path / "home"
+    taken = take_change(change, home=home, task_id=7, repo=repo, base=base, guards=guards(repo, base),
+                        scratch=tmp_path / "scratch")
+    assert taken.changed == ("lib.py",) and taken.head == head
+    assert git(repo, "rev-parse", f"refs/heads/{taken.branch}").strip() == taken.head
+    assert "return 43" in git(repo, "show", f"{taken.branch}:lib.py")
+    assert "lib.py" in taken.diffstat
+    assert git(repo, "rev-parse", "HEAD").strip() == base  # the owner's branch is untouched
+
+
+def test_a_change_bundle_that_touches_tests_is_refused_and_changes_no_branch(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    base, change, _head = node_change(repo, tmp_path, {"tests/test_lib.py": "def test_answer():\n    pass\n"})
+    before = git(repo, "for-each-ref")
+    with pytest.raises(BundleRefused, match=r"protected paths .*tests/test_lib.py"):
+        take_change(change, home=tmp_path / "home", task_id=7, repo=repo, base=base, guards=guards(repo, base),
+                    scratch=tmp_path / "scratch")
+    assert git(repo, "for-each-ref") == before
+    # The owner's unlock for the task lets it through.
+    _, changed = check_change(change, repo=repo, base=base, guards=guards(repo, base, allowed=("tests/",)),
+                                scratch=tmp_path / "scratch")
+    assert changed == ("tests/test_lib.py",)
+
+
+def test_a_change_to_the_test_sections_of_pyproject_is_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo", files={"pyproject.toml": "[tool.pytest.ini_options]\naddopts = \"-q\"\n"})
+    edit = {"pyproject.toml": "[tool.pytest.ini_options]\naddopts = \"-k x\"\n"}
+    base, change, _head = node_change(repo, tmp_path, edit)
+    with pytest.raises(BundleRefused, match=r"pyproject\.toml"):
+        check_change(change, repo=repo, base=base, guards=guards(repo, base), scratch=tmp_path / "scratch")
+
+
+def test_a_change_bundle_that_does_not_descend_from_the_base_is_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    other = make_repo(tmp_path / "other", files={"extra.py": "x = 1\n"})
+    _, change, _ = node_change(other, tmp_path, {"lib.py": "changed\n"})
+    base = git(repo, "rev-parse", "HEAD").strip()
+    with pytest.raises(BundleRefused, match="does not descend from the base"):
+        check_change(change, repo=repo, base=base, guards=guards(repo, base), scratch=tmp_path / "scratch")
+
+
+def test_a_change_bundle_whose_head_is_not_the_one_the_node_named_is_refused(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "repo")
+    base, change, _head = node_change(repo, tmp_path, {"lib.py": "changed\n"})
+    with pytest.raises(BundleRefused, match="is not the commit the node named"):
+        check_change(change, repo=repo, base=base, guards=guards(repo, base), scratch=tmp_path / "scratch",
+                     head="0" * 40)
+    with pytest.raises(BundleRefused, match="not a git bundle"):
+        check_change(b"not a bundle", repo=repo, base=base, guards=guards(repo, base), scratch=tmp_path / "s")
+
+
+def test_the_mailbox_hands_each_answer_to_its_ask() -> None:
+    mailbox = Mailbox()
+    answers: dict[int, Answer | None] = {}
+
+    def ask(seq: int) -> None:
+        answers[seq] = mailbox.ask(Envelope(seq=seq, target="tasks", message=seq), wait_s=10)
+
+    askers = [threading.Thread(target=ask, args=(seq,)) for seq in (1, 2)]
+    for thread in askers:
+        thread.start()
+    taken: list[Envelope] = []
+    while len(taken) < 2:
+        taken += mailbox.take(wait_s=10)
+    for envelope in taken:
+        mailbox.answer(envelope.seq, Answer(reply=envelope.message * 10))
+    for thread in askers:
+        thread.join(10)
+    assert {seq: answer.reply if answer else None for seq, answer in answers.items()} == {1: 10, 2: 20}
+    assert mailbox.ask(Envelope(seq=3, target="tasks", message=3), wait_s=0.01) is None  # nobody answered
+    assert mailbox.take(wait_s=0) == [Envelope(seq=3, target="tasks", message=3)]
+
+
+def relay(tmp_path: Path, asked: list[tuple[str, Any]], *, may_write: bool = True) -> Relay:
+    repo = make_repo(tmp_path / "repo")
+    task = Task(id=5, request="mark it", brief="", repo=str(repo), origin="human-cli", idempotency_key="k",
+                repairs=0, deadline_s=60, attempt=2, parent=None, state=TaskState.RUNNING, phase=Phase.NONE,
+                repair=0, confined=None, review_id="", worktree="", conversation=None, worker="worker:0@g1",
+                lease_expires_at=None, cancel_requested=False, not_before=0.0, failure_class=None, summary="",
+                created_at=0.0, updated_at=0.0, started_at=None, finished_at=None)
+    values = {setting.key: setting.default for setting in SETTINGS}
+    settings = dataclasses.replace(TasksSettings.from_config(Config(home=tmp_path, values=values)),
+                                   protected_paths=PROTECTED)
+
+    def ask(target: str, message: Any) -> Any:
+        asked.append((target, message))
+        return Refused(reason="recorded", code=RefusalCode.INVALID)
+
+    return Relay(Claimed(task=task, lease_expires_at=0.0, lease_ttl_s=60.0), worker_id="worker:0@g1",
+                 home=tmp_path / "home", settings=settings, ask=ask, repo=repo,
+                 base=git(repo, "rev-parse", "HEAD").strip(), may_write=lambda: may_write)
+
+
+def test_the_relay_asks_only_for_its_own_attempt(tmp_path: Path) -> None:
+    asked: list[tuple[str, Any]] = []
+    remote = relay(tmp_path, asked)
+    ours = Heartbeat(task_id=5, worker_id="worker:0@g1", attempt=2)
+    assert remote.handle(Envelope(seq=1, target="tasks", message=ours, log=b"a line\n")).reply is not None
+    for stranger in (Heartbeat(task_id=6, worker_id="worker:0@g1", attempt=2),
+                     Heartbeat(task_id=5, worker_id="worker:1@g1", attempt=2),
+                     Heartbeat(task_id=5, worker_id="worker:0@g1", attempt=1)):
+        answer = remote.handle(Envelope(seq=2, target="tasks", message=stranger))
+        assert "may not send Heartbeat" in answer.unavailable
+    assert "skills" in remote.handle(Envelope(seq=3, target="skills", message=ListReviews())).unavailable
+    assert remote.handle(Envelope(seq=4, target="reviews", message=ListReviews(task_id=5)), cancel="stop").cancel \
+        == "stop"
+    assert asked == [("tasks", ours), ("reviews", ListReviews(task_id=5))]
+    assert task_log_path(tmp_path / "home", 5).read_text() == "a line\n"  # the node's log, appended
+
+
+def test_the_relay_refuses_a_forged_change_and_a_fenced_daemon_takes_none(tmp_path: Path) -> None:
+    asked: list[tuple[str, Any]] = []
+    remote = relay(tmp_path, asked)
+    repo = tmp_path / "repo"
+    base, change, head = node_change(repo, tmp_path / "node", {"tests/test_lib.py": "def test_answer():\n    pass\n"})
+    forged = Open(task_id=5, repo="/node/repo", branch="task", base=base, head=head)
+    answer = remote.handle(Envelope(seq=1, target="reviews", message=ChangeForReview(open=forged, bundle=change)))
+    assert isinstance(answer.reply, Refused) and "protected paths" in answer.reply.reason
+    assert asked == []  # no review was asked for
+    fenced = relay(tmp_path / "fenced", asked, may_write=False)
+    answer = fenced.handle(Envelope(seq=1, target="reviews", message=ChangeForReview(open=forged, bundle=change)))
+    assert "fenced" in answer.unavailable and asked == []
