@@ -171,3 +171,18 @@ def test_the_relay_refuses_a_forged_change_and_a_fenced_daemon_takes_none(tmp_pa
     fenced = relay(tmp_path / "fenced", asked, may_write=False)
     answer = fenced.handle(Envelope(seq=1, target="reviews", message=ChangeForReview(open=forged, bundle=change)))
     assert "fenced" in answer.unavailable and asked == []
+
+
+def test_the_ray_backend_refuses_a_resource_not_of_the_form_name_amount(tmp_path: Path) -> None:
+    from enact.components import ComponentError
+    from enact.config import SETTINGS as CORE_SETTINGS
+    from enact.config import load
+    from enact.tasks.component import TasksComponent
+
+    def configured(resources: str) -> Config:
+        return load(tmp_path, environ={"ENACT_TASKS_BACKEND": "ray", "ENACT_TASKS_RAY_RESOURCES": resources},
+                    settings=(*CORE_SETTINGS, *SETTINGS))
+
+    TasksComponent().validate_environment(configured("repo-a=1,gpu=0.5"))
+    with pytest.raises(ComponentError, match=r"NAME=AMOUNT.*'gpu'"):
+        TasksComponent().validate_environment(configured("repo-a=1,gpu"))

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from enact.actors.supervisor import ActorSpec
     from enact.commands import Command, CommandRegistry
+    from enact.config import Config
 
 
 class TasksComponent(Component):
@@ -28,6 +29,23 @@ class TasksComponent(Component):
         "backlog": "enact.cli._schedule:backlog",
         "worktree": "enact.cli._worktrees:worktree",
     }
+
+    def validate_environment(self, settings: Config) -> None:
+        """The Ray backend needs Ray installed (``enact[ray]``; looked up,
+        not imported) and resources of the form NAME=AMOUNT."""
+        import importlib.util
+
+        from enact.components import ComponentError
+        from enact.tasks.settings import TasksSettings, resource_amounts
+
+        own = settings.typed(TasksSettings)
+        if own.backend != "ray":
+            return
+        if importlib.util.find_spec("ray") is None:
+            raise ComponentError("tasks.backend is ray, but Ray is not installed: pip install 'enact[ray]'")
+        if resource_amounts(own.ray_resources) is None:
+            raise ComponentError(f"tasks.ray.resources ({settings.sources.get('tasks.ray.resources', 'default')}): "
+                                 f"each entry must be NAME=AMOUNT, the amount above 0, not {list(own.ray_resources)}")
 
     def metrics(self, registry: CollectorRegistry) -> None:
         from enact.metrics import feature_metrics

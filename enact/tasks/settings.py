@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from enact.config import DAY, Check, Config, Setting, between, one_of
+from enact.config import DAY, Config, Setting, between, one_of
 
 DOCTOR_TIMEOUT = Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", between(0.1, DAY))
 """A repository's own ``.enact.toml`` timeout is checked against it too."""
@@ -25,10 +25,6 @@ def resource_amounts(entries: list[str] | tuple[str, ...]) -> dict[str, float] |
             return None
         amounts[name.strip()] = value
     return amounts
-
-
-_RESOURCES = Check("a list of NAME=AMOUNT entries, each amount above 0", lambda value: resource_amounts(value)
-                   is not None)
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("tasks.default_repo", str, "", "The repository a task works on when none is named"),
@@ -59,8 +55,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("tasks.ray.memory_mb", int, 0, "Memory one remote attempt reserves on its node; 0: none",
             between(0, 1 << 24)),
     Setting("tasks.ray.resources", list, [],
-            "Custom Ray resources one attempt needs, NAME=AMOUNT (nodes that have a repository or runtime)",
-            _RESOURCES),
+            "Custom Ray resources one attempt needs, NAME=AMOUNT each (to pin attempts to nodes that have them)"),
     # Backlog and cron (the Scheduler actor).
     Setting("tasks.auto_promote", bool, False, "Promote the next backlog item when nothing is queued or running"),
     Setting("scheduler.tick_s", float, 1.0, "How often the scheduler looks for due schedules", between(0.05, 60)),
