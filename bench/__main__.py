@@ -24,6 +24,7 @@ from bench import (
     dispatch,
     evolution,
     memory,
+    ray_workers,
     runtimes,
     task_workers,
     tasks,
@@ -32,7 +33,7 @@ from bench import (
 
 BENCHMARKS = (
     control_socket, dispatch, append_log, chat, cli_startup, memory, runtimes, telegram, tasks, task_workers,
-    evolution, backup, console,
+    evolution, backup, console, ray_workers,
 )
 
 

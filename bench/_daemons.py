@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from enact.cli._client import Client, NotRunning
@@ -18,13 +19,16 @@ READY_TIMEOUT_S = 30.0
 
 
 def start_daemon(home: Path, log: Path, settings: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> subprocess.Popen[bytes]:
+                 cwd: Path | None = None, prefix: Sequence[str] = ()) -> subprocess.Popen[bytes]:
     """``enact daemon run`` on ``home`` with ``settings`` (``ENACT_*``
-    variables), its output in ``log``; returned once it answers."""
+    variables), its output in ``log``; returned once it answers. ``prefix``
+    runs it through a program that execs it (``nsenter``: its pid is the
+    daemon's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENACT_")}
     env.update(settings or {}, ENACT_HOME=str(home))
     with open(log, "wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
+        process = subprocess.Popen([*prefix, sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr",
+                                    "127.0.0.1:0"],
                                    env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:

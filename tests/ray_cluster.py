@@ -1,91 +1,29 @@
-"""A real Ray cluster for the tests, in a network namespace of its own that
-holds only loopback, and daemons that run inside it.
-
-Started on the machine's own network, a Ray head listens on every
-interface, names its node by the machine's outside address and probes a
-public one to find it. In a namespace with nothing but ``lo`` it has only
-127.0.0.1, so the test's traffic stays on loopback, and its ports are the
-namespace's own (the default GCS port clashes with no one). Needs root
-(``unshare -n``), which CI has. Every process of the test enters the
-namespace with ``nsenter -n``; the CLI talks to a daemon over its Unix
-socket, which a network namespace does not separate, so it runs outside.
-
-The cluster is ended by the pids of every process in the namespace, never
-by ``ray stop --force``, which ends every Ray process on the machine.
-"""
+"""Daemons in the network namespace of a real Ray cluster on loopback only
+(``bench/_ray_cluster.py`` says why the namespace, and how it is ended)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, DaemonFactory, enact_env, wait_for
+from bench._ray_cluster import ADDRESS, NEEDS, RayCluster, possible
 
-ADDRESS = "127.0.0.1:6379"
-"""The head's GCS, the namespace's own port."""
+from conftest import Daemon, DaemonFactory, enact_env
 
-
-def _net_namespace(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/net")
-    except OSError:
-        return None
+__all__ = ["ADDRESS", "NamespacedDaemons", "RayCluster", "cluster_or_skip"]
 
 
-class RayCluster:
-    """``ray start --head`` with ``cpus`` worker CPUs, in a fresh network namespace."""
-
-    def __init__(self, cpus: int = 2) -> None:
-        if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("nsenter") is None:
-            reason = "a Ray cluster on loopback only needs root, unshare and nsenter"
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"{reason}, and CI=true requires it", pytrace=False)
-            pytest.skip(reason)
-        self._scratch = tempfile.TemporaryDirectory(prefix="ray-", dir="/tmp")  # Ray's socket paths are short
-        self.holder = subprocess.Popen(["unshare", "-n", "sleep", "infinity"], stdin=subprocess.DEVNULL)
-        wait_for(lambda: _net_namespace(self.holder.pid) not in (None, _net_namespace(os.getpid())),
-                 what="the network namespace")
-        self.namespace = _net_namespace(self.holder.pid)
-        self.ray = str(Path(sys.executable).parent / "ray")
-        try:
-            subprocess.run([*self.enter, "ip", "link", "set", "lo", "up"], check=True, capture_output=True)
-            subprocess.run(
-                [*self.enter, self.ray, "start", "--head", "--num-cpus", str(cpus), "--disable-usage-stats",
-                 "--include-dashboard=false", "--temp-dir", self._scratch.name, "--node-ip-address", "127.0.0.1"],
-                check=True, capture_output=True, text=True, timeout=120,
-                env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
-        except BaseException:
-            self.stop()
-            raise
-
-    @property
-    def enter(self) -> list[str]:
-        """The command prefix that runs a program in the namespace."""
-        return ["nsenter", "-n", "-t", str(self.holder.pid)]
-
-    def processes(self) -> list[int]:
-        """Every process in the namespace but its holder."""
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != self.holder.pid and _net_namespace(int(entry)) == self.namespace:
-                found.append(int(entry))
-        return found
-
-    def stop(self) -> None:
-        for pid in self.processes():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        self.holder.kill()
-        self.holder.wait(timeout=10)
-        self._scratch.cleanup()
+def cluster_or_skip(cpus: int = 2) -> RayCluster:
+    """A started cluster; without root (and the tools) the test is skipped, or fails under CI=true."""
+    if not possible():
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{NEEDS}, and CI=true requires it", pytrace=False)
+        pytest.skip(NEEDS)
+    return RayCluster(cpus=cpus)
 
 
 class NamespacedDaemons(DaemonFactory):

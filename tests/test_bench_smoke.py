@@ -24,6 +24,7 @@ HEADINGS = {
     "evolution": "11. Evidence scan: one feedback batch with 10k and 100k turns of history already scanned",
     "backup": "12. Backup: a home of 100k turns, 20k facts, 10k tasks; chat events/s while a backup runs",
     "console": "13. Console: the overview and a task page under chat load; chat with the console open and without",
+    "ray_workers": "14. Ray workers: trivial tasks per minute on a Ray cluster beside local workers",
 }
 """Each benchmark module (``--only`` name) and the heading its table prints."""
 

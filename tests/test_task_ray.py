@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_cluster import ADDRESS, NamespacedDaemons, RayCluster
+from ray_cluster import ADDRESS, NamespacedDaemons, RayCluster, cluster_or_skip
 from task_repos import git, make_repo
 from test_task_workers import add, branch, kinds, reviews, show, task_rules, wait_ended
 
@@ -22,7 +22,7 @@ from conftest import Daemon, wait_for
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[RayCluster]:
-    started = RayCluster(cpus=2)
+    started = cluster_or_skip(cpus=2)
     try:
         yield started
     finally:
