@@ -8,16 +8,19 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from ray_cluster import ADDRESS, NamespacedDaemons, RayCluster, cluster_or_skip
 from task_repos import git, make_repo
 from test_task_workers import add, branch, kinds, reviews, show, task_rules, wait_ended
 
-from conftest import Daemon, wait_for
+from conftest import Daemon, enact_env, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +120,9 @@ def test_a_remote_worker_killed_mid_task_loses_its_lease_and_the_task_runs_again
     wait_for(started.exists, timeout=120, what="the first attempt to be under way on a node")
     pid = attempt_pid(daemon, task_id)
     assert pid is not None
+    [busy] = [worker for worker in daemon.cli_json("status", "--json")["workers"] if worker["task"] == task_id]
+    assert f"(127.0.0.1), worker pid {pid}" in busy["node"]
+    assert "on the Ray node" in daemon.cli("status").stdout
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: "lease-expired" in kinds(show(daemon, task_id)), timeout=60, what="the lease to expire")
     gate.touch()
@@ -146,3 +152,20 @@ def test_a_daemon_taken_over_lets_none_of_its_remote_attempts_finish(ray_daemons
         assert finishers and all(worker.endswith("@g2") for worker in finishers), shown["events"]
         assert "lease-expired" in kinds(shown)
     assert sorted(review["task_id"] for review in reviews(new)) == sorted(ids)
+
+
+def test_runtime_check_with_worker_checks_the_runtime_on_each_node(cluster: RayCluster, tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    home.mkdir(mode=0o700)
+    (home / "scripted.toml").write_text(task_rules(CHECKED))
+    env = enact_env(home, {"ENACT_TASKS_BACKEND": "ray", "ENACT_TASKS_RAY_ADDRESS": ADDRESS})
+    checked = subprocess.run([*cluster.enter, sys.executable, "-m", "enact", "runtime", "check", "--worker", "--json"],
+                             env=env, capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    report = orjson.loads(checked.stdout)
+    assert report["ok"] and report["adapter"] == "scripted"
+    [node] = report["nodes"]
+    assert "127.0.0.1" in node["node"] and node["problems"] == []
+    local = subprocess.run([sys.executable, "-m", "enact", "runtime", "check", "--worker", "--json"],
+                           env=enact_env(home), capture_output=True, text=True, timeout=60)
+    assert local.returncode == 2 and "tasks.backend is local" in orjson.loads(local.stdout)["error"]

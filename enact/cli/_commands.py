@@ -11,7 +11,7 @@ from typing import Any
 import click
 import orjson
 
-from enact.cli._client import request, send
+from enact.cli._client import DaemonError, request, send
 from enact.cli._options import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -43,7 +43,15 @@ def status(home: Path | None, as_json: bool) -> None:
 
     # The queue knows which worker holds which task (its leases).
     leases = request(where, Leases())
-    workers = _workers(report, leases)
+    from enact.messages.workers import RemoteWorkers
+
+    # Where each attempt on a Ray cluster runs (none with the local backend).
+    try:
+        remote = request(where, RemoteWorkers()).workers
+    except DaemonError:  # a daemon without the task workers
+        remote = ()
+    nodes = {worker.worker_id.partition("@")[0]: worker.node for worker in remote}
+    workers = _workers(report, leases, nodes)
     if as_json:
         print_json({**to_wire(report)["body"], "tasks": to_wire(leases)["body"], "workers": workers})
         return
@@ -74,6 +82,7 @@ def status(home: Path | None, as_json: bool) -> None:
     shown = ", ".join(
         f"{worker['name']} idle" if worker["task"] is None
         else f"{worker['name']} on task {worker['task']}" + (f" ({worker['progress']})" if worker["progress"] else "")
+        + (f" on the Ray node {worker['node']}" if worker.get("node") else "")
         for worker in workers
     )
     click.echo(f"workers  {shown or 'none (daemon.workers = 0)'}; {leases.queued} task(s) queued")
@@ -106,7 +115,7 @@ def _schema_summary(schemas: Any) -> str:
     return "; ".join(said) or "none recorded"
 
 
-def _workers(report: Any, leases: Any) -> list[dict[str, Any]]:
+def _workers(report: Any, leases: Any, nodes: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Each worker of the pool, idle or with the task it holds; a lease held
     by a worker that is not running (a worker of the daemon this one
     replaced, until the lease expires) is listed under its own id."""
@@ -118,7 +127,7 @@ def _workers(report: Any, leases: Any) -> list[dict[str, Any]]:
         held[name if name in running and name not in held else lease.worker_id] = lease
     return [
         {"name": name, "task": held[name].task_id if name in held else None,
-         "progress": held[name].progress if name in held else ""}
+         "progress": held[name].progress if name in held else "", "node": (nodes or {}).get(name, "")}
         for name in [*running, *(name for name in held if name not in running)]
     ]
 

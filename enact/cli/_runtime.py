@@ -28,9 +28,11 @@ def runtime_group() -> None:
 @home_option
 @click.option("--probe", is_flag=True, help="Also make one tiny real call (it spends a few tokens).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0.1), default=PROBE_TIMEOUT_S, show_default=True,
-              help="Seconds --probe waits for the answer (at most runtime.timeout_s).")
+              help="Seconds --probe (or --worker) waits for the answer (at most runtime.timeout_s).")
+@click.option("--worker", is_flag=True,
+              help="Check it on each node of the Ray cluster (tasks.backend = ray) instead of here.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def check(home: Path | None, probe: bool, timeout_s: float, as_json: bool) -> None:
+def check(home: Path | None, probe: bool, timeout_s: float, worker: bool, as_json: bool) -> None:
     """Show the selected adapter, whether its binary or endpoint is found and
     its version; exit 1 when something is missing (each problem says what to do)."""
     from enact import components, config
@@ -41,6 +43,9 @@ def check(home: Path | None, probe: bool, timeout_s: float, as_json: bool) -> No
     except (components.ComponentError, config.ConfigError) as error:
         fail(str(error), as_json=as_json, code=EXIT_USAGE)
     component = installed.runtime(settings)
+    if worker:
+        _check_nodes(component.name, settings, timeout_s, as_json=as_json)
+        return
     found = component.check(settings)
     report: dict[str, Any] = {
         "adapter": component.name,
@@ -58,6 +63,38 @@ def check(home: Path | None, probe: bool, timeout_s: float, as_json: bool) -> No
     else:
         _print(report)
     if not report["ok"]:
+        raise SystemExit(EXIT_FAILED)
+
+
+def _check_nodes(adapter: str, settings: Any, timeout_s: float, *, as_json: bool) -> None:
+    """``--worker``: the check on each node of the Ray cluster, as the node finds its CLIs."""
+    import importlib.util
+
+    from enact.tasks.settings import TasksSettings
+
+    if settings.typed(TasksSettings).backend != "ray":
+        fail("--worker checks the runtime on the nodes of a Ray cluster; tasks.backend is local",
+             as_json=as_json, code=EXIT_USAGE)
+    if importlib.util.find_spec("ray") is None:
+        fail("--worker needs Ray: pip install 'enact[ray]'", as_json=as_json, code=EXIT_USAGE)
+    from enact.tasks.ray_backend import ClusterUnavailable, check_nodes
+
+    try:
+        nodes = check_nodes(settings, timeout_s)
+    except ClusterUnavailable as error:
+        fail(str(error), as_json=as_json, code=EXIT_FAILED)
+    ok = bool(nodes) and not any(node["problems"] for node in nodes)
+    if as_json:
+        print_json({"adapter": adapter, "source": settings.sources["runtime.adapter"], "nodes": nodes, "ok": ok})
+    else:
+        click.echo(f"adapter  {adapter} (from {settings.sources['runtime.adapter']})")
+        for node in nodes:
+            state = f"found {node['found']}" + (f" {node['version']}" if node["version"] else "") \
+                if not node["problems"] else "missing " + "; ".join(node["problems"])
+            click.echo(f"node     {node['node']}: {state}")
+        click.echo("ok" if ok else "not usable: " + ("no node of the cluster can take an attempt" if not nodes
+                                                     else "fix what is listed above on those nodes"))
+    if not ok:
         raise SystemExit(EXIT_FAILED)
 
 

@@ -34,6 +34,28 @@ class WorktreeList:
     worktrees: tuple[WorktreeEntry, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteWorker:
+    worker_id: str
+    task_id: int
+    node: str
+    """Where the attempt runs: the node's host name and address and the
+    worker process; "" while it waits for a node."""
+    since: float
+
+
+@request("workers.RemoteWorkers")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteWorkers(Request["RemoteWorkerList"]):
+    """The workers whose attempts run on the Ray cluster now (``tasks.backend = "ray"``), with their nodes."""
+
+
+@reply("workers.RemoteWorkerList")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteWorkerList:
+    workers: tuple[RemoteWorker, ...]
+
+
 @request("workers.CleanupWorktree")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CleanupWorktree(Request["CleanedUp | NotFound | Refused"]):

@@ -23,7 +23,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,14 @@ from ray.exceptions import RayError
 from enact.cancellation import CancellationToken
 from enact.config import Config
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
+from enact.messages.workers import RemoteWorker
 from enact.tasks import endings
 from enact.tasks.endings import CANCELLED_BY_OWNER, LEASE_LOST, Ending
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.host_git import WorktreeError
 from enact.tasks.ray_bundles import BaseBundle, bundle_base
 from enact.tasks.records import FailureClass, Outcome, Phase, clip
-from enact.tasks.remote_attempt import Answer, Envelope, Mailbox, Relay, run_on_node
+from enact.tasks.remote_attempt import Answer, Envelope, Mailbox, Relay, note_remote_worker, run_on_node
 from enact.tasks.settings import TasksSettings, resource_amounts
 from enact.tasks.worker import WorkerServices
 
@@ -70,34 +70,6 @@ def connect(settings: TasksSettings) -> None:
             raise ClusterUnavailable(f"the Ray cluster ({settings.ray_address}) cannot be reached: "
                                      f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") \
                 from None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RemoteWorker:
-    """What ``enact status`` shows of a worker slot whose attempt runs on the cluster."""
-
-    worker_id: str
-    task_id: int
-    node: str
-    """The node's host name and address, once the attempt started there."""
-    since: float
-
-
-_running: dict[str, RemoteWorker] = {}
-_running_lock = threading.Lock()
-
-
-def remote_workers() -> list[RemoteWorker]:
-    with _running_lock:
-        return sorted(_running.values(), key=lambda item: item.worker_id)
-
-
-def _note(worker: RemoteWorker | None, worker_id: str) -> None:
-    with _running_lock:
-        if worker is None:
-            _running.pop(worker_id, None)
-        else:
-            _running[worker_id] = worker
 
 
 _MailboxActor = ray.remote(Mailbox)
@@ -193,7 +165,7 @@ class RayAttempt:
         except ClusterUnavailable as error:
             self._finish(Ending(Outcome.FAILED, str(error), FailureClass.TRANSIENT))
             return
-        _note(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node="", since=time.time()),
+        note_remote_worker(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node="", since=time.time()),
               self.worker_id)
         mailbox: Any = _MailboxActor.options(num_cpus=0, max_concurrency=8).remote()
         try:
@@ -207,7 +179,7 @@ class RayAttempt:
                           ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write)
             self._relay(remote, mailbox, relay, kept)
         finally:
-            _note(None, self.worker_id)
+            note_remote_worker(None, self.worker_id)
             ray.kill(mailbox)
 
     def _relay(self, remote: Any, mailbox: Any, relay: Relay, kept: threading.Event) -> None:
@@ -222,7 +194,7 @@ class RayAttempt:
                 kept.set()  # the node renews the lease from now on, with its heartbeats
                 if envelope.seq == 0:  # where it runs, before the attempt's first message
                     node = str(envelope.message)
-                    _note(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node=node,
+                    note_remote_worker(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node=node,
                                        since=time.time()), self.worker_id)
                     if not self._report(f"on the Ray node {node}"):
                         ray.cancel(remote, force=True)
@@ -286,3 +258,42 @@ class RayAttempt:
             self._finish(ending)
             return ending
         return Ending(Outcome.CANCELLED, reason)
+
+
+@ray.remote(num_cpus=0, max_retries=0)
+def _check_on_node(config: Config) -> dict[str, Any]:
+    from enact import components
+
+    found = components.load().runtime(config).check(config)
+    return {"node": _where().rpartition(", worker pid")[0], "found": found.found, "version": found.version,
+            "problems": list(found.problems), "notes": list(found.notes)}
+
+
+def check_nodes(config: Config, timeout_s: float) -> list[dict[str, Any]]:
+    """``runtime check`` of the configured runtime on each live node that
+    could take an attempt (it has the resources ``tasks.ray.resources``
+    names), as that node finds its CLIs and credentials. Raises ClusterUnavailable."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    settings = config.typed(TasksSettings)
+    connect(settings)
+    wanted = resource_amounts(settings.ray_resources) or {}
+    nodes = [node for node in ray.nodes() if node.get("Alive")  # type: ignore[no-untyped-call]
+             and all(node.get("Resources", {}).get(name, 0) >= amount for name, amount in wanted.items())]
+    checks = [_check_on_node.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node_id=node["NodeID"], soft=False)).remote(config) for node in nodes]
+    ready, _ = ray.wait(checks, num_returns=len(checks), timeout=timeout_s) if checks else ([], [])
+    found = []
+    for node, check in zip(nodes, checks, strict=True):
+        where = str(node.get("NodeManagerAddress", node["NodeID"]))
+        if check not in ready:
+            ray.cancel(check, force=True)
+            found.append({"node": where, "found": "", "version": "", "notes": [],
+                          "problems": [f"the node did not answer within {timeout_s:g} s"]})
+            continue
+        try:
+            found.append(ray.get(check))
+        except RayError as error:
+            found.append({"node": where, "found": "", "version": "", "notes": [],
+                          "problems": [f"the check failed on the node: {str(error).strip().splitlines()[0]}"]})
+    return found

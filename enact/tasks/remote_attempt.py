@@ -41,6 +41,7 @@ from enact.messages.common import RefusalCode, Refused
 from enact.messages.reviews import List as ListReviews
 from enact.messages.reviews import Open
 from enact.messages.tasks import Claimed, Finish, Heartbeat, ReportPhase
+from enact.messages.workers import RemoteWorker
 from enact.tasks.ray_bundles import BaseBundle, BundleRefused, bundle_change, clone_base, take_change
 from enact.tasks.records import task_log_path
 from enact.tasks.settings import TasksSettings
@@ -79,6 +80,24 @@ class ChangeForReview:
 
     open: Open
     bundle: bytes | None
+
+
+_remote_workers: dict[str, RemoteWorker] = {}
+_remote_workers_lock = threading.Lock()
+
+
+def note_remote_worker(worker: RemoteWorker | None, worker_id: str) -> None:
+    """Record where a worker's remote attempt runs (None: it ended), for ``workers.RemoteWorkers``."""
+    with _remote_workers_lock:
+        if worker is None:
+            _remote_workers.pop(worker_id, None)
+        else:
+            _remote_workers[worker_id] = worker
+
+
+def remote_workers() -> tuple[RemoteWorker, ...]:
+    with _remote_workers_lock:
+        return tuple(sorted(_remote_workers.values(), key=lambda item: item.worker_id))
 
 
 class Mailbox:

@@ -30,6 +30,8 @@ from enact.messages.workers import (
     ListWorktrees,
     Poll,
     PruneWorktrees,
+    RemoteWorkerList,
+    RemoteWorkers,
     WorktreeEntry,
     WorktreeList,
 )
@@ -38,6 +40,7 @@ from enact.tasks import task_branches, worktrees
 from enact.tasks.host_git import WorktreeError
 from enact.tasks.metrics import TasksMetrics
 from enact.tasks.records import DEADLINE_RANGE_S, EventKind, TaskState
+from enact.tasks.remote_attempt import remote_workers
 from enact.tasks.settings import TasksSettings
 from enact.tasks.validation import remove_leftovers
 from enact.tasks.worker import TaskAttempt, WorkerServices
@@ -172,6 +175,8 @@ class WorkersActor(EnactActor):
                                                     worktrees.list_worktrees(self.context.home)))
             case CleanupWorktree():
                 return self._cleanup(message)
+            case RemoteWorkers():
+                return RemoteWorkerList(workers=remote_workers())
             case CleanupBranches():
                 return self._cleanup_branches(message)
             case PruneWorktrees():
