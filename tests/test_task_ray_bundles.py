@@ -105,7 +105,7 @@ def test_the_mailbox_hands_each_answer_to_its_ask() -> None:
     answers: dict[int, Answer | None] = {}
 
     def ask(seq: int) -> None:
-        answers[seq] = mailbox.ask(Envelope(seq=seq, target="tasks", message=seq), wait_s=10)
+        answers[seq] = mailbox.ask(Envelope(key="a", seq=seq, target="tasks", message=seq), wait_s=10)
 
     askers = [threading.Thread(target=ask, args=(seq,)) for seq in (1, 2)]
     for thread in askers:
@@ -114,12 +114,15 @@ def test_the_mailbox_hands_each_answer_to_its_ask() -> None:
     while len(taken) < 2:
         taken += mailbox.take(wait_s=10)
     for envelope in taken:
-        mailbox.answer(envelope.seq, Answer(reply=envelope.message * 10))
+        mailbox.answer("b", envelope.seq, Answer(reply="another attempt's"))  # never taken by this one's ask
+        mailbox.answer(envelope.key, envelope.seq, Answer(reply=envelope.message * 10))
     for thread in askers:
         thread.join(10)
     assert {seq: answer.reply if answer else None for seq, answer in answers.items()} == {1: 10, 2: 20}
-    assert mailbox.ask(Envelope(seq=3, target="tasks", message=3), wait_s=0.01) is None  # nobody answered
-    assert mailbox.take(wait_s=0) == [Envelope(seq=3, target="tasks", message=3)]
+    assert mailbox.ask(Envelope(key="a", seq=3, target="tasks", message=3), wait_s=0.01) is None  # nobody answered
+    assert mailbox.take(wait_s=0) == [Envelope(key="a", seq=3, target="tasks", message=3)]
+    mailbox.clear()
+    assert mailbox.take(wait_s=0) == []
 
 
 def relay(tmp_path: Path, asked: list[tuple[str, Any]], *, may_write: bool = True) -> Relay:
@@ -146,15 +149,15 @@ def test_the_relay_asks_only_for_its_own_attempt(tmp_path: Path) -> None:
     asked: list[tuple[str, Any]] = []
     remote = relay(tmp_path, asked)
     ours = Heartbeat(task_id=5, worker_id="worker:0@g1", attempt=2)
-    assert remote.handle(Envelope(seq=1, target="tasks", message=ours, log=b"a line\n")).reply is not None
+    assert remote.handle(Envelope(key="k", seq=1, target="tasks", message=ours, log=b"a line\n")).reply is not None
     for stranger in (Heartbeat(task_id=6, worker_id="worker:0@g1", attempt=2),
                      Heartbeat(task_id=5, worker_id="worker:1@g1", attempt=2),
                      Heartbeat(task_id=5, worker_id="worker:0@g1", attempt=1)):
-        answer = remote.handle(Envelope(seq=2, target="tasks", message=stranger))
+        answer = remote.handle(Envelope(key="k", seq=2, target="tasks", message=stranger))
         assert "may not send Heartbeat" in answer.unavailable
-    assert "skills" in remote.handle(Envelope(seq=3, target="skills", message=ListReviews())).unavailable
-    assert remote.handle(Envelope(seq=4, target="reviews", message=ListReviews(task_id=5)), cancel="stop").cancel \
-        == "stop"
+    assert "skills" in remote.handle(Envelope(key="k", seq=3, target="skills", message=ListReviews())).unavailable
+    listed = Envelope(key="k", seq=4, target="reviews", message=ListReviews(task_id=5))
+    assert remote.handle(listed, cancel="stop").cancel == "stop"
     assert asked == [("tasks", ours), ("reviews", ListReviews(task_id=5))]
     assert task_log_path(tmp_path / "home", 5).read_text() == "a line\n"  # the node's log, appended
 
@@ -164,12 +167,13 @@ def test_the_relay_refuses_a_forged_change_and_a_fenced_daemon_takes_none(tmp_pa
     remote = relay(tmp_path, asked)
     repo = tmp_path / "repo"
     base, change, head = node_change(repo, tmp_path / "node", {"tests/test_lib.py": "def test_answer():\n    pass\n"})
-    forged = Open(task_id=5, repo="/node/repo", branch="task", base=base, head=head)
-    answer = remote.handle(Envelope(seq=1, target="reviews", message=ChangeForReview(open=forged, bundle=change)))
+    forged = Envelope(key="k", seq=1, target="reviews", message=ChangeForReview(
+        open=Open(task_id=5, repo="/node/repo", branch="task", base=base, head=head), bundle=change))
+    answer = remote.handle(forged)
     assert isinstance(answer.reply, Refused) and "protected paths" in answer.reply.reason
     assert asked == []  # no review was asked for
     fenced = relay(tmp_path / "fenced", asked, may_write=False)
-    answer = fenced.handle(Envelope(seq=1, target="reviews", message=ChangeForReview(open=forged, bundle=change)))
+    answer = fenced.handle(forged)
     assert "fenced" in answer.unavailable and asked == []
 
 

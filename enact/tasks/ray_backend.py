@@ -22,6 +22,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,26 @@ def connect(settings: TasksSettings) -> None:
 
 _MailboxActor = ray.remote(Mailbox)
 """The mailbox as a Ray actor; made threaded (``max_concurrency``): an ask waits in its thread."""
+_mailboxes: dict[str, Any] = {}
+"""Each worker's mailbox, kept for its next attempt: an actor is a process
+of its own, whose start would cost each attempt a second or more."""
+_mailboxes_lock = threading.Lock()
+
+
+def _mailbox_of(worker_id: str) -> Any:
+    with _mailboxes_lock:
+        mailbox: Any = _mailboxes.get(worker_id)
+        if mailbox is None:
+            mailbox = _mailboxes[worker_id] = _MailboxActor.options(num_cpus=0, max_concurrency=8).remote()
+    ray.get(mailbox.clear.remote())
+    return mailbox
+
+
+def _drop_mailbox(worker_id: str) -> None:
+    with _mailboxes_lock:
+        mailbox = _mailboxes.pop(worker_id, None)
+    if mailbox is not None:
+        ray.kill(mailbox)
 
 
 def _where() -> str:
@@ -82,7 +103,8 @@ def _where() -> str:
 
 
 @ray.remote(max_retries=0)
-def _attempt_on_node(claimed: Claimed, worker_id: str, config: Config, base: BaseBundle, mailbox: Any) -> None:
+def _attempt_on_node(claimed: Claimed, key: str, worker_id: str, config: Config, base: BaseBundle,
+                     mailbox: Any) -> None:
     def post(envelope: Envelope) -> Answer | None:
         try:
             answer: Answer | None = ray.get(mailbox.ask.remote(envelope))
@@ -91,8 +113,8 @@ def _attempt_on_node(claimed: Claimed, worker_id: str, config: Config, base: Bas
             return None
         return answer
 
-    post(Envelope(seq=0, target="", message=_where()))
-    run_on_node(claimed, worker_id=worker_id, config=config, base=base, post=post)
+    post(Envelope(key=key, seq=0, target="", message=_where()))
+    run_on_node(claimed, key=key, worker_id=worker_id, config=config, base=base, post=post)
 
 
 class RayAttempt:
@@ -167,30 +189,37 @@ class RayAttempt:
             return
         note_remote_worker(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node="", since=time.time()),
               self.worker_id)
-        mailbox: Any = _MailboxActor.options(num_cpus=0, max_concurrency=8).remote()
+        key = uuid.uuid4().hex
+        kept_mailbox = False
         try:
+            mailbox = _mailbox_of(self.worker_id)
             options: dict[str, Any] = {"num_cpus": settings.ray_num_cpus,
                                        "resources": resource_amounts(settings.ray_resources) or {}}
             if settings.ray_memory_mb:
                 options["memory"] = settings.ray_memory_mb * 1024 * 1024
             remote = _attempt_on_node.options(**options).remote(
-                self.claimed, self.worker_id, self.config, base, mailbox)
+                self.claimed, key, self.worker_id, self.config, base, mailbox)
             relay = Relay(self.claimed, worker_id=self.worker_id, home=self.services.home, settings=settings,
                           ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write)
-            self._relay(remote, mailbox, relay, kept)
+            kept_mailbox = self._relay(remote, mailbox, key, relay, kept)
         finally:
             note_remote_worker(None, self.worker_id)
-            ray.kill(mailbox)
+            if not kept_mailbox:  # it failed, or the daemon is fenced: the next attempt makes another
+                _drop_mailbox(self.worker_id)
 
-    def _relay(self, remote: Any, mailbox: Any, relay: Relay, kept: threading.Event) -> None:
+    def _relay(self, remote: Any, mailbox: Any, key: str, relay: Relay, kept: threading.Event) -> bool:
+        """Relay until the attempt ends; whether its mailbox may serve the next."""
         while True:
             if self.fence.cancelled:
                 log.info("task %d: this daemon is fenced; its remote attempt %d is cancelled and does not finish",
                          self.task.id, self.task.attempt)
                 ray.cancel(remote, force=True)
-                return
+                return False
             cancel = (self.parent.reason or "cancelled") if self.parent.cancelled else ""
             for envelope in ray.get(mailbox.take.remote(_TAKE_WAIT_S)):
+                if envelope.key != key:  # an earlier attempt's node, still asking
+                    mailbox.answer.remote(envelope.key, envelope.seq, Answer(unavailable="the attempt is over"))
+                    continue
                 kept.set()  # the node renews the lease from now on, with its heartbeats
                 if envelope.seq == 0:  # where it runs, before the attempt's first message
                     node = str(envelope.message)
@@ -198,19 +227,18 @@ class RayAttempt:
                                        since=time.time()), self.worker_id)
                     if not self._report(f"on the Ray node {node}"):
                         ray.cancel(remote, force=True)
-                        return
-                    mailbox.answer.remote(envelope.seq, Answer(cancel=cancel))
+                        return True
+                    mailbox.answer.remote(key, envelope.seq, Answer(cancel=cancel))
                     continue
-                mailbox.answer.remote(envelope.seq, relay.handle(envelope, cancel=cancel))
+                mailbox.answer.remote(key, envelope.seq, relay.handle(envelope, cancel=cancel))
             done, _ = ray.wait([remote], timeout=0)
             if done:
                 self._ended(remote)
-                return
+                return True
             if not kept.is_set():
                 continue
-            ending = self._ended_before_a_node(remote)
-            if ending is not None:
-                return
+            if self._ended_before_a_node(remote):
+                return True
 
     def _ended(self, remote: Any) -> None:
         try:
@@ -246,18 +274,18 @@ class RayAttempt:
             kept.set()
             return
 
-    def _ended_before_a_node(self, remote: Any) -> Ending | None:
-        """What ends the attempt while no node has it yet (``_keep_lease``
-        stopped for a reason); None: a node has it, the relay goes on."""
+    def _ended_before_a_node(self, remote: Any) -> bool:
+        """Whether the attempt ended while no node had it yet
+        (``_keep_lease`` stopped for a reason): cancelled on the cluster,
+        and finished as that reason says (not at all when the lease is lost)."""
         reason = self._stopped_by
         if not reason:
-            return None
+            return False
         ray.cancel(remote, force=True)
         ending = endings.cancelled(reason, phase=Phase.WORKSPACE, deadline_s=self.task.deadline_s, kept_at=None)
         if ending is not None:
             self._finish(ending)
-            return ending
-        return Ending(Outcome.CANCELLED, reason)
+        return True
 
 
 @ray.remote(num_cpus=0, max_retries=0)

@@ -58,6 +58,8 @@ _LOG_CHUNK = 256 * 1024
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Envelope:
+    key: str
+    """The attempt's own key: a mailbox outlives attempts, an answer goes to its own."""
     seq: int
     target: str
     message: Any
@@ -107,15 +109,16 @@ class Mailbox:
     def __init__(self) -> None:
         self._changed = threading.Condition()
         self._inbox: list[Envelope] = []
-        self._answers: dict[int, Answer] = {}
+        self._answers: dict[tuple[str, int], Answer] = {}
 
     def ask(self, envelope: Envelope, wait_s: float = ANSWER_WAIT_S) -> Answer | None:
         """The node's side: post and wait for the answer (None: none came)."""
         with self._changed:
             self._inbox.append(envelope)
             self._changed.notify_all()
-            self._changed.wait_for(lambda: envelope.seq in self._answers, wait_s)
-            return self._answers.pop(envelope.seq, None)
+            asked = (envelope.key, envelope.seq)
+            self._changed.wait_for(lambda: asked in self._answers, wait_s)
+            return self._answers.pop(asked, None)
 
     def take(self, wait_s: float) -> list[Envelope]:
         """The daemon's side: what the node posted, waiting up to ``wait_s`` for something."""
@@ -124,18 +127,26 @@ class Mailbox:
             taken, self._inbox = self._inbox, []
             return taken
 
-    def answer(self, seq: int, answer: Answer) -> None:
+    def answer(self, key: str, seq: int, answer: Answer) -> None:
         with self._changed:
-            self._answers[seq] = answer
+            self._answers[(key, seq)] = answer
             self._changed.notify_all()
+
+    def clear(self) -> None:
+        """Forget what an earlier attempt left (its node died before its answers were taken)."""
+        with self._changed:
+            self._inbox.clear()
+            self._answers.clear()
 
 
 class NodeAsker:
     """The node's ``ask``: each message goes to the daemon through ``post``
     (``Mailbox.ask``), with the task log written since."""
 
-    def __init__(self, post: Callable[[Envelope], Answer | None], *, log_path: Path, cancel: CancellationToken) -> None:
+    def __init__(self, post: Callable[[Envelope], Answer | None], *, key: str, log_path: Path,
+                 cancel: CancellationToken) -> None:
         self._post = post
+        self._key = key
         self._log_path = log_path
         self._cancel = cancel
         self._numbers = itertools.count(1)
@@ -157,7 +168,8 @@ class NodeAsker:
             message = ChangeForReview(open=message, bundle=bundle_change(Path(message.repo), message.branch,
                                                                           message.base))
         with self._lock:
-            envelope = Envelope(seq=next(self._numbers), target=target, message=message, log=self._log_since())
+            envelope = Envelope(key=self._key, seq=next(self._numbers), target=target, message=message,
+                                log=self._log_since())
         answer = self._post(envelope)
         if answer is None:
             raise ActorUnavailable(f"the daemon did not answer {type(message).__name__} within {ANSWER_WAIT_S:g} s")
@@ -168,7 +180,7 @@ class NodeAsker:
         return answer.reply
 
 
-def run_on_node(claimed: Claimed, *, worker_id: str, config: Config, base: BaseBundle,
+def run_on_node(claimed: Claimed, *, key: str, worker_id: str, config: Config, base: BaseBundle,
                 post: Callable[[Envelope], Answer | None]) -> None:
     """The attempt on this machine, in a scratch directory it removes: a
     home of its own, the base's clone, the runtime ``config`` names (its
@@ -184,7 +196,7 @@ def run_on_node(claimed: Claimed, *, worker_id: str, config: Config, base: BaseB
         installed = components.load()
         runtime = build_runtime(installed, config)
         cancel = CancellationToken()
-        ask = NodeAsker(post, log_path=task_log_path(home, claimed.task.id), cancel=cancel)
+        ask = NodeAsker(post, key=key, log_path=task_log_path(home, claimed.task.id), cancel=cancel)
         services = WorkerServices(home=home, settings=config.typed(TasksSettings),
                                   call_timeout_s=config.typed(RuntimeSettings).timeout_s, runtime=runtime, ask=ask)
         here = dataclasses.replace(claimed, task=dataclasses.replace(claimed.task, repo=str(repo)))
