@@ -190,3 +190,12 @@ def test_the_ray_backend_refuses_a_resource_not_of_the_form_name_amount(tmp_path
     TasksComponent().validate_environment(configured("repo-a=1,gpu=0.5"))
     with pytest.raises(ComponentError, match=r"NAME=AMOUNT.*'gpu'"):
         TasksComponent().validate_environment(configured("repo-a=1,gpu"))
+
+
+def test_a_local_daemon_and_the_cli_never_import_ray() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, enact.cli, enact.daemon, enact.tasks.workers_actor, enact.tasks.remote_attempt; "
+            "print('ray' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
