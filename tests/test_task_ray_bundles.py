@@ -199,3 +199,31 @@ def test_a_local_daemon_and_the_cli_never_import_ray() -> None:
     code = ("import sys, enact.cli, enact.daemon, enact.tasks.workers_actor, enact.tasks.remote_attempt; "
             "print('ray' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
+
+
+def test_a_nodes_runtime_calls_are_admitted_and_counted_by_the_daemon(tmp_path: Path) -> None:
+    from enact.cancellation import CancellationToken
+    from enact.runtime import RuntimeOverBudget, RuntimeRequest, Usage
+    from enact.runtime.scripted import ScriptedRuntime
+    from enact.tasks.remote_attempt import METER, MeterCall, MeteredOnTheDaemon
+
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\npurpose = "task"\nmatch = "."\nreply = "done"\n')
+    told: list[MeterCall] = []
+    verdict: list[tuple[str, str] | None] = [("over_budget", "the task budget of 10 tokens is spent")]
+
+    def ask(target: str, message: Any) -> Any:
+        assert target == METER
+        told.append(message)
+        return verdict[0] if not message.outcome else None
+
+    runtime = MeteredOnTheDaemon(ScriptedRuntime(rules), ask)
+    request = RuntimeRequest(session_key="task:1", prompt="go", purpose="task", cancel=CancellationToken(),
+                             timeout_s=10)
+    with pytest.raises(RuntimeOverBudget, match="budget of 10 tokens"):
+        runtime.invoke(request)
+    assert [call.outcome for call in told] == [""]  # refused before the call: nothing to count
+    verdict[0] = None
+    assert runtime.invoke(request).text.startswith("(scripted runtime)")  # the call was made
+    assert [(call.purpose, call.outcome) for call in told[1:]] == [("task", ""), ("task", "ok")]
+    assert isinstance(told[-1].usage, Usage)

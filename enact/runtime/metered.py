@@ -51,16 +51,30 @@ class MeteredRuntime(RuntimeWrapper):
             self._check_budget(request)
             result = self.runtime.invoke(request)
         except RuntimeFailure as failure:
-            self._count(request, failure.kind, failure.usage, started)
+            self._count(request.purpose, failure.kind, failure.usage, started)
             raise
         except Cancelled:
-            self._count(request, "cancelled", Usage(), started)
+            self._count(request.purpose, "cancelled", Usage(), started)
             raise
         except Exception:
-            self._count(request, "failed", Usage(), started)
+            self._count(request.purpose, "failed", Usage(), started)
             raise
-        self._count(request, "ok", result.usage, started)
+        self._count(request.purpose, "ok", result.usage, started)
         return result
+
+    def admit(self, *, purpose: str, sandbox: str, spends_over_budget: bool) -> None:
+        """What ``invoke`` checks before a call, for a call made on another
+        machine (a task attempt on a Ray node, ``enact.tasks.remote_attempt``);
+        raises RuntimeFailure (RuntimeOverBudget)."""
+        self._check_sandbox(sandbox)
+        if self._budget is not None and not spends_over_budget:
+            overrun = self._budget.overrun(purpose)
+            if overrun is not None:
+                raise RuntimeOverBudget(overrun.said())
+
+    def counted(self, *, purpose: str, outcome: str, usage: Usage, duration_s: float) -> None:
+        """Count a call made on another machine as ``invoke`` counts its own."""
+        self._count(purpose, outcome, usage, time.monotonic() - max(0.0, duration_s))
 
     def _check_sandbox(self, sandbox: str) -> None:
         """Every call's sandbox mode is vetted here, whoever makes it: a known
@@ -75,8 +89,8 @@ class MeteredRuntime(RuntimeWrapper):
         if overrun is not None:
             raise RuntimeOverBudget(overrun.said())
 
-    def _count(self, request: RuntimeRequest, outcome: str, usage: Usage, started: float) -> None:
-        metrics, adapter, purpose = self._metrics, self.name, request.purpose
+    def _count(self, purpose: str, outcome: str, usage: Usage, started: float) -> None:
+        metrics, adapter = self._metrics, self.name
         metrics.runtime_calls.labels(adapter=adapter, outcome=outcome, purpose=purpose).inc()
         metrics.runtime_call_seconds.labels(adapter=adapter, purpose=purpose).observe(time.monotonic() - started)
         spent = {
@@ -90,6 +104,6 @@ class MeteredRuntime(RuntimeWrapper):
                 metrics.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose).inc(count)
         if self._on_spent is not None and outcome != RuntimeOverBudget.kind:  # not made: nothing to tally
             try:
-                self._on_spent(request.purpose, usage)
+                self._on_spent(purpose, usage)
             except Exception:  # the tally is bookkeeping: a failure must not fail the call
                 log.exception("cannot record the tokens a runtime call spent")

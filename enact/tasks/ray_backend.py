@@ -200,7 +200,8 @@ class RayAttempt:
             remote = _attempt_on_node.options(**options).remote(
                 self.claimed, key, self.worker_id, self.config, base, mailbox)
             relay = Relay(self.claimed, worker_id=self.worker_id, home=self.services.home, settings=settings,
-                          ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write)
+                          ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write,
+                          meter=self.services.runtime)
             kept_mailbox = self._relay(remote, mailbox, key, relay, kept)
         finally:
             note_remote_worker(None, self.worker_id)

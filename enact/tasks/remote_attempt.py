@@ -29,8 +29,9 @@ import logging
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,16 @@ from enact.messages.reviews import List as ListReviews
 from enact.messages.reviews import Open
 from enact.messages.tasks import Claimed, Finish, Heartbeat, ReportPhase
 from enact.messages.workers import RemoteWorker
+from enact.runtime import (
+    Runtime,
+    RuntimeFailure,
+    RuntimeOverBudget,
+    RuntimeRequest,
+    RuntimeResult,
+    RuntimeWrapper,
+    Usage,
+)
+from enact.runtime.metered import MeteredRuntime
 from enact.tasks.ray_bundles import BaseBundle, BundleRefused, bundle_change, clone_base, take_change
 from enact.tasks.records import task_log_path
 from enact.tasks.settings import TasksSettings
@@ -100,6 +111,58 @@ def note_remote_worker(worker: RemoteWorker | None, worker_id: str) -> None:
 def remote_workers() -> tuple[RemoteWorker, ...]:
     with _remote_workers_lock:
         return tuple(sorted(_remote_workers.values(), key=lambda item: item.worker_id))
+
+
+METER = "meter"
+"""Where a node's runtime calls are admitted and counted: the daemon's
+metered runtime (``enact.runtime.metered``), so the day's budget holds for
+them too."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeterCall:
+    """Before a call on the node (``outcome`` ""): may it be made, answered
+    None or (kind, why not); after it: what it spent."""
+
+    purpose: str
+    sandbox: str = ""
+    spends_over_budget: bool = False
+    outcome: str = ""
+    usage: Usage = field(default_factory=Usage)
+    duration_s: float = 0.0
+
+
+class MeteredOnTheDaemon(RuntimeWrapper):
+    """The node's runtime, each call admitted and counted by the daemon."""
+
+    def __init__(self, runtime: Runtime, ask: Callable[[str, Any], Any]) -> None:
+        super().__init__(runtime)
+        self._ask = ask
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        refused = self._ask(METER, MeterCall(purpose=request.purpose, sandbox=request.sandbox,
+                                             spends_over_budget=request.spends_over_budget))
+        if refused is not None:
+            kind, why = refused
+            raise RuntimeOverBudget(why) if kind == RuntimeOverBudget.kind else RuntimeFailure(why)
+        started = time.monotonic()
+        try:
+            result = self.runtime.invoke(request)
+        except RuntimeFailure as failure:
+            self._counted(request, failure.kind, failure.usage, started)
+            raise
+        except Exception:
+            self._counted(request, "failed", Usage(), started)
+            raise
+        self._counted(request, "ok", result.usage, started)
+        return result
+
+    def _counted(self, request: RuntimeRequest, outcome: str, usage: Usage, started: float) -> None:
+        try:
+            self._ask(METER, MeterCall(purpose=request.purpose, outcome=outcome, usage=usage,
+                                       duration_s=time.monotonic() - started))
+        except ActorUnavailable as error:  # bookkeeping: the call's outcome stands
+            log.warning("a call on this node was not counted by the daemon: %s", error)
 
 
 class Mailbox:
@@ -193,10 +256,9 @@ def run_on_node(claimed: Claimed, *, key: str, worker_id: str, config: Config, b
         home = work / "home"
         home.mkdir(mode=0o700)
         repo = clone_base(base, work / "repo")
-        installed = components.load()
-        runtime = build_runtime(installed, config)
         cancel = CancellationToken()
         ask = NodeAsker(post, key=key, log_path=task_log_path(home, claimed.task.id), cancel=cancel)
+        runtime = MeteredOnTheDaemon(build_runtime(components.load(), config), ask)
         services = WorkerServices(home=home, settings=config.typed(TasksSettings),
                                   call_timeout_s=config.typed(RuntimeSettings).timeout_s, runtime=runtime, ask=ask)
         here = dataclasses.replace(claimed, task=dataclasses.replace(claimed.task, repo=str(repo)))
@@ -210,9 +272,12 @@ class Relay:
     ask a local worker would have made, if it is this attempt's."""
 
     def __init__(self, claimed: Claimed, *, worker_id: str, home: Path, settings: TasksSettings, ask: Asker,
-                 repo: Path, base: str, may_write: Callable[[], bool]) -> None:
+                 repo: Path, base: str, may_write: Callable[[], bool], meter: Runtime | None = None) -> None:
         """``may_write``: whether this daemon still owns its home (the
-        fence); a fenced daemon puts no change in the owner's repository."""
+        fence); a fenced daemon puts no change in the owner's repository.
+        ``meter``: the daemon's runtime, which admits and counts the
+        node's calls when it is the metered one."""
+        self._meter = meter if isinstance(meter, MeteredRuntime) else None
         self.task = claimed.task
         self._worker_id = worker_id
         self._home = home
@@ -254,10 +319,25 @@ class Relay:
             return self._ask("reviews", message)
         if target == "reviews" and isinstance(message, ChangeForReview) and message.open.task_id == self.task.id:
             return self._open(message)
+        if target == METER and isinstance(message, MeterCall):
+            return self._metered(message)
         if target == "skills":  # placing them would write this machine's paths the node names
             raise ActorUnavailable("skills are not placed in a remote worktree")
         raise ActorUnavailable(f"a remote attempt of task {self.task.id} may not send {type(message).__name__} "
                                f"to {target}")
+
+    def _metered(self, call: MeterCall) -> tuple[str, str] | None:
+        if self._meter is None:
+            return None
+        if call.outcome:
+            self._meter.counted(purpose=call.purpose, outcome=call.outcome, usage=call.usage,
+                                duration_s=call.duration_s)
+            return None
+        try:
+            self._meter.admit(purpose=call.purpose, sandbox=call.sandbox, spends_over_budget=call.spends_over_budget)
+        except RuntimeFailure as refused:
+            return refused.kind, str(refused)
+        return None
 
     def _open(self, change: ChangeForReview) -> Any:
         if change.bundle is None:
