@@ -187,8 +187,8 @@ class RayAttempt:
         except ClusterUnavailable as error:
             self._finish(Ending(Outcome.FAILED, str(error), FailureClass.TRANSIENT))
             return
-        note_remote_worker(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node="", since=time.time()),
-              self.worker_id)
+        note_remote_worker(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node="",
+                                        since=time.time()), self.worker_id)
         key = uuid.uuid4().hex
         kept_mailbox = False
         try:
@@ -203,6 +203,11 @@ class RayAttempt:
                           ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write,
                           meter=self.services.runtime)
             kept_mailbox = self._relay(remote, mailbox, key, relay, kept)
+        except RayError as error:
+            # The cluster lost the mailbox or the attempt: no Finish, the
+            # lease expires and the queue runs the task again.
+            log.warning("task %d: attempt %d lost on the cluster: %s", self.task.id, self.task.attempt,
+                        str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
         finally:
             note_remote_worker(None, self.worker_id)
             if not kept_mailbox:  # it failed, or the daemon is fenced: the next attempt makes another
@@ -225,7 +230,7 @@ class RayAttempt:
                 if envelope.seq == 0:  # where it runs, before the attempt's first message
                     node = str(envelope.message)
                     note_remote_worker(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node=node,
-                                       since=time.time()), self.worker_id)
+                                                    since=time.time()), self.worker_id)
                     if not self._report(f"on the Ray node {node}"):
                         ray.cancel(remote, force=True)
                         return True
