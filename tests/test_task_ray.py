@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
+from console_http import CONSOLE_ON
 from ray_cluster import ADDRESS, NamespacedDaemons, RayCluster, cluster_or_skip
 from task_repos import git, make_repo
 from test_task_workers import add, branch, kinds, reviews, show, task_rules, wait_ended
@@ -62,6 +63,19 @@ def attempt_pid(daemon: Daemon, task_id: int) -> int | None:
     summaries = [event["summary"] for event in show(daemon, task_id)["events"] if "on the Ray node" in event["summary"]]
     found = re.search(r"worker pid (\d+)", summaries[-1]) if summaries else None
     return int(found.group(1)) if found else None
+
+
+def console_page(cluster: RayCluster, daemon: Daemon, path: str) -> str:
+    """A console page as a signed-in browser gets it; from inside the
+    namespace, where the console listens."""
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); from console_http import fetch, "
+              f"signed_in; from conftest import Daemon; address, cookie = signed_in(Daemon(*sys.argv[1:2], None, "
+              f"None)); answer = fetch(address, {path!r}, headers={{'Cookie': cookie}}); print(answer.status); "
+              "print(answer.body)")
+    done = subprocess.run([*cluster.enter, sys.executable, "-c", script, str(daemon.home)],
+                          env=enact_env(daemon.home), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("200\n"), done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
 
 
 CHECKED = 'match = "mark the answer"\nrun = ["sh", "-c", "echo \'# checked\' >> lib.py"]\nreply = "done"'
@@ -115,7 +129,7 @@ def test_a_remote_worker_killed_mid_task_loses_its_lease_and_the_task_runs_again
         ray_daemons: NamespacedDaemons, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     rules, gate, started = gated_rules(tmp_path)
-    daemon = start(ray_daemons, rules, env=GATED)
+    daemon = start(ray_daemons, rules, env={**GATED, **CONSOLE_ON})
     task_id = add(daemon, repo, "mark the answer")
     wait_for(started.exists, timeout=120, what="the first attempt to be under way on a node")
     pid = attempt_pid(daemon, task_id)
@@ -123,6 +137,8 @@ def test_a_remote_worker_killed_mid_task_loses_its_lease_and_the_task_runs_again
     [busy] = [worker for worker in daemon.cli_json("status", "--json")["workers"] if worker["task"] == task_id]
     assert f"(127.0.0.1), worker pid {pid}" in busy["node"]
     assert "on the Ray node" in daemon.cli("status").stdout
+    overview = console_page(ray_daemons.cluster, daemon, "/")
+    assert 'id="remote-workers"' in overview and f"worker pid {pid}" in overview
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: "lease-expired" in kinds(show(daemon, task_id)), timeout=60, what="the lease to expire")
     gate.touch()

@@ -15,6 +15,7 @@ from enact.messages.control import GetConfig, Status
 from enact.messages.inbox import ReadTurns, Turn
 from enact.messages.scheduler import ListItems, ListSchedules
 from enact.messages.tasks import List as ListTasks
+from enact.messages.workers import RemoteWorkers
 from enact.tasks.records import TaskState
 
 pages = Blueprint("overview", __name__)
@@ -36,7 +37,8 @@ def overview() -> Any:
              for state in (TaskState.QUEUED, TaskState.RUNNING, TaskState.PAUSED)]
     return render_template("overview.html", active="/", status=status, runtime=settings.get("runtime.adapter", ""),
                            queue=queue, today_tokens=sum(_tokens(p) for p in status.spending),
-                           budgeted=any(line.limit for line in status.budget))
+                           budgeted=any(line.limit for line in status.budget),
+                           remote=ask(RemoteWorkers()).workers)
 
 
 @pages.get("/conversations")
