@@ -24,9 +24,13 @@ message and is appended to the daemon's.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import logging
+import os
+import re
 import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -53,6 +57,7 @@ from enact.runtime import (
     Usage,
 )
 from enact.runtime.metered import MeteredRuntime
+from enact.tasks.host_git import WorktreeError
 from enact.tasks.ray_bundles import BaseBundle, BundleRefused, bundle_change, clone_base, take_change
 from enact.tasks.records import task_log_path
 from enact.tasks.settings import TasksSettings
@@ -243,18 +248,53 @@ class NodeAsker:
         return answer.reply
 
 
+def _node_root(config: Config) -> Path:
+    """This machine's directory for one daemon home's attempts, this user's
+    own (``$TMPDIR/enact-node-<uid>/<home>``): a directory someone else made
+    there, or a link, is refused."""
+    top = Path(tempfile.gettempdir()) / f"enact-node-{os.getuid()}"
+    top.mkdir(mode=0o700, exist_ok=True)
+    info = top.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise WorktreeError(f"{top} is not a private directory of this user's: remove it")
+    root = top / hashlib.sha256(str(config.home).encode()).hexdigest()[:16]
+    root.mkdir(mode=0o700, exist_ok=True)
+    return root
+
+
+def _emptied(work: Path, *, keep: Path) -> None:
+    """Remove everything under ``work`` but ``keep`` (and the directories that lead to it)."""
+    if not work.is_dir():
+        return
+    for entry in work.iterdir():
+        if entry == keep:
+            continue
+        if keep.is_relative_to(entry) and entry.is_dir() and not entry.is_symlink():
+            _emptied(entry, keep=keep)
+        elif entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 def run_on_node(claimed: Claimed, *, key: str, worker_id: str, config: Config, base: BaseBundle,
                 post: Callable[[Envelope], Answer | None]) -> None:
-    """The attempt on this machine, in a scratch directory it removes: a
-    home of its own, the base's clone, the runtime ``config`` names (its
-    CLIs and credentials are this machine's)."""
+    """The attempt on this machine, in a directory of the worker's it
+    empties first and after: a home of its own, the base's clone, the
+    runtime ``config`` names (its CLIs and credentials are this machine's).
+    The clone's path is the worker's, the same each attempt, and the home's
+    ``doctor-baselines`` is kept: the worker measures what the doctor
+    finds on a base once, not again for each attempt."""
     from enact import components
     from enact.daemon import build_runtime
+    from enact.tasks.validation import BASELINES_DIR
 
-    work = Path(tempfile.mkdtemp(prefix=f"enact-task-{claimed.task.id}-"))
+    work = _node_root(config) / re.sub(r"[^A-Za-z0-9_.-]", "-", worker_id)
+    home = work / "home"
+    kept = home / BASELINES_DIR
+    _emptied(work, keep=kept)  # what an attempt of this worker killed before its end left
     try:
-        home = work / "home"
-        home.mkdir(mode=0o700)
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
         repo = clone_base(base, work / "repo")
         cancel = CancellationToken()
         ask = NodeAsker(post, key=key, log_path=task_log_path(home, claimed.task.id), cancel=cancel)
@@ -264,7 +304,7 @@ def run_on_node(claimed: Claimed, *, key: str, worker_id: str, config: Config, b
         here = dataclasses.replace(claimed, task=dataclasses.replace(claimed.task, repo=str(repo)))
         TaskAttempt(here, worker_id=worker_id, services=services, parent=cancel, fence=CancellationToken()).run()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _emptied(work, keep=kept)
 
 
 class Relay:
