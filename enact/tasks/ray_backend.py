@@ -156,6 +156,13 @@ class RayAttempt:
             summary=clip(summary))), LeaseLost)
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as error:  # fenced, the queue gone...: no Finish, the lease expires
+            log.warning("task %d: attempt %d on the cluster ends without finishing: %s", self.task.id,
+                        self.task.attempt, error)
+
+    def _run(self) -> None:
         settings = self.services.settings
         named = self.task.repo or settings.default_repo
         if not named:
