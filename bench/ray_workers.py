@@ -34,6 +34,7 @@ from enact.cli._client import request
 from enact.messages.tasks import List, Submit, Submitted, TaskPage
 from enact.tasks.protected import Guards
 from enact.tasks.ray_bundles import bundle_base, bundle_change, clone_base, take_change
+from enact.tasks.remote_attempt import node_root
 
 TITLE = "14. Ray workers: trivial tasks per minute on a Ray cluster beside local workers"
 _ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +70,7 @@ def _per_minute(base: Path, name: str, count: int, settings: dict[str, str], pre
         return count / elapsed * 60
     finally:
         stop_daemon(process)
+        shutil.rmtree(node_root(home), ignore_errors=True)  # what the node kept for the home
 
 
 def _bundle_overhead_ms(base: Path, runs: int) -> tuple[float, float]:

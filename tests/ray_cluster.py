@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench._ray_cluster import ADDRESS, NEEDS, RayCluster, possible
+from enact.tasks.remote_attempt import node_root
 
 from conftest import Daemon, DaemonFactory, enact_env
 
@@ -49,3 +51,9 @@ class NamespacedDaemons(DaemonFactory):
         if wait:
             daemon.wait_ready(timeout=60)
         return daemon
+
+    def close(self) -> None:
+        super().close()
+        for daemon in self.started:  # what the nodes kept for the homes (their doctor baselines)
+            shutil.rmtree(node_root(daemon.home), ignore_errors=True)
+

@@ -252,14 +252,20 @@ def _node_root(config: Config) -> Path:
     """This machine's directory for one daemon home's attempts, this user's
     own (``$TMPDIR/enact-node-<uid>/<home>``): a directory someone else made
     there, or a link, is refused."""
-    top = Path(tempfile.gettempdir()) / f"enact-node-{os.getuid()}"
+    root = node_root(config.home)
+    top = root.parent
     top.mkdir(mode=0o700, exist_ok=True)
     info = top.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         raise WorktreeError(f"{top} is not a private directory of this user's: remove it")
-    root = top / hashlib.sha256(str(config.home).encode()).hexdigest()[:16]
     root.mkdir(mode=0o700, exist_ok=True)
     return root
+
+
+def node_root(home: Path) -> Path:
+    """Where this machine keeps the attempts of the daemon on ``home``."""
+    named = hashlib.sha256(str(home).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"enact-node-{os.getuid()}" / named
 
 
 def _emptied(work: Path, *, keep: Path) -> None:
