@@ -261,8 +261,8 @@ class _Daemon:
         other request goes to the actor its prefix names."""
         commands = self.commands
         return [
-            ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested,
-                         GetConfig: lambda _: self.reports.config()}),
+            ("control", {Status: lambda message: self.reports.status(message.detail),
+                         Shutdown: self._shutdown_requested, GetConfig: lambda _: self.reports.config()}),
             ("channel", {ListChannels: lambda _: Channels(channels=self.channels.states())}),
             ("commands", {Run: lambda message: run_command(self.journaled_commands, self.fence, message),
                           ListCommands: lambda _: Catalog(commands=tuple(commands.catalog()))}),

@@ -126,10 +126,10 @@ BAD_FRAMES: dict[str, tuple[bytes, tuple[str, ...]]] = {
     "wrong-nested-field-type": (
         _frame({"type": "control.StatusReport", "body": {
             "version": "0", "pid": 1, "home": "/", "generation": 1, "uptime_s": 0.0, "metrics_addr": "",
-            "actors": [{"name": "a", "alive": "yes", "mailbox": 0, "handled": 0, "restarts": 0}],
-            "storage": {"path": "/", "map_bytes": 0, "used_bytes": 0, "databases": 0},
+            "actors": ["a"],
+            "actor_counts": [{"name": "a", "alive": "yes", "mailbox": 0, "handled": 0, "restarts": 0}],
         }}),
-        ("actors[0].alive", "expected bool"),
+        ("actor_counts[0].alive", "expected bool"),
     ),
 }
 

@@ -66,8 +66,8 @@ def served(daemons: DaemonFactory) -> Iterator[list[Path]]:
         run_cli(home, "daemon", "stop", timeout=90)
 
 
-def status(home: Path) -> Any:
-    done = run_cli(home, "status", "--json")
+def status(home: Path, *more: str) -> Any:
+    done = run_cli(home, "status", "--json", *more)
     assert done.returncode == 0, done.stderr
     return orjson.loads(done.stdout)
 
@@ -223,7 +223,7 @@ def migrating_release_whose_canary_fails(repo: Path) -> str:
 
 
 def schema_versions(home: Path) -> dict[str, int]:
-    return {schema["database"]: schema["version"] for schema in status(home)["storage"]["schemas"]}
+    return {schema["database"]: schema["version"] for schema in status(home, "--verbose")["storage"]["schemas"]}
 
 
 def test_a_release_that_migrated_and_failed_is_rolled_back_with_the_backup_restored(
@@ -380,11 +380,35 @@ def test_the_updater_reads_the_status_of_a_newer_release_that_has_more_fields() 
     from enact.update.daemons import _status_of_any_release
 
     report = StatusReport(version="9", pid=7, home="/h", generation=3, uptime_s=1.0, metrics_addr="",
-                          actors=(ActorStatus(name="inbox", alive=True, mailbox=0, handled=0, restarts=0),),
+                          actors=("inbox",), restarts={"inbox": 1},
+                          actor_counts=(ActorStatus(name="inbox", alive=True, mailbox=0, handled=0, restarts=1),),
                           storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1,
                                                 schemas=(SchemaVersion(database="logs.turns", version=2),)))
     document = orjson.loads(encode(report))
     document["body"]["added_later"] = "x"
-    document["body"]["actors"][0]["added_later"] = 1
+    document["body"]["actor_counts"][0]["added_later"] = 1
     document["body"]["storage"]["schemas"][0]["added_later"] = True
     assert _status_of_any_release(orjson.dumps(document)) == report
+
+
+def test_the_updater_reads_the_status_of_a_release_from_before_the_small_status() -> None:
+    """What a rollback's daemon of an older release sends: every actor a
+    record, the storage always there, and no ``Status.detail``."""
+    from enact.messages.control import ActorStatus, SchemaVersion, StorageStatus
+    from enact.update.daemons import _status_of_any_release
+
+    older = {"type": "control.StatusReport", "body": {
+        "version": "0.0.9", "pid": 7, "home": "/h", "generation": 3, "uptime_s": 1.0, "metrics_addr": "",
+        "actors": [{"name": "inbox", "alive": True, "mailbox": 2, "handled": 5, "restarts": 1},
+                   {"name": "memory", "alive": False, "mailbox": 0, "handled": 0, "restarts": 0}],
+        "storage": {"path": "/h/state", "map_bytes": 1, "used_bytes": 1, "databases": 1,
+                    "schemas": [{"database": "logs.turns", "version": 2}]},
+    }}
+    report = _status_of_any_release(orjson.dumps(older))
+    assert report.actors == ("inbox", "memory") and report.stopped == ("memory",)  # type: ignore[attr-defined]
+    assert report.restarts == {"inbox": 1} and report.waiting == {"inbox": 2}  # type: ignore[attr-defined]
+    assert report.actor_counts[0] == ActorStatus(  # type: ignore[attr-defined]
+        name="inbox", alive=True, mailbox=2, handled=5, restarts=1)
+    assert report.storage == StorageStatus(  # type: ignore[attr-defined]
+        path="/h/state", map_bytes=1, used_bytes=1, databases=1,
+        schemas=(SchemaVersion(database="logs.turns", version=2),))

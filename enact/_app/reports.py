@@ -47,9 +47,37 @@ class DaemonReports:
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
 
-    def status(self) -> StatusReport:
+    def status(self, detail: bool = False) -> StatusReport:
+        """What ``enact status`` shows; with ``detail``, each actor's counts
+        and the storage too (``enact status --verbose``)."""
         from enact.messages.accounting import SpentOn
 
+        spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
+                                       timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
+        actors, stopped, restarts, waiting = self.supervisor.summary()
+        return StatusReport(
+            version=__version__,
+            revision=self.revision,
+            pid=os.getpid(),
+            home=str(self.home),
+            home_id=self.home_id,
+            generation=self.fence.generation,
+            uptime_s=round(time.monotonic() - self.started, 3),
+            metrics_addr=self.metrics_addr,
+            actors=actors,
+            stopped=stopped,
+            restarts=restarts,
+            waiting=waiting,
+            spending=spending.purposes,
+            channels=self.channels.states(),
+            confinement=self._confinement_state(),
+            budget=self.budget.lines(),
+            budget_resets_at=self.budget.resets_at(),
+            actor_counts=tuple(self.supervisor.statuses()) if detail else (),
+            storage=self._storage_status() if detail else None,
+        )
+
+    def _storage_status(self) -> StorageStatus:
         stats = self.storage.stats()
         versions = self.storage.schema_versions()
         if self._schemas is None or self._schemas[0] != versions:  # made once: 40-odd records per request
@@ -62,25 +90,7 @@ class DaemonReports:
                 path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases,
                 schemas=schemas,
             ))
-        spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
-                                       timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
-        return StatusReport(
-            version=__version__,
-            revision=self.revision,
-            pid=os.getpid(),
-            home=str(self.home),
-            home_id=self.home_id,
-            generation=self.fence.generation,
-            uptime_s=round(time.monotonic() - self.started, 3),
-            metrics_addr=self.metrics_addr,
-            actors=tuple(self.supervisor.statuses()),
-            storage=self._storage[2],
-            spending=spending.purposes,
-            channels=self.channels.states(),
-            confinement=self._confinement_state(),
-            budget=self.budget.lines(),
-            budget_resets_at=self.budget.resets_at(),
-        )
+        return self._storage[2]
 
     def config(self) -> ConfigReport:
         """The configuration this daemon runs with, as ``config show`` prints
@@ -89,10 +99,9 @@ class DaemonReports:
 
     def status_line(self) -> str:
         report = self.status()
-        alive = sum(1 for actor in report.actors if actor.alive)
         return (
             f"enact {report.version}, pid {report.pid}, generation {report.generation}, up {report.uptime_s:.0f} s, "
-            f"{alive} of {len(report.actors)} actors running"
+            f"{len(report.actors) - len(report.stopped)} of {len(report.actors)} actors running"
         )
 
     def _confinement_state(self) -> str:

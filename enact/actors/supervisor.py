@@ -397,6 +397,26 @@ class Supervisor:
             result.append(last)
         return result
 
+    def summary(self) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int], dict[str, int]]:
+        """Every actor by name, those not running, and each restarted one's
+        restarts and each one's waiting messages where not 0: what status
+        says of the actors by default, without a record per actor."""
+        slots = sorted(self._slots.items())  # one C-level step: a pool may add or retire a slot meanwhile
+        stopped: list[str] = []
+        restarts: dict[str, int] = {}
+        waiting: dict[str, int] = {}
+        for name, slot in slots:
+            ref = slot.ref
+            if ref is None or not ref.is_alive():
+                stopped.append(name)
+            else:
+                queued = _queued(ref)
+                if queued:
+                    waiting[name] = queued
+            if slot.restarts:
+                restarts[name] = slot.restarts
+        return tuple(name for name, _ in slots), tuple(stopped), restarts, waiting
+
     def mailbox_depths(self) -> dict[str, int]:
         """Queued messages per actor family (all conversations as one)."""
         depths: dict[str, int] = {}

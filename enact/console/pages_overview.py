@@ -30,7 +30,7 @@ def _tokens(purpose: Any) -> int:
 
 @pages.get("/")
 def overview() -> Any:
-    status = ask(Status())
+    status = ask(Status(detail=True))  # the actors' counts and the storage, as `enact status --verbose`
     settings = {row.key: row.value for row in ask(GetConfig()).settings}
     queue = [(state.value, len(ask(ListTasks(state=state, limit=1000)).tasks))
              for state in (TaskState.QUEUED, TaskState.RUNNING, TaskState.PAUSED)]

@@ -13,7 +13,13 @@ from enact.messages.channel import ChannelState
 @request("control.Status")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Status(Request["StatusReport"]):
-    """Ask for the daemon's status report."""
+    """Ask for the daemon's status report: by default what ``enact status``
+    prints, which the CLI, the console, the updater and every wait for a
+    daemon ask often, so it is kept small."""
+
+    detail: bool = False
+    """Also each actor's counts and the storage, with every database's
+    schema version (``enact status --verbose``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,8 +56,14 @@ class StatusReport:
     generation: int
     uptime_s: float
     metrics_addr: str
-    actors: tuple[ActorStatus, ...]
-    storage: StorageStatus
+    actors: tuple[str, ...]
+    """Every actor of the daemon by name, running or not (``stopped``)."""
+    stopped: tuple[str, ...] = ()
+    """The actors that are not running."""
+    restarts: dict[str, int] = field(default_factory=dict)
+    """Each actor restarted since the daemon started, and how often."""
+    waiting: dict[str, int] = field(default_factory=dict)
+    """Each actor with messages waiting in its mailbox, and how many."""
     spending: tuple[PurposeSpending, ...] = ()
     """Tokens the runtime spent today (local time), by purpose."""
     channels: tuple[ChannelState, ...] = ()
@@ -66,6 +78,10 @@ class StatusReport:
     """Today's use against the budget (``enact.budget``): each purpose with a budget or with use, then the total."""
     budget_resets_at: float = 0.0
     """When the budget's day starts again."""
+    actor_counts: tuple[ActorStatus, ...] = ()
+    """Each actor's mailbox, messages handled and restarts: only asked with ``Status(detail=True)``."""
+    storage: StorageStatus | None = None
+    """The storage and its schema versions: only asked with ``Status(detail=True)``."""
 
 
 @request("control.Shutdown")
