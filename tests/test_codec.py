@@ -571,3 +571,16 @@ def test_a_record_built_without_its_init_is_the_frozen_record_itself() -> None:
     assert decoded == built and hash(decoded.actor_counts[0]) == hash(built.actor_counts[0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         decoded.actor_counts[0].alive = False  # type: ignore[misc]
+
+
+def test_a_list_of_scalars_is_checked_item_by_item_on_the_compiled_path_too() -> None:
+    """A list of str, int or bool is checked in one pass, not per item: an
+    item of another type (True among ints, a number among names) is still
+    refused, naming the item."""
+    body = _status_report_body()
+    body["actors"] = ["epoch", 5]
+    with pytest.raises(DecodeError, match=r"field 'actors\[1\]': expected string, got int"):
+        decode(_frame("control.StatusReport", body))
+    with pytest.raises(DecodeError, match=r"field 'numbers\[1\]': expected int, got bool"):
+        decode_dataclass(Everything, _everything_body(numbers=[1, True]), path="")
+    assert decode_dataclass(Everything, _everything_body(numbers=[1, 2]), path="").numbers == [1, 2]
