@@ -69,6 +69,8 @@ class ControlServer:
         self._closing = threading.Event()
         self._stopping_because = ""
         self._busy = 0
+        self._draining = False
+        """Whether ``drain`` waits: only then does a request's end notify (a Python call on every request)."""
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._idle = threading.Condition()
 
@@ -122,6 +124,7 @@ class ControlServer:
         """Wait for requests being answered to write their replies; idle
         connections are left to die with the process."""
         with self._idle:
+            self._draining = True
             self._idle.wait_for(lambda: self._busy == 0, timeout)
 
     def _accept(self, listener: socket.socket) -> None:
@@ -173,15 +176,19 @@ class ControlServer:
                         payload, keep_open = self._too_large(reply, len(payload)), False
                     write_frame(connection, payload)
                 finally:
-                    with self._idle:
-                        self._busy -= 1
-                        self._idle.notify_all()
+                    self._done_one()
                 if not keep_open:
                     return
         except OSError as error:
             log.debug("control connection ended: %s", error)
         finally:
             connection.close()
+
+    def _done_one(self) -> None:
+        with self._idle:
+            self._busy -= 1
+            if self._draining:
+                self._idle.notify_all()
 
     def _refuse(self, connection: socket.socket, reason: str, text: str) -> None:
         self._metrics.control_errors.labels(reason=reason).inc()
@@ -228,9 +235,7 @@ class ControlServer:
         try:
             reply, _ = self._answer_request(_stamp_origin(message, origin), registration)
         finally:
-            with self._idle:
-                self._busy -= 1
-                self._idle.notify_all()
+            self._done_one()
         return reply
 
     def _answer_request(self, message: Any, registration: Registration) -> tuple[object, bool]:

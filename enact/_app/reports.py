@@ -31,6 +31,7 @@ class DaemonReports:
                  supervisor: Supervisor, channels: DaemonChannels, budget: BudgetGate, metrics_addr: str,
                  started: float, revision: str) -> None:
         self.home = home
+        self.home_text = str(home)
         self.budget = budget
         self.settings = settings
         self.storage = storage
@@ -40,6 +41,7 @@ class DaemonReports:
         self.metrics_addr = metrics_addr
         self.started = started
         self.revision = revision
+        self.pid = os.getpid()  # a system call each time, and status says it on every request
         # Made at the first claim when the home has none (a home made before
         # ids, or one no task ran in): status names the home by it.
         self.home_id = home_id(home)
@@ -58,8 +60,8 @@ class DaemonReports:
         return StatusReport(
             version=__version__,
             revision=self.revision,
-            pid=os.getpid(),
-            home=str(self.home),
+            pid=self.pid,
+            home=self.home_text,
             home_id=self.home_id,
             generation=self.fence.generation,
             uptime_s=round(time.monotonic() - self.started, 3),

@@ -400,22 +400,21 @@ class Supervisor:
     def summary(self) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int], dict[str, int]]:
         """Every actor by name, those not running, and each restarted one's
         restarts and each one's waiting messages where not 0: what status
-        says of the actors by default, without a record per actor."""
+        says of the actors by default, without a record per actor. Asked on
+        every status request, so written without a call per actor."""
         slots = sorted(self._slots.items())  # one C-level step: a pool may add or retire a slot meanwhile
         stopped: list[str] = []
         restarts: dict[str, int] = {}
         waiting: dict[str, int] = {}
         for name, slot in slots:
-            ref = slot.ref
-            if ref is None or not ref.is_alive():
+            ref: Any = slot.ref
+            if ref is None or ref.actor_stopped.is_set():
                 stopped.append(name)
-            else:
-                queued = _queued(ref)
-                if queued:
-                    waiting[name] = queued
+            elif ref.actor_inbox.queue:  # the deque's length, read as _queued reads it
+                waiting[name] = len(ref.actor_inbox.queue)
             if slot.restarts:
                 restarts[name] = slot.restarts
-        return tuple(name for name, _ in slots), tuple(stopped), restarts, waiting
+        return tuple([name for name, _ in slots]), tuple(stopped), restarts, waiting
 
     def mailbox_depths(self) -> dict[str, int]:
         """Queued messages per actor family (all conversations as one)."""
