@@ -17,6 +17,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
 from enact.fence import Fence
+from enact.messages.accounting import SpentOn
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
 from enact.storage import Storage, StorageStats
@@ -41,21 +42,20 @@ class DaemonReports:
         self.metrics_addr = metrics_addr
         self.started = started
         self.revision = revision
+        self.request_timeout_s = settings.typed(config.DaemonSettings).request_timeout_s
         self.pid = os.getpid()  # a system call each time, and status says it on every request
         # Made at the first claim when the home has none (a home made before
         # ids, or one no task ran in): status names the home by it.
         self.home_id = home_id(home)
-        self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
+        self._confinement: str | None = None  # what status says of the confinement
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
 
     def status(self, detail: bool = False) -> StatusReport:
         """What ``enact status`` shows; with ``detail``, each actor's counts
         and the storage too (``enact status --verbose``)."""
-        from enact.messages.accounting import SpentOn
-
         spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
-                                       timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
+                                       timeout=self.request_timeout_s)
         actors, stopped, restarts, waiting = self.supervisor.summary()
         return StatusReport(
             version=__version__,
@@ -108,13 +108,13 @@ class DaemonReports:
 
     def _confinement_state(self) -> str:
         """Tried once (bwrap runs ``true``): whether the kernel lets bwrap
-        confine does not change while the daemon runs."""
-        from enact.tasks.confine import state_of
+        confine does not change while the daemon runs, nor does its setting."""
+        if self._confinement is None:
+            from enact.tasks.confine import state_of  # here, not run on every status: about 1 µs each time
 
-        mode = self.settings.typed(TasksSettings).confinement
-        if self._confinement is None or self._confinement[0] != mode:
-            self._confinement = (mode, state_of(mode))
-        return self._confinement[1]
+            mode = self.settings.typed(TasksSettings).confinement
+            self._confinement = state_of(mode)
+        return self._confinement
 
     def scrape_gauges(self) -> Iterable[Metric]:
         mailbox = GaugeMetricFamily("enact_actor_mailbox_depth", "Messages waiting per actor", labels=["actor"])
