@@ -213,9 +213,10 @@ def run(quick: bool) -> Table:
         table.note(f"median of {trials} alternating trial(s) of {count:,} requests per client after {warmup} of "
                    f"warm-up, one connection per client thread; Status: request {len(encode(Status()))} B, reply "
                    f"{len(replies['Status'])} B; GetOutcome: reply {len(replies['GetOutcome'])} B")
-        table.note("the daemon answers Status in the connection's thread (storage stats and actor statuses) and "
-                   "GetOutcome there too while the inbox is idle (an idle read); the floor client sends "
-                   "pre-encoded frames and does not decode the reply")
+        table.note("the daemon answers Status in the connection's thread (the default status: actors by name, "
+                   "no storage; `Status(detail=True)` adds them) and GetOutcome there too while the inbox is idle "
+                   "(an idle read, answered again without reading while the inbox handled nothing since); the "
+                   "floor client sends pre-encoded frames and does not decode the reply")
         table.note(f"CPU of the codec alone per round trip (encode and decode Status and the report, in this "
                    f"process): {us(_codec_seconds(encode(Status()), replies['Status'], count))} µs")
     finally:
