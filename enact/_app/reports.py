@@ -16,8 +16,10 @@ from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
 from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
+from enact.budget.ledger import Ledger
 from enact.fence import Fence
 from enact.messages.accounting import SpentOn
+from enact.messages.budget import BudgetLine
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
 from enact.storage import Storage, StorageStats
@@ -47,6 +49,7 @@ class DaemonReports:
         # Made at the first claim when the home has none (a home made before
         # ids, or one no task ran in): status names the home by it.
         self.home_id = home_id(home)
+        self._budget: tuple[Ledger, tuple[BudgetLine, ...], float] | None = None
         self._confinement: str | None = None  # what status says of the confinement
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
@@ -57,6 +60,7 @@ class DaemonReports:
         spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
                                        timeout=self.request_timeout_s)
         actors, stopped, restarts, waiting = self.supervisor.summary()
+        lines, resets_at = self._budget_lines()
         return StatusReport(
             version=__version__,
             revision=self.revision,
@@ -73,11 +77,20 @@ class DaemonReports:
             spending=spending.purposes,
             channels=self.channels.states(),
             confinement=self._confinement_state(),
-            budget=self.budget.lines(),
-            budget_resets_at=self.budget.resets_at(),
+            budget=lines,
+            budget_resets_at=resets_at,
             actor_counts=tuple(self.supervisor.statuses()) if detail else (),
             storage=self._storage_status() if detail else None,
         )
+
+    def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
+        """Today's budget lines and when they reset, made again only when
+        the budget actor published another ledger (it swaps in a new one on
+        each change; a day that ended reads as a new one)."""
+        ledger = self.budget.ledger()
+        if self._budget is None or self._budget[0] is not ledger:
+            self._budget = (ledger, ledger.lines(self.budget.settings.limits), ledger.period.end)
+        return self._budget[1], self._budget[2]
 
     def _storage_status(self) -> StorageStatus:
         stats = self.storage.stats()
