@@ -16,6 +16,7 @@ import fcntl
 import logging
 import os
 import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -145,7 +146,7 @@ class ControlServer:
     # -- one connection ---------------------------------------------------
 
     def _serve(self, connection: socket.socket) -> None:
-        connection.settimeout(self._idle_timeout_s)
+        _time_out_blocking(connection, self._idle_timeout_s)
         try:
             self._serve_frames(connection)
         finally:
@@ -158,7 +159,7 @@ class ControlServer:
                     frame = read_frame(connection)
                 except ConnectionClosed:
                     return
-                except TimeoutError:
+                except (TimeoutError, BlockingIOError):  # the latter: the kernel's timeout (_time_out_blocking)
                     self._refuse(connection, "idle_timeout", "connection idle for too long")
                     return
                 except FrameError as error:
@@ -276,6 +277,18 @@ class ControlServer:
         if handler is not None:
             return handler(message)
         return self._supervisor.call(actor, message, timeout=timeout_s)
+
+
+def _time_out_blocking(connection: socket.socket, timeout_s: float) -> None:
+    """A blocking socket whose every receive and send gives up after
+    ``timeout_s`` (``BlockingIOError``), timed by the kernel: Python's own
+    socket timeout polls before every call, one more system call and one
+    more hand-over of the interpreter lock each (three per request)."""
+    connection.settimeout(None)
+    seconds = int(timeout_s)
+    timeval = struct.pack("@ll", seconds, int((timeout_s - seconds) * 1_000_000))
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
 
 def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], Any] | None) -> float:
