@@ -401,7 +401,7 @@ class Supervisor:
         """Every actor by name, those not running, and each restarted one's
         restarts and each one's waiting messages where not 0: what status
         says of the actors by default, without a record per actor. Asked on
-        every status request, so written without a call per actor."""
+        every status request."""
         slots = sorted(self._slots.items())  # one C-level step: a pool may add or retire a slot meanwhile
         stopped: list[str] = []
         restarts: dict[str, int] = {}
