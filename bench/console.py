@@ -12,7 +12,7 @@ own keep-alive HTTP connection, for as long as the chat runs.
 
 Baselines: for the pages, the one request ``enact status`` makes
 (``control.Status`` over the socket) under the same load, the floor of any
-page that shows the daemon's state (the overview asks five such requests
+page that shows the daemon's state (the overview asks four such requests
 and renders); for the chat, the same chat with no console client.
 """
 

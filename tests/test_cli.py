@@ -197,6 +197,7 @@ def test_status_json_has_the_documented_keys(daemons: DaemonFactory) -> None:
     assert host == "127.0.0.1" and int(port) > 0
     assert "epoch" in status["actors"] and all(isinstance(name, str) for name in status["actors"])
     assert status["stopped"] == [] and status["restarts"] == {}
+    assert status["runtime"] == "scripted"
 
 
 def test_status_verbose_json_adds_each_actors_counts_and_the_storage(daemons: DaemonFactory) -> None:
@@ -225,7 +226,7 @@ def test_status_text_shows_the_actors_in_a_line_and_their_table_with_verbose(dae
     daemon = daemons.start()
     brief = daemon.cli("status").stdout
     actors = len(daemon.cli_json("status", "--json")["actors"])
-    assert f"actors   {actors} of {actors} running\n" in brief
+    assert f"actors   {actors} of {actors} running\n" in brief and "runtime  scripted\n" in brief
     assert "mailbox" not in brief and "storage" not in brief and "schemas" not in brief
     verbose = daemon.cli("status", "--verbose").stdout
     assert "storage  " in verbose and "schemas  " in verbose

@@ -45,6 +45,7 @@ class DaemonReports:
         self.started = started
         self.revision = revision
         self.request_timeout_s = settings.typed(config.DaemonSettings).request_timeout_s
+        self.runtime = settings.typed(config.RuntimeSettings).adapter
         self.pid = os.getpid()  # a system call each time, and status says it on every request
         # Made at the first claim when the home has none (a home made before
         # ids, or one no task ran in): status names the home by it.
@@ -76,6 +77,7 @@ class DaemonReports:
             waiting=waiting,
             spending=spending.purposes,
             channels=self.channels.states(),
+            runtime=self.runtime,
             confinement=self._confinement_state(),
             budget=lines,
             budget_resets_at=resets_at,

@@ -56,6 +56,7 @@ def status(home: Path | None, as_json: bool, verbose: bool) -> None:
     click.echo(f"enact {report.version}  pid {report.pid}  generation {report.generation}  up {report.uptime_s:.0f} s")
     click.echo(f"home     {report.home}  id {report.home_id}")
     click.echo(f"metrics  http://{report.metrics_addr}/metrics")
+    click.echo(f"runtime  {report.runtime}")
     click.echo(f"confinement  {report.confinement}")
     click.echo(f"actors   {_actors_line(report)}")
     if report.storage is not None:

@@ -11,7 +11,7 @@ from flask import Blueprint, render_template, request
 from enact.console.app import ask
 from enact.console.spending_chart import DayTokens, chart, colour, purposes_of
 from enact.messages.accounting import SpentOn
-from enact.messages.control import GetConfig, Status
+from enact.messages.control import Status
 from enact.messages.inbox import ReadTurns, Turn
 from enact.messages.scheduler import ListItems, ListSchedules
 from enact.messages.tasks import List as ListTasks
@@ -31,10 +31,9 @@ def _tokens(purpose: Any) -> int:
 @pages.get("/")
 def overview() -> Any:
     status = ask(Status(detail=True))  # the actors' counts and the storage, as `enact status --verbose`
-    settings = {row.key: row.value for row in ask(GetConfig()).settings}
     queue = [(state.value, len(ask(ListTasks(state=state, limit=1000)).tasks))
              for state in (TaskState.QUEUED, TaskState.RUNNING, TaskState.PAUSED)]
-    return render_template("overview.html", active="/", status=status, runtime=settings.get("runtime.adapter", ""),
+    return render_template("overview.html", active="/", status=status, runtime=status.runtime,
                            queue=queue, today_tokens=sum(_tokens(p) for p in status.spending),
                            budgeted=any(line.limit for line in status.budget))
 

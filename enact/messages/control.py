@@ -67,6 +67,8 @@ class StatusReport:
     spending: tuple[PurposeSpending, ...] = ()
     """Tokens the runtime spent today (local time), by purpose."""
     channels: tuple[ChannelState, ...] = ()
+    runtime: str = ""
+    """The model runtime the daemon calls (``runtime.adapter``)."""
     confinement: str = ""
     """Whether tasks run confined here, and why not (``enact.tasks.confine.state_of``)."""
     revision: str = ""
