@@ -43,7 +43,7 @@ from enact.messages._registry import Request, registration_of
 from enact.messages.channel import Channels
 from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
-from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status, StatusReport
+from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
 from enact.process import configure_logging, main_pid, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
@@ -262,7 +262,7 @@ class _Daemon:
         other request goes to the actor its prefix names."""
         commands = self.commands
         return [
-            ("control", {Status: lambda message: self.reports.status(message.detail),
+            ("control", {Status: lambda message: self.reports.status(brief=message.brief),
                          Shutdown: self._shutdown_requested, GetConfig: lambda _: self.reports.config()}),
             ("channel", {ListChannels: lambda _: Channels(channels=self.channels.states())}),
             ("commands", {Run: lambda message: run_command(self.journaled_commands, self.fence, message),
@@ -323,9 +323,6 @@ class _Daemon:
         """Before the control socket: a service reaches the actors through it."""
         for service in reversed(self.services):
             service.stop(wait_s)
-
-    def status(self) -> StatusReport:
-        return self.reports.status()
 
     def _spent(self, purpose: str, usage: Usage) -> None:
         tally_spend(self.supervisor, purpose, usage)

@@ -259,8 +259,8 @@ def _frame(name: str, body: object) -> bytes:
 
 def _status_report_body() -> dict[str, Any]:
     report = StatusReport(
-        version="0", pid=1, home="/h", generation=1, uptime_s=0.5, metrics_addr="127.0.0.1:0", actors=("epoch",),
-        actor_counts=(ActorStatus(name="epoch", alive=True, mailbox=0, handled=2, restarts=0),),
+        version="0", pid=1, home="/h", generation=1, uptime_s=0.5, metrics_addr="127.0.0.1:0", actor_names=("epoch",),
+        actors=(ActorStatus(name="epoch", alive=True, mailbox=0, handled=2, restarts=0),),
         storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1),
     )
     body: dict[str, Any] = to_wire(report)["body"]
@@ -290,8 +290,8 @@ def test_missing_field() -> None:
 
 def test_missing_nested_field_names_its_path() -> None:
     body = _status_report_body()
-    del body["actor_counts"][0]["mailbox"]
-    with pytest.raises(DecodeError, match=r"missing field 'actor_counts\[0\]\.mailbox'"):
+    del body["actors"][0]["mailbox"]
+    with pytest.raises(DecodeError, match=r"missing field 'actors\[0\]\.mailbox'"):
         decode(_frame("control.StatusReport", body))
 
 
@@ -314,18 +314,18 @@ def test_wrong_type() -> None:
 
 def test_wrong_nested_type_names_the_field_path() -> None:
     body = _status_report_body()
-    body["actor_counts"][0]["name"] = 5
-    with pytest.raises(DecodeError, match=r"field 'actor_counts\[0\]\.name': expected string, got int"):
+    body["actors"][0]["name"] = 5
+    with pytest.raises(DecodeError, match=r"field 'actors\[0\]\.name': expected string, got int"):
         decode(_frame("control.StatusReport", body))
 
 
 def test_a_nested_object_of_the_wrong_kind() -> None:
     body = _status_report_body()
-    body["actor_counts"] = [["not", "an", "object"]]
-    with pytest.raises(DecodeError, match=r"actor_counts\[0\]: expected an object, got array"):
+    body["actors"] = [["not", "an", "object"]]
+    with pytest.raises(DecodeError, match=r"actors\[0\]: expected an object, got array"):
         decode(_frame("control.StatusReport", body))
-    body["actor_counts"] = {"epoch": {}}
-    with pytest.raises(DecodeError, match=r"field 'actor_counts': expected array, got object"):
+    body["actors"] = {"epoch": {}}
+    with pytest.raises(DecodeError, match=r"field 'actors': expected array, got object"):
         decode(_frame("control.StatusReport", body))
 
 
@@ -563,14 +563,14 @@ def test_a_record_with_post_init_is_still_built_by_its_init() -> None:
 def test_a_record_built_without_its_init_is_the_frozen_record_itself() -> None:
     """The compiled path fills the slots without calling ``__init__``: what
     it makes is of the class, equal, hashable and as frozen as one built."""
-    built = StatusReport(version="1", pid=1, home="/h", generation=2, uptime_s=1.5, metrics_addr="", actors=("a",),
-                         actor_counts=(ActorStatus(name="a", alive=True, mailbox=0, handled=3, restarts=0),),
+    built = StatusReport(version="1", pid=1, home="/h", generation=2, uptime_s=1.5, metrics_addr="", actor_names=("a",),
+                         actors=(ActorStatus(name="a", alive=True, mailbox=0, handled=3, restarts=0),),
                          storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1))
     decoded = decode(encode(built))
-    assert type(decoded) is StatusReport and type(decoded.actor_counts[0]) is ActorStatus
-    assert decoded == built and hash(decoded.actor_counts[0]) == hash(built.actor_counts[0])
+    assert type(decoded) is StatusReport and type(decoded.actors[0]) is ActorStatus
+    assert decoded == built and hash(decoded.actors[0]) == hash(built.actors[0])
     with pytest.raises(dataclasses.FrozenInstanceError):
-        decoded.actor_counts[0].alive = False  # type: ignore[misc]
+        decoded.actors[0].alive = False  # type: ignore[misc]
 
 
 def test_a_list_of_scalars_is_checked_item_by_item_on_the_compiled_path_too() -> None:
@@ -578,8 +578,8 @@ def test_a_list_of_scalars_is_checked_item_by_item_on_the_compiled_path_too() ->
     item of another type (True among ints, a number among names) is still
     refused, naming the item."""
     body = _status_report_body()
-    body["actors"] = ["epoch", 5]
-    with pytest.raises(DecodeError, match=r"field 'actors\[1\]': expected string, got int"):
+    body["actor_names"] = ["epoch", 5]
+    with pytest.raises(DecodeError, match=r"field 'actor_names\[1\]': expected string, got int"):
         decode(_frame("control.StatusReport", body))
     with pytest.raises(DecodeError, match=r"field 'numbers\[1\]': expected int, got bool"):
         decode_dataclass(Everything, _everything_body(numbers=[1, True]), path="")

@@ -16,7 +16,7 @@ from enact._app.control import ControlServer
 from enact.chat.turns import CLIPPED_TEXT_CHARS, PAGE_BYTES, _Page
 from enact.memory.context import MAX_DECISIONS
 from enact.messages._framing import MAX_FRAME_BYTES
-from enact.messages.control import Status, StatusReport
+from enact.messages.control import ActorStatus, Status, StatusReport, StorageStatus
 from enact.messages.inbox import ActionRecord, Turn
 from enact.messages.memory import Remember
 from enact.metrics import Metrics
@@ -26,7 +26,8 @@ from conftest import DaemonFactory, run_cli
 
 def _huge_status(_: Status) -> StatusReport:
     return StatusReport(version="x", pid=1, home="h" * (MAX_FRAME_BYTES + 10), generation=1, uptime_s=0.0,
-                        metrics_addr="", actors=("a",))
+                        metrics_addr="", actors=(ActorStatus(name="a", alive=True, mailbox=0, handled=0, restarts=0),),
+                        storage=StorageStatus(path="", map_bytes=0, used_bytes=0, databases=0))
 
 
 def test_a_reply_over_the_frame_is_a_control_error_naming_its_size() -> None:

@@ -61,7 +61,7 @@ def _fill(path: Path) -> None:
 
 def _memory_restarts(daemon: Daemon) -> int:
     status = daemon.cli_json("status", "--json")
-    assert "memory" in status["actors"] and "memory" not in status["stopped"]
+    assert "memory" in status["actor_names"] and "memory" not in status["stopped"]
     return int(status["restarts"].get("memory", 0))
 
 

@@ -380,20 +380,22 @@ def test_the_updater_reads_the_status_of_a_newer_release_that_has_more_fields() 
     from enact.update.daemons import _status_of_any_release
 
     report = StatusReport(version="9", pid=7, home="/h", generation=3, uptime_s=1.0, metrics_addr="",
-                          actors=("inbox",), restarts={"inbox": 1},
-                          actor_counts=(ActorStatus(name="inbox", alive=True, mailbox=0, handled=0, restarts=1),),
+                          actors=(ActorStatus(name="inbox", alive=True, mailbox=0, handled=0, restarts=0),),
                           storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1,
                                                 schemas=(SchemaVersion(database="logs.turns", version=2),)))
     document = orjson.loads(encode(report))
     document["body"]["added_later"] = "x"
-    document["body"]["actor_counts"][0]["added_later"] = 1
+    document["body"]["actors"][0]["added_later"] = 1
     document["body"]["storage"]["schemas"][0]["added_later"] = True
     assert _status_of_any_release(orjson.dumps(document)) == report
 
 
 def test_the_updater_reads_the_status_of_a_release_from_before_the_small_status() -> None:
-    """What a rollback's daemon of an older release sends: every actor a
-    record, the storage always there, and no ``Status.detail``."""
+    """What a rollback's daemon of an older release sends to the plain
+    ``control.Status`` this updater asks: every actor a record, the storage
+    always there, none of the names, stopped, restarts or waiting fields
+    ``Status.brief`` came with. The updater reads what it needs (the
+    records, the storage's schema versions) from that shape."""
     from enact.messages.control import ActorStatus, SchemaVersion, StorageStatus
     from enact.update.daemons import _status_of_any_release
 
@@ -405,10 +407,10 @@ def test_the_updater_reads_the_status_of_a_release_from_before_the_small_status(
                     "schemas": [{"database": "logs.turns", "version": 2}]},
     }}
     report = _status_of_any_release(orjson.dumps(older))
-    assert report.actors == ("inbox", "memory") and report.stopped == ("memory",)  # type: ignore[attr-defined]
-    assert report.restarts == {"inbox": 1} and report.waiting == {"inbox": 2}  # type: ignore[attr-defined]
-    assert report.actor_counts[0] == ActorStatus(  # type: ignore[attr-defined]
-        name="inbox", alive=True, mailbox=2, handled=5, restarts=1)
+    assert report.actors == (  # type: ignore[attr-defined]
+        ActorStatus(name="inbox", alive=True, mailbox=2, handled=5, restarts=1),
+        ActorStatus(name="memory", alive=False, mailbox=0, handled=0, restarts=0))
     assert report.storage == StorageStatus(  # type: ignore[attr-defined]
         path="/h/state", map_bytes=1, used_bytes=1, databases=1,
         schemas=(SchemaVersion(database="logs.turns", version=2),))
+    assert (report.pid, report.metrics_addr) == (7, "")  # type: ignore[attr-defined]

@@ -55,9 +55,10 @@ class DaemonReports:
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
 
-    def status(self, detail: bool = False) -> StatusReport:
-        """What ``enact status`` shows; with ``detail``, each actor's counts
-        and the storage too (``enact status --verbose``)."""
+    def status(self, brief: bool = False) -> StatusReport:
+        """The full report: each actor's record and the storage too (what
+        ``enact status --verbose`` shows, and the shape an older release's
+        updater reads); ``brief``, only what ``enact status`` shows."""
         spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
                                        timeout=self.request_timeout_s)
         actors, stopped, restarts, waiting = self.supervisor.summary()
@@ -71,7 +72,7 @@ class DaemonReports:
             generation=self.fence.generation,
             uptime_s=round(time.monotonic() - self.started, 3),
             metrics_addr=self.metrics_addr,
-            actors=actors,
+            actor_names=actors,
             stopped=stopped,
             restarts=restarts,
             waiting=waiting,
@@ -81,8 +82,8 @@ class DaemonReports:
             confinement=self._confinement_state(),
             budget=lines,
             budget_resets_at=resets_at,
-            actor_counts=tuple(self.supervisor.statuses()) if detail else (),
-            storage=self._storage_status() if detail else None,
+            actors=() if brief else tuple(self.supervisor.statuses()),
+            storage=None if brief else self._storage_status(),
         )
 
     def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
@@ -115,10 +116,10 @@ class DaemonReports:
         return ConfigReport(pid=os.getpid(), settings=tuple(SettingRow(**row) for row in self.settings.describe()))
 
     def status_line(self) -> str:
-        report = self.status()
+        report = self.status(brief=True)
         return (
             f"enact {report.version}, pid {report.pid}, generation {report.generation}, up {report.uptime_s:.0f} s, "
-            f"{len(report.actors) - len(report.stopped)} of {len(report.actors)} actors running"
+            f"{len(report.actor_names) - len(report.stopped)} of {len(report.actor_names)} actors running"
         )
 
     def _confinement_state(self) -> str:

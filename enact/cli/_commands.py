@@ -39,7 +39,7 @@ def status(home: Path | None, as_json: bool, verbose: bool) -> None:
     from enact.messages import to_wire
     from enact.messages.control import Status
 
-    message = Status(detail=verbose)
+    message = Status(brief=not verbose)
     where = resolve_home(home)
     report = request(where, message)
     from enact.messages.tasks import Leases  # after the first request: it costs a start-up
@@ -50,7 +50,7 @@ def status(home: Path | None, as_json: bool, verbose: bool) -> None:
     if as_json:
         shown = to_wire(report)["body"]
         if not verbose:  # asked for only with --verbose: not there, rather than empty
-            del shown["actor_counts"], shown["storage"]
+            del shown["actors"], shown["storage"]
         print_json({**shown, "tasks": to_wire(leases)["body"], "workers": workers})
         return
     click.echo(f"enact {report.version}  pid {report.pid}  generation {report.generation}  up {report.uptime_s:.0f} s")
@@ -64,9 +64,9 @@ def status(home: Path | None, as_json: bool, verbose: bool) -> None:
         size = report.storage.map_bytes / (1 << 20)
         click.echo(f"storage  {used:.1f} MiB used of a {size:.0f} MiB map ({report.storage.path})")
         click.echo(f"schemas  {_schema_summary(report.storage.schemas)}")
-    if report.actor_counts:
+    if report.actors:
         click.echo(f"{'actor':<28} {'alive':>5} {'mailbox':>8} {'handled':>9} {'restarts':>9}")
-        for actor in report.actor_counts:
+        for actor in report.actors:
             alive = "yes" if actor.alive else "no"
             click.echo(f"{actor.name:<28} {alive:>5} {actor.mailbox:>8} {actor.handled:>9} {actor.restarts:>9}")
     click.echo("tokens today" + ("" if report.spending else "  none"))
@@ -92,7 +92,7 @@ def status(home: Path | None, as_json: bool, verbose: bool) -> None:
 def _actors_line(report: Any) -> str:
     """How many actors run, then only what is out of the ordinary: those
     stopped, restarted or with messages waiting."""
-    said = [f"{len(report.actors) - len(report.stopped)} of {len(report.actors)} running"]
+    said = [f"{len(report.actor_names) - len(report.stopped)} of {len(report.actor_names)} running"]
     if report.stopped:
         said.append("stopped: " + ", ".join(report.stopped))
     if report.restarts:
@@ -133,7 +133,7 @@ def _workers(report: Any, leases: Any) -> list[dict[str, Any]]:
     """Each worker of the pool, idle or with the task it holds; a lease held
     by a worker that is not running (a worker of the daemon this one
     replaced, until the lease expires) is listed under its own id."""
-    running = sorted((name for name in report.actors if name.startswith("worker:")),
+    running = sorted((name for name in report.actor_names if name.startswith("worker:")),
                      key=lambda name: (len(name), name))
     held = {}
     for lease in leases.leases:

@@ -30,7 +30,7 @@ def _tokens(purpose: Any) -> int:
 
 @pages.get("/")
 def overview() -> Any:
-    status = ask(Status(detail=True))  # the actors' counts and the storage, as `enact status --verbose`
+    status = ask(Status())  # the full one: each actor's counts and the storage, as `enact status --verbose`
     queue = [(state.value, len(ask(ListTasks(state=state, limit=1000)).tasks))
              for state in (TaskState.QUEUED, TaskState.RUNNING, TaskState.PAUSED)]
     return render_template("overview.html", active="/", status=status, runtime=status.runtime,
@@ -91,7 +91,7 @@ def spending() -> Any:
         spent = ask(SpentOn(day=day))
         days.append(DayTokens(day, {p.purpose: _tokens(p) for p in spent.purposes}))
         rows.extend((day, p) for p in spent.purposes)
-    status = ask(Status())
+    status = ask(Status(brief=True))  # only its budget
     limits = {line.purpose: line.limit for line in status.budget if line.limit}
     purposes = purposes_of(days, limits)
     legend = [(purpose, colour(purposes, purpose)) for purpose in purposes]

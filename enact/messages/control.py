@@ -13,13 +13,14 @@ from enact.messages.channel import ChannelState
 @request("control.Status")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Status(Request["StatusReport"]):
-    """Ask for the daemon's status report: by default what ``enact status``
-    prints, which the CLI, the console, the updater and every wait for a
-    daemon ask often, so it is kept small."""
+    """Ask for the daemon's status report. Without ``brief`` (what every
+    release before it sends: an empty body) the full report, in the shape
+    those releases read: each actor's record and the storage."""
 
-    detail: bool = False
-    """Also each actor's counts and the storage, with every database's
-    schema version (``enact status --verbose``)."""
+    brief: bool = False
+    """Only what ``enact status`` prints: the actors by name, no records and
+    no storage. Asked often (the CLI, the console, every wait for a daemon),
+    so kept small; an older release refuses the field."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +57,11 @@ class StatusReport:
     generation: int
     uptime_s: float
     metrics_addr: str
-    actors: tuple[str, ...]
+    actors: tuple[ActorStatus, ...] = ()
+    """Each actor's mailbox, messages handled and restarts: left out by ``Status(brief=True)``."""
+    storage: StorageStatus | None = None
+    """The storage and its schema versions: left out by ``Status(brief=True)``."""
+    actor_names: tuple[str, ...] = ()
     """Every actor of the daemon by name, running or not (``stopped``)."""
     stopped: tuple[str, ...] = ()
     """The actors that are not running."""
@@ -80,10 +85,6 @@ class StatusReport:
     """Today's use against the budget (``enact.budget``): each purpose with a budget or with use, then the total."""
     budget_resets_at: float = 0.0
     """When the budget's day starts again."""
-    actor_counts: tuple[ActorStatus, ...] = ()
-    """Each actor's mailbox, messages handled and restarts: only asked with ``Status(detail=True)``."""
-    storage: StorageStatus | None = None
-    """The storage and its schema versions: only asked with ``Status(detail=True)``."""
 
 
 @request("control.Shutdown")

@@ -64,7 +64,7 @@ def home_schema_versions(home: Path) -> dict[str, int]:
     from enact.backup.inspection import UnreadableCopy, copied_facts
     from enact.home import STATE_DIR
 
-    report = serving(home, detail=True)
+    report = serving(home)
     if report is not None and report.storage is not None:
         return {schema.database: schema.version for schema in report.storage.schemas}
     try:

@@ -69,23 +69,15 @@ def last_line(done: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else f"exit {done.returncode}"
 
 
-def serving(home: Path, *, detail: bool = False) -> StatusReport | None:
+def serving(home: Path) -> StatusReport | None:
     """The status of the daemon serving ``home``; None when none answers.
-    Read leniently: it may be another release's daemon, whose status has
-    fields this one does not know, or is of the shape before the status
-    was made small (``_from_an_older_release``). ``detail``: with the
-    storage and its schema versions; asked plainly first, since a release
-    before ``Status.detail`` refuses the field and sends them anyway."""
-    report = _status(home, Status())
-    if detail and report is not None and report.storage is None:
-        report = _status(home, Status(detail=True))
-    return report
-
-
-def _status(home: Path, message: Status) -> StatusReport | None:
+    Asked in full (``Status()``, no ``brief``), the one request every
+    release answers, in the one shape every release reads (each actor's
+    record, the storage); read leniently, since another release's daemon
+    may say fields this one does not know."""
     try:
         with Client(home, timeout=5.0, decode_with=_status_of_any_release) as client:
-            report = client.send(message)
+            report = client.send(Status())
     except (NotRunning, DaemonError, DecodeError, OSError):
         return None
     return report if isinstance(report, StatusReport) else None
@@ -99,25 +91,8 @@ def _status_of_any_release(frame: bytes) -> object:
     except orjson.JSONDecodeError:
         return decode(frame)  # says why, as a DecodeError
     if isinstance(document, dict) and document.get("type") == "control.StatusReport":
-        body = _from_an_older_release(document.get("body"))
-        document = {**document, "body": _known_fields(StatusReport, body)}
+        document = {**document, "body": _known_fields(StatusReport, document.get("body"))}
     return from_wire(document)
-
-
-def _from_an_older_release(body: object) -> object:
-    """The status of a release before ``Status.detail`` (every actor a
-    record, the storage always there: what a rollback's daemon may send) as
-    this release says it: the actors by name, those stopped, restarted and
-    waiting, and the records as ``actor_counts``."""
-    records = body.get("actors") if isinstance(body, dict) else None
-    if not isinstance(body, dict) or not records or not isinstance(records, list) \
-            or not all(isinstance(record, dict) for record in records):
-        return body
-    return {**body, "actors": [record.get("name") for record in records],
-            "stopped": [record.get("name") for record in records if not record.get("alive")],
-            "restarts": {record.get("name"): record.get("restarts") for record in records if record.get("restarts")},
-            "waiting": {record.get("name"): record.get("mailbox") for record in records if record.get("mailbox")},
-            "actor_counts": records}
 
 
 def _known_fields(hint: Any, value: object) -> object:
