@@ -414,3 +414,14 @@ def test_the_updater_reads_the_status_of_a_release_from_before_the_small_status(
         path="/h/state", map_bytes=1, used_bytes=1, databases=1,
         schemas=(SchemaVersion(database="logs.turns", version=2),))
     assert (report.pid, report.metrics_addr) == (7, "")  # type: ignore[attr-defined]
+
+
+def test_the_updater_asks_the_status_with_the_empty_body_every_release_takes() -> None:
+    """Not ``encode(Status())``: it writes ``"brief": false``, which a
+    release from before the field refuses (a rollback's daemon)."""
+    from enact.messages import decode
+    from enact.messages.control import Status
+    from enact.update.daemons import EVERY_RELEASES_STATUS
+
+    assert orjson.loads(EVERY_RELEASES_STATUS) == {"type": "control.Status", "body": {}}
+    assert decode(EVERY_RELEASES_STATUS) == Status(brief=False)
