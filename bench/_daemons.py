@@ -36,7 +36,7 @@ def start_daemon(home: Path, log: Path, settings: dict[str, str] | None = None,
             raise RuntimeError(f"daemon exited with {process.returncode}:\n{log.read_text(errors='replace')}")
         try:
             with Client(home, timeout=2) as client:
-                report = client.request(Status())
+                report = client.request(Status(brief=True))
             if isinstance(report, StatusReport) and report.pid == process.pid:
                 return process
         except (NotRunning, OSError):

@@ -11,9 +11,9 @@ and another fetches the overview and the task page in turn, each over its
 own keep-alive HTTP connection, for as long as the chat runs.
 
 Baselines: for the pages, the one request ``enact status`` makes
-(``control.Status`` over the socket) under the same load, the floor of any
-page that shows the daemon's state (the overview asks five such requests
-and renders); for the chat, the same chat with no console client.
+(``control.Status`` with ``brief`` over the socket) under the same load,
+the floor of any page that shows the daemon's state (the overview asks
+four requests, the full status among them, and renders); for the chat, the same chat with no console client.
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def _beside(home: Path, task_id: int, per_sender: int, statuses: list[float], pa
                 overview.append(reader.page("/"))
                 task_page.append(reader.page(f"/tasks/{task_id}"))
                 started = time.perf_counter()
-                client.request(Status())
+                client.request(Status(brief=True))
                 statuses.append(time.perf_counter() - started)
                 done.wait(pause_s)
 

@@ -2,7 +2,7 @@
 vs a bare framed echo server.
 
 enact: a real ``enact daemon run`` process on a temporary home, asked
-``control.Status`` and ``inbox.GetOutcome`` (of an event the scripted
+``control.Status`` as ``enact status`` asks it (``brief``) and ``inbox.GetOutcome`` (of an event the scripted
 runtime answered) by ``enact.cli._client.Client`` (orjson codec both ways).
 Floor: a separate process serving the same socket shape (a thread per
 connection, 4-byte length-prefixed frames) that answers every frame with a
@@ -39,6 +39,8 @@ from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Outcome, Recei
 TITLE = "1. Control socket: control.Status and inbox.GetOutcome round trips vs a bare framed echo server"
 TARGET = 2.0
 """At most this many times the echo's p50 and p99."""
+BRIEF = Status(brief=True)
+"""What ``enact status`` sends: the Status request row 1 measures."""
 _ROOT = Path(__file__).resolve().parent.parent
 
 Request = Callable[[], object]
@@ -158,7 +160,7 @@ def _codec_seconds(request_frame: bytes, reply: bytes, count: int) -> float:
     report = decode(reply)
     started = time.perf_counter()
     for _ in range(count):
-        decode(encode(Status()))
+        decode(encode(BRIEF))
         decode(encode(report))
     return (time.perf_counter() - started) / count
 
@@ -182,7 +184,7 @@ def run(quick: bool) -> Table:
     daemon = start_daemon(home, directory / "daemon.log")
     echoes: list[subprocess.Popen[bytes]] = []
     try:
-        requests: dict[str, object] = {"Status": Status(), "GetOutcome": _answered_event(home)}
+        requests: dict[str, object] = {"Status": BRIEF, "GetOutcome": _answered_event(home)}
         replies: dict[str, bytes] = {}
         echo_paths: dict[str, Path] = {}
         for name, message in requests.items():
@@ -211,13 +213,16 @@ def run(quick: bool) -> Table:
                         table.add(name, str(clients), figure, us(low), us(high), ratio(high / low),
                                   f"≤ {TARGET:.2f}x", _verdict(high / low))
         table.note(f"median of {trials} alternating trial(s) of {count:,} requests per client after {warmup} of "
-                   f"warm-up, one connection per client thread; Status: request {len(encode(Status()))} B, reply "
-                   f"{len(replies['Status'])} B; GetOutcome: reply {len(replies['GetOutcome'])} B")
-        table.note("the daemon answers Status in the connection's thread (storage stats and actor statuses) and "
-                   "GetOutcome there too while the inbox is idle (an idle read); the floor client sends "
-                   "pre-encoded frames and does not decode the reply")
+                   f"warm-up, one connection per client thread; Status: request {len(encode(BRIEF))} B, reply "
+                   f"{len(replies['Status'])} B (the full one, `Status()`: {len(_reply_of(home, Status()))} B); "
+                   f"GetOutcome: reply {len(replies['GetOutcome'])} B")
+        table.note("Status is what `enact status` sends, `Status(brief=True)`: the actors by name, no records and "
+                   "no storage (`enact status --verbose`, and every older release, ask the full one); the daemon "
+                   "answers it in the connection's thread, and GetOutcome there too while the inbox is idle (an "
+                   "idle read, answered again without reading while the inbox handled nothing since); the floor "
+                   "client sends pre-encoded frames and does not decode the reply")
         table.note(f"CPU of the codec alone per round trip (encode and decode Status and the report, in this "
-                   f"process): {us(_codec_seconds(encode(Status()), replies['Status'], count))} µs")
+                   f"process): {us(_codec_seconds(encode(BRIEF), replies['Status'], count))} µs")
     finally:
         for echo in echoes:
             stop_daemon(echo)

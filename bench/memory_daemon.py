@@ -90,7 +90,7 @@ def measure(home: Path, words: list[str]) -> DaemonFigures:
             if process.poll() is not None:
                 raise RuntimeError(f"the daemon exited with {process.returncode}")
             try:
-                if isinstance(request(home, Status(), timeout=2), StatusReport):
+                if isinstance(request(home, Status(brief=True), timeout=2), StatusReport):
                     break
             except (NotRunning, OSError):
                 pass

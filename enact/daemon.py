@@ -6,6 +6,7 @@ and this module is the only place that knows the start-up order.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -42,7 +43,7 @@ from enact.messages._registry import Request, registration_of
 from enact.messages.channel import Channels
 from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
-from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status, StatusReport
+from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
 from enact.process import configure_logging, main_pid, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
@@ -261,8 +262,8 @@ class _Daemon:
         other request goes to the actor its prefix names."""
         commands = self.commands
         return [
-            ("control", {Status: lambda _: self.status(), Shutdown: self._shutdown_requested,
-                         GetConfig: lambda _: self.reports.config()}),
+            ("control", {Status: lambda message: self.reports.status(brief=message.brief),
+                         Shutdown: self._shutdown_requested, GetConfig: lambda _: self.reports.config()}),
             ("channel", {ListChannels: lambda _: Channels(channels=self.channels.states())}),
             ("commands", {Run: lambda message: run_command(self.journaled_commands, self.fence, message),
                           ListCommands: lambda _: Catalog(commands=tuple(commands.catalog()))}),
@@ -296,6 +297,12 @@ class _Daemon:
             self._shut_down()
             return EXIT_FATAL
         self.fence.watch(lambda current: self.stop.set(f"taken over by generation {current}", fenced=True))
+        # What start-up made (modules, classes, the actors) lives as long as
+        # the daemon: kept out of the collector's oldest generation, whose
+        # full passes over it otherwise stall whichever thread triggers one
+        # (a control request's tail latency) for milliseconds.
+        gc.collect()  # start-up's own garbage first: frozen, it would be kept for good
+        gc.freeze()
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
         notify_systemd(b"READY=1\n" + main_pid())
         while not self.stop.event.wait(0.5):
@@ -316,9 +323,6 @@ class _Daemon:
         """Before the control socket: a service reaches the actors through it."""
         for service in reversed(self.services):
             service.stop(wait_s)
-
-    def status(self) -> StatusReport:
-        return self.reports.status()
 
     def _spent(self, purpose: str, usage: Usage) -> None:
         tally_spend(self.supervisor, purpose, usage)

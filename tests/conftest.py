@@ -138,7 +138,7 @@ class Daemon:
             if self.process.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.process.returncode}:\n{self.log_text()}")
             try:
-                report = request(self.home, Status(), timeout=2)
+                report = request(self.home, Status(brief=True), timeout=2)
             except (NotRunning, OSError):
                 time.sleep(0.05)
                 continue

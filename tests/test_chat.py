@@ -492,7 +492,7 @@ def test_idle_conversation_actor_is_stopped_and_restarted_on_demand(daemons: Dae
 
     def conversation_actors() -> list[str]:
         status = daemon.cli_json("status", "--json")
-        return [a["name"] for a in status["actors"] if a["name"].startswith("conversation:")]
+        return [name for name in status["actor_names"] if name.startswith("conversation:")]
 
     send(daemon, "one")
     wait_for(lambda: conversation_actors() == [], what="the idle conversation actor to stop")

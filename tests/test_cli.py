@@ -129,14 +129,15 @@ def test_call_list_groups_requests_by_protocol_and_leaves_the_internal_ones_to_a
     assert lines[0].startswith("accounting: The accounting protocol")
     assert "control: The control protocol: what the CLI asks of the daemon as a whole" in lines
     under_control = lines[lines.index("control: The control protocol: what the CLI asks of the daemon as a whole") + 1:]
-    assert under_control[:3] == ["  control.GetConfig {}", "  control.Shutdown {}", "  control.Status {}"]
+    assert under_control[:3] == ["  control.GetConfig {}", "  control.Shutdown {}",
+                                 "  control.Status {brief: bool = false}"]
     assert not any(name in listed.stdout for name in internal)
     assert lines[-1] == (f"{len(internal)} internal requests (the ones enact sends itself) not shown: "
                          "`enact call --list --all` lists them")
     everything = run_cli(home, "call", "--list", "--all").stdout.splitlines()
     split = everything.index("internal: the requests enact sends itself (the wire takes them, for tools and tests)")
     assert "  journal.Plan {request_id: str, index: int, command: str, args: dict[str, Any]}" in everything[split:]
-    assert "  control.Status {}" in everything[:split]
+    assert "  control.Status {brief: bool = false}" in everything[:split]
     as_json = orjson.loads(run_cli(home, "call", "--list", "--json").stdout)
     status = next(described for described in as_json if described["type"] == "control.Status")
     assert (status["protocol"], status["internal"]) == ("control", False)
@@ -184,7 +185,9 @@ def test_call_with_a_reply_type_fails_with_one_line(daemons: DaemonFactory) -> N
 def test_status_json_has_the_documented_keys(daemons: DaemonFactory) -> None:
     daemon = daemons.start()
     status = daemon.cli_json("status", "--json")
-    assert {"version", "pid", "home", "generation", "uptime_s", "metrics_addr", "actors", "storage"} <= set(status)
+    assert {"version", "pid", "home", "generation", "uptime_s", "metrics_addr", "actor_names", "stopped", "restarts",
+            "waiting", "spending", "channels", "budget", "tasks", "workers"} <= set(status)
+    assert "storage" not in status and "actors" not in status  # only with --verbose
     assert status["version"] == __version__
     assert status["pid"] == daemon.pid
     assert status["home"] == str(daemon.home)
@@ -192,24 +195,42 @@ def test_status_json_has_the_documented_keys(daemons: DaemonFactory) -> None:
     assert isinstance(status["uptime_s"], float | int) and status["uptime_s"] >= 0
     host, _, port = status["metrics_addr"].rpartition(":")
     assert host == "127.0.0.1" and int(port) > 0
-    assert status["actors"], "no actors listed"
+    assert "epoch" in status["actor_names"] and all(isinstance(name, str) for name in status["actor_names"])
+    assert status["stopped"] == [] and status["restarts"] == {}
+    assert status["runtime"] == "scripted"
+
+
+def test_status_verbose_json_adds_each_actors_counts_and_the_storage(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    status = daemon.cli_json("status", "--json", "--verbose")
+    assert [actor["name"] for actor in status["actors"]] == status["actor_names"]
     for actor in status["actors"]:
-        assert {"name", "mailbox", "handled", "restarts"} <= set(actor), actor
-        assert isinstance(actor["name"], str)
+        assert {"name", "alive", "mailbox", "handled", "restarts"} == set(actor), actor
         for key in ("mailbox", "handled", "restarts"):
             assert isinstance(actor[key], int) and actor[key] >= 0
-    assert "epoch" in {actor["name"] for actor in status["actors"]}
     storage = status["storage"]
     assert 0 < storage["used_bytes"] <= storage["map_bytes"]
+    assert {"database": "epoch", "version": 1} in storage["schemas"]
 
 
 def test_status_counts_handled_messages(daemons: DaemonFactory) -> None:
     daemon = daemons.start()
     for _ in range(3):
         assert daemon.cli("call", "epoch.RequireCurrent").returncode == 0
-    epoch = next(a for a in daemon.cli_json("status", "--json")["actors"] if a["name"] == "epoch")
+    epoch = next(a for a in daemon.cli_json("status", "--json", "-v")["actors"] if a["name"] == "epoch")
     assert epoch["handled"] >= 3
     assert epoch["restarts"] == 0
+
+
+def test_status_text_shows_the_actors_in_a_line_and_their_table_with_verbose(daemons: DaemonFactory) -> None:
+    daemon = daemons.start()
+    brief = daemon.cli("status").stdout
+    actors = len(daemon.cli_json("status", "--json")["actor_names"])
+    assert f"actors   {actors} of {actors} running\n" in brief and "runtime  scripted\n" in brief
+    assert "mailbox" not in brief and "storage" not in brief and "schemas" not in brief
+    verbose = daemon.cli("status", "--verbose").stdout
+    assert "storage  " in verbose and "schemas  " in verbose
+    assert [line.split()[:2] for line in verbose.splitlines() if line.startswith("epoch ")] == [["epoch", "yes"]]
 
 
 def test_status_text_names_pid_generation_and_home(daemons: DaemonFactory) -> None:

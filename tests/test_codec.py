@@ -259,7 +259,7 @@ def _frame(name: str, body: object) -> bytes:
 
 def _status_report_body() -> dict[str, Any]:
     report = StatusReport(
-        version="0", pid=1, home="/h", generation=1, uptime_s=0.5, metrics_addr="127.0.0.1:0",
+        version="0", pid=1, home="/h", generation=1, uptime_s=0.5, metrics_addr="127.0.0.1:0", actor_names=("epoch",),
         actors=(ActorStatus(name="epoch", alive=True, mailbox=0, handled=2, restarts=0),),
         storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1),
     )
@@ -563,7 +563,7 @@ def test_a_record_with_post_init_is_still_built_by_its_init() -> None:
 def test_a_record_built_without_its_init_is_the_frozen_record_itself() -> None:
     """The compiled path fills the slots without calling ``__init__``: what
     it makes is of the class, equal, hashable and as frozen as one built."""
-    built = StatusReport(version="1", pid=1, home="/h", generation=2, uptime_s=1.5, metrics_addr="",
+    built = StatusReport(version="1", pid=1, home="/h", generation=2, uptime_s=1.5, metrics_addr="", actor_names=("a",),
                          actors=(ActorStatus(name="a", alive=True, mailbox=0, handled=3, restarts=0),),
                          storage=StorageStatus(path="/h/state", map_bytes=1, used_bytes=1, databases=1))
     decoded = decode(encode(built))
@@ -571,3 +571,16 @@ def test_a_record_built_without_its_init_is_the_frozen_record_itself() -> None:
     assert decoded == built and hash(decoded.actors[0]) == hash(built.actors[0])
     with pytest.raises(dataclasses.FrozenInstanceError):
         decoded.actors[0].alive = False  # type: ignore[misc]
+
+
+def test_a_list_of_scalars_is_checked_item_by_item_on_the_compiled_path_too() -> None:
+    """A list of str, int or bool is checked in one pass, not per item: an
+    item of another type (True among ints, a number among names) is still
+    refused, naming the item."""
+    body = _status_report_body()
+    body["actor_names"] = ["epoch", 5]
+    with pytest.raises(DecodeError, match=r"field 'actor_names\[1\]': expected string, got int"):
+        decode(_frame("control.StatusReport", body))
+    with pytest.raises(DecodeError, match=r"field 'numbers\[1\]': expected int, got bool"):
+        decode_dataclass(Everything, _everything_body(numbers=[1, True]), path="")
+    assert decode_dataclass(Everything, _everything_body(numbers=[1, 2]), path="").numbers == [1, 2]

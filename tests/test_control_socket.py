@@ -25,6 +25,10 @@ from home_state import snapshot, values_under
 from enact._app.control import ControlServer, _stamp_origin
 from enact.home import SOCKET_NAME
 from enact.messages import Kind, Registration, registered
+from enact.messages._codec import decode_dataclass
+from enact.messages.accounting import PurposeSpending
+from enact.messages.budget import BudgetLine
+from enact.messages.channel import ChannelState
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.metrics import Metrics
 
@@ -212,6 +216,81 @@ def test_client_that_hangs_up_inside_a_frame_does_not_disturb_the_daemon(daemon:
                 quitter.send_raw(partial)
         _assert_status(witness.ask(status_frame()), daemon.pid)
     assert daemon.process.poll() is None
+
+
+# -- the status an older release's updater reads ------------------------------
+# The updater that runs an update is the serving release's: an older one asks
+# this daemon ``control.Status`` with an empty body and reads the reply with
+# the rule below (fields it does not know dropped, then a strict decode) into
+# its own StatusReport, whose shape these records are (``actors`` records and
+# ``storage`` required, as before ``Status.brief``).
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _OlderActorStatus:
+    name: str
+    alive: bool
+    mailbox: int
+    handled: int
+    restarts: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _OlderSchemaVersion:
+    database: str
+    version: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _OlderStorageStatus:
+    path: str
+    map_bytes: int
+    used_bytes: int
+    databases: int
+    schemas: tuple[_OlderSchemaVersion, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _OlderStatusReport:
+    version: str
+    pid: int
+    home: str
+    generation: int
+    uptime_s: float
+    metrics_addr: str
+    actors: tuple[_OlderActorStatus, ...]
+    storage: _OlderStorageStatus
+    spending: tuple[PurposeSpending, ...] = ()
+    channels: tuple[ChannelState, ...] = ()
+    confinement: str = ""
+    revision: str = ""
+    home_id: str = ""
+    budget: tuple[BudgetLine, ...] = ()
+    budget_resets_at: float = 0.0
+
+
+def test_an_older_releases_updater_reads_the_status_it_asks_with_an_empty_body(daemon: Daemon) -> None:
+    from enact.update.daemons import _known_fields  # the rule the older updater reads with, unchanged since
+
+    with RawClient(daemon.home) as client:
+        reply = client.ask({"type": "control.Status", "body": {}})
+    assert reply["type"] == "control.StatusReport", reply
+    older = decode_dataclass(_OlderStatusReport, _known_fields(_OlderStatusReport, reply["body"]), path="")
+    assert older.pid == daemon.pid and older.generation == 1
+    assert "epoch" in [actor.name for actor in older.actors] and all(actor.alive for actor in older.actors)
+    assert [actor.name for actor in older.actors] == reply["body"]["actor_names"]
+    assert 0 < older.storage.used_bytes <= older.storage.map_bytes
+    assert _OlderSchemaVersion(database="epoch", version=1) in older.storage.schemas
+
+
+def test_a_brief_status_leaves_out_the_records_and_the_storage(daemon: Daemon) -> None:
+    with RawClient(daemon.home) as client:
+        brief = client.ask({"type": "control.Status", "body": {"brief": True}})["body"]
+        full = client.ask(status_frame())["body"]
+    assert (brief["actors"], brief["storage"]) == ([], None)
+    assert brief["actor_names"] == full["actor_names"] and "epoch" in brief["actor_names"]
+    assert (brief["stopped"], brief["restarts"], brief["runtime"]) == ([], {}, "scripted")
+    assert len(orjson.dumps(brief)) < len(orjson.dumps(full)) // 2
 
 
 def test_connection_stays_open_across_good_requests(daemon: Daemon) -> None:

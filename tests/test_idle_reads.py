@@ -130,3 +130,15 @@ def test_an_idle_read_is_counted_as_a_message_the_actor_handled(keeper: tuple[Su
 
     assert answered_by == [threading.current_thread().name]
     assert metrics.registry.get_sample_value("enact_actor_messages_total", {"actor": "keeper", "type": "Kept"}) == 1.0
+
+
+def test_the_same_read_of_an_actor_that_handled_nothing_since_is_answered_without_reading_again(
+        keeper: tuple[Supervisor, list[str]]) -> None:
+    supervisor, answered_by = keeper
+    supervisor.ask("keeper", Keep(value="first"), timeout=10)
+    assert [supervisor.ask("keeper", Kept(), timeout=10) for _ in range(3)] == ["first"] * 3
+    assert len(answered_by) == 1  # read once: the actor handled nothing in between
+
+    supervisor.ask("keeper", Keep(value="second"), timeout=10)
+    assert supervisor.ask("keeper", Kept(), timeout=10) == "second"  # read again after a message it handled
+    assert len(answered_by) == 2

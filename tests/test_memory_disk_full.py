@@ -61,9 +61,8 @@ def _fill(path: Path) -> None:
 
 def _memory_restarts(daemon: Daemon) -> int:
     status = daemon.cli_json("status", "--json")
-    [memory] = [actor for actor in status["actors"] if actor["name"] == "memory"]
-    assert memory["alive"]
-    return int(memory["restarts"])
+    assert "memory" in status["actor_names"] and "memory" not in status["stopped"]
+    return int(status["restarts"].get("memory", 0))
 
 
 def test_a_write_lmdb_cannot_commit_on_a_full_disk_says_so_in_one_line_and_changes_nothing(

@@ -109,13 +109,13 @@ def test_a_home_written_by_the_previous_release_is_migrated_after_a_backup(
     after = _records(home)
     for name in (b"logs.turns", b"inbox.receipts", b"runtime.sessions"):
         assert after[name] == before[name]
-    status = daemon.cli_json("status", "--json", env={"PYTHONPATH": ledger_path})
+    status = daemon.cli_json("status", "--json", "--verbose", env={"PYTHONPATH": ledger_path})
     schemas = _schemas(status)
     assert schemas[ENTRIES] == 2
     assert {name: version for name, version in schemas.items() if name != ENTRIES} == dict.fromkeys(
         (name for name in schemas if name != ENTRIES), 1)
     assert {"logs.turns", "memory.facts", "tasks.queue", "epoch"} <= set(schemas)
-    shown = run_cli(home, "status", env={"PYTHONPATH": ledger_path}).stdout
+    shown = run_cli(home, "status", "--verbose", env={"PYTHONPATH": ledger_path}).stdout
     assert f"schemas  {len(schemas) - 1} databases at version 1; {ENTRIES} at version 2" in shown.splitlines()
     assert daemon.terminate() == 0
 
@@ -169,7 +169,7 @@ def test_a_failing_migration_leaves_the_home_unchanged_and_the_daemon_refuses_to
     assert len(list((home / "backups").iterdir())) == 1  # taken before the step ran
     # The fixed release migrates the same home.
     fixed = daemons.start(home, env=env)
-    assert _schemas(fixed.cli_json("status", "--json", env={"PYTHONPATH": ledger_path}))[ENTRIES] == 2
+    assert _schemas(fixed.cli_json("status", "--json", "--verbose", env={"PYTHONPATH": ledger_path}))[ENTRIES] == 2
     assert fixed.terminate() == 0
     assert len(list((home / "backups").iterdir())) == 2  # its own backup beside the first, never over it
 
@@ -182,7 +182,7 @@ def test_a_database_a_later_version_adds_starts_at_its_current_version(
 
     daemon = daemons.start(home, env={"PYTHONPATH": ledger_path, "LEDGER_SCHEMA_VERSION": "2"})
 
-    schemas = _schemas(daemon.cli_json("status", "--json", env={"PYTHONPATH": ledger_path}))
+    schemas = _schemas(daemon.cli_json("status", "--json", "--verbose", env={"PYTHONPATH": ledger_path}))
     assert schemas[ENTRIES] == 2
     assert set(schemas.values()) == {1, 2}
     assert not (home / "backups").exists()  # nothing to migrate, so nothing backed up

@@ -66,8 +66,8 @@ def served(daemons: DaemonFactory) -> Iterator[list[Path]]:
         run_cli(home, "daemon", "stop", timeout=90)
 
 
-def status(home: Path) -> Any:
-    done = run_cli(home, "status", "--json")
+def status(home: Path, *more: str) -> Any:
+    done = run_cli(home, "status", "--json", *more)
     assert done.returncode == 0, done.stderr
     return orjson.loads(done.stdout)
 
@@ -223,7 +223,7 @@ def migrating_release_whose_canary_fails(repo: Path) -> str:
 
 
 def schema_versions(home: Path) -> dict[str, int]:
-    return {schema["database"]: schema["version"] for schema in status(home)["storage"]["schemas"]}
+    return {schema["database"]: schema["version"] for schema in status(home, "--verbose")["storage"]["schemas"]}
 
 
 def test_a_release_that_migrated_and_failed_is_rolled_back_with_the_backup_restored(
@@ -388,3 +388,40 @@ def test_the_updater_reads_the_status_of_a_newer_release_that_has_more_fields() 
     document["body"]["actors"][0]["added_later"] = 1
     document["body"]["storage"]["schemas"][0]["added_later"] = True
     assert _status_of_any_release(orjson.dumps(document)) == report
+
+
+def test_the_updater_reads_the_status_of_a_release_from_before_the_small_status() -> None:
+    """What a rollback's daemon of an older release sends to the plain
+    ``control.Status`` this updater asks: every actor a record, the storage
+    always there, none of the names, stopped, restarts or waiting fields
+    ``Status.brief`` came with. The updater reads what it needs (the
+    records, the storage's schema versions) from that shape."""
+    from enact.messages.control import ActorStatus, SchemaVersion, StorageStatus
+    from enact.update.daemons import _status_of_any_release
+
+    older = {"type": "control.StatusReport", "body": {
+        "version": "0.0.9", "pid": 7, "home": "/h", "generation": 3, "uptime_s": 1.0, "metrics_addr": "",
+        "actors": [{"name": "inbox", "alive": True, "mailbox": 2, "handled": 5, "restarts": 1},
+                   {"name": "memory", "alive": False, "mailbox": 0, "handled": 0, "restarts": 0}],
+        "storage": {"path": "/h/state", "map_bytes": 1, "used_bytes": 1, "databases": 1,
+                    "schemas": [{"database": "logs.turns", "version": 2}]},
+    }}
+    report = _status_of_any_release(orjson.dumps(older))
+    assert report.actors == (  # type: ignore[attr-defined]
+        ActorStatus(name="inbox", alive=True, mailbox=2, handled=5, restarts=1),
+        ActorStatus(name="memory", alive=False, mailbox=0, handled=0, restarts=0))
+    assert report.storage == StorageStatus(  # type: ignore[attr-defined]
+        path="/h/state", map_bytes=1, used_bytes=1, databases=1,
+        schemas=(SchemaVersion(database="logs.turns", version=2),))
+    assert (report.pid, report.metrics_addr) == (7, "")  # type: ignore[attr-defined]
+
+
+def test_the_updater_asks_the_status_with_the_empty_body_every_release_takes() -> None:
+    """Not ``encode(Status())``: it writes ``"brief": false``, which a
+    release from before the field refuses (a rollback's daemon)."""
+    from enact.messages import decode
+    from enact.messages.control import Status
+    from enact.update.daemons import EVERY_RELEASES_STATUS
+
+    assert orjson.loads(EVERY_RELEASES_STATUS) == {"type": "control.Status", "body": {}}
+    assert decode(EVERY_RELEASES_STATUS) == Status(brief=False)

@@ -25,6 +25,8 @@ class DaemonChannels:
         self._installed = installed
         self.channels: dict[str, Channel] = {}
         self.origins: dict[str, Origin] = {}
+        self._shown: tuple[tuple[str, ChannelState | None], ...] | None = None
+        """Each installed channel's name, and its record when it is not running (``states``)."""
         for component in installed.channels():
             if not component.enabled(settings):
                 continue
@@ -45,8 +47,9 @@ class DaemonChannels:
             channel.stop()
 
     def states(self) -> tuple[ChannelState, ...]:
-        """Every installed channel: a running one says how it runs."""
-        return tuple(
-            self.channels[c.name].state() if c.name in self.channels else ChannelState(name=c.name, state=DISABLED)
-            for c in self._installed.channels()
-        )
+        """Every installed channel: a running one says how it runs. Asked by
+        every status request, so what cannot change is made once."""
+        if self._shown is None:
+            self._shown = tuple((c.name, None if c.name in self.channels else ChannelState(name=c.name, state=DISABLED))
+                                for c in self._installed.channels())
+        return tuple([self.channels[name].state() if disabled is None else disabled for name, disabled in self._shown])

@@ -16,6 +16,7 @@ import fcntl
 import logging
 import os
 import socket
+import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -69,6 +70,8 @@ class ControlServer:
         self._closing = threading.Event()
         self._stopping_because = ""
         self._busy = 0
+        self._draining = False
+        """Whether ``drain`` waits: only then does a request's end notify (a Python call on every request)."""
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._idle = threading.Condition()
 
@@ -122,6 +125,7 @@ class ControlServer:
         """Wait for requests being answered to write their replies; idle
         connections are left to die with the process."""
         with self._idle:
+            self._draining = True
             self._idle.wait_for(lambda: self._busy == 0, timeout)
 
     def _accept(self, listener: socket.socket) -> None:
@@ -142,7 +146,7 @@ class ControlServer:
     # -- one connection ---------------------------------------------------
 
     def _serve(self, connection: socket.socket) -> None:
-        connection.settimeout(self._idle_timeout_s)
+        _time_out_blocking(connection, self._idle_timeout_s)
         try:
             self._serve_frames(connection)
         finally:
@@ -155,7 +159,7 @@ class ControlServer:
                     frame = read_frame(connection)
                 except ConnectionClosed:
                     return
-                except TimeoutError:
+                except (TimeoutError, BlockingIOError):  # the latter: the kernel's timeout (_time_out_blocking)
                     self._refuse(connection, "idle_timeout", "connection idle for too long")
                     return
                 except FrameError as error:
@@ -173,15 +177,19 @@ class ControlServer:
                         payload, keep_open = self._too_large(reply, len(payload)), False
                     write_frame(connection, payload)
                 finally:
-                    with self._idle:
-                        self._busy -= 1
-                        self._idle.notify_all()
+                    self._done_one()
                 if not keep_open:
                     return
         except OSError as error:
             log.debug("control connection ended: %s", error)
         finally:
             connection.close()
+
+    def _done_one(self) -> None:
+        with self._idle:
+            self._busy -= 1
+            if self._draining:
+                self._idle.notify_all()
 
     def _refuse(self, connection: socket.socket, reason: str, text: str) -> None:
         self._metrics.control_errors.labels(reason=reason).inc()
@@ -228,9 +236,7 @@ class ControlServer:
         try:
             reply, _ = self._answer_request(_stamp_origin(message, origin), registration)
         finally:
-            with self._idle:
-                self._busy -= 1
-                self._idle.notify_all()
+            self._done_one()
         return reply
 
     def _answer_request(self, message: Any, registration: Registration) -> tuple[object, bool]:
@@ -271,6 +277,18 @@ class ControlServer:
         if handler is not None:
             return handler(message)
         return self._supervisor.call(actor, message, timeout=timeout_s)
+
+
+def _time_out_blocking(connection: socket.socket, timeout_s: float) -> None:
+    """A blocking socket whose every receive and send gives up after
+    ``timeout_s`` (``BlockingIOError``), timed by the kernel: Python's own
+    socket timeout polls before every call, one more system call and one
+    more hand-over of the interpreter lock each (three per request)."""
+    connection.settimeout(None)
+    seconds = int(timeout_s)
+    timeval = struct.pack("@ll", seconds, int((timeout_s - seconds) * 1_000_000))
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
 
 def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], Any] | None) -> float:

@@ -16,7 +16,10 @@ from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
 from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
+from enact.budget.ledger import Ledger
 from enact.fence import Fence
+from enact.messages.accounting import SpentOn
+from enact.messages.budget import BudgetLine
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
 from enact.storage import Storage, StorageStats
@@ -31,6 +34,7 @@ class DaemonReports:
                  supervisor: Supervisor, channels: DaemonChannels, budget: BudgetGate, metrics_addr: str,
                  started: float, revision: str) -> None:
         self.home = home
+        self.home_text = str(home)
         self.budget = budget
         self.settings = settings
         self.storage = storage
@@ -40,16 +44,58 @@ class DaemonReports:
         self.metrics_addr = metrics_addr
         self.started = started
         self.revision = revision
+        self.request_timeout_s = settings.typed(config.DaemonSettings).request_timeout_s
+        self.runtime = settings.typed(config.RuntimeSettings).adapter
+        self.pid = os.getpid()  # a system call each time, and status says it on every request
         # Made at the first claim when the home has none (a home made before
         # ids, or one no task ran in): status names the home by it.
         self.home_id = home_id(home)
-        self._confinement: tuple[str, str] | None = None  # (mode, what status says of it)
+        self._budget: tuple[Ledger, tuple[BudgetLine, ...], float] | None = None
+        self._confinement: str | None = None  # what status says of the confinement
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
 
-    def status(self) -> StatusReport:
-        from enact.messages.accounting import SpentOn
+    def status(self, brief: bool = False) -> StatusReport:
+        """The full report: each actor's record and the storage too (what
+        ``enact status --verbose`` shows, and the shape an older release's
+        updater reads); ``brief``, only what ``enact status`` shows."""
+        spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
+                                       timeout=self.request_timeout_s)
+        actors, stopped, restarts, waiting = self.supervisor.summary()
+        lines, resets_at = self._budget_lines()
+        return StatusReport(
+            version=__version__,
+            revision=self.revision,
+            pid=self.pid,
+            home=self.home_text,
+            home_id=self.home_id,
+            generation=self.fence.generation,
+            uptime_s=round(time.monotonic() - self.started, 3),
+            metrics_addr=self.metrics_addr,
+            actor_names=actors,
+            stopped=stopped,
+            restarts=restarts,
+            waiting=waiting,
+            spending=spending.purposes,
+            channels=self.channels.states(),
+            runtime=self.runtime,
+            confinement=self._confinement_state(),
+            budget=lines,
+            budget_resets_at=resets_at,
+            actors=() if brief else tuple(self.supervisor.statuses()),
+            storage=None if brief else self._storage_status(),
+        )
 
+    def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
+        """Today's budget lines and when they reset, made again only when
+        the budget actor published another ledger (it swaps in a new one on
+        each change; a day that ended reads as a new one)."""
+        ledger = self.budget.ledger()
+        if self._budget is None or self._budget[0] is not ledger:
+            self._budget = (ledger, ledger.lines(self.budget.settings.limits), ledger.period.end)
+        return self._budget[1], self._budget[2]
+
+    def _storage_status(self) -> StorageStatus:
         stats = self.storage.stats()
         versions = self.storage.schema_versions()
         if self._schemas is None or self._schemas[0] != versions:  # made once: 40-odd records per request
@@ -62,25 +108,7 @@ class DaemonReports:
                 path=stats.path, map_bytes=stats.map_bytes, used_bytes=stats.used_bytes, databases=stats.databases,
                 schemas=schemas,
             ))
-        spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
-                                       timeout=self.settings.typed(config.DaemonSettings).request_timeout_s)
-        return StatusReport(
-            version=__version__,
-            revision=self.revision,
-            pid=os.getpid(),
-            home=str(self.home),
-            home_id=self.home_id,
-            generation=self.fence.generation,
-            uptime_s=round(time.monotonic() - self.started, 3),
-            metrics_addr=self.metrics_addr,
-            actors=tuple(self.supervisor.statuses()),
-            storage=self._storage[2],
-            spending=spending.purposes,
-            channels=self.channels.states(),
-            confinement=self._confinement_state(),
-            budget=self.budget.lines(),
-            budget_resets_at=self.budget.resets_at(),
-        )
+        return self._storage[2]
 
     def config(self) -> ConfigReport:
         """The configuration this daemon runs with, as ``config show`` prints
@@ -88,22 +116,21 @@ class DaemonReports:
         return ConfigReport(pid=os.getpid(), settings=tuple(SettingRow(**row) for row in self.settings.describe()))
 
     def status_line(self) -> str:
-        report = self.status()
-        alive = sum(1 for actor in report.actors if actor.alive)
+        report = self.status(brief=True)
         return (
             f"enact {report.version}, pid {report.pid}, generation {report.generation}, up {report.uptime_s:.0f} s, "
-            f"{alive} of {len(report.actors)} actors running"
+            f"{len(report.actor_names) - len(report.stopped)} of {len(report.actor_names)} actors running"
         )
 
     def _confinement_state(self) -> str:
         """Tried once (bwrap runs ``true``): whether the kernel lets bwrap
-        confine does not change while the daemon runs."""
-        from enact.tasks.confine import state_of
+        confine does not change while the daemon runs, nor does its setting."""
+        if self._confinement is None:
+            from enact.tasks.confine import state_of  # here, not run on every status: about 1 µs each time
 
-        mode = self.settings.typed(TasksSettings).confinement
-        if self._confinement is None or self._confinement[0] != mode:
-            self._confinement = (mode, state_of(mode))
-        return self._confinement[1]
+            mode = self.settings.typed(TasksSettings).confinement
+            self._confinement = state_of(mode)
+        return self._confinement
 
     def scrape_gauges(self) -> Iterable[Metric]:
         mailbox = GaugeMetricFamily("enact_actor_mailbox_depth", "Messages waiting per actor", labels=["actor"])

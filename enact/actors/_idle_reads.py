@@ -18,6 +18,14 @@ Idle is told without a lock and without a race: the mailbox counts what was
 put in it (``CountingInbox``), the actor counts what it finished handling,
 and the reader checks that the second has caught up with the first, reading
 the handled count before the sent count (both only grow).
+
+The last answer of each reader is kept with the handled count it was read
+at: asked the same request again while the actor is idle and has handled
+nothing since, the committed state is the one read then (only the actor
+writes its databases, and only while it handles a message), so the answer
+is given again without reading (a poll of one outcome, a status's spending
+asked on every request). A reader reads the actor's committed state alone,
+as declared, so nothing else can change its answer.
 """
 
 from __future__ import annotations
@@ -53,6 +61,8 @@ class IdleReads:
         self._inbox = inbox
         self._staged = staged
         self._readers: dict[type[Any], Reader] = {}
+        self._last: dict[type[Any], tuple[int, object, object]] = {}
+        """Each reader's last answer: (handled count, request, reply)."""
         self.handled = 0
         """Messages taken from the mailbox and fully handled (the batch
         committed when the mailbox ran empty), counted by the actor's thread."""
@@ -68,4 +78,9 @@ class IdleReads:
         handled = self.handled  # first: a message handled after this is one sent after it, or counted below
         if self._inbox.sent != handled or self._staged():
             return NOT_IDLE
-        return reader(message)
+        last = self._last.get(type(message))
+        if last is not None and last[0] == handled and last[1] == message:
+            return last[2]
+        reply = reader(message)
+        self._last[type(message)] = (handled, message, reply)  # one store: another thread reads a whole tuple
+        return reply

@@ -397,6 +397,25 @@ class Supervisor:
             result.append(last)
         return result
 
+    def summary(self) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int], dict[str, int]]:
+        """Every actor by name, those not running, and each restarted one's
+        restarts and each one's waiting messages where not 0: what status
+        says of the actors by default, without a record per actor. Asked on
+        every status request."""
+        slots = sorted(self._slots.items())  # one C-level step: a pool may add or retire a slot meanwhile
+        stopped: list[str] = []
+        restarts: dict[str, int] = {}
+        waiting: dict[str, int] = {}
+        for name, slot in slots:
+            ref: Any = slot.ref
+            if ref is None or ref.actor_stopped.is_set():
+                stopped.append(name)
+            elif ref.actor_inbox.queue:  # the deque's length, read as _queued reads it
+                waiting[name] = len(ref.actor_inbox.queue)
+            if slot.restarts:
+                restarts[name] = slot.restarts
+        return tuple([name for name, _ in slots]), tuple(stopped), restarts, waiting
+
     def mailbox_depths(self) -> dict[str, int]:
         """Queued messages per actor family (all conversations as one)."""
         depths: dict[str, int] = {}

@@ -172,9 +172,13 @@ class Client:
 
     def send(self, message: object) -> object:
         """Any typed reply (``control.Error`` raised as DaemonError)."""
+        return self.send_frame(checked_frame(message))
+
+    def send_frame(self, frame: bytes) -> object:
+        """``send`` of a frame already encoded (and checked)."""
         wire = _wire()
         try:
-            wire.write_frame(self._sock, checked_frame(message))
+            wire.write_frame(self._sock, frame)
         except TimeoutError:
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except ConnectionError as error:  # closed before it took the request

@@ -30,13 +30,16 @@ from enact.wording import counted
 @click.command("status")
 @home_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--verbose", "-v", is_flag=True,
+              help="Also each actor's mailbox, messages handled and restarts, and the storage and its schema "
+                   "versions.")
 @needs_daemon
-def status(home: Path | None, as_json: bool) -> None:
-    """Show the running daemon: generation, actors, storage."""
+def status(home: Path | None, as_json: bool, verbose: bool) -> None:
+    """Show the running daemon: generation, actors, channels, tokens spent today."""
     from enact.messages import to_wire
     from enact.messages.control import Status
 
-    message = Status()
+    message = Status(brief=not verbose)
     where = resolve_home(home)
     report = request(where, message)
     from enact.messages.tasks import Leases  # after the first request: it costs a start-up
@@ -53,20 +56,27 @@ def status(home: Path | None, as_json: bool) -> None:
     nodes = {worker.worker_id.partition("@")[0]: worker.node for worker in remote}
     workers = _workers(report, leases, nodes)
     if as_json:
-        print_json({**to_wire(report)["body"], "tasks": to_wire(leases)["body"], "workers": workers})
+        shown = to_wire(report)["body"]
+        if not verbose:  # asked for only with --verbose: not there, rather than empty
+            del shown["actors"], shown["storage"]
+        print_json({**shown, "tasks": to_wire(leases)["body"], "workers": workers})
         return
     click.echo(f"enact {report.version}  pid {report.pid}  generation {report.generation}  up {report.uptime_s:.0f} s")
     click.echo(f"home     {report.home}  id {report.home_id}")
     click.echo(f"metrics  http://{report.metrics_addr}/metrics")
-    used = report.storage.used_bytes / (1 << 20)
-    size = report.storage.map_bytes / (1 << 20)
-    click.echo(f"storage  {used:.1f} MiB used of a {size:.0f} MiB map ({report.storage.path})")
-    click.echo(f"schemas  {_schema_summary(report.storage.schemas)}")
+    click.echo(f"runtime  {report.runtime}")
     click.echo(f"confinement  {report.confinement}")
-    click.echo(f"{'actor':<28} {'alive':>5} {'mailbox':>8} {'handled':>9} {'restarts':>9}")
-    for actor in report.actors:
-        alive = "yes" if actor.alive else "no"
-        click.echo(f"{actor.name:<28} {alive:>5} {actor.mailbox:>8} {actor.handled:>9} {actor.restarts:>9}")
+    click.echo(f"actors   {_actors_line(report)}")
+    if report.storage is not None:
+        used = report.storage.used_bytes / (1 << 20)
+        size = report.storage.map_bytes / (1 << 20)
+        click.echo(f"storage  {used:.1f} MiB used of a {size:.0f} MiB map ({report.storage.path})")
+        click.echo(f"schemas  {_schema_summary(report.storage.schemas)}")
+    if report.actors:
+        click.echo(f"{'actor':<28} {'alive':>5} {'mailbox':>8} {'handled':>9} {'restarts':>9}")
+        for actor in report.actors:
+            alive = "yes" if actor.alive else "no"
+            click.echo(f"{actor.name:<28} {alive:>5} {actor.mailbox:>8} {actor.handled:>9} {actor.restarts:>9}")
     click.echo("tokens today" + ("" if report.spending else "  none"))
     for spent in report.spending:
         cost = f", ${spent.cost_usd:.4f}" if spent.cost_usd is not None else ""
@@ -79,13 +89,26 @@ def status(home: Path | None, as_json: bool) -> None:
         refused = f", {counted(failures, 'reply', 'replies')} refused" if failures else ""
         error = f"; last error: {channel.last_error}" if channel.last_error else ""
         click.echo(f"channel  {channel.name}: {channel.state}{refused}{error}")
-    shown = ", ".join(
+    shown_workers = ", ".join(
         f"{worker['name']} idle" if worker["task"] is None
         else f"{worker['name']} on task {worker['task']}" + (f" ({worker['progress']})" if worker["progress"] else "")
         + (f" on the Ray node {worker['node']}" if worker.get("node") else "")
         for worker in workers
     )
-    click.echo(f"workers  {shown or 'none (daemon.workers = 0)'}; {leases.queued} task(s) queued")
+    click.echo(f"workers  {shown_workers or 'none (daemon.workers = 0)'}; {leases.queued} task(s) queued")
+
+
+def _actors_line(report: Any) -> str:
+    """How many actors run, then only what is out of the ordinary: those
+    stopped, restarted or with messages waiting."""
+    said = [f"{len(report.actor_names) - len(report.stopped)} of {len(report.actor_names)} running"]
+    if report.stopped:
+        said.append("stopped: " + ", ".join(report.stopped))
+    if report.restarts:
+        said.append("restarted: " + ", ".join(f"{name} ({count}x)" for name, count in report.restarts.items()))
+    if report.waiting:
+        said.append("waiting: " + ", ".join(f"{name} ({count})" for name, count in report.waiting.items()))
+    return "; ".join(said)
 
 
 def _echo_budget(report: Any) -> None:
@@ -119,7 +142,7 @@ def _workers(report: Any, leases: Any, nodes: dict[str, str] | None = None) -> l
     """Each worker of the pool, idle or with the task it holds; a lease held
     by a worker that is not running (a worker of the daemon this one
     replaced, until the lease expires) is listed under its own id."""
-    running = sorted((a.name for a in report.actors if a.name.startswith("worker:")),
+    running = sorted((name for name in report.actor_names if name.startswith("worker:")),
                      key=lambda name: (len(name), name))
     held = {}
     for lease in leases.leases:

@@ -130,7 +130,7 @@ def start_command(
                     click.echo("\n".join(written[-5:]), err=True)
             sys.exit(code if code > 0 else EXIT_FAILED)
         try:
-            report = request(root, Status(), timeout=2.0)
+            report = request(root, Status(brief=True), timeout=2.0)
         except (NotRunning, DaemonError, OSError):
             time.sleep(0.05)
             continue

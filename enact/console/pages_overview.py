@@ -11,7 +11,7 @@ from flask import Blueprint, render_template, request
 from enact.console.app import ask
 from enact.console.spending_chart import DayTokens, chart, colour, purposes_of
 from enact.messages.accounting import SpentOn
-from enact.messages.control import GetConfig, Status
+from enact.messages.control import Status
 from enact.messages.inbox import ReadTurns, Turn
 from enact.messages.scheduler import ListItems, ListSchedules
 from enact.messages.tasks import List as ListTasks
@@ -31,11 +31,10 @@ def _tokens(purpose: Any) -> int:
 
 @pages.get("/")
 def overview() -> Any:
-    status = ask(Status())
-    settings = {row.key: row.value for row in ask(GetConfig()).settings}
+    status = ask(Status())  # the full one: each actor's counts and the storage, as `enact status --verbose`
     queue = [(state.value, len(ask(ListTasks(state=state, limit=1000)).tasks))
              for state in (TaskState.QUEUED, TaskState.RUNNING, TaskState.PAUSED)]
-    return render_template("overview.html", active="/", status=status, runtime=settings.get("runtime.adapter", ""),
+    return render_template("overview.html", active="/", status=status, runtime=status.runtime,
                            queue=queue, today_tokens=sum(_tokens(p) for p in status.spending),
                            budgeted=any(line.limit for line in status.budget),
                            remote=ask(RemoteWorkers()).workers)
@@ -94,7 +93,7 @@ def spending() -> Any:
         spent = ask(SpentOn(day=day))
         days.append(DayTokens(day, {p.purpose: _tokens(p) for p in spent.purposes}))
         rows.extend((day, p) for p in spent.purposes)
-    status = ask(Status())
+    status = ask(Status(brief=True))  # only its budget
     limits = {line.purpose: line.limit for line in status.budget if line.limit}
     purposes = purposes_of(days, limits)
     legend = [(purpose, colour(purposes, purpose)) for purpose in purposes]

@@ -200,7 +200,10 @@ def _compile(hint: Any, limit: int | None, fields: Callable[[type[Any]], dict[st
         args = typing.get_args(hint)
         if origin is tuple and (len(args) != 2 or args[1] is not Ellipsis):
             raise _Unsupported
-        return _sequence(_compile(args[0] if args else Any, None, fields), limit, as_tuple=origin is tuple)
+        item_hint = args[0] if args else Any
+        if item_hint in _SCALARS:
+            return _scalars(item_hint, limit, as_tuple=origin is tuple)
+        return _sequence(_compile(item_hint, None, fields), limit, as_tuple=origin is tuple)
     if origin is dict:
         key_hint, value_hint = typing.get_args(hint) or (str, Any)
         if key_hint is not str:
@@ -271,8 +274,25 @@ def _sequence(item: Convert, limit: int | None, *, as_tuple: bool) -> Convert:
     def convert(value: Any) -> Any:
         if not isinstance(value, list) or (limit is not None and len(value) > limit):
             raise Mismatch
+        if not value:  # most lists in a reply are empty
+            return () if as_tuple else []
         items = [item(element) for element in value]
         return tuple(items) if as_tuple else items
+
+    return convert
+
+
+def _scalars(kind: type[Any], limit: int | None, *, as_tuple: bool) -> Convert:
+    """A list of exact ``kind`` (str, int or bool; no length limit on the
+    items themselves: none is declared for them): checked in one pass in C,
+    without a call per item (a status's 23 actor names: a tenth of it)."""
+
+    def convert(value: Any) -> Any:
+        if not isinstance(value, list) or (limit is not None and len(value) > limit):
+            raise Mismatch
+        if value and set(map(type, value)) != {kind}:  # exact: True is not an int
+            raise Mismatch
+        return tuple(value) if as_tuple else list(value)
 
     return convert
 
@@ -281,6 +301,8 @@ def _mapping(item: Convert, limit: int | None) -> Convert:
     def convert(value: Any) -> Any:
         if not isinstance(value, dict) or (limit is not None and len(value) > limit):
             raise Mismatch
+        if not value:
+            return {}
         return {key: item(element) for key, element in value.items()}
 
     return convert

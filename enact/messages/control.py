@@ -13,7 +13,14 @@ from enact.messages.channel import ChannelState
 @request("control.Status")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Status(Request["StatusReport"]):
-    """Ask for the daemon's status report."""
+    """Ask for the daemon's status report. Without ``brief`` (what every
+    release before it sends: an empty body) the full report, in the shape
+    those releases read: each actor's record and the storage."""
+
+    brief: bool = False
+    """Only what ``enact status`` prints: the actors by name, no records and
+    no storage. Asked often (the CLI, the console, every wait for a daemon),
+    so kept small; an older release refuses the field."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,11 +57,23 @@ class StatusReport:
     generation: int
     uptime_s: float
     metrics_addr: str
-    actors: tuple[ActorStatus, ...]
-    storage: StorageStatus
+    actors: tuple[ActorStatus, ...] = ()
+    """Each actor's mailbox, messages handled and restarts: left out by ``Status(brief=True)``."""
+    storage: StorageStatus | None = None
+    """The storage and its schema versions: left out by ``Status(brief=True)``."""
+    actor_names: tuple[str, ...] = ()
+    """Every actor of the daemon by name, running or not (``stopped``)."""
+    stopped: tuple[str, ...] = ()
+    """The actors that are not running."""
+    restarts: dict[str, int] = field(default_factory=dict)
+    """Each actor restarted since the daemon started, and how often."""
+    waiting: dict[str, int] = field(default_factory=dict)
+    """Each actor with messages waiting in its mailbox, and how many."""
     spending: tuple[PurposeSpending, ...] = ()
     """Tokens the runtime spent today (local time), by purpose."""
     channels: tuple[ChannelState, ...] = ()
+    runtime: str = ""
+    """The model runtime the daemon calls (``runtime.adapter``)."""
     confinement: str = ""
     """Whether tasks run confined here, and why not (``enact.tasks.confine.state_of``)."""
     revision: str = ""

@@ -65,7 +65,7 @@ def home_schema_versions(home: Path) -> dict[str, int]:
     from enact.home import STATE_DIR
 
     report = serving(home)
-    if report is not None:
+    if report is not None and report.storage is not None:
         return {schema.database: schema.version for schema in report.storage.schemas}
     try:
         schemas, _ = copied_facts(home / STATE_DIR)

@@ -23,7 +23,7 @@ CANARY_TIMEOUT_S = 120.0
 
 def canary(release: Release, home: Path, report: StatusReport, *, adapter: str) -> str:
     """"" when the daemon of ``release`` passes; else one line why not."""
-    stopped = [actor.name for actor in report.actors if not actor.alive]
+    stopped = [actor.name for actor in report.actors if not actor.alive]  # the full status: any release says them
     if stopped:
         return f"the canary failed: actors not running: {', '.join(stopped)}"
     checked = run_enact(release, home, "runtime", "check", "--json", timeout=CANARY_TIMEOUT_S)

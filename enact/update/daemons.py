@@ -25,10 +25,13 @@ from enact.cli._client import Client, DaemonError, NotRunning, request
 from enact.home import LOG_NAME
 from enact.messages import DecodeError, decode
 from enact.messages._codec import from_wire
-from enact.messages.control import Shutdown, Status, StatusReport
+from enact.messages.control import Shutdown, StatusReport
 from enact.update.releases import Release, release_environment
 
 POLL_S = 0.1
+EVERY_RELEASES_STATUS = orjson.dumps({"type": "control.Status", "body": {}})
+"""The full status, as every release asks and answers it: ``encode(Status())``
+writes ``"brief": false``, which a release from before the field refuses."""
 STOP_TIMEOUT_S = 60.0
 
 
@@ -71,11 +74,13 @@ def last_line(done: subprocess.CompletedProcess[str]) -> str:
 
 def serving(home: Path) -> StatusReport | None:
     """The status of the daemon serving ``home``; None when none answers.
-    Read leniently: it may be another release's daemon, whose status has
-    fields this one does not know."""
+    Asked in full (``EVERY_RELEASES_STATUS``), the one request every
+    release answers, in the one shape every release reads (each actor's
+    record, the storage); read leniently, since another release's daemon
+    may say fields this one does not know."""
     try:
         with Client(home, timeout=5.0, decode_with=_status_of_any_release) as client:
-            report = client.send(Status())
+            report = client.send_frame(EVERY_RELEASES_STATUS)
     except (NotRunning, DaemonError, DecodeError, OSError):
         return None
     return report if isinstance(report, StatusReport) else None
