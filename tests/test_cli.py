@@ -443,3 +443,39 @@ def test_every_command_group_in_enact_cli_is_reachable_from_enact() -> None:
     unreachable = [target for target, command in top_level.items()
                    if id(command) not in reachable | subcommands | {id(main)}]
     assert unreachable == []
+
+
+def test_daemon_status_sees_an_older_releases_daemon_that_refuses_the_brief_field(daemons: DaemonFactory) -> None:
+    """``daemon status`` (and ``daemon start``'s check for a daemon already
+    there) ask the status as every release takes it, with an empty body: a
+    stand-in for a release from before ``Status.brief`` refuses any field."""
+    from enact.messages import encode
+    from enact.messages._framing import read_frame, write_frame
+    from enact.messages.control import StatusReport
+
+    home = daemons.new_home()
+    older = StatusReport(version="0.older", pid=4242, home=str(home), generation=7, uptime_s=12.0, metrics_addr="")
+    asked: list[object] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(home / SOCKET_NAME))
+        listener.listen(1)
+
+        def answer_as_an_older_release() -> None:
+            connection, _ = listener.accept()
+            with connection:
+                connection.settimeout(30)
+                request_frame = orjson.loads(read_frame(connection))
+                asked.append(request_frame)
+                if request_frame.get("body"):
+                    reply = {"type": "control.Error", "body": {"message": "unknown field 'brief' for Status"}}
+                    write_frame(connection, orjson.dumps(reply))
+                else:
+                    write_frame(connection, encode(older))
+
+        peer = threading.Thread(target=answer_as_an_older_release, daemon=True)
+        peer.start()
+        result = run_cli(home, "daemon", "status", "--json", timeout=30)
+        peer.join(30)
+    assert asked == [{"type": "control.Status", "body": {}}]
+    assert result.returncode == 0, result.stderr
+    assert orjson.loads(result.stdout) == {"running": True, "pid": 4242, "generation": 7, "home": str(home)}

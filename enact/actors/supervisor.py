@@ -385,7 +385,7 @@ class Supervisor:
         result = []
         for name, slot in sorted(self._slots.items()):
             ref = slot.ref
-            alive = ref is not None and ref.is_alive()
+            alive = not _down(slot)
             mailbox = _queued(ref) if ref is not None and alive else 0
             # The last one made, while it still holds: most actors are idle
             # between two status requests, and a record costs ~11k instructions.
@@ -408,9 +408,9 @@ class Supervisor:
         waiting: dict[str, int] = {}
         for name, slot in slots:
             ref: Any = slot.ref
-            if ref is None or ref.actor_stopped.is_set():
+            if _down(slot):
                 stopped.append(name)
-            elif ref.actor_inbox.queue:  # the deque's length, read as _queued reads it
+            elif ref is not None and ref.actor_inbox.queue:  # the deque's length, read as _queued reads it
                 waiting[name] = len(ref.actor_inbox.queue)
             if slot.restarts:
                 restarts[name] = slot.restarts
@@ -424,6 +424,13 @@ class Supervisor:
             queued = _queued(ref) if ref is not None else 0
             depths[slot.family] = depths.get(slot.family, 0) + queued
         return depths
+
+
+def _down(slot: ActorSlot) -> bool:
+    """Whether the actor of ``slot`` is not running: one still being started
+    (a pool child spawned on demand has no ref yet) counts as running."""
+    ref: Any = slot.ref
+    return slot.stopping if ref is None else bool(ref.actor_stopped.is_set())
 
 
 def _queued(ref: pykka.ActorRef[Any]) -> int:

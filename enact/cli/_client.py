@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from enact.messages._registry import Request
+    from enact.messages.control import StatusReport
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -256,6 +257,16 @@ def _not_utf8(value: object, path: str) -> str:
 def request(home: Path, message: Request[R], *, timeout: float | None = 130.0) -> R:
     with Client(home, timeout=timeout) as client:
         return client.request(message)
+
+
+def full_status(home: Path, *, timeout: float | None = 5.0) -> StatusReport:
+    """The daemon's full status, asked as every release takes it
+    (``EVERY_RELEASES_STATUS``), so an older daemon still running on the
+    home is seen; the errors of ``request``."""
+    from enact.messages.control import EVERY_RELEASES_STATUS, Status
+
+    with Client(home, timeout=timeout) as client:
+        return checked_reply(Status(), client.send_frame(EVERY_RELEASES_STATUS))
 
 
 def send(home: Path, message: object, *, timeout: float | None = 130.0) -> object:

@@ -10,7 +10,15 @@ from typing import Any
 
 import click
 
-from enact.cli._client import DaemonError, NoAnswer, NotRunning, UnexpectedReply, not_running_line, request
+from enact.cli._client import (
+    DaemonError,
+    NoAnswer,
+    NotRunning,
+    UnexpectedReply,
+    full_status,
+    not_running_line,
+    request,
+)
 from enact.cli._options import (
     EXIT_FAILED,
     EXIT_NOT_RUNNING,
@@ -144,13 +152,10 @@ def start_command(
 
 def _running(root: Path) -> Any:
     """The status report of a daemon answering on ``root``, or None."""
-    from enact.messages.control import Status, StatusReport
-
     try:
-        report = request(root, Status(), timeout=5.0)
-    except (NotRunning, DaemonError):
+        return full_status(root, timeout=5.0)
+    except (NotRunning, DaemonError, UnexpectedReply):
         return None
-    return report if isinstance(report, StatusReport) else None
 
 
 def _written_since(path: Path, offset: int) -> list[str]:
@@ -202,12 +207,9 @@ def _alive(pid: int) -> bool:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def status_command(home: Path | None, as_json: bool) -> None:
     """Say whether the daemon runs (exit 0) or not (exit 3)."""
-    from enact.messages.control import Status
-
     root = resolve_home(home)
-    message = Status()
     try:
-        report = request(root, message, timeout=5.0)
+        report = full_status(root, timeout=5.0)
     except UnexpectedReply as error:
         fail(str(error), as_json=as_json)
     except NoAnswer as error:

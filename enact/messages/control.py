@@ -23,6 +23,12 @@ class Status(Request["StatusReport"]):
     so kept small; an older release refuses the field."""
 
 
+EVERY_RELEASES_STATUS = b'{"type":"control.Status","body":{}}'
+"""A full ``Status`` as every release asks and answers it: ``encode(Status())``
+writes ``"brief": false``, which a release from before the field refuses (a
+CLI or updater of this release talking to an older daemon)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActorStatus:
     name: str

@@ -25,13 +25,10 @@ from enact.cli._client import Client, DaemonError, NotRunning, request
 from enact.home import LOG_NAME
 from enact.messages import DecodeError, decode
 from enact.messages._codec import from_wire
-from enact.messages.control import Shutdown, StatusReport
+from enact.messages.control import EVERY_RELEASES_STATUS, Shutdown, StatusReport
 from enact.update.releases import Release, release_environment
 
 POLL_S = 0.1
-EVERY_RELEASES_STATUS = orjson.dumps({"type": "control.Status", "body": {}})
-"""The full status, as every release asks and answers it: ``encode(Status())``
-writes ``"brief": false``, which a release from before the field refuses."""
 STOP_TIMEOUT_S = 60.0
 
 
