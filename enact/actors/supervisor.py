@@ -80,10 +80,10 @@ class Supervisor:
         self._max_restarts = daemon_settings.max_restarts
         self._window_s = daemon_settings.restart_window_s
         self._order = dependency_order(specs)
-        self._subscribers: dict[type[Any], tuple[str, ...]] = {}
+        self._subscribers: dict[type[Any], tuple[tuple[str, Callable[[], bool] | None], ...]] = {}
         for spec in self._order:
             for event_type in spec.subscribes:
-                self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), spec.name)
+                self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), (spec.name, spec.listening))
         self._slots: dict[str, ActorSlot] = {}
         self._pools: dict[str, KeyedPool] = {}
         self._idle_read_counters: dict[tuple[str, type[Any]], Any] = {}
@@ -323,7 +323,9 @@ class Supervisor:
         """Tell ``event`` to its subscribers. Told, never asked: a subscriber
         that asked its publisher back while the publisher waited would
         deadlock, so it reads whatever more it needs by cursor, later."""
-        for name in self._subscribers.get(type(event), ()):
+        for name, listening in self._subscribers.get(type(event), ()):
+            if listening is not None and not listening():
+                continue
             try:
                 self.tell(name, event)
             except ActorUnavailable:

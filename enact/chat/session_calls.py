@@ -28,7 +28,7 @@ from enact.chat.notices import notes_text
 from enact.clock import REAL_CLOCK, Clock
 from enact.credentials import redact
 from enact.messages.memory import Context, ContextReply
-from enact.messages.sessions import Forget, HistoryMessage, Lookup, Note, Notes, ReadHistory, Record, Session
+from enact.messages.sessions import Forget, HistoryMessage, Note, Open, ReadHistory, Record
 from enact.messages.skills import Startup, Used
 from enact.metrics import Metrics
 from enact.runtime import (
@@ -82,9 +82,11 @@ class SessionCalls:
         is the owner's (memory gives no fact otherwise); ``recall_for``: the
         owner's message to recall facts for (None: recall nothing);
         ``spends_over_budget``: the owner's CLI, answered whatever the budget says."""
-        mapping = self._ask(SESSIONS, Lookup(key=session_key, prompt_version=self._prompt_version))
-        resume = mapping.native_id if isinstance(mapping, Session) else None
-        notes = self._ask(SESSIONS, Notes(key=session_key)).notes if session_key else ()
+        # An isolated call (no key) has no mapping and no notes.
+        opened = self._ask(SESSIONS, Open(key=session_key, prompt_version=self._prompt_version)) \
+            if session_key else None
+        resume = opened.session.native_id if opened is not None and opened.session is not None else None
+        notes = opened.notes if opened is not None else ()
         call = _Call(session_key=session_key, prompt=prompt, owner_message=owner_message, owners=owners,
                      recall_for=recall_for, receipt=receipt, images=images, notes=notes,
                      spends_over_budget=spends_over_budget)
