@@ -29,7 +29,7 @@ import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import WriteBatch
-from enact.channels import Channel, DeliveryReport, OutgoingReply
+from enact.channels import Channel, DeliveryReport, OutgoingReply, delivers_at_once
 from enact.chat import deliveries
 from enact.chat.deliveries import Step
 from enact.chat.metrics import ChatMetrics
@@ -164,6 +164,9 @@ class OutboxActor(EnactActor):
         reply = OutgoingReply(event_id=event_id, channel=record.channel, conversation=record.conversation,
                               message_id=record.message_id, text=parts[record.part], attempt=record.attempts,
                               part=record.part, parts=record.parts, repeat=deliveries.repeats(record))
+        if delivers_at_once(channel):
+            self._answered(self._channel_answer(channel, reply, sequence, reply_to, record))
+            return
         pool = self._pools.get(record.channel)
         if pool is None:
             pool = self._pools[record.channel] = ThreadPoolExecutor(
@@ -178,19 +181,23 @@ class OutboxActor(EnactActor):
     def _call_channel(self, channel: Channel, reply: OutgoingReply, sequence: int, reply_to: str,
                       attempt: DeliveryRecord) -> None:
         """Runs on the channel's delivery thread."""
+        answer = self._channel_answer(channel, reply, sequence, reply_to, attempt)
+        try:
+            self.context.tell(self.context.name, answer)
+        except Exception:
+            log.warning("delivery result of %s arrived while the daemon stops", reply.event_id)
+
+    def _channel_answer(self, channel: Channel, reply: OutgoingReply, sequence: int, reply_to: str,
+                        attempt: DeliveryRecord) -> ChannelAnswered:
         try:
             self.context.fence.check()
             report = channel.deliver(reply)
         except Exception as problem:
             report = DeliveryReport(ok=False, retryable=True, error=f"{type(problem).__name__}: {problem}")
-        answer = ChannelAnswered(event_id=reply.event_id, sequence=sequence, reply_to=reply_to, attempt=attempt,
-                                 ok=report.ok, retryable=report.retryable, error=report.error,
-                                 retry_after_s=report.retry_after_s,
-                                 unsure=report.unsure and not channel.idempotent_delivery)
-        try:
-            self.context.tell(self.context.name, answer)
-        except Exception:
-            log.warning("delivery result of %s arrived while the daemon stops", reply.event_id)
+        return ChannelAnswered(event_id=reply.event_id, sequence=sequence, reply_to=reply_to, attempt=attempt,
+                               ok=report.ok, retryable=report.retryable, error=report.error,
+                               retry_after_s=report.retry_after_s,
+                               unsure=report.unsure and not channel.idempotent_delivery)
 
     # -- answers ------------------------------------------------------------
 
