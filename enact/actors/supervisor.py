@@ -259,6 +259,13 @@ class Supervisor:
     def stopping_token(self) -> CancellationToken:
         return self._stopping_token
 
+    def running(self, name: str) -> bool:
+        """``name`` runs: its actor is alive and not being stopped (``spawn``
+        would find it; a keyed pool tells it without making its spec)."""
+        slot = self._slots.get(name)
+        ref = slot.ref if slot is not None else None
+        return ref is not None and not slot.stopping and ref.is_alive()  # type: ignore[union-attr]
+
     def has(self, name: str) -> bool:
         slot = self._slots.get(name)
         return slot is not None and slot.ref is not None and not slot.stopping
