@@ -40,14 +40,14 @@ class ConsoleComponent(Component):
         """Declared whether or not the console serves, so the roster is the
         same either way; it is told the feed's events only while a page has
         its event stream open (every chat turn publishes one, and with no
-        page to go to it would cost a message for nothing), never when the
-        console is off."""
+        page to go to it would cost a message for nothing), so never when
+        the console is off."""
         from enact.actors.supervisor import ActorSpec
         from enact.console.events_actor import SUBSCRIBES, ConsoleEventsActor
 
         hub = self._made_hub()
         return [ActorSpec(name="console", actor=ConsoleEventsActor, options={"hub": hub},
-                          subscribes=SUBSCRIBES if self._enabled(parts.settings) else (),
+                          subscribes=SUBSCRIBES,
                           listening=hub.listened)]
 
     def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
