@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 from enact import __version__
 from enact.addresses import parse_address
 from enact.errors import EnactError
+from enact.message_metrics import ActorMessages
 from enact.messages.epoch import Owner
 
 if TYPE_CHECKING:
@@ -123,16 +124,8 @@ class Metrics:
         self.registry = registry or CollectorRegistry()
         self._took_over = False
         r = self.registry
-        self.messages = Counter(
-            "enact_actor_messages", "Messages handled, by actor and message type", ["actor", "type"], registry=r
-        )
-        self.message_seconds = Histogram(
-            "enact_actor_message_seconds",
-            "Time spent handling one message",
-            ["actor"],
-            registry=r,
-            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120),
-        )
+        self.actor_messages = ActorMessages(r)
+        """``enact_actor_messages_total`` and ``enact_actor_message_seconds``, by actor (``enact.message_metrics``)."""
         self.restarts = Counter("enact_actor_restarts", "Actor restarts by the supervisor", ["actor"], registry=r)
         self.generation = Gauge("enact_epoch_generation", "The epoch generation this daemon holds", registry=r)
         self.takeovers = Counter(

@@ -86,7 +86,6 @@ class Supervisor:
                 self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), (spec.name, spec.listening))
         self._slots: dict[str, ActorSlot] = {}
         self._pools: dict[str, KeyedPool] = {}
-        self._idle_read_counters: dict[tuple[str, type[Any]], Any] = {}
         self._lock = threading.Lock()
         self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
         self._stopped = threading.Event()
@@ -309,12 +308,7 @@ class Supervisor:
 
     def _count_idle_read(self, family: str, message: object) -> None:
         """Counted as a message the actor handled, as the ask would have been."""
-        key = (family, type(message))
-        counter = self._idle_read_counters.get(key)
-        if counter is None:
-            counter = self._metrics.messages.labels(actor=family, type=message_label(message))
-            self._idle_read_counters[key] = counter
-        counter.inc()
+        self._metrics.actor_messages.count_elsewhere(family, message_label(message))
 
     def tell(self, name: str, message: object) -> None:
         ref = self._current_ref(name)
