@@ -125,9 +125,11 @@ class Channel(Protocol):
         """Deliver one message (a reply, or one part of it). May block; the
         outbox calls it off its thread, unless the channel has an attribute
         ``delivers_at_once`` that is true (``delivers_at_once(channel)``: its
-        ``deliver`` never blocks nor raises, as the local channel's without a
-        deliver command, which answers its caller later), when it is called
-        on the outbox's thread: a thread hop and a message fewer per reply."""
+        ``deliver`` never blocks nor raises and does nothing outside the
+        daemon, as the local channel's without a deliver command, which
+        answers its caller once the turn's completion is committed, fenced),
+        when it is called on the outbox's thread, without a fence check
+        before it: a thread hop, a message and a read fewer per reply."""
 
     def acknowledge(self, cursor: int) -> None:
         """Every event up to ``cursor`` is finished; the channel may drop them."""
