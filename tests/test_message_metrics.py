@@ -41,4 +41,5 @@ def test_a_new_family_is_exported_at_zero_and_an_idle_read_is_counted_without_a_
     assert sample(registry, "enact_actor_messages_total", actor="inbox", type="inbox.GetOutcome") == 1
     assert sample(registry, "enact_actor_message_seconds_count", actor="inbox") == 0
     text = generate_latest(registry).decode()
-    assert "# TYPE enact_actor_messages_total counter" in text and "# TYPE enact_actor_message_seconds histogram" in text
+    assert "# TYPE enact_actor_messages_total counter" in text
+    assert "# TYPE enact_actor_message_seconds histogram" in text
