@@ -204,7 +204,7 @@ class EnactActor(pykka.ThreadingActor):
                 self.context.metrics.callback_errors.labels(actor=self.context.slot.family).inc(errors)
 
     def _mailbox_empty(self) -> bool:
-        inbox: Any = self.actor_inbox  # a queue.Queue for threading actors
+        inbox: Any = self.actor_inbox  # a SimpleQueue (CountingInbox)
         return bool(inbox.empty())
 
     def tell_later(self, delay: float, message: object) -> None:

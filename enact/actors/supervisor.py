@@ -411,10 +411,8 @@ class Supervisor:
 
 
 def _queued(ref: pykka.ActorRef[Any]) -> int:
-    inbox: Any = ref.actor_inbox  # a queue.Queue for threading actors
-    # Its deque's length, read in one step under the GIL: what qsize()
-    # returns, without taking the queue's mutex (status reads every actor's).
-    return len(inbox.queue)
+    inbox: Any = ref.actor_inbox  # a SimpleQueue (enact.actors._idle_reads.CountingInbox)
+    return int(inbox.qsize())  # C, taking no lock: status reads every actor's
 
 
 __all__ = ["ActorSlot", "ActorSpec", "ActorStartError", "Supervisor"]
