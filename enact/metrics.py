@@ -11,7 +11,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, cast
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
@@ -29,6 +29,7 @@ from prometheus_client.registry import Collector
 from enact import __version__
 from enact.addresses import parse_address
 from enact.errors import EnactError
+from enact.message_metrics import ActorMessages
 from enact.messages.epoch import Owner
 
 if TYPE_CHECKING:
@@ -122,17 +123,10 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus_client leaves it untyped
         self.registry = registry or CollectorRegistry()
         self._took_over = False
+        self._features: dict[type[Any], Any] = {}
         r = self.registry
-        self.messages = Counter(
-            "enact_actor_messages", "Messages handled, by actor and message type", ["actor", "type"], registry=r
-        )
-        self.message_seconds = Histogram(
-            "enact_actor_message_seconds",
-            "Time spent handling one message",
-            ["actor"],
-            registry=r,
-            buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120),
-        )
+        self.actor_messages = ActorMessages(r)
+        """``enact_actor_messages_total`` and ``enact_actor_message_seconds``, by actor (``enact.message_metrics``)."""
         self.restarts = Counter("enact_actor_restarts", "Actor restarts by the supervisor", ["actor"], registry=r)
         self.generation = Gauge("enact_epoch_generation", "The epoch generation this daemon holds", registry=r)
         self.takeovers = Counter(
@@ -214,8 +208,12 @@ class Metrics:
 
     def of(self, kind: type[F]) -> F:
         """The feature's metrics ``kind`` in this daemon's registry, as its
-        component created them (``feature_metrics``)."""
-        return feature_metrics(self.registry, kind)
+        component created them (``feature_metrics``); kept here once found,
+        since the hot paths ask for them at every event."""
+        found = self._features.get(kind)
+        if found is None:
+            found = self._features[kind] = feature_metrics(self.registry, kind)
+        return cast(F, found)
 
     def record_takeover(self) -> None:
         """This daemon took the home from a live owner; called once at start."""
@@ -227,6 +225,26 @@ class Metrics:
     def register_gauges(self, collect: Callable[[], Iterable[Metric]]) -> None:
         """Add gauges computed at scrape time (mailbox depth, storage size)."""
         self.registry.register(_CallbackCollector(collect))
+
+
+M = TypeVar("M", Counter, Gauge, Histogram)
+
+
+class Children(Generic[M]):
+    """A labelled metric's children by their label values, each made once:
+    ``labels()`` costs a lock and a dozen Python calls, and the hot paths
+    count at every event. ``children(value, ...)`` takes the values in the
+    order of the metric's label names."""
+
+    def __init__(self, metric: M) -> None:
+        self._metric: M = metric
+        self._made: dict[tuple[str, ...], M] = {}
+
+    def __call__(self, *values: str) -> M:
+        child = self._made.get(values)
+        if child is None:  # two threads may both make it: labels() gives both the same child
+            child = self._made[values] = self._metric.labels(*values)
+        return child
 
 
 class _CallbackCollector(Collector):

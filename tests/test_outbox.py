@@ -226,6 +226,8 @@ class RecordingChannel:
     max_message_length: int = 0
     delivered: list[OutgoingReply] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
+    delivers_at_once: bool = False
+    threads: list[str] = field(default_factory=list)
 
     def start(self, inbox: InboxInlet) -> None:
         pass
@@ -235,6 +237,7 @@ class RecordingChannel:
 
     def deliver(self, reply: OutgoingReply) -> DeliveryReport:
         self.delivered.append(reply)
+        self.threads.append(threading.current_thread().name)
         return DeliveryReport(ok=True)
 
     def acknowledge(self, cursor: int) -> None:
@@ -378,6 +381,21 @@ def test_a_reply_is_delivered_once_and_its_turn_published(home: Home) -> None:
         # Told again (a redelivered event): answered as a duplicate, not resent.
         supervisor.ask("inbox", Receive(event=EVENT, origin=HUMAN_CLI), timeout=10)
         assert len(home.channel.delivered) == 1 and len(home.heard) == 1
+
+    home.run(check)
+
+
+@pytest.mark.parametrize("at_once", [True, False])
+def test_a_channel_that_delivers_at_once_is_called_on_the_outboxs_thread_others_on_their_pool(
+        home: Home, at_once: bool) -> None:
+    home.channel.delivers_at_once = at_once
+
+    def check(supervisor: Supervisor) -> None:
+        supervisor.ask("inbox", Receive(event=EVENT, origin=HUMAN_CLI), timeout=10)
+        outcome = finished(supervisor, home.heard)
+        assert outcome.status == "replied" and len(home.channel.delivered) == 1
+        [thread] = home.channel.threads
+        assert thread.startswith("enact-deliver-") is not at_once
 
     home.run(check)
 

@@ -33,7 +33,7 @@ from enact.messages.commands import CommandOutcome
 from enact.messages.common import HUMAN_CLI, MODEL_ACTION
 from enact.messages.inbox import Outcome
 from enact.messages.local import Send
-from enact.messages.sessions import Forget, Lookup, Session
+from enact.messages.sessions import AddNote, Forget, Lookup, Note, Open, Opened, Session
 from enact.metrics import Metrics
 from enact.ownership import not_the_owners
 from enact.programs import CommandsFileError, load_program_commands
@@ -180,6 +180,22 @@ def test_mapping_under_another_prompt_version_is_ignored(harness: Harness) -> No
     assert not isinstance(lookup(7), Session)
     harness.supervisor.ask("sessions", Forget(key="local:cli"), timeout=10)
     assert not isinstance(lookup(1), Session)
+
+
+def test_a_call_opens_its_session_with_the_mapping_and_the_notes_whether_asked_or_read_idle(
+        harness: Harness) -> None:
+    harness.send("one")
+    supervisor = harness.supervisor
+    supervisor.tell("sessions", AddNote(key="local:cli", note_id="n1", text="task 3 finished"))
+    asked = supervisor.ask("sessions", Open(key="local:cli", prompt_version=1), timeout=10)
+    slot = supervisor._slots["sessions"]  # the same request, read in this thread from what is committed
+    assert slot.idle_reads is not None
+    read = slot.idle_reads.answer(Open(key="local:cli", prompt_version=1))
+    assert asked == read
+    assert isinstance(asked, Opened) and asked.session is not None and asked.session.turns == 1
+    assert asked.notes == (Note(note_id="n1", text="task 3 finished"),)
+    other_version = supervisor.ask("sessions", Open(key="local:cli", prompt_version=7), timeout=10)
+    assert other_version.session is None and other_version.notes == asked.notes
 
 
 def test_isolated_calls_keep_no_session(tmp_path: Path) -> None:

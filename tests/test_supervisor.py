@@ -592,6 +592,19 @@ def test_published_events_are_told_to_their_subscribers_only(rig: Rig) -> None:
     assert supervisor.ask("other", Heard(), timeout=5) == []
 
 
+def test_a_subscriber_is_told_events_only_while_it_listens(rig: Rig) -> None:
+    listens = [False]
+    supervisor = rig.started([
+        ActorSpec(name="speaker", actor=Tricky, databases=("speaker.db",)),
+        ActorSpec(name="listener", actor=Tricky, databases=("listener.db",), subscribes=(Announced,),
+                  listening=lambda: listens[0]),
+    ])
+    supervisor.ask("speaker", Announce(text="nobody looks"), timeout=5)
+    listens[0] = True
+    supervisor.ask("speaker", Announce(text="a page is open"), timeout=5)
+    wait_until(lambda: supervisor.ask("listener", Heard(), timeout=5) == ["a page is open"], what="the event")
+
+
 def test_an_event_for_a_subscriber_that_is_not_running_is_dropped_not_raised(rig: Rig) -> None:
     supervisor = tricky(rig, "speaker")
     supervisor.publish(Announced(text="nobody listens"))  # no subscriber: nothing happens

@@ -420,8 +420,7 @@ def test_the_updater_asks_the_status_with_the_empty_body_every_release_takes() -
     """Not ``encode(Status())``: it writes ``"brief": false``, which a
     release from before the field refuses (a rollback's daemon)."""
     from enact.messages import decode
-    from enact.messages.control import Status
-    from enact.messages.control import EVERY_RELEASES_STATUS
+    from enact.messages.control import EVERY_RELEASES_STATUS, Status
 
     assert orjson.loads(EVERY_RELEASES_STATUS) == {"type": "control.Status", "body": {}}
     assert decode(EVERY_RELEASES_STATUS) == Status(brief=False)

@@ -142,8 +142,7 @@ class EnactActor(pykka.ThreadingActor):
         super().__init__()
         self.context = context
         metrics = context.metrics
-        self._seconds = metrics.message_seconds.labels(actor=context.slot.family)
-        self._counters: dict[str, Any] = {}
+        self._tally = metrics.actor_messages.tally(context.slot.family)
         # Set by actors that group their writes (see _batching).
         self.batch: WriteBatch | None = None
         self._callback_errors_seen = 0
@@ -194,13 +193,7 @@ class EnactActor(pykka.ThreadingActor):
                      message_label(message), error)
             return None
         finally:
-            label = message_label(message)
-            counter = self._counters.get(label)
-            if counter is None:
-                counter = self.context.metrics.messages.labels(actor=self.context.slot.family, type=label)
-                self._counters[label] = counter
-            counter.inc()
-            self._seconds.observe(time.perf_counter() - started)
+            self._tally.count(message_label(message), time.perf_counter() - started)
             self.context.slot.handled += 1
             batch = self.batch
             if batch is not None and batch.pending and (batch.full or self._mailbox_empty()):
@@ -211,7 +204,7 @@ class EnactActor(pykka.ThreadingActor):
                 self.context.metrics.callback_errors.labels(actor=self.context.slot.family).inc(errors)
 
     def _mailbox_empty(self) -> bool:
-        inbox: Any = self.actor_inbox  # a queue.Queue for threading actors
+        inbox: Any = self.actor_inbox  # a SimpleQueue (CountingInbox)
         return bool(inbox.empty())
 
     def tell_later(self, delay: float, message: object) -> None:
@@ -276,6 +269,7 @@ class EnactActor(pykka.ThreadingActor):
         if self.batch is not None:
             self.batch.flush()
         self._fail_what_is_owed(f"actor {self.context.name!r} stopped before it answered")
+        self.context.metrics.actor_messages.retire(self._tally)
 
     def handle(self, message: Any) -> Any:
         raise UnknownMessage(self.context.name, message)
@@ -290,5 +284,6 @@ class EnactActor(pykka.ThreadingActor):
         self._long_work.abandon(f"actor {self.context.name!r} failed", wait=False)
         # Whoever waits on this actor hears it now, not at their deadline.
         self._fail_what_is_owed(f"actor {self.context.name!r} failed: {exception_value!r}")
+        self.context.metrics.actor_messages.retire(self._tally)
         self.context.supervisor.report_failure(self.context.name, self.actor_ref, exception_value)
 

@@ -52,14 +52,15 @@ class KeyedPool:
             child.last_active = self._supervisor.clock.monotonic()
             self._running[work] = key
         self._schedule_idle_check()
-        spec = self._spec_of(key)
+        name = self.name_of(key)
         try:
-            self._supervisor.spawn(spec, family=self.family)
+            if not self._supervisor.running(name):  # its spec is made only to start it
+                self._supervisor.spawn(self._spec_of(key), family=self.family)
             try:
-                self._supervisor.tell(spec.name, message)
+                self._supervisor.tell(name, message)
             except ActorNotFound:  # retired between the spawn and the tell
-                self._supervisor.spawn(spec, family=self.family)
-                self._supervisor.tell(spec.name, message)
+                self._supervisor.spawn(self._spec_of(key), family=self.family)
+                self._supervisor.tell(name, message)
         except BaseException:
             self.done(work)
             raise
@@ -94,6 +95,8 @@ class KeyedPool:
         return idle
 
     def _schedule_idle_check(self) -> None:
+        if self._timer is not None:  # read without the lock: set below, under it, and cleared only by the check
+            return
         with self._lock:
             if self._timer is not None or self._supervisor.stopping:
                 return

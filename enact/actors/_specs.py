@@ -30,6 +30,10 @@ class ActorSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
     subscribes: tuple[type[Any], ...] = ()
     """Event types told to this actor whenever an actor publishes one."""
+    listening: Callable[[], bool] | None = None
+    """With ``subscribes``: whether the actor wants its events now (read at
+    each publish, so it must be cheap); None: always. An event published
+    while it says no is not told (the console's, with no page open)."""
     pools: tuple[str, ...] = ()
     """The families of the keyed pools it keeps (``conversation``): each child
     is named ``<family>:<key>`` and counted under its family."""

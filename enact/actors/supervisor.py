@@ -80,13 +80,12 @@ class Supervisor:
         self._max_restarts = daemon_settings.max_restarts
         self._window_s = daemon_settings.restart_window_s
         self._order = dependency_order(specs)
-        self._subscribers: dict[type[Any], tuple[str, ...]] = {}
+        self._subscribers: dict[type[Any], tuple[tuple[str, Callable[[], bool] | None], ...]] = {}
         for spec in self._order:
             for event_type in spec.subscribes:
-                self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), spec.name)
+                self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), (spec.name, spec.listening))
         self._slots: dict[str, ActorSlot] = {}
         self._pools: dict[str, KeyedPool] = {}
-        self._idle_read_counters: dict[tuple[str, type[Any]], Any] = {}
         self._lock = threading.Lock()
         self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
         self._stopped = threading.Event()
@@ -259,6 +258,13 @@ class Supervisor:
     def stopping_token(self) -> CancellationToken:
         return self._stopping_token
 
+    def running(self, name: str) -> bool:
+        """``name`` runs: its actor is alive and not being stopped (``spawn``
+        would find it; a keyed pool tells it without making its spec)."""
+        slot = self._slots.get(name)
+        ref = slot.ref if slot is not None else None
+        return ref is not None and not slot.stopping and ref.is_alive()  # type: ignore[union-attr]
+
     def has(self, name: str) -> bool:
         slot = self._slots.get(name)
         return slot is not None and slot.ref is not None and not slot.stopping
@@ -302,12 +308,7 @@ class Supervisor:
 
     def _count_idle_read(self, family: str, message: object) -> None:
         """Counted as a message the actor handled, as the ask would have been."""
-        key = (family, type(message))
-        counter = self._idle_read_counters.get(key)
-        if counter is None:
-            counter = self._metrics.messages.labels(actor=family, type=message_label(message))
-            self._idle_read_counters[key] = counter
-        counter.inc()
+        self._metrics.actor_messages.count_elsewhere(family, message_label(message))
 
     def tell(self, name: str, message: object) -> None:
         ref = self._current_ref(name)
@@ -323,7 +324,9 @@ class Supervisor:
         """Tell ``event`` to its subscribers. Told, never asked: a subscriber
         that asked its publisher back while the publisher waited would
         deadlock, so it reads whatever more it needs by cursor, later."""
-        for name in self._subscribers.get(type(event), ()):
+        for name, listening in self._subscribers.get(type(event), ()):
+            if listening is not None and not listening():
+                continue
             try:
                 self.tell(name, event)
             except ActorUnavailable:
@@ -410,8 +413,8 @@ class Supervisor:
             ref: Any = slot.ref
             if _down(slot):
                 stopped.append(name)
-            elif ref is not None and ref.actor_inbox.queue:  # the deque's length, read as _queued reads it
-                waiting[name] = len(ref.actor_inbox.queue)
+            elif ref is not None and (queued := _queued(ref)):
+                waiting[name] = queued
             if slot.restarts:
                 restarts[name] = slot.restarts
         return tuple([name for name, _ in slots]), tuple(stopped), restarts, waiting
@@ -434,10 +437,8 @@ def _down(slot: ActorSlot) -> bool:
 
 
 def _queued(ref: pykka.ActorRef[Any]) -> int:
-    inbox: Any = ref.actor_inbox  # a queue.Queue for threading actors
-    # Its deque's length, read in one step under the GIL: what qsize()
-    # returns, without taking the queue's mutex (status reads every actor's).
-    return len(inbox.queue)
+    inbox: Any = ref.actor_inbox  # a SimpleQueue (enact.actors._idle_reads.CountingInbox)
+    return int(inbox.qsize())  # C, taking no lock: status reads every actor's
 
 
 __all__ = ["ActorSlot", "ActorSpec", "ActorStartError", "Supervisor"]

@@ -123,7 +123,13 @@ class Channel(Protocol):
 
     def deliver(self, reply: OutgoingReply) -> DeliveryReport:
         """Deliver one message (a reply, or one part of it). May block; the
-        outbox calls it off its thread."""
+        outbox calls it off its thread, unless the channel has an attribute
+        ``delivers_at_once`` that is true (``delivers_at_once(channel)``: its
+        ``deliver`` never blocks nor raises and does nothing outside the
+        daemon, as the local channel's without a deliver command, which
+        answers its caller once the turn's completion is committed, fenced),
+        when it is called on the outbox's thread, without a fence check
+        before it: a thread hop, a message and a read fewer per reply."""
 
     def acknowledge(self, cursor: int) -> None:
         """Every event up to ``cursor`` is finished; the channel may drop them."""
@@ -133,3 +139,8 @@ class Channel(Protocol):
 
     def state(self) -> ChannelState:
         """How the channel runs, for ``enact channel list`` and ``enact status``."""
+
+
+def delivers_at_once(channel: Channel) -> bool:
+    """The channel's ``deliver`` returns at once (``Channel.deliver``)."""
+    return bool(getattr(channel, "delivers_at_once", False))

@@ -37,6 +37,9 @@ class LocalChannel:
         self._inbox: InboxInlet | None = None
         self._deliver_argv = shlex.split(deliver_command) if deliver_command else []
         self.idempotent_delivery = not self._deliver_argv
+        # Without a command a reply is delivered by answering the waiting
+        # ``send``, after the inbox logs the turn (``finished``): nothing blocks.
+        self.delivers_at_once = not self._deliver_argv
         self._wait_timeout_s = wait_timeout_s
         self._waiters: dict[str, list[Future[Outcome]]] = {}
         self._lock = threading.Lock()

@@ -47,7 +47,7 @@ class ConversationActor(EnactActor):
                                       startup_context=services.startup_context,
                                       prompt_version=runtime.prompt_version,
                                       timeout_s=runtime.timeout_s, token=context.fence.token,
-                                      metrics=context.metrics, clock=context.clock)
+                                      metrics=context.metrics, clock=context.clock, hold_records=True)
         self._journal = JournaledCommands(services.commands, self.context.ask)
         self._runtime_failure = ""
         """Why the runtime could not answer during the current event (its reply is then the advice)."""
@@ -59,6 +59,14 @@ class ConversationActor(EnactActor):
         return super().handle(message)
 
     def _handle_event(self, message: HandleEvent) -> None:
+        try:
+            self._run_event(message)
+        finally:
+            # After the inbox heard the turn's end: its commit of the reply
+            # does not queue behind the mapping's (nothing waits for that).
+            self._sessions.tell_records()
+
+    def _run_event(self, message: HandleEvent) -> None:
         self._runtime_failure = ""
         try:
             reply, actions = self._turn(message)
@@ -84,6 +92,7 @@ class ConversationActor(EnactActor):
         name, args = command
         if self._services.commands.get(name) is None:
             return f"unknown command /{name}; /help lists them", []
+        self._sessions.tell_records()  # a command may call on this session (task.add's brief)
         receipt = self._journal.once(self._call(name, args, origin=message.origin, event=message),
                                      request_id=message.event_id, subject=f"The command /{name}",
                                      resumed=message.attempt > 1)
@@ -120,6 +129,7 @@ class ConversationActor(EnactActor):
                 case AskModel():
                     step = loop.answered(self._ask_model(message.event, step))
                 case RunAction():
+                    self._sessions.tell_records()  # a command may call on this session (task.add's brief)
                     call = self._call(step.command, step.args, origin=MODEL_ACTION, event=message,
                                       receipts=step.receipts)
                     receipt = self._journal.step(call, request_id=message.event_id, index=step.index)

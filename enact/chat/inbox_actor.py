@@ -47,6 +47,7 @@ from enact.messages.inbox import (
     TurnFinished,
 )
 from enact.messages.sessions import AddNote
+from enact.metrics import Children
 from enact.ownership import ConversationLock
 from enact.retry import Backoff
 
@@ -99,6 +100,7 @@ class InboxActor(EnactActor):
                                                                              services.origins)),
         )
         self.batch = self.inbox.batch
+        self._inbox_events = Children(context.metrics.of(ChatMetrics).inbox_events)
         inbox = self.inbox
         self.idle_reads.declare(GetOutcome, lambda message: inbox.committed_outcome(message.event_id))
         self.idle_reads.declare(ReadTurns, inbox.committed_turns)
@@ -169,7 +171,7 @@ class InboxActor(EnactActor):
     def _carry_out_one(self, effect: Effect) -> None:
         match effect:
             case Count(channel=channel, outcome=outcome):
-                self.context.metrics.of(ChatMetrics).inbox_events.labels(channel=channel, outcome=outcome).inc()
+                self._inbox_events(channel, outcome).inc()
             case ToConversation(key=key, work=work, message=handed):
                 self._conversations.tell(key, work, handed)
             case ConversationDone(work=work):

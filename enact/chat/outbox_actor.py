@@ -29,7 +29,7 @@ import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import WriteBatch
-from enact.channels import Channel, DeliveryReport, OutgoingReply
+from enact.channels import Channel, DeliveryReport, OutgoingReply, delivers_at_once
 from enact.chat import deliveries
 from enact.chat.deliveries import Step
 from enact.chat.metrics import ChatMetrics
@@ -37,6 +37,7 @@ from enact.chat.parts import split_reply
 from enact.chat.settings import ChatSettings
 from enact.messages.inbox import Delivered
 from enact.messages.outbox import ChannelAnswered, Deliver, DeliveryRecord, DeliveryState, RetryDelivery
+from enact.metrics import Children
 from enact.retry import Backoff
 from enact.storage import AppendLog, RecordTable
 
@@ -59,6 +60,7 @@ class OutboxActor(EnactActor):
         chat = context.config.typed(ChatSettings)
         self._policy = Backoff(first_s=chat.delivery_backoff_s, factor=2.0, attempts=chat.delivery_attempts)
         self._metrics = context.metrics
+        self._deliveries = Children(context.metrics.of(ChatMetrics).deliveries)
         self._pools: dict[str, ThreadPoolExecutor] = {}
 
     def on_stop(self) -> None:
@@ -96,7 +98,7 @@ class OutboxActor(EnactActor):
         if message.first:
             # The common case, without a commit of its own: the reply's commit
             # marks this attempt, and no other can be running.
-            self._call(message.event_id, message.sequence, message.reply_to, unsent)
+            self._call(message.event_id, message.sequence, message.reply_to, unsent, first=True)
             return
 
         def write(txn: lmdb.Transaction) -> tuple[Step, DeliveryRecord | None]:
@@ -125,7 +127,7 @@ class OutboxActor(EnactActor):
                 log.warning("reply of %s (part %d of %d) was being delivered when the daemon stopped; its outcome "
                             "is unknown and the channel cannot re-send safely: marked not resent", message.event_id,
                             unsure, record.parts)
-                self._metrics.of(ChatMetrics).deliveries.labels(channel=record.channel, outcome="not_resent").inc()
+                self._deliveries(record.channel, "not_resent").inc()
                 if deliveries.sends_next_part(record):
                     self._call(message.event_id, message.sequence, message.reply_to, record)
                     return
@@ -152,7 +154,9 @@ class OutboxActor(EnactActor):
 
         self._batch.stage(write, after)
 
-    def _call(self, event_id: str, sequence: int, reply_to: str, record: DeliveryRecord) -> None:
+    def _call(self, event_id: str, sequence: int, reply_to: str, record: DeliveryRecord, *,
+              first: bool = False) -> None:
+        """Send ``record``'s part; ``first``: the reply's first attempt, which nothing journaled."""
         channel = self._channels.get(record.channel)
         parts = self._parts(channel, record.text)
         if channel is None or len(parts) != record.parts:
@@ -164,6 +168,9 @@ class OutboxActor(EnactActor):
         reply = OutgoingReply(event_id=event_id, channel=record.channel, conversation=record.conversation,
                               message_id=record.message_id, text=parts[record.part], attempt=record.attempts,
                               part=record.part, parts=record.parts, repeat=deliveries.repeats(record))
+        if delivers_at_once(channel):
+            self._answered(self._channel_answer(channel, reply, sequence, reply_to, record), unjournaled=first)
+            return
         pool = self._pools.get(record.channel)
         if pool is None:
             pool = self._pools[record.channel] = ThreadPoolExecutor(
@@ -178,25 +185,32 @@ class OutboxActor(EnactActor):
     def _call_channel(self, channel: Channel, reply: OutgoingReply, sequence: int, reply_to: str,
                       attempt: DeliveryRecord) -> None:
         """Runs on the channel's delivery thread."""
-        try:
-            self.context.fence.check()
-            report = channel.deliver(reply)
-        except Exception as problem:
-            report = DeliveryReport(ok=False, retryable=True, error=f"{type(problem).__name__}: {problem}")
-        answer = ChannelAnswered(event_id=reply.event_id, sequence=sequence, reply_to=reply_to, attempt=attempt,
-                                 ok=report.ok, retryable=report.retryable, error=report.error,
-                                 retry_after_s=report.retry_after_s,
-                                 unsure=report.unsure and not channel.idempotent_delivery)
+        answer = self._channel_answer(channel, reply, sequence, reply_to, attempt)
         try:
             self.context.tell(self.context.name, answer)
         except Exception:
             log.warning("delivery result of %s arrived while the daemon stops", reply.event_id)
 
+    def _channel_answer(self, channel: Channel, reply: OutgoingReply, sequence: int, reply_to: str,
+                        attempt: DeliveryRecord) -> ChannelAnswered:
+        try:
+            if not delivers_at_once(channel):  # which does nothing outside LMDB: the fence has nothing to keep out
+                self.context.fence.check()
+            report = channel.deliver(reply)
+        except Exception as problem:
+            report = DeliveryReport(ok=False, retryable=True, error=f"{type(problem).__name__}: {problem}")
+        return ChannelAnswered(event_id=reply.event_id, sequence=sequence, reply_to=reply_to, attempt=attempt,
+                               ok=report.ok, retryable=report.retryable, error=report.error,
+                               retry_after_s=report.retry_after_s,
+                               unsure=report.unsure and not channel.idempotent_delivery)
+
     # -- answers ------------------------------------------------------------
 
-    def _answered(self, message: ChannelAnswered) -> None:
+    def _answered(self, message: ChannelAnswered, *, unjournaled: bool = False) -> None:
+        """``unjournaled``: the answer to a first attempt, in the same message
+        as the ``Deliver`` that made it: nothing journaled it since."""
         key = AppendLog.key(message.sequence)
-        stored = self._store.read(lambda txn: self._journal.get(txn, key))
+        stored = None if unjournaled else self._store.read(lambda txn: self._journal.get(txn, key))
         if not deliveries.answers(stored, message.attempt):
             return  # stale: not the attempt in flight
         record = deliveries.answered(message.attempt, ok=message.ok, retryable=message.retryable,
@@ -207,10 +221,10 @@ class OutboxActor(EnactActor):
             log.warning("reply of %s (part %d of %d): the connection broke after it was sent, also when it was "
                         "sent again marked as a possible repeat; its outcome is unknown: not sent a third time",
                         message.event_id, message.attempt.part + 1, record.parts)
-            self._metrics.of(ChatMetrics).deliveries.labels(channel=record.channel, outcome="not_resent").inc()
+            self._deliveries(record.channel, "not_resent").inc()
         elif not deliveries.sends_next_part(record):  # a reply in parts counts once, when its last is sent
             outcome = "ok" if message.ok else "retry" if retrying else "failed"
-            self._metrics.of(ChatMetrics).deliveries.labels(channel=record.channel, outcome=outcome).inc()
+            self._deliveries(record.channel, outcome).inc()
         if deliveries.recorded_by_the_inbox(stored, record):
             self._report(message.event_id, message.reply_to, record)
             return

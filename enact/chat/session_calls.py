@@ -28,7 +28,7 @@ from enact.chat.notices import notes_text
 from enact.clock import REAL_CLOCK, Clock
 from enact.credentials import redact
 from enact.messages.memory import Context, ContextReply
-from enact.messages.sessions import Forget, HistoryMessage, Lookup, Note, Notes, ReadHistory, Record, Session
+from enact.messages.sessions import Forget, HistoryMessage, Note, Open, ReadHistory, Record
 from enact.messages.skills import Startup, Used
 from enact.metrics import Metrics
 from enact.runtime import (
@@ -61,7 +61,13 @@ class SessionCalls:
     """Calls on conversations' sessions, for whoever holds one of these."""
 
     def __init__(self, runtime: Runtime, *, ask: Asker, tell: Tell, startup_context: str, prompt_version: int,
-                 timeout_s: float, token: CancellationToken, metrics: Metrics, clock: Clock = REAL_CLOCK) -> None:
+                 timeout_s: float, token: CancellationToken, metrics: Metrics, clock: Clock = REAL_CLOCK,
+                 hold_records: bool = False) -> None:
+        """``hold_records``: a call's ``sessions.Record`` is told by
+        ``tell_records`` (or before this object's next ask of the Sessions
+        actor) rather than at once: the conversation actor tells its turn's
+        end to the inbox first, so that the commit of the reply does not wait
+        behind the commit of the mapping."""
         self.runtime = runtime
         self._clock = clock
         self._ask = ask
@@ -74,6 +80,14 @@ class SessionCalls:
         # By session key: the native session this object started and the
         # facts it was given at its start, so recall does not repeat them.
         self._given: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self._hold_records = hold_records
+        self._held: list[Record] = []
+
+    def tell_records(self) -> None:
+        """Tell the Sessions actor the records held back (``hold_records``)."""
+        held, self._held = self._held, []
+        for record in held:
+            self._tell(SESSIONS, record)
 
     def call(self, session_key: str, prompt: str, *, owner_message: str, owners: bool,
              recall_for: str | None = None, receipt: str | None = None, images: tuple[Path, ...] = (),
@@ -82,9 +96,12 @@ class SessionCalls:
         is the owner's (memory gives no fact otherwise); ``recall_for``: the
         owner's message to recall facts for (None: recall nothing);
         ``spends_over_budget``: the owner's CLI, answered whatever the budget says."""
-        mapping = self._ask(SESSIONS, Lookup(key=session_key, prompt_version=self._prompt_version))
-        resume = mapping.native_id if isinstance(mapping, Session) else None
-        notes = self._ask(SESSIONS, Notes(key=session_key)).notes if session_key else ()
+        self.tell_records()  # what this call reads of the session includes them
+        # An isolated call (no key) has no mapping and no notes.
+        opened = self._ask(SESSIONS, Open(key=session_key, prompt_version=self._prompt_version)) \
+            if session_key else None
+        resume = opened.session.native_id if opened is not None and opened.session is not None else None
+        notes = opened.notes if opened is not None else ()
         call = _Call(session_key=session_key, prompt=prompt, owner_message=owner_message, owners=owners,
                      recall_for=recall_for, receipt=receipt, images=images, notes=notes,
                      spends_over_budget=spends_over_budget)
@@ -152,10 +169,12 @@ class SessionCalls:
                  HistoryMessage(role="assistant", content=redact(result.text)))
                 if host_keeps_history(capabilities) else ()
             )
-            self._tell(SESSIONS, Record(key=session_key, native_id=result.native_session or "",
-                                        prompt_version=self._prompt_version, exchange=exchange,
-                                        history_chars=capabilities.history_chars, context_at=context_at,
-                                        notes_given=tuple(note.note_id for note in call.notes)))
+            self._held.append(Record(key=session_key, native_id=result.native_session or "",
+                                     prompt_version=self._prompt_version, exchange=exchange,
+                                     history_chars=capabilities.history_chars, context_at=context_at,
+                                     notes_given=tuple(note.note_id for note in call.notes)))
+            if not self._hold_records:
+                self.tell_records()
         return result.text
 
     def _skills_used(self, session_key: str, names: tuple[str, ...]) -> None:

@@ -2,7 +2,10 @@
 
 A mapping written under another prompt version reads as absent (and is left
 in place, so rolling back the prompt finds it again). Writes are grouped per
-commit; until a staged write commits, lookups read it from memory.
+commit; until a staged write commits, lookups read it from memory, and what
+was committed stays in memory too (``enact.chat.kept_tables``). A call's
+start (``Open``: its mapping and its notes) is answered in the caller's
+thread while the actor is idle.
 
 A forgotten fact (``ForgetFact``) is redacted in every kept history and
 resets every native session that may have been given it.
@@ -24,6 +27,7 @@ import lmdb
 
 from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
+from enact.chat.kept_tables import KeptTable
 from enact.chat.redaction import pattern_of, redact_text
 from enact.messages.common import Done, NotFound
 from enact.messages.inbox import NoticeTaken
@@ -39,6 +43,8 @@ from enact.messages.sessions import (
     Lookup,
     Note,
     Notes,
+    Open,
+    Opened,
     PendingNotes,
     ReadHistory,
     Record,
@@ -66,21 +72,21 @@ class SessionsActor(EnactActor):
         super().__init__(context)
         self._store = context.own_store()
         self._batch = self.batch = WriteBatch(self._store, owner=context.name)
-        self._sessions = self._store.table(SESSIONS)
-        self._histories = self._store.table(HISTORIES)
-        self._notes = self._store.table(NOTES)
-        # Key -> document (None: deleted) staged but not yet committed.
-        self._staged: dict[bytes, Document | None] = {}
-        self._staged_histories: dict[bytes, Document | None] = {}
-        self._staged_notes: dict[bytes, Document | None] = {}
+        self._sessions = KeptTable(self._store, self._store.table(SESSIONS))
+        self._histories = KeptTable(self._store, self._store.table(HISTORIES))
+        self._notes = KeptTable(self._store, self._store.table(NOTES))
         # Native sessions reset for a forgotten fact: a turn that was running
         # in one when it was reset must not record it again.
         self._reset: set[str] = set()
         # The latest facts forgotten, for the calls that were running then.
         self._forgotten: deque[_Forgotten] = deque(maxlen=_FORGOTTEN_KEPT)
+        # Idle, nothing is staged: what a call starts from is what is committed.
+        self.idle_reads.declare(Open, self._committed_open)
 
     def handle(self, message: Any) -> Any:
         match message:
+            case Open():
+                return self._open(message)
             case Lookup():
                 return self._lookup(message)
             case Record():
@@ -105,26 +111,36 @@ class SessionsActor(EnactActor):
             return NotFound(kind="session", id=message.key)
         return Session(key=message.key, **document)
 
+    def _open(self, message: Open) -> Opened:
+        mapping = self._lookup(Lookup(key=message.key, prompt_version=message.prompt_version))
+        return Opened(key=message.key, session=mapping if isinstance(mapping, Session) else None,
+                      notes=self._pending_notes(message.key).notes)
+
+    def _committed_open(self, message: Open) -> Opened:
+        """What ``_open`` answers, from the committed tables alone, in one
+        read transaction: an idle read (``enact.actors._idle_reads``)."""
+        key = message.key.encode()
+
+        def read(txn: lmdb.Transaction) -> tuple[Document | None, Document | None]:
+            return self._sessions.table.get(txn, key), self._notes.table.get(txn, key)
+
+        mapping, notes = self._store.read(read) if message.key else (None, None)
+        session = (Session(key=message.key, **mapping)
+                   if mapping is not None and mapping["prompt_version"] == message.prompt_version else None)
+        return Opened(key=message.key, session=session, notes=_notes_of(notes))
+
     def _current(self, key: bytes) -> Document | None:
-        if key in self._staged:
-            return self._staged[key]
-        return self._store.read(lambda txn: self._sessions.get(txn, key))
+        return self._sessions.current(key)
 
     def _current_history(self, key: bytes) -> Document | None:
-        if key in self._staged_histories:
-            return self._staged_histories[key]
-        return self._store.read(lambda txn: self._histories.get(txn, key))
+        return self._histories.current(key)
 
     def _current_notes(self, key: bytes) -> Document:
-        if key in self._staged_notes:
-            document = self._staged_notes[key]
-        else:
-            document = self._store.read(lambda txn: self._notes.get(txn, key))
+        document = self._notes.current(key)
         return document if document is not None else {"pending": [], "given": []}
 
     def _pending_notes(self, key: str) -> PendingNotes:
-        pending = self._current_notes(key.encode())["pending"] if key else []
-        return PendingNotes(key=key, notes=tuple(Note(note_id=note_id, text=text) for note_id, text in pending))
+        return PendingNotes(key=key, notes=_notes_of(self._current_notes(key.encode()) if key else None))
 
     def _add_note(self, message: AddNote) -> Deferred | Done:
         key = message.key.encode()
@@ -167,36 +183,28 @@ class SessionsActor(EnactActor):
                    then: Callable[[], None] | None = None) -> Deferred:
         """Stage mappings, histories and notes (None deletes one), in one
         commit; ``then`` runs once it is durable."""
-        notes = notes or {}
-        self._staged.update(mappings)
-        self._staged_histories.update(histories)
-        self._staged_notes.update(notes)
+        writes = ((self._sessions, mappings), (self._histories, histories), (self._notes, notes or {}))
+        for table, documents in writes:
+            table.stage(documents)
 
         def write(txn: lmdb.Transaction) -> None:
-            for table, documents in ((self._sessions, mappings), (self._histories, histories), (self._notes, notes)):
-                for key, document in documents.items():
-                    if document is None:
-                        table.delete(txn, key)
-                    else:
-                        table.put(txn, key, document)
+            for table, documents in writes:
+                table.write(txn, documents)
 
-        def settle(_: object) -> None:
-            for staged, documents in ((self._staged, mappings), (self._staged_histories, histories),
-                                      (self._staged_notes, notes)):
-                for key, document in documents.items():
-                    if staged.get(key, _NONE) is document:
-                        del staged[key]
+        def settle(committed: bool) -> None:
+            for table, documents in writes:
+                table.settle(documents, committed=committed)
 
         deferred = Deferred()
 
-        def after(result: None) -> None:
-            settle(result)
+        def after(_: None) -> None:
+            settle(True)
             if then is not None:
                 then()
             deferred.resolve(reply)
 
         def failed(error: Exception) -> None:
-            settle(error)
+            settle(False)
             deferred.fail(error)
 
         self._batch.stage(write, after, failed=failed)
@@ -260,7 +268,7 @@ class SessionsActor(EnactActor):
             self._forgotten.append(_Forgotten(at=forgotten_at, pattern=pattern, tombstone=message.tombstone))
         self._batch.flush()  # LMDB holds every staged write: read it alone
         sessions, histories = self._store.read(
-            lambda txn: (dict(self._sessions.items(txn)), dict(self._histories.items(txn))))
+            lambda txn: (dict(self._sessions.table.items(txn)), dict(self._histories.table.items(txn))))
         redacted: dict[bytes, Document | None] = {}
         for key, history in histories.items():
             if pattern is None:
@@ -280,9 +288,6 @@ class SessionsActor(EnactActor):
         return self._stage_all(reset, redacted, reply)
 
 
-_NONE = object()
-
-
 @dataclass(frozen=True, slots=True)
 class _Forgotten:
     at: float
@@ -294,6 +299,11 @@ def _redacted(text: str, forgotten: list[_Forgotten]) -> str:
     for forgot in forgotten:
         text = redact_text(text, forgot.pattern, forgot.tombstone)
     return text
+
+
+def _notes_of(document: Document | None) -> tuple[Note, ...]:
+    pending = document["pending"] if document is not None else []
+    return tuple(Note(note_id=note_id, text=text) for note_id, text in pending)
 
 
 def _messages(document: Document) -> tuple[HistoryMessage, ...]:

@@ -37,13 +37,18 @@ class ConsoleComponent(Component):
         return self._hub
 
     def actors(self, parts: DaemonParts) -> Sequence[ActorSpec]:
-        """Declared whether or not the console serves (an event with no open
-        page to go to costs a tell), so the roster is the same either way."""
+        """Declared whether or not the console serves, so the roster is the
+        same either way; it is told the feed's events only while a page has
+        its event stream open (every chat turn publishes one, and with no
+        page to go to it would cost a message for nothing), so never when
+        the console is off."""
         from enact.actors.supervisor import ActorSpec
         from enact.console.events_actor import SUBSCRIBES, ConsoleEventsActor
 
-        return [ActorSpec(name="console", actor=ConsoleEventsActor, options={"hub": self._made_hub()},
-                          subscribes=SUBSCRIBES)]
+        hub = self._made_hub()
+        return [ActorSpec(name="console", actor=ConsoleEventsActor, options={"hub": hub},
+                          subscribes=SUBSCRIBES,
+                          listening=hub.listened)]
 
     def handlers(self, settings: Config, ask: Asker) -> Mapping[type[Any], WireHandler]:
         from enact.messages.console import Login

@@ -85,6 +85,12 @@ class Hub:
         for stream in streams:
             stream.offer(update)
 
+    def listened(self) -> bool:
+        """Whether a stream is open: read at every event the actors publish,
+        so without the lock (a set's truth is read in one step); a stream
+        that opens meanwhile has read its page after the event anyway."""
+        return bool(self._streams)
+
     @property
     def open_streams(self) -> int:
         with self._lock:

@@ -246,7 +246,8 @@ class FactIndex:
         if not terms or limit <= 0:
             return []
         scored: list[tuple[float, str]] = []
-        if self._searcher is not None:
+        # An empty index (no fact yet) has nothing to find: no query is built.
+        if self._searcher is not None and self._searcher.num_docs:
             clauses = [
                 (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, field, term))
                 for term in terms

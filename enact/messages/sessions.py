@@ -99,6 +99,25 @@ class PendingNotes:
     notes: tuple[Note, ...]
 
 
+@request("sessions.Open", plumbing=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Open(Request["Opened"]):
+    """What a call on ``key``'s session starts from, in one ask: the mapping
+    (``Lookup``) and the notes waiting for it (``Notes``)."""
+
+    key: str = field(metadata=limit(512))
+    prompt_version: int
+
+
+@reply("sessions.Opened")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Opened:
+    key: str
+    session: Session | None
+    """None: no mapping of ``key`` written under the prompt version asked for."""
+    notes: tuple[Note, ...]
+
+
 @request("sessions.Forget", plumbing=True)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Forget(Request["Forgotten"]):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from enact.cancellation import Cancelled
-from enact.metrics import Metrics
+from enact.metrics import Children, Metrics
 from enact.runtime import (
     Runtime,
     RuntimeFailure,
@@ -43,6 +43,9 @@ class MeteredRuntime(RuntimeWrapper):
         self._on_spent = on_spent
         self._allow_full_access = allow_full_access
         self._budget = budget
+        self._calls = Children(metrics.runtime_calls)
+        self._seconds = Children(metrics.runtime_call_seconds)
+        self._tokens = Children(metrics.runtime_tokens)
 
     def invoke(self, request: RuntimeRequest) -> RuntimeResult:
         started = time.monotonic()
@@ -90,9 +93,9 @@ class MeteredRuntime(RuntimeWrapper):
             raise RuntimeOverBudget(overrun.said())
 
     def _count(self, purpose: str, outcome: str, usage: Usage, started: float) -> None:
-        metrics, adapter = self._metrics, self.name
-        metrics.runtime_calls.labels(adapter=adapter, outcome=outcome, purpose=purpose).inc()
-        metrics.runtime_call_seconds.labels(adapter=adapter, purpose=purpose).observe(time.monotonic() - started)
+        adapter = self.name
+        self._calls(adapter, outcome, purpose).inc()
+        self._seconds(adapter, purpose).observe(time.monotonic() - started)
         spent = {
             "input": usage.input_tokens,
             "cached_input": usage.cached_input_tokens,
@@ -101,7 +104,7 @@ class MeteredRuntime(RuntimeWrapper):
         }
         for kind, count in spent.items():
             if count:
-                metrics.runtime_tokens.labels(adapter=adapter, kind=kind, purpose=purpose).inc(count)
+                self._tokens(adapter, kind, purpose).inc(count)
         if self._on_spent is not None and outcome != RuntimeOverBudget.kind:  # not made: nothing to tally
             try:
                 self._on_spent(purpose, usage)
