@@ -120,6 +120,12 @@ def run_cli(home: Path, *args: str, env: dict[str, str] | None = None, input: st
     )
 
 
+READY_POLL_S = 0.01
+"""How often a start is checked for readiness: a refused connect costs
+microseconds, and every test that starts a daemon waits out the part of an
+interval it overshoots."""
+
+
 class Daemon:
     """One `enact daemon run` process."""
 
@@ -140,16 +146,16 @@ class Daemon:
             try:
                 report = request(self.home, Status(), timeout=2)
             except (NotRunning, OSError):
-                time.sleep(0.05)
+                time.sleep(READY_POLL_S)
                 continue
             except DaemonError as error:  # in a takeover: the old daemon, stopping, until the new one binds
                 if "is stopping" not in str(error):
                     raise
-                time.sleep(0.05)
+                time.sleep(READY_POLL_S)
                 continue
             if isinstance(report, StatusReport) and report.pid == self.pid:
                 return report
-            time.sleep(0.05)
+            time.sleep(READY_POLL_S)
         raise AssertionError(f"daemon not ready within {timeout} s:\n{self.log_text()}")
 
     def request(self, message: object, timeout: float = 60) -> object:
