@@ -49,6 +49,31 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # --- end bytecode -------------------------------------------------------------
 
 
+# --- order: the modules with the longest tests first ----------------------------
+# The workers share the tests out in collection order and steal from the end
+# of each other's queues; a long test among the last keeps one worker busy
+# while the others have nothing left. Alphabetically these modules fall late
+# (test_task_*, test_telegram, test_update) or anywhere; run first, they
+# overlap the many short tests instead. Measured: each holds single tests of
+# 10 s or more on a quiet machine. Within a module the order stays as written
+# (a module's shared daemon is started once per worker that runs its tests).
+
+LONGEST_FIRST = (
+    "test_update.py", "test_takeover.py", "test_task_protected_daemon.py", "test_task_git_real_clis.py",
+    "test_task_workers.py", "test_bench_smoke.py", "test_memory_forget_complete.py", "test_deploy.py",
+    "test_task_experience.py", "test_task_workers_real_clis.py", "test_memory_authority_daemon.py",
+    "test_task_branches.py", "test_lineage_daemon.py", "test_telegram.py", "test_task_runtime_commands.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+# --- end order ------------------------------------------------------------------
+
+
 # --- require_binary: external tools needed by a test -------------------------
 # A missing tool skips the test on a developer machine, but under CI=true it is
 # a failure: CI installs these tools, and a skip there would hide a broken check.
