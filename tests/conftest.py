@@ -163,7 +163,9 @@ class Daemon:
     def pid(self) -> int:
         return self.process.pid
 
-    def wait_ready(self, timeout: float = 20) -> StatusReport:
+    def wait_ready(self, timeout: float = 60) -> StatusReport:
+        # (a deadline for a failure, not a speed asked of a start: with more
+        # workers than cores, a start may queue behind several others)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -281,8 +283,9 @@ def module_daemons() -> Iterator[DaemonFactory]:
         factory.close()
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds, or fail naming ``what``."""
+def wait_for(predicate: Callable[[], object], timeout: float = 60, what: str = "condition") -> None:
+    """Poll ``predicate`` until it holds, or fail naming ``what`` (the
+    timeout only bounds a failure, so it leaves room for a busy machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
