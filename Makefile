@@ -39,8 +39,13 @@ TOOLS_STAMP := $(TOOLS)/.installed-codex-$(CODEX_VERSION)-claude-$(CLAUDE_VERSIO
 # (defined before the rules that name it: make reads a rule's prerequisites
 # as it meets them)
 
+# Four workers on two cores: most tests wait on daemons, subprocesses and
+# sockets, and with two workers the cores sat a quarter idle. worksteal
+# hands an idle worker the end of a busy one's queue (the last tests are
+# short ones: tests/conftest.py orders the modules with long tests first).
+PYTEST_WORKERS ?= 4
 pytest: $(VENV)/.installed-test $(TOOLS_STAMP)
-	$(BIN)/pytest -q -n 2
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist worksteal
 
 test: lint pytest
 

@@ -49,6 +49,31 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # --- end bytecode -------------------------------------------------------------
 
 
+# --- order: the modules with the longest tests first ----------------------------
+# The workers share the tests out in collection order and steal from the end
+# of each other's queues; a long test among the last keeps one worker busy
+# while the others have nothing left. Alphabetically these modules fall late
+# (test_task_*, test_telegram, test_update) or anywhere; run first, they
+# overlap the many short tests instead. Measured: each holds single tests of
+# 10 s or more on a quiet machine. Within a module the order stays as written
+# (a module's shared daemon is started once per worker that runs its tests).
+
+LONGEST_FIRST = (
+    "test_update.py", "test_takeover.py", "test_task_protected_daemon.py", "test_task_git_real_clis.py",
+    "test_task_workers.py", "test_bench_smoke.py", "test_memory_forget_complete.py", "test_deploy.py",
+    "test_task_experience.py", "test_task_workers_real_clis.py", "test_memory_authority_daemon.py",
+    "test_task_branches.py", "test_lineage_daemon.py", "test_telegram.py", "test_task_runtime_commands.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+# --- end order ------------------------------------------------------------------
+
+
 # --- require_binary: external tools needed by a test -------------------------
 # A missing tool skips the test on a developer machine, but under CI=true it is
 # a failure: CI installs these tools, and a skip there would hide a broken check.
@@ -120,6 +145,12 @@ def run_cli(home: Path, *args: str, env: dict[str, str] | None = None, input: st
     )
 
 
+READY_POLL_S = 0.01
+"""How often a start is checked for readiness: a refused connect costs
+microseconds, and every test that starts a daemon waits out the part of an
+interval it overshoots."""
+
+
 class Daemon:
     """One `enact daemon run` process."""
 
@@ -132,7 +163,9 @@ class Daemon:
     def pid(self) -> int:
         return self.process.pid
 
-    def wait_ready(self, timeout: float = 20) -> StatusReport:
+    def wait_ready(self, timeout: float = 60) -> StatusReport:
+        # (a deadline for a failure, not a speed asked of a start: with more
+        # workers than cores, a start may queue behind several others)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -140,16 +173,16 @@ class Daemon:
             try:
                 report = request(self.home, Status(brief=True), timeout=2)
             except (NotRunning, OSError):
-                time.sleep(0.05)
+                time.sleep(READY_POLL_S)
                 continue
             except DaemonError as error:  # in a takeover: the old daemon, stopping, until the new one binds
                 if "is stopping" not in str(error):
                     raise
-                time.sleep(0.05)
+                time.sleep(READY_POLL_S)
                 continue
             if isinstance(report, StatusReport) and report.pid == self.pid:
                 return report
-            time.sleep(0.05)
+            time.sleep(READY_POLL_S)
         raise AssertionError(f"daemon not ready within {timeout} s:\n{self.log_text()}")
 
     def request(self, message: object, timeout: float = 60) -> object:
@@ -250,8 +283,9 @@ def module_daemons() -> Iterator[DaemonFactory]:
         factory.close()
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds, or fail naming ``what``."""
+def wait_for(predicate: Callable[[], object], timeout: float = 60, what: str = "condition") -> None:
+    """Poll ``predicate`` until it holds, or fail naming ``what`` (the
+    timeout only bounds a failure, so it leaves room for a busy machine)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

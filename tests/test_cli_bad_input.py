@@ -34,6 +34,15 @@ def _refused_in_one_line(result: subprocess.CompletedProcess[str], needle: str) 
     assert result.stdout == ""
 
 
+@pytest.fixture(scope="module")
+def daemon(module_daemons: DaemonFactory) -> Daemon:
+    """One daemon for the module's refusals: each test finds it as the last
+    left it, with nothing in it (which that test's ``_nothing_changed``
+    checked), so each still sees that its own bad input changed nothing.
+    The one test that sends something starts its own."""
+    return module_daemons.start()
+
+
 def _nothing_changed(daemon: Daemon) -> None:
     assert daemon.cli_json("turns", "--json") == []
     assert daemon.cli_json("memory", "list", "--json")["facts"] == []
@@ -41,8 +50,7 @@ def _nothing_changed(daemon: Daemon) -> None:
     assert daemon.process.poll() is None
 
 
-def test_send_over_the_text_limit_exits_2_and_sends_nothing(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_send_over_the_text_limit_exits_2_and_sends_nothing(daemon: Daemon) -> None:
     _refused_in_one_line(_cli(daemon, "send", "a" * (MAX_TEXT + 1)), f"field 'text' is too long: {MAX_TEXT + 1}")
     as_json = _cli(daemon, "send", "--json", "a" * (MAX_TEXT + 1))
     assert as_json.returncode == 2 and as_json.stderr == ""
@@ -52,15 +60,13 @@ def test_send_over_the_text_limit_exits_2_and_sends_nothing(daemons: DaemonFacto
     _nothing_changed(daemon)
 
 
-def test_a_message_id_over_its_limit_exits_2(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_a_message_id_over_its_limit_exits_2(daemon: Daemon) -> None:
     _refused_in_one_line(_cli(daemon, "send", "--message-id", "m" * (MAX_ID + 1), "hello"),
                          "field 'message_id' is too long")
     _nothing_changed(daemon)
 
 
-def test_a_send_over_the_frame_size_exits_2_without_a_traceback(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_a_send_over_the_frame_size_exits_2_without_a_traceback(daemon: Daemon) -> None:
     # Eleven arguments of 100,000 characters: each under the kernel's limit
     # of one argument, together over the 1 MiB frame.
     words = ["w" * 100_000] * 11
@@ -81,8 +87,7 @@ def test_a_send_over_the_frame_size_exits_2_without_a_traceback(daemons: DaemonF
         ("turns", "--conversation", NOT_UTF8),
     ],
 )
-def test_an_argument_that_is_not_utf8_exits_2_naming_the_field(daemons: DaemonFactory, args: tuple[str, ...]) -> None:
-    daemon = daemons.start()
+def test_an_argument_that_is_not_utf8_exits_2_naming_the_field(daemon: Daemon, args: tuple[str, ...]) -> None:
     _refused_in_one_line(_cli(daemon, *args), "is not valid UTF-8 text")
     # `send`'s options come before its text: every word after the text is text.
     command, *rest = args
@@ -92,19 +97,17 @@ def test_an_argument_that_is_not_utf8_exits_2_naming_the_field(daemons: DaemonFa
 
 
 @pytest.mark.parametrize("text", ["", "   ", "\n\t "])
-def test_empty_or_blank_text_is_refused_before_it_reaches_the_model(daemons: DaemonFactory, text: str) -> None:
-    daemon = daemons.start()
+def test_empty_or_blank_text_is_refused_before_it_reaches_the_model(daemon: Daemon, text: str) -> None:
     _refused_in_one_line(_cli(daemon, "send", text), "there is no text to send")
     _refused_in_one_line(_cli(daemon, "send", "-", stdin=text.encode()), "there is no text to send")
     _refused_in_one_line(_cli(daemon, "memory", "remember", text), "there is no text to remember")
     _nothing_changed(daemon)
 
 
-def test_a_blank_send_over_a_raw_frame_is_ignored_by_the_daemon(daemons: DaemonFactory) -> None:
+def test_a_blank_send_over_a_raw_frame_is_ignored_by_the_daemon(daemon: Daemon) -> None:
     from enact.messages.inbox import Ignored
     from enact.messages.local import Send
 
-    daemon = daemons.start()
     reply = daemon.request(Send(text="  ", message_id="raw-blank"))
     assert isinstance(reply, Ignored) and reply.reason == "there is no text to send"
     _nothing_changed(daemon)
@@ -119,8 +122,7 @@ def test_send_dash_reads_the_text_from_standard_input(daemons: DaemonFactory) ->
     assert turn["message"] == long_text
 
 
-def test_send_dash_refuses_input_that_is_not_utf8_or_too_long(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_send_dash_refuses_input_that_is_not_utf8_or_too_long(daemon: Daemon) -> None:
     _refused_in_one_line(_cli(daemon, "send", "-", stdin=b"bad \xff"), "standard input is not valid UTF-8")
     _refused_in_one_line(_cli(daemon, "send", "-", stdin=b"y" * (MAX_TEXT + 1)), "field 'text' is too long")
     _refused_in_one_line(_cli(daemon, "send", "-", stdin=b"z" * (4 * MAX_TEXT + 1)),

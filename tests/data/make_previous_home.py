@@ -24,7 +24,7 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
+import threading
 from pathlib import Path
 
 import lmdb
@@ -62,14 +62,10 @@ def main() -> None:
         env.update(ENACT_HOME=str(home), ENACT_DAEMON_COMMAND_SERVER="false",
                    PYTHONPATH=os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")])))
         daemon = subprocess.Popen([sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr", "127.0.0.1:0"],
-                                  env=env, stdin=subprocess.DEVNULL, cwd=home)
+                                  env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, cwd=home)
         try:
-            deadline = time.monotonic() + 30
-            while subprocess.run([sys.executable, "-m", "enact", "status"], env=env, cwd=home,
-                                 capture_output=True, check=False).returncode != 0:
-                if time.monotonic() > deadline or daemon.poll() is not None:
-                    raise SystemExit("the daemon did not become ready")
-                time.sleep(0.2)
+            _wait_ready(daemon)
             _enact(home, env, "send", "hello from the previous release")
             for text in ENTRIES:
                 _enact(home, env, "call", "ledger.Add", orjson.dumps({"text": text}).decode())
@@ -80,6 +76,24 @@ def main() -> None:
                 daemon.kill()
         _dump(home / "state", OUTPUT)
     print(f"wrote {OUTPUT}")
+
+
+def _wait_ready(daemon: subprocess.Popen[str]) -> None:
+    """Read the daemon's log until its ``ready:`` line (it serves from
+    then on), then keep echoing the rest so that its pipe never fills."""
+    assert daemon.stdout is not None
+    timer = threading.Timer(30, daemon.kill)  # a daemon that never says ready ends the read below
+    timer.start()
+    try:
+        for line in daemon.stdout:
+            sys.stderr.write(line)
+            if "ready: control socket" in line:
+                break
+        else:
+            raise SystemExit("the daemon did not become ready")
+    finally:
+        timer.cancel()
+    threading.Thread(target=lambda: sys.stderr.writelines(daemon.stdout or ()), daemon=True).start()
 
 
 def _dump(state: Path, output: Path) -> None:
