@@ -59,8 +59,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 # (a module's shared daemon is started once per worker that runs its tests).
 
 LONGEST_FIRST = (
-    "test_update.py", "test_takeover.py", "test_task_protected_daemon.py", "test_task_git_real_clis.py",
-    "test_task_workers.py", "test_bench_smoke.py", "test_memory_forget_complete.py", "test_deploy.py",
+    "test_update.py", "test_task_ray.py", "test_takeover.py", "test_task_protected_daemon.py",
+    "test_task_git_real_clis.py", "test_task_workers.py", "test_bench_smoke.py", "test_memory_forget_complete.py",
+    "test_deploy.py",
     "test_task_experience.py", "test_task_workers_real_clis.py", "test_memory_authority_daemon.py",
     "test_task_branches.py", "test_lineage_daemon.py", "test_telegram.py", "test_task_runtime_commands.py",
 )
