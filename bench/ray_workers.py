@@ -30,8 +30,6 @@ from bench import task_workers
 from bench._daemons import start_daemon, stop_daemon
 from bench._ray_cluster import ADDRESS, NEEDS, RayCluster, possible
 from bench._table import Table, ratio
-from enact.cli._client import request
-from enact.messages.tasks import List, Submit, Submitted, TaskPage
 from enact.tasks.protected import Guards
 from enact.tasks.ray_bundles import bundle_base, bundle_change, clone_base, take_change
 from enact.tasks.remote_attempt import node_root
@@ -50,24 +48,7 @@ def _per_minute(base: Path, name: str, count: int, settings: dict[str, str], pre
     process = start_daemon(home, base / f"daemon-{name}.log", cwd=_ROOT, prefix=prefix, settings={
         "ENACT_TASKS_CONFINEMENT": "off", "ENACT_SCRIPTED_RULES": str(rules), **settings})
     try:
-        started = time.perf_counter()
-        for n in range(count):
-            reply = request(home, Submit(request=f"touch {n}", repo=str(repo), origin="human-cli"))
-            if not isinstance(reply, Submitted):
-                raise RuntimeError(f"submission refused: {reply}")
-        deadline = time.monotonic() + 120 + 20 * count
-        while time.monotonic() < deadline:
-            page = request(home, List(limit=count))
-            if isinstance(page, TaskPage) and all(task.state.ended for task in page.tasks):
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError(f"{name}: tasks did not end in time")
-        elapsed = time.perf_counter() - started
-        failed = [task for task in page.tasks if task.state.value != "succeeded"]
-        if failed:
-            raise RuntimeError(f"{name}: {len(failed)} tasks did not succeed: {failed[0].summary}")
-        return count / elapsed * 60
+        return task_workers.tasks_per_minute(home, repo, count, name=name, patience_s=120 + 20 * count)
     finally:
         stop_daemon(process)
         shutil.rmtree(node_root(home), ignore_errors=True)  # what the node kept for the home

@@ -60,6 +60,29 @@ def _start(home: Path, workers: int, confinement: str) -> subprocess.Popen[bytes
                         settings={"ENACT_DAEMON_WORKERS": str(workers), "ENACT_TASKS_CONFINEMENT": confinement})
 
 
+def tasks_per_minute(home: Path, repo: Path, count: int, *, name: str, patience_s: float) -> float:
+    """Submit ``count`` one-line tasks to the daemon on ``home`` and time them
+    until every one has ended; each must have succeeded."""
+    started = time.perf_counter()
+    for n in range(count):
+        reply = request(home, Submit(request=f"touch {n}", repo=str(repo), origin="human-cli"))
+        if not isinstance(reply, Submitted):
+            raise RuntimeError(f"submission refused: {reply}")
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        page = request(home, List(limit=count))
+        if isinstance(page, TaskPage) and all(task.state.ended for task in page.tasks):
+            break
+        time.sleep(0.02)
+    else:
+        raise RuntimeError(f"{name}: tasks did not end in time")
+    elapsed = time.perf_counter() - started
+    failed = [task for task in page.tasks if task.state.value != "succeeded"]
+    if failed:
+        raise RuntimeError(f"{name}: {len(failed)} tasks did not succeed: {failed[0].summary}")
+    return count / elapsed * 60
+
+
 def _daemon_per_minute(base: Path, workers: int, count: int, confinement: str) -> float:
     home = base / f"h{workers}{confinement}"
     home.mkdir(mode=0o700)
@@ -67,24 +90,7 @@ def _daemon_per_minute(base: Path, workers: int, count: int, confinement: str) -
     repo = _repo(base / f"repo{workers}{confinement}")
     process = _start(home, workers, confinement)
     try:
-        started = time.perf_counter()
-        for n in range(count):
-            reply = request(home, Submit(request=f"touch {n}", repo=str(repo), origin="human-cli"))
-            if not isinstance(reply, Submitted):
-                raise RuntimeError(f"submission refused: {reply}")
-        deadline = time.monotonic() + 60 + 10 * count
-        while time.monotonic() < deadline:
-            page = request(home, List(limit=count))
-            if isinstance(page, TaskPage) and all(task.state.ended for task in page.tasks):
-                break
-            time.sleep(0.02)
-        else:
-            raise RuntimeError("tasks did not end in time")
-        elapsed = time.perf_counter() - started
-        failed = [task for task in page.tasks if task.state.value != "succeeded"]
-        if failed:
-            raise RuntimeError(f"{len(failed)} tasks did not succeed: {failed[0].summary}")
-        return count / elapsed * 60
+        return tasks_per_minute(home, repo, count, name=f"{workers} workers", patience_s=60 + 10 * count)
     finally:
         process.terminate()
         process.wait(30)
