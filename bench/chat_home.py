@@ -30,7 +30,6 @@ from enact.chat import outbox_actor as outbox
 from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
 from enact.commands import CommandContext, CommandRegistry, builtin_commands
 from enact.components import DaemonParts
-from enact.daemon import build_runtime
 from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages import local
@@ -40,6 +39,7 @@ from enact.messages.local import Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
 from enact.storage import RecordTable, Storage, Store
+from enact.tasks.confined_calls import build_runtime
 
 T = TypeVar("T")
 

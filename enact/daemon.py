@@ -53,7 +53,7 @@ from enact.runtime.metered import MeteredRuntime
 from enact.runtime.scripted import RulesError
 from enact.storage import SchemaError, Storage, StorageError
 
-__all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_REFUSED", "CommandServer", "build_runtime", "run"]
+__all__ = ["EXIT_FATAL", "EXIT_OK", "EXIT_REFUSED", "CommandServer", "run"]
 
 log = logging.getLogger("enact.daemon")
 
@@ -61,19 +61,6 @@ R = TypeVar("R")
 
 _HALT_S = 0.4
 """How long a fenced daemon gives its actors and metrics server to stop."""
-
-
-def build_runtime(
-    installed: Components, settings: config.Config, commands: CommandRegistry | None = None
-) -> Runtime:
-    """The runtime ``runtime.adapter`` names, made by its component; raises
-    RulesError (or another ValueError) for a runtime that cannot be made.
-    An agentic runtime's calls outside a task are confined
-    (``enact.tasks.confined_calls``)."""
-    from enact.tasks.confined_calls import ConfinedCalls, confines_calls
-
-    runtime = installed.runtime(settings).make_runtime(settings, commands)
-    return ConfinedCalls(runtime, settings) if confines_calls(runtime) else runtime
 
 
 class CommandServer(Protocol):
@@ -128,6 +115,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     except (SchemaError, StorageError) as error:
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
+    from enact.tasks.confined_calls import build_runtime  # a feature's: imported when a daemon starts
+
     try:
         commands = daemon_commands(home, installed)
         runtime = build_runtime(installed, settings, commands)

@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from enact.config import Config
 from enact.runtime import Runtime, RuntimeRequest, RuntimeResult, RuntimeUnavailable, RuntimeWrapper
@@ -44,6 +45,10 @@ from enact.tasks.confine import (
     tried,
 )
 from enact.tasks.settings import TasksSettings
+
+if TYPE_CHECKING:
+    from enact.commands import CommandRegistry
+    from enact.components import Components
 
 
 class NotConfinable(RuntimeUnavailable):
@@ -108,3 +113,12 @@ def call_confinement(mode: str, *, home: Path, workdir: Path, programs: Sequence
         yield confined
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def build_runtime(installed: Components, settings: Config, commands: CommandRegistry | None = None) -> Runtime:
+    """The runtime ``runtime.adapter`` names, made by its component (the
+    daemon's, a Ray node's); raises RulesError (or another ValueError) for
+    a runtime that cannot be made. An agentic runtime's calls outside a
+    task are confined (``ConfinedCalls``)."""
+    runtime = installed.runtime(settings).make_runtime(settings, commands)
+    return ConfinedCalls(runtime, settings) if confines_calls(runtime) else runtime

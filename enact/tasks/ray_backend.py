@@ -32,6 +32,7 @@ from ray.exceptions import RayError
 
 from enact.cancellation import CancellationToken
 from enact.config import Config
+from enact.errors import EnactError
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase
 from enact.messages.workers import RemoteWorker
 from enact.tasks import endings
@@ -52,7 +53,7 @@ watches the Ray task's end and the fence between looks."""
 _CONNECTED = threading.Lock()
 
 
-class ClusterUnavailable(Exception):
+class ClusterUnavailable(EnactError):
     """The Ray cluster cannot be reached (or started); one line."""
 
 

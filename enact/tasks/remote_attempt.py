@@ -292,7 +292,7 @@ def run_on_node(claimed: Claimed, *, key: str, worker_id: str, config: Config, b
     ``doctor-baselines`` is kept: the worker measures what the doctor
     finds on a base once, not again for each attempt."""
     from enact import components
-    from enact.daemon import build_runtime
+    from enact.tasks.confined_calls import build_runtime
     from enact.tasks.validation import BASELINES_DIR
 
     work = _node_root(config) / re.sub(r"[^A-Za-z0-9_.-]", "-", worker_id)
