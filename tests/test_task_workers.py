@@ -246,8 +246,11 @@ def test_a_task_past_its_deadline_is_cancelled_and_fails_permanently(daemons: Da
 def test_two_workers_never_hold_one_task(daemons: DaemonFactory, tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     runs = tmp_path / "runs.txt"
-    daemon = start(daemons, task_rules(f'match = "count"\nrun = ["sh", "-c", "basename $PWD >> {runs}"]\n'
-                                  'reply = "counted"'), env={"ENACT_DAEMON_WORKERS": "2"})
+    # each run waits until a second has started: the first worker's task holds
+    # it until the other worker claims one, so both work whatever the timing
+    script = f"basename $PWD >> {runs}; until [ $(wc -l < {runs}) -ge 2 ]; do sleep 0.01; done"
+    daemon = start(daemons, task_rules(f'match = "count"\nrun = ["sh", "-c", "{script}"]\n'
+                                       'reply = "counted"'), env={"ENACT_DAEMON_WORKERS": "2"})
     ids = [add(daemon, repo, f"count me {n}") for n in range(8)]
     for task_id in ids:
         ended = wait_ended(daemon, task_id)
