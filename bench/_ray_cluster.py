@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -66,21 +67,26 @@ class RayCluster:
             time.sleep(0.01)
         self.namespace = _net_namespace(self.holder.pid)
         self.ray = str(Path(sys.executable).parent / "ray")
+        # token authentication on, as an owner's cluster should run: a token
+        # of this cluster's own, which every process entered with it carries
+        self.token = secrets.token_hex(32)
         try:
             subprocess.run([*self.enter, "ip", "link", "set", "lo", "up"], check=True, capture_output=True)
             subprocess.run(
                 [*self.enter, self.ray, "start", "--head", "--num-cpus", str(cpus), "--disable-usage-stats",
                  "--include-dashboard=false", "--temp-dir", self._scratch.name, "--node-ip-address", "127.0.0.1"],
                 check=True, capture_output=True, text=True, timeout=120,
-                env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+                env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})  # the token comes with ``enter``
         except BaseException:
             self.stop()
             raise
 
     @property
     def enter(self) -> list[str]:
-        """The command prefix that runs a program in the namespace."""
-        return ["nsenter", "-n", "-t", str(self.holder.pid)]
+        """The command prefix that runs a program in the namespace, with the
+        cluster's token (``RAY_AUTH_MODE=token``: a driver without it is refused)."""
+        return ["nsenter", "-n", "-t", str(self.holder.pid),
+                "env", "RAY_AUTH_MODE=token", f"RAY_AUTH_TOKEN={self.token}"]
 
     def processes(self) -> list[int]:
         """Every process in the namespace but its holder."""
