@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +21,7 @@ from enact.cli._client import NotRunning, request
 from enact.home import LOG_NAME, SOCKET_NAME
 from enact.messages.control import Status
 
-from conftest import DaemonFactory, enact_env, run_cli
+from conftest import DaemonFactory, enact_env, run_cli, wait_for
 
 NEEDS_DAEMON: dict[str, tuple[str, ...]] = {
     "status": ("status",),
@@ -315,15 +314,10 @@ def test_daemon_start_on_a_running_home_fails_with_the_reason_and_names_takeover
 def test_daemon_run_with_home_option(daemons: DaemonFactory) -> None:
     home, elsewhere = daemons.new_home(), daemons.new_home()
     daemon = daemons.start(elsewhere, "--home", str(home), wait=False)
-    deadline = time.monotonic() + 20
-    while not (home / SOCKET_NAME).exists():
-        assert daemon.process.poll() is None, daemon.log_text()
-        assert time.monotonic() < deadline, daemon.log_text()
-        time.sleep(0.05)
-    deadline = time.monotonic() + 20
-    while (result := run_cli(home, "daemon", "status")).returncode != 0:
-        assert time.monotonic() < deadline, result
-        time.sleep(0.05)
+    wait_for(lambda: (home / SOCKET_NAME).exists() or daemon.process.poll() is not None, what="the daemon's socket")
+    assert daemon.process.poll() is None, daemon.log_text()
+    wait_for(lambda: run_cli(home, "daemon", "status").returncode == 0, what="the daemon to answer")
+    result = run_cli(home, "daemon", "status")
     assert f"pid {daemon.pid}" in result.stdout
     assert not (elsewhere / SOCKET_NAME).exists()
     assert daemon.terminate() == 0

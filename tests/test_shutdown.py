@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from collections.abc import Callable
 
 import pytest
@@ -11,7 +10,7 @@ from control_wire import RawClient, status_frame
 
 from enact.home import SOCKET_NAME
 
-from conftest import Daemon, DaemonFactory
+from conftest import Daemon, DaemonFactory, wait_for
 
 
 def _by_signal(signum: signal.Signals) -> Callable[[Daemon], None]:
@@ -57,11 +56,9 @@ def test_stop_exits_0_and_removes_the_socket(daemons: DaemonFactory, stop: Calla
 def test_sigusr1_writes_every_threads_stack_to_the_log_and_the_daemon_carries_on(daemons: DaemonFactory) -> None:
     daemon = daemons.start()
     daemon.process.send_signal(signal.SIGUSR1)
-    deadline = time.monotonic() + 10
     # Threads are written one after another: wait for the two looked for.
-    while not all(f"Current state of {name}" in daemon.log_text() for name in ("enact-control", "MainThread")):
-        assert time.monotonic() < deadline, daemon.log_text()
-        time.sleep(0.05)
+    wait_for(lambda: all(f"Current state of {name}" in daemon.log_text() for name in ("enact-control", "MainThread")),
+             what="the dump of both threads")
     log = daemon.log_text()
     assert "Current state of MainThread" in log
     assert "CRITICAL pykka" in log

@@ -11,14 +11,13 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import Daemon, DaemonFactory, enact_env
+from conftest import Daemon, DaemonFactory, enact_env, wait_for
 
 BUMP_RULES = """
 [[rule]]
@@ -119,18 +118,12 @@ def test_takeover_under_load_exits_the_old_daemon_within_a_second(
     home, effects = bump_home(daemons)
     old = daemons.start(home, "--metrics-addr", address)
     senders.extend(start_senders(home, 3, 1000))
-    deadline = time.monotonic() + 20
-    while not effects.exists() or len(effects.read_text().splitlines()) < 10:
-        assert time.monotonic() < deadline, "the senders made no progress"
-        time.sleep(0.05)
+    wait_for(lambda: effects.exists() and len(effects.read_text().splitlines()) >= 10, what="the senders' progress")
     new = daemons.start(home, "--metrics-addr", address, "--takeover")
     assert_takeover_ends_with_the_new_daemon(old, new, address)
     # The senders carry on against the new daemon.
     at_takeover = len(effects.read_text().splitlines())
-    deadline = time.monotonic() + 20
-    while len(effects.read_text().splitlines()) < at_takeover + 10:
-        assert time.monotonic() < deadline, "no effect ran on the new daemon"
-        time.sleep(0.05)
+    wait_for(lambda: len(effects.read_text().splitlines()) >= at_takeover + 10, what="effects on the new daemon")
 
 
 def test_ten_takeovers_in_a_row_each_leave_one_daemon(daemons: DaemonFactory) -> None:
