@@ -44,6 +44,31 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # the tests' own helper modules too (some run in subprocesses), not the
     # fixture packages below them, which tests install as they are
     compileall.compile_dir(Path(__file__).resolve().parent, maxlevels=0, quiet=1)
+    _rewrite_test_modules_once(session.config)
+
+
+def _rewrite_test_modules_once(config: pytest.Config) -> None:
+    """pytest rewrites the asserts of each test module it imports (about 6 s
+    of CPU for this suite) and keeps the result beside the module, unless
+    bytecode is not to be written: then every xdist worker rewrites every
+    module again. Rewritten here, once, where pytest itself looks for it
+    (``tests/__pycache__``, tagged with pytest's version; a changed module
+    is rewritten again). Through pytest's own rewriter, whose functions are
+    private: should they change, the workers rewrite as before."""
+    try:
+        from _pytest.assertion import rewrite
+
+        state = config.stash[rewrite.assertstate_key]
+        for module in sorted(Path(__file__).resolve().parent.glob("*.py")):
+            if not (module.name.startswith("test_") or module.name == "conftest.py"):
+                continue
+            pyc = rewrite.get_cache_dir(module) / (module.stem + rewrite.PYC_TAIL)
+            if rewrite._read_pyc(module, pyc, state.trace) is None:
+                source_hash, code = rewrite._rewrite_test(module, config)
+                if not rewrite.try_makedirs(pyc.parent) or not rewrite._write_pyc(state, code, source_hash, pyc):
+                    return
+    except (ImportError, AttributeError, KeyError, TypeError):
+        return
 
 
 # --- end bytecode -------------------------------------------------------------
@@ -188,6 +213,16 @@ class Daemon:
 
     def request(self, message: object, timeout: float = 60) -> object:
         return send(self.home, message, timeout=timeout)
+
+    def task_state(self, task_id: int) -> str:
+        """The state of task ``task_id`` ("" if there is none), asked from
+        this process: what a wait for a task polls. Through the CLI each poll
+        would start a process (a fifth of a CPU-second); the test asserts
+        through the CLI once the wait is over."""
+        from enact.messages.tasks import Found, Get
+
+        found = request(self.home, Get(task_id=task_id))
+        return str(found.task.state) if isinstance(found, Found) else ""
 
     def cli(
         self, *args: str, env: dict[str, str] | None = None, timeout: float = 60, cwd: Path | None = None

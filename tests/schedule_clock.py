@@ -1,16 +1,13 @@
 """What the schedule tests share, cron's and the evolve schedule's: a fast
-scheduler clock and a daemon fenced while it waits for a due time; and, for
+scheduler clock and a home taken over by another process; and, for
 the Scheduler's parts in-process, a real home (LMDB, fence) whose other
 actors fail every ask (``home``, ``FaultyActors``, ``UnavailableActors``)."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,7 @@ from enact.fence import Fence
 from enact.metrics import Metrics
 from enact.storage import Storage
 
-from conftest import Daemon, enact_env
+from conftest import enact_env
 
 FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
 FAST_TICK_S = 0.1
@@ -47,22 +44,6 @@ def taken_over(home: Path) -> Iterator[None]:
         assert newer.stdin is not None
         newer.stdin.close()
         newer.wait(15)
-
-
-def fenced_past(daemon: Daemon, due: float) -> None:
-    """Freeze ``daemon`` before ``due``, let another process take its home
-    over, and wake it once ``due`` has passed: its first tick then finds
-    the schedule due and itself fenced. Returns once it has exited."""
-    os.kill(daemon.pid, signal.SIGSTOP)  # frozen before the due time: it cannot notice the takeover yet
-    try:
-        with taken_over(daemon.home):
-            # The clock, not a race: the schedule must be due when the old daemon wakes.
-            time.sleep(max(0.0, due + 0.5 - time.time()))
-            os.kill(daemon.pid, signal.SIGCONT)
-            assert daemon.wait_exit(15) == 0, daemon.log_text()
-    finally:
-        if daemon.process.poll() is None:
-            os.kill(daemon.pid, signal.SIGCONT)
 
 
 class FaultyActors:

@@ -18,6 +18,16 @@ GIT_ENV = {
     "GIT_OPTIONAL_LOCKS": "0",
 }
 
+
+
+def pytest_doctor(python: str = sys.executable) -> str:
+    """A doctor running the repository's real pytest with ``python``, without
+    the plugins the test environment adds: hypothesis's alone costs each run
+    about a second of CPU to import, and the suite runs a doctor hundreds of
+    times."""
+    return f"{python} -m pytest -q -p no:cacheprovider -p no:hypothesispytest -p no:xdist"
+
+
 LIB = "def answer():\n    return 42\n"
 TEST = "from lib import answer\n\n\ndef test_answer():\n    assert answer() == 42\n"
 
@@ -27,7 +37,7 @@ def git(repo: Path, *args: str) -> str:
                           text=True).stdout
 
 
-def make_repo(path: Path, *, doctor: str | None = f"{sys.executable} -m pytest -q -p no:cacheprovider",
+def make_repo(path: Path, *, doctor: str | None = pytest_doctor(),
               files: dict[str, str] | None = None) -> Path:
     """A repository on branch ``main`` with lib.py and a passing test; with
     ``doctor``, an .enact.toml naming that command."""

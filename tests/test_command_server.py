@@ -10,7 +10,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -126,12 +125,38 @@ def _refuses_connections(home: Path) -> bool:
     return False
 
 
+def _command_server_of(daemon_pid: int) -> int:
+    """The pid of the command server ``daemon_pid`` started."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        parent = int(stat_line[stat_line.rfind(")") + 2:].split()[1])
+        if parent == daemon_pid and b"enact.cli._server" in argv:
+            return int(entry.name)
+    raise AssertionError(f"daemon {daemon_pid} runs no command server")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat_line[stat_line.rfind(")") + 2] == "Z"
+
+
 def test_a_takeover_leaves_the_new_daemons_server_listening(daemons):
     first = daemons.start(env=SERVED)
     wait_for(lambda: _serving(first.home), what="the first command server")
+    old_server = _command_server_of(first.pid)
     second = daemons.start(first.home, "--takeover", env=SERVED)
     wait_for(lambda: first.process.poll() is not None, what="the old daemon to go")
-    time.sleep(1.5)  # the old daemon's server ending must not take the new one's socket with it
+    # the old daemon's server ending must not take the new one's socket with it
+    wait_for(lambda: _gone(old_server), what="the old daemon's command server to end")
     wait_for(lambda: _serving(second.home) and not _refuses_connections(second.home),
              what="the new daemon's command server")
     result = run_cli(second.home, "status", "--json")

@@ -40,7 +40,7 @@ def start(daemons: DaemonFactory, tmp_path: Path, mode: str, marker: Path) -> Da
 
 def run_task(daemon: Daemon, repo: Path) -> dict[str, Any]:
     task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "--repairs", "0", "mark it")["id"]
-    wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] in ("succeeded", "failed"),
+    wait_for(lambda: daemon.task_state(int(task_id)) in ("succeeded", "failed"),
              what="the task to end")
     shown: dict[str, Any] = daemon.cli_json("task", "show", str(task_id), "--json")
     return shown

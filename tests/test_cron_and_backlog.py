@@ -167,7 +167,7 @@ def test_auto_promote_promotes_the_first_item_only_while_the_queue_is_idle(daemo
     daemon = daemons.start(home, env={**FAST_TICKS, "ENACT_TASKS_AUTO_PROMOTE": "true",
                                       "ENACT_TASKS_CONFINEMENT": "off"})
     busy = daemon.cli_json("task", "add", "hold the queue", "--repo", str(repo), "--json")
-    wait_for(lambda: daemon.cli_json("task", "show", str(busy["id"]), "--json")["state"] == "running",
+    wait_for(lambda: daemon.task_state(int(busy["id"])) == "running",
              what="the holding task to run")
     for text, priority in (("minor", "p2"), ("urgent", "p0")):
         daemon.cli_json("backlog", "add", text, "--priority", priority, "--repo", str(repo), "--json")

@@ -234,7 +234,7 @@ def test_a_failed_task_becomes_an_experience_signal_and_a_candidate(daemons: Dae
             'run = ["sh", "-c", "echo x >> lib.py"]\nreply = "done"\n\n')
     daemon = start(daemons, repo, EXPERIENCE_SCAN + SYNTHESIS + CURATION + tidy)
     added = daemon.cli_json("task", "add", "--repo", str(repo), "--repairs", "0", "--json", "tidy the answer")
-    wait_for(lambda: daemon.cli_json("task", "show", str(added["id"]), "--json")["state"] == "failed",
+    wait_for(lambda: daemon.task_state(int(added["id"])) == "failed",
              timeout=60, what="the task to fail its checks")
     scanned = daemon.cli_json("evolve", "scan", "--source", "experience", "--json")
     assert [scan["outcome"] for scan in scanned["scans"]] == ["completed"], scanned
@@ -258,7 +258,7 @@ def test_a_retry_of_a_failed_evolve_task_carries_the_candidate_to_adoption(
     complain_and_scan(daemon)
     cid = daemon.cli_json("evolve", "propose", "--json")["candidate_id"]
     task_id = daemon.cli_json("evolve", "approve", cid, "--repo", str(repo), "--json")["task_id"]
-    wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "failed",
+    wait_for(lambda: daemon.task_state(int(task_id)) == "failed",
              timeout=90, what="the approved task to fail its checks")
 
     failing.unlink()

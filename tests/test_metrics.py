@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import re
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
@@ -31,7 +30,7 @@ from enact.runtime import RuntimeCancelled, RuntimeFailure, RuntimeTimeout
 from enact.tasks.metrics import TasksMetrics, WorkerTime
 from enact.tasks.records import EventKind
 
-from conftest import Daemon, DaemonFactory
+from conftest import Daemon, DaemonFactory, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -256,16 +255,15 @@ def test_a_reply_not_delivered_right_after_start_fires_its_alert(
         assert series["value"][1] == "0", "the series must exist at 0 before the incident"
         daemon.cli("send", "hello")  # every delivery attempt fails; the exit code is not the point here
 
-        alerts: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            alerts = [a for a in get(api, "/api/v1/alerts")["alerts"]
-                      if a["labels"]["alertname"] == "EnactRepliesNotDelivered"]
-            if alerts:
-                break
-            time.sleep(0.25)
-        assert alerts, f"no alert; series now {query(api, failed)}"
-        [alert] = alerts
+        def alerts() -> list[dict[str, Any]]:
+            return [a for a in get(api, "/api/v1/alerts")["alerts"]
+                    if a["labels"]["alertname"] == "EnactRepliesNotDelivered"]
+
+        try:
+            wait_for(alerts, timeout=20, what="the alert")
+        except AssertionError:
+            raise AssertionError(f"no alert; series now {query(api, failed)}") from None
+        [alert] = alerts()
         assert alert["state"] in ("pending", "firing")
         assert alert["labels"]["outcome"] == "failed" and alert["labels"]["channel"] == "local"
         assert not [a for a in get(api, "/api/v1/alerts")["alerts"]

@@ -38,6 +38,8 @@ from enact.retry import Backoff
 from enact.runtime.scripted import ScriptedRuntime
 from enact.storage import RecordTable, Storage, decode_record, encode_record
 
+from conftest import wait_for
+
 NOW = 1_700_000_000.0
 THIS, EARLIER = 7, 6
 """Fence generations: this daemon's, and the one before it."""
@@ -330,11 +332,10 @@ def outcome_of(supervisor: Supervisor) -> Outcome:
 
 def finished(supervisor: Supervisor, heard: list[TurnLogged]) -> Outcome:
     """The event's outcome, once its turn is logged and published."""
-    deadline = time.monotonic() + 10
-    while not heard:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no turn was logged: {outcome_of(supervisor)}")
-        time.sleep(0.02)
+    try:
+        wait_for(lambda: heard, timeout=10, what="the turn to be logged")
+    except AssertionError:
+        raise AssertionError(f"no turn was logged: {outcome_of(supervisor)}") from None
     return outcome_of(supervisor)
 
 

@@ -115,7 +115,7 @@ def test_a_workers_review_lands_the_task_into_the_repository(daemons: DaemonFact
                                         'reply = "changed"\n')
     daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off"})
     task = daemon.cli_json("task", "add", "change app.txt to two", "--repo", str(repo), "--json")
-    wait_for(lambda: daemon.cli_json("task", "show", str(task["id"]), "--json")["state"] == "succeeded",
+    wait_for(lambda: daemon.task_state(int(task["id"])) == "succeeded",
              timeout=60, what="the task to succeed")
     [review] = reviews(daemon)
     assert review["task_id"] == task["id"] and review["state"] == "open" and "app.txt" in review["diffstat"]
@@ -136,7 +136,7 @@ def test_a_landed_merge_is_the_owners_commit_and_the_workers_own_commit_stays_en
                                         'run = ["sh", "-c", "echo new > feature.txt"]\nreply = "added"\n')
     daemon = daemons.start(home, env={"ENACT_TASKS_CONFINEMENT": "off"})
     task = daemon.cli_json("task", "add", "add a feature file", "--repo", str(repo), "--json")
-    wait_for(lambda: daemon.cli_json("task", "show", str(task["id"]), "--json")["state"] == "succeeded",
+    wait_for(lambda: daemon.task_state(int(task["id"])) == "succeeded",
              timeout=60, what="the task to succeed")
     [review] = reviews(daemon)
     commit(repo, {"app.txt": "owner's two\n"}, "owner moved on")  # a merge, not a fast-forward

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from task_repos import git, make_repo
+from task_repos import git, make_repo, pytest_doctor
 
 from enact import components, config
 from enact.cancellation import CancellationToken
@@ -24,7 +24,7 @@ from enact.tasks.settings import TasksSettings
 
 from conftest import wait_for
 
-PYTEST = doctor.DoctorPlan(command=f"{sys.executable} -m pytest -q", timeout_s=60, source="test")
+PYTEST = doctor.DoctorPlan(command=pytest_doctor(), timeout_s=60, source="test")
 
 
 def settings(home: Path, **values: object) -> TasksSettings:

@@ -85,7 +85,7 @@ def test_a_real_clis_task_commands_see_neither_the_daemons_secrets_nor_its_setti
         # commands see (docs/tasks.md); every other secret must stay out.
         daemon = daemons.start(env={**SECRETS, **env, "ENACT_TASKS_CONFINEMENT": "required"})
         task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", "print the env")["id"]
-        wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "succeeded",
+        wait_for(lambda: daemon.task_state(int(task_id)) == "succeeded",
                  timeout=120, what="the task to succeed with no changes")
         told = "\n".join(request.body.decode(errors="replace") for request in server.model_requests()[1:])
     assert "PATH=" in told and "TMPDIR=/tmp" in told, told  # the command ran, confined

@@ -58,7 +58,7 @@ def test_a_task_that_succeeds_leaves_an_experience_record_the_scanner_reads(daem
     (home / "scripted.toml").write_text(RULES)
     daemon = start(daemons, home)
     task_id = int(daemon.cli_json("task", "add", "--repo", str(repo), "--json", "tune the answer")["id"])
-    wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] not in ("queued", "running"),
+    wait_for(lambda: daemon.task_state(int(task_id)) not in ("queued", "running"),
              timeout=60, what="the task to end")
     shown = daemon.cli_json("task", "show", str(task_id), "--json")
     assert shown["state"] == "succeeded", shown["summary"]
@@ -91,7 +91,7 @@ def test_a_task_that_changes_nothing_leaves_no_experience_record(daemons: Daemon
     (home / "scripted.toml").write_text('[[rule]]\npurpose = "task"\nmatch = "look"\nreply = "nothing to do"\n')
     daemon = start(daemons, home)
     task_id = int(daemon.cli_json("task", "add", "--repo", str(repo), "--json", "look around")["id"])
-    wait_for(lambda: daemon.cli_json("task", "show", str(task_id), "--json")["state"] == "succeeded",
+    wait_for(lambda: daemon.task_state(int(task_id)) == "succeeded",
              timeout=60, what="the task to succeed")
     assert experience_of(daemon, task_id) is None
 

@@ -5,7 +5,6 @@ test, their doctor is real pytest, and the owner unlocks through the CLI."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ from enact.tasks import task_branches
 from conftest import Daemon, DaemonFactory, wait_for
 
 UNCONFINED = {"ENACT_TASKS_CONFINEMENT": "off"}
-PYTEST = f"{sys.executable} -m pytest -q -p no:cacheprovider"
 SECOND = "def test_second():\n    assert True\n"
 SKIP_ALL = ("import pytest\n\n\ndef pytest_collection_modifyitems(items):\n    for item in items:\n"
             "        item.add_marker(pytest.mark.skip(reason='later'))\n")
@@ -45,7 +43,7 @@ def rule(match: str, script: str) -> str:
 def run_task(daemon: Daemon, repo: Path, text: str, *extra: str) -> dict[str, Any]:
     added = daemon.cli_json("task", "add", "--repo", str(repo), "--repairs", "0", "--json", *extra, text)
     task_id = str(added["id"])
-    wait_for(lambda: daemon.cli_json("task", "show", task_id, "--json")["state"] in ("succeeded", "failed"),
+    wait_for(lambda: daemon.task_state(int(task_id)) in ("succeeded", "failed"),
              timeout=90, what=f"task {task_id} to end")
     shown: dict[str, Any] = daemon.cli_json("task", "show", task_id, "--json")
     return shown

@@ -46,7 +46,7 @@ def show(daemon: Daemon, task_id: int) -> dict[str, Any]:
 
 
 def wait_ended(daemon: Daemon, task_id: int, timeout: float = 60) -> dict[str, Any]:
-    wait_for(lambda: show(daemon, task_id)["state"] in ("succeeded", "failed", "cancelled", "paused"),
+    wait_for(lambda: daemon.task_state(task_id) in ("succeeded", "failed", "cancelled", "paused"),
              timeout=timeout, what=f"task {task_id} to end")
     return show(daemon, task_id)
 

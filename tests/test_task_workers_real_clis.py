@@ -20,7 +20,7 @@ from claude_home import claude_env
 from codex_home import FAKE_KEY_VARIABLE, codex_env, scratch_codex_home
 from model_server import ModelServer, Reply, ToolCall
 from scratch_homes import scratch_dir, snapshot
-from task_repos import git, make_repo
+from task_repos import git, make_repo, pytest_doctor
 
 from enact.tasks import task_branches
 
@@ -184,7 +184,7 @@ def test_a_confined_codex_task_cannot_rewrite_the_config_that_steers_later_codex
         # Codex's own sandbox keeps its shell tool out of CODEX_HOME; the
         # repository's validation runs under enact's confinement alone.
         targets = " ".join(str(codex_home / name) for name in names)
-        validate = f"{sys.executable} steer.py {targets} && {sys.executable} -m pytest -q -p no:cacheprovider"
+        validate = f"{sys.executable} steer.py {targets} && {pytest_doctor()}"
         repo = make_repo(tmp_path / "repo", files={"steer.py": STEER}, doctor=validate)
         owners_earlier_session(server, [binary, "exec", "--skip-git-repo-check", "-"], codex_env(codex_home),
                                tmp_path)

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from task_repos import pytest_doctor
 
 from conftest import Daemon, DaemonFactory, enact_env
 
@@ -128,7 +129,7 @@ class Place:
     @property
     def pytest(self) -> str:
         """A doctor command running the repository's tests with pytest."""
-        return f"{self.python} -m pytest -q -p no:cacheprovider"
+        return pytest_doctor(self.python)
 
     def start(self, daemons: DaemonFactory, env: dict[str, str] | None = None) -> Daemon:
         """Give what the test made in its place to the user, then start the
