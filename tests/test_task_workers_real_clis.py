@@ -40,11 +40,8 @@ def run_task(daemon: Daemon, repo: Path, text: str) -> dict[str, Any]:
     """Queue the task, wait for it to end, and return ``task show``."""
     task_id = daemon.cli_json("task", "add", "--repo", str(repo), "--json", text)["id"]
 
-    def ended() -> bool:
-        state: str = daemon.cli_json("task", "show", str(task_id), "--json")["state"]
-        return state in ("succeeded", "failed", "cancelled", "paused")
-
-    wait_for(ended, timeout=120, what="the task to end")
+    wait_for(lambda: daemon.task_state(int(task_id)) in ("succeeded", "failed", "cancelled", "paused"), timeout=120,
+             what="the task to end")
     shown: dict[str, Any] = daemon.cli_json("task", "show", str(task_id), "--json")
     return shown
 
