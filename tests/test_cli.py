@@ -21,7 +21,7 @@ from enact.cli._client import NotRunning, request
 from enact.home import LOG_NAME, SOCKET_NAME
 from enact.messages.control import Status
 
-from conftest import DaemonFactory, enact_env, run_cli, wait_for
+from conftest import Daemon, DaemonFactory, enact_env, run_cli, wait_for
 
 NEEDS_DAEMON: dict[str, tuple[str, ...]] = {
     "status": ("status",),
@@ -105,8 +105,15 @@ def test_daemon_status_of_a_daemon_that_does_not_answer_says_so_in_one_line(daem
 # -- enact call ----------------------------------------------------------------
 
 
-def test_call_prints_the_typed_reply_as_json(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+@pytest.fixture(scope="module")
+def daemon(module_daemons: DaemonFactory) -> Daemon:
+    """One daemon for the tests that only ask it things (calls, status, bad
+    input it must survive): none of them changes what another reads."""
+    return module_daemons.start()
+
+
+
+def test_call_prints_the_typed_reply_as_json(daemon: Daemon) -> None:
     result = daemon.cli("call", "epoch.RequireCurrent")
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout) == {"type": "epoch.Current", "body": {"generation": 1}}
@@ -158,10 +165,8 @@ BAD_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 
 @pytest.mark.parametrize(("args", "phrases"), list(BAD_CALLS.values()), ids=list(BAD_CALLS))
-def test_call_with_bad_input_exits_2_with_one_line(
-    daemons: DaemonFactory, args: tuple[str, ...], phrases: tuple[str, ...]
-) -> None:
-    daemon = daemons.start()
+def test_call_with_bad_input_exits_2_with_one_line(daemon: Daemon, args: tuple[str, ...],
+                                                   phrases: tuple[str, ...]) -> None:
     result = daemon.cli(*args)
     assert result.returncode == 2, result
     line = _one_line(result)
@@ -170,8 +175,7 @@ def test_call_with_bad_input_exits_2_with_one_line(
     assert daemon.cli("daemon", "status").returncode == 0
 
 
-def test_call_with_a_reply_type_fails_with_one_line(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_call_with_a_reply_type_fails_with_one_line(daemon: Daemon) -> None:
     result = daemon.cli("call", "control.ShuttingDown", '{"pid": 1}')
     assert result.returncode != 0
     assert "not a request" in _one_line(result)
@@ -181,8 +185,7 @@ def test_call_with_a_reply_type_fails_with_one_line(daemons: DaemonFactory) -> N
 # -- enact status --------------------------------------------------------------
 
 
-def test_status_json_has_the_documented_keys(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_status_json_has_the_documented_keys(daemon: Daemon) -> None:
     status = daemon.cli_json("status", "--json")
     assert {"version", "pid", "home", "generation", "uptime_s", "metrics_addr", "actor_names", "stopped", "restarts",
             "waiting", "spending", "channels", "budget", "tasks", "workers"} <= set(status)
@@ -199,8 +202,7 @@ def test_status_json_has_the_documented_keys(daemons: DaemonFactory) -> None:
     assert status["runtime"] == "scripted"
 
 
-def test_status_verbose_json_adds_each_actors_counts_and_the_storage(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_status_verbose_json_adds_each_actors_counts_and_the_storage(daemon: Daemon) -> None:
     status = daemon.cli_json("status", "--json", "--verbose")
     assert [actor["name"] for actor in status["actors"]] == status["actor_names"]
     for actor in status["actors"]:
@@ -212,8 +214,7 @@ def test_status_verbose_json_adds_each_actors_counts_and_the_storage(daemons: Da
     assert {"database": "epoch", "version": 1} in storage["schemas"]
 
 
-def test_status_counts_handled_messages(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_status_counts_handled_messages(daemon: Daemon) -> None:
     for _ in range(3):
         assert daemon.cli("call", "epoch.RequireCurrent").returncode == 0
     epoch = next(a for a in daemon.cli_json("status", "--json", "-v")["actors"] if a["name"] == "epoch")
@@ -221,8 +222,7 @@ def test_status_counts_handled_messages(daemons: DaemonFactory) -> None:
     assert epoch["restarts"] == 0
 
 
-def test_status_text_shows_the_actors_in_a_line_and_their_table_with_verbose(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_status_text_shows_the_actors_in_a_line_and_their_table_with_verbose(daemon: Daemon) -> None:
     brief = daemon.cli("status").stdout
     actors = len(daemon.cli_json("status", "--json")["actor_names"])
     assert f"actors   {actors} of {actors} running\n" in brief and "runtime  scripted\n" in brief
@@ -232,8 +232,7 @@ def test_status_text_shows_the_actors_in_a_line_and_their_table_with_verbose(dae
     assert [line.split()[:2] for line in verbose.splitlines() if line.startswith("epoch ")] == [["epoch", "yes"]]
 
 
-def test_status_text_names_pid_generation_and_home(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_status_text_names_pid_generation_and_home(daemon: Daemon) -> None:
     result = daemon.cli("status")
     assert result.returncode == 0, result.stderr
     assert f"pid {daemon.pid}" in result.stdout
@@ -241,8 +240,7 @@ def test_status_text_names_pid_generation_and_home(daemons: DaemonFactory) -> No
     assert str(daemon.home) in result.stdout
 
 
-def test_home_option_and_enact_home_reach_a_running_daemon(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_home_option_and_enact_home_reach_a_running_daemon(daemons: DaemonFactory, daemon: Daemon) -> None:
     elsewhere = daemons.new_home()
     for args in (("status", "--json"), ("daemon", "status", "--json")):
         by_env = orjson.loads(run_cli(daemon.home, *args).stdout)
