@@ -112,7 +112,6 @@ def daemon(module_daemons: DaemonFactory) -> Daemon:
     return module_daemons.start()
 
 
-
 def test_call_prints_the_typed_reply_as_json(daemon: Daemon) -> None:
     result = daemon.cli("call", "epoch.RequireCurrent")
     assert result.returncode == 0, result.stderr
