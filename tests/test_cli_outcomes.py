@@ -36,6 +36,14 @@ def _json(result: subprocess.CompletedProcess[str]) -> Any:
 # -- enact send: exit codes and JSON for every outcome -------------------------
 
 
+@pytest.fixture(scope="module")
+def daemon(module_daemons: DaemonFactory) -> Daemon:
+    """One daemon for the tests that only ask it things or are refused by
+    it: none of them changes what another reads. The tests that send
+    start their own."""
+    return module_daemons.start()
+
+
 def test_send_of_an_event_that_fails_exits_1_and_says_why(daemons: DaemonFactory) -> None:
     daemon = daemons.start(chat_home(daemons))
     plain = daemon.cli("send", "--message-id", "bad-1", "explode")
@@ -253,8 +261,7 @@ def test_json_commands_without_a_daemon_print_json_and_exit_3(daemons: DaemonFac
     assert result.stderr == ""
 
 
-def test_a_daemon_error_with_json_is_json_and_exit_1(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_a_daemon_error_with_json_is_json_and_exit_1(daemon: Daemon) -> None:
     result = daemon.cli("call", "--json", "control.ShuttingDown", '{"pid": 1}')
     assert result.returncode == 1, result
     assert _json(result)["status"] == "failed" and "not a request" in _json(result)["error"]
@@ -289,8 +296,7 @@ def test_turns_last_shows_the_newest_and_each_turn_has_its_cursor(daemons: Daemo
     assert plain.stdout.startswith("#8 ") and "(next cursor: 8)" in plain.stdout
 
 
-def test_turns_last_with_limit_is_a_usage_error_naming_both(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_turns_last_with_limit_is_a_usage_error_naming_both(daemon: Daemon) -> None:
     plain = daemon.cli("turns", "--last", "5", "--limit", "5")
     assert plain.returncode == 2 and plain.stdout == ""
     assert _lines(plain.stderr) == ["enact: --last and --limit cannot be used together: give one of them"]
@@ -317,8 +323,7 @@ def test_turns_with_nothing_to_show_says_so(daemons: DaemonFactory) -> None:
 # -- enact daemon start --------------------------------------------------------
 
 
-def test_daemon_start_on_a_running_home_is_one_line_exit_2_without_old_log_lines(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_daemon_start_on_a_running_home_is_one_line_exit_2_without_old_log_lines(daemon: Daemon) -> None:
     (daemon.home / LOG_NAME).write_text("an old line from an earlier start\n")
     result = daemon.cli("daemon", "start", "--metrics-addr", "127.0.0.1:0", timeout=60)
     assert result.returncode == 2, result
@@ -365,8 +370,7 @@ def test_call_list_names_the_request_types_and_their_fields(daemons: DaemonFacto
 # -- --home before the subcommand ----------------------------------------------
 
 
-def test_home_before_the_subcommand_reaches_the_daemon(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_home_before_the_subcommand_reaches_the_daemon(daemons: DaemonFactory, daemon: Daemon) -> None:
     elsewhere = daemons.new_home()
     for args in (("status", "--json"), ("daemon", "status", "--json")):
         report = _json(run_cli(elsewhere, "--home", str(daemon.home), *args))
@@ -375,8 +379,7 @@ def test_home_before_the_subcommand_reaches_the_daemon(daemons: DaemonFactory) -
     assert "--home" in help_text and "ENACT_HOME" in help_text
 
 
-def test_the_subcommands_home_wins_over_the_one_before_it(daemons: DaemonFactory) -> None:
-    daemon = daemons.start()
+def test_the_subcommands_home_wins_over_the_one_before_it(daemons: DaemonFactory, daemon: Daemon) -> None:
     elsewhere = daemons.new_home()
     chosen = _json(run_cli(elsewhere, "--home", str(elsewhere), "status", "--json", "--home", str(daemon.home)))
     assert chosen["pid"] == daemon.pid
