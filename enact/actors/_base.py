@@ -17,6 +17,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
 from enact.actors._idle_reads import CountingInbox, IdleReads
 from enact.actors._long_work import LongWork, WorkDone
+from enact.actors._reply import Reply
 from enact.cancellation import DAEMON_STOPPING
 from enact.clock import REAL_CLOCK, Clock, Timer
 from enact.config import DaemonSettings
@@ -162,6 +163,10 @@ class EnactActor(pykka.ThreadingActor):
     @staticmethod
     def _create_actor_inbox() -> Any:  # pykka's hook for the mailbox
         return CountingInbox()
+
+    @staticmethod
+    def _create_future() -> Any:  # pykka's hook for an ask's reply
+        return Reply()
 
     def on_receive(self, message: Any) -> Any:
         try:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import lmdb
 
+from enact.actors._reply import Reply
 from enact.storage import Store
 from enact.storage._committer import Offered, WriteOutcome
 
@@ -42,24 +42,25 @@ MAX_BATCH = 128
 class Deferred:
     """A reply that is ready once a group commit is durable."""
 
+    __slots__ = ("_reply",)
+
     def __init__(self) -> None:
-        self._future: Future[Any] = Future()
+        self._reply = Reply()
 
     def resolve(self, value: object) -> None:
-        if not self._future.done():
-            self._future.set_result(value)
+        self._reply.set(value)  # unless it was answered already
 
     def fail(self, error: BaseException) -> None:
         """Fail the reply, unless it was answered already."""
-        if not self._future.done():
-            self._future.set_exception(error)
+        self._reply.set_exception((type(error), error, error.__traceback__))
 
     @property
     def done(self) -> bool:
-        return self._future.done()
+        return self._reply.done
 
     def wait(self, timeout: float | None = None) -> Any:
-        return self._future.result(timeout=timeout)
+        """The reply; raises what failed it, or ``TimeoutError`` (``ReplyTimeout``)."""
+        return self._reply.get(timeout=timeout)
 
 
 @dataclass(slots=True)
