@@ -171,6 +171,9 @@ class _Enact:
                                         group_commit=group_commit)
         self.commits_per_event = 0.0
         """Durable commits per event in the last ``events_per_s``."""
+        self.messages_per_event = 0.0
+        """Messages the actors handled per event in the last ``events_per_s`` (idle reads, answered
+        in the asker's thread, not counted)."""
         self.fence = Fence(home, self.storage)
         self.supervisor: Supervisor | None = None
         try:
@@ -245,12 +248,17 @@ class _Enact:
                 ready.abort()
 
         threads = [threading.Thread(target=sender, args=(index,)) for index in range(conversations)]
-        commits = self.storage.commits
+        commits, messages = self.storage.commits, self._handled()
         elapsed = run_together(threads, ready, errors)
         self.commits_per_event = (self.storage.commits - commits) / (conversations * per_conversation)
+        self.messages_per_event = (self._handled() - messages) / (conversations * per_conversation)
         self.events += conversations * per_conversation
         self.check()
         return conversations * per_conversation / elapsed
+
+    def _handled(self) -> int:
+        assert self.supervisor is not None
+        return sum(status.handled for status in self.supervisor.statuses())
 
     def warm_up(self, per_conversation: int) -> None:
         """Start every conversation actor and its runtime session."""
