@@ -113,6 +113,8 @@ class GroupCommitter:
         """Callers wait on it for the commit that carries their batch."""
         self._queued = threading.Condition(lock)
         """Told of each batch queued, for ``until_waiting``: its own, so no caller wakes for it."""
+        self._watching = 0
+        """Callers of ``until_waiting`` (tests): ``_queued`` is told only while there are some."""
         self._waiting: list[Offered] = []
         self._offered: list[Offered] = []
         """Offered batches no commit has taken yet: the next one carries them."""
@@ -131,7 +133,11 @@ class GroupCommitter:
         holding a commit open knows then that the others have queued);
         False if they did not within ``timeout`` seconds."""
         with self._condition:
-            return self._queued.wait_for(lambda: len(self._waiting) == count, timeout)
+            self._watching += 1
+            try:
+                return self._queued.wait_for(lambda: len(self._waiting) == count, timeout)
+            finally:
+                self._watching -= 1
 
     def commit(self, fns: Sequence[Write]) -> list[WriteOutcome]:
         """Commit ``fns`` durably, together with whatever other callers have
@@ -139,15 +145,19 @@ class GroupCommitter:
         failed the whole transaction (the fence, a full disk)."""
         batch = Offered(fns)
         with self._condition:
-            self._waiting.append(batch)
-            self._queued.notify_all()
+            if fns:
+                self._waiting.append(batch)
+                if self._watching:
+                    self._queued.notify_all()
             while self._leading and not batch.done:
                 self._condition.wait()
             if batch.done:  # carried by another caller's commit
                 return batch.result()
+            if not fns and not self._offered:
+                return []  # nothing to wait for: what was offered before is durable (or failed, each batch says)
             group = self._take()
         self._lead(group)
-        return batch.result()
+        return batch.result() if fns else []
 
     def _take(self) -> list[Offered]:
         """Become the leader and take what waits (called holding the lock)."""
