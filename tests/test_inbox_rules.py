@@ -12,15 +12,14 @@ import pytest
 
 from enact.actors._batching import Deferred
 from enact.channels import OutgoingReply
-from enact.chat.inbox import (
-    OUTBOX,
+from enact.chat.inbox import OUTBOX, Inbox
+from enact.chat.inbox_effects import (
     Acknowledge,
     ConversationDone,
     Count,
     CountDelivery,
     Effect,
     Finished,
-    Inbox,
     Later,
     Publish,
     Tell,

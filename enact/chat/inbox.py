@@ -5,7 +5,8 @@
 time, where a record keeps it), stages its write in the group commit
 (``batch``) and returns the reply; what must happen once a write is durable
 (hand an event to its conversation, tell the outbox to deliver, acknowledge
-a channel's cursor, publish ``TurnLogged`` ...) is collected as effects,
+a channel's cursor, publish ``TurnLogged`` ...) is collected as effects
+(``enact.chat.inbox_effects``),
 which the actor takes with ``take_effects`` after each commit and carries
 out. The receipt state machine itself (each step's write) is
 ``enact.chat.receipts``.
@@ -36,10 +37,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 
 from enact.actors._batching import Deferred, WriteBatch
 from enact.channels import OutgoingReply
+from enact.chat.inbox_effects import (
+    Acknowledge,
+    ConversationDone,
+    Count,
+    CountDelivery,
+    Effect,
+    Finished,
+    Later,
+    Publish,
+    Tell,
+    ToConversation,
+)
 from enact.chat.inbox_records import InboxRecords, sequence_of
 from enact.chat.notices import notice_event
 from enact.chat.receipts import GiveUp, ReceiptRules, Received, Resumption, RetryIn, diagnostic
@@ -78,77 +90,6 @@ log = logging.getLogger(__name__)
 
 OUTBOX = "outbox"
 SESSIONS = "sessions"
-
-
-# -- what the actor carries out -------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    """An event's outcome on a channel, counted (``enact_inbox_events``)."""
-
-    channel: str
-    outcome: str
-
-
-@dataclass(frozen=True, slots=True)
-class CountDelivery:
-    """A reply delivered at its first attempt, counted as the outbox counts one (``enact_deliveries``)."""
-
-    channel: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToConversation:
-    """Hand ``message`` to the conversation actor of ``key``; ``work`` counts
-    as running there until ``ConversationDone(work)``."""
-
-    key: str
-    work: str
-    message: HandleEvent
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationDone:
-    work: str
-
-
-@dataclass(frozen=True, slots=True)
-class Later:
-    """Tell the inbox ``message`` after ``delay_s``."""
-
-    delay_s: float
-    message: Retry
-
-
-@dataclass(frozen=True, slots=True)
-class Tell:
-    actor: str
-    message: Deliver | NoticeTaken | AddNote
-
-
-@dataclass(frozen=True, slots=True)
-class Acknowledge:
-    """The channel's events up to ``cursor`` are finished."""
-
-    channel: str
-    cursor: int
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """The channel hears how its event ended."""
-
-    channel: str
-    outcome: Outcome
-
-
-@dataclass(frozen=True, slots=True)
-class Publish:
-    event: TurnLogged
-
-
-Effect = Count | CountDelivery | ToConversation | ConversationDone | Later | Tell | Acknowledge | Finished | Publish
 
 
 class Inbox:

@@ -17,14 +17,14 @@ from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors.supervisor import ActorSpec
 from enact.budget.settings import REFUSE
 from enact.chat.conversation_actor import ConversationActor
-from enact.chat.inbox import (
+from enact.chat.inbox import Inbox
+from enact.chat.inbox_effects import (
     Acknowledge,
     ConversationDone,
     Count,
     CountDelivery,
     Effect,
     Finished,
-    Inbox,
     Later,
     Publish,
     Tell,
