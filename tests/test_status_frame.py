@@ -1,0 +1,32 @@
+"""The status frame the control socket writes: the last report's encoding
+with each request's uptime put in, byte for byte what ``encode`` writes."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+import pytest
+
+from enact._app.reports import _MadeStatus
+from enact.messages import decode, encode
+from enact.messages.channel import ChannelState
+from enact.messages.control import StatusReport
+
+# A home whose path holds the very text the uptime field is found by.
+TRICKY_HOME = '/h/,"uptime_s":0.0,"x'
+
+
+def _report() -> StatusReport:
+    return StatusReport(version="1", pid=7, home=TRICKY_HOME, generation=3, uptime_s=0.0, metrics_addr="127.0.0.1:1",
+                        actor_names=("epoch", "inbox"), restarts={"inbox": 2},
+                        channels=(ChannelState(name="local", state="up"),), confinement='say "uptime_s":1.0,')
+
+
+@pytest.mark.parametrize("uptime", [0.0, 0.001, 12.345, 86_400.5, 1e17])
+def test_the_frame_is_what_encode_writes_for_the_uptime(uptime: float) -> None:
+    made = _MadeStatus.of(("said",), _report())
+    frame = made.head + orjson.dumps(uptime) + made.tail
+    assert frame == encode(dataclasses.replace(_report(), uptime_s=uptime))
+    assert decode(frame) == dataclasses.replace(_report(), uptime_s=uptime)
+
