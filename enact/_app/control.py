@@ -85,7 +85,11 @@ class ControlServer:
         self._draining = False
         """Whether ``drain`` waits: only then does a request's end notify (a Python call on every request)."""
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._idle = threading.Condition()
+        # A plain lock under the condition: counting a request in and out
+        # takes it as a C-level context manager, where the condition's own
+        # enter and exit are two Python calls each (four a request).
+        self._counting = threading.Lock()
+        self._idle = threading.Condition(self._counting)
 
     def serve_locally(self, message_type: type[Any], handler: LocalHandler) -> None:
         self._local[message_type] = handler
@@ -193,7 +197,7 @@ class ControlServer:
                 if self._closing.is_set():  # its actors may be gone already
                     self._refuse(connection, "stopping", self._stopping())
                     return
-                with self._idle:
+                with self._counting:
                     self._busy += 1
                 try:
                     if frame != last_frame or last_request is None:
@@ -219,7 +223,7 @@ class ControlServer:
             connection.close()
 
     def _done_one(self) -> None:
-        with self._idle:
+        with self._counting:
             self._busy -= 1
             if self._draining:
                 self._idle.notify_all()
@@ -269,7 +273,7 @@ class ControlServer:
             return Error(message=f"{type(message).__name__} is not a request that can be sent to the daemon")
         if self._closing.is_set():
             return Error(message=self._stopping())
-        with self._idle:
+        with self._counting:
             self._busy += 1
         try:
             reply, _ = self._answer_request(_stamp_origin(message, origin), registration)
