@@ -307,7 +307,7 @@ class ControlServer:
             log.exception("request %s failed", registration.name)
             self._metrics.control_errors.labels(reason="failed").inc()
             return Error(message=f"{registration.name} failed: {type(error).__name__}: {error}"), False
-        if registration_of(type(reply)) is None and type(reply) is not _Encoded:
+        if type(reply) is not _Encoded and registration_of(type(reply)) is None:
             return Error(message=f"{registration.name} produced no typed reply"), False
         return reply, True
 

@@ -58,6 +58,26 @@ class _MadeStatus(NamedTuple):
 
 
 
+class AskedToday(NamedTuple):
+    """Today's ``SpentOn``, and the local day it asks of: from its midnight to the next."""
+
+    asked: SpentOn
+    since: float
+    until: float
+
+
+def asked_today(now: float, kept: AskedToday) -> AskedToday:
+    """The ``SpentOn`` of the local day ``now`` falls in: ``kept`` while it
+    still does, so the idle read answers the same request again without
+    reading, and the date is not formatted on every status request."""
+    if kept.since <= now < kept.until:
+        return kept
+    day = time.localtime(now)
+    since = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0, 0, 0, -1))
+    until = time.mktime((day.tm_year, day.tm_mon, day.tm_mday + 1, 0, 0, 0, 0, 0, -1))  # mktime carries the day over
+    return AskedToday(SpentOn(day=time.strftime("%Y-%m-%d", day)), since, until)
+
+
 class DaemonReports:
     def __init__(self, *, home: Path, settings: config.Config, storage: Storage, fence: Fence,
                  supervisor: Supervisor, channels: DaemonChannels, budget: BudgetGate, metrics_addr: str,
@@ -84,7 +104,7 @@ class DaemonReports:
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
         self._made: dict[bool, _MadeStatus | None] = {True: None, False: None}
-        self._spent_on = SpentOn(day="")
+        self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
         """The last status made, brief and full."""
 
     def status(self, brief: bool = False) -> StatusReport:
@@ -109,10 +129,7 @@ class DaemonReports:
         wrong), and the report made and encoded again only when that differs
         from the last one's: the record and its encoding were most of a
         status request's cost, and between two requests nothing changes."""
-        day = time.strftime("%Y-%m-%d")
-        if self._spent_on.day != day:  # one request a day: the idle read answers it again without reading
-            self._spent_on = SpentOn(day=day)
-        spending = self.supervisor.ask("accounting", self._spent_on, timeout=self.request_timeout_s).purposes
+        spending = self.supervisor.ask("accounting", self._spent_today(), timeout=self.request_timeout_s).purposes
         summary = self.supervisor.summary()
         lines, resets_at = self._budget_lines()
         detail = None if brief else (tuple(self.supervisor.statuses()), self._storage_status())
@@ -145,6 +162,11 @@ class DaemonReports:
         )
         made = self._made[brief] = _MadeStatus.of(said, report)  # one store: another thread reads it whole
         return made
+
+    def _spent_today(self) -> SpentOn:
+        """What today's spending is asked with: made once a day (``asked_today``)."""
+        self._spent_on = asked_today(time.time(), self._spent_on)
+        return self._spent_on.asked
 
     def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
         """Today's budget lines and when they reset, made again only when

@@ -1,15 +1,18 @@
-"""The status frame the control socket writes: the last report's encoding
-with each request's uptime put in, byte for byte what ``encode`` writes."""
+"""What the status request reuses between requests: the frame the control
+socket writes (the last report's encoding with each request's uptime put in,
+byte for byte what ``encode`` writes), and the day its spending is asked of."""
 
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import orjson
 import pytest
 
-from enact._app.reports import _MadeStatus
+from enact._app.reports import AskedToday, _MadeStatus, asked_today
 from enact.messages import decode, encode
+from enact.messages.accounting import SpentOn
 from enact.messages.channel import ChannelState
 from enact.messages.control import StatusReport
 
@@ -30,3 +33,15 @@ def test_the_frame_is_what_encode_writes_for_the_uptime(uptime: float) -> None:
     assert frame == encode(dataclasses.replace(_report(), uptime_s=uptime))
     assert decode(frame) == dataclasses.replace(_report(), uptime_s=uptime)
 
+
+
+def test_the_spending_is_asked_of_the_local_day_and_the_same_request_kept_through_it() -> None:
+    noon = time.mktime((2026, 3, 14, 12, 0, 0, 0, 0, -1))
+    first = asked_today(noon, AskedToday(SpentOn(day=""), 0.0, 0.0))
+    assert first.asked == SpentOn(day="2026-03-14")
+    assert asked_today(noon + 3600, first) is first
+    last_second = time.mktime((2026, 3, 14, 23, 59, 59, 0, 0, -1))
+    assert asked_today(last_second, first) is first
+    after = asked_today(last_second + 1, first)
+    assert after.asked == SpentOn(day="2026-03-15") and after.since == last_second + 1
+    assert asked_today(noon, after).asked == SpentOn(day="2026-03-14")  # a clock set back asks of its day again
