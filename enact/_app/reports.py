@@ -57,7 +57,6 @@ class _MadeStatus(NamedTuple):
         return cls(said, report, head + _UPTIME_KEY, b"," + rest)
 
 
-
 class AskedToday(NamedTuple):
     """Today's ``SpentOn``, and the local day it asks of: from its midnight to the next."""
 
@@ -104,8 +103,8 @@ class DaemonReports:
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
         self._made: dict[bool, _MadeStatus | None] = {True: None, False: None}
-        self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
         """The last status made, brief and full."""
+        self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
 
     def status(self, brief: bool = False) -> StatusReport:
         """The full report: each actor's record and the storage too (what
