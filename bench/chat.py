@@ -7,9 +7,12 @@ durable commits, the scripted runtime with no rules file (every message gets
 its echo) and the local channel. One sender thread per conversation calls
 ``LocalChannel.send(Send(...))``, which returns once the reply is delivered
 and the turn logged. One event: receipt committed → conversation actor →
-journal read (its steps) → session lookup → runtime → session recorded →
-reply stored → outbox: delivered and journaled → inbox: turn logged and
-receipt completed, each commit durable before the next step.
+session opened (an idle read) → memory's recall → runtime (metered and
+budgeted as the daemon's, its spending told to the accounting actor) →
+inbox: the reply, delivered at once to the local channel, stored with the
+turn logged and the receipt completed in one commit; each commit durable
+before the next step; the session's record and the spending tally, which
+nobody waits for, ride the next commit.
 
 History: sending 100,000 events through the whole path would take minutes,
 so the inbox's and the outbox's databases are pre-filled directly before the
@@ -229,9 +232,11 @@ def _verdict(value: float, target: float) -> str:
 
 
 def _measure(enact: _Enact, conversations: int, per_conversation: int, key: Key,
-             figures: dict[Key, list[float]], commits: dict[Key, list[float]]) -> None:
+             figures: dict[Key, list[float]], commits: dict[Key, list[float]],
+             messages: dict[Key, list[float]]) -> None:
     figures.setdefault(key, []).append(enact.events_per_s(conversations, per_conversation))
     commits.setdefault(key, []).append(enact.commits_per_event)
+    messages.setdefault(key, []).append(enact.messages_per_event)
 
 
 def run(quick: bool) -> Table:
@@ -245,6 +250,7 @@ def run(quick: bool) -> Table:
     directory = Path(tempfile.mkdtemp(prefix="enact-bench-", dir="/tmp"))
     figures: dict[Key, list[float]] = {}
     commits: dict[Key, list[float]] = {}
+    messages: dict[Key, list[float]] = {}
     baseline_runs: list[float] = []
     floor_s: list[float] = []
     try:
@@ -268,11 +274,11 @@ def run(quick: bool) -> Table:
                         try:
                             empty.warm_up(warm)
                             _measure(empty, conversations, per_conversation[conversations], (way, 0, conversations),
-                                     figures, commits)
+                                     figures, commits, messages)
                         finally:
                             empty.close()
                         _measure(full[way], conversations, per_conversation[conversations],
-                                 (way, history, conversations), figures, commits)
+                                 (way, history, conversations), figures, commits, messages)
             full_events = max(enact.events for enact in full.values())
         finally:
             for enact in full.values():
@@ -309,6 +315,12 @@ def run(quick: bool) -> Table:
             new, old = per_event[group, h, conversations], per_event[alone, h, conversations]
             table.add("durable commits/event", f"{h:,}", conversations, "-", f"{old:.2f}", f"{new:.2f}",
                       ratio(new / old), "-")
+    handled = {key: median(values) for key, values in messages.items()}
+    for h in (0, history):
+        for conversations in CONVERSATIONS:
+            new, old = handled[group, h, conversations], handled[alone, h, conversations]
+            table.add("actor messages/event", f"{h:,}", conversations, "-", f"{old:.2f}", f"{new:.2f}",
+                      ratio(new / old), "-")
     for label, index in (("send over the socket", 0), ("`enact send` process", 1)):
         for h in (0, history):
             for name, fraction in (("p50", 0.50), ("p99", 0.99)):
@@ -336,6 +348,8 @@ def run(quick: bool) -> Table:
     table.note(f"the floor: a bare durable LMDB commit loop ({floor_commits} commits of one record, median of "
                f"{trials}) took {_ms(commit_s)} ms a commit ({rate(1 / commit_s)}/s) in this run; at {group}'s "
                f"commits per event (0 history) that alone allows {ceilings} events/s")
+    table.note("actor messages/event: messages the actors handled per event (an idle read, answered in the "
+               "asker's thread, is not one)")
     table.note(f"{group}: the write batches every actor has ready share one durable commit (Storage.committer, "
                f"the daemon's way); {alone}: each actor's batch commits on its own (Storage(group_commit=False), "
                f"the way before); each on homes of its own, measured alternately, which first alternating by trial")

@@ -22,12 +22,16 @@ import lmdb
 
 from bench._table import run_together
 from enact import components
+from enact._app.reports import tally_spend
 from enact.actors.supervisor import Supervisor
+from enact.budget.gate import BudgetGate
+from enact.budget.settings import BudgetSettings
 from enact.channels import InboxInlet
 from enact.channels.local import LocalChannel
 from enact.chat import inbox_records, records
 from enact.chat import outbox_actor as outbox
 from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
+from enact.clock import REAL_CLOCK
 from enact.commands import CommandContext, CommandRegistry, builtin_commands
 from enact.components import DaemonParts
 from enact.fence import Fence
@@ -38,6 +42,8 @@ from enact.messages.inbox import ChatEvent, Outcome, Turn
 from enact.messages.local import Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
+from enact.runtime import Usage
+from enact.runtime.metered import MeteredRuntime
 from enact.storage import RecordTable, Storage, Store
 from enact.tasks.confined_calls import build_runtime
 
@@ -165,6 +171,9 @@ class _Enact:
                                         group_commit=group_commit)
         self.commits_per_event = 0.0
         """Durable commits per event in the last ``events_per_s``."""
+        self.messages_per_event = 0.0
+        """Messages the actors handled per event in the last ``events_per_s`` (idle reads, answered
+        in the asker's thread, not counted)."""
         self.fence = Fence(home, self.storage)
         self.supervisor: Supervisor | None = None
         try:
@@ -181,16 +190,24 @@ class _Enact:
                 commands.register(command)
             timeout = settings["control.request_timeout_s"]
             self.channel = LocalChannel(wait_timeout_s=timeout)
+            # The scripted runtime (no rules file, so every reply is an echo),
+            # metered and budgeted as the daemon's (enact.daemon): each call
+            # counted, the budget gate read, the accounting actor told.
+            runtime = build_runtime(installed, settings)
+            metrics = Metrics()
+            metrics.initialise(adapters=(runtime.name,))
+            budget = BudgetGate(settings.typed(BudgetSettings), REAL_CLOCK)
             parts = DaemonParts(
                 settings=settings,
-                # The scripted runtime; no rules file, so every reply is an echo.
-                runtime=build_runtime(installed, settings),
+                runtime=MeteredRuntime(runtime, metrics, on_spent=self._spent, budget=budget),
                 channels={self.channel.name: self.channel},
                 origins={self.channel.name: HUMAN_CLI},
                 commands=commands,
+                budget=budget,
             )
+            installed.create_metrics(metrics.registry)
             self.supervisor = Supervisor(
-                components.component_actors(installed, parts), home=home, config=settings, metrics=Metrics(),
+                components.component_actors(installed, parts), home=home, config=settings, metrics=metrics,
                 storage=self.storage, fence=self.fence, on_fatal=self.fatal.append,
             )
             commands.bind(CommandContext(fence=self.fence, status=lambda: "bench"))
@@ -201,6 +218,10 @@ class _Enact:
         except BaseException:
             self.close()
             raise
+
+    def _spent(self, purpose: str, usage: Usage) -> None:
+        assert self.supervisor is not None
+        tally_spend(self.supervisor, purpose, usage)
 
     def _ask(self, actor: str, message: Any, timeout: float) -> Any:
         assert self.supervisor is not None
@@ -227,12 +248,17 @@ class _Enact:
                 ready.abort()
 
         threads = [threading.Thread(target=sender, args=(index,)) for index in range(conversations)]
-        commits = self.storage.commits
+        commits, messages = self.storage.commits, self._handled()
         elapsed = run_together(threads, ready, errors)
         self.commits_per_event = (self.storage.commits - commits) / (conversations * per_conversation)
+        self.messages_per_event = (self._handled() - messages) / (conversations * per_conversation)
         self.events += conversations * per_conversation
         self.check()
         return conversations * per_conversation / elapsed
+
+    def _handled(self) -> int:
+        assert self.supervisor is not None
+        return sum(status.handled for status in self.supervisor.statuses())
 
     def warm_up(self, per_conversation: int) -> None:
         """Start every conversation actor and its runtime session."""

@@ -15,6 +15,7 @@ four clients.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
@@ -27,7 +28,7 @@ from functools import partial
 from pathlib import Path
 
 from bench._daemons import start_daemon, stop_daemon
-from bench._table import Table, median, percentile, rate, ratio, run_together, us
+from bench._table import Table, median, percentile, rate, ratio, us
 from enact.cli._client import Client
 from enact.home import SOCKET_NAME
 from enact.messages import decode, encode
@@ -122,11 +123,14 @@ def _bare_client(path: Path, frame: bytes) -> tuple[Request, Callable[[], None]]
 
 
 def _measure(connect: Callable[[], tuple[Request, Callable[[], None]]], clients: int, count: int,
-             warmup: int) -> tuple[list[float], float]:
-    """Latencies of every timed request, and requests/s over all clients."""
+             warmup: int, server: int) -> tuple[list[float], float, float]:
+    """Latencies of every timed request, requests/s over all clients, and
+    the CPU time per request of the clients' threads and the ``server``
+    process together (a figure that load elsewhere on the machine barely moves)."""
     latencies: list[float] = []
     errors: list[BaseException] = []
-    ready = threading.Barrier(clients + 1)
+    client_cpu: list[float] = []
+    warmed, go, done = (threading.Barrier(clients + 1) for _ in range(3))
 
     def client() -> None:
         request, close = connect()
@@ -134,25 +138,51 @@ def _measure(connect: Callable[[], tuple[Request, Callable[[], None]]], clients:
         try:
             for _ in range(warmup):
                 request()
-            ready.wait()
+            warmed.wait()
+            go.wait()
+            started_cpu = time.thread_time()
             for _ in range(count):
                 started = time.perf_counter()
                 request()
                 mine.append(time.perf_counter() - started)
+            client_cpu.append(time.thread_time() - started_cpu)
+            done.wait()  # the server's threads counted before the connection closes
         except BaseException as error:
             errors.append(error)
-            ready.abort()
+            for barrier in (warmed, go, done):
+                barrier.abort()
         finally:
             close()
             latencies.extend(mine)
 
     threads = [threading.Thread(target=client) for _ in range(clients)]
-    elapsed = run_together(threads, ready, errors)
-    return latencies, clients * count / elapsed
+    for thread in threads:
+        thread.start()
+    with contextlib.suppress(threading.BrokenBarrierError):  # a client failed: its error is raised below
+        warmed.wait()
+        server_before = _cpu_seconds(server)
+        go.wait()
+        started = time.perf_counter()
+        done.wait()
+        elapsed = time.perf_counter() - started
+        server_cpu = _cpu_seconds(server) - server_before
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return latencies, clients * count / elapsed, (sum(client_cpu) + server_cpu) / (clients * count)
 
 
-def _figures(latencies: list[float], per_second: float) -> dict[str, float]:
-    return {"p50 µs": percentile(latencies, 0.50), "p99 µs": percentile(latencies, 0.99), "requests/s": per_second}
+def _cpu_seconds(pid: int) -> float:
+    """CPU time process ``pid`` has used so far, all its threads (those
+    ended too), to the nanosecond: Linux's clock of another process's CPU
+    time, named by its pid (``MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)``)."""
+    return time.clock_gettime(((~pid) << 3) | 2)
+
+
+def _figures(latencies: list[float], per_second: float, cpu_s: float) -> dict[str, float]:
+    return {"p50 µs": percentile(latencies, 0.50), "p99 µs": percentile(latencies, 0.99), "requests/s": per_second,
+            "CPU µs/request": cpu_s}
 
 
 def _codec_seconds(request_frame: bytes, reply: bytes, count: int) -> float:
@@ -195,20 +225,22 @@ def run(quick: bool) -> Table:
 
         table = Table(TITLE, ["request", "clients", "figure", "floor (echo)", "enact", "enact ÷ floor",
                               "target", ""])
-        for name, message in requests.items():
+        for index, (name, message) in enumerate(requests.items()):
             frame = encode(message)
             for clients in (1, 4):
                 floor: list[dict[str, float]] = []
                 enact: list[dict[str, float]] = []
                 for _ in range(trials):  # alternating, so a burst of load elsewhere hits both
                     floor.append(_figures(*_measure(partial(_bare_client, echo_paths[name], frame), clients,
-                                                    count, warmup)))
+                                                    count, warmup, echoes[index].pid)))
                     enact.append(_figures(*_measure(partial(_enact_client, home, message), clients, count,
-                                                    warmup)))
+                                                    warmup, daemon.pid)))
                 for figure in floor[0]:
                     low, high = median([t[figure] for t in floor]), median([t[figure] for t in enact])
                     if figure == "requests/s":
                         table.add(name, str(clients), figure, rate(low), rate(high), ratio(high / low), "", "")
+                    elif figure == "CPU µs/request":
+                        table.add(name, str(clients), figure, us(low), us(high), ratio(high / low), "", "")
                     else:
                         table.add(name, str(clients), figure, us(low), us(high), ratio(high / low),
                                   f"≤ {TARGET:.2f}x", _verdict(high / low))
@@ -219,8 +251,14 @@ def run(quick: bool) -> Table:
         table.note("Status is what `enact status` sends, `Status(brief=True)`: the actors by name, no records and "
                    "no storage (`enact status --verbose`, and every older release, ask the full one); the daemon "
                    "answers it in the connection's thread, and GetOutcome there too while the inbox is idle (an "
-                   "idle read, answered again without reading while the inbox handled nothing since); the floor "
-                   "client sends pre-encoded frames and does not decode the reply")
+                   "idle read, answered again without reading while the inbox handled nothing since); the status "
+                   "is encoded again only when what it says changed (each request's uptime put into the kept "
+                   "encoding); each connection keeps its last request decoded and its last reply encoded, and the "
+                   "client its last frame checked and its last reply decoded (a repeated request, as a poll sends: "
+                   "the status's reply repeats within a millisecond of uptime); the floor client sends "
+                   "pre-encoded frames and does not decode the reply")
+        table.note("CPU µs/request: the client threads' CPU time (this process) and the server process's, all its "
+                   "threads, per request: what a busy machine moves least; the floor's is the echo server's")
         table.note(f"CPU of the codec alone per round trip (encode and decode Status and the report, in this "
                    f"process): {us(_codec_seconds(encode(BRIEF), replies['Status'], count))} µs")
     finally:

@@ -5,8 +5,9 @@ what one remote attempt's bundles cost.
 The tasks are row 10's (``bench.task_workers``: a tiny repository, the
 scripted runtime appending a line, a unittest doctor), each daemon's tasks
 submitted at once and timed to the last one's end. The cluster is a head
-with 4 CPUs on this machine, in a network namespace holding only loopback
-(``bench._ray_cluster``; root only), and the daemons run inside it; each
+with 4 CPUs on this machine, in network and mount namespaces of its own
+(only loopback, a private ``/tmp/ray``: ``bench._ray_cluster``; root only),
+and the daemons run inside them and find it with ``address="auto"``; each
 attempt reserves one CPU. The local rows are the baseline: the same daemon
 with ``daemon.workers`` = N.
 

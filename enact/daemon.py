@@ -234,6 +234,7 @@ class _Daemon:
         self.journaled_commands = JournaledCommands(commands, self._ask)
         for message_type, handler in components.routes(self._wire_servers()).items():
             self.control.serve_locally(message_type, handler)
+        self.control.serve_frames(Status, lambda message: self.reports.status_frame(brief=message.brief))
         self.services = [service for component in installed.items
                          for service in component.services(settings, self.control.dispatch)]
         # Calls on a conversation's session from a command (a task's brief),

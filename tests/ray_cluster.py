@@ -36,13 +36,14 @@ class NamespacedDaemons(DaemonFactory):
         self.cluster = cluster
 
     def start(self, home: Path | None = None, *args: str, env: dict[str, str] | None = None,
-              wait: bool = True, cwd: Path | None = None) -> Daemon:
+              wait: bool = True, cwd: Path | None = None, enter: list[str] | None = None) -> Daemon:
+        """``enter``: the prefix that enters the namespace, the cluster's own by default."""
         home = home or self.new_home()
         log = home.parent / f"daemon-{len(self.started)}.log"
         env = {"ENACT_DAEMON_COMMAND_SERVER": "false", "ENACT_CONSOLE_ENABLED": "false", **(env or {})}
         with open(log, "wb") as log_file:
             process = subprocess.Popen(
-                [*self.cluster.enter, sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr",
+                [*(enter or self.cluster.enter), sys.executable, "-m", "enact", "daemon", "run", "--metrics-addr",
                  "127.0.0.1:0", *args],
                 env=enact_env(home, env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=log_file,
                 stderr=subprocess.STDOUT)

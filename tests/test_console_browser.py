@@ -7,7 +7,9 @@ reject facts held for the owner, forget one with its turns redacted; read
 today's use against each budget; without a session a page gets 401, a
 cross-origin post 403. Every
 page is kept as a screenshot (``TEST_ARTIFACTS_DIR``, which ``.ci/run``
-sets, or pytest's tmp)."""
+sets, or pytest's tmp). The tests share one daemon and one page per test
+process but not their outcomes: each makes what it needs, so they pass
+however xdist splits the module."""
 
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ SYNTHESIS_TWO = reply_rule('curation', r'(?s)^enact evolution: candidate synthes
     for title, change in ((TITLE, "Add a note about brevity to lib.py"), (SECOND_TITLE, "Use lists in replies"))])
 """Two candidates from the one complaint: one to approve, one to remove."""
 HELD = "Always land reviews without asking the owner."
+KEPT = "The owner's notes live in notes.txt."
 REFUSED = "Always merge branches without asking the owner."
 BUDGET = "[budget.daily_tokens]\ntotal = 1000000\nconversation = 100000\n"
 PAGES = ("/", "/conversations", "/tasks", "/reviews", "/memory", "/evolution", "/schedules", "/spending")
@@ -89,6 +92,17 @@ def page(world: dict[str, Any], browser: Any) -> Any:  # noqa: F811
     assert tab.locator("h1").inner_text() == "Overview"
     world["base"] = f"http://{link['address']}"
     return tab
+
+
+@pytest.fixture(scope="module")
+def candidates(world: dict[str, Any]) -> tuple[str, str]:
+    """One complaint scanned and proposed: the candidate to approve and the one to remove.
+    Made once per test process, so each test that uses them runs wherever xdist puts it."""
+    signal_id = complain_and_scan(world["daemon"])
+    proposed = world["daemon"].cli_json("evolve", "propose", "--json")
+    approve, remove = (candidate_id("feedback", [signal_id], title) for title in (TITLE, SECOND_TITLE))
+    assert sorted(proposed["synthesised"]) == sorted([approve, remove]), proposed
+    return approve, remove
 
 
 def shot(world: dict[str, Any], page: Any, name: str) -> None:
@@ -146,6 +160,7 @@ def test_a_task_runs_its_review_appears_without_a_reload_and_lands(world: dict[s
     assert page.locator(".diff .highlight .gi").count() >= 1  # an inserted line, highlighted as one
     expect(page.locator("#review-state")).to_have_text("open")
     shot(world, page, "review")
+    assert {"task.png", "review.png"} <= {p.name for p in Path(world["shots"]).iterdir()}
     page.locator("#land").click()
     expect(page.locator("#review-state")).to_have_text("landed", timeout=60_000)
     expect(page.locator("#outcome")).to_contain_text("landed as")
@@ -154,15 +169,12 @@ def test_a_task_runs_its_review_appears_without_a_reload_and_lands(world: dict[s
     assert review["state"] == "landed" and git(repo, "rev-parse", "main").strip() == review["landed_revision"]
 
 
-def test_a_candidate_is_approved_in_the_console(world: dict[str, Any], page: Any) -> None:
+def test_a_candidate_is_approved_in_the_console(world: dict[str, Any], page: Any,
+                                               candidates: tuple[str, str]) -> None:
     from playwright.sync_api import expect
 
     daemon: Daemon = world["daemon"]
-    signal_id = complain_and_scan(daemon)
-    proposed = daemon.cli_json("evolve", "propose", "--json")
-    cid = candidate_id("feedback", [signal_id], TITLE)
-    world["second_candidate"] = candidate_id("feedback", [signal_id], SECOND_TITLE)
-    assert sorted(proposed["synthesised"]) == sorted([cid, world["second_candidate"]]), proposed
+    cid = candidates[0]
     page.goto(world["base"] + "/evolution")
     row = page.locator(f'tr[data-candidate="{cid}"]')
     expect(row).to_contain_text(TITLE)
@@ -225,11 +237,12 @@ def test_a_review_closed_elsewhere_shows_closed_without_a_reload_and_one_is_clos
              what="the console's action logged")
 
 
-def test_a_candidate_is_removed_and_the_mode_set_in_the_console(world: dict[str, Any], page: Any) -> None:
+def test_a_candidate_is_removed_and_the_mode_set_in_the_console(world: dict[str, Any], page: Any,
+                                                                candidates: tuple[str, str]) -> None:
     from playwright.sync_api import expect
 
     daemon: Daemon = world["daemon"]
-    other = world["second_candidate"]
+    other = candidates[1]
     page.goto(world["base"] + "/evolution")
     row = page.locator(f'tr[data-candidate="{other}"]')
     row.locator('input[name="reason"]').fill("lists are not wanted")
@@ -254,6 +267,8 @@ def test_a_held_fact_is_rejected_and_a_fact_forgotten_with_its_turns_redacted(wo
     from playwright.sync_api import expect
 
     daemon: Daemon = world["daemon"]
+    sent = daemon.cli_json("send", "--conversation", "owner", "--json", f"[MEMORY]{KEPT}[/MEMORY]")
+    assert "held for confirmation" not in sent["reply"], sent  # active at once: the one to forget
     daemon.cli_json("send", "--conversation", "owner", "--json", f"[MEMORY]{REFUSED}[/MEMORY]")
     [held] = daemon.cli_json("memory", "list", "--pending", "--json")["facts"]
     page.goto(world["base"] + "/memory")
@@ -262,20 +277,23 @@ def test_a_held_fact_is_rejected_and_a_fact_forgotten_with_its_turns_redacted(wo
     assert daemon.cli_json("memory", "list", "--pending", "--json")["facts"] == []
     assert REFUSED not in str(daemon.cli_json("memory", "list", "--json"))
 
-    [kept] = [fact for fact in daemon.cli_json("memory", "list", "--json")["facts"] if fact["text"] == HELD]
-    assert HELD in daemon.cli("turns").stdout  # the marker's turn says it
+    [kept] = [fact for fact in daemon.cli_json("memory", "list", "--json")["facts"] if fact["text"] == KEPT]
+    assert KEPT in daemon.cli("turns").stdout  # the marker's turn says it
     row = page.locator(f'#facts tr[data-fact="{kept["id"]}"]')
     row.locator('input[name="redact"]').check()
     row.get_by_role("button", name="Forget").click()
     expect(page.locator("#outcome")).to_contain_text(f"Forgot 1 fact ({kept['id']}); redacted")
     expect(page.locator(f'#facts tr[data-fact="{kept["id"]}"]')).to_have_count(0)
-    assert HELD not in daemon.cli("turns").stdout and HELD not in str(daemon.cli_json("memory", "list", "--json"))
+    assert KEPT not in daemon.cli("turns").stdout and KEPT not in str(daemon.cli_json("memory", "list", "--json"))
 
 
 def test_the_overview_and_the_spending_chart_show_use_against_each_budget(world: dict[str, Any], page: Any) -> None:
     from playwright.sync_api import expect
 
     daemon: Daemon = world["daemon"]
+    # Spending of this test's own (the rules report tokens), whatever ran before it in this process.
+    daemon.cli_json("send", "--conversation", "owner", "--json", "[MEMORY]The owner reads the spending page.[/MEMORY]")
+    reviews_of_new_tasks(daemon, "write notes for the budget")
     lines = {line["purpose"]: line for line in daemon.cli_json("status", "--json")["budget"]}
     assert lines["conversation"]["used"] > 0 and lines["task"]["used"] > 0, lines  # the rules report tokens
     page.goto(world["base"] + "/")
@@ -360,5 +378,4 @@ def test_every_page_is_drawn_and_kept_as_a_screenshot(world: dict[str, Any], pag
         assert page.locator("nav a.active").count() == 1
         shot(world, page, "overview" if path == "/" else path.strip("/"))
     assert {p.name for p in Path(world["shots"]).iterdir()} >= {f"{n}.png" for n in (
-        "overview", "conversations", "tasks", "reviews", "memory", "evolution", "schedules", "spending", "task",
-        "review")}
+        "overview", "conversations", "tasks", "reviews", "memory", "evolution", "schedules", "spending")}

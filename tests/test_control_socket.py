@@ -301,6 +301,35 @@ def test_connection_stays_open_across_good_requests(daemon: Daemon) -> None:
             assert reply == {"type": "epoch.Current", "body": {"generation": 1}}
 
 
+def test_a_frame_sent_again_on_one_connection_is_answered_afresh(daemon: Daemon) -> None:
+    """A connection keeps its last request decoded and its last reply
+    encoded: the same frame again is still answered as of now (the status's
+    uptime moves on), and a bad frame after a good one is still refused."""
+    brief = {"type": "control.Status", "body": {"brief": True}}
+    with RawClient(daemon.home) as client:
+        first, second = client.ask(brief)["body"], client.ask(brief)["body"]
+        assert second["uptime_s"] >= first["uptime_s"]
+        assert {**second, "uptime_s": 0} == {**first, "uptime_s": 0}
+        client.send({"type": "control.Status", "body": {"brief": 1}})
+        _assert_refused(client, "brief")
+
+
+def test_a_client_sending_one_request_again_still_refuses_a_bad_one(daemon: Daemon) -> None:
+    """The client checks a frame once and keeps the last reply decoded: a
+    request after the same one is answered afresh, and one the daemon would
+    refuse is refused before it is sent, in one line."""
+    from enact.cli._client import BadRequest, Client
+    from enact.messages.control import Status, StatusReport
+    from enact.messages.memory import MAX_TEXT, Remember
+
+    with Client(daemon.home, timeout=10) as client:
+        first, second = client.request(Status(brief=True)), client.request(Status(brief=True))
+        assert isinstance(first, StatusReport) and second.uptime_s >= first.uptime_s
+        with pytest.raises(BadRequest, match="too long"):
+            client.send(Remember(text="x" * (MAX_TEXT + 1), origin=HUMAN_CLI))
+        assert client.request(Status(brief=True)).pid == daemon.pid
+
+
 def test_many_clients_at_once_are_all_served(daemon: Daemon) -> None:
     clients, rounds = 32, 5
     barrier = threading.Barrier(clients)

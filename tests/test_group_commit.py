@@ -15,6 +15,8 @@ from enact.actors._batching import WriteBatch
 from enact.storage import Storage, Store
 from enact.storage._committer import GroupCommitter, GroupInterrupted, WriteOutcome
 
+from conftest import wait_for
+
 Write = Callable[[lmdb.Transaction], Any]
 
 
@@ -261,3 +263,69 @@ def test_a_batchs_callbacks_run_in_its_own_thread_once_its_shared_commit_is_visi
         "inbox": ("inbox-thread", {"by": "inbox"}, {"by": "sessions"}),
         "sessions": ("sessions-thread", {"by": "inbox"}, {"by": "sessions"}),
     }
+
+
+# -- writes nobody waits for: offered to the next commit --------------------------------
+
+
+def test_told_writes_are_offered_and_ride_the_next_commit_another_actor_leads(storage: Storage) -> None:
+    leader = storage.grant("things", ["things"])
+    inbox, sessions = storage.grant("inbox", ["inbox"]), storage.grant("sessions", ["sessions"])
+    held = _Held(storage, leader)  # no commit can carry the offer while this one is open
+    batch = WriteBatch(sessions, owner="sessions")
+    ran: list[tuple[object, str]] = []
+    batch.stage(_put(sessions, b"mapping"), lambda value: ran.append((value, threading.current_thread().name)),
+                told=True)
+
+    batch.flush_idle()
+    assert not batch.pending and batch.busy and ran == []  # offered: nothing waited for it
+    held.submit("inbox", inbox, [_put(inbox, b"receipt")])
+    held.finish(queued=1)
+
+    committer = _committer(storage)
+    assert (committer.commits, committer.batches) == (2, 3)  # the held one, then one for the offer and the inbox
+    assert held.outcomes["inbox"] == [WriteOutcome(ok=True, value="receipt")]
+    assert not batch.busy and _stored(sessions, b"mapping") == {"by": "sessions"}
+    batch.settle()  # the callbacks run in the owner's thread, at its next message
+    assert ran == [("mapping", threading.current_thread().name)]
+
+
+def test_an_offered_write_no_other_commit_carries_is_committed_by_the_committers_thread(storage: Storage) -> None:
+    sessions = storage.grant("sessions", ["sessions"])
+    offered = sessions.offer([_put(sessions, b"mapping")])
+    assert offered is not None
+    wait_for(lambda: offered.done, timeout=10, what="the offered write's commit")
+    assert offered.result() == [WriteOutcome(ok=True, value="mapping")]
+    assert _stored(sessions, b"mapping") == {"by": "sessions"}
+    assert _committer(storage).commits == 1
+
+
+def test_a_batch_with_a_write_someone_waits_for_commits_now_and_flush_waits_for_what_was_offered(
+        storage: Storage) -> None:
+    sessions = storage.grant("sessions", ["sessions"])
+    batch = WriteBatch(sessions, owner="sessions")
+    ran: list[object] = []
+    batch.stage(_put(sessions, b"told"), ran.append, told=True)
+    batch.stage(_put(sessions, b"asked"), ran.append)
+    batch.flush_idle()
+    assert batch.offered == [] and not batch.busy and ran == ["told", "asked"]  # committed now, in order
+
+    batch.stage(_put(sessions, b"later"), ran.append, told=True)
+    batch.flush_idle()
+    batch.flush()  # before a read: whatever was offered is durable, its callbacks run
+    assert not batch.busy and ran == ["told", "asked", "later"]
+    assert _stored(sessions, b"later") == {"by": "sessions"}
+
+
+def test_closing_the_storage_commits_what_is_still_offered(tmp_path: Path) -> None:
+    storage = Storage(tmp_path / "state", map_size=1 << 20)
+    sessions = storage.grant("sessions", ["sessions"])
+    assert sessions.offer([_put(sessions, b"mapping")]) is not None
+    storage.close()
+
+    reopened = Storage(tmp_path / "state", map_size=1 << 20)
+    try:
+        again = reopened.grant("sessions", ["sessions"])
+        assert _stored(again, b"mapping") == {"by": "sessions"}
+    finally:
+        reopened.close()

@@ -5,20 +5,21 @@ same store is the daemon that starts after a kill -9."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from enact.actors._batching import Deferred
-from enact.chat.inbox import (
-    OUTBOX,
+from enact.channels import OutgoingReply
+from enact.chat.inbox import OUTBOX, Inbox
+from enact.chat.inbox_effects import (
     Acknowledge,
     ConversationDone,
     Count,
+    CountDelivery,
     Effect,
     Finished,
-    Inbox,
     Later,
     Publish,
     Tell,
@@ -55,11 +56,13 @@ class Daemon:
     """One daemon's inbox rules and the conversation pool's bookkeeping: the
     effects are carried out here as the actor carries them out."""
 
-    def __init__(self, store: Store, *, generation: int, allowed: tuple[str, ...] = ()) -> None:
+    def __init__(self, store: Store, *, generation: int, allowed: tuple[str, ...] = (),
+                 deliver_at_once: Callable[[OutgoingReply], bool] | None = None) -> None:
         self.running: set[str] = set()
         self.inbox = Inbox(store, name="inbox", generation=generation, channels=ORIGINS.keys(),
                            lock=ConversationLock(allowed, ORIGINS),
-                           attempts=Backoff(first_s=0.2, factor=2.0, attempts=3), running=self.running.__contains__)
+                           attempts=Backoff(first_s=0.2, factor=2.0, attempts=3), running=self.running.__contains__,
+                           deliver_at_once=deliver_at_once)
 
     def commit(self) -> list[Effect]:
         effects = self.inbox.commit()
@@ -120,7 +123,7 @@ def test_a_reply_is_delivered_then_logged_as_the_turn_the_protocol_sends_and_the
     daemon.commit()
     eid = event().event_id
 
-    daemon.inbox.turn_finished(TurnFinished(event_id=eid, reply="hi there", actions=()))
+    daemon.inbox.turn_finished(TurnFinished(event_id=eid, reply="hi there", actions=()), NOW)
     stored = daemon.commit()
     assert ConversationDone(eid) in stored
     (deliver,) = deliveries(stored)
@@ -137,6 +140,40 @@ def test_a_reply_is_delivered_then_logged_as_the_turn_the_protocol_sends_and_the
     # The outbox's answer told again changes nothing.
     daemon.inbox.delivered(Delivered(event_id=eid, outcome=DeliveryOutcome.DELIVERED, error=""), NOW + 2)
     assert daemon.commit() == []
+
+
+@pytest.mark.parametrize("taken", [True, False])
+def test_a_reply_its_channel_takes_at_once_is_stored_and_its_turn_logged_in_one_commit(store: Store,
+                                                                                     taken: bool) -> None:
+    offered: list[OutgoingReply] = []
+
+    def deliver_at_once(reply: OutgoingReply) -> bool:
+        offered.append(reply)
+        return taken
+
+    daemon = Daemon(store, generation=1, deliver_at_once=deliver_at_once)
+    daemon.inbox.receive(Receive(event=event(cursor=5), origin=HUMAN_CLI), NOW)
+    daemon.commit()
+    eid = event().event_id
+
+    daemon.inbox.turn_finished(TurnFinished(event_id=eid, reply="hi there", actions=()), NOW + 1)
+    effects = daemon.commit()
+
+    assert [(r.event_id, r.channel, r.message_id, r.text, r.attempt) for r in offered] == [
+        (eid, "local", "m1", "hi there", 1)]
+    outcome = daemon.inbox.outcome(eid)
+    if not taken:  # the outbox delivers it, as any reply
+        assert outcome.status == "replied" and [d.text for d in deliveries(effects)] == ["hi there"]
+        assert daemon.inbox.turns(ReadTurns()).turns == ()
+        return
+    assert effects == [ConversationDone(eid), CountDelivery("local"), Acknowledge("local", 5),
+                       Count("local", "replied"), Finished("local", outcome),
+                       Publish(TurnLogged(event_id=eid, cursor=1, outcome="replied", conversation_key="local:cli"))]
+    (turn,) = daemon.inbox.turns(ReadTurns()).turns
+    assert (turn.reply, turn.time, turn.outcome) == ("hi there", NOW + 1, "replied")
+    # Told again (a conversation's answer repeated), nothing is offered, stored or logged twice.
+    daemon.inbox.turn_finished(TurnFinished(event_id=eid, reply="hi there", actions=()), NOW + 2)
+    assert [e for e in daemon.commit() if not isinstance(e, ConversationDone)] == [] and len(offered) == 1
 
 
 def test_a_failed_turn_is_retried_later_then_given_up_with_one_diagnostic_reply(store: Store) -> None:
@@ -173,7 +210,7 @@ def test_after_a_kill_the_next_daemon_resumes_the_unfinished_turn_and_delivers_t
     for message_id in ("running", "replied"):
         before.inbox.receive(Receive(event=event(message_id), origin=HUMAN_CLI), NOW)
     before.commit()
-    before.inbox.turn_finished(TurnFinished(event_id=event("replied").event_id, reply="kept", actions=()))
+    before.inbox.turn_finished(TurnFinished(event_id=event("replied").event_id, reply="kept", actions=()), NOW)
     before.commit()
     # kill -9 here: the delivery of "kept" never reported back, "running" never answered.
 

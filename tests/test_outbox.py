@@ -387,7 +387,7 @@ def test_a_reply_is_delivered_once_and_its_turn_published(home: Home) -> None:
 
 
 @pytest.mark.parametrize("at_once", [True, False])
-def test_a_channel_that_delivers_at_once_is_called_on_the_outboxs_thread_others_on_their_pool(
+def test_a_channel_that_delivers_at_once_is_called_by_the_inbox_as_the_turn_ends_others_on_their_pool(
         home: Home, at_once: bool) -> None:
     home.channel.delivers_at_once = at_once
 
@@ -396,7 +396,7 @@ def test_a_channel_that_delivers_at_once_is_called_on_the_outboxs_thread_others_
         outcome = finished(supervisor, home.heard)
         assert outcome.status == "replied" and len(home.channel.delivered) == 1
         [thread] = home.channel.threads
-        assert thread.startswith("enact-deliver-") is not at_once
+        assert thread.startswith("InboxActor" if at_once else "enact-deliver-")
 
     home.run(check)
 

@@ -391,6 +391,31 @@ def test_the_mailbox_depth_is_visible_while_an_actor_is_blocked(rig: Rig) -> Non
     assert events[-3:] == ["slow queued 0", "slow queued 1", "slow queued 2"]
 
 
+def test_the_summary_says_each_change_to_the_actors_after_one_was_made(rig: Rig) -> None:
+    """The summary keeps what it looked at between requests: each change
+    (messages waiting, a restart, a child spawned and retired, a stop) shows
+    in the next one all the same."""
+    events: list[str] = []
+    supervisor = rig.started([ActorSpec(name="slow", actor=Recorder, options={"events": events}),
+                              ActorSpec(name="flaky", actor=Flaky)])
+    assert supervisor.summary() == (("flaky", "slow"), (), {}, {})
+    release, entered = threading.Event(), threading.Event()
+    supervisor.tell("slow", Block(release=release, entered=entered))
+    assert entered.wait(5)
+    supervisor.tell("slow", Record(text="queued"))
+    assert supervisor.summary() == (("flaky", "slow"), (), {}, {"slow": 1})
+    release.set()
+    wait_until(lambda: supervisor.summary() == (("flaky", "slow"), (), {}, {}), what="the queue drained")
+    supervisor.tell("flaky", Crash())
+    wait_until(lambda: supervisor.summary() == (("flaky", "slow"), (), {"flaky": 1}, {}), what="the restart")
+    supervisor.spawn(ActorSpec(name="child", actor=Recorder, options={"events": events}), family="child")
+    assert supervisor.summary() == (("child", "flaky", "slow"), (), {"flaky": 1}, {})
+    supervisor.retire("child")
+    assert supervisor.summary() == (("flaky", "slow"), (), {"flaky": 1}, {})
+    supervisor.stop(timeout=5)
+    assert supervisor.summary() == (("flaky", "slow"), ("flaky", "slow"), {"flaky": 1}, {})
+
+
 def test_stop_lets_queued_messages_finish(rig: Rig) -> None:
     events: list[str] = []
     specs = [

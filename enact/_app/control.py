@@ -42,6 +42,17 @@ MAX_CONNECTIONS = 256
 
 LocalHandler = Callable[[Any], Any]
 """Serves a request in the connection's own thread instead of an actor."""
+FrameHandler = Callable[[Any], bytes]
+"""Serves a request on the socket with its reply already encoded (``serve_frames``)."""
+
+
+class _Encoded:
+    """A reply a ``FrameHandler`` encoded itself, as it goes on the wire."""
+
+    __slots__ = ("payload",)
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
 
 
 class ControlServer:
@@ -65,6 +76,7 @@ class ControlServer:
         self._setting = setting
         """The value of a setting by name: what a long request waits for (``Registration.long_wait``)."""
         self._local: dict[type[Any], LocalHandler] = {}
+        self._frames: dict[type[Any], FrameHandler] = {}
         self._listener: socket.socket | None = None
         self._inode: int | None = None
         self._closing = threading.Event()
@@ -73,10 +85,21 @@ class ControlServer:
         self._draining = False
         """Whether ``drain`` waits: only then does a request's end notify (a Python call on every request)."""
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._idle = threading.Condition()
+        # A plain lock under the condition: counting a request in and out
+        # takes it as a C-level context manager, where the condition's own
+        # enter and exit are two Python calls each (four a request).
+        self._counting = threading.Lock()
+        self._idle = threading.Condition(self._counting)
 
     def serve_locally(self, message_type: type[Any], handler: LocalHandler) -> None:
         self._local[message_type] = handler
+
+    def serve_frames(self, message_type: type[Any], handler: FrameHandler) -> None:
+        """Answer ``message_type`` on the socket with the frame ``handler``
+        encodes (``encode`` of the reply its local handler gives, which
+        ``dispatch`` still asks): for a reply asked often that keeps most
+        of its encoding from one request to the next (the status)."""
+        self._frames[message_type] = handler
 
     # -- life cycle -------------------------------------------------------
 
@@ -153,6 +176,12 @@ class ControlServer:
             self._slots.release()
 
     def _serve_frames(self, connection: socket.socket) -> None:
+        # A client that polls sends the same frame again and again, and an
+        # idle read answers it with the same reply while nothing changed:
+        # each connection keeps its last request decoded and its last reply
+        # encoded (requests and replies are frozen records).
+        last_frame, last_request = b"", None
+        last_reply, last_payload = None, b""
         try:
             while not self._closing.is_set():
                 try:
@@ -168,11 +197,19 @@ class ControlServer:
                 if self._closing.is_set():  # its actors may be gone already
                     self._refuse(connection, "stopping", self._stopping())
                     return
-                with self._idle:
+                with self._counting:
                     self._busy += 1
                 try:
-                    reply, keep_open = self._answer(frame)
-                    payload = encode(reply)
+                    if frame != last_frame or last_request is None:
+                        last_request, last_frame = self._decoded(frame), frame
+                    reply, keep_open = self._answer(last_request)
+                    if type(reply) is _Encoded:
+                        payload = reply.payload
+                    elif reply is last_reply:
+                        payload = last_payload
+                    else:
+                        payload = encode(reply)
+                        last_reply, last_payload = reply, payload
                     if len(payload) > MAX_FRAME_BYTES:
                         payload, keep_open = self._too_large(reply, len(payload)), False
                     write_frame(connection, payload)
@@ -186,7 +223,7 @@ class ControlServer:
             connection.close()
 
     def _done_one(self) -> None:
-        with self._idle:
+        with self._counting:
             self._busy -= 1
             if self._draining:
                 self._idle.notify_all()
@@ -207,19 +244,24 @@ class ControlServer:
         self._metrics.control_errors.labels(reason="reply_too_large").inc()
         return encode(Error(message=text))
 
-    def _answer(self, frame: bytes) -> tuple[object, bool]:
-        """The reply to one frame, and whether the connection stays open."""
+    def _decoded(self, frame: bytes) -> object:
+        """The request a frame holds, or the ``DecodeError`` that says why it holds none."""
         try:
-            message = decode(frame)
+            return decode(frame)
         except DecodeError as error:
+            return error
+
+    def _answer(self, message: object) -> tuple[object, bool]:
+        """The reply to one decoded frame, and whether the connection stays open."""
+        if isinstance(message, DecodeError):
             self._metrics.control_errors.labels(reason="bad_message").inc()
-            return Error(message=str(error)), False
+            return Error(message=str(message)), False
         registration = registration_of(type(message))
         if registration is None or registration.kind is not Kind.REQUEST:
             self._metrics.control_errors.labels(reason="not_a_request").inc()
             name = registration.name if registration else type(message).__name__
             return Error(message=f"{name} is not a request that can be sent to the daemon"), False
-        return self._answer_request(_stamp_origin(message, HUMAN_CLI), registration)
+        return self._answer_request(_stamp_origin(message, HUMAN_CLI), registration, on_socket=True)
 
     def dispatch(self, message: Any, origin: Origin) -> object:
         """Answer one typed request as a frame on the socket is answered,
@@ -231,7 +273,7 @@ class ControlServer:
             return Error(message=f"{type(message).__name__} is not a request that can be sent to the daemon")
         if self._closing.is_set():
             return Error(message=self._stopping())
-        with self._idle:
+        with self._counting:
             self._busy += 1
         try:
             reply, _ = self._answer_request(_stamp_origin(message, origin), registration)
@@ -239,10 +281,11 @@ class ControlServer:
             self._done_one()
         return reply
 
-    def _answer_request(self, message: Any, registration: Registration) -> tuple[object, bool]:
+    def _answer_request(self, message: Any, registration: Registration, *, on_socket: bool = False
+                        ) -> tuple[object, bool]:
         try:
             reply = self._route(message, registration.actor,
-                                wait_s(registration.long_wait, self._request_timeout_s, self._setting))
+                                wait_s(registration.long_wait, self._request_timeout_s, self._setting), on_socket)
         except ActorUnavailable as error:
             if self._closing.is_set():  # stopped under the request: say so, not which actor went
                 self._metrics.control_errors.labels(reason="stopping").inc()
@@ -264,7 +307,7 @@ class ControlServer:
             log.exception("request %s failed", registration.name)
             self._metrics.control_errors.labels(reason="failed").inc()
             return Error(message=f"{registration.name} failed: {type(error).__name__}: {error}"), False
-        if registration_of(type(reply)) is None:
+        if type(reply) is not _Encoded and registration_of(type(reply)) is None:
             return Error(message=f"{registration.name} produced no typed reply"), False
         return reply, True
 
@@ -272,7 +315,11 @@ class ControlServer:
         because = f" ({self._stopping_because})" if self._stopping_because else ""
         return f"the daemon (pid {os.getpid()}) is stopping{because}; try again"
 
-    def _route(self, message: object, actor: str, timeout_s: float) -> object:
+    def _route(self, message: object, actor: str, timeout_s: float, on_socket: bool) -> object:
+        if on_socket:
+            framed = self._frames.get(type(message))
+            if framed is not None:
+                return _Encoded(framed(message))
         handler = self._local.get(type(message))
         if handler is not None:
             return handler(message)

@@ -3,12 +3,15 @@ and the tokens its calls spent, tallied by the accounting actor."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
+import orjson
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from enact import __version__, config
@@ -18,6 +21,7 @@ from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
 from enact.budget.ledger import Ledger
 from enact.fence import Fence
+from enact.messages import encode
 from enact.messages.accounting import SpentOn
 from enact.messages.budget import BudgetLine
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
@@ -27,6 +31,50 @@ from enact.tasks.settings import TasksSettings
 from enact.tasks.task_branches import home_id
 
 log = logging.getLogger("enact.daemon")
+
+_UPTIME_KEY = b',"uptime_s":'
+
+
+class _MadeStatus(NamedTuple):
+    """A status report made, its uptime left at 0, and its encoding cut
+    where the uptime goes: a request's frame is ``head``, the uptime
+    (encoded as ``encode`` writes it) and ``tail``."""
+
+    said: tuple[object, ...]
+    """What the report says but the uptime, as gathered: compared with the next request's."""
+    report: StatusReport
+    head: bytes
+    tail: bytes
+
+    @classmethod
+    def of(cls, said: tuple[object, ...], report: StatusReport) -> _MadeStatus:
+        # Fields are written in their declared order, and a quote inside a
+        # text is escaped, so the first `,"uptime_s":` is the field's.
+        encoded = encode(report)
+        head, key, rest = encoded.partition(_UPTIME_KEY + orjson.dumps(report.uptime_s) + b",")
+        if not key:
+            raise ValueError("the status report's encoding has no uptime where its field is")
+        return cls(said, report, head + _UPTIME_KEY, b"," + rest)
+
+
+class AskedToday(NamedTuple):
+    """Today's ``SpentOn``, and the local day it asks of: from its midnight to the next."""
+
+    asked: SpentOn
+    since: float
+    until: float
+
+
+def asked_today(now: float, kept: AskedToday) -> AskedToday:
+    """The ``SpentOn`` of the local day ``now`` falls in: ``kept`` while it
+    still does, so the idle read answers the same request again without
+    reading, and the date is not formatted on every status request."""
+    if kept.since <= now < kept.until:
+        return kept
+    day = time.localtime(now)
+    since = time.mktime((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0, 0, 0, -1))
+    until = time.mktime((day.tm_year, day.tm_mon, day.tm_mday + 1, 0, 0, 0, 0, 0, -1))  # mktime carries the day over
+    return AskedToday(SpentOn(day=time.strftime("%Y-%m-%d", day)), since, until)
 
 
 class DaemonReports:
@@ -54,37 +102,70 @@ class DaemonReports:
         self._confinement: str | None = None  # what status says of the confinement
         self._schemas: tuple[dict[str, int], tuple[SchemaVersion, ...]] | None = None
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
+        self._made: dict[bool, _MadeStatus | None] = {True: None, False: None}
+        """The last status made, brief and full."""
+        self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
 
     def status(self, brief: bool = False) -> StatusReport:
         """The full report: each actor's record and the storage too (what
         ``enact status --verbose`` shows, and the shape an older release's
         updater reads); ``brief``, only what ``enact status`` shows."""
-        spending = self.supervisor.ask("accounting", SpentOn(day=time.strftime("%Y-%m-%d")),
-                                       timeout=self.request_timeout_s)
-        actors, stopped, restarts, waiting = self.supervisor.summary()
+        return dataclasses.replace(self._status_made(brief).report, uptime_s=self._uptime_s())
+
+    def status_frame(self, brief: bool = False) -> bytes:
+        """``encode(self.status(brief))``, the reply frame the control
+        socket writes: the last one encoded with this request's uptime put in
+        (``_MadeStatus``); encoded again only when something it says changed."""
+        made = self._status_made(brief)
+        return made.head + orjson.dumps(self._uptime_s()) + made.tail
+
+    def _uptime_s(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+    def _status_made(self, brief: bool) -> _MadeStatus:
+        """The report as of this request, but for its uptime. What it says is
+        gathered on every request (a status that waits for a change would be
+        wrong), and the report made and encoded again only when that differs
+        from the last one's: the record and its encoding were most of a
+        status request's cost, and between two requests nothing changes."""
+        spending = self.supervisor.ask("accounting", self._spent_today(), timeout=self.request_timeout_s).purposes
+        summary = self.supervisor.summary()
         lines, resets_at = self._budget_lines()
-        return StatusReport(
+        detail = None if brief else (tuple(self.supervisor.statuses()), self._storage_status())
+        said = (spending, summary, lines, resets_at, self.channels.states(), self.fence.generation, detail)
+        made = self._made[brief]
+        if made is not None and made.said == said:
+            return made
+        actors, stopped, restarts, waiting = summary
+        report = StatusReport(
             version=__version__,
             revision=self.revision,
             pid=self.pid,
             home=self.home_text,
             home_id=self.home_id,
-            generation=self.fence.generation,
-            uptime_s=round(time.monotonic() - self.started, 3),
+            generation=said[5],
+            uptime_s=0.0,
             metrics_addr=self.metrics_addr,
             actor_names=actors,
             stopped=stopped,
             restarts=restarts,
             waiting=waiting,
-            spending=spending.purposes,
-            channels=self.channels.states(),
+            spending=spending,
+            channels=said[4],
             runtime=self.runtime,
             confinement=self._confinement_state(),
             budget=lines,
             budget_resets_at=resets_at,
-            actors=() if brief else tuple(self.supervisor.statuses()),
-            storage=None if brief else self._storage_status(),
+            actors=() if detail is None else detail[0],
+            storage=None if detail is None else detail[1],
         )
+        made = self._made[brief] = _MadeStatus.of(said, report)  # one store: another thread reads it whole
+        return made
+
+    def _spent_today(self) -> SpentOn:
+        """What today's spending is asked with: made once a day (``asked_today``)."""
+        self._spent_on = asked_today(time.time(), self._spent_on)
+        return self._spent_on.asked
 
     def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
         """Today's budget lines and when they reset, made again only when

@@ -17,6 +17,7 @@ from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
 from enact.actors._idle_reads import CountingInbox, IdleReads
 from enact.actors._long_work import LongWork, WorkDone
+from enact.actors._reply import Reply
 from enact.cancellation import DAEMON_STOPPING
 from enact.clock import REAL_CLOCK, Clock, Timer
 from enact.config import DaemonSettings
@@ -153,7 +154,7 @@ class EnactActor(pykka.ThreadingActor):
         running = metrics.long_work.labels(actor=context.slot.family)
         self._long_work = LongWork(context.name, tell_back=self._tell_back, running=running.inc)
         inbox = cast(CountingInbox, self.actor_inbox)  # made by _create_actor_inbox below
-        self.idle_reads = IdleReads(inbox, staged=lambda: self.batch is not None and self.batch.pending)
+        self.idle_reads = IdleReads(inbox, staged=lambda: self.batch is not None and self.batch.busy)
         """The read-only requests this actor answers from committed state in
         the asker's thread while it is idle (``enact.actors._idle_reads``):
         declared in ``__init__`` with ``self.idle_reads.declare``."""
@@ -162,6 +163,10 @@ class EnactActor(pykka.ThreadingActor):
     @staticmethod
     def _create_actor_inbox() -> Any:  # pykka's hook for the mailbox
         return CountingInbox()
+
+    @staticmethod
+    def _create_future() -> Any:  # pykka's hook for an ask's reply
+        return Reply()
 
     def on_receive(self, message: Any) -> Any:
         try:
@@ -196,8 +201,11 @@ class EnactActor(pykka.ThreadingActor):
             self._tally.count(message_label(message), time.perf_counter() - started)
             self.context.slot.handled += 1
             batch = self.batch
-            if batch is not None and batch.pending and (batch.full or self._mailbox_empty()):
-                batch.flush()
+            if batch is not None:
+                if batch.pending and (batch.full or self._mailbox_empty()):
+                    batch.flush_idle()
+                if batch.offered:
+                    batch.settle()
             if batch is not None and batch.callback_errors != self._callback_errors_seen:
                 errors = batch.callback_errors - self._callback_errors_seen
                 self._callback_errors_seen = batch.callback_errors

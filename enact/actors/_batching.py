@@ -9,19 +9,28 @@ callback, in the actor's thread, once the commit is durable. An ask whose
 reply waits for the commit is answered with a ``Deferred``, which
 ``Supervisor.ask`` resolves for the caller: nothing is acknowledged before
 it is committed.
+
+A write that nobody waits for (``stage(..., told=True)``: the write of a
+told message, a tally, a session's mapping) need not cost a commit of its
+own: when everything staged is such a write, the batch offers it to the next
+group commit any actor leads (``Store.offer``) instead of committing, and
+runs its callbacks once that commit is durable, at its actor's next message
+(``settle``) or its next ``flush``. ``flush`` itself always commits what is
+staged and waits for what was offered: a read after it sees every write.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import lmdb
 
+from enact.actors._reply import Reply
 from enact.storage import Store
+from enact.storage._committer import Offered, WriteOutcome
 
 log = logging.getLogger(__name__)
 
@@ -33,24 +42,25 @@ MAX_BATCH = 128
 class Deferred:
     """A reply that is ready once a group commit is durable."""
 
+    __slots__ = ("_reply",)
+
     def __init__(self) -> None:
-        self._future: Future[Any] = Future()
+        self._reply = Reply()
 
     def resolve(self, value: object) -> None:
-        if not self._future.done():
-            self._future.set_result(value)
+        self._reply.set(value)  # unless it was answered already
 
     def fail(self, error: BaseException) -> None:
         """Fail the reply, unless it was answered already."""
-        if not self._future.done():
-            self._future.set_exception(error)
+        self._reply.set_exception((type(error), error, error.__traceback__))
 
     @property
     def done(self) -> bool:
-        return self._future.done()
+        return self._reply.done
 
     def wait(self, timeout: float | None = None) -> Any:
-        return self._future.result(timeout=timeout)
+        """The reply; raises what failed it, or ``TimeoutError`` (``ReplyTimeout``)."""
+        return self._reply.get(timeout=timeout)
 
 
 @dataclass(slots=True)
@@ -58,6 +68,7 @@ class _Staged(Generic[T]):
     write: Callable[[lmdb.Transaction], T]
     after: Callable[[T], None] | None
     failed: Callable[[Exception], None] | None
+    told: bool = False
 
 
 class WriteBatch:
@@ -65,12 +76,20 @@ class WriteBatch:
         self._store = store
         self._owner = owner
         self._staged: list[_Staged[Any]] = []
+        self.offered: list[tuple[list[_Staged[Any]], Offered]] = []
+        """Offered to the next group commit, in order, callbacks not yet run."""
         self.callback_errors = 0
         """Callbacks that raised after their commit (the owning actor counts them)."""
 
     @property
     def pending(self) -> bool:
         return bool(self._staged)
+
+    @property
+    def busy(self) -> bool:
+        """Something staged, or offered and not yet durable: LMDB does not
+        yet hold every write of this batch's owner."""
+        return bool(self._staged) or any(not offered.done for _, offered in self.offered)
 
     @property
     def full(self) -> bool:
@@ -82,31 +101,75 @@ class WriteBatch:
         after: Callable[[T], None] | None = None,
         *,
         failed: Callable[[Exception], None] | None = None,
+        told: bool = False,
     ) -> None:
         """Queue ``write`` for the next commit; ``after(result)`` runs once it
-        is durable, ``failed(error)`` if ``write`` raised or the commit failed."""
-        self._staged.append(_Staged(write=write, after=after, failed=failed))
+        is durable, ``failed(error)`` if ``write`` raised or the commit failed.
+        ``told``: nobody waits for it (see the module's docstring)."""
+        self._staged.append(_Staged(write=write, after=after, failed=failed, told=told))
+
+    def flush_idle(self) -> None:
+        """What the actor does when its mailbox ran empty: writes nobody
+        waits for alone are offered to the next group commit; anything else
+        is committed now (``flush``), those along with it."""
+        staged = self._staged
+        if staged and all(item.told for item in staged):
+            offered = self._store.offer([item.write for item in staged])
+            if offered is not None:
+                self._staged = []
+                self.offered.append((staged, offered))
+                return
+        self.flush()
 
     def flush(self) -> None:
-        """Commit everything staged, then run the callbacks in order.
+        """Commit everything staged (and wait for what was offered), then run
+        the callbacks in order.
 
         Writes staged by a callback go into the next flush, which follows at
         once, so a chain of effects never waits for another message."""
+        if not self._staged and self.busy:
+            self._write([])  # what was offered, durable: commits carry it in order
+        self.settle()
         while self._staged:
             staged, self._staged = self._staged, []
+            outcomes = self._write(staged)
+            self.settle()  # offered before these were staged: their callbacks first
+            if outcomes is not None:
+                self._settle(staged, outcomes)
+
+    def settle(self) -> None:
+        """Run the callbacks of offered writes whose commit ended, in order."""
+        while self.offered and self.offered[0][1].done:
+            staged, offered = self.offered.pop(0)
             try:
-                outcomes = self._store.write_each([item.write for item in staged])
+                outcomes = offered.result()
             except Exception as error:  # the whole commit failed (fenced, say)
-                log.warning("%s: a group commit of %d writes failed: %s", self._owner, len(staged), error)
-                for item in staged:
-                    self._fail(item, error)
+                self._failed_commit(staged, error)
                 continue
-            for item, outcome in zip(staged, outcomes, strict=True):
-                if not outcome.ok:
-                    log.error("%s: a write failed and was rolled back: %r", self._owner, outcome.value)
-                    self._fail(item, outcome.value)
-                elif item.after is not None:
-                    self._run_after(item, item.after, outcome.value)
+            self._settle(staged, outcomes)
+
+    def _write(self, staged: list[_Staged[Any]]) -> list[WriteOutcome] | None:
+        """Commit ``staged`` (with whatever is offered); their outcomes, or
+        None when the whole commit failed (each failure callback told)."""
+        try:
+            return self._store.write_each([item.write for item in staged])
+        except Exception as error:  # the whole commit failed (fenced, say)
+            self._failed_commit(staged, error)
+            return None
+
+    def _failed_commit(self, staged: list[_Staged[Any]], error: Exception) -> None:
+        if staged:
+            log.warning("%s: a group commit of %d writes failed: %s", self._owner, len(staged), error)
+        for item in staged:
+            self._fail(item, error)
+
+    def _settle(self, staged: list[_Staged[Any]], outcomes: list[WriteOutcome]) -> None:
+        for item, outcome in zip(staged, outcomes, strict=True):
+            if not outcome.ok:
+                log.error("%s: a write failed and was rolled back: %r", self._owner, outcome.value)
+                self._fail(item, outcome.value)
+            elif item.after is not None:
+                self._run_after(item, item.after, outcome.value)
 
     def abandon(self, error: Exception) -> None:
         """Fail everything staged and not committed: the actor is going away,
@@ -115,6 +178,9 @@ class WriteBatch:
         staged, self._staged = self._staged, []
         for item in staged:
             self._fail(item, error)
+        # Offered writes commit or fail with the next commit whatever happens
+        # here; nobody waits for them, so nothing is told.
+        self.offered.clear()
 
     def _run_after(self, item: _Staged[Any], after: Callable[[Any], None], value: Any) -> None:
         # One callback's defect must not cost the others theirs, nor leave

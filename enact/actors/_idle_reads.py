@@ -89,7 +89,7 @@ class IdleReads:
         if self._inbox.sent != handled or self._staged():
             return NOT_IDLE
         last = self._last.get(type(message))
-        if last is not None and last[0] == handled and last[1] == message:
+        if last is not None and last[0] == handled and (last[1] is message or last[1] == message):
             return last[2]
         reply = reader(message)
         self._last[type(message)] = (handled, message, reply)  # one store: another thread reads a whole tuple

@@ -25,6 +25,7 @@ from enact.actors._base import STARTED, ActorContext, message_label
 from enact.actors._batching import Deferred
 from enact.actors._idle_reads import NOT_IDLE
 from enact.actors._pool import KeyedPool
+from enact.actors._roster import Roster, Summary, down
 from enact.actors._specs import ActorSlot, ActorSpec, dependency_order
 from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.clock import REAL_CLOCK, Clock
@@ -85,6 +86,8 @@ class Supervisor:
             for event_type in spec.subscribes:
                 self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), (spec.name, spec.listening))
         self._slots: dict[str, ActorSlot] = {}
+        self._roster = Roster(self._slots)
+        """What status says of the actors; told of every change to a slot."""
         self._pools: dict[str, KeyedPool] = {}
         self._lock = threading.Lock()
         self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
@@ -112,6 +115,7 @@ class Supervisor:
         for spec in self._order:
             slot = ActorSlot(spec=spec, family=spec.name)
             self._slots[spec.name] = slot
+            self._roster.changed()
             self._start(slot)
         self._monitor.start()
 
@@ -131,6 +135,7 @@ class Supervisor:
         with slot.changed:
             slot.ref = ref
             slot.changed.notify_all()
+        self._roster.changed()
         # pykka.start returns before on_start has run in the actor's thread;
         # wait for it, so dependants start only after what they depend on.
         try:
@@ -153,6 +158,7 @@ class Supervisor:
             else:
                 mine = slot = ActorSlot(spec=spec, family=family)
                 self._slots[spec.name] = slot
+                self._roster.changed()
         if mine is not None:
             self._start(mine)
             return
@@ -182,6 +188,7 @@ class Supervisor:
         if slot is not None and slot.ref is not None:
             slot.stopping = True
             slot.ref.stop(block=False)
+        self._roster.changed()
 
     def stop(self, timeout: float) -> None:
         """Stop every actor, last started first, within ``timeout`` in all."""
@@ -195,6 +202,7 @@ class Supervisor:
             static = [self._slots[spec.name] for spec in reversed(self._order) if spec.name in self._slots]
         for slot in dynamic + static:
             slot.stopping = True
+            self._roster.changed()
             if slot.ref is None:
                 continue
             remaining = max(0.0, deadline - time.monotonic())
@@ -214,6 +222,7 @@ class Supervisor:
         futures = []
         for slot in slots:
             slot.stopping = True
+            self._roster.changed()
             if slot.ref is not None:
                 with contextlib.suppress(pykka.ActorDeadError):
                     futures.append(slot.ref.stop(block=False))
@@ -376,6 +385,7 @@ class Supervisor:
             return
         slot.recent_restarts.append(self.clock.monotonic())
         slot.restarts += 1
+        self._roster.changed()
         self._metrics.restarts.labels(actor=slot.family).inc()
         try:
             self._start(slot)
@@ -388,7 +398,7 @@ class Supervisor:
         result = []
         for name, slot in sorted(self._slots.items()):
             ref = slot.ref
-            alive = not _down(slot)
+            alive = not down(slot)
             mailbox = _queued(ref) if ref is not None and alive else 0
             # The last one made, while it still holds: most actors are idle
             # between two status requests, and a record costs ~11k instructions.
@@ -400,24 +410,12 @@ class Supervisor:
             result.append(last)
         return result
 
-    def summary(self) -> tuple[tuple[str, ...], tuple[str, ...], dict[str, int], dict[str, int]]:
+    def summary(self) -> Summary:
         """Every actor by name, those not running, and each restarted one's
         restarts and each one's waiting messages where not 0: what status
         says of the actors by default, without a record per actor. Asked on
-        every status request."""
-        slots = sorted(self._slots.items())  # one C-level step: a pool may add or retire a slot meanwhile
-        stopped: list[str] = []
-        restarts: dict[str, int] = {}
-        waiting: dict[str, int] = {}
-        for name, slot in slots:
-            ref: Any = slot.ref
-            if _down(slot):
-                stopped.append(name)
-            elif ref is not None and (queued := _queued(ref)):
-                waiting[name] = queued
-            if slot.restarts:
-                restarts[name] = slot.restarts
-        return tuple([name for name, _ in slots]), tuple(stopped), restarts, waiting
+        every status request (``enact.actors._roster``)."""
+        return self._roster.summary()
 
     def mailbox_depths(self) -> dict[str, int]:
         """Queued messages per actor family (all conversations as one)."""
@@ -427,13 +425,6 @@ class Supervisor:
             queued = _queued(ref) if ref is not None else 0
             depths[slot.family] = depths.get(slot.family, 0) + queued
         return depths
-
-
-def _down(slot: ActorSlot) -> bool:
-    """Whether the actor of ``slot`` is not running: one still being started
-    (a pool child spawned on demand has no ref yet) counts as running."""
-    ref: Any = slot.ref
-    return slot.stopping if ref is None else bool(ref.actor_stopped.is_set())
 
 
 def _queued(ref: pykka.ActorRef[Any]) -> int:

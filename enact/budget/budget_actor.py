@@ -102,20 +102,22 @@ class BudgetActor(EnactActor):
     def _load(self, period: Period) -> Ledger:
         return load_ledger(self._store, period)
 
-    def _save(self) -> None:
+    def _save(self, *, told: bool = False) -> None:
+        """Stage the ledger; ``told``: for a tally nobody waits for, which may
+        ride another actor's commit (``WriteBatch.stage``)."""
         ledger = self._ledger
         document = {"used": dict(ledger.used), "noticed": sorted(ledger.noticed)}
 
         def write(txn: lmdb.Transaction) -> None:
             self._table.put(txn, ledger.period.day.encode(), document)
 
-        self._batch.stage(write)
+        self._batch.stage(write, told=told)
 
     def _spend(self, message: Spend) -> Done:
         self._roll()
         if message.tokens > 0:
             self._ledger = self._ledger.spent(message.purpose, message.tokens)
-            self._save()
+            self._save(told=True)
             self._gate.publish(self._ledger)
             self._notice_spent()
         return Done()

@@ -128,8 +128,10 @@ class Channel(Protocol):
         ``deliver`` never blocks nor raises and does nothing outside the
         daemon, as the local channel's without a deliver command, which
         answers its caller once the turn's completion is committed, fenced),
-        when it is called on the outbox's thread, without a fence check
-        before it: a thread hop, a message and a read fewer per reply."""
+        when it is called without a fence check before it: a reply's first
+        attempt, in one part, by the inbox as the turn ends (the commit of
+        the reply completes the event too: no outbox, one commit fewer),
+        a later one on the outbox's thread."""
 
     def acknowledge(self, cursor: int) -> None:
         """Every event up to ``cursor`` is finished; the channel may drop them."""

@@ -27,6 +27,8 @@ from enact.messages.inbox import ChatEvent, Ignored, Outcome
 from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, TAKEN_OVER, Send
 
 _DELIVER_TIMEOUT_S = 30.0
+_RUNNING = ChannelState(name=NAME, state=UP)
+_STOPPED = ChannelState(name=NAME, state=STOPPED)
 
 
 class LocalChannel:
@@ -92,7 +94,7 @@ class LocalChannel:
 
     def state(self) -> ChannelState:
         """Always up while the daemon runs: it has nothing to poll."""
-        return ChannelState(name=NAME, state=UP if self._inbox is not None else STOPPED)
+        return _RUNNING if self._inbox is not None else _STOPPED  # made once: status asks on every request
 
     def finished(self, outcome: Outcome) -> None:
         with self._lock:

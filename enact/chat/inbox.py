@@ -5,7 +5,8 @@
 time, where a record keeps it), stages its write in the group commit
 (``batch``) and returns the reply; what must happen once a write is durable
 (hand an event to its conversation, tell the outbox to deliver, acknowledge
-a channel's cursor, publish ``TurnLogged`` ...) is collected as effects,
+a channel's cursor, publish ``TurnLogged`` ...) is collected as effects
+(``enact.chat.inbox_effects``),
 which the actor takes with ``take_effects`` after each commit and carries
 out. The receipt state machine itself (each step's write) is
 ``enact.chat.receipts``.
@@ -16,7 +17,10 @@ The path of one event, each step committed before the next begins:
    to its conversation actor. A redelivery of a completed or in-flight event
    is answered as a duplicate and not processed again.
 2. ``TurnFinished``: the reply is stored on the receipt (``replied``), then
-   the outbox is told to ``Deliver`` it. ``TurnFailed``: the failure is
+   the outbox is told to ``Deliver`` it; a reply whose channel takes it at
+   once (``enact.channels.delivers_at_once``, the local channel's) is
+   delivered on the spot and its event completed as in step 3, in the same
+   commit as the reply: no outbox, one commit fewer. ``TurnFailed``: the failure is
    recorded and the event retried, at most ``chat.max_attempts`` in all; then
    one diagnostic reply is delivered.
 3. ``Delivered`` (the outbox's answer, once the delivery is finished): the
@@ -33,9 +37,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 
 from enact.actors._batching import Deferred, WriteBatch
+from enact.channels import OutgoingReply
+from enact.chat.inbox_effects import (
+    Acknowledge,
+    ConversationDone,
+    Count,
+    CountDelivery,
+    Effect,
+    Finished,
+    Later,
+    Publish,
+    Tell,
+    ToConversation,
+)
 from enact.chat.inbox_records import InboxRecords, sequence_of
 from enact.chat.notices import notice_event
 from enact.chat.receipts import GiveUp, ReceiptRules, Received, Resumption, RetryIn, diagnostic
@@ -76,78 +92,18 @@ OUTBOX = "outbox"
 SESSIONS = "sessions"
 
 
-# -- what the actor carries out -------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Count:
-    """An event's outcome on a channel, counted (``enact_inbox_events``)."""
-
-    channel: str
-    outcome: str
-
-
-@dataclass(frozen=True, slots=True)
-class ToConversation:
-    """Hand ``message`` to the conversation actor of ``key``; ``work`` counts
-    as running there until ``ConversationDone(work)``."""
-
-    key: str
-    work: str
-    message: HandleEvent
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationDone:
-    work: str
-
-
-@dataclass(frozen=True, slots=True)
-class Later:
-    """Tell the inbox ``message`` after ``delay_s``."""
-
-    delay_s: float
-    message: Retry
-
-
-@dataclass(frozen=True, slots=True)
-class Tell:
-    actor: str
-    message: Deliver | NoticeTaken | AddNote
-
-
-@dataclass(frozen=True, slots=True)
-class Acknowledge:
-    """The channel's events up to ``cursor`` are finished."""
-
-    channel: str
-    cursor: int
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    """The channel hears how its event ended."""
-
-    channel: str
-    outcome: Outcome
-
-
-@dataclass(frozen=True, slots=True)
-class Publish:
-    event: TurnLogged
-
-
-Effect = Count | ToConversation | ConversationDone | Later | Tell | Acknowledge | Finished | Publish
-
-
 class Inbox:
     """``channels``: the channels this daemon has; ``running``: whether a
     conversation actor holds an event's turn (the keyed pool, kept by the
-    supervisor, so an inbox that restarted sees the work still running)."""
+    supervisor, so an inbox that restarted sees the work still running);
+    ``deliver_at_once``: delivers a reply there and then if its channel
+    takes it so (``enact.channels.delivers_at_once``) and says whether it
+    did; not given, every reply goes through the outbox."""
 
     def __init__(self, store: Store, *, name: str, generation: int, channels: Collection[str],
                  lock: ConversationLock, attempts: Backoff, running: Callable[[str], bool],
-                 refused_for_budget: Callable[[ChatEvent], str | None] | None = None) -> None:
+                 refused_for_budget: Callable[[ChatEvent], str | None] | None = None,
+                 deliver_at_once: Callable[[OutgoingReply], bool] | None = None) -> None:
         self._store = store
         self._refused_for_budget = refused_for_budget
         """Why an event is refused because the conversation budget is spent (``budget.conversation =
@@ -165,6 +121,10 @@ class Inbox:
         self._resuming: set[str] = set()
         # Events handed over in effects the actor has not taken yet.
         self._handing: set[str] = set()
+        self._deliver_at_once = deliver_at_once
+        # The event and attempt of each turn handed to a conversation and not
+        # yet answered: what a reply delivered at once is addressed by.
+        self._turns: dict[str, tuple[ChatEvent, int]] = {}
 
     def take_effects(self) -> list[Effect]:
         """What the commits so far call for, in order; the actor carries it out at once."""
@@ -229,18 +189,45 @@ class Inbox:
 
     def _dispatch(self, event_id: str, event: ChatEvent, *, attempt: int, origin: str) -> None:
         handle = HandleEvent(event_id=event_id, event=event, attempt=attempt, origin=origin)
+        if self._deliver_at_once is not None:
+            self._turns[event_id] = (event, attempt)
         self._resuming.discard(event_id)
         self._handing.add(event_id)
         self._effects.append(ToConversation(event.conversation_key, event_id, handle))
 
     # -- 2. the conversation's answer ---------------------------------------------
 
-    def turn_finished(self, message: TurnFinished) -> None:
+    def turn_finished(self, message: TurnFinished, now: float) -> None:
         outcome = TurnOutcome.RUNTIME_FAILED if message.runtime_failure else TurnOutcome.REPLIED
+        turn = self._turns.pop(message.event_id, None)
+        if turn is not None and self._delivered_at_once(message, *turn):
+            event, _ = turn
+            self._effects.append(ConversationDone(message.event_id))
+
+            def after(finished: tuple[Receipt, int] | None) -> None:
+                if finished is not None:
+                    self._effects.append(CountDelivery(event.channel))
+                    self._announce(*finished)
+
+            self.batch.stage(lambda txn: self.rules.reply_delivered(
+                txn, message.event_id, message.reply, message.actions, outcome,
+                runtime_failure=message.runtime_failure, generation=self._generation, now=now), after)
+            return
         self._turn_finished(message.event_id, message.reply, message.actions, outcome,
                             runtime_failure=message.runtime_failure)
 
+    def _delivered_at_once(self, message: TurnFinished, event: ChatEvent, attempt: int) -> bool:
+        """The reply delivered there and then, its channel taking it so (its
+        call does nothing outside the daemon, so it goes before the commit
+        that records it; should that commit fail, the event is resumed)."""
+        if self._deliver_at_once is None:
+            return False
+        return self._deliver_at_once(OutgoingReply(
+            event_id=message.event_id, channel=event.channel, conversation=event.conversation,
+            message_id=event.message_id, text=message.reply, attempt=attempt))
+
     def turn_failed(self, message: TurnFailed) -> None:
+        self._turns.pop(message.event_id, None)
         self._effects.append(ConversationDone(message.event_id))
 
         def after(receipt: Receipt | None) -> None:

@@ -17,19 +17,21 @@ from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors.supervisor import ActorSpec
 from enact.budget.settings import REFUSE
 from enact.chat.conversation_actor import ConversationActor
-from enact.chat.inbox import (
+from enact.chat.inbox import Inbox
+from enact.chat.inbox_effects import (
     Acknowledge,
     ConversationDone,
     Count,
+    CountDelivery,
     Effect,
     Finished,
-    Inbox,
     Later,
     Publish,
     Tell,
     ToConversation,
 )
 from enact.chat.metrics import ChatMetrics
+from enact.chat.outbox_actor import deliver_at_once
 from enact.chat.services import ChatServices
 from enact.chat.settings import ChatSettings
 from enact.messages.inbox import (
@@ -98,9 +100,12 @@ class InboxActor(EnactActor):
             running=self._conversations.running,
             refused_for_budget=refused_for_budget(services, ConversationLock(chat.allowed_conversations,
                                                                              services.origins)),
+            deliver_at_once=lambda reply: deliver_at_once(services.channels.get(reply.channel), reply),
         )
         self.batch = self.inbox.batch
-        self._inbox_events = Children(context.metrics.of(ChatMetrics).inbox_events)
+        chat_metrics = context.metrics.of(ChatMetrics)
+        self._inbox_events = Children(chat_metrics.inbox_events)
+        self._deliveries = Children(chat_metrics.deliveries)
         inbox = self.inbox
         self.idle_reads.declare(GetOutcome, lambda message: inbox.committed_outcome(message.event_id))
         self.idle_reads.declare(ReadTurns, inbox.committed_turns)
@@ -137,7 +142,7 @@ class InboxActor(EnactActor):
             case Receive():
                 return inbox.receive(message, self.context.clock.time())
             case TurnFinished():
-                return inbox.turn_finished(message)
+                return inbox.turn_finished(message, self.context.clock.time())
             case TurnFailed():
                 return inbox.turn_failed(message)
             case Retry():
@@ -172,6 +177,8 @@ class InboxActor(EnactActor):
         match effect:
             case Count(channel=channel, outcome=outcome):
                 self._inbox_events(channel, outcome).inc()
+            case CountDelivery(channel=channel):
+                self._deliveries(channel, "ok").inc()
             case ToConversation(key=key, work=work, message=handed):
                 self._conversations.tell(key, work, handed)
             case ConversationDone(work=work):

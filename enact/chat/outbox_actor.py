@@ -50,6 +50,23 @@ DATABASES = (DELIVERIES,)
 CALLS_PER_CHANNEL = 4
 
 
+def deliver_at_once(channel: Channel | None, reply: OutgoingReply) -> bool:
+    """Deliver a reply's first attempt there and then, in the caller's
+    thread, if its channel takes replies so (``delivers_at_once``: nothing
+    outside the daemon is done, so no journal and no fence check is owed)
+    in one part; whether it did. The inbox calls it as a turn ends: its
+    commit of the reply then completes the event too."""
+    if channel is None or not delivers_at_once(channel):
+        return False
+    if len(split_reply(reply.text, channel.max_message_length)) != 1:
+        return False
+    try:
+        return channel.deliver(reply).ok
+    except Exception:  # not as promised: the outbox calls it again and journals what happens
+        log.exception("the %s channel failed to deliver at once", reply.channel)
+        return False
+
+
 class OutboxActor(EnactActor):
     def __init__(self, context: ActorContext, *, channels: Mapping[str, Channel]) -> None:
         super().__init__(context)

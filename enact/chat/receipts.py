@@ -119,6 +119,15 @@ class ReceiptRules:
         """The reply on a receipt still processing (``replied``);
         ``runtime_failure`` (``<class>: <reason>``) is kept as the attempt's
         error, which the outcome and the turn report."""
+        replied = self._replied(txn, event_id, reply, actions, outcome, runtime_failure=runtime_failure,
+                                generation=generation)
+        if replied is not None:
+            self.records.receipts.put(txn, *replied)
+        return replied
+
+    def _replied(self, txn: lmdb.Transaction, event_id: str, reply: str, actions: tuple[ActionRecord, ...],
+                 outcome: TurnOutcome, *, runtime_failure: str, generation: int) -> tuple[bytes, Receipt] | None:
+        """The receipt with its reply, not yet stored."""
         found = self.records.find(txn, event_id)
         if found is None or found[1].status is not ReceiptStatus.PROCESSING:
             return None
@@ -126,10 +135,8 @@ class ReceiptRules:
         if runtime_failure:
             error_class, _, error = runtime_failure.partition(": ")
             receipt = records.failed_attempt(receipt, error_class, error)
-        receipt = dataclasses.replace(receipt, status=ReceiptStatus.REPLIED, reply=reply, actions=actions,
-                                      outcome=outcome, generation=generation)
-        self.records.receipts.put(txn, key, receipt)
-        return key, receipt
+        return key, dataclasses.replace(receipt, status=ReceiptStatus.REPLIED, reply=reply, actions=actions,
+                                        outcome=outcome, generation=generation)
 
     def store_notice(self, txn: lmdb.Transaction, message: Notify, *, generation: int,
                      now: float) -> tuple[bytes, Receipt] | None:
@@ -148,7 +155,22 @@ class ReceiptRules:
         found = self.records.find(txn, event_id)
         if found is None or found[1].status is not ReceiptStatus.REPLIED:
             return None
-        key, receipt = found
+        return self._complete(txn, *found, delivery, delivery_error, now=now)
+
+    def reply_delivered(self, txn: lmdb.Transaction, event_id: str, reply: str, actions: tuple[ActionRecord, ...],
+                        outcome: TurnOutcome, *, runtime_failure: str, generation: int,
+                        now: float) -> tuple[Receipt, int] | None:
+        """``store_reply`` and ``complete`` (delivered) in one write, for a
+        reply its channel took at once (``enact.channels.delivers_at_once``:
+        nothing outside the daemon was done): returns what ``complete`` does."""
+        replied = self._replied(txn, event_id, reply, actions, outcome, runtime_failure=runtime_failure,
+                                generation=generation)
+        if replied is None:
+            return None
+        return self._complete(txn, *replied, DeliveryOutcome.DELIVERED, "", now=now)
+
+    def _complete(self, txn: lmdb.Transaction, key: bytes, receipt: Receipt, delivery: DeliveryOutcome,
+                  delivery_error: str, *, now: float) -> tuple[Receipt, int]:
         failed = None if delivery is DeliveryOutcome.DELIVERED else TurnOutcome(delivery.value)
         receipt = records.finished(receipt, failed, delivery_error, now=now)
         cursor = self.records.turns.append(txn, records.turn_of(receipt, now=now))

@@ -173,16 +173,19 @@ class SessionsActor(EnactActor):
 
     def _stage(self, key: bytes, document: Document | None, reply: object, *,
                history: Document | None = None, with_history: bool = False,
-               notes: dict[bytes, Document | None] | None = None) -> Deferred:
+               notes: dict[bytes, Document | None] | None = None, told: bool = False) -> Deferred:
         """Stage the mapping of ``key`` (None deletes it) and, ``with_history``,
         its history in the same commit."""
-        return self._stage_all({key: document}, {key: history} if with_history else {}, reply, notes=notes)
+        return self._stage_all({key: document}, {key: history} if with_history else {}, reply, notes=notes,
+                               told=told)
 
     def _stage_all(self, mappings: dict[bytes, Document | None], histories: dict[bytes, Document | None],
                    reply: object, *, notes: dict[bytes, Document | None] | None = None,
-                   then: Callable[[], None] | None = None) -> Deferred:
+                   then: Callable[[], None] | None = None, told: bool = False) -> Deferred:
         """Stage mappings, histories and notes (None deletes one), in one
-        commit; ``then`` runs once it is durable."""
+        commit; ``then`` runs once it is durable. ``told``: nobody waits for
+        it (a call's ``Record``), so it may go into another actor's commit
+        (``WriteBatch.stage``)."""
         writes = ((self._sessions, mappings), (self._histories, histories), (self._notes, notes or {}))
         for table, documents in writes:
             table.stage(documents)
@@ -207,7 +210,7 @@ class SessionsActor(EnactActor):
             settle(False)
             deferred.fail(error)
 
-        self._batch.stage(write, after, failed=failed)
+        self._batch.stage(write, after, failed=failed, told=told)
         return deferred
 
     def _record(self, message: Record) -> Done | Deferred:
@@ -245,13 +248,13 @@ class SessionsActor(EnactActor):
             "prompt_version": message.prompt_version,
         }
         if not message.exchange:
-            return self._stage(key, updated, Done(), notes=notes)
+            return self._stage(key, updated, Done(), notes=notes, told=True)
         previous = self._current_history(key)
         kept = _messages(previous) if previous is not None and previous["native_id"] == message.native_id else ()
         exchange = tuple(HistoryMessage(role=m.role, content=_redacted(m.content, late)) for m in message.exchange)
         messages = trim((*kept, *exchange), message.history_chars)
         history = {"native_id": message.native_id, "messages": [[m.role, m.content] for m in messages]}
-        return self._stage(key, updated, Done(), history=history, with_history=True, notes=notes)
+        return self._stage(key, updated, Done(), history=history, with_history=True, notes=notes, told=True)
 
     def _forget(self, key: str) -> Deferred:
         existed = self._current(key.encode()) is not None

@@ -162,15 +162,31 @@ def _check(variable: str, hint: Any, limit: int | None, convert: Convert, scope:
     if hint is float:
         return [f"    if type({variable}) is int:", f"        {variable} = float({variable})",
                 f"    elif type({variable}) is not float:", "        raise Mismatch"]
-    options = typing.get_args(hint) if typing.get_origin(hint) in (Union, types.UnionType) else ()
+    scope[f"convert_{variable}"] = convert
+    called = [f"    {variable} = convert_{variable}({variable})"]
+    origin = typing.get_origin(hint)
+    options = typing.get_args(hint) if origin in (Union, types.UnionType) else ()
     if len(options) == 2 and type(None) in options:
         (other,) = (o for o in options if o is not type(None))
         if other in _SCALARS:
             length = too_long if other is str else ""
             return [f"    if {variable} is not None and (type({variable}) is not {_SCALARS[other]}{length}):",
                     "        raise Mismatch"]
-    scope[f"convert_{variable}"] = convert
-    return [f"    {variable} = convert_{variable}({variable})"]
+        if other is float:
+            return [f"    if {variable} is not None and type({variable}) is not float:",
+                    f"        if type({variable}) is not int:", "            raise Mismatch",
+                    f"        {variable} = float({variable})"]
+        # None, most often (a record left out): no call for it
+        return [f"    if {variable} is not None:", "    " + called[0]]
+    # An empty list or object (most of them in a reply) made without a call; a
+    # fresh one either way, as orjson made it.
+    if origin in (list, tuple):
+        empty = "()" if origin is tuple else variable
+        return [f"    if type({variable}) is list and not {variable}:", f"        {variable} = {empty}",
+                "    else:", "    " + called[0]]
+    if origin is dict:
+        return [f"    if type({variable}) is not dict or {variable}:", "    " + called[0]]
+    return called
 
 
 def _compile(hint: Any, limit: int | None, fields: Callable[[type[Any]], dict[str, tuple[Any, bool, int | None]]]

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
-from enact.storage._committer import GroupCommitter, WriteOutcome, apply_each
+from enact.storage._committer import GroupCommitter, Offered, WriteOutcome, apply_each
 from enact.storage._errors import (
     DiskFull,
     MigrationFailed,
@@ -358,6 +358,8 @@ class Storage:
             self._env.copy(str(directory), compact=True)
 
     def close(self) -> None:
+        if self.committer is not None:
+            self.committer.close()  # what is still offered commits first
         with self._lock.exclusive():
             self._env.close()
 
@@ -408,3 +410,10 @@ class Store:
         if storage.committer is not None:
             return storage.committer.commit(fns)
         return storage._write(lambda txn: apply_each(storage._env, txn, fns), guarded=True)
+
+    def offer(self, fns: Sequence[Callable[[lmdb.Transaction], Any]]) -> Offered | None:
+        """``write_each`` without waiting, for writes nobody waits for: they
+        go into the next group commit (``GroupCommitter.offer``); None when
+        group commit is off (then commit them with ``write_each``)."""
+        committer = self._storage.committer
+        return committer.offer(fns) if committer is not None else None

@@ -31,8 +31,10 @@ class TasksComponent(Component):
     }
 
     def validate_environment(self, settings: Config) -> None:
-        """The Ray backend needs Ray installed (``enact[ray]``; looked up,
-        not imported) and resources of the form NAME=AMOUNT."""
+        """The Ray backend needs Ray installed (``enact[ray]``), resources of
+        the form NAME=AMOUNT and, when it names a running cluster, a cluster
+        that takes this daemon as a driver (its address, its token): the
+        start is refused in one line otherwise, before the home is touched."""
         import importlib.util
 
         from enact.components import ComponentError
@@ -46,6 +48,14 @@ class TasksComponent(Component):
         if resource_amounts(own.ray_resources) is None:
             raise ComponentError(f"tasks.ray.resources ({settings.sources.get('tasks.ray.resources', 'default')}): "
                                  f"each entry must be NAME=AMOUNT, the amount above 0, not {list(own.ray_resources)}")
+        if own.ray_address == "local":
+            return  # the first attempt starts it
+        from enact.tasks.ray_backend import ClusterUnavailable, connect_at_start  # imports Ray: only here
+
+        try:
+            connect_at_start(own)
+        except ClusterUnavailable as error:
+            raise ComponentError(str(error)) from None
 
     def metrics(self, registry: CollectorRegistry) -> None:
         from enact.metrics import feature_metrics

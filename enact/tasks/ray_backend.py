@@ -20,6 +20,8 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -59,7 +61,7 @@ class ClusterUnavailable(EnactError):
 
 def connect(settings: TasksSettings) -> None:
     """Connect this process to the cluster ``tasks.ray.address`` names
-    (``local``: start one here), once."""
+    (``local``: start one here), once. Raises ClusterUnavailable."""
     with _CONNECTED:
         if ray.is_initialized():
             return
@@ -70,8 +72,48 @@ def connect(settings: TasksSettings) -> None:
                      include_dashboard=False if local else None)
         except Exception as error:  # Ray raises ConnectionError, RuntimeError, ValueError...
             raise ClusterUnavailable(f"the Ray cluster ({settings.ray_address}) cannot be reached: "
-                                     f"{str(error).splitlines()[0] if str(error) else type(error).__name__}") \
-                from None
+                                     f"{_why_not(error)}") from None
+
+
+def _why_not(error: BaseException) -> str:
+    """One line for a failed connect. A refused token is named as such: Ray
+    reports it as a connection error whose cause's text holds it."""
+    texts: list[str] = []
+    seen: BaseException | None = error
+    while seen is not None and len(texts) < 8:
+        texts.append(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    if any("InvalidAuthToken" in text or "AuthenticationError" in text for text in texts):
+        return ("it refused this daemon's token (the cluster runs with RAY_AUTH_MODE=token: give the daemon "
+                "the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token)")
+    first = texts[0].strip().splitlines()
+    return first[0] if first else type(error).__name__
+
+
+def connect_at_start(settings: TasksSettings) -> None:
+    """At the daemon's start: connect to the running cluster
+    ``tasks.ray.address`` names, so an address or a token that does not
+    work refuses the start. Ray's own lines written while it tries (it
+    retries for about 20 s) are kept from stderr unless it connects: the
+    refusal is the one line ClusterUnavailable says. Raises ClusterUnavailable."""
+    if ray.is_initialized():
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)  # the daemon starts no thread before its components' checks: fd 2 is only Ray's here
+    try:
+        with tempfile.TemporaryFile() as held:
+            os.dup2(held.fileno(), 2)
+            try:
+                connect(settings)
+            finally:
+                os.dup2(saved, 2)
+            held.seek(0)
+            written = held.read()
+    finally:
+        os.close(saved)
+    if written:
+        sys.stderr.buffer.write(written)
+        sys.stderr.flush()
 
 
 _MailboxActor = ray.remote(Mailbox)
@@ -313,13 +355,16 @@ def _check_on_node(config: Config) -> dict[str, Any]:
 
 def check_nodes(config: Config, timeout_s: float) -> list[dict[str, Any]]:
     """``runtime check`` of the configured runtime on each live node that
-    could take an attempt (it has the resources ``tasks.ray.resources``
-    names), as that node finds its CLIs and credentials. Raises ClusterUnavailable."""
+    could take an attempt (it has the CPUs, the memory and the resources
+    ``tasks.ray.*`` reserve), as that node finds its CLIs and credentials.
+    Raises ClusterUnavailable."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     settings = config.typed(TasksSettings)
     connect(settings)
-    wanted = resource_amounts(settings.ray_resources) or {}
+    wanted = {"CPU": settings.ray_num_cpus, **(resource_amounts(settings.ray_resources) or {})}
+    if settings.ray_memory_mb:
+        wanted["memory"] = settings.ray_memory_mb * 1024 * 1024
     nodes = [node for node in ray.nodes() if node.get("Alive")  # type: ignore[no-untyped-call]
              and all(node.get("Resources", {}).get(name, 0) >= amount for name, amount in wanted.items())]
     checks = [_check_on_node.options(scheduling_strategy=NodeAffinitySchedulingStrategy(

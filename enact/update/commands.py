@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -30,6 +31,9 @@ def start_update(call: CommandCall, context: CommandContext) -> str:
         # Its own session: the daemon it replaces stops, the updater goes on.
         process = subprocess.Popen(argv, cwd=home, env=_own_enact_first(), stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=log, start_new_session=True)
+    # Waited for, so an updater that ends while this daemon goes on serving
+    # (refused, rolled back) is reaped at once instead of staying a zombie.
+    threading.Thread(target=process.wait, name=f"updater-{process.pid}", daemon=True).start()
     return (f"Update started (pid {process.pid}): I will tell you here how it ends. "
             "`enact update history` lists every attempt.")
 

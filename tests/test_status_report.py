@@ -1,0 +1,47 @@
+"""What the status request reuses between requests: the frame the control
+socket writes (the last report's encoding with each request's uptime put in,
+byte for byte what ``encode`` writes), and the day its spending is asked of."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import orjson
+import pytest
+
+from enact._app.reports import AskedToday, _MadeStatus, asked_today
+from enact.messages import decode, encode
+from enact.messages.accounting import SpentOn
+from enact.messages.channel import ChannelState
+from enact.messages.control import StatusReport
+
+# A home whose path holds the very text the uptime field is found by.
+TRICKY_HOME = '/h/,"uptime_s":0.0,"x'
+
+
+def _report() -> StatusReport:
+    return StatusReport(version="1", pid=7, home=TRICKY_HOME, generation=3, uptime_s=0.0, metrics_addr="127.0.0.1:1",
+                        actor_names=("epoch", "inbox"), restarts={"inbox": 2},
+                        channels=(ChannelState(name="local", state="up"),), confinement='say "uptime_s":1.0,')
+
+
+@pytest.mark.parametrize("uptime", [0.0, 0.001, 12.345, 86_400.5, 1e17])
+def test_the_frame_is_what_encode_writes_for_the_uptime(uptime: float) -> None:
+    made = _MadeStatus.of(("said",), _report())
+    frame = made.head + orjson.dumps(uptime) + made.tail
+    assert frame == encode(dataclasses.replace(_report(), uptime_s=uptime))
+    assert decode(frame) == dataclasses.replace(_report(), uptime_s=uptime)
+
+
+
+def test_the_spending_is_asked_of_the_local_day_and_the_same_request_kept_through_it() -> None:
+    noon = time.mktime((2026, 3, 14, 12, 0, 0, 0, 0, -1))
+    first = asked_today(noon, AskedToday(SpentOn(day=""), 0.0, 0.0))
+    assert first.asked == SpentOn(day="2026-03-14")
+    assert asked_today(noon + 3600, first) is first
+    last_second = time.mktime((2026, 3, 14, 23, 59, 59, 0, 0, -1))
+    assert asked_today(last_second, first) is first
+    after = asked_today(last_second + 1, first)
+    assert after.asked == SpentOn(day="2026-03-15") and after.since == last_second + 1
+    assert asked_today(noon, after).asked == SpentOn(day="2026-03-14")  # a clock set back asks of its day again
