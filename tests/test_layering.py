@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     )),
     ("the actor runtime: base, supervisor, keyed pools, asks, group commit", (
         "enact.actors._asks", "enact.actors._base", "enact.actors._batching", "enact.actors._long_work",
-        "enact.actors._pool", "enact.actors._specs", "enact.actors._ticking", "enact.actors.supervisor",
+        "enact.actors._pool", "enact.actors._reply", "enact.actors._roster", "enact.actors._specs",
+        "enact.actors._ticking", "enact.actors.supervisor",
     )),
     ("the command registry, its journaled runs and the owner's programs", (
         "enact.commands", "enact.command_journal", "enact.programs",
