@@ -293,6 +293,7 @@ class _Daemon:
         # (a control request's tail latency) for milliseconds.
         gc.collect()  # start-up's own garbage first: frozen, it would be kept for good
         gc.freeze()
+        gc.enable()  # `enact daemon run` starts without it (its passes over start-up's objects free nothing)
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
         notify_systemd(b"READY=1\n" + main_pid())
         while not self.stop.event.wait(0.5):
