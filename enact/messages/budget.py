@@ -4,9 +4,10 @@ against budget that ``enact status`` shows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, request
 from enact.messages.common import Done
 

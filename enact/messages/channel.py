@@ -4,8 +4,7 @@ installed channel, enabled or not."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 
 UP = "up"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import Origin
 

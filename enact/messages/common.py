@@ -12,8 +12,8 @@ one place (``enact.commands.answered``).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import reply
 
 Origin = str

@@ -3,8 +3,7 @@ its web console that signs the owner in once (``console.Login``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import Refused
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 
 

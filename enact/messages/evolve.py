@@ -5,8 +5,7 @@ mode) is the curator's (``curator.GetMode``); whoever shows both asks both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 
 

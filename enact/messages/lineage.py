@@ -10,10 +10,11 @@ stays the owner's, ``enact.evolution.guard``: no candidate, the reason kept).
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 

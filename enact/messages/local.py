@@ -6,10 +6,11 @@ actor: the request waits in the connection's thread for the event's outcome.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, request
 from enact.messages.common import MAX_ID, MAX_TEXT, Origin
 

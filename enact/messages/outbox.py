@@ -4,8 +4,8 @@ and the delivery journal's record."""
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import internal
 
 

@@ -9,9 +9,10 @@ again after a crash) answers the existing review instead of a second one.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 

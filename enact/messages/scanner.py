@@ -8,11 +8,12 @@ signals its candidates draw on and resolves them when a candidate is adopted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from enact.evolution.signals import EvidenceSource, Signal, SignalState
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Refused
 

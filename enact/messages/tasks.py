@@ -11,9 +11,10 @@ and changes nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Done, NotFound, Origin, Refused
 from enact.tasks.records import (

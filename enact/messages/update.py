@@ -3,9 +3,10 @@ serving daemon tell the owner how an attempt ended (``enact.update``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from enact.messages._codec import limit
+from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import MAX_ID, MAX_TEXT, Origin
 
