@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
+from enact.frozen_dataclass import dataclass
 from enact.retry import Backoff
 
 RETRIES = Backoff(first_s=30.0, factor=2.0, max_s=900.0, attempts=5)

@@ -11,13 +11,14 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request
 from enact.messages.commands import CommandInfo, CommandOutcome, Receipt
 from enact.messages.common import NotFound, Origin, Refused, is_human

@@ -24,7 +24,6 @@ import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -32,6 +31,7 @@ from enact import config
 from enact.config import Config, ConfigError, RuntimeSettings, Setting
 from enact.entry_points import EntryPoint, entry_points
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import protocols
 from enact.messages.common import Origin, chat_origin
 

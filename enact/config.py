@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, Protocol, Self, TypeVar, cast
 
 from enact.addresses import ADDRESS_FORM, is_address
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.home import CONFIG_NAME
 
 

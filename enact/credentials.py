@@ -12,8 +12,9 @@ matched text is never returned, logged or repeated.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from enact.frozen_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

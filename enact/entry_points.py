@@ -18,7 +18,8 @@ import os
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+
+from enact.frozen_dataclass import dataclass
 
 _SUFFIXES = (".dist-info", ".egg-info")
 _NAME_END = re.compile(r"-\d")

@@ -10,7 +10,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, cast
 from wsgiref.simple_server import WSGIServer
 
@@ -29,6 +28,7 @@ from prometheus_client.registry import Collector
 from enact import __version__
 from enact.addresses import parse_address
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.message_metrics import ActorMessages
 from enact.messages.epoch import Owner
 

@@ -8,7 +8,8 @@ attempt ``n`` failed, before attempt ``n + 1``; ``exhausted(n)`` says attempt
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from enact.frozen_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import datetime
 import re
-from dataclasses import dataclass
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 
 MAX_SPEC = 200
 """The longest schedule text, in characters."""

@@ -13,8 +13,8 @@ lands on a conversation, so it is always said in chat.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import MODEL_ACTION, Origin
 
 

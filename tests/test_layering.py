@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "enact.safe_files", "enact.credentials", "enact.claimed_clock", "enact.home_guard", "enact.environment",
         "enact.schedules", "enact.clock", "enact.entry_points", "enact.errors", "enact.addresses",
         "enact.wording", "enact.exit_codes",
+        "enact.frozen_dataclass",  # the frozen classes' dataclass, made cheaper to apply
     )),
     ("the contract and the store: messages, storage, settings, the fence, metrics", (
         "enact.messages", "enact.storage", "enact.config", "enact.fence", "enact.metrics",

@@ -6,7 +6,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -23,6 +22,7 @@ from enact.clock import REAL_CLOCK, Clock, Timer
 from enact.config import DaemonSettings
 from enact.errors import EnactError
 from enact.fence import FencedError
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request, registration_of
 from enact.messages.epoch import Fenced
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 from enact.cancellation import CancellationToken
+from enact.frozen_dataclass import dataclass
 
 log = logging.getLogger(__name__)
 

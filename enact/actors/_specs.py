@@ -6,10 +6,12 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import pykka
+
+from enact.frozen_dataclass import dataclass
 
 if TYPE_CHECKING:
     from enact.actors._base import EnactActor

@@ -21,7 +21,6 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import lmdb
@@ -32,6 +31,7 @@ from enact.backup.moved import Moved, mark_moved
 from enact.backup.restore import restore
 from enact.backup.snapshot import HOME_ID_NAME, Backup, create_stopped
 from enact.backup.verify import Verified, verify
+from enact.frozen_dataclass import dataclass
 from enact.home import STATE_DIR
 from enact.storage import Storage
 

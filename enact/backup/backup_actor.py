@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from enact.backup.settings import BackupSettings
 from enact.backup.snapshot import Backup, create
 from enact.cancellation import CancellationToken
 from enact.claimed_clock import NO_CLAIM, ClaimState, Decision
+from enact.frozen_dataclass import dataclass
 from enact.messages.backup import Create, Created
 from enact.messages.common import RefusalCode, Refused
 from enact.schedules import latest_due, parse

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "enact-backup"

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from enact.frozen_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import orjson
+
+from enact.frozen_dataclass import dataclass
 
 MOVED_NAME = "moved.json"
 

@@ -20,13 +20,13 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.backup.manifest import Manifest
 from enact.backup.snapshot import DaemonRunning, name_of
 from enact.backup.verify import verify
 from enact.fence import AlreadyRunning, Fence
+from enact.frozen_dataclass import dataclass
 from enact.home import LOCK_NAME, STATE_DIR
 from enact.memory.memory_actor import INDEX_DIR
 from enact.storage import Storage, StorageError

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 import tomllib
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from enact.config import Config, Setting
 from enact.credentials import find_credential
+from enact.frozen_dataclass import dataclass
 
 _SECTION = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+\s*(?:#.*)?$")
 _ASSIGNMENT = re.compile(r"^\s*([A-Za-z0-9_.\"'-]+)\s*=")

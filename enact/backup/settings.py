@@ -3,10 +3,10 @@ the typed value the CLI and the backup actor read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.config import Check, Config, Setting, between
+from enact.frozen_dataclass import dataclass
 from enact.schedules import FORMS as SCHEDULE_FORMS
 from enact.schedules import ScheduleError, parse
 

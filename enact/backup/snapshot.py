@@ -20,7 +20,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import lmdb
@@ -31,6 +30,7 @@ from enact.backup.manifest import BackupError, Manifest, files_under, read_manif
 from enact.backup.secrets import redact_config, secret_files, secret_keys
 from enact.backup.settings import BackupSettings
 from enact.config import Config
+from enact.frozen_dataclass import dataclass
 from enact.home import COMMANDS_NAME, CONFIG_NAME, LOCK_NAME, SCRIPTED_RULES_NAME, STATE_DIR
 from enact.storage import Storage, Store
 

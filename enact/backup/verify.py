@@ -5,11 +5,11 @@ one line (for a record: its database, its key and why)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.backup.inspection import UnreadableCopy, first_bad_record
 from enact.backup.manifest import BackupError, Manifest, checksum, names_under, read_manifest
+from enact.frozen_dataclass import dataclass
 from enact.home import STATE_DIR
 
 STATE_FILE = f"{STATE_DIR}/data.mdb"

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from datetime import datetime, timedelta
 
 from enact.budget.settings import TOTAL
+from enact.frozen_dataclass import dataclass
 from enact.messages.budget import BudgetLine
 
 

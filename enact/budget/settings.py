@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from enact.config import Check, Config, Setting, between, one_of
+from enact.frozen_dataclass import dataclass
 from enact.runtime import PURPOSES
 
 TOTAL = "total"

@@ -10,10 +10,10 @@ The ``local`` and ``telegram`` channels implement this small interface.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import NotFound, Origin
 
 # Every CLI command imports this package (the channels' components live in

@@ -7,11 +7,11 @@ inbox's protocol) is imported only by the methods that make or check it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from enact.components import ChannelComponent, ComponentError
 from enact.config import Check, Config, Setting, between, one_of
+from enact.frozen_dataclass import dataclass
 
 if TYPE_CHECKING:
     from enact.channels.telegram import TelegramChannel

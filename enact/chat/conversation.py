@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from enact.chat.markers import MARKER_TAG
 from enact.command_journal import interrupted_text
 from enact.commands import TYPED
 from enact.credentials import redact_json
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import ActionRecord, ChatEvent, HandleEvent
 from enact.messages.journal import Step
 

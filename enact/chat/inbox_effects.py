@@ -4,8 +4,7 @@ actor with ``Inbox.take_effects`` and carried out in order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import HandleEvent, NoticeTaken, Outcome, Retry, TurnLogged
 from enact.messages.outbox import Deliver
 from enact.messages.sessions import AddNote

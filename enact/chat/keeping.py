@@ -16,10 +16,10 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from enact.actors._asks import ActorUnavailable, Asker
 from enact.chat.markers import hold_for_owner
+from enact.frozen_dataclass import dataclass
 from enact.memory.admission import MAX_TAG_CHARS, slug
 from enact.memory.commands import memory_notice
 from enact.memory.facts import MODEL_MARKER_ORIGIN

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+
+from enact.frozen_dataclass import dataclass
 
 MARKER = re.compile(r"\[MEMORY\](.*?)\[/MEMORY\]", re.DOTALL | re.IGNORECASE)
 MARKER_TAG = re.compile(r"\[/?MEMORY\]", re.IGNORECASE)

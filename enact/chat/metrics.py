@@ -4,10 +4,11 @@ model's actions (the shape is ``enact.metrics.FeatureMetrics``)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from prometheus_client import CollectorRegistry, Counter
+
+from enact.frozen_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from dataclasses import dataclass
 
 import lmdb
 
@@ -28,6 +27,7 @@ from enact.chat.inbox_records import OPEN, InboxRecords
 from enact.chat.notices import notice_event, notice_receipt
 from enact.chat.records import CursorRecord, Receipt, ReceiptStatus, TurnOutcome
 from enact.chat.redaction import redacted_receipt, redacted_turn
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import ActionRecord, ChatEvent, Notify, TurnsRedacted
 from enact.messages.outbox import DeliveryOutcome
 from enact.retry import Backoff

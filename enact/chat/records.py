@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from dataclasses import dataclass
 
 from enact.commands import clip
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import ActionRecord, ChatEvent, Outcome, Turn
 
 MAX_ERROR = 2000

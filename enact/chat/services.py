@@ -4,11 +4,11 @@ and what a new runtime session is told first."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from enact.channels import Channel
 from enact.commands import CommandRegistry
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import Origin
 from enact.runtime import Runtime
 

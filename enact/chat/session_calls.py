@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.actors._asks import ActorUnavailable, Asker
@@ -27,6 +26,7 @@ from enact.cancellation import CancellationToken, Cancelled
 from enact.chat.notices import notes_text
 from enact.clock import REAL_CLOCK, Clock
 from enact.credentials import redact
+from enact.frozen_dataclass import dataclass
 from enact.messages.memory import Context, ContextReply
 from enact.messages.sessions import Forget, HistoryMessage, Note, Open, ReadHistory, Record
 from enact.messages.skills import Startup, Used

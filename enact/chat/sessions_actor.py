@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import lmdb
@@ -29,6 +28,7 @@ from enact.actors._base import ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.chat.kept_tables import KeptTable
 from enact.chat.redaction import pattern_of, redact_text
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import Done, NotFound
 from enact.messages.inbox import NoticeTaken
 from enact.messages.sessions import (

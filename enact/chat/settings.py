@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from enact.config import WEEK, Config, Setting, between
+from enact.frozen_dataclass import dataclass
 
 SETTINGS: tuple[Setting, ...] = (
     Setting(

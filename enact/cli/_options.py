@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import wraps
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -14,6 +14,7 @@ import orjson
 
 from enact.cli._client import BadRequest, ConnectionLost, DaemonError, NotRunning
 from enact.exit_codes import ExitCode
+from enact.frozen_dataclass import dataclass
 from enact.home import default_home
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -15,8 +15,9 @@ import hashlib
 import hmac
 import secrets
 import threading
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from enact.frozen_dataclass import dataclass
 
 TOKEN_TTL_S = 600.0
 """An unspent login token is void after ten minutes."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass
+
+from enact.frozen_dataclass import dataclass
 
 MAX_STREAMS = 8
 """Open event streams at once; each holds one of the server's threads."""

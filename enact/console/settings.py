@@ -4,10 +4,10 @@ which address."""
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
 
 from enact.addresses import ADDRESS_FORM, parse_address
 from enact.config import Check, Config, Setting
+from enact.frozen_dataclass import dataclass
 
 
 def _browsable(value: str) -> bool:

@@ -5,9 +5,10 @@ each daily budget (the total's dark, a purpose's in its colour)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from markupsafe import Markup, escape
+
+from enact.frozen_dataclass import dataclass
 
 TOTAL = "total"
 TOTAL_COLOUR = "#1d2126"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import lmdb
 
@@ -26,6 +25,7 @@ from enact.evolution import brainstorm as rules
 from enact.evolution import guard
 from enact.evolution.candidates import Candidate, CandidateState
 from enact.evolution.curator_effects import CandidatesChanged, ModelCall, Steps, ask, counted
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import RefusalCode, Refused
 from enact.messages.curator import AuditEvent, Brainstorm, Brainstormed
 from enact.messages.tasks import List, TaskPage

@@ -16,8 +16,10 @@ import enum
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from typing import Any
+
+from enact.frozen_dataclass import dataclass
 
 MAX_FIELD = 1_200
 

@@ -10,7 +10,6 @@ Curation only advises: it never changes a candidate.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -21,6 +20,7 @@ from enact.evolution import guard, ranking
 from enact.evolution.approval import KEY_PREFIX
 from enact.evolution.candidates import Candidate, CandidateState, RemovalClass
 from enact.evolution.replies import exact_keys, json_object
+from enact.frozen_dataclass import dataclass
 from enact.tasks.records import Task
 
 if TYPE_CHECKING:

@@ -24,9 +24,9 @@ or a test that answers the effects itself, without threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request
 
 R = TypeVar("R")

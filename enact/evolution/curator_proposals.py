@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from enact.actors._batching import Deferred
 from enact.evolution import curation, synthesis
@@ -31,6 +30,7 @@ from enact.evolution.curator_records import CuratorRecords
 from enact.evolution.curator_records import audit_event as _event
 from enact.evolution.curator_signals import SCANNER, link_signals
 from enact.evolution.signals import Signal
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import RefusalCode, Refused
 from enact.messages.curator import MAX_LIST, PROPOSAL_RUNNING, Propose, Proposed
 

@@ -12,7 +12,6 @@ so it never waits for a run.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from enact.actors._asks import ActorUnavailable
@@ -20,6 +19,7 @@ from enact.actors._base import ActorContext
 from enact.actors._ticking import TickingActor
 from enact.budget.gate import BudgetGate
 from enact.evolution.runs import DATABASE, EvolveRuns
+from enact.frozen_dataclass import dataclass
 from enact.messages.evolve import ClockShown, GetClock
 from enact.tasks.settings import TasksSettings
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from enact.actors._asks import ActorUnavailable
@@ -31,6 +30,7 @@ from enact.evolution.lineage_assessment import Assessed, AssessmentFailed, asses
 from enact.evolution.lineage_git import HistoryRewritten, LineageGitError, ParentChange, fetch, new_changes, resolve
 from enact.evolution.lineage_store import DATABASES, LineageTables, entry_id
 from enact.evolution.settings import LineageSettings
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.curator import Offer, Offered
 from enact.messages.lineage import (

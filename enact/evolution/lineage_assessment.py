@@ -9,7 +9,6 @@ budget (``assess_in_turn``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import orjson
 
@@ -18,6 +17,7 @@ from enact.errors import EnactError
 from enact.evolution import guard
 from enact.evolution.lineage_git import ParentChange
 from enact.evolution.replies import exact_keys, json_object, text_field
+from enact.frozen_dataclass import dataclass
 from enact.messages.lineage import Assessment
 
 PROMPT_HEAD = "enact lineage assessment"

@@ -14,9 +14,9 @@ one change.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from enact.frozen_dataclass import dataclass
 from enact.tasks.host_git import WorktreeError, git
 
 MIRROR = Path("lineage") / "parent.git"

@@ -3,10 +3,11 @@ signals (the shape is ``enact.metrics.FeatureMetrics``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from enact.frozen_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

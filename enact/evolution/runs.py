@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TypeVar
 
 import lmdb
@@ -43,6 +43,7 @@ from enact.evolution import schedule as rules
 from enact.evolution.modes import EvolveMode
 from enact.evolution.schedule import EvolveClock
 from enact.evolution.settings import EvolutionSettings, LineageSettings
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request
 from enact.messages.common import Refused
 from enact.messages.curator import (

@@ -4,10 +4,10 @@ with credentials redacted before anything reaches a model."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from enact.credentials import redact
 from enact.evolution.signals import EvidenceSource, experience_ref, task_ref, turn_ref
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import Turn
 from enact.messages.tasks import TaskSnapshot
 from enact.tasks.records import Experience, TaskState

@@ -22,11 +22,11 @@ import struct
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import lmdb
 
 from enact.evolution.signals import EvidenceSource, Signal, SignalState
+from enact.frozen_dataclass import dataclass
 from enact.messages.scanner import ScanRecord
 from enact.storage import AppendLog, RecordTable, Store
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Protocol
 
 from enact.actors._long_work import OffThread
@@ -28,6 +28,7 @@ from enact.evolution.scan_prompt import scan_prompt
 from enact.evolution.scan_store import CompletedScan, ScanTables
 from enact.evolution.scan_validation import InvalidScanReply, parse_observations
 from enact.evolution.signals import EvidenceSource, Signal
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import Turns
 from enact.messages.scanner import Scan, ScanOutcome, ScanRecord, ScanReport, ScanSummary
 from enact.messages.tasks import ChangedTasks

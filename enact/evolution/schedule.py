@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from enact import claimed_clock
 from enact.claimed_clock import NO_CLAIM, ClaimState, Step
+from enact.frozen_dataclass import dataclass
 from enact.schedules import ParsedSchedule, latest_due, next_due
 
 MAX_REPORT = 2000

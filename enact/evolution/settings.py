@@ -3,10 +3,9 @@ value the evolve run, the curator and the scanner read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from enact.config import Check, Config, Setting, between, one_of
 from enact.evolution.modes import EvolveMode
+from enact.frozen_dataclass import dataclass
 from enact.schedules import FORMS as SCHEDULE_FORMS
 from enact.schedules import ScheduleError, parse
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from dataclasses import dataclass
+
+from enact.frozen_dataclass import dataclass
 
 
 class SignalState(enum.StrEnum):

@@ -14,10 +14,10 @@ import dataclasses
 import enum
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 from enact.credentials import REDACTED, find_credential
+from enact.frozen_dataclass import dataclass
 from enact.memory.facts import (
     HUMAN_CLI_ORIGIN,
     Confidence,

@@ -30,11 +30,11 @@ import heapq
 import secrets
 import struct
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import TypeVar
 
 import lmdb
 
+from enact.frozen_dataclass import dataclass
 from enact.memory import lookups
 from enact.memory.admission import merge_key, slug
 from enact.memory.fact_records import decode_fact, decode_facts, encode_fact

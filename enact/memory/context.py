@@ -16,8 +16,8 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 
+from enact.frozen_dataclass import dataclass
 from enact.memory.facts import Fact, FactState, Sensitivity
 from enact.memory.ranking import Ranking, StartupRanking, fact_line
 

@@ -8,7 +8,8 @@ index, the startup context and recall read them. Admission
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+
+from enact.frozen_dataclass import dataclass
 
 
 class FactType(enum.StrEnum):

@@ -26,7 +26,6 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TypeVar
 
 import lmdb
@@ -34,6 +33,7 @@ import lmdb
 from enact.actors._asks import ActorNotFound, Asker
 from enact.actors._batching import Deferred, WriteBatch
 from enact.actors._long_work import OffThread
+from enact.frozen_dataclass import dataclass
 from enact.memory.admission import TRUNCATION_MARK, merge_key
 from enact.memory.facts import Fact
 from enact.messages._registry import Request

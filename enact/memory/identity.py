@@ -8,12 +8,12 @@ the first problem is one line naming the field. The Memory actor stores it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from enact import __version__
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 
 # The records are part of the memory protocol, which every memory command
 # imports: the parsers' imports wait until something is parsed.

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import lmdb
@@ -26,6 +25,7 @@ import lmdb
 from enact.actors._base import STARTED, ActorContext, EnactActor
 from enact.actors._batching import Deferred, WriteBatch
 from enact.fence import FencedError
+from enact.frozen_dataclass import dataclass
 from enact.memory.book import DATABASES, IDENTITY, NO_MATCH, FactBook, FactRecords
 from enact.memory.briefing import Briefing, IdentityRecords, checked_identity
 from enact.memory.facts import Fact

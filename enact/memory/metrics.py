@@ -3,10 +3,11 @@ takes (the shape is ``enact.metrics.FeatureMetrics``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+from enact.frozen_dataclass import dataclass
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
 
+from enact.frozen_dataclass import dataclass
 from enact.memory.admission import Candidate, Refusal, admit, merged, new_fact
 from enact.memory.book import FactBook
 from enact.memory.facts import MODEL_MARKER_ORIGIN, Fact, FactState

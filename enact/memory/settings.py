@@ -3,10 +3,10 @@ the conversations read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from enact.config import Config, Setting, between
+from enact.frozen_dataclass import dataclass
 
 if TYPE_CHECKING:  # the context's rules (facts, ranking) load when a value is built, not with the keys
     from enact.memory.context import ContextSettings

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from enact.frozen_dataclass import dataclass
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import Done
 

@@ -3,7 +3,7 @@ daemon, off its actors' threads, so that chat goes on meanwhile."""
 
 from __future__ import annotations
 
-from enact.messages._dataclass import dataclass
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import Refused
 

@@ -4,7 +4,7 @@ installed channel, enabled or not."""
 
 from __future__ import annotations
 
-from enact.messages._dataclass import dataclass
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 
 UP = "up"

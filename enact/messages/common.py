@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 
-from enact.messages._dataclass import dataclass
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import reply
 
 Origin = str

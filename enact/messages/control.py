@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from enact.messages._dataclass import dataclass
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.accounting import PurposeSpending
 from enact.messages.budget import BudgetLine

@@ -14,8 +14,8 @@ from dataclasses import field
 
 from enact.evolution.candidates import Candidate, Draft, RemovalClass
 from enact.evolution.modes import EvolveMode
+from enact.frozen_dataclass import dataclass
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enact.messages._dataclass import dataclass
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 
 

@@ -5,7 +5,7 @@ mode) is the curator's (``curator.GetMode``); whoever shows both asks both.
 
 from __future__ import annotations
 
-from enact.messages._dataclass import dataclass
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import field
 from typing import Any, Literal
 
+from enact.frozen_dataclass import dataclass
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import Refused
 

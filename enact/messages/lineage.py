@@ -13,8 +13,8 @@ import enum
 from dataclasses import field
 from typing import Literal
 
+from enact.frozen_dataclass import dataclass
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import field
 from typing import TYPE_CHECKING
 
+from enact.frozen_dataclass import dataclass
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, request
 from enact.messages.common import MAX_ID, MAX_TEXT, Origin
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from enact.frozen_dataclass import dataclass
 from enact.memory.context import Decision
 from enact.memory.facts import Fact
 from enact.memory.identity import BodyIdentity, PrivateIdentity
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 

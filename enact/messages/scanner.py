@@ -12,8 +12,8 @@ from dataclasses import field
 from typing import Literal
 
 from enact.evolution.signals import EvidenceSource, Signal, SignalState
+from enact.frozen_dataclass import dataclass
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import Refused
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from enact.frozen_dataclass import dataclass
 from enact.messages._codec import limit
-from enact.messages._dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 from enact.messages.tasks import Submitted

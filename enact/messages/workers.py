@@ -3,7 +3,7 @@ and the wake-ups that tell a worker to claim."""
 
 from __future__ import annotations
 
-from enact.messages._dataclass import dataclass
+from enact.frozen_dataclass import dataclass
 from enact.messages._registry import Request, internal, reply, request
 from enact.messages.common import NotFound, Origin, Refused
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from enact.cancellation import CancellationToken
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 
 if TYPE_CHECKING:  # every CLI command imports this package (the runtimes' components): no protocol for a type
     from enact.messages.sessions import HistoryMessage

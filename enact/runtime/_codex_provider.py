@@ -17,9 +17,10 @@ import socket
 import tomllib
 import urllib.parse
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from enact.frozen_dataclass import dataclass
 
 DEFAULT_PROVIDER = "openai"
 API_KEY_VARIABLE = "CODEX_API_KEY"

@@ -30,10 +30,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.cancellation import CancellationToken
+from enact.frozen_dataclass import dataclass
 from enact.process import dying_with_parent, program_ended, program_started
 from enact.runtime import RuntimeCancelled, RuntimeTimeout, RuntimeUnavailable
 

@@ -8,11 +8,11 @@ imported only by the methods that make or check the runtime."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from enact.components import ComponentError, RuntimeCheck, RuntimeComponent
 from enact.config import Check, Config, Setting
+from enact.frozen_dataclass import dataclass
 
 if TYPE_CHECKING:
     from enact.commands import CommandRegistry

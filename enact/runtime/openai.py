@@ -19,13 +19,13 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from enact.components import RuntimeCheck
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.retry import Backoff
 from enact.runtime import (
     Capabilities,

@@ -13,13 +13,14 @@ import shlex
 import threading
 import uuid
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.home_guard import HomeRefused, check_owned_file
 from enact.runtime import (
     PURPOSES,

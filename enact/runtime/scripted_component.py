@@ -7,12 +7,12 @@ imported only by the method that makes it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from enact.components import ComponentError, RuntimeComponent
 from enact.config import Config, Setting
+from enact.frozen_dataclass import dataclass
 from enact.home import SCRIPTED_RULES_NAME
 
 if TYPE_CHECKING:

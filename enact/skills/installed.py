@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
+from enact.frozen_dataclass import dataclass
 from enact.safe_files import UnsafeFile, read_inside
 from enact.skills.manifest import NAME, SKILL_FILE, Skill, front_matter
 from enact.skills.sources import Fetched

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from enact.actors._long_work import OffThread
 from enact.cancellation import CancellationToken
 from enact.config import RuntimeSettings
 from enact.evolution.candidates import Draft
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import RefusalCode, Refused, is_human
 from enact.messages.curator import CandidateList, Candidates, Offer, Offered
 from enact.messages.memory import GetIdentity, Identity

@@ -19,9 +19,9 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.skills.settings import SkillLimits
 
 SKILL_FILE = "SKILL.md"

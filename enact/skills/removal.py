@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from enact.actors._asks import ActorUnavailable, Asker
 from enact.evolution.candidates import Draft
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import ReadTurns
 from enact.messages.tasks import Found
 from enact.messages.tasks import Get as GetTask

@@ -4,9 +4,8 @@ becomes a removal candidate."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from enact.config import Config, Setting, between
+from enact.frozen_dataclass import dataclass
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("skills.max_files", int, 50, "Files one skill folder may hold", between(1, 1000)),

@@ -29,7 +29,6 @@ prunes the git mirrors no candidate needs any more.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,7 @@ from enact.actors._base import ActorContext
 from enact.actors._batching import Deferred
 from enact.actors._ticking import TickingActor
 from enact.cancellation import CancellationToken
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import NotFound, RefusalCode, Refused, is_human
 from enact.messages.curator import MAX_LIST, CandidateList, Candidates, Offer, Offered
 from enact.messages.skills import (

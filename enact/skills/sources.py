@@ -22,9 +22,9 @@ import os
 import posixpath
 import stat
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from enact.frozen_dataclass import dataclass
 from enact.safe_files import UnsafeFile, read_bytes_inside
 from enact.skills.manifest import SkillFiles, SkillRefused, revision_of
 from enact.skills.settings import SkillLimits

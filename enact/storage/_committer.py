@@ -30,11 +30,11 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import lmdb
 
+from enact.frozen_dataclass import dataclass
 from enact.storage._errors import GroupInterrupted
 
 Write = Callable[[lmdb.Transaction], Any]

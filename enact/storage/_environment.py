@@ -5,12 +5,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
 
+from enact.frozen_dataclass import dataclass
 from enact.storage._committer import GroupCommitter, Offered, WriteOutcome, apply_each
 from enact.storage._errors import (
     DiskFull,

@@ -10,11 +10,12 @@ A database with no record was either written before versions were recorded
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 import lmdb
 
+from enact.frozen_dataclass import dataclass
 from enact.storage._errors import SchemaError
 from enact.storage._records import CorruptRecord, decode_document, encode_document
 

@@ -44,11 +44,12 @@ import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
 from enact.environment import task_environment
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 
 CONFINEMENT_MODES = ("auto", "required", "off")
 """``tasks.confinement``: ``auto`` confines when bwrap can, else runs the task

@@ -28,11 +28,12 @@ import shlex
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from enact.cancellation import CancellationToken
 from enact.environment import task_environment
+from enact.frozen_dataclass import dataclass
 from enact.runtime import RuntimeTimeout, RuntimeUnavailable
 from enact.runtime._subprocess import run_command
 from enact.tasks import repo_config

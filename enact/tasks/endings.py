@@ -12,11 +12,11 @@ worker.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.actors._asks import ActorUnavailable
 from enact.cancellation import DAEMON_STOPPING
+from enact.frozen_dataclass import dataclass
 from enact.messages.reviews import Review, ReviewState
 from enact.runtime import CommandRun, RuntimeAuthFailed, RuntimeFailure, RuntimeOverBudget, RuntimeRateLimited
 from enact.tasks.doctor import DoctorResult

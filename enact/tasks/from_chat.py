@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import orjson
 
 from enact.commands import Authority, Command, CommandCall, CommandContext, CommandFailed, Param, answered
+from enact.frozen_dataclass import dataclass
 from enact.messages.inbox import Notify
 from enact.runtime import RuntimeFailure
 from enact.spoken import Audience, command

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from enact.frozen_dataclass import dataclass
 from enact.messages.reviews import LandRefusal
 from enact.tasks.host_git import AUTHOR, WorktreeError, configured_identity, git
 from enact.tasks.worktrees import authoritative_head

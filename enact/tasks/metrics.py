@@ -8,13 +8,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from enact.frozen_dataclass import dataclass
 from enact.tasks.records import EventKind, TaskState
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 import configparser
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from enact.frozen_dataclass import dataclass
 from enact.tasks.repo_config import RepoConfigError, blob_at
 
 MAX_SECTION_FILE_BYTES = 1024 * 1024

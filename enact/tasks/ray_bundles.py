@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.tasks import repositories, task_branches
 from enact.tasks.host_git import WorktreeError, git
 from enact.tasks.protected import Guards

@@ -9,9 +9,10 @@ another process gets the same record over the wire as the actor holds.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
+from enact.frozen_dataclass import dataclass
 from enact.spoken import Audience, command
 
 MAX_REQUEST = 20_000

@@ -35,13 +35,14 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 from enact.actors._asks import ActorUnavailable, Asker
 from enact.cancellation import CancellationToken
 from enact.config import Config, RuntimeSettings
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import RefusalCode, Refused
 from enact.messages.reviews import List as ListReviews
 from enact.messages.reviews import Open

@@ -20,11 +20,11 @@ is refused before any of it is read.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.config import checked
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.tasks.host_git import WorktreeError, git
 from enact.tasks.settings import DOCTOR_TIMEOUT
 

@@ -21,9 +21,9 @@ names another.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
 
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import RefusalCode, Refused
 from enact.tasks.host_git import WorktreeError, git
 

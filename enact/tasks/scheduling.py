@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 
 from enact import claimed_clock, schedules
 from enact.claimed_clock import NO_CLAIM, ClaimState, Step
+from enact.frozen_dataclass import dataclass
 
 MAX_TEXT = 20_000
 

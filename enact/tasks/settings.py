@@ -3,9 +3,8 @@ keys, and the typed value its actors and rules read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from enact.config import DAY, Config, Setting, between, one_of
+from enact.frozen_dataclass import dataclass
 
 DOCTOR_TIMEOUT = Setting("tasks.doctor_timeout_s", float, 600.0, "Timeout of one doctor run", between(0.1, DAY))
 """A repository's own ``.enact.toml`` timeout is checked against it too."""

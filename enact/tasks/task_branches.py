@@ -18,9 +18,9 @@ import os
 import secrets
 import string
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
+from enact.frozen_dataclass import dataclass
 from enact.tasks.host_git import WorktreeError, git
 
 HOME_ID_FILE = "home-id"

@@ -11,10 +11,10 @@ refused before it is parsed.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.safe_files import UnsafeFile, read_bytes_inside
 
 MAX_REPORT_BYTES = 32 * 1024 * 1024

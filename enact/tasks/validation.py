@@ -19,12 +19,13 @@ import shutil
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 
 import orjson
 
 from enact.cancellation import CancellationToken
+from enact.frozen_dataclass import dataclass
 from enact.tasks import repo_config
 from enact.tasks.confine import Confinement, confinement
 from enact.tasks.doctor import DoctorPlan, DoctorResult, append_log, plan_at, run_doctor

@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact.actors._asks import Asker
 from enact.cancellation import CancellationToken
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import Refused
 from enact.messages.reviews import List, Open, Review, ReviewState
 from enact.messages.tasks import Claimed, Finish, Heartbeat, LeaseLost, LeaseRenewed, ReportPhase

@@ -21,9 +21,10 @@ import json
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
+from enact.frozen_dataclass import dataclass
 from enact.home import WORKTREES_DIR
 from enact.tasks import repositories, task_branches, task_git
 from enact.tasks.host_git import WorktreeError, git

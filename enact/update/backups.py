@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.update.daemons import last_line, run_enact, serving
 from enact.update.releases import Release
 

@@ -6,11 +6,12 @@ authoritative revision descends from the running one."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from enact._app.revision import revision_now
+from enact.frozen_dataclass import dataclass
 from enact.tasks.host_git import WorktreeError, git
 from enact.tasks.repositories import UnusableRepository, checkout, own_checkout
 from enact.update import daemons

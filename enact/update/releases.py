@@ -27,11 +27,11 @@ import sysconfig
 import tarfile
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from enact._app.revision import RELEASE_FILE
 from enact.errors import EnactError
+from enact.frozen_dataclass import dataclass
 from enact.tasks.host_git import WorktreeError, git
 
 RELEASES = "releases"

@@ -3,9 +3,8 @@ updater reads."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from enact.config import Config, Setting, between
+from enact.frozen_dataclass import dataclass
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("update.repository", str, "",

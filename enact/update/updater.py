@@ -9,12 +9,13 @@ before it runs (``enact.update.history``).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from enact.cancellation import CancellationToken
 from enact.cli._client import DaemonError, NotRunning, request
 from enact.config import Config, RuntimeSettings
+from enact.frozen_dataclass import dataclass
 from enact.messages.common import HUMAN_CLI
 from enact.messages.update import Notify
 from enact.tasks.confine import ConfinementUnavailable, confinement

@@ -1,17 +1,18 @@
-"""``dataclass`` for the message types, cheaper to apply than the standard
-library's and the same in every respect a caller can see.
+"""``dataclass`` for enact's frozen classes (messages, records, settings),
+cheaper to apply than the standard library's and the same in every respect a
+caller can see.
 
 Python 3.11's ``dataclasses`` compiles each method it adds from source text
 (``exec``), six per frozen class, and compiling is most of what a class costs
-to make: the daemon makes some 450 at start, the CLI the few a command sends,
-and a message class pays about 0.6 ms. Three of the six (``__eq__``,
+to make: the daemon makes some 450 at start (a frozen class about 0.6 ms),
+every CLI command the few it needs. Three of the six (``__eq__``,
 ``__hash__``, ``__repr__``) need no code of their own: here they are closures
 over the class's field names, which the standard library is told not to
 generate; it still makes ``__init__`` and the frozen ``__setattr__`` and
 ``__delattr__``, whose speed or form depends on the fields. What each method
 returns, which fields it uses, the methods a class defines itself (left as
 they are) and ``__dataclass_params__`` are as the standard library's. Any
-other use (``order``, ``unsafe_hash``, ``eq=False``, no ``frozen``) is the
+other use (``order``, ``unsafe_hash``, ``eq=False``, not ``frozen``) is the
 standard library's own.
 """
 

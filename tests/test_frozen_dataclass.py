@@ -1,5 +1,6 @@
-"""The messages' ``dataclass`` (``enact.messages._dataclass``) makes classes
-that behave as the standard library's would, in every respect a caller sees."""
+"""enact's ``dataclass`` for frozen classes (``enact.frozen_dataclass``)
+makes classes that behave as the standard library's would, in every respect
+a caller sees."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from enact.messages._dataclass import dataclass as message_dataclass
+from enact.frozen_dataclass import dataclass as message_dataclass
 from enact.messages._registry import protocols
 
 NAN = float("nan")
