@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import re
 from collections.abc import Sequence
 from typing import TypeVar
@@ -44,36 +45,40 @@ MAX_REFS = 64
 _VERB_OVERRIDE = r"\b(?:ignore|disregard|forget|override|bypass)\b"
 _VERB_REVEAL = r"\b(?:reveal|print|show|leak|output|disclose|repeat|dump)\b(?:\s+me)?"
 _VERB_DISABLE = r"\b(?:disable|turn off|switch off|remove|ignore|bypass)\b"
-_STEERING = tuple(
-    (why, re.compile(pattern, re.IGNORECASE))
-    for why, pattern in (
-        ("to override its instructions",
-         rf"{_VERB_OVERRIDE}\s+(?:(?:all|any)\s+(?:of\s+)?)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|"
-         r"preceding|system|developer|original|initial|your)\s+(?:\w+\s+)?(?:instructions?|prompts?|rules|"
-         r"directives|guidelines)\b"
-         rf"|{_VERB_OVERRIDE}\s+(?:all|any|your)\s+(?:of\s+)?(?:the\s+|your\s+)?(?:instructions?|prompts?|rules|"
-         r"directives|guidelines)\b"
-         rf"|{_VERB_OVERRIDE}\s+(?:everything|anything)\s+(?:above|before|said before|you were told)"),
-        ("to reveal secrets or the system prompt",
-         rf"{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?(?:your|the)\s+(?:system|hidden|initial|original|developer)\s+"
-         r"(?:prompts?|instructions|message)\b"
-         rf"|{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?your\s+(?:\w+\s+)?(?:prompts?|instructions|secrets?|api keys?|"
-         r"credentials|passwords?|tokens)\b"
-         rf"|{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?(?:the\s+|any\s+)?(?:secrets?|api keys?|credentials|passwords?|"
-         r"tokens)\s+(?:you\b|stored|in (?:your )?memory)"),
-        ("to disable its safety",
-         rf"{_VERB_DISABLE}[^.]{{0,20}}?\b(?:safety|guardrails?|sandbox(?:ing)?|content filters?)\b"
-         rf"|{_VERB_DISABLE}\s+(?:all\s+(?:of\s+)?)?your\s+(?:\w+\s+)?(?:confirmations?|approvals?|filters?|"
-         r"restrictions|rules|checks|limits)\b"),
-        ("to change who it is",
-         r"\b(?:you are now|from now on,? you (?:are|will|must)|new instructions\s*:|act as an? (?:unrestricted|"
-         r"jailbroken|unfiltered)|developer mode|do anything now)\b"),
-        ("to speak as the system", r"^\s*(?:system|assistant)\s*:|<\s*/?\s*system\s*>"),
-    )
+_STEERING_PATTERNS = (
+    ("to override its instructions",
+     rf"{_VERB_OVERRIDE}\s+(?:(?:all|any)\s+(?:of\s+)?)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|"
+     r"preceding|system|developer|original|initial|your)\s+(?:\w+\s+)?(?:instructions?|prompts?|rules|"
+     r"directives|guidelines)\b"
+     rf"|{_VERB_OVERRIDE}\s+(?:all|any|your)\s+(?:of\s+)?(?:the\s+|your\s+)?(?:instructions?|prompts?|rules|"
+     r"directives|guidelines)\b"
+     rf"|{_VERB_OVERRIDE}\s+(?:everything|anything)\s+(?:above|before|said before|you were told)"),
+    ("to reveal secrets or the system prompt",
+     rf"{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?(?:your|the)\s+(?:system|hidden|initial|original|developer)\s+"
+     r"(?:prompts?|instructions|message)\b"
+     rf"|{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?your\s+(?:\w+\s+)?(?:prompts?|instructions|secrets?|api keys?|"
+     r"credentials|passwords?|tokens)\b"
+     rf"|{_VERB_REVEAL}\s+(?:all\s+(?:of\s+)?)?(?:the\s+|any\s+)?(?:secrets?|api keys?|credentials|passwords?|"
+     r"tokens)\s+(?:you\b|stored|in (?:your )?memory)"),
+    ("to disable its safety",
+     rf"{_VERB_DISABLE}[^.]{{0,20}}?\b(?:safety|guardrails?|sandbox(?:ing)?|content filters?)\b"
+     rf"|{_VERB_DISABLE}\s+(?:all\s+(?:of\s+)?)?your\s+(?:\w+\s+)?(?:confirmations?|approvals?|filters?|"
+     r"restrictions|rules|checks|limits)\b"),
+    ("to change who it is",
+     r"\b(?:you are now|from now on,? you (?:are|will|must)|new instructions\s*:|act as an? (?:unrestricted|"
+     r"jailbroken|unfiltered)|developer mode|do anything now)\b"),
+    ("to speak as the system", r"^\s*(?:system|assistant)\s*:|<\s*/?\s*system\s*>"),
 )
-# All of them at once first: a text that steers nowhere (nearly every text)
-# is searched once.
-_ANY_STEERING = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _STEERING), re.IGNORECASE)
+
+
+@functools.cache
+def _steering() -> tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]:
+    """All of them at once first: a text that steers nowhere (nearly every
+    text) is searched once; compiled when a fact is first judged, not by every
+    daemon's start."""
+    steering = tuple((why, re.compile(pattern, re.IGNORECASE)) for why, pattern in _STEERING_PATTERNS)
+    return re.compile("|".join(f"(?:{pattern})" for _, pattern in _STEERING_PATTERNS), re.IGNORECASE), steering
+
 
 _TRAILING_PUNCTUATION = ".!?;:,…"
 _SLUG_BREAK = re.compile(r"[^a-z0-9]+")
@@ -183,9 +188,10 @@ def admit(candidate: Candidate, *, max_chars: int) -> Admitted | Refusal:
 
 def steering_attempt(text: str) -> str | None:
     """What an instruction-like text tries ("to override its instructions"), or None."""
-    if not _ANY_STEERING.search(text):
+    any_steering, steering = _steering()
+    if not any_steering.search(text):
         return None
-    for why, pattern in _STEERING:
+    for why, pattern in steering:
         if pattern.search(text):
             return why
     return None

@@ -20,6 +20,7 @@ instructions to the agent) is admission's (``enact.memory.admission``).
 
 from __future__ import annotations
 
+import functools
 import re
 
 from enact.memory.facts import HUMAN_CLI_ORIGIN
@@ -35,54 +36,59 @@ _OWNER_SAY = r"(?:ask(?:ing)?|check(?:ing)? with|consult(?:ing)?|tell(?:ing)?|co
 _GATED = r"(?:approv\w*|land\w*|merg\w*|push\w*|deploy\w*|releas\w*|ship\w*|delet\w*|remov\w*|commit\w*|" \
          r"run\w*|execut\w*|install\w*|publish\w*|cancel\w*|clos\w*|accept\w*|reviews?)"
 _AGENT = r"(?:you|the agent|the assistant|the bot|enact|the model)"
-_GRANTS = tuple(
-    (why, re.compile(pattern, re.IGNORECASE))
-    for why, pattern in (
-        ("to act without the owner's say",
-         rf"\bwithout\s+(?:first\s+)?(?:the owner'?s?\s+|my\s+|his\s+|her\s+|their\s+|any\s+|a\s+|an\s+)?{_OWNER_SAY}"
-         r"|\b(?:no need|not necessary|never necessary|unnecessary)\s+to\s+(?:ask|check|confirm|wait)"
-         r"|\b(?:do not|don't|never|no longer|stop)\s+(?:ask(?:ing)?|check(?:ing)? with|wait(?:ing)? for|"
-         r"consult(?:ing)?)\s+(?:the owner|me|for\b|first|before)"),
-        ("to skip reviews or confirmations",
-         r"\b(?:skip(?:ping)?|bypass(?:ing)?|waive|omit|disable|turn off|no more|dispense with)\s+(?:the\s+|all\s+|"
-         r"any\s+|its\s+|your\s+)?(?:\w+\s+)?(?:reviews?|confirmations?|approvals?|sign-?offs?|checks?|"
-         r"doctor|tests?)\b"
-         r"|\b(?:reviews?|confirmations?|approvals?)\s+(?:are|is)\s+(?:not needed|unnecessary|optional|not required)"),
-        ("to approve, land or merge on its own",
-         r"^\s*(?:please\s+)?(?:always\s+|just\s+|simply\s+|automatically\s+|go ahead and\s+)?"
-         r"(?:approve|land|merge|push|deploy|release|ship|publish)\b"
-         r"|\bauto-?(?:approv|land|merg|deploy|accept)\w*"
-         r"|\b(?:approve|land|merge)s?\s+(?:its|your|their)\s+own\b"
-         r"|\bself-?approv\w*"
-         rf"|\b{_AGENT}\s+(?:may|can|could|should|must|is allowed to|are allowed to|is free to|are free to|"
-         rf"is permitted to|are permitted to|has permission to|have permission to)\s+(?:always\s+)?{_GATED}"
-         rf"|\b(?:wants?|lets?|allows?|permits?|authori[sz]es?|trusts?)\s+{_AGENT}\s+(?:to\s+)?(?:always\s+)?{_GATED}"),
-        ("to change its mode",
-         r"\b(?:switch|change|set|put|turn|move)\s+(?:to\s+|into\s+)?(?:your|its|the agent'?s|enact'?s|the evolve|"
-         r"the evolution|evolve|evolution)\s+(?:\w+\s+)?mode\b"
-         r"|\b(?:autonomous|unattended|yolo|full[- ]access|unrestricted|auto-evolve)\s+mode\b"
-         r"|\bauto-evolve\b"
-         r"|\b(?:your|its|the agent'?s|enact'?s|evolve|evolution)\s+mode\s+(?:is|to|=|should be)\s+\S"),
-        ("to ignore the owner",
-         r"\b(?:ignore|disregard|override|overrule|do not listen to|don't listen to|never listen to)\s+"
-         r"(?:what\s+)?(?:the owner|me|my)\b"),
-        ("to grant itself permissions",
-         r"\b(?:grant|give)s?\s+(?:yourself|itself|himself|the agent|the assistant|you|enact)\s+(?:\w+\s+){0,2}?"
-         r"(?:permissions?|access|rights|authority|privileges|root|admin|sudo)\b"
-         rf"|\b{_AGENT}\s+(?:has|have|is granted|are granted|holds?)\s+(?:\w+\s+){{0,2}}?"
-         r"(?:permission|authority|privileges|root access|admin rights|sudo)\b"
-         r"|\b(?:elevate|escalate|raise)\s+(?:your|its)\s+(?:own\s+)?(?:privileges|permissions|access|authority)"),
-    )
+_GRANT_PATTERNS = (
+    ("to act without the owner's say",
+     rf"\bwithout\s+(?:first\s+)?(?:the owner'?s?\s+|my\s+|his\s+|her\s+|their\s+|any\s+|a\s+|an\s+)?{_OWNER_SAY}"
+     r"|\b(?:no need|not necessary|never necessary|unnecessary)\s+to\s+(?:ask|check|confirm|wait)"
+     r"|\b(?:do not|don't|never|no longer|stop)\s+(?:ask(?:ing)?|check(?:ing)? with|wait(?:ing)? for|"
+     r"consult(?:ing)?)\s+(?:the owner|me|for\b|first|before)"),
+    ("to skip reviews or confirmations",
+     r"\b(?:skip(?:ping)?|bypass(?:ing)?|waive|omit|disable|turn off|no more|dispense with)\s+(?:the\s+|all\s+|"
+     r"any\s+|its\s+|your\s+)?(?:\w+\s+)?(?:reviews?|confirmations?|approvals?|sign-?offs?|checks?|"
+     r"doctor|tests?)\b"
+     r"|\b(?:reviews?|confirmations?|approvals?)\s+(?:are|is)\s+(?:not needed|unnecessary|optional|not required)"),
+    ("to approve, land or merge on its own",
+     r"^\s*(?:please\s+)?(?:always\s+|just\s+|simply\s+|automatically\s+|go ahead and\s+)?"
+     r"(?:approve|land|merge|push|deploy|release|ship|publish)\b"
+     r"|\bauto-?(?:approv|land|merg|deploy|accept)\w*"
+     r"|\b(?:approve|land|merge)s?\s+(?:its|your|their)\s+own\b"
+     r"|\bself-?approv\w*"
+     rf"|\b{_AGENT}\s+(?:may|can|could|should|must|is allowed to|are allowed to|is free to|are free to|"
+     rf"is permitted to|are permitted to|has permission to|have permission to)\s+(?:always\s+)?{_GATED}"
+     rf"|\b(?:wants?|lets?|allows?|permits?|authori[sz]es?|trusts?)\s+{_AGENT}\s+(?:to\s+)?(?:always\s+)?{_GATED}"),
+    ("to change its mode",
+     r"\b(?:switch|change|set|put|turn|move)\s+(?:to\s+|into\s+)?(?:your|its|the agent'?s|enact'?s|the evolve|"
+     r"the evolution|evolve|evolution)\s+(?:\w+\s+)?mode\b"
+     r"|\b(?:autonomous|unattended|yolo|full[- ]access|unrestricted|auto-evolve)\s+mode\b"
+     r"|\bauto-evolve\b"
+     r"|\b(?:your|its|the agent'?s|enact'?s|evolve|evolution)\s+mode\s+(?:is|to|=|should be)\s+\S"),
+    ("to ignore the owner",
+     r"\b(?:ignore|disregard|override|overrule|do not listen to|don't listen to|never listen to)\s+"
+     r"(?:what\s+)?(?:the owner|me|my)\b"),
+    ("to grant itself permissions",
+     r"\b(?:grant|give)s?\s+(?:yourself|itself|himself|the agent|the assistant|you|enact)\s+(?:\w+\s+){0,2}?"
+     r"(?:permissions?|access|rights|authority|privileges|root|admin|sudo)\b"
+     rf"|\b{_AGENT}\s+(?:has|have|is granted|are granted|holds?)\s+(?:\w+\s+){{0,2}}?"
+     r"(?:permission|authority|privileges|root access|admin rights|sudo)\b"
+     r"|\b(?:elevate|escalate|raise)\s+(?:your|its)\s+(?:own\s+)?(?:privileges|permissions|access|authority)"),
 )
-_ANY_GRANT = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in _GRANTS), re.IGNORECASE)
+
+
+@functools.cache
+def _grants() -> tuple[re.Pattern[str], tuple[tuple[str, re.Pattern[str]], ...]]:
+    """All of the grants as one pattern, and each with what it tries: compiled
+    when a fact is first judged, not by every daemon's start (about 10 ms)."""
+    grants = tuple((why, re.compile(pattern, re.IGNORECASE)) for why, pattern in _GRANT_PATTERNS)
+    return re.compile("|".join(f"(?:{pattern})" for _, pattern in _GRANT_PATTERNS), re.IGNORECASE), grants
 
 
 def grants_permission(text: str) -> str | None:
     """What a text tells the agent it may do ("to skip reviews or
     confirmations"), or None for a fact about the world."""
-    if not _ANY_GRANT.search(text):
+    any_grant, grants = _grants()
+    if not any_grant.search(text):
         return None
-    for why, pattern in _GRANTS:
+    for why, pattern in grants:
         if pattern.search(text):
             return why
     return None
