@@ -113,6 +113,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("daemon.log_level", str, "info", "Log level", one_of("debug", "info", "warning", "error")),
     Setting("daemon.shutdown_timeout_s", float, 10.0, "How long in-flight messages may take at stop",
             between(0, HOUR)),
+    Setting("daemon.takeover_wait_s", float, 10.0,
+            "How long a daemon taking over waits for the old one to let go of the metrics address",
+            between(0.1, HOUR)),
     Setting("daemon.command_server", bool, True,
             "Run command-line commands in a warm process beside the daemon (`cli.sock`)"),
     Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window",
@@ -150,6 +153,7 @@ class DaemonSettings:
     workers: int
     log_level: str
     shutdown_timeout_s: float
+    takeover_wait_s: float
     command_server: bool
     max_restarts: int
     restart_window_s: float
@@ -163,7 +167,8 @@ class DaemonSettings:
         return cls(
             metrics_addr=values["daemon.metrics_addr"], workers=values["daemon.workers"],
             log_level=values["daemon.log_level"], shutdown_timeout_s=values["daemon.shutdown_timeout_s"],
-            command_server=values["daemon.command_server"], max_restarts=values["supervisor.max_restarts"],
+            takeover_wait_s=values["daemon.takeover_wait_s"], command_server=values["daemon.command_server"],
+            max_restarts=values["supervisor.max_restarts"],
             restart_window_s=values["supervisor.restart_window_s"], map_size_mb=values["storage.map_size_mb"],
             idle_timeout_s=values["control.idle_timeout_s"], request_timeout_s=values["control.request_timeout_s"],
         )

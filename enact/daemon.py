@@ -127,7 +127,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
     fence = Fence(home, storage)
     metrics = Metrics()
     try:
-        metrics_server = claim_home(fence, metrics, daemon_settings.metrics_addr, takeover=takeover)
+        metrics_server = claim_home(fence, metrics, daemon_settings.metrics_addr, takeover=takeover,
+                                    takeover_wait_s=daemon_settings.takeover_wait_s)
     except (AlreadyRunning, MetricsUnavailable) as error:
         print(f"enact: {error}" if isinstance(error, MetricsUnavailable) else str(error), file=sys.stderr)
         fence.release()

@@ -179,12 +179,13 @@ def test_takeover_whose_old_daemon_never_lets_go_exits_2_and_the_next_start_work
     old = daemons.start(None, "--metrics-addr", address)
     os.kill(old.pid, signal.SIGSTOP)  # frozen: it cannot notice the fence nor free the address
     try:
-        new = daemons.start(old.home, "--metrics-addr", address, "--takeover", wait=False)
+        new = daemons.start(old.home, "--metrics-addr", address, "--takeover", wait=False,
+                            env={"ENACT_DAEMON_TAKEOVER_WAIT_S": "0.5"})
         assert new.wait_exit(30) == 2
     finally:
         os.kill(old.pid, signal.SIGCONT)
     [line] = [line for line in new.log_text().splitlines() if line.startswith("enact:")]
-    assert line.startswith(f"enact: metrics address {address} is still in use 10 s after taking over"), line
+    assert line.startswith(f"enact: metrics address {address} is still in use 0.5 s after taking over"), line
     assert "Traceback" not in new.log_text()
     assert old.wait_exit(10) == 0  # fenced, it exits once it runs again
     again = daemons.start(old.home, "--metrics-addr", address)

@@ -33,6 +33,8 @@ from enact.tasks.settings import TasksSettings
 from enact.tasks.tables import DATABASES
 from enact.tasks.worker import TaskAttempt, WorkerServices
 
+from conftest import wait_for
+
 WORKER = "worker:0@g1"
 LEASE_TTL_S = 6.0
 
@@ -147,16 +149,17 @@ def test_an_attempt_past_its_deadline_keeps_its_lease_while_it_winds_down_and_fa
 
     def wait_for_a_renewal(request: RuntimeRequest) -> None:
         # The lease the attempt held when its deadline came is renewed
-        # again while the runtime winds down.
+        # again while the runtime winds down (a beat comes every second).
         held_until = task_of(queue, claimed.task.id).lease_expires_at
         assert held_until is not None
-        give_up_at = time.monotonic() + LEASE_TTL_S
-        while time.monotonic() < give_up_at:
+
+        def renewed() -> bool:
             renewed_until = task_of(queue, claimed.task.id).lease_expires_at
             if renewed_until is not None and renewed_until > held_until:
                 renewed_while_winding_down.append(renewed_until)
-                return
-            time.sleep(0.05)
+            return bool(renewed_while_winding_down)
+
+        wait_for(renewed, timeout=LEASE_TTL_S, what="the lease renewed after the deadline")
 
     runtime = WindingDown(wind_down=wait_for_a_renewal)
     run_attempt(tmp_path, claimed, Transport(queue), runtime, CancellationToken())
@@ -176,14 +179,19 @@ def test_a_cancelled_attempt_whose_runtime_ignores_the_cancel_stops_renewing_aft
     lapsed: list[float] = []
 
     def outlive_the_lease(request: RuntimeRequest) -> None:
-        give_up_at = time.monotonic() + 4 * LEASE_TTL_S
-        while time.monotonic() < give_up_at:
-            held_until = task_of(queue, task_id).lease_expires_at
-            if held_until is not None and time.time() > held_until + 0.5:
-                lapsed.append(held_until)
-                queue.expire_leases(time.time())  # the tasks actor's sweep
-                return
-            time.sleep(0.05)
+        # The worker says when it renews no more; the queue is then told a
+        # time past the lease's end (its sweep takes the time as an
+        # argument) instead of the test waiting for it to come.
+        wait_for(lambda: "the lease is no longer renewed" in task_log(), timeout=4 * LEASE_TTL_S,
+                 what="the worker to stop renewing the lease")
+        held_until = task_of(queue, task_id).lease_expires_at
+        assert held_until is not None
+        lapsed.append(held_until)
+        queue.expire_leases(held_until + 0.5)  # the tasks actor's sweep, once the lease has lapsed
+
+    def task_log() -> str:
+        path = task_log_path(tmp_path / "home", task_id)
+        return path.read_text(encoding="utf-8") if path.exists() else ""
 
     runtime = WindingDown(on_start=lambda: queue.cancel(task_id, time.time()), wind_down=outlive_the_lease)
     run_attempt(tmp_path, claimed, Transport(queue), runtime, CancellationToken(), wind_down_s=0.5)

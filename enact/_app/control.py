@@ -183,7 +183,10 @@ class ControlServer:
         last_frame, last_request = b"", None
         last_reply, last_payload = None, b""
         try:
-            while not self._closing.is_set():
+            # No check of the stop before each read: a frame that comes after
+            # a stop is always answered that the daemon is stopping (below),
+            # wherever between frames its connection's thread happened to be.
+            while True:
                 try:
                     frame = read_frame(connection)
                 except ConnectionClosed:
