@@ -74,9 +74,18 @@ def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = (),
         raise WorktreeError(f"git {args[0]} cannot start in {cwd}: {error.strerror or error}") from None
     program_ended(shown, started, done.returncode)
     if done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip().splitlines()
-        raise WorktreeError(f"git {args[0]} failed in {cwd}: {detail[-1] if detail else done.returncode}")
+        raise WorktreeError(f"git {args[0]} failed in {cwd}: {_why(done.stderr, done.returncode)}")
     return done.stdout.decode(errors="replace")
+
+
+def _why(stderr: bytes, returncode: int) -> str:
+    """The line of git's error output that says what failed: its first
+    ``fatal:`` or ``error:`` line (after it git may add advice, such as the
+    last line of a lock it found, "remove the file manually to continue",
+    which names no file), else its last line, else the exit status."""
+    lines = stderr.decode(errors="replace").strip().splitlines()
+    said = next((line for line in lines if line.startswith(("fatal:", "error:"))), lines[-1] if lines else "")
+    return said or f"exit status {returncode}"
 
 
 _worktree_locks: dict[str, threading.Lock] = {}
