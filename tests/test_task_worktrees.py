@@ -104,6 +104,22 @@ def test_list_and_cleanup_refusals(repo: Path, tmp_path: Path) -> None:
     assert dirty.branch in git(repo, "branch", "--list")  # a review may still name it
 
 
+def test_listing_worktrees_writes_no_index_so_it_never_holds_a_capture_s_lock(repo: Path, tmp_path: Path) -> None:
+    """The workers' prune lists every worktree, a running task's too: a
+    ``git status`` that refreshed the index would take its lock, and a
+    capture committing at that moment failed ("remove the file manually")."""
+    home = tmp_path / "home"
+    tree = worktrees.prepare(repo, home, 5)
+    later = time.time() + 5
+    os.utime(tree.path / "lib.py", (later, later))  # stale stat data: a refreshing status would rewrite the index
+    index = tree.git_dir / "index"
+    before = index.stat()
+    [listed] = worktrees.list_worktrees(home)
+    assert not listed.dirty
+    after = index.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
 def test_expired_counts_days_since_the_worktree_last_changed(repo: Path, tmp_path: Path) -> None:
     tree = worktrees.prepare(repo, tmp_path / "home", 8)
     week_ago = time.time() - 8 * 86400

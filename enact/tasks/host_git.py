@@ -52,8 +52,12 @@ def git_env(identity: tuple[str, str] = AUTHOR) -> dict[str, str]:
     # the host's git runs must come from the owner's own files.
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     name, email = identity
+    # GIT_OPTIONAL_LOCKS=0: a look (``git status`` on a worktree, the
+    # owner's checkout) writes no refreshed index, so it never holds the
+    # index lock while a task's capture, or the owner's own git, commits.
     env.update(GIT_AUTHOR_NAME=name, GIT_AUTHOR_EMAIL=email, GIT_COMMITTER_NAME=name,
-               GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1")
+               GIT_COMMITTER_EMAIL=email, GIT_TERMINAL_PROMPT="0", GIT_CONFIG_NOSYSTEM="1",
+               GIT_OPTIONAL_LOCKS="0")
     return env
 
 
