@@ -319,14 +319,16 @@ def module_daemons() -> Iterator[DaemonFactory]:
         factory.close()
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 60, what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds, or fail naming ``what`` (the
-    timeout only bounds a failure, so it leaves room for a busy machine)."""
+def wait_for(predicate: Callable[[], object], timeout: float = 60, what: str = "condition",
+             every: float = 0.05) -> None:
+    """Poll ``predicate`` every ``every`` seconds until it holds, or fail
+    naming ``what`` (the timeout only bounds a failure, so it leaves room for
+    a busy machine). A finer ``every`` for a state that does not last long."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():
             return
-        time.sleep(0.05)
+        time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
 
 

@@ -21,7 +21,7 @@ from home_state import Snapshot, snapshot
 
 from enact.home import LOCK_NAME, SOCKET_NAME
 
-from conftest import DaemonFactory, enact_env
+from conftest import DaemonFactory, enact_env, wait_for
 
 FENCE_WRITER = Path(__file__).with_name("fence_writer.py")
 REQUIRE_CURRENT = {"type": "epoch.RequireCurrent", "body": {}}
@@ -43,14 +43,6 @@ def _logged_at(log: str, text: str) -> datetime.datetime:
     line = next((line for line in log.splitlines() if text in line), None)
     assert line is not None, f"{text!r} not in the log:\n{log}"
     return datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
-
-
-def _poll(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
 
 
 # -- refusal -------------------------------------------------------------------
@@ -181,7 +173,7 @@ def test_after_a_takeover_the_new_daemon_holds_the_lock(daemons: DaemonFactory) 
     new = daemons.start(old.home, "--takeover")
     assert old.wait_exit(10) == 0
     # The new daemon takes the lock once the old one lets go, and says so.
-    _poll(lambda: (old.home / LOCK_NAME).read_text().strip() == str(new.pid), 10, "the lock to change hands")
+    wait_for(lambda: (old.home / LOCK_NAME).read_text().strip() == str(new.pid), 10, "the lock to change hands")
     third = daemons.start(old.home, wait=False)
     assert third.wait_exit(30) == 2, third.log_text()
     assert third.log_text().splitlines()[-1] == (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,8 @@ from enact.messages.control import ActorStatus
 from enact.messages.epoch import Fenced
 from enact.metrics import Metrics
 from enact.storage import OwnershipError, Storage
+
+from conftest import wait_for
 
 # --- test actors and their messages -------------------------------------------------
 
@@ -126,12 +128,8 @@ class FailsToStart(EnactActor):
 # --- the rig: a home with real storage, metrics and a held fence ---------------------
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(0.005)
+wait_until = functools.partial(wait_for, every=0.005)
+"""conftest's wait, with a step fine enough for a restart's short states."""
 
 
 @dataclass
