@@ -8,13 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 from control_wire import LENGTH
+from stand_in_daemon import stand_in_daemon
 
 from enact import __version__
 from enact.cli._client import NotRunning, request
@@ -390,22 +390,12 @@ def test_a_daemon_that_hangs_up_inside_its_reply_counts_as_not_running(daemons: 
     """The client side of a daemon dying mid-reply: a one-line NotRunning, not
     a traceback. (A stand-in peer on a real socket; it sends half a frame.)"""
     home = daemons.new_home()
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(home / SOCKET_NAME))
-        listener.listen(1)
 
-        def half_answer() -> None:
-            connection, _ = listener.accept()
-            with connection:
-                connection.settimeout(10)
-                connection.recv(65536)
-                connection.sendall(LENGTH.pack(100) + b'{"type": "control.Sta')
+    def half_answer(connection: socket.socket, _request: bytes) -> None:
+        connection.sendall(LENGTH.pack(100) + b'{"type": "control.Sta')
 
-        peer = threading.Thread(target=half_answer, daemon=True)
-        peer.start()
-        with pytest.raises(NotRunning):
-            request(home, Status(), timeout=10)
-        peer.join(10)
+    with stand_in_daemon(home, half_answer), pytest.raises(NotRunning):
+        request(home, Status(), timeout=10)
 
 
 def test_every_command_group_in_enact_cli_is_reachable_from_enact() -> None:
@@ -441,32 +431,24 @@ def test_daemon_status_sees_an_older_releases_daemon_that_refuses_the_brief_fiel
     there) ask the status as every release takes it, with an empty body: a
     stand-in for a release from before ``Status.brief`` refuses any field."""
     from enact.messages import encode
-    from enact.messages._framing import read_frame, write_frame
+    from enact.messages._framing import write_frame
     from enact.messages.control import StatusReport
 
     home = daemons.new_home()
     older = StatusReport(version="0.older", pid=4242, home=str(home), generation=7, uptime_s=12.0, metrics_addr="")
     asked: list[object] = []
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(home / SOCKET_NAME))
-        listener.listen(1)
 
-        def answer_as_an_older_release() -> None:
-            connection, _ = listener.accept()
-            with connection:
-                connection.settimeout(30)
-                request_frame = orjson.loads(read_frame(connection))
-                asked.append(request_frame)
-                if request_frame.get("body"):
-                    reply = {"type": "control.Error", "body": {"message": "unknown field 'brief' for Status"}}
-                    write_frame(connection, orjson.dumps(reply))
-                else:
-                    write_frame(connection, encode(older))
+    def answer_as_an_older_release(connection: socket.socket, request_frame: bytes) -> None:
+        said = orjson.loads(request_frame)
+        asked.append(said)
+        if said.get("body"):
+            reply = {"type": "control.Error", "body": {"message": "unknown field 'brief' for Status"}}
+            write_frame(connection, orjson.dumps(reply))
+        else:
+            write_frame(connection, encode(older))
 
-        peer = threading.Thread(target=answer_as_an_older_release, daemon=True)
-        peer.start()
+    with stand_in_daemon(home, answer_as_an_older_release):
         result = run_cli(home, "daemon", "status", "--json", timeout=30)
-        peer.join(30)
     assert asked == [{"type": "control.Status", "body": {}}]
     assert result.returncode == 0, result.stderr
     assert orjson.loads(result.stdout) == {"running": True, "pid": 4242, "generation": 7, "home": str(home)}

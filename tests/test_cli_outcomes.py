@@ -8,19 +8,17 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from control_wire import LENGTH
+from stand_in_daemon import Answer, stand_in_daemon
 from test_chat import chat_home, commands_toml, deliver_with, runs, wait_for
 
 from enact.cli._chat import STOPPED_TEXT, TAKEN_OVER_TEXT
-from enact.home import LOG_NAME, SOCKET_NAME
+from enact.home import LOG_NAME
 
 from conftest import Daemon, DaemonFactory, enact_env, run_cli
 
@@ -174,36 +172,13 @@ def test_send_cut_off_by_a_takeover_says_in_one_line_that_the_daemon_was_taken_o
 # -- a daemon that goes away, or answers oddly (a stand-in peer on the socket) --
 
 
-@contextmanager
-def stand_in_daemon(home: Path, answer: Callable[[socket.socket], None]) -> Iterator[None]:
-    """Accept one connection on ``home``'s socket, read the request, then ``answer``."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
-        listener.bind(str(home / SOCKET_NAME))
-        listener.listen(1)
-
-        def serve() -> None:
-            connection, _ = listener.accept()
-            with connection:
-                connection.settimeout(10)
-                connection.recv(65536)
-                answer(connection)
-
-        peer = threading.Thread(target=serve, daemon=True)
-        peer.start()
-        try:
-            yield
-        finally:
-            peer.join(10)
-            (home / SOCKET_NAME).unlink()
-
-
-def _hang_up(connection: socket.socket) -> None:
+def _hang_up(connection: socket.socket, _request: bytes) -> None:
     connection.shutdown(socket.SHUT_RDWR)
 
 
-def _frame(message: dict[str, Any]) -> Callable[[socket.socket], None]:
+def _frame(message: dict[str, Any]) -> Answer:
     payload = orjson.dumps(message)
-    return lambda connection: connection.sendall(LENGTH.pack(len(payload)) + payload)
+    return lambda connection, _request: connection.sendall(LENGTH.pack(len(payload)) + payload)
 
 
 def test_send_whose_connection_closes_after_the_request_says_interrupted(daemons: DaemonFactory) -> None:
