@@ -16,7 +16,6 @@ import fcntl
 import logging
 import os
 import socket
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +26,14 @@ from enact.actors.supervisor import Supervisor
 from enact.fence import FencedError
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
-from enact.messages._framing import MAX_FRAME_BYTES, ConnectionClosed, FrameError, read_frame, write_frame
+from enact.messages._framing import (
+    MAX_FRAME_BYTES,
+    ConnectionClosed,
+    FrameError,
+    FrameReader,
+    time_out_blocking,
+    write_frame,
+)
 from enact.messages._registry import Registration, registration_of
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Error
@@ -169,7 +175,7 @@ class ControlServer:
     # -- one connection ---------------------------------------------------
 
     def _serve(self, connection: socket.socket) -> None:
-        _time_out_blocking(connection, self._idle_timeout_s)
+        time_out_blocking(connection, self._idle_timeout_s)
         try:
             self._serve_frames(connection)
         finally:
@@ -182,16 +188,17 @@ class ControlServer:
         # encoded (requests and replies are frozen records).
         last_frame, last_request = b"", None
         last_reply, last_payload = None, b""
+        incoming = FrameReader(connection)
         try:
             # No check of the stop before each read: a frame that comes after
             # a stop is always answered that the daemon is stopping (below),
             # wherever between frames its connection's thread happened to be.
             while True:
                 try:
-                    frame = read_frame(connection)
+                    frame = incoming.read()
                 except ConnectionClosed:
                     return
-                except (TimeoutError, BlockingIOError):  # the latter: the kernel's timeout (_time_out_blocking)
+                except (TimeoutError, BlockingIOError):  # the latter: the kernel's timeout (time_out_blocking)
                     self._refuse(connection, "idle_timeout", "connection idle for too long")
                     return
                 except FrameError as error:
@@ -327,18 +334,6 @@ class ControlServer:
         if handler is not None:
             return handler(message)
         return self._supervisor.call(actor, message, timeout=timeout_s)
-
-
-def _time_out_blocking(connection: socket.socket, timeout_s: float) -> None:
-    """A blocking socket whose every receive and send gives up after
-    ``timeout_s`` (``BlockingIOError``), timed by the kernel: Python's own
-    socket timeout polls before every call, one more system call and one
-    more hand-over of the interpreter lock each (three per request)."""
-    connection.settimeout(None)
-    seconds = int(timeout_s)
-    timeval = struct.pack("@ll", seconds, int((timeout_s - seconds) * 1_000_000))
-    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-    connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
 
 def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], Any] | None) -> float:
