@@ -294,8 +294,7 @@ class ControlServer:
     def _answer_request(self, message: Any, registration: Registration, *, on_socket: bool = False
                         ) -> tuple[object, bool]:
         try:
-            reply = self._route(message, registration.actor,
-                                wait_s(registration.long_wait, self._request_timeout_s, self._setting), on_socket)
+            reply = self._route(message, registration, on_socket)
         except ActorUnavailable as error:
             if self._closing.is_set():  # stopped under the request: say so, not which actor went
                 self._metrics.control_errors.labels(reason="stopping").inc()
@@ -325,7 +324,7 @@ class ControlServer:
         because = f" ({self._stopping_because})" if self._stopping_because else ""
         return f"the daemon (pid {os.getpid()}) is stopping{because}; try again"
 
-    def _route(self, message: object, actor: str, timeout_s: float, on_socket: bool) -> object:
+    def _route(self, message: object, registration: Registration, on_socket: bool) -> object:
         if on_socket:
             framed = self._frames.get(type(message))
             if framed is not None:
@@ -333,7 +332,9 @@ class ControlServer:
         handler = self._local.get(type(message))
         if handler is not None:
             return handler(message)
-        return self._supervisor.call(actor, message, timeout=timeout_s)
+        # Only here: what an actor's reply is waited for means nothing to the others.
+        timeout_s = wait_s(registration.long_wait, self._request_timeout_s, self._setting)
+        return self._supervisor.call(registration.actor, message, timeout=timeout_s)
 
 
 def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], Any] | None) -> float:

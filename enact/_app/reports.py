@@ -104,6 +104,9 @@ class DaemonReports:
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
         self._made: dict[bool, _MadeStatus | None] = {True: None, False: None}
         """The last status made, brief and full."""
+        self._framed: dict[bool, tuple[_MadeStatus | None, float, bytes]] = {True: (None, 0.0, b""),
+                                                                              False: (None, 0.0, b"")}
+        """The last frame of each, with its status made and its uptime."""
         self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
 
     def status(self, brief: bool = False) -> StatusReport:
@@ -115,9 +118,18 @@ class DaemonReports:
     def status_frame(self, brief: bool = False) -> bytes:
         """``encode(self.status(brief))``, the reply frame the control
         socket writes: the last one encoded with this request's uptime put in
-        (``_MadeStatus``); encoded again only when something it says changed."""
+        (``_MadeStatus``); encoded again only when something it says changed,
+        and the same frame again when nothing did and the uptime, to the
+        millisecond it says, is the last frame's (dozens of requests a
+        millisecond, when several clients poll)."""
         made = self._status_made(brief)
-        return made.head + orjson.dumps(self._uptime_s()) + made.tail
+        uptime_s = self._uptime_s()
+        last = self._framed[brief]
+        if last[0] is made and last[1] == uptime_s:
+            return last[2]
+        frame = made.head + orjson.dumps(uptime_s) + made.tail
+        self._framed[brief] = (made, uptime_s, frame)  # one store: another thread reads it whole
+        return frame
 
     def _uptime_s(self) -> float:
         return round(time.monotonic() - self.started, 3)
