@@ -102,9 +102,9 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         print(f"enact: {error}", file=sys.stderr)
         return EXIT_REFUSED
     daemon_settings = settings.typed(DaemonSettings)
+    configure_logging(daemon_settings.log_level)
     if daemon_settings.one_cpu:
         pin_threads()  # before any other thread starts: each inherits it (enact.one_cpu)
-    configure_logging(daemon_settings.log_level)
     if moved is not None:
         log.warning("starting with --force on a moved home: %s", moved.line(home))
     try:

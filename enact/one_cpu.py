@@ -33,9 +33,12 @@ leaves the threads to the kernel.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 _pinned: set[int] | None = None
 """The one CPU of the daemon's threads, once pinned."""
@@ -56,8 +59,14 @@ def pin_threads() -> int | None:
         return None
     current = _current_cpu()
     cpu = current if current in every else max(every)
-    os.sched_setaffinity(0, {cpu})
-    _schedule(os.SCHED_BATCH)
+    try:
+        os.sched_setaffinity(0, {cpu})
+        _schedule(os.SCHED_BATCH)
+    except OSError as error:  # a sandbox that forbids it: the threads stay where they were
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, every)
+        log.warning("the daemon's threads are left to the kernel: %s", error)
+        return None
     _pinned, _every = {cpu}, every
     return cpu
 

@@ -88,6 +88,22 @@ def test_unpinned_changes_nothing_in_a_process_that_never_pinned() -> None:
     assert _where() == (EVERY_CPU, os.SCHED_OTHER)
 
 
+def test_a_system_that_refuses_the_policy_leaves_the_threads_to_the_kernel(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def refused(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refused)  # as a sandbox's seccomp filter may
+
+    def pin() -> tuple[int | None, tuple[set[int], int]]:
+        return one_cpu.pin_threads(), _where()
+
+    cpu, where = _in_a_thread(pin)
+    assert cpu is None
+    assert where == (EVERY_CPU, os.SCHED_OTHER)
+    assert "left to the kernel: [Errno 1] Operation not permitted" in caplog.text
+
+
 def _threads_of(pid: int) -> dict[int, tuple[set[int], int]]:
     placed: dict[int, tuple[set[int], int]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
