@@ -42,6 +42,7 @@ from enact.messages.inbox import ChatEvent, Outcome, Turn
 from enact.messages.local import Send
 from enact.messages.outbox import DeliveryRecord, DeliveryState
 from enact.metrics import Metrics
+from enact.one_cpu import pin_threads, unpin_threads
 from enact.runtime import Usage
 from enact.runtime.metered import MeteredRuntime
 from enact.storage import RecordTable, Storage, Store
@@ -167,6 +168,9 @@ class _Enact:
         self.fatal: list[str] = []
         installed = components.load()
         settings = installed.load_config(home, environ={})
+        # As `daemon run` does before its first thread: the actors and the
+        # senders (the control connections' stand-ins) inherit it.
+        self.one_cpu = settings["daemon.one_cpu"] and pin_threads() is not None
         self.storage = _CountingStorage(home / STATE_DIR, map_size=settings["storage.map_size_mb"] << 20,
                                         group_commit=group_commit)
         self.commits_per_event = 0.0
@@ -277,10 +281,14 @@ class _Enact:
             raise RuntimeError(f"the supervisor gave up: {self.fatal}")
 
     def close(self) -> None:
-        if self.supervisor is not None:
-            self.supervisor.stop(10)
-        self.fence.release()
-        self.storage.close()
+        try:
+            if self.supervisor is not None:
+                self.supervisor.stop(10)
+            self.fence.release()
+            self.storage.close()
+        finally:
+            if self.one_cpu:
+                unpin_threads()  # the rows after this one start programs from this thread
 
 
 

@@ -118,6 +118,9 @@ SETTINGS: tuple[Setting, ...] = (
             between(0.1, HOUR)),
     Setting("daemon.command_server", bool, True,
             "Run command-line commands in a warm process beside the daemon (`cli.sock`)"),
+    Setting("daemon.one_cpu", bool, True,
+            "Run the daemon's own threads on one CPU, batch-scheduled (the programs it starts are ordinary processes): "
+            "fewer and cheaper hand-offs between threads; off: the kernel places them"),
     Setting("supervisor.max_restarts", int, 5, "Restarts of one actor allowed within the window",
             between(1, 1000)),
     Setting("supervisor.restart_window_s", float, 60.0, "The window for max_restarts", between(1, DAY)),
@@ -155,6 +158,7 @@ class DaemonSettings:
     shutdown_timeout_s: float
     takeover_wait_s: float
     command_server: bool
+    one_cpu: bool
     max_restarts: int
     restart_window_s: float
     map_size_mb: int
@@ -168,7 +172,7 @@ class DaemonSettings:
             metrics_addr=values["daemon.metrics_addr"], workers=values["daemon.workers"],
             log_level=values["daemon.log_level"], shutdown_timeout_s=values["daemon.shutdown_timeout_s"],
             takeover_wait_s=values["daemon.takeover_wait_s"], command_server=values["daemon.command_server"],
-            max_restarts=values["supervisor.max_restarts"],
+            one_cpu=values["daemon.one_cpu"], max_restarts=values["supervisor.max_restarts"],
             restart_window_s=values["supervisor.restart_window_s"], map_size_mb=values["storage.map_size_mb"],
             idle_timeout_s=values["control.idle_timeout_s"], request_timeout_s=values["control.request_timeout_s"],
         )

@@ -45,6 +45,7 @@ from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
 from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
+from enact.one_cpu import pin_threads
 from enact.process import configure_logging, main_pid, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, kill_leftover_programs
@@ -102,6 +103,8 @@ def run(home: Path, *, overrides: Mapping[str, Any] | None = None, takeover: boo
         return EXIT_REFUSED
     daemon_settings = settings.typed(DaemonSettings)
     configure_logging(daemon_settings.log_level)
+    if daemon_settings.one_cpu:
+        pin_threads()  # before any other thread starts: each inherits it (enact.one_cpu)
     if moved is not None:
         log.warning("starting with --force on a moved home: %s", moved.line(home))
     try:

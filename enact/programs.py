@@ -39,6 +39,7 @@ from enact.commands import Authority, Command, CommandCall, CommandContext, Comm
 from enact.config import DAY, Setting, between, checked
 from enact.errors import EnactError
 from enact.home_guard import HomeRefused, check_owned_file
+from enact.one_cpu import unpinned
 from enact.process import dying_with_parent, program_ended, program_started
 from enact.tables import table_list
 
@@ -199,14 +200,15 @@ def run_program(
     cancel.raise_if_cancelled()
     started = program_started(argv)
     command, preexec = dying_with_parent(["sh", "-c", _WRAPPER.format(daemon=os.getpid()), argv[0], *argv])
-    process = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        preexec_fn=preexec,
-    )
+    with unpinned():
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=preexec,
+        )
     record = _record_group(run_dir, process.pid)
     killer = threading.Event()
     guard = threading.Lock()

@@ -25,6 +25,7 @@ from enact.messages.channel import STOPPED, UP, ChannelState
 from enact.messages.common import HUMAN_CLI
 from enact.messages.inbox import ChatEvent, Ignored, Outcome
 from enact.messages.local import IN_PROGRESS, INTERRUPTED, NAME, TAKEN_OVER, Send
+from enact.one_cpu import unpinned
 
 _DELIVER_TIMEOUT_S = 30.0
 _RUNNING = ChannelState(name=NAME, state=UP)
@@ -72,14 +73,15 @@ class LocalChannel:
             }
         )
         try:
-            result = subprocess.run(
-                self._deliver_argv,
-                input=reply.text.encode(),
-                capture_output=True,
-                timeout=_DELIVER_TIMEOUT_S,
-                env=env,
-                check=False,
-            )
+            with unpinned():
+                result = subprocess.run(
+                    self._deliver_argv,
+                    input=reply.text.encode(),
+                    capture_output=True,
+                    timeout=_DELIVER_TIMEOUT_S,
+                    env=env,
+                    check=False,
+                )
         except subprocess.TimeoutExpired:
             return DeliveryReport(ok=False, retryable=True, error="the deliver command timed out")
         except OSError as error:

@@ -48,6 +48,7 @@ from enact.cli._handoff import (
 )
 from enact.exit_codes import ExitCode
 from enact.home import CLI_SOCKET_NAME
+from enact.one_cpu import unpinned
 
 log = logging.getLogger("enact.cli.server")
 
@@ -335,10 +336,11 @@ class CommandServer:
 
     def _spawn(self) -> None:
         self._started_at = time.monotonic()
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "enact.cli._server", str(self.home)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=None, close_fds=True,
-        )
+        with unpinned():  # the commands it forks inherit its CPUs
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "enact.cli._server", str(self.home)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=None, close_fds=True,
+            )
 
     def _keep_running(self) -> None:
         quick_failures = 0

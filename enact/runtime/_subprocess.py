@@ -34,6 +34,7 @@ from pathlib import Path
 
 from enact.cancellation import CancellationToken
 from enact.frozen_dataclass import dataclass
+from enact.one_cpu import unpinned
 from enact.process import dying_with_parent, program_ended, program_started
 from enact.runtime import RuntimeCancelled, RuntimeTimeout, RuntimeUnavailable
 
@@ -80,10 +81,11 @@ def run_command(
     started = program_started(argv)
     command, preexec = dying_with_parent([executable, *argv[1:]])
     try:
-        process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
-            start_new_session=True, preexec_fn=preexec,
-        )
+        with unpinned():
+            process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env,
+                start_new_session=True, preexec_fn=preexec,
+            )
     except (OSError, subprocess.SubprocessError) as error:
         program_ended(argv, started, "could not start")
         raise RuntimeUnavailable(f"{argv[0]} cannot be started: {error}") from None

@@ -50,6 +50,7 @@ from pathlib import Path
 from enact.environment import task_environment
 from enact.errors import EnactError
 from enact.frozen_dataclass import dataclass
+from enact.one_cpu import unpinned
 
 CONFINEMENT_MODES = ("auto", "required", "off")
 """``tasks.confinement``: ``auto`` confines when bwrap can, else runs the task
@@ -224,8 +225,9 @@ def tried(prefix: Sequence[str], cwd: Path) -> str:
     ``true`` runs under it: bwrap fails at start where the kernel refuses it
     namespaces, and a task must not believe itself confined then."""
     try:
-        done = subprocess.run([*prefix, "true"], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=30, check=False)
+        with unpinned():
+            done = subprocess.run([*prefix, "true"], cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
+                                  text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"bwrap cannot start: {error}"
     if done.returncode == 0:

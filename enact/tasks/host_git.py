@@ -28,6 +28,7 @@ from collections.abc import Iterator
 
 from enact.errors import EnactError
 from enact.home_guard import owner_umask
+from enact.one_cpu import unpinned
 from enact.process import program_ended, program_started
 
 AUTHOR = ("enact", "enact@localhost")
@@ -68,7 +69,7 @@ def git(cwd: os.PathLike[str] | str, *args: str, options: tuple[str, ...] = (),
     shown = ("git", *args)  # the options are the same on every call: the log leaves them out
     started = program_started(shown)
     try:
-        with _one_worktree_change_at_a_time(cwd, args):
+        with _one_worktree_change_at_a_time(cwd, args), unpinned():
             done = subprocess.run(["git", *HOST_OPTIONS, *options, *args], cwd=cwd, env=git_env(identity),
                                   stdin=subprocess.DEVNULL, capture_output=True, umask=owner_umask())
     except OSError as error:

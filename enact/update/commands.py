@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from enact.commands import Authority, Command, CommandCall, CommandContext
+from enact.one_cpu import unpinned
 from enact.update.history import updates_dir
 
 
@@ -27,7 +28,8 @@ def start_update(call: CommandCall, context: CommandContext) -> str:
     argv = [sys.executable, "-m", "enact", "update", "--home", str(home), "--origin", call.origin]
     if call.conversation:
         argv += ["--notify", call.conversation]
-    with open(os.open(directory / "from-chat.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
+    log_path = directory / "from-chat.log"
+    with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log, unpinned():
         # Its own session: the daemon it replaces stops, the updater goes on.
         process = subprocess.Popen(argv, cwd=home, env=_own_enact_first(), stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=log, start_new_session=True)

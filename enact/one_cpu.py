@@ -1,0 +1,118 @@
+"""The daemon's threads on one CPU, batch-scheduled; the programs it starts
+on every CPU, scheduled as usual.
+
+CPython runs the Python of one thread at a time (the GIL), so the daemon's
+threads cannot use a second CPU for Python. Left to the kernel they spread
+over the CPUs anyway, and every hand-off between them (a message put in a
+mailbox, a reply, the GIL itself) wakes a thread on another CPU: an
+inter-processor interrupt (in a virtual machine, an exit to the hypervisor),
+paid while the waker holds the GIL. On one CPU the woken thread preempts
+its waker instead, only to find the GIL held and sleep again. Batch
+scheduling (``SCHED_BATCH``: the same share of the CPU, no preemption on
+wake-up) lets the waker run on until it blocks, and the woken thread then
+finds the GIL free. Measured on the 2-core bench machine (row 4, eight
+conversations, the actors in one process): a chat event took about 40
+context switches and 0.4 ms of system CPU spread out as the kernel left
+them; about 20 and 0.2 ms on one CPU (events/s 1.0 to 1.5 thousand); about
+9 and 0.08 ms on one CPU batch-scheduled (events/s about 2.2 thousand).
+Batch scheduling without the one CPU changed nothing. What the threads give
+up is the overlap of work done outside the GIL on another CPU (the kernel's
+side of an fsync, a large hash), and on a busy machine a woken daemon
+thread waits for the running task's turn to end (a few milliseconds)
+rather than cutting in.
+
+So ``daemon run`` pins its main thread before it starts any other (a thread
+is created with its creator's CPUs and policy), and every place the daemon
+starts a program starts it inside ``unpinned``, which gives the starting
+thread every CPU and the ordinary policy for the moment of the start (a
+process is created with its parent thread's): a runtime CLI, git, a task's
+tests use the whole machine as any program does. ``daemon.one_cpu = false``
+leaves the threads to the kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_pinned: set[int] | None = None
+"""The one CPU of the daemon's threads, once pinned."""
+_every: set[int] | None = None
+"""Every CPU the process was given before it pinned its threads."""
+
+
+def pin_threads() -> int | None:
+    """Put the calling thread, and so every thread it starts from now on, on
+    one CPU (the one it runs on; another the process may use if that is not
+    known), batch-scheduled. Nothing changes where the process has a single
+    CPU or the system has no per-thread affinity. Returns the CPU, or None."""
+    global _pinned, _every
+    if not (hasattr(os, "sched_setaffinity") and hasattr(os, "SCHED_BATCH")):
+        return None
+    every = os.sched_getaffinity(0)
+    if len(every) < 2:
+        return None
+    current = _current_cpu()
+    cpu = current if current in every else max(every)
+    try:
+        os.sched_setaffinity(0, {cpu})
+        _schedule(os.SCHED_BATCH)
+    except OSError as error:  # a sandbox that forbids it: the threads stay where they were
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, every)
+        log.warning("the daemon's threads are left to the kernel: %s", error)
+        return None
+    _pinned, _every = {cpu}, every
+    return cpu
+
+
+def unpin_threads() -> None:
+    """The calling thread back on every CPU it had, scheduled as usual
+    (threads it started while pinned stay as they are): for a process that
+    pinned for a while."""
+    global _pinned, _every
+    if _every is not None:
+        os.sched_setaffinity(0, _every)
+        _schedule(os.SCHED_OTHER)
+    _pinned = _every = None
+
+
+@contextlib.contextmanager
+def unpinned() -> Iterator[None]:
+    """The calling thread on every CPU, scheduled as usual, while the block
+    runs: a program started in it is an ordinary process."""
+    pinned, every = _pinned, _every
+    if pinned is None or every is None:
+        yield
+        return
+    os.sched_setaffinity(0, every)
+    _schedule(os.SCHED_OTHER)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, pinned)
+        _schedule(os.SCHED_BATCH)
+
+
+def _schedule(policy: int) -> None:
+    """The calling thread's policy (a thread may move between these two
+    unprivileged, at its own nice value)."""
+    os.sched_setscheduler(0, policy, os.sched_param(0))
+
+
+def _current_cpu() -> int | None:
+    """The CPU the calling thread last ran on (``/proc``'s ``processor``, field 39)."""
+    try:
+        stat = Path("/proc/thread-self/stat").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(b")") + 2:].split()  # from field 3 on: the name may hold spaces
+    try:
+        return int(fields[39 - 3])
+    except (IndexError, ValueError):
+        return None

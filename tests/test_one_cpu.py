@@ -1,0 +1,143 @@
+"""The daemon's threads on one CPU, batch-scheduled; the programs it starts
+ordinary processes (enact.one_cpu, ``daemon.one_cpu``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from enact import one_cpu
+
+from conftest import DaemonFactory
+
+pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: there is nothing to pin")
+
+EVERY_CPU = os.sched_getaffinity(0)
+WHERE = [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)), os.sched_getscheduler(0))"]
+"""A program that says which CPUs it may use and its scheduling policy."""
+
+
+def _in_a_thread(work: Callable[[], Any]) -> Any:
+    """``work``'s result, run in a thread of its own: pinning is per thread,
+    and the test process's own threads must stay as they are."""
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            results.append(work())
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            one_cpu.unpin_threads()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+    return results[0]
+
+
+def _where() -> tuple[set[int], int]:
+    return os.sched_getaffinity(0), os.sched_getscheduler(0)
+
+
+def test_a_pinned_thread_and_the_threads_it_starts_share_one_cpu_batch_scheduled() -> None:
+    def pinned() -> tuple[int | None, tuple[set[int], int], tuple[set[int], int]]:
+        cpu = one_cpu.pin_threads()
+        started: list[tuple[set[int], int]] = []
+        child = threading.Thread(target=lambda: started.append(_where()))
+        child.start()
+        child.join()
+        return cpu, _where(), started[0]
+
+    cpu, own, started = _in_a_thread(pinned)
+    assert cpu in EVERY_CPU
+    assert own == started == ({cpu}, os.SCHED_BATCH)
+    assert _where() == (EVERY_CPU, os.SCHED_OTHER)  # the test's own thread never was
+
+
+def test_a_program_started_unpinned_gets_every_cpu_and_the_ordinary_policy() -> None:
+    def start() -> tuple[str, tuple[set[int], int], tuple[set[int], int]]:
+        cpu = one_cpu.pin_threads()
+        pinned = _where()
+        with one_cpu.unpinned():
+            said = subprocess.run(WHERE, capture_output=True, text=True, check=True).stdout.strip()
+        assert cpu is not None
+        return said, pinned, _where()
+
+    said, before, after = _in_a_thread(start)
+    assert said == f"{sorted(EVERY_CPU)} {os.SCHED_OTHER}"
+    assert before == after  # pinned again once the program started
+    assert len(after[0]) == 1 and after[1] == os.SCHED_BATCH
+
+
+def test_unpinned_changes_nothing_in_a_process_that_never_pinned() -> None:
+    with one_cpu.unpinned():
+        assert _where() == (EVERY_CPU, os.SCHED_OTHER)
+    assert _where() == (EVERY_CPU, os.SCHED_OTHER)
+
+
+def test_a_system_that_refuses_the_policy_leaves_the_threads_to_the_kernel(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    def refused(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "sched_setscheduler", refused)  # as a sandbox's seccomp filter may
+
+    def pin() -> tuple[int | None, tuple[set[int], int]]:
+        return one_cpu.pin_threads(), _where()
+
+    cpu, where = _in_a_thread(pin)
+    assert cpu is None
+    assert where == (EVERY_CPU, os.SCHED_OTHER)
+    assert "left to the kernel: [Errno 1] Operation not permitted" in caplog.text
+
+
+def _threads_of(pid: int) -> dict[int, tuple[set[int], int]]:
+    placed: dict[int, tuple[set[int], int]] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            placed[int(task.name)] = (os.sched_getaffinity(int(task.name)), os.sched_getscheduler(int(task.name)))
+        except ProcessLookupError:
+            continue  # a thread that ended meanwhile
+    return placed
+
+
+def test_the_daemons_threads_share_one_cpu_and_the_programs_it_runs_use_every_cpu(
+        daemons: DaemonFactory) -> None:
+    home = daemons.new_home()
+    (home / "commands.toml").write_text(textwrap.dedent(f"""
+        [[command]]
+        name = "where"
+        summary = "which CPUs a program the daemon starts may use"
+        run = {orjson.dumps(WHERE).decode()}
+        """))
+    daemon = daemons.start(home)
+    threads = _threads_of(daemon.pid)
+    assert len(threads) > 5  # the actors' and the servers' threads, not only the main one
+    cpus = {frozenset(cpus) for cpus, _ in threads.values()}
+    assert len(cpus) == 1 and len(next(iter(cpus))) == 1, threads
+    assert {policy for _, policy in threads.values()} == {os.SCHED_BATCH}
+
+    result = daemon.cli("call", "commands.Run", '{"name": "where"}')
+    receipt = orjson.loads(result.stdout)["body"]
+    assert receipt["ok"], receipt
+    assert receipt["text"] == f"{sorted(EVERY_CPU)} {os.SCHED_OTHER}"
+
+
+def test_a_daemon_with_one_cpu_off_leaves_its_threads_to_the_kernel(daemons: DaemonFactory) -> None:
+    daemon = daemons.start(env={"ENACT_DAEMON_ONE_CPU": "false"})
+    threads = _threads_of(daemon.pid)
+    assert len(threads) > 5
+    assert all(placed == (EVERY_CPU, os.SCHED_OTHER) for placed in threads.values()), threads
