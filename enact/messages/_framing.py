@@ -113,7 +113,7 @@ class FrameReader:
         end = _LENGTH.size + length
         while len(have) < end:
             self._receive(have, end)
-        return bytes(have[_LENGTH.size:])
+        return bytes(memoryview(have)[_LENGTH.size:])  # one copy, not two
 
     def _receive(self, have: bytearray, end: int) -> None:
         chunk = self._sock.recv(end - len(have))
