@@ -21,7 +21,7 @@ side of an fsync, a large hash), and a woken daemon thread waits for the
 running process's turn to end rather than cutting in: nothing while the
 kernel can move other processes to another CPU (one busy loop beside the
 bench: still about 1.5 times the events/s), but with every CPU busy each
-hand-off waits a slice (two busy loops on 2 CPUs: about a third of the
+hand-off waits a slice (two busy loops on 2 CPUs: a half to an eighth of the
 events/s left to the kernel; docs/operations.md's Limits).
 
 So ``daemon run`` pins its main thread before it starts any other (a thread
