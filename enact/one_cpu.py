@@ -17,9 +17,12 @@ them; about 20 and 0.2 ms on one CPU (events/s 1.0 to 1.5 thousand); about
 9 and 0.08 ms on one CPU batch-scheduled (events/s about 2.2 thousand).
 Batch scheduling without the one CPU changed nothing. What the threads give
 up is the overlap of work done outside the GIL on another CPU (the kernel's
-side of an fsync, a large hash), and on a busy machine a woken daemon
-thread waits for the running task's turn to end (a few milliseconds)
-rather than cutting in.
+side of an fsync, a large hash), and a woken daemon thread waits for the
+running process's turn to end rather than cutting in: nothing while the
+kernel can move other processes to another CPU (one busy loop beside the
+bench: still about 1.5 times the events/s), but with every CPU busy each
+hand-off waits a slice (two busy loops on 2 CPUs: a half to an eighth of the
+events/s left to the kernel; docs/operations.md's Limits).
 
 So ``daemon run`` pins its main thread before it starts any other (a thread
 is created with its creator's CPUs and policy), and every place the daemon

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import pytest
 from console_http import CONSOLE_ON
-from ray_cluster import ADDRESS, NamespacedDaemons, RayCluster, cluster_or_skip
+from ray_cluster import ADDRESS, ClusterLook, NamespacedDaemons, RayCluster, cluster_or_skip
 from task_repos import git, make_repo
 from test_task_workers import _alive, add, branch, kinds, reviews, show, task_rules
 
@@ -109,7 +109,7 @@ WEAKEN = 'match = "weaken"\nrun = ["sh", "-c", "echo \'# weakened\' >> tests/tes
 
 ONE_AT_A_TIME = {"ENACT_TASKS_RAY_WORKERS": "1"}
 """For a daemon whose tests run one task at a time: each worker slot's
-attempts start a Ray worker process and a mailbox actor of their own."""
+attempts start a Ray worker process of their own."""
 
 
 @pytest.fixture(scope="module")
@@ -284,6 +284,43 @@ def test_a_graceful_stop_hands_remote_attempts_back_and_each_runs_again_with_one
         assert (shown["attempt"], shown["uncounted_attempts"]) == (2, 1)
         assert [review["task_id"] for review in own_reviews(restarted, task_id)] == [task_id]
     assert sorted(review["task_id"] for review in reviews(restarted)) == sorted(ids)
+
+
+def test_a_daemons_attempts_share_one_mailbox_actor_each_under_its_own_key_and_a_lost_one_is_made_again(
+        ray_daemons: NamespacedDaemons, tmp_path: Path) -> None:
+    repos = [make_repo(tmp_path / f"repo-{index}") for index in range(3)]
+    rules, gate, started = gated_rules(tmp_path)
+    daemon = start(ray_daemons, rules, env={"ENACT_TASKS_CONFINEMENT": "off"})  # two worker slots
+    ids = [add(daemon, repo, "mark the answer") for repo in repos[:2]]
+    wait_for(lambda: started.exists() and len(started.read_text().split()) == 2, timeout=120,
+             what="both attempts to be under way on the cluster")
+    with ClusterLook(ray_daemons.cluster) as look:
+        [mailbox] = look.mailboxes_of(daemon)  # one actor (one process) for both slots
+        assert len(look.held(mailbox)) == 2  # each attempt under a key of its own
+        gate.touch()
+        for task_id, repo in zip(ids, repos, strict=False):
+            shown = wait_ended(daemon, task_id)
+            assert shown["state"] == "succeeded", (shown["summary"], daemon.log_text()[-3000:])
+            assert [review["task_id"] for review in own_reviews(daemon, task_id)] == [task_id]
+            assert "# checked" in git(repo, "show", f"{branch(daemon, task_id)}:lib.py")
+        # The ended attempts leave nothing in it (each key closes once its Ray task is over, just after
+        # the Finish), and it is kept for the next attempts.
+        wait_for(lambda: look.held(mailbox) == {}, timeout=30, what="the ended attempts' keys to close")
+        assert look.mailboxes_of(daemon) == [mailbox]
+        look.kill(mailbox)  # as the cluster loses it (its node died)
+        wait_for(lambda: look.mailboxes_of(daemon) == [], timeout=30, what="the mailbox actor to end")
+        third = add(daemon, repos[2], "mark the answer")
+        shown = wait_ended(daemon, third)
+        assert shown["state"] == "succeeded", (shown["summary"], daemon.log_text()[-3000:])
+        assert shown["attempt"] == 1  # the lost mailbox cost no attempt: the next one made another
+        [again] = look.mailboxes_of(daemon)
+        assert again != mailbox
+        wait_for(lambda: look.held(again) == {}, timeout=30, what="the third attempt's key to close")
+        stopped = daemon.cli("daemon", "stop")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert daemon.wait_exit(30) == 0, daemon.log_text()[-3000:]
+        assert f"the mailbox actor {again} ends with the daemon" in daemon.log_text()
+        assert look.mailboxes_of(daemon) == []
 
 
 def test_a_daemon_with_a_wrong_token_is_refused_at_start_in_one_line(ray_daemons: NamespacedDaemons,

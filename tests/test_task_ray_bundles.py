@@ -20,7 +20,8 @@ from enact.messages.tasks import Claimed, Heartbeat
 from enact.tasks.protected import Guards
 from enact.tasks.ray_bundles import BundleRefused, bundle_base, bundle_change, check_change, clone_base, take_change
 from enact.tasks.records import Phase, Task, TaskState, task_log_path
-from enact.tasks.remote_attempt import Answer, ChangeForReview, Envelope, Mailbox, Relay
+from enact.tasks.remote_attempt import ChangeForReview, Relay
+from enact.tasks.remote_mailbox import ATTEMPT_OVER, Answer, Envelope, Mailbox
 from enact.tasks.settings import SETTINGS, TasksSettings
 
 PROTECTED = ("tests/", ".enact.toml")
@@ -100,29 +101,58 @@ def test_a_change_bundle_whose_head_is_not_the_one_the_node_named_is_refused(tmp
         check_change(b"not a bundle", repo=repo, base=base, guards=guards(repo, base), scratch=tmp_path / "s")
 
 
-def test_the_mailbox_hands_each_answer_to_its_ask() -> None:
+def test_the_mailbox_hands_each_answer_to_its_ask_and_each_attempt_only_its_own() -> None:
     mailbox = Mailbox()
-    answers: dict[int, Answer | None] = {}
+    mailbox.open("a")
+    mailbox.open("b")
+    answers: dict[tuple[str, int], Answer | None] = {}
 
-    def ask(seq: int) -> None:
-        answers[seq] = mailbox.ask(Envelope(key="a", seq=seq, target="tasks", message=seq), wait_s=10)
+    def ask(key: str, seq: int) -> None:
+        answers[key, seq] = mailbox.ask(Envelope(key=key, seq=seq, target="tasks", message=seq), wait_s=10)
 
-    askers = [threading.Thread(target=ask, args=(seq,)) for seq in (1, 2)]
+    askers = [threading.Thread(target=ask, args=(key, seq)) for key in ("a", "b") for seq in (1, 2)]
     for thread in askers:
         thread.start()
-    taken: list[Envelope] = []
-    while len(taken) < 2:
-        taken += mailbox.take(wait_s=10)
-    for envelope in taken:
-        mailbox.answer("b", envelope.seq, Answer(reply="another attempt's"))  # never taken by this one's ask
-        mailbox.answer(envelope.key, envelope.seq, Answer(reply=envelope.message * 10))
+    taken: dict[str, list[Envelope]] = {"a": [], "b": []}
+    while len(taken["a"]) + len(taken["b"]) < 4:
+        for key in taken:
+            taken[key] += mailbox.take(key, wait_s=0.05)
+    assert {key: sorted((item.key, item.seq) for item in items) for key, items in taken.items()} == {
+        "a": [("a", 1), ("a", 2)], "b": [("b", 1), ("b", 2)]}
+    for key, items in taken.items():
+        for envelope in items:
+            mailbox.answer(key, envelope.seq, Answer(reply=f"{key}{envelope.message}"))
     for thread in askers:
         thread.join(10)
-    assert {seq: answer.reply if answer else None for seq, answer in answers.items()} == {1: 10, 2: 20}
+    assert {asked: answer.reply if answer else None for asked, answer in answers.items()} == {
+        ("a", 1): "a1", ("a", 2): "a2", ("b", 1): "b1", ("b", 2): "b2"}
+    assert mailbox.held() == {"a": (0, 0), "b": (0, 0)}
     assert mailbox.ask(Envelope(key="a", seq=3, target="tasks", message=3), wait_s=0.01) is None  # nobody answered
-    assert mailbox.take(wait_s=0) == [Envelope(key="a", seq=3, target="tasks", message=3)]
-    mailbox.clear()
-    assert mailbox.take(wait_s=0) == []
+    mailbox.answer("a", 3, Answer(reply="too late"))  # its ask gave up: not kept
+    assert mailbox.held() == {"a": (1, 0), "b": (0, 0)}
+
+
+def test_a_closed_attempt_leaves_nothing_in_the_mailbox_and_its_node_is_told_at_once() -> None:
+    mailbox = Mailbox()
+    mailbox.open("ended")
+    mailbox.open("running")
+    waiting: list[Answer | None] = []
+    asker = threading.Thread(target=lambda: waiting.append(
+        mailbox.ask(Envelope(key="ended", seq=1, target="tasks", message="beat"), wait_s=30)))
+    asker.start()
+    while mailbox.held()["ended"] == (0, 0):
+        mailbox.take("running", wait_s=0.01)  # (nothing: another attempt's message is not this one's)
+    mailbox.ask(Envelope(key="ended", seq=2, target="tasks", message="late"), wait_s=0)
+    mailbox.close("ended")
+    asker.join(10)
+    assert waiting == [Answer(unavailable=ATTEMPT_OVER)]  # woken by the close, not by its 30 s
+    assert mailbox.held() == {"running": (0, 0)}
+    # Its node, still asking, is answered at once; nothing it sends or is sent is kept.
+    assert mailbox.ask(Envelope(key="ended", seq=3, target="tasks", message="x"), wait_s=30) == Answer(
+        unavailable=ATTEMPT_OVER)
+    mailbox.answer("ended", 1, Answer(reply="after the end"))
+    assert mailbox.take("ended", wait_s=0) == []
+    assert mailbox.held() == {"running": (0, 0)}
 
 
 def relay(tmp_path: Path, asked: list[tuple[str, Any]], *, may_write: bool = True) -> Relay:

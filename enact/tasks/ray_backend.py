@@ -1,5 +1,5 @@
 """Task attempts on a Ray cluster (``tasks.backend = "ray"``): the daemon's
-side of a remote attempt, and the Ray remote function and actor it uses.
+side of a remote attempt, and the Ray remote function it uses.
 
 Imported only by a daemon whose backend is ``ray`` (and the commands that
 look at the cluster): importing Ray costs about a second, and the package
@@ -9,8 +9,9 @@ Each worker slot of the daemon stays a worker actor that claims under its
 lease through the queue (``enact.tasks.workers_actor``). Its attempt sends
 the task's base as a bundle, starts ``run_on_node`` as a Ray task
 (``max_retries=0``: Ray never runs an attempt again, the queue does) and
-relays what the node sends until that task ends (``enact.tasks.remote_attempt``).
-A fenced daemon stops relaying at once and cancels the Ray task: its
+relays what the node sends until that task ends (``enact.tasks.remote_attempt``),
+through the daemon's one mailbox actor, under the attempt's own key
+(``enact.tasks.ray_mailbox``). A fenced daemon stops relaying at once and cancels the Ray task: its
 attempts' leases are the old generation's and no message of theirs is
 asked any more, so none of them finishes.
 """
@@ -42,8 +43,10 @@ from enact.tasks.endings import CANCELLED_BY_OWNER, LEASE_LOST, Ending
 from enact.tasks.finishing import finish_with_retries
 from enact.tasks.host_git import WorktreeError
 from enact.tasks.ray_bundles import BaseBundle, bundle_base
+from enact.tasks.ray_mailbox import MAILBOX, first_line
 from enact.tasks.records import FailureClass, Outcome, Phase, clip
-from enact.tasks.remote_attempt import Answer, Envelope, Mailbox, Relay, note_remote_worker, run_on_node
+from enact.tasks.remote_attempt import Relay, note_remote_worker, run_on_node
+from enact.tasks.remote_mailbox import Answer, Envelope
 from enact.tasks.settings import TasksSettings, resource_amounts
 from enact.tasks.worker import WorkerServices
 
@@ -114,30 +117,6 @@ def connect_at_start(settings: TasksSettings) -> None:
     if written:
         sys.stderr.buffer.write(written)
         sys.stderr.flush()
-
-
-_MailboxActor = ray.remote(Mailbox)
-"""The mailbox as a Ray actor; made threaded (``max_concurrency``): an ask waits in its thread."""
-_mailboxes: dict[str, Any] = {}
-"""Each worker's mailbox, kept for its next attempt: an actor is a process
-of its own, whose start would cost each attempt a second or more."""
-_mailboxes_lock = threading.Lock()
-
-
-def _mailbox_of(worker_id: str) -> Any:
-    with _mailboxes_lock:
-        mailbox: Any = _mailboxes.get(worker_id)
-        if mailbox is None:
-            mailbox = _mailboxes[worker_id] = _MailboxActor.options(num_cpus=0, max_concurrency=8).remote()
-    ray.get(mailbox.clear.remote())
-    return mailbox
-
-
-def _drop_mailbox(worker_id: str) -> None:
-    with _mailboxes_lock:
-        mailbox = _mailboxes.pop(worker_id, None)
-    if mailbox is not None:
-        ray.kill(mailbox)
 
 
 def _where() -> str:
@@ -240,9 +219,10 @@ class RayAttempt:
         note_remote_worker(RemoteWorker(worker_id=self.worker_id, task_id=self.task.id, node="",
                                         since=time.time()), self.worker_id)
         key = uuid.uuid4().hex
-        kept_mailbox = False
+        held = None
         try:
-            mailbox = _mailbox_of(self.worker_id)
+            held = MAILBOX.open(key, workers=settings.ray_workers)
+            mailbox = held.actor
             options: dict[str, Any] = {"num_cpus": settings.ray_num_cpus,
                                        "resources": resource_amounts(settings.ray_resources) or {}}
             if settings.ray_memory_mb:
@@ -252,30 +232,27 @@ class RayAttempt:
             relay = Relay(self.claimed, worker_id=self.worker_id, home=self.services.home, settings=settings,
                           ask=self.services.ask, repo=repo, base=base.base, may_write=self.may_write,
                           meter=self.services.runtime)
-            kept_mailbox = self._relay(remote, mailbox, key, relay, kept)
+            self._relay(remote, mailbox, key, relay, kept)
         except RayError as error:
             # The cluster lost the mailbox or the attempt: no Finish, the
             # lease expires and the queue runs the task again.
             log.warning("task %d: attempt %d lost on the cluster: %s", self.task.id, self.task.attempt,
-                        str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__)
+                        first_line(error))
         finally:
             note_remote_worker(None, self.worker_id)
-            if not kept_mailbox:  # it failed, or the daemon is fenced: the next attempt makes another
-                _drop_mailbox(self.worker_id)
+            if held is not None:  # however it ended (fenced too): its key goes, and nothing it left
+                MAILBOX.close(held, key)
 
-    def _relay(self, remote: Any, mailbox: Any, key: str, relay: Relay, kept: threading.Event) -> bool:
-        """Relay until the attempt ends; whether its mailbox may serve the next."""
+    def _relay(self, remote: Any, mailbox: Any, key: str, relay: Relay, kept: threading.Event) -> None:
+        """Relay the attempt's messages (its key's) until it ends."""
         while True:
             if self.fence.cancelled:
                 log.info("task %d: this daemon is fenced; its remote attempt %d is cancelled and does not finish",
                          self.task.id, self.task.attempt)
                 ray.cancel(remote, force=True)
-                return False
+                return
             cancel = (self.parent.reason or "cancelled") if self.parent.cancelled else ""
-            for envelope in ray.get(mailbox.take.remote(_TAKE_WAIT_S)):
-                if envelope.key != key:  # an earlier attempt's node, still asking
-                    mailbox.answer.remote(envelope.key, envelope.seq, Answer(unavailable="the attempt is over"))
-                    continue
+            for envelope in ray.get(mailbox.take.remote(key, _TAKE_WAIT_S)):
                 kept.set()  # the node renews the lease from now on, with its heartbeats
                 if envelope.seq == 0:  # where it runs, before the attempt's first message
                     node = str(envelope.message)
@@ -283,18 +260,18 @@ class RayAttempt:
                                                     since=time.time()), self.worker_id)
                     if not self._report(f"on the Ray node {node}"):
                         ray.cancel(remote, force=True)
-                        return True
+                        return
                     mailbox.answer.remote(key, envelope.seq, Answer(cancel=cancel))
                     continue
                 mailbox.answer.remote(key, envelope.seq, relay.handle(envelope, cancel=cancel))
             done, _ = ray.wait([remote], timeout=0)
             if done:
                 self._ended(remote)
-                return True
+                return
             if not kept.is_set():
                 continue
             if self._ended_before_a_node(remote):
-                return True
+                return
 
     def _ended(self, remote: Any) -> None:
         try:
@@ -302,9 +279,8 @@ class RayAttempt:
         except RayError as error:
             # No Finish: the lease expires, and the queue runs the task
             # again, as after a local worker's crash.
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             log.warning("task %d: attempt %d on the cluster ended without finishing: %s", self.task.id,
-                        self.task.attempt, first)
+                        self.task.attempt, first_line(error))
 
     def _keep_lease(self, kept: threading.Event) -> None:
         """Heartbeats for the attempt until ``kept`` is set (a node has it,

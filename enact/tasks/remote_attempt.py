@@ -4,9 +4,10 @@ through the daemon; free of Ray (``enact.tasks.ray_backend`` runs it there).
 The node runs the very ``TaskAttempt`` a local worker runs, with two
 things swapped: the repository it works on is a clone of the base bundle
 the daemon sent (``enact.tasks.ray_bundles``), and its ``ask`` is a
-``NodeAsker``, which hands every message to a ``Mailbox`` and waits for the
-daemon's answer. On the daemon, a ``Relay`` takes each message from the
-mailbox and asks the queue or the reviews with it as the local worker
+``NodeAsker``, which hands every message to the daemon's mailbox
+(``enact.tasks.remote_mailbox``, under the attempt's own key) and waits for
+the daemon's answer. On the daemon, a ``Relay`` takes each message of the
+attempt from the mailbox and asks the queue or the reviews with it as the local worker
 would, after checking it is this attempt's (task, worker, attempt): the
 claim, the lease, the heartbeats, the phases and the Finish stay the
 queue's, judged by its rules. So a node that dies, or a worker process that
@@ -61,36 +62,14 @@ from enact.runtime.metered import MeteredRuntime
 from enact.tasks.host_git import WorktreeError
 from enact.tasks.ray_bundles import BaseBundle, BundleRefused, bundle_change, clone_base, take_change
 from enact.tasks.records import task_log_path
+from enact.tasks.remote_mailbox import ANSWER_WAIT_S, Answer, Envelope
 from enact.tasks.settings import TasksSettings
 from enact.tasks.validation import Validation
 from enact.tasks.worker import TaskAttempt, WorkerServices
 
 log = logging.getLogger(__name__)
 
-ANSWER_WAIT_S = 30.0
-"""How long the node waits for the daemon's answer to one message; past it
-the ask fails as an unavailable actor's does (a heartbeat just tries again)."""
 _LOG_CHUNK = 256 * 1024
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Envelope:
-    key: str
-    """The attempt's own key: a mailbox outlives attempts, an answer goes to its own."""
-    seq: int
-    target: str
-    message: Any
-    log: bytes = b""
-    """The node's task log written since the previous envelope."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Answer:
-    reply: Any = None
-    unavailable: str = ""
-    """Set: the ask fails with ActorUnavailable and this text."""
-    cancel: str = ""
-    """Set: the daemon cancels the attempt, for this reason (it is stopping)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,46 +150,9 @@ class MeteredOnTheDaemon(RuntimeWrapper):
             log.warning("a call on this node was not counted by the daemon: %s", error)
 
 
-class Mailbox:
-    """Messages from the node and the daemon's answers; the body of a Ray
-    actor both sides call (a threaded one: an ask waits for its answer)."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._inbox: list[Envelope] = []
-        self._answers: dict[tuple[str, int], Answer] = {}
-
-    def ask(self, envelope: Envelope, wait_s: float = ANSWER_WAIT_S) -> Answer | None:
-        """The node's side: post and wait for the answer (None: none came)."""
-        with self._changed:
-            self._inbox.append(envelope)
-            self._changed.notify_all()
-            asked = (envelope.key, envelope.seq)
-            self._changed.wait_for(lambda: asked in self._answers, wait_s)
-            return self._answers.pop(asked, None)
-
-    def take(self, wait_s: float) -> list[Envelope]:
-        """The daemon's side: what the node posted, waiting up to ``wait_s`` for something."""
-        with self._changed:
-            self._changed.wait_for(lambda: bool(self._inbox), wait_s)
-            taken, self._inbox = self._inbox, []
-            return taken
-
-    def answer(self, key: str, seq: int, answer: Answer) -> None:
-        with self._changed:
-            self._answers[(key, seq)] = answer
-            self._changed.notify_all()
-
-    def clear(self) -> None:
-        """Forget what an earlier attempt left (its node died before its answers were taken)."""
-        with self._changed:
-            self._inbox.clear()
-            self._answers.clear()
-
-
 class NodeAsker:
     """The node's ``ask``: each message goes to the daemon through ``post``
-    (``Mailbox.ask``), with the task log written since."""
+    (``remote_mailbox.Mailbox.ask``), with the task log written since."""
 
     def __init__(self, post: Callable[[Envelope], Answer | None], *, key: str, log_path: Path,
                  cancel: CancellationToken) -> None:

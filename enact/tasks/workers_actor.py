@@ -11,6 +11,7 @@ it to hand its task back.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,8 @@ class WorkerActor(EnactActor):
 
 
 class WorkersActor(EnactActor):
-    """Starts the pool, wakes it on ``tasks.TaskChanged``, keeps the worktrees."""
+    """Starts the pool, wakes it on ``tasks.TaskChanged``, keeps the worktrees;
+    on the Ray backend, its stop (after its workers') ends the daemon's mailbox actor."""
 
     def __init__(self, context: ActorContext, *, runtime: Runtime) -> None:
         super().__init__(context)
@@ -162,6 +164,9 @@ class WorkersActor(EnactActor):
 
     def on_stop(self) -> None:
         self.cancel_timers()
+        ray_mailbox = sys.modules.get("enact.tasks.ray_mailbox")  # imported once an attempt went to the cluster
+        if ray_mailbox is not None:
+            ray_mailbox.stop_mailbox()
         super().on_stop()
 
     def handle(self, message: Any) -> Any:
