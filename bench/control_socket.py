@@ -255,8 +255,11 @@ def run(quick: bool) -> Table:
                    "is encoded again only when what it says changed (each request's uptime put into the kept "
                    "encoding); each connection keeps its last request decoded and its last reply encoded, and the "
                    "client its last frame checked and its last reply decoded (a repeated request, as a poll sends: "
-                   "the status's reply repeats within a millisecond of uptime); the floor client sends "
-                   "pre-encoded frames and does not decode the reply")
+                   "the status's reply repeats within a millisecond of uptime, and the daemon gives its last "
+                   "frame again within one); both enact ends receive a frame with its length in one system call "
+                   "and are timed out by the kernel (the floor's server reads the length and the body in two, "
+                   "and its client polls before each call: `read_frame` on a socket with a timeout); the floor "
+                   "client sends pre-encoded frames and does not decode the reply")
         table.note("CPU µs/request: the client threads' CPU time (this process) and the server process's, all its "
                    "threads, per request: what a busy machine moves least; the floor's is the echo server's")
         table.note(f"CPU of the codec alone per round trip (encode and decode Status and the report, in this "

@@ -303,6 +303,18 @@ def test_connection_stays_open_across_good_requests(daemon: Daemon) -> None:
             assert reply == {"type": "epoch.Current", "body": {"generation": 1}}
 
 
+def test_requests_sent_together_in_one_write_are_each_answered_in_order(daemon: Daemon) -> None:
+    """The server receives as much as has arrived at once: a request that
+    came in behind another is kept for the next read, not lost."""
+    frames = [orjson.dumps(document) for document in (
+        status_frame(), {"type": "epoch.RequireCurrent", "body": {}}, status_frame())]
+    with RawClient(daemon.home) as client:
+        client.send_raw(b"".join(LENGTH.pack(len(frame)) + frame for frame in frames))
+        replies = [client.recv() for _ in frames]
+    assert [reply["type"] if reply else None for reply in replies] == [
+        "control.StatusReport", "epoch.Current", "control.StatusReport"]
+
+
 def test_a_frame_sent_again_on_one_connection_is_answered_afresh(daemon: Daemon) -> None:
     """A connection keeps its last request decoded and its last reply
     encoded: the same frame again is still answered as of now (the status's

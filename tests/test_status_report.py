@@ -10,7 +10,7 @@ import time
 import orjson
 import pytest
 
-from enact._app.reports import AskedToday, _MadeStatus, asked_today
+from enact._app.reports import NOT_FRAMED, AskedToday, _MadeStatus, asked_today, framed_status
 from enact.messages import decode, encode
 from enact.messages.accounting import SpentOn
 from enact.messages.channel import ChannelState
@@ -33,6 +33,18 @@ def test_the_frame_is_what_encode_writes_for_the_uptime(uptime: float) -> None:
     assert frame == encode(dataclasses.replace(_report(), uptime_s=uptime))
     assert decode(frame) == dataclasses.replace(_report(), uptime_s=uptime)
 
+
+def test_the_last_frame_is_given_again_only_for_the_same_status_made_and_uptime() -> None:
+    made = _MadeStatus.of(("said",), _report())
+    first = framed_status(made, 1.234, NOT_FRAMED)
+    assert decode(first.frame) == dataclasses.replace(_report(), uptime_s=1.234)
+    assert framed_status(made, 1.234, first) is first
+    later = framed_status(made, 1.235, first)
+    assert decode(later.frame) == dataclasses.replace(_report(), uptime_s=1.235)
+    # Something it says changed (the status made again): its own frame, never the last one's.
+    changed = dataclasses.replace(_report(), generation=4)
+    remade = framed_status(_MadeStatus.of(("said again",), changed), 1.235, later)
+    assert remade is not later and decode(remade.frame) == dataclasses.replace(changed, uptime_s=1.235)
 
 
 def test_the_spending_is_asked_of_the_local_day_and_the_same_request_kept_through_it() -> None:

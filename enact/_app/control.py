@@ -16,7 +16,6 @@ import fcntl
 import logging
 import os
 import socket
-import struct
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +26,14 @@ from enact.actors.supervisor import Supervisor
 from enact.fence import FencedError
 from enact.home import SOCKET_NAME
 from enact.messages import DecodeError, Kind, decode, encode
-from enact.messages._framing import MAX_FRAME_BYTES, ConnectionClosed, FrameError, read_frame, write_frame
+from enact.messages._framing import (
+    MAX_FRAME_BYTES,
+    ConnectionClosed,
+    FrameError,
+    FrameReader,
+    time_out_blocking,
+    write_frame,
+)
 from enact.messages._registry import Registration, registration_of
 from enact.messages.common import HUMAN_CLI, Origin
 from enact.messages.control import Error
@@ -169,7 +175,7 @@ class ControlServer:
     # -- one connection ---------------------------------------------------
 
     def _serve(self, connection: socket.socket) -> None:
-        _time_out_blocking(connection, self._idle_timeout_s)
+        time_out_blocking(connection, self._idle_timeout_s)
         try:
             self._serve_frames(connection)
         finally:
@@ -182,16 +188,17 @@ class ControlServer:
         # encoded (requests and replies are frozen records).
         last_frame, last_request = b"", None
         last_reply, last_payload = None, b""
+        incoming = FrameReader(connection)
         try:
             # No check of the stop before each read: a frame that comes after
             # a stop is always answered that the daemon is stopping (below),
             # wherever between frames its connection's thread happened to be.
             while True:
                 try:
-                    frame = read_frame(connection)
+                    frame = incoming.read()
                 except ConnectionClosed:
                     return
-                except (TimeoutError, BlockingIOError):  # the latter: the kernel's timeout (_time_out_blocking)
+                except (TimeoutError, BlockingIOError):  # the latter: the kernel's timeout (time_out_blocking)
                     self._refuse(connection, "idle_timeout", "connection idle for too long")
                     return
                 except FrameError as error:
@@ -287,8 +294,7 @@ class ControlServer:
     def _answer_request(self, message: Any, registration: Registration, *, on_socket: bool = False
                         ) -> tuple[object, bool]:
         try:
-            reply = self._route(message, registration.actor,
-                                wait_s(registration.long_wait, self._request_timeout_s, self._setting), on_socket)
+            reply = self._route(message, registration, on_socket)
         except ActorUnavailable as error:
             if self._closing.is_set():  # stopped under the request: say so, not which actor went
                 self._metrics.control_errors.labels(reason="stopping").inc()
@@ -318,7 +324,7 @@ class ControlServer:
         because = f" ({self._stopping_because})" if self._stopping_because else ""
         return f"the daemon (pid {os.getpid()}) is stopping{because}; try again"
 
-    def _route(self, message: object, actor: str, timeout_s: float, on_socket: bool) -> object:
+    def _route(self, message: object, registration: Registration, on_socket: bool) -> object:
         if on_socket:
             framed = self._frames.get(type(message))
             if framed is not None:
@@ -326,19 +332,9 @@ class ControlServer:
         handler = self._local.get(type(message))
         if handler is not None:
             return handler(message)
-        return self._supervisor.call(actor, message, timeout=timeout_s)
-
-
-def _time_out_blocking(connection: socket.socket, timeout_s: float) -> None:
-    """A blocking socket whose every receive and send gives up after
-    ``timeout_s`` (``BlockingIOError``), timed by the kernel: Python's own
-    socket timeout polls before every call, one more system call and one
-    more hand-over of the interpreter lock each (three per request)."""
-    connection.settimeout(None)
-    seconds = int(timeout_s)
-    timeval = struct.pack("@ll", seconds, int((timeout_s - seconds) * 1_000_000))
-    connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
-    connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
+        # Only here: what an actor's reply is waited for means nothing to the others.
+        timeout_s = wait_s(registration.long_wait, self._request_timeout_s, self._setting)
+        return self._supervisor.call(registration.actor, message, timeout=timeout_s)
 
 
 def wait_s(long_wait: str, request_timeout_s: float, setting: Callable[[str], Any] | None) -> float:

@@ -57,6 +57,27 @@ class _MadeStatus(NamedTuple):
         return cls(said, report, head + _UPTIME_KEY, b"," + rest)
 
 
+class FramedStatus(NamedTuple):
+    """A status frame, with the status made it encodes and the uptime put in."""
+
+    made: _MadeStatus | None
+    uptime_s: float
+    frame: bytes
+
+
+NOT_FRAMED = FramedStatus(None, 0.0, b"")
+
+
+def framed_status(made: _MadeStatus, uptime_s: float, last: FramedStatus) -> FramedStatus:
+    """The frame of ``made`` with ``uptime_s`` put in: ``last`` again when it
+    is of this very status made (nothing it says changed since) and says
+    the same uptime, to the millisecond (a poll's requests come dozens a
+    millisecond)."""
+    if last.made is made and last.uptime_s == uptime_s:
+        return last
+    return FramedStatus(made, uptime_s, made.head + orjson.dumps(uptime_s) + made.tail)
+
+
 class AskedToday(NamedTuple):
     """Today's ``SpentOn``, and the local day it asks of: from its midnight to the next."""
 
@@ -104,6 +125,8 @@ class DaemonReports:
         self._storage: tuple[StorageStats, tuple[SchemaVersion, ...], StorageStatus] | None = None
         self._made: dict[bool, _MadeStatus | None] = {True: None, False: None}
         """The last status made, brief and full."""
+        self._framed = {True: NOT_FRAMED, False: NOT_FRAMED}
+        """The last frame of each, with its status made and its uptime."""
         self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
 
     def status(self, brief: bool = False) -> StatusReport:
@@ -115,9 +138,13 @@ class DaemonReports:
     def status_frame(self, brief: bool = False) -> bytes:
         """``encode(self.status(brief))``, the reply frame the control
         socket writes: the last one encoded with this request's uptime put in
-        (``_MadeStatus``); encoded again only when something it says changed."""
-        made = self._status_made(brief)
-        return made.head + orjson.dumps(self._uptime_s()) + made.tail
+        (``_MadeStatus``); encoded again only when something it says changed,
+        and the same frame again when nothing did and the uptime, to the
+        millisecond it says, is the last frame's (dozens of requests a
+        millisecond, when several clients poll)."""
+        framed = framed_status(self._status_made(brief), self._uptime_s(), self._framed[brief])
+        self._framed[brief] = framed  # one store: another thread reads it whole
+        return framed.frame
 
     def _uptime_s(self) -> float:
         return round(time.monotonic() - self.started, 3)

@@ -89,7 +89,8 @@ class WriteBatch:
     def busy(self) -> bool:
         """Something staged, or offered and not yet durable: LMDB does not
         yet hold every write of this batch's owner."""
-        return bool(self._staged) or any(not offered.done for _, offered in self.offered)
+        # Asked by every idle read (a status's spending on every request): no generator made when none is offered.
+        return bool(self._staged) or (bool(self.offered) and any(not offered.done for _, offered in self.offered))
 
     @property
     def full(self) -> bool:

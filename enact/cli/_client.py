@@ -98,14 +98,14 @@ class _Wire:
         import orjson
 
         from enact.messages import DecodeError, decode, encode
-        from enact.messages._framing import MAX_FRAME_BYTES, read_frame, write_frame
+        from enact.messages._framing import MAX_FRAME_BYTES, write_frame
         from enact.messages._registry import is_reply_to, registration_of
 
         self.encode_error = orjson.JSONEncodeError
         self.decode_error = DecodeError
         self.decode, self.encode = decode, encode
         self.max_frame_bytes = MAX_FRAME_BYTES
-        self.read_frame, self.write_frame = read_frame, write_frame
+        self.write_frame = write_frame
         self.is_reply_to, self.registration_of = is_reply_to, registration_of
 
 
@@ -170,6 +170,12 @@ class Client:
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             self._sock.close()
             raise NotRunning(home) from None
+        from enact.messages._framing import FrameReader, time_out_blocking
+
+        # Connected: from now on the kernel times each receive and send out
+        # (no poll before each), and a reply comes in with one receive.
+        time_out_blocking(self._sock, timeout)
+        self._replies = FrameReader(self._sock)
 
     def request(self, message: Request[R]) -> R:
         """The reply ``message`` declares; raises UnexpectedReply or TakenOver
@@ -189,19 +195,19 @@ class Client:
         wire = _wire()
         try:
             wire.write_frame(self._sock, frame)
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):  # the latter: the kernel's timeout (time_out_blocking)
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except ConnectionError as error:  # closed before it took the request
             raise NotRunning(self.home) from error
         try:
-            reply_frame = wire.read_frame(self._sock)
+            reply_frame = self._replies.read()
             last = self._last_reply
             if last is not None and last[0] == reply_frame:
                 reply = last[1]
             else:
                 reply = (self._decode_with or wire.decode)(reply_frame)
                 self._last_reply = (reply_frame, reply)
-        except TimeoutError:
+        except (TimeoutError, BlockingIOError):
             raise NoAnswer(self.home, self._timeout or 0.0) from None
         except (ConnectionError, EOFError) as error:  # EOFError: also gone in the middle of a reply
             raise ConnectionLost(self.home) from error
