@@ -6,7 +6,10 @@ enact: a real ``enact daemon run`` process on a temporary home, asked
 runtime answered) by ``enact.cli._client.Client`` (orjson codec both ways).
 Floor: a separate process serving the same socket shape (a thread per
 connection, 4-byte length-prefixed frames) that answers every frame with a
-payload of the enact reply's size, asked with bare frames and no codec.
+payload of the enact reply's size, asked with bare frames and no codec;
+both its ends read and time out as enact's do (a frame with its length in
+one receive, the kernel's timeouts), so the floor keeps what enact's own
+ends were given.
 Each client thread keeps one connection and sends its requests one after
 another; latency is per request, requests/s is all clients over the wall time.
 The target (issue 24): enact within 2x the echo at p50 and p99, for one and
@@ -32,7 +35,14 @@ from bench._table import Table, median, percentile, rate, ratio, us
 from enact.cli._client import Client
 from enact.home import SOCKET_NAME
 from enact.messages import decode, encode
-from enact.messages._framing import ConnectionClosed, FrameError, read_frame, write_frame
+from enact.messages._framing import (
+    ConnectionClosed,
+    FrameError,
+    FrameReader,
+    read_frame,
+    time_out_blocking,
+    write_frame,
+)
 from enact.messages.common import HUMAN_CLI
 from enact.messages.control import Status
 from enact.messages.inbox import Accepted, ChatEvent, GetOutcome, Outcome, Receive
@@ -59,10 +69,11 @@ def serve_echo(path: str, payload: bytes) -> None:
 
 
 def _echo(connection: socket.socket, payload: bytes) -> None:
+    incoming = FrameReader(connection)  # as the daemon reads: a frame with its length in one receive
     with connection:
         try:
             while True:
-                read_frame(connection)
+                incoming.read()
                 write_frame(connection, payload)
         except (ConnectionClosed, FrameError, OSError):
             return
@@ -114,10 +125,12 @@ def _bare_client(path: Path, frame: bytes) -> tuple[Request, Callable[[], None]]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(30)
     sock.connect(str(path))
+    time_out_blocking(sock, 30)  # as enact's client: timed by the kernel, no poll before each call
+    replies = FrameReader(sock)
 
     def request() -> object:
         write_frame(sock, frame)
-        return read_frame(sock)
+        return replies.read()
 
     return request, sock.close
 
@@ -256,9 +269,8 @@ def run(quick: bool) -> Table:
                    "encoding); each connection keeps its last request decoded and its last reply encoded, and the "
                    "client its last frame checked and its last reply decoded (a repeated request, as a poll sends: "
                    "the status's reply repeats within a millisecond of uptime, and the daemon gives its last "
-                   "frame again within one); both enact ends receive a frame with its length in one system call "
-                   "and are timed out by the kernel (the floor's server reads the length and the body in two, "
-                   "and its client polls before each call: `read_frame` on a socket with a timeout); the floor "
+                   "frame again within one); both ends, enact's and the floor's, receive a frame with its length in "
+                   "one system call (FrameReader) and are timed out by the kernel; the floor "
                    "client sends pre-encoded frames and does not decode the reply")
         table.note("CPU µs/request: the client threads' CPU time (this process) and the server process's, all its "
                    "threads, per request: what a busy machine moves least; the floor's is the echo server's")
