@@ -45,7 +45,7 @@ from enact.messages.channel import List as ListChannels
 from enact.messages.commands import Catalog, ListCommands, Run
 from enact.messages.control import GetConfig, Shutdown, ShuttingDown, Status
 from enact.metrics import Metrics, MetricsServer, MetricsUnavailable
-from enact.one_cpu import pin_threads
+from enact.one_cpu import check_contention, pin_threads
 from enact.process import configure_logging, main_pid, notify_systemd
 from enact.programs import RUN_DIR as PROGRAMS_RUN_DIR
 from enact.programs import CommandsFileError, kill_leftover_programs
@@ -301,7 +301,7 @@ class _Daemon:
         log.info("ready: control socket %s, metrics on %s", self.control.path, self.metrics_server.address)
         notify_systemd(b"READY=1\n" + main_pid())
         while not self.stop.event.wait(0.5):
-            pass
+            check_contention()  # batch scheduling only while the daemon has its CPU to itself
         log.info("stopping: %s", self.stop.reason)
         if not self.stop.fenced:  # a fenced daemon's service goes on, in the daemon that took over
             notify_systemd(b"STOPPING=1")
