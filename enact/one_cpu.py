@@ -35,10 +35,13 @@ Batch scheduling pays off only while the daemon has its CPU to itself. So
 the daemon looks about once a second (``check_contention``, which its main
 loop calls twice a second; a look covers at least ``_LOOK_TICKS``) at how
 much of its CPU other processes used since the last look (``/proc/stat``'s
-line for the CPU, less the daemon's own time): from a quarter on, every
-thread of the daemon is scheduled as usual again (still on the one CPU,
-where a woken thread cuts in as anywhere), and once others use less than a
-tenth, batch again. Measured through the control socket with two busy
+line for the CPU, less the daemon's own time) and at how long its woken
+threads waited to run (each thread's ``schedstat``): when others use a
+quarter or more and the threads waited half a millisecond or more on
+average (the slices of a busy process: clients that answer at once use the
+CPU without holding it), every thread of the daemon is scheduled as usual
+again (still on the one CPU, where a woken thread cuts in as anywhere), and
+once others use less than a tenth, batch again. Measured through the control socket with two busy
 loops on 2 CPUs: 850 to 950 chat events/s with eight conversations against
 500 to 540 with the threads left to the kernel, and one conversation 490 to 550
 against 300 to 370 (batch kept throughout, as first built, had made it a half
@@ -52,6 +55,8 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+from enact.frozen_dataclass import dataclass
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +72,11 @@ SHARED_FROM = 0.25
 """Other processes' share of the daemon's CPU from which its threads are scheduled as usual."""
 ALONE_BELOW = 0.10
 """Their share under which the threads are batch-scheduled again."""
+WAITED_FROM_S = 0.0005
+"""How long the daemon's woken threads waited for the CPU on average, from
+which (with ``SHARED_FROM``) batch is left: the daemon's own threads queue
+behind each other for tens of microseconds; a busy process's slice is
+milliseconds."""
 _LOOK_TICKS = 90
 """A look covers at least this many clock ticks of the CPU (about 0.9 s at the usual 100 a second)."""
 
@@ -127,69 +137,89 @@ def unpinned() -> Iterator[None]:
 
 
 def check_contention() -> None:
-    """Batch-schedule the daemon's threads, or not, by how much of their CPU
-    other processes used since the last look (the daemon's main loop calls
-    this); nothing when they are not pinned."""
+    """Batch-schedule the daemon's threads, or not, by what the last look
+    saw of their CPU (the daemon's main loop calls this); nothing when they
+    are not pinned."""
     global _policy
     watch = _watch
     if watch is None:
         return
-    share = watch.others_share()
-    if share is None:
+    look = watch.look()
+    if look is None:
         return
-    policy = next_policy(_policy, share)
+    policy = next_policy(_policy, look)
     if policy == _policy:
         return
     _policy = policy  # first: a thread leaving ``unpinned`` meanwhile takes this one
     for task in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             os.sched_setscheduler(int(task), policy, os.sched_param(0))
-    log.info("other processes use %.0f%% of the daemon's CPU: its threads are %s", share * 100,
+    log.info("other processes use %.0f%% of the daemon's CPU, a woken thread of its waited %.2f ms on average: "
+             "its threads are %s", look.others_share * 100, look.wait_s * 1000,
              "scheduled as usual" if policy == os.SCHED_OTHER else "batch-scheduled again")
 
 
-def next_policy(policy: int, others_share: float) -> int:
-    """The threads' policy once others used ``others_share`` of their CPU (with a margin each way)."""
-    if policy == os.SCHED_BATCH and others_share >= SHARED_FROM:
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What one look saw of the daemon's CPU since the last."""
+
+    others_share: float
+    """The share of the CPU's time other processes used."""
+    wait_s: float
+    """How long a thread of the daemon waited for the CPU, on average, each time it was woken."""
+
+
+def next_policy(policy: int, look: Look) -> int:
+    """The threads' policy after ``look``. Batch is left only when other
+    processes both use a good share of the CPU and keep the daemon's woken
+    threads waiting (a busy loop's slices; a client that answers at once
+    does not), and taken up again once others use little of it."""
+    if policy == os.SCHED_BATCH and look.others_share >= SHARED_FROM and look.wait_s >= WAITED_FROM_S:
         return os.SCHED_OTHER
-    if policy == os.SCHED_OTHER and others_share < ALONE_BELOW:
+    if policy == os.SCHED_OTHER and look.others_share < ALONE_BELOW:
         return os.SCHED_BATCH
     return policy
 
 
 class CpuWatch:
-    """How much of one CPU other processes used between two looks."""
+    """What other processes did to one CPU between two looks."""
 
     def __init__(self, cpu: int) -> None:
         self._cpu = cpu
         self._last = self._read()
 
-    def others_share(self) -> float | None:
-        """Others' share of the CPU since the last look; None until a look
-        covers ``_LOOK_TICKS`` (or the counters cannot be read)."""
+    def look(self) -> Look | None:
+        """What the CPU saw since the last look; None until a look covers
+        ``_LOOK_TICKS`` (or the counters cannot be read)."""
         reading = self._read()
         if reading is None or self._last is None:
             self._last = reading
             return None
-        busy, total, own = (now - then for now, then in zip(reading, self._last, strict=True))
+        busy, total, own, waited_ns, runs = (now - then for now, then in zip(reading, self._last, strict=True))
         if total < _LOOK_TICKS:
             return None
         self._last = reading
-        return max(0.0, (busy - own) / total)
+        return Look(others_share=max(0.0, (busy - own) / total), wait_s=waited_ns / max(runs, 1) / 1e9)
 
-    def _read(self) -> tuple[int, int, int] | None:
-        """The CPU's busy and total clock ticks, and this process's own."""
+    def _read(self) -> tuple[int, int, int, int, int] | None:
+        """The CPU's busy and total clock ticks, this process's own, and
+        how long its threads waited to run (ns) over how many runs."""
         try:
             with open("/proc/stat", "rb") as stat:
                 prefix = b"cpu%d " % self._cpu
                 line = next(line for line in stat if line.startswith(prefix))
             ticks = [int(field) for field in line.split()[1:]]
             own = Path("/proc/self/stat").read_bytes()
+            waited = runs = 0
+            for task in os.listdir("/proc/self/task"):
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    _, delay, count = Path(f"/proc/self/task/{task}/schedstat").read_bytes().split()
+                    waited, runs = waited + int(delay), runs + int(count)
         except (OSError, StopIteration, ValueError):
             return None
         idle = ticks[3] + ticks[4]  # idle and iowait
         fields = own[own.rindex(b")") + 2:].split()  # from field 3 on
-        return sum(ticks[:8]) - idle, sum(ticks[:8]), int(fields[14 - 3]) + int(fields[15 - 3])
+        return (sum(ticks[:8]) - idle, sum(ticks[:8]), int(fields[14 - 3]) + int(fields[15 - 3]), waited, runs)
 
 
 def _schedule(policy: int) -> None:
