@@ -139,14 +139,21 @@ def unpinned() -> Iterator[None]:
 def check_contention() -> None:
     """Batch-schedule the daemon's threads, or not, by what the last look
     saw of their CPU (the daemon's main loop calls this); nothing when they
-    are not pinned."""
+    are not pinned. The threads' waits are read (a file per thread, about
+    a millisecond for forty) only while others' share could make batch go."""
     global _policy
     watch = _watch
     if watch is None:
         return
-    look = watch.look()
-    if look is None:
+    share = watch.others_share()
+    if share is None:
         return
+    wait_s: float | None = None
+    if _policy == os.SCHED_BATCH and share >= SHARED_FROM:
+        wait_s = watch.wait_s()
+    else:
+        watch.forget_waits()
+    look = Look(others_share=share, wait_s=wait_s)
     policy = next_policy(_policy, look)
     if policy == _policy:
         return
@@ -154,8 +161,8 @@ def check_contention() -> None:
     for task in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError):  # a thread that ended meanwhile
             os.sched_setscheduler(int(task), policy, os.sched_param(0))
-    log.info("other processes use %.0f%% of the daemon's CPU, a woken thread of its waited %.2f ms on average: "
-             "its threads are %s", look.others_share * 100, look.wait_s * 1000,
+    waited = f", a woken thread of its waited {wait_s * 1000:.2f} ms on average" if wait_s is not None else ""
+    log.info("other processes use %.0f%% of the daemon's CPU%s: its threads are %s", share * 100, waited,
              "scheduled as usual" if policy == os.SCHED_OTHER else "batch-scheduled again")
 
 
@@ -165,8 +172,9 @@ class Look:
 
     others_share: float
     """The share of the CPU's time other processes used."""
-    wait_s: float
-    """How long a thread of the daemon waited for the CPU, on average, each time it was woken."""
+    wait_s: float | None
+    """How long a thread of the daemon waited for the CPU, on average, each
+    time it was woken (None: not read, or only from this look on)."""
 
 
 def next_policy(policy: int, look: Look) -> int:
@@ -174,7 +182,8 @@ def next_policy(policy: int, look: Look) -> int:
     processes both use a good share of the CPU and keep the daemon's woken
     threads waiting (a busy loop's slices; a client that answers at once
     does not), and taken up again once others use little of it."""
-    if policy == os.SCHED_BATCH and look.others_share >= SHARED_FROM and look.wait_s >= WAITED_FROM_S:
+    waited = look.wait_s is not None and look.wait_s >= WAITED_FROM_S
+    if policy == os.SCHED_BATCH and look.others_share >= SHARED_FROM and waited:
         return os.SCHED_OTHER
     if policy == os.SCHED_OTHER and look.others_share < ALONE_BELOW:
         return os.SCHED_BATCH
@@ -182,44 +191,66 @@ def next_policy(policy: int, look: Look) -> int:
 
 
 class CpuWatch:
-    """What other processes did to one CPU between two looks."""
+    """What other processes did to one CPU, and how long this process's
+    threads waited for it, between two looks."""
 
     def __init__(self, cpu: int) -> None:
         self._cpu = cpu
-        self._last = self._read()
+        self._last = self._read_cpu()
+        self._last_waits: tuple[int, int] | None = None
 
-    def look(self) -> Look | None:
-        """What the CPU saw since the last look; None until a look covers
-        ``_LOOK_TICKS`` (or the counters cannot be read)."""
-        reading = self._read()
+    def others_share(self) -> float | None:
+        """Others' share of the CPU since the last look; None until a look
+        covers ``_LOOK_TICKS`` (or the counters cannot be read)."""
+        reading = self._read_cpu()
         if reading is None or self._last is None:
             self._last = reading
             return None
-        busy, total, own, waited_ns, runs = (now - then for now, then in zip(reading, self._last, strict=True))
+        busy, total, own = (now - then for now, then in zip(reading, self._last, strict=True))
         if total < _LOOK_TICKS:
             return None
         self._last = reading
-        return Look(others_share=max(0.0, (busy - own) / total), wait_s=waited_ns / max(runs, 1) / 1e9)
+        return max(0.0, (busy - own) / total)
 
-    def _read(self) -> tuple[int, int, int, int, int] | None:
-        """The CPU's busy and total clock ticks, this process's own, and
-        how long its threads waited to run (ns) over how many runs."""
+    def wait_s(self) -> float | None:
+        """The threads' average wait to run since the last call (None at the first)."""
+        reading, last = self._read_waits(), self._last_waits
+        self._last_waits = reading
+        if reading is None or last is None:
+            return None
+        waited_ns, runs = reading[0] - last[0], reading[1] - last[1]
+        return waited_ns / max(runs, 1) / 1e9
+
+    def forget_waits(self) -> None:
+        """Not read this time: the next ``wait_s`` starts afresh."""
+        self._last_waits = None
+
+    def _read_cpu(self) -> tuple[int, int, int] | None:
+        """The CPU's busy and total clock ticks, and this process's own."""
         try:
             with open("/proc/stat", "rb") as stat:
                 prefix = b"cpu%d " % self._cpu
                 line = next(line for line in stat if line.startswith(prefix))
             ticks = [int(field) for field in line.split()[1:]]
             own = Path("/proc/self/stat").read_bytes()
-            waited = runs = 0
-            for task in os.listdir("/proc/self/task"):
-                with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                    _, delay, count = Path(f"/proc/self/task/{task}/schedstat").read_bytes().split()
-                    waited, runs = waited + int(delay), runs + int(count)
         except (OSError, StopIteration, ValueError):
             return None
         idle = ticks[3] + ticks[4]  # idle and iowait
         fields = own[own.rindex(b")") + 2:].split()  # from field 3 on
-        return (sum(ticks[:8]) - idle, sum(ticks[:8]), int(fields[14 - 3]) + int(fields[15 - 3]), waited, runs)
+        return sum(ticks[:8]) - idle, sum(ticks[:8]), int(fields[14 - 3]) + int(fields[15 - 3])
+
+    @staticmethod
+    def _read_waits() -> tuple[int, int] | None:
+        """How long this process's threads waited to run (ns), over how many runs."""
+        waited = runs = 0
+        try:
+            for task in os.listdir("/proc/self/task"):
+                with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                    _, delay, count = Path(f"/proc/self/task/{task}/schedstat").read_bytes().split()
+                    waited, runs = waited + int(delay), runs + int(count)
+        except (OSError, ValueError):
+            return None
+        return waited, runs
 
 
 def _schedule(policy: int) -> None:

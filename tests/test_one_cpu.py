@@ -157,12 +157,13 @@ OWN_QUEUE = 0.00005
     (os.SCHED_BATCH, 0.24, BUSY_LOOP, os.SCHED_BATCH),
     (os.SCHED_BATCH, 0.6, OWN_QUEUE, os.SCHED_BATCH),  # busy clients that answer at once: batch pays
     (os.SCHED_BATCH, 0.25, BUSY_LOOP, os.SCHED_OTHER),
+    (os.SCHED_BATCH, 0.9, None, os.SCHED_BATCH),  # the waits not read yet: the next look reads them
     (os.SCHED_OTHER, 0.5, OWN_QUEUE, os.SCHED_OTHER),
     (os.SCHED_OTHER, 0.10, OWN_QUEUE, os.SCHED_OTHER),  # the margin: not back at the first dip
     (os.SCHED_OTHER, 0.09, OWN_QUEUE, os.SCHED_BATCH),
 ])
 def test_batch_is_left_while_others_hold_the_cpu_for_long_and_taken_up_again_once_they_use_little(
-        policy: int, share: float, wait_s: float, then: int) -> None:
+        policy: int, share: float, wait_s: float | None, then: int) -> None:
     assert one_cpu.next_policy(policy, one_cpu.Look(others_share=share, wait_s=wait_s)) == then
 
 
@@ -190,9 +191,11 @@ LOOKS = """
 import os, sys, threading
 from enact import one_cpu
 
-class Scripted:  # what each look saw of the CPU: others' share, a woken thread's wait of 2 ms
+class Scripted:  # what each look sees of the CPU: others' share; a woken thread waits 2 ms
     def __init__(self, shares): self.shares = list(shares)
-    def look(self): return one_cpu.Look(others_share=self.shares.pop(0), wait_s=0.002)
+    def others_share(self): return self.shares.pop(0)
+    def wait_s(self): return 0.002
+    def forget_waits(self): pass
 
 started = threading.Event()
 one_cpu.pin_threads()
