@@ -177,6 +177,10 @@ microseconds, and every test that starts a daemon waits out the part of an
 interval it overshoots."""
 
 
+class DaemonExited(AssertionError):
+    """The daemon a test waits for ended instead."""
+
+
 class Daemon:
     """One `enact daemon run` process."""
 
@@ -192,24 +196,30 @@ class Daemon:
     def wait_ready(self, timeout: float = 60) -> StatusReport:
         # (a deadline for a failure, not a speed asked of a start: with more
         # workers than cores, a start may queue behind several others)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        ready: list[StatusReport] = []
+
+        def answers() -> bool:
             if self.process.poll() is not None:
-                raise AssertionError(f"daemon exited with {self.process.returncode}:\n{self.log_text()}")
+                raise DaemonExited(f"daemon exited with {self.process.returncode}:\n{self.log_text()}")
             try:
                 report = request(self.home, Status(brief=True), timeout=2)
             except (NotRunning, OSError):
-                time.sleep(READY_POLL_S)
-                continue
+                return False
             except DaemonError as error:  # in a takeover: the old daemon, stopping, until the new one binds
                 if "is stopping" not in str(error):
                     raise
-                time.sleep(READY_POLL_S)
-                continue
+                return False
             if isinstance(report, StatusReport) and report.pid == self.pid:
-                return report
-            time.sleep(READY_POLL_S)
-        raise AssertionError(f"daemon not ready within {timeout} s:\n{self.log_text()}")
+                ready.append(report)
+            return bool(ready)
+
+        try:
+            wait_for(answers, timeout=timeout, what="the daemon to answer", every=READY_POLL_S)
+        except DaemonExited:
+            raise
+        except AssertionError:  # wait_for's time-out: with what the daemon said
+            raise AssertionError(f"daemon not ready within {timeout} s:\n{self.log_text()}") from None
+        return ready[0]
 
     def request(self, message: object, timeout: float = 60) -> object:
         return send(self.home, message, timeout=timeout)

@@ -6,7 +6,6 @@ import functools
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from enact.storage import (
     decode_document,
     encode_document,
 )
+
+from conftest import wait_for
 
 
 @pytest.fixture
@@ -549,14 +550,6 @@ def test_stats_report_the_map_and_its_use(storage: Storage, store: Store) -> Non
 
 
 
-def _wait_until(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.005)
-
-
 def test_a_waiting_resize_holds_back_new_transactions_but_not_nested_ones() -> None:
     from enact.storage._environment import _SharedExclusiveLock
 
@@ -583,10 +576,10 @@ def test_a_waiting_resize_holds_back_new_transactions_but_not_nested_ones() -> N
 
     threads = [threading.Thread(target=holder)]
     threads[0].start()
-    _wait_until(lambda: lock._shared == 1)
+    wait_for(lambda: lock._shared == 1, timeout=5, what="the holder's shared hold", every=0.005)
     threads.append(threading.Thread(target=resize))
     threads[1].start()
-    _wait_until(lambda: lock._exclusive_waiting == 1)
+    wait_for(lambda: lock._exclusive_waiting == 1, timeout=5, what="the resize waiting", every=0.005)
     threads.append(threading.Thread(target=newcomer))
     threads[2].start()
     release_holder.set()
