@@ -60,13 +60,10 @@ from enact.frozen_dataclass import dataclass
 
 log = logging.getLogger(__name__)
 
-_pinned: set[int] | None = None
-"""The one CPU of the daemon's threads, once pinned."""
-_every: set[int] | None = None
-"""Every CPU the process was given before it pinned its threads."""
+_pinned: _Pinned | None = None
+"""Where the daemon's threads are, once pinned."""
 _policy = os.SCHED_OTHER
 """The pinned threads' policy now: batch, or the ordinary one while other processes use their CPU."""
-_watch: CpuWatch | None = None
 
 SHARED_FROM = 0.25
 """Other processes' share of the daemon's CPU from which its threads are scheduled as usual."""
@@ -86,7 +83,7 @@ def pin_threads() -> int | None:
     one CPU (the one it runs on; another the process may use if that is not
     known), batch-scheduled. Nothing changes where the process has a single
     CPU or the system has no per-thread affinity. Returns the CPU, or None."""
-    global _pinned, _every, _policy, _watch
+    global _pinned, _policy
     if not (hasattr(os, "sched_setaffinity") and hasattr(os, "SCHED_BATCH")):
         return None
     every = os.sched_getaffinity(0)
@@ -102,8 +99,7 @@ def pin_threads() -> int | None:
             os.sched_setaffinity(0, every)
         log.warning("the daemon's threads are left to the kernel: %s", error)
         return None
-    _pinned, _every, _policy = {cpu}, every, os.SCHED_BATCH
-    _watch = CpuWatch(cpu)
+    _pinned, _policy = _Pinned(cpu={cpu}, every=every, watch=CpuWatch(cpu)), os.SCHED_BATCH
     return cpu
 
 
@@ -111,28 +107,27 @@ def unpin_threads() -> None:
     """The calling thread back on every CPU it had, scheduled as usual
     (threads it started while pinned stay as they are): for a process that
     pinned for a while."""
-    global _pinned, _every, _policy, _watch
-    if _every is not None:
-        os.sched_setaffinity(0, _every)
+    global _pinned, _policy
+    if _pinned is not None:
+        os.sched_setaffinity(0, _pinned.every)
         _schedule(os.SCHED_OTHER)
-    _pinned = _every = _watch = None
-    _policy = os.SCHED_OTHER
+    _pinned, _policy = None, os.SCHED_OTHER
 
 
 @contextlib.contextmanager
 def unpinned() -> Iterator[None]:
     """The calling thread on every CPU, scheduled as usual, while the block
     runs: a program started in it is an ordinary process."""
-    pinned, every = _pinned, _every
-    if pinned is None or every is None:
+    pinned = _pinned
+    if pinned is None:
         yield
         return
-    os.sched_setaffinity(0, every)
+    os.sched_setaffinity(0, pinned.every)
     _schedule(os.SCHED_OTHER)
     try:
         yield
     finally:
-        os.sched_setaffinity(0, pinned)
+        os.sched_setaffinity(0, pinned.cpu)
         _schedule(_policy)
 
 
@@ -142,9 +137,9 @@ def check_contention() -> None:
     are not pinned. The threads' waits are read (a file per thread, about
     a millisecond for forty) only while others' share could make batch go."""
     global _policy
-    watch = _watch
-    if watch is None:
+    if _pinned is None:
         return
+    watch = _pinned.watch
     share = watch.others_share()
     if share is None:
         return
@@ -231,13 +226,13 @@ class CpuWatch:
             with open("/proc/stat", "rb") as stat:
                 prefix = b"cpu%d " % self._cpu
                 line = next(line for line in stat if line.startswith(prefix))
-            ticks = [int(field) for field in line.split()[1:]]
-            own = Path("/proc/self/stat").read_bytes()
-        except (OSError, StopIteration, ValueError):
+            ticks = [int(field) for field in line.split()[1:9]]  # user to steal
+            own = Path("/proc/self/stat").read_bytes()  # utime and stime: every thread's
+            own_ticks = _stat_field(own, 14) + _stat_field(own, 15)
+        except (OSError, StopIteration, IndexError, ValueError):
             return None
         idle = ticks[3] + ticks[4]  # idle and iowait
-        fields = own[own.rindex(b")") + 2:].split()  # from field 3 on
-        return sum(ticks[:8]) - idle, sum(ticks[:8]), int(fields[14 - 3]) + int(fields[15 - 3])
+        return sum(ticks) - idle, sum(ticks), own_ticks
 
     @staticmethod
     def _read_waits() -> tuple[int, int] | None:
@@ -262,11 +257,21 @@ def _schedule(policy: int) -> None:
 def _current_cpu() -> int | None:
     """The CPU the calling thread last ran on (``/proc``'s ``processor``, field 39)."""
     try:
-        stat = Path("/proc/thread-self/stat").read_bytes()
-    except OSError:
+        return _stat_field(Path("/proc/thread-self/stat").read_bytes(), 39)
+    except (OSError, IndexError, ValueError):
         return None
-    fields = stat[stat.rindex(b")") + 2:].split()  # from field 3 on: the name may hold spaces
-    try:
-        return int(fields[39 - 3])
-    except (IndexError, ValueError):
-        return None
+
+
+def _stat_field(stat: bytes, number: int) -> int:
+    """Field ``number`` (from 1) of a ``/proc`` ``stat`` line, counted after
+    the program's name, which may hold spaces and parentheses."""
+    return int(stat[stat.rindex(b")") + 2:].split()[number - 3])
+
+
+@dataclass(frozen=True, slots=True)
+class _Pinned:
+    cpu: set[int]
+    """The one CPU of the daemon's threads."""
+    every: set[int]
+    """Every CPU the process was given before it pinned them."""
+    watch: CpuWatch

@@ -188,7 +188,7 @@ def test_a_daemon_sharing_its_cpu_with_a_busy_process_schedules_its_threads_as_u
 
 
 LOOKS = """
-import os, sys, threading
+import dataclasses, os, sys, threading
 from enact import one_cpu
 
 class Scripted:  # what each look sees of the CPU: others' share; a woken thread waits 2 ms
@@ -201,7 +201,7 @@ started = threading.Event()
 one_cpu.pin_threads()
 worker = threading.Thread(target=started.wait, daemon=True)
 worker.start()
-one_cpu._watch = Scripted(float(share) for share in sys.argv[1:])
+one_cpu._pinned = dataclasses.replace(one_cpu._pinned, watch=Scripted(float(share) for share in sys.argv[1:]))
 for _ in sys.argv[1:]:
     one_cpu.check_contention()
     print(sorted({os.sched_getscheduler(int(task)) for task in os.listdir("/proc/self/task")}))
