@@ -65,7 +65,10 @@ class Table:
         return None if raw is None else self._decode(key, bytes(raw))
 
     def put(self, txn: lmdb.Transaction, key: bytes, document: Document) -> None:
-        txn.put(key, encode_document(document, version=self.version), db=self.handle)
+        self.put_encoded(txn, key, encode_document(document, version=self.version))
+
+    def put_encoded(self, txn: lmdb.Transaction, key: bytes, raw: bytes) -> None:
+        txn.put(key, raw, db=self.handle)
 
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return bool(txn.delete(key, db=self.handle))
@@ -187,7 +190,7 @@ class RecordTable(Generic[R]):
         return None if document is None else self._decode(key, document)
 
     def put(self, txn: lmdb.Transaction, key: bytes, record: R) -> None:
-        txn.put(key, encode_record(record, version=self.table.version), db=self.table.handle)
+        self.table.put_encoded(txn, key, encode_record(record, version=self.table.version))
 
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return self.table.delete(txn, key)
