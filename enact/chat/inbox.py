@@ -30,7 +30,9 @@ The path of one event, each step committed before the next begins:
 
 At start-up (``recover``), unfinished receipts are resumed, and the outbox is
 told again to deliver every reply not yet completed: its journal makes that
-idempotent (a finished delivery is only reported again).
+idempotent (a finished delivery is only reported again). Then, and every
+``SETTLE_EVERY`` receipts, the next commit also moves the old records into
+the older trees (``InboxRecords.settle``).
 """
 
 from __future__ import annotations
