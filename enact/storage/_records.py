@@ -49,6 +49,17 @@ def decode_document(raw: bytes, *, database: str, key: bytes, max_version: int |
     return document
 
 
+def raw_items(txn: lmdb.Transaction, handle: lmdb._Database, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The keys and values of ``handle`` that start with ``prefix``, in key order."""
+    cursor = txn.cursor(db=handle)
+    if not cursor.set_range(prefix):
+        return
+    for key, raw in cursor:
+        if not bytes(key).startswith(prefix):
+            return
+        yield bytes(key), bytes(raw)
+
+
 class Table:
     """A named database of documents under caller-chosen keys."""
 
@@ -74,13 +85,8 @@ class Table:
         return bool(txn.delete(key, db=self.handle))
 
     def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
-        cursor = txn.cursor(db=self.handle)
-        if not cursor.set_range(prefix):
-            return
-        for key, raw in cursor:
-            if not bytes(key).startswith(prefix):
-                return
-            yield bytes(key), self._decode(bytes(key), bytes(raw))
+        for key, raw in raw_items(txn, self.handle, prefix):
+            yield key, self._decode(key, raw)
 
     def count(self, txn: lmdb.Transaction) -> int:
         return int(txn.stat(self.handle)["entries"])

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 
 import lmdb
 
-from enact.storage._records import _SEQUENCE, AppendLog, CorruptRecord, Document, Table
+from enact.storage._records import _SEQUENCE, AppendLog, CorruptRecord, Document, Table, raw_items
 
 OLDER_TIER = ".older"
 
@@ -40,18 +40,9 @@ def is_older_tier(name: str) -> bool:
     return name.endswith(OLDER_TIER)
 
 
-def _raw_items(txn: lmdb.Transaction, handle: lmdb._Database, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-    cursor = txn.cursor(db=handle)
-    if not cursor.set_range(prefix):
-        return
-    for key, raw in cursor:
-        if not bytes(key).startswith(prefix):
-            return
-        yield bytes(key), bytes(raw)
-
-
-class TieredTable(Table):
-    """A table under any keys, kept in a recent and an older tree."""
+class _TwoTrees(Table):
+    """What a table and a log in two trees share: a key is read from the
+    recent tree, else the older one, and counted in both."""
 
     def __init__(self, name: str, handle: lmdb._Database, older: lmdb._Database, *, version: int) -> None:
         super().__init__(name, handle, version=version)
@@ -63,6 +54,16 @@ class TieredTable(Table):
             raw = txn.get(key, db=self.older)
         return None if raw is None else self._decode(key, bytes(raw))
 
+    def count(self, txn: lmdb.Transaction) -> int:
+        return self.recent_count(txn) + int(txn.stat(self.older)["entries"])
+
+    def recent_count(self, txn: lmdb.Transaction) -> int:
+        return int(txn.stat(self.handle)["entries"])
+
+
+class TieredTable(_TwoTrees):
+    """A table under any keys, kept in a recent and an older tree."""
+
     def put_encoded(self, txn: lmdb.Transaction, key: bytes, raw: bytes) -> None:
         # A key already settled is written where it is, so it is never in both trees.
         where = self.older if txn.get(key, db=self.older) is not None else self.handle
@@ -72,15 +73,9 @@ class TieredTable(Table):
         return bool(txn.delete(key, db=self.handle)) | bool(txn.delete(key, db=self.older))
 
     def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
-        both = heapq.merge(_raw_items(txn, self.older, prefix), _raw_items(txn, self.handle, prefix))
+        both = heapq.merge(raw_items(txn, self.older, prefix), raw_items(txn, self.handle, prefix))
         for key, raw in both:
             yield key, self._decode(key, raw)
-
-    def count(self, txn: lmdb.Transaction) -> int:
-        return int(txn.stat(self.handle)["entries"]) + int(txn.stat(self.older)["entries"])
-
-    def recent_count(self, txn: lmdb.Transaction) -> int:
-        return int(txn.stat(self.handle)["entries"])
 
     def _settled(self, key: bytes, raw: bytes, settled: Callable[[bytes, Document], bool]) -> bool:
         try:
@@ -92,7 +87,7 @@ class TieredTable(Table):
         """Move the recent records that ``settled`` says are old (at most
         ``at_most``) into the older tree, in key order, so that each of its
         pages is written once for all the keys that fall in it; how many moved."""
-        old = ((key, raw) for key, raw in _raw_items(txn, self.handle, b"") if self._settled(key, raw, settled))
+        old = ((key, raw) for key, raw in raw_items(txn, self.handle, b"") if self._settled(key, raw, settled))
         moving = list(itertools.islice(old, at_most))
         for key, raw in moving:
             txn.put(key, raw, db=self.older)
@@ -100,14 +95,10 @@ class TieredTable(Table):
         return len(moving)
 
 
-class TieredLog(AppendLog):
+class TieredLog(_TwoTrees, AppendLog):
     """An append log kept in a recent and an older tree: every key in the
     older tree is below every key in the recent one, so the older tree is
     only ever appended to, and a record's key says which tree holds it."""
-
-    def __init__(self, name: str, handle: lmdb._Database, older: lmdb._Database, *, version: int) -> None:
-        super().__init__(name, handle, version=version)
-        self.older = older
 
     def _last_settled(self, txn: lmdb.Transaction) -> bytes | None:
         cursor = txn.cursor(db=self.older)
@@ -117,12 +108,6 @@ class TieredLog(AppendLog):
         last_settled = self._last_settled(txn)
         return self.older if last_settled is not None and key <= last_settled else self.handle
 
-    def get(self, txn: lmdb.Transaction, key: bytes) -> Document | None:
-        raw = txn.get(key, db=self.handle)
-        if raw is None:
-            raw = txn.get(key, db=self.older)
-        return None if raw is None else self._decode(key, bytes(raw))
-
     def put_encoded(self, txn: lmdb.Transaction, key: bytes, raw: bytes) -> None:
         txn.put(key, raw, db=self._holder(txn, key))
 
@@ -130,18 +115,14 @@ class TieredLog(AppendLog):
         return bool(txn.delete(key, db=self._holder(txn, key)))
 
     def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
-        for key, raw in itertools.chain(_raw_items(txn, self.older, prefix), _raw_items(txn, self.handle, prefix)):
+        for key, raw in itertools.chain(raw_items(txn, self.older, prefix), raw_items(txn, self.handle, prefix)):
             yield key, self._decode(key, raw)
-
-    def count(self, txn: lmdb.Transaction) -> int:
-        return int(txn.stat(self.handle)["entries"]) + int(txn.stat(self.older)["entries"])
 
     def last_cursor(self, txn: lmdb.Transaction) -> int:
         cursor = txn.cursor(db=self.handle)
         if cursor.last():
             return int(_SEQUENCE.unpack(cursor.key())[0])
-        last_settled = self._last_settled(txn)
-        return 0 if last_settled is None else int(_SEQUENCE.unpack(last_settled)[0])
+        return self.settled_through(txn)
 
     def settled_through(self, txn: lmdb.Transaction) -> int:
         """The last sequence number in the older tree (0: none yet)."""
@@ -181,6 +162,3 @@ class TieredLog(AppendLog):
             txn.put(position.key(), position.value(), db=self.older, append=True)
             position.delete()  # and the cursor is on the next record
         return moving
-
-    def recent_count(self, txn: lmdb.Transaction) -> int:
-        return int(txn.stat(self.handle)["entries"])
