@@ -8,8 +8,9 @@ however long the history grows; ``inbox.ids`` maps an event id to its number.
 
 The receipts, the ids and the turns are each kept in two trees
 (``enact.storage.TieredLog``): an event writes only the small trees of recent
-records, and ``settle`` moves the old ones on, many at a time, so a commit
-costs the same at the ten-thousandth event as at the tenth.
+records, and ``settle`` moves the old ones on, many at a time, so the pages
+an event's commits dirty stay few and close together however long the
+history grows.
 """
 
 from __future__ import annotations
