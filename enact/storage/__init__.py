@@ -1,6 +1,6 @@
 """LMDB storage: one environment per home, one store per actor."""
 
-from enact.storage._environment import SCHEMA_VERSION, Migration, Storage, StorageStats, Store, WriteGuard
+from enact.storage._environment import SCHEMA_VERSION, Migration, Storage, StorageStats, WriteGuard
 from enact.storage._errors import DiskFull, MigrationFailed, OwnershipError, SchemaError, StorageError
 from enact.storage._records import (
     AppendLog,
@@ -21,6 +21,7 @@ from enact.storage._schemas import (
     MigrationStep,
     recorded_versions,
 )
+from enact.storage._store import Store
 from enact.storage._tiers import TieredLog, TieredTable, older_tier
 
 __all__ = [
