@@ -42,6 +42,11 @@ class Crash(Request["None"]):
 
 
 @dataclass(frozen=True)
+class Quit(Request["None"]):
+    """The actor stops itself: nobody asked the supervisor to stop it."""
+
+
+@dataclass(frozen=True)
 class Block(Request["None"]):
     release: threading.Event
     entered: threading.Event
@@ -109,6 +114,9 @@ class Flaky(EnactActor):
                 return self.incarnation
             case Crash():
                 raise RuntimeError(f"boom in incarnation {self.incarnation}")
+            case Quit():
+                self.actor_ref.stop(block=False)
+                return None
             case Remember(value=value):
                 store = self.context.own_store()
                 store.write(lambda txn: store.table("flaky.data").put(txn, b"value", {"value": value}))
@@ -367,6 +375,22 @@ def test_an_actor_that_fails_to_restart_counts_as_failing_again(rig: Rig) -> Non
     wait_until(lambda: bool(rig.fatal), what="on_fatal")
     assert "actor flaky failed again after 2 restarts" in rig.fatal[0]
     assert "last failure: actor flaky failed to start" in rig.fatal[0]
+
+
+def test_an_actor_that_stops_itself_is_restarted(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    supervisor.tell("flaky", Quit())
+    # Heard from the ending actor's thread: no failure was reported.
+    wait_until(lambda: _alive_after(supervisor, "flaky", restarts=1), what="the restart")
+    assert supervisor.ask("flaky", Ping(), timeout=5) == 2
+    assert "after failure: stopped unexpectedly" in caplog.text
+
+
+def test_the_supervisors_watch_ends_with_the_stop(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    supervisor.stop(timeout=5)
+    supervisor._monitor.join(5)  # woken by the stop, not by a look every so often
+    assert not supervisor._monitor.is_alive()
 
 
 # --- mailboxes and stopping -------------------------------------------------------------
