@@ -116,7 +116,7 @@ class _TimerThread:
             try:
                 action()
             except Exception:
-                log.exception("a timer's action failed")
+                log.exception("a timer's action %r failed", action)
 
     def _next_due(self) -> Callable[[], None]:
         with self._changed:

@@ -47,6 +47,18 @@ class Quit(Request["None"]):
 
 
 @dataclass(frozen=True)
+class NoteLater(Request["None"]):
+    """The actor tells itself ``Note`` after ``delay`` (its clock's)."""
+
+    delay: float
+
+
+@dataclass(frozen=True)
+class Note:
+    pass
+
+
+@dataclass(frozen=True)
 class Block(Request["None"]):
     release: threading.Event
     entered: threading.Event
@@ -102,6 +114,7 @@ class Flaky(EnactActor):
     """Fails on Crash; every incarnation has its own number."""
 
     incarnations = 0
+    noted: list[int] = []  # noqa: RUF012 (each test starts it afresh)
 
     def __init__(self, context: ActorContext) -> None:
         super().__init__(context)
@@ -116,6 +129,12 @@ class Flaky(EnactActor):
                 raise RuntimeError(f"boom in incarnation {self.incarnation}")
             case Quit():
                 self.actor_ref.stop(block=False)
+                return None
+            case NoteLater(delay=delay):
+                self.tell_later(delay, Note())
+                return None
+            case Note():
+                type(self).noted.append(self.incarnation)
                 return None
             case Remember(value=value):
                 store = self.context.own_store()
@@ -182,6 +201,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     fence = Fence(home, storage)
     fence.acquire(takeover=False)
     Flaky.incarnations = 0
+    Flaky.noted = []
     built = Rig(home=home, storage=storage, fence=fence)
     try:
         yield built
@@ -384,6 +404,17 @@ def test_an_actor_that_stops_itself_is_restarted(rig: Rig, caplog: pytest.LogCap
     wait_until(lambda: _alive_after(supervisor, "flaky", restarts=1), what="the restart")
     assert supervisor.ask("flaky", Ping(), timeout=5) == 2
     assert "after failure: stopped unexpectedly" in caplog.text
+
+
+def test_a_timer_that_comes_due_while_its_actor_restarts_reaches_the_next_incarnation(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    supervisor.ask("flaky", NoteLater(delay=1.0), timeout=5)
+    first = supervisor._slots["flaky"].ref
+    assert first is not None
+    supervisor.tell("flaky", Crash())
+    assert first.actor_stopped.wait(5)  # failed; its restart waits out a back-off
+    rig.clock.advance(1.0)  # the timer fires now, and returns: the wait for the restart is not its thread's
+    wait_until(lambda: Flaky.noted == [2], what="the note told to the restarted actor")
 
 
 def test_the_supervisors_watch_ends_with_the_stop(rig: Rig) -> None:

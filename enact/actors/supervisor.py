@@ -362,8 +362,10 @@ class Supervisor:
             self._failures.put((name, ref, "stopped unexpectedly" if started else str(ActorStartError(name))))
 
     def _watch(self) -> None:
-        # Wakes only for an actor to restart, or for the stop (None).
-        while (failure := self._failures.get()) is not None and not self._stopped.is_set():
+        while not self._stopped.is_set():  # set by a stop, or by a restart too many
+            failure = self._failures.get()  # woken only for an actor to restart, or by the stop (None)
+            if failure is None:
+                return
             self._restart(*failure)
 
     def _restart(self, name: str, ref: pykka.ActorRef[Any] | None, reason: str) -> None:
