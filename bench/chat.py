@@ -361,7 +361,8 @@ def run(quick: bool) -> Table:
     table.note(f"0 history: a fresh home per trial and way; {history:,} history: one home per way, pre-filled "
                f"before the actors start (not through the chat path) with {history:,} completed receipts, "
                f"delivered deliveries and turn-log records written through the inbox's and the outbox's own "
-               f"stores in commits of {PREFILL_GROUP:,} events, in the records the inbox and the outbox write "
+               f"stores in commits of {PREFILL_GROUP:,} events, in the records the inbox and the outbox write, "
+               f"each commit settling its old records into the older trees as the inbox does "
                f"({prefill_s:.1f} s); it held {full_events:,} events when its trials ended")
     table.note(f"JSON files: per event, receipt (processing), delivery (pending, with the reply), delivery "
                f"(delivered), receipt (completed): each a rewrite of the whole file (temp file, fsync, rename, "

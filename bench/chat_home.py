@@ -128,6 +128,8 @@ class ChatDatabases:
                     self.open.delete(txn, key)  # finished
                     self.turns.append(txn, turn)
                     keys.append(key)
+                while self.records.settle(txn):
+                    pass  # the old records in the older trees, as the inbox's settles leave them
                 return keys
 
             def write_deliveries(txn: lmdb.Transaction, keys: list[bytes],

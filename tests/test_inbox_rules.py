@@ -25,7 +25,7 @@ from enact.chat.inbox_effects import (
     Tell,
     ToConversation,
 )
-from enact.chat.inbox_records import DATABASES
+from enact.chat.inbox_records import DATABASES, IDS_SETTLED_AT, RECENT_KEPT, SETTLE_AT_MOST, SETTLE_EVERY
 from enact.messages.common import HUMAN_CLI, NotFound
 from enact.messages.inbox import (
     Accepted,
@@ -174,6 +174,68 @@ def test_a_reply_its_channel_takes_at_once_is_stored_and_its_turn_logged_in_one_
     # Told again (a conversation's answer repeated), nothing is offered, stored or logged twice.
     daemon.inbox.turn_finished(TurnFinished(event_id=eid, reply="hi there", actions=()), NOW + 2)
     assert [e for e in daemon.commit() if not isinstance(e, ConversationDone)] == [] and len(offered) == 1
+
+
+def _recent_and_older(store: Store, daemon: Daemon) -> dict[str, tuple[int, int]]:
+    records = daemon.inbox.records
+    tables = {"receipts": records.receipts.table, "turns": records.turns.table, "ids": records.ids}
+    return store.read(lambda txn: {name: (table.recent_count(txn), table.count(txn) - table.recent_count(txn))
+                                   for name, table in tables.items()})
+
+
+def test_old_receipts_and_turns_move_to_the_older_trees_and_every_event_and_turn_is_still_found(
+        store: Store) -> None:
+    daemon = Daemon(store, generation=1, deliver_at_once=lambda reply: True)
+    events = [event(f"m{n}") for n in range(RECENT_KEPT + 3 * SETTLE_EVERY)]
+    for sent in events:
+        daemon.inbox.receive(Receive(event=sent, origin=HUMAN_CLI), NOW)
+    daemon.commit()
+    # A settle every SETTLE_EVERY receipts, each leaving the newest RECENT_KEPT; no turn is logged yet.
+    assert _recent_and_older(store, daemon) == {"receipts": (RECENT_KEPT, 3 * SETTLE_EVERY), "turns": (0, 0),
+                                                "ids": (len(events), 0)}
+    for n, sent in enumerate(events):
+        daemon.inbox.turn_finished(TurnFinished(event_id=sent.event_id, reply=f"reply {n}", actions=()), NOW + n)
+    daemon.commit()
+    before = daemon.inbox.turns(ReadTurns(limit=1000)).turns
+
+    restarted = Daemon(store, generation=2, deliver_at_once=lambda reply: True)
+    restarted.inbox.recover()  # which settles what the last daemon left
+    assert not handed(restarted.commit())
+    assert _recent_and_older(store, restarted)["turns"] == (RECENT_KEPT, 3 * SETTLE_EVERY)
+    assert restarted.inbox.turns(ReadTurns(limit=1000)).turns == before
+    assert [t.reply for t in restarted.inbox.turns(ReadTurns(last=2)).turns] == [
+        f"reply {len(events) - 2}", f"reply {len(events) - 1}"]
+    assert [t.cursor for t in restarted.inbox.turns(ReadTurns(since=3, limit=2)).turns] == [4, 5]
+    # The oldest event, its receipt in the older tree, is still answered once: told again, a duplicate.
+    oldest = events[0]
+    again = restarted.inbox.receive(Receive(event=oldest, origin=HUMAN_CLI), NOW)
+    assert not handed(restarted.commit())
+    assert answered(again) == Accepted(event_id=oldest.event_id, duplicate=True, in_flight=False)
+    assert restarted.inbox.outcome(oldest.event_id).reply == "reply 0"
+
+
+def test_the_ids_of_settled_receipts_move_many_at_once_and_a_home_of_one_tree_catches_up_a_batch_a_settle(
+        store: Store) -> None:
+    """A home written before the trees were two has every record in the recent ones."""
+    daemon = Daemon(store, generation=1)
+    records = daemon.inbox.records
+    count = SETTLE_AT_MOST + IDS_SETTLED_AT
+    sent = [event(f"m{n}") for n in range(count)]
+    store.write(lambda txn: [daemon.inbox.rules.receive(txn, e, origin=HUMAN_CLI, generation=1, now=NOW) for e in sent])
+
+    assert store.write(records.settle) is True  # SETTLE_AT_MOST moved: more are left
+    assert _recent_and_older(store, daemon) == {
+        "receipts": (count - SETTLE_AT_MOST, SETTLE_AT_MOST), "turns": (0, 0),
+        "ids": (count - SETTLE_AT_MOST, SETTLE_AT_MOST)}
+    assert store.write(records.settle) is False
+    kept = RECENT_KEPT
+    assert _recent_and_older(store, daemon) == {"receipts": (kept, count - kept), "turns": (0, 0),
+                                                "ids": (kept, count - kept)}
+    found = store.read(lambda txn: [records.find(txn, e.event_id) for e in sent])
+    assert [receipt.event_id for _, receipt in found] == [e.event_id for e in sent]
+    # Under IDS_SETTLED_AT recent ids, the ids wait for a larger batch.
+    assert store.write(records.settle) is False
+    assert _recent_and_older(store, daemon)["ids"] == (kept, count - kept)
 
 
 def test_a_failed_turn_is_retried_later_then_given_up_with_one_diagnostic_reply(store: Store) -> None:

@@ -30,7 +30,9 @@ The path of one event, each step committed before the next begins:
 
 At start-up (``recover``), unfinished receipts are resumed, and the outbox is
 told again to deliver every reply not yet completed: its journal makes that
-idempotent (a finished delivery is only reported again).
+idempotent (a finished delivery is only reported again). Then, and every
+``SETTLE_EVERY`` receipts, the next commit also moves the old records into
+the older trees (``InboxRecords.settle``).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from enact.chat.inbox_effects import (
     Tell,
     ToConversation,
 )
-from enact.chat.inbox_records import InboxRecords, sequence_of
+from enact.chat.inbox_records import SETTLE_EVERY, InboxRecords, sequence_of
 from enact.chat.notices import notice_event
 from enact.chat.receipts import GiveUp, ReceiptRules, Received, Resumption, RetryIn, diagnostic
 from enact.chat.records import Receipt, ReceiptStatus, TurnOutcome
@@ -125,6 +127,7 @@ class Inbox:
         # The event and attempt of each turn handed to a conversation and not
         # yet answered: what a reply delivered at once is addressed by.
         self._turns: dict[str, tuple[ChatEvent, int]] = {}
+        self._received_since_settle = 0
 
     def take_effects(self) -> list[Effect]:
         """What the commits so far call for, in order; the actor carries it out at once."""
@@ -178,7 +181,25 @@ class Inbox:
         self.batch.stage(lambda txn: self.rules.receive(txn, event, origin=message.origin,
                                                         generation=self._generation, now=now),
                          after, failed=reply.fail)
+        self._received_since_settle += 1
+        if self._received_since_settle >= SETTLE_EVERY:
+            self._settle()
         return reply
+
+    def _settle(self) -> None:
+        """Move the old records into the older trees, in the next commit
+        (``InboxRecords.settle``); again at the next event if some are left."""
+        self._received_since_settle = 0
+
+        def after(more: bool) -> None:
+            if more:
+                self._received_since_settle = SETTLE_EVERY
+
+        def failed(error: Exception) -> None:
+            # Nothing is lost: the records stay in the recent trees, where they are read as well.
+            log.warning("moving old receipts and turns into the older trees failed: %s", error)
+
+        self.batch.stage(self.records.settle, after, failed=failed, told=True)
 
     def _duplicate(self, event_id: str, key: bytes, receipt: Receipt) -> Accepted:
         self._effects.append(Count(receipt.event.channel, "duplicate"))
@@ -383,6 +404,7 @@ class Inbox:
             if receipt.status is ReceiptStatus.PROCESSING:
                 log.info("resuming event %s (attempt %d so far)", receipt.event_id, receipt.attempts)
             self._resume(receipt.event_id, key, receipt)
+        self._settle()
 
     # -- reading (after what is staged is committed) ------------------------------
 

@@ -5,6 +5,11 @@ Receipts and open marks (and the outbox's deliveries) are keyed by the
 receipt's sequence number (big-endian), so the records of events in progress
 sit together at the end of each tree and a commit touches the same few pages
 however long the history grows; ``inbox.ids`` maps an event id to its number.
+
+The receipts, the ids and the turns are each kept in two trees
+(``enact.storage.TieredLog``): an event writes only the small trees of recent
+records, and ``settle`` moves the old ones on, many at a time, so a commit
+costs the same at the ten-thousandth event as at the tenth.
 """
 
 from __future__ import annotations
@@ -18,14 +23,28 @@ import lmdb
 
 from enact.chat.records import CursorRecord, Receipt
 from enact.messages.inbox import Turn
-from enact.storage import AppendLog, CorruptRecord, RecordTable, Store, encode_record
+from enact.storage import AppendLog, CorruptRecord, RecordTable, Store, TieredLog, encode_record, older_tier
 
 RECEIPTS = "inbox.receipts"
 IDS = "inbox.ids"
 OPEN = "inbox.open"
 CURSORS = "inbox.cursors"
 TURNS = "logs.turns"
-DATABASES = (RECEIPTS, IDS, OPEN, CURSORS, TURNS)
+TIERED = (RECEIPTS, IDS, TURNS)
+DATABASES = (RECEIPTS, IDS, OPEN, CURSORS, TURNS, *(older_tier(name) for name in TIERED))
+
+SETTLE_EVERY = 256
+"""Receipts made between two settles (``InboxRecords.settle``)."""
+RECENT_KEPT = 512
+"""Receipts and turns a settle leaves in the recent trees: the events in
+progress are among the newest, and their records are written again."""
+IDS_SETTLED_AT = 2_560
+"""Recent ids that make a settle move the ids of settled receipts. An id's
+place is random, so moving many at once writes each page of the older tree
+once for all the ids that fall in it; the recent tree stays two levels deep."""
+SETTLE_AT_MOST = 4_096
+"""Records a settle moves per tree: a home written before the trees were
+two catches up over its next settles instead of in one long commit."""
 
 R = TypeVar("R")
 
@@ -33,7 +52,7 @@ R = TypeVar("R")
 class RecordLog(RecordTable[R], Generic[R]):
     """An append log whose values are records of one type."""
 
-    def __init__(self, log: AppendLog, cls: type[R]) -> None:
+    def __init__(self, log: TieredLog, cls: type[R]) -> None:
         super().__init__(log, cls)
         self.log = log
 
@@ -55,7 +74,7 @@ class RecordLog(RecordTable[R], Generic[R]):
 class TurnLog(RecordLog[Turn]):
     """``logs.turns``: each turn stored with its cursor, which is its key."""
 
-    def __init__(self, log: AppendLog) -> None:
+    def __init__(self, log: TieredLog) -> None:
         super().__init__(log, Turn)
 
     def append(self, txn: lmdb.Transaction, record: Turn) -> int:
@@ -74,11 +93,23 @@ class InboxRecords:
     """The inbox's databases, opened from its own store."""
 
     def __init__(self, store: Store) -> None:
-        self.ids = store.table(IDS)
-        self.receipts = RecordLog(store.log(RECEIPTS), Receipt)
+        self.ids = store.tiered_table(IDS)
+        self.receipts = RecordLog(store.tiered_log(RECEIPTS), Receipt)
         self.open = store.table(OPEN)
         self.cursors = RecordTable(store.table(CURSORS), CursorRecord)
-        self.turns = TurnLog(store.log(TURNS))
+        self.turns = TurnLog(store.tiered_log(TURNS))
+
+    def settle(self, txn: lmdb.Transaction) -> bool:
+        """Move the old receipts, turns and ids into the older trees; whether
+        more are left to move (a home written before there were two)."""
+        receipts, turns = self.receipts.log, self.turns.log
+        more = receipts.settle(txn, keep=RECENT_KEPT, at_most=SETTLE_AT_MOST) == SETTLE_AT_MOST
+        more |= turns.settle(txn, keep=RECENT_KEPT, at_most=SETTLE_AT_MOST) == SETTLE_AT_MOST
+        if self.ids.recent_count(txn) >= IDS_SETTLED_AT:
+            settled_through = receipts.settled_through(txn)
+            moved = self.ids.settle(txn, lambda _, entry: _settled(entry, settled_through), at_most=SETTLE_AT_MOST)
+            more |= moved == SETTLE_AT_MOST
+        return more
 
     def key_of(self, txn: lmdb.Transaction, event_id: str) -> bytes | None:
         entry = self.ids.get(txn, event_id.encode())
@@ -103,6 +134,12 @@ class InboxRecords:
     def cursor(self, txn: lmdb.Transaction, channel: str) -> int:
         stored = self.cursors.get(txn, channel.encode())
         return stored.cursor if stored is not None else 0
+
+
+def _settled(entry: dict[str, object], settled_through: int) -> bool:
+    # An entry that cannot be read stays where it is, and is reported when it is looked up.
+    sequence = entry.get("seq")
+    return isinstance(sequence, int) and sequence <= settled_through
 
 
 def sequence_of(key: bytes) -> int:

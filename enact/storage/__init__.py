@@ -21,6 +21,7 @@ from enact.storage._schemas import (
     MigrationStep,
     recorded_versions,
 )
+from enact.storage._tiers import TieredLog, TieredTable, older_tier
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -43,10 +44,13 @@ __all__ = [
     "StorageStats",
     "Store",
     "Table",
+    "TieredLog",
+    "TieredTable",
     "WriteGuard",
     "decode_document",
     "decode_record",
     "encode_document",
     "encode_record",
+    "older_tier",
     "recorded_versions",
 ]

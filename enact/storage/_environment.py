@@ -32,6 +32,7 @@ from enact.storage._schemas import (
     recorded_versions,
     schema_key,
 )
+from enact.storage._tiers import TieredLog, TieredTable, is_older_tier, older_tier
 
 T = TypeVar("T")
 
@@ -206,14 +207,15 @@ class Storage:
         backup = before_migrating(dict(plan))
         # Opened outside the migration: a handle opened in a transaction that
         # aborts is closed with it, and would be handed out broken afterwards.
-        handles = {name: self._handle(name) for name in plan}
+        # A database kept in two trees is migrated in both (enact.storage._tiers).
+        handles = {name: [self._handle(name), *self._older_tier_handle(name)] for name in plan}
 
         def run_steps(txn: lmdb.Transaction) -> None:
             for name, (found, current) in plan.items():
-                handle = handles[name]
                 for step in range(found, current):
                     try:
-                        self._schemas[name].migrations[step](txn, handle)
+                        for handle in handles[name]:
+                            self._schemas[name].migrations[step](txn, handle)
                     except (lmdb.MapFullError, lmdb.MapResizedError):
                         raise  # the whole migration is retried once the map has grown
                     except Exception as error:
@@ -252,7 +254,9 @@ class Storage:
         missing = [name for name in dict.fromkeys(databases) if name not in self._handles]
 
         def unrecorded(txn: lmdb.Transaction) -> list[str]:
-            return [name for name in databases if txn.get(schema_key(name), db=meta) is None]
+            # An older tier is its database's: it has no version of its own.
+            return [name for name in databases
+                    if not is_older_tier(name) and txn.get(schema_key(name), db=meta) is None]
 
         if not missing and not self._read(unrecorded):
             return
@@ -269,6 +273,12 @@ class Storage:
             self._handles.update(self._write(prepare, guarded=False))
         finally:
             self._versions = None
+
+    def _older_tier_handle(self, name: str) -> list[lmdb._Database]:
+        """The handle of ``name``'s older tier, if it has one."""
+        tier = older_tier(name)
+        exists = self._read(lambda txn: database_exists(txn, tier))
+        return [self._handle(tier)] if exists else []
 
     def _handle(self, name: str) -> lmdb._Database:
         handle = self._handles.get(name)
@@ -383,6 +393,13 @@ class Store:
 
     def log(self, name: str, *, version: int = 1) -> AppendLog:
         return AppendLog(name, self.handle(name), version=version)
+
+    def tiered_table(self, name: str, *, version: int = 1) -> TieredTable:
+        """``name`` kept in two trees (``enact.storage._tiers``); the owner is granted both."""
+        return TieredTable(name, self.handle(name), self.handle(older_tier(name)), version=version)
+
+    def tiered_log(self, name: str, *, version: int = 1) -> TieredLog:
+        return TieredLog(name, self.handle(name), self.handle(older_tier(name)), version=version)
 
     def read(self, fn: Callable[[lmdb.Transaction], T]) -> T:
         return self._storage._read(fn)

@@ -49,6 +49,17 @@ def decode_document(raw: bytes, *, database: str, key: bytes, max_version: int |
     return document
 
 
+def raw_items(txn: lmdb.Transaction, handle: lmdb._Database, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """The keys and values of ``handle`` that start with ``prefix``, in key order."""
+    cursor = txn.cursor(db=handle)
+    if not cursor.set_range(prefix):
+        return
+    for key, raw in cursor:
+        if not bytes(key).startswith(prefix):
+            return
+        yield bytes(key), bytes(raw)
+
+
 class Table:
     """A named database of documents under caller-chosen keys."""
 
@@ -65,19 +76,17 @@ class Table:
         return None if raw is None else self._decode(key, bytes(raw))
 
     def put(self, txn: lmdb.Transaction, key: bytes, document: Document) -> None:
-        txn.put(key, encode_document(document, version=self.version), db=self.handle)
+        self.put_encoded(txn, key, encode_document(document, version=self.version))
+
+    def put_encoded(self, txn: lmdb.Transaction, key: bytes, raw: bytes) -> None:
+        txn.put(key, raw, db=self.handle)
 
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return bool(txn.delete(key, db=self.handle))
 
     def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
-        cursor = txn.cursor(db=self.handle)
-        if not cursor.set_range(prefix):
-            return
-        for key, raw in cursor:
-            if not bytes(key).startswith(prefix):
-                return
-            yield bytes(key), self._decode(bytes(key), bytes(raw))
+        for key, raw in raw_items(txn, self.handle, prefix):
+            yield key, self._decode(key, raw)
 
     def count(self, txn: lmdb.Transaction) -> int:
         return int(txn.stat(self.handle)["entries"])
@@ -187,7 +196,7 @@ class RecordTable(Generic[R]):
         return None if document is None else self._decode(key, document)
 
     def put(self, txn: lmdb.Transaction, key: bytes, record: R) -> None:
-        txn.put(key, encode_record(record, version=self.table.version), db=self.table.handle)
+        self.table.put_encoded(txn, key, encode_record(record, version=self.table.version))
 
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return self.table.delete(txn, key)
