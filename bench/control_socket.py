@@ -32,6 +32,7 @@ from pathlib import Path
 
 from bench._daemons import start_daemon, stop_daemon
 from bench._table import Table, median, percentile, rate, ratio, us
+from bench._wakeups import idle_wakeups
 from enact.cli._client import Client
 from enact.home import SOCKET_NAME
 from enact.messages import decode, encode
@@ -276,6 +277,11 @@ def run(quick: bool) -> Table:
                    "threads, per request: what a busy machine moves least; the floor's is the echo server's")
         table.note(f"CPU of the codec alone per round trip (encode and decode Status and the report, in this "
                    f"process): {us(_codec_seconds(encode(BRIEF), replies['Status'], count))} µs")
+        idle = idle_wakeups(daemon.pid, seconds=1.0 if quick else 5.0)
+        table.note(f"the daemon idle after the trials wakes {idle.per_second:.0f} times a second (every thread's "
+                   f"voluntary context switches in /proc over {1 if quick else 5} s, and "
+                   f"{idle.threads_started_per_second:.1f} threads started a second): each wake-up takes the one CPU "
+                   f"its threads share from the one answering a request")
     finally:
         for echo in echoes:
             stop_daemon(echo)

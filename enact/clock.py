@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+log = logging.getLogger(__name__)
 
 
 class Timer(Protocol):
@@ -40,26 +44,6 @@ class Clock(Protocol):
         ...
 
 
-class RealClock:
-    """The machine's clock: ``time.time``, ``time.monotonic``, and a daemon
-    thread per timer (a timer must not keep a stopping process alive)."""
-
-    def time(self) -> float:
-        return time.time()
-
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def call_later(self, delay: float, action: Callable[[], None]) -> Timer:
-        timer = threading.Timer(delay, action)
-        timer.daemon = True
-        timer.start()
-        return timer
-
-
-REAL_CLOCK = RealClock()
-
-
 @dataclass(order=True)
 class _Pending:
     due: float
@@ -69,6 +53,89 @@ class _Pending:
 
     def cancel(self) -> None:
         self.cancelled = True
+
+
+class RealClock:
+    """The machine's clock: ``time.time``, ``time.monotonic``, and timers
+    served by one thread for the whole process (``_TimerThread``)."""
+
+    def time(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def call_later(self, delay: float, action: Callable[[], None]) -> Timer:
+        return _TIMERS.add(delay, action)
+
+
+class _TimerThread:
+    """Every real timer of the process on one daemon thread (``enact-clock``),
+    started on first use, which sleeps until the earliest due time or until
+    a sooner timer is added. A thread per timer (``threading.Timer``) had
+    made the idle daemon start and end a thread every second for each
+    ticking actor, on the one CPU its threads share (``enact.one_cpu``).
+
+    A cancelled timer stays in the heap, marked, until it comes up (its
+    action is then skipped), so cancel takes no lock. An action that
+    raises is logged and the thread serves the next one. Actions run one
+    after another: one that blocked would hold up every later timer, which
+    is why the protocol says they must not (an actor's timer only tells).
+
+    The thread does not survive a ``fork``: the child gets a fresh heap
+    and starts its own thread on its first timer, while its parent's
+    timers, whose actors it does not run, are dropped (as a thread per timer
+    had done). Nothing forks and then sets timers today: the command server
+    forks for each command but runs no actors, and the daemon's programs
+    start with ``exec``; the reset is there so a child that does need not know."""
+
+    def __init__(self) -> None:
+        self._reset()
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
+        self._due: list[_Pending] = []
+        self._changed = threading.Condition(threading.Lock())
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def add(self, delay: float, action: Callable[[], None]) -> _Pending:
+        pending = _Pending(due=time.monotonic() + max(0.0, delay), order=next(self._order), action=action)
+        with self._changed:
+            heapq.heappush(self._due, pending)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="enact-clock", daemon=True)
+                self._thread.start()
+            elif self._due[0] is pending:  # sooner than what the thread sleeps towards
+                self._changed.notify()
+        return pending
+
+    def _serve(self) -> None:
+        while True:
+            action = self._next_due()
+            try:
+                action()
+            except Exception:
+                log.exception("a timer's action %r failed", action)
+
+    def _next_due(self) -> Callable[[], None]:
+        with self._changed:
+            while True:
+                while self._due and self._due[0].cancelled:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    self._changed.wait()
+                    continue
+                wait = self._due[0].due - time.monotonic()
+                if wait <= 0:
+                    return heapq.heappop(self._due).action
+                self._changed.wait(wait)
+
+
+
+
+_TIMERS = _TimerThread()
+REAL_CLOCK = RealClock()
 
 
 class ManualClock:

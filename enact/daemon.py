@@ -347,8 +347,9 @@ class _Daemon:
         log.info("stopped")
 
     def _stop_metrics_server_meanwhile(self) -> threading.Thread:
-        """The HTTP server takes up to its poll interval (0.5 s) to stop:
-        overlapped with the actors' stop rather than added to it."""
+        """The HTTP server stops once a connection wakes it (or at its
+        poll, seconds apart): overlapped with the actors' stop rather than
+        added to it."""
         stopping = threading.Thread(target=self.metrics_server.stop, name="enact-metrics-stop", daemon=True)
         stopping.start()
         return stopping

@@ -10,8 +10,9 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from socketserver import ThreadingMixIn
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar, cast
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import (
     CollectorRegistry,
@@ -20,7 +21,7 @@ from prometheus_client import (
     Histogram,
     ProcessCollector,
     disable_created_metrics,
-    start_http_server,
+    make_wsgi_app,
 )
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
@@ -269,7 +270,7 @@ class MetricsServer:
         stopping = threading.Thread(target=self.server.shutdown, name="enact-metrics-shutdown", daemon=True)
         stopping.start()
         # serve_forever sees the request to stop only when its select returns,
-        # up to its poll interval (0.5 s) later: a connection wakes it at once.
+        # up to its poll interval later: a connection wakes it at once.
         host, port = self.server.server_address[:2]
         deadline = time.monotonic() + _WAKE_FOR_S
         while stopping.is_alive() and time.monotonic() < deadline:
@@ -282,11 +283,33 @@ class MetricsServer:
 
 _WAKE_FOR_S = 1.0
 """How long a stop keeps waking the server before it waits out its poll."""
+_POLL_S = 10.0
+"""How often the idle server looks whether it is asked to stop (a stop
+wakes it at once; prometheus-client's own server looks twice a second,
+waking the idle daemon's one CPU for nothing)."""
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True  # a scrape under way does not hold the daemon's exit up
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """A scrape every few seconds is no news for the log."""
 
 
 def serve(metrics: Metrics, address: str) -> MetricsServer:
+    """prometheus-client's exposition (its WSGI application) on a server of
+    our own, whose thread sleeps while nobody scrapes."""
     host, port = parse_address(address)
-    server, thread = start_http_server(port, addr=host, registry=metrics.registry)
+    # The family of the address given (an IPv6 one needs AF_INET6), as
+    # prometheus-client's own start_http_server picks it.
+    family, _, _, _, bound = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_class = type("_MetricsServer", (_ThreadingServer,), {"address_family": family})
+    server: WSGIServer = make_server(str(bound[0]), port, make_wsgi_app(metrics.registry), server_class=server_class,
+                         handler_class=_QuietHandler)
+    thread = threading.Thread(target=server.serve_forever, args=(_POLL_S,), name="enact-metrics", daemon=True)
+    thread.start()
     return MetricsServer(server=server, thread=thread)
 
 

@@ -42,6 +42,23 @@ class Crash(Request["None"]):
 
 
 @dataclass(frozen=True)
+class Quit(Request["None"]):
+    """The actor stops itself: nobody asked the supervisor to stop it."""
+
+
+@dataclass(frozen=True)
+class NoteLater(Request["None"]):
+    """The actor tells itself ``Note`` after ``delay`` (its clock's)."""
+
+    delay: float
+
+
+@dataclass(frozen=True)
+class Note:
+    pass
+
+
+@dataclass(frozen=True)
 class Block(Request["None"]):
     release: threading.Event
     entered: threading.Event
@@ -97,6 +114,7 @@ class Flaky(EnactActor):
     """Fails on Crash; every incarnation has its own number."""
 
     incarnations = 0
+    noted: list[int] = []  # noqa: RUF012 (each test starts it afresh)
 
     def __init__(self, context: ActorContext) -> None:
         super().__init__(context)
@@ -109,6 +127,15 @@ class Flaky(EnactActor):
                 return self.incarnation
             case Crash():
                 raise RuntimeError(f"boom in incarnation {self.incarnation}")
+            case Quit():
+                self.actor_ref.stop(block=False)
+                return None
+            case NoteLater(delay=delay):
+                self.tell_later(delay, Note())
+                return None
+            case Note():
+                type(self).noted.append(self.incarnation)
+                return None
             case Remember(value=value):
                 store = self.context.own_store()
                 store.write(lambda txn: store.table("flaky.data").put(txn, b"value", {"value": value}))
@@ -174,6 +201,7 @@ def rig(tmp_path: Path) -> Iterator[Rig]:
     fence = Fence(home, storage)
     fence.acquire(takeover=False)
     Flaky.incarnations = 0
+    Flaky.noted = []
     built = Rig(home=home, storage=storage, fence=fence)
     try:
         yield built
@@ -367,6 +395,33 @@ def test_an_actor_that_fails_to_restart_counts_as_failing_again(rig: Rig) -> Non
     wait_until(lambda: bool(rig.fatal), what="on_fatal")
     assert "actor flaky failed again after 2 restarts" in rig.fatal[0]
     assert "last failure: actor flaky failed to start" in rig.fatal[0]
+
+
+def test_an_actor_that_stops_itself_is_restarted(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    supervisor.tell("flaky", Quit())
+    # Heard from the ending actor's thread: no failure was reported.
+    wait_until(lambda: _alive_after(supervisor, "flaky", restarts=1), what="the restart")
+    assert supervisor.ask("flaky", Ping(), timeout=5) == 2
+    assert "after failure: stopped unexpectedly" in caplog.text
+
+
+def test_a_timer_that_comes_due_while_its_actor_restarts_reaches_the_next_incarnation(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    supervisor.ask("flaky", NoteLater(delay=1.0), timeout=5)
+    first = supervisor._slots["flaky"].ref
+    assert first is not None
+    supervisor.tell("flaky", Crash())
+    assert first.actor_stopped.wait(5)  # failed; its restart waits out a back-off
+    rig.clock.advance(1.0)  # the timer fires now, and returns: the wait for the restart is not its thread's
+    wait_until(lambda: Flaky.noted == [2], what="the note told to the restarted actor")
+
+
+def test_the_supervisors_watch_ends_with_the_stop(rig: Rig) -> None:
+    supervisor = rig.started([ActorSpec(name="flaky", actor=Flaky)])
+    supervisor.stop(timeout=5)
+    supervisor._monitor.join(5)  # woken by the stop, not by a look every so often
+    assert not supervisor._monitor.is_alive()
 
 
 # --- mailboxes and stopping -------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -68,7 +69,10 @@ class ActorSystem(Protocol):
 
     def ask(self, name: str, message: Request[R], *, timeout: float) -> R: ...
 
-    def tell(self, name: str, message: object) -> None: ...
+    def tell(self, name: str, message: object, *, wait_s: float = ...) -> None:
+        """Tell ``name``; one that failed is waited for up to ``wait_s`` (by
+        default its longest restart back-off) to come back."""
+        ...
 
     def spawn(self, spec: ActorSpec, *, family: str) -> None: ...
 
@@ -79,6 +83,11 @@ class ActorSystem(Protocol):
     def publish(self, event: object) -> None: ...
 
     def report_failure(self, name: str, ref: pykka.ActorRef[Any] | None, error: BaseException | None) -> None: ...
+
+    def ended(self, name: str, ref: pykka.ActorRef[Any], *, started: bool) -> None:
+        """The actor's thread is ending and no failure of it was reported;
+        ``started``: its ``on_start`` had run."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +160,9 @@ class EnactActor(pykka.ThreadingActor):
         # actor owes, failed at once if it fails or stops.
         self._owed: list[Deferred] = []
         self._timers: dict[object, Timer] = {}
+        self._started = False
+        """Its ``on_start`` ran (the supervisor's STARTED was handled)."""
+        self._failure_reported = False
         running = metrics.long_work.labels(actor=context.slot.family)
         self._long_work = LongWork(context.name, tell_back=self._tell_back, running=running.inc)
         inbox = cast(CountingInbox, self.actor_inbox)  # made by _create_actor_inbox below
@@ -159,6 +171,15 @@ class EnactActor(pykka.ThreadingActor):
         the asker's thread while it is idle (``enact.actors._idle_reads``):
         declared in ``__init__`` with ``self.idle_reads.declare``."""
         context.slot.idle_reads = self.idle_reads
+
+    def _actor_loop(self) -> None:  # pykka's: the actor's whole life on its thread
+        try:
+            super()._actor_loop()
+        finally:
+            # However it ended (a stop nobody asked for, an ``on_start`` or
+            # ``on_failure`` that raised), the supervisor hears of it now.
+            if not self._failure_reported:
+                self.context.supervisor.ended(self.context.name, self.actor_ref, started=self._started)
 
     @staticmethod
     def _create_actor_inbox() -> Any:  # pykka's hook for the mailbox
@@ -177,6 +198,7 @@ class EnactActor(pykka.ThreadingActor):
 
     def _receive(self, message: Any) -> Any:
         if message is STARTED:
+            self._started = True
             return None  # not counted: it is the supervisor's, not a caller's
         started = time.perf_counter()
         try:
@@ -224,10 +246,22 @@ class EnactActor(pykka.ThreadingActor):
 
         def fire() -> None:
             self._timers.pop(key, None)
-            with contextlib.suppress(ActorUnavailable):  # the daemon is stopping
-                self.context.tell(self.context.name, message)
+            try:
+                self.context.supervisor.tell(self.context.name, message, wait_s=0.0)
+            except ActorUnavailable:
+                if self.context.supervisor.stopping:
+                    return
+                # Failed and not restarted yet: the wait for the next
+                # incarnation (its back-off, seconds) is not for the clock's
+                # thread, which serves every timer of the process.
+                threading.Thread(target=self._tell_once_back, args=(message,), daemon=True,
+                                 name=f"enact-timer-{self.context.name}").start()
 
         self._timers[key] = self.context.clock.call_later(delay, fire)
+
+    def _tell_once_back(self, message: object) -> None:
+        with contextlib.suppress(ActorUnavailable):  # not back in time, or retired, or the daemon is stopping
+            self.context.tell(self.context.name, message)
 
     def cancel_timers(self) -> None:
         """Drop every ``tell_later`` not yet told."""
@@ -294,4 +328,5 @@ class EnactActor(pykka.ThreadingActor):
         self._fail_what_is_owed(f"actor {self.context.name!r} failed: {exception_value!r}")
         self.context.metrics.actor_messages.retire(self._tally)
         self.context.supervisor.report_failure(self.context.name, self.actor_ref, exception_value)
+        self._failure_reported = True
 

@@ -45,7 +45,6 @@ log = logging.getLogger(__name__)
 R = TypeVar("R")
 
 
-_LIVENESS_INTERVAL_S = 0.5
 _MAX_BACKOFF_S = 5.0
 _START_TIMEOUT_S = 30.0
 
@@ -90,7 +89,8 @@ class Supervisor:
         """What status says of the actors; told of every change to a slot."""
         self._pools: dict[str, KeyedPool] = {}
         self._lock = threading.Lock()
-        self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str]] = queue.Queue()
+        self._failures: queue.Queue[tuple[str, pykka.ActorRef[Any] | None, str] | None] = queue.Queue()
+        """Actors to restart; None once the daemon stops, to end the watch."""
         self._stopped = threading.Event()
         self._stopping_token = fence.token.child()
         self._monitor = threading.Thread(target=self._watch, name="enact-supervisor", daemon=True)
@@ -193,6 +193,7 @@ class Supervisor:
     def stop(self, timeout: float) -> None:
         """Stop every actor, last started first, within ``timeout`` in all."""
         self._stopped.set()
+        self._failures.put(None)
         # Long work (a task attempt) hands its work back instead of holding
         # the stop up to the timeout.
         self._stopping_token.cancel(DAEMON_STOPPING)
@@ -217,6 +218,7 @@ class Supervisor:
         """Ask every actor to stop at once and wait at most ``timeout`` in all:
         for a fenced daemon, whose remaining work can only be refused."""
         self._stopped.set()
+        self._failures.put(None)
         with self._lock:
             slots = list(self._slots.values())
         futures = []
@@ -319,13 +321,15 @@ class Supervisor:
         """Counted as a message the actor handled, as the ask would have been."""
         self._metrics.actor_messages.count_elsewhere(family, message_label(message))
 
-    def tell(self, name: str, message: object) -> None:
+    def tell(self, name: str, message: object, *, wait_s: float = _MAX_BACKOFF_S * 2) -> None:
+        """Tell actor ``name``; one that failed is waited for up to ``wait_s``
+        to come back (its restart's back-off) before ActorUnavailable."""
         ref = self._current_ref(name)
         try:
             ref.tell(message)
         except pykka.ActorDeadError:
             try:
-                self._current_ref(name, stale=ref, wait_s=_MAX_BACKOFF_S * 2).tell(message)
+                self._current_ref(name, stale=ref, wait_s=wait_s).tell(message)
             except pykka.ActorDeadError:
                 raise ActorUnavailable(f"actor {name!r} stopped before it could be told") from None
 
@@ -346,20 +350,23 @@ class Supervisor:
     def report_failure(self, name: str, ref: pykka.ActorRef[Any] | None, error: BaseException | None) -> None:
         self._failures.put((name, ref, repr(error)))
 
-    def _watch(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                name, ref, reason = self._failures.get(timeout=_LIVENESS_INTERVAL_S)
-            except queue.Empty:
-                self._check_liveness()
-                continue
-            self._restart(name, ref, reason)
+    def ended(self, name: str, ref: pykka.ActorRef[Any], *, started: bool) -> None:
+        """Actor ``name``'s thread is ending and no failure was reported: one
+        that nobody stopped (it stopped itself, its ``on_failure`` raised, its
+        ``on_start`` did) is restarted like a failed one. Told by the actor's
+        own thread, so the watch need not look for the dead."""
+        slot = self._slots.get(name)
+        if slot is not None and slot.ref is ref and not slot.stopping and not self._stopped.is_set():
+            # One that failed to start is also reported by ``_start`` when it
+            # is restarted: the same words, whichever is handled first.
+            self._failures.put((name, ref, "stopped unexpectedly" if started else str(ActorStartError(name))))
 
-    def _check_liveness(self) -> None:
-        for name, slot in list(self._slots.items()):
-            if slot.stopping or slot.ref is None or slot.ref.is_alive():
-                continue
-            self._restart(name, slot.ref, "stopped unexpectedly")
+    def _watch(self) -> None:
+        while not self._stopped.is_set():  # set by a stop, or by a restart too many
+            failure = self._failures.get()  # woken only for an actor to restart, or by the stop (None)
+            if failure is None:
+                return
+            self._restart(*failure)
 
     def _restart(self, name: str, ref: pykka.ActorRef[Any] | None, reason: str) -> None:
         slot = self._slots.get(name)

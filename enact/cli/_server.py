@@ -344,11 +344,13 @@ class CommandServer:
 
     def _keep_running(self) -> None:
         quick_failures = 0
-        while not self._stopping.is_set():
+        while True:
             process = self._process
-            if process is None or process.poll() is None:
-                self._stopping.wait(0.5)
-                continue
+            if process is not None:
+                # Woken by its end alone: a stop ends it too (its input closes).
+                process.wait()
+            if process is None or self._stopping.is_set():
+                return
             if process.returncode == 0:  # it found its code out of date
                 quick_failures = 0
             else:

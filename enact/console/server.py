@@ -10,7 +10,9 @@ needs); Flask brings routing and Jinja2's autoescaped templates."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -28,6 +30,13 @@ log = logging.getLogger(__name__)
 
 THREADS = MAX_STREAMS + 8
 """Every open event stream holds a thread; the rest serve pages."""
+_EXPIRY_CHECK_S = 10.0
+"""How often cheroot's loop wakes, when nothing arrives, to close the kept-alive
+connections idle for its timeout (10 s): cheroot's own half second woke the
+idle daemon's one CPU twice a second for connections that are seldom there.
+A stop wakes the loop with a connection."""
+_WAKE_FOR_S = 1.0
+"""How long a stop keeps waking the loop before it waits out its expiry check."""
 
 
 class ConsoleServer:
@@ -54,6 +63,7 @@ class ConsoleServer:
         self.hub.reopen()
         server = wsgi.Server((host, port), _AppOnFirstRequest(self), numthreads=THREADS, server_name="enact-console",
                              timeout=10, shutdown_timeout=1)
+        server.expiration_interval = _EXPIRY_CHECK_S
         try:
             server.prepare()
         except OSError as error:
@@ -74,7 +84,17 @@ class ConsoleServer:
         server, self._server = self._server, None
         if server is None:
             return
-        server.stop()
+        stopping = threading.Thread(target=server.stop, name="enact-console-stop", daemon=True)
+        stopping.start()
+        # cheroot's loop sees the stop when its select returns: a connection
+        # wakes it at once, its expiry check only seconds later.
+        host, port = server.bind_addr[:2]
+        woken_until = time.monotonic() + _WAKE_FOR_S
+        while stopping.is_alive() and time.monotonic() < woken_until:
+            with contextlib.suppress(OSError):
+                socket.create_connection((host, port), timeout=0.1).close()
+            stopping.join(0.02)
+        stopping.join()  # its port free for whoever binds it next, as cheroot's stop itself was waited for
         if self._thread is not None:
             self._thread.join(timeout)
 
