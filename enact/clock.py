@@ -132,8 +132,6 @@ class _TimerThread:
                 self._changed.wait(wait)
 
 
-
-
 _TIMERS = _TimerThread()
 REAL_CLOCK = RealClock()
 
