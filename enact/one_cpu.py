@@ -192,7 +192,7 @@ class CpuWatch:
     def __init__(self, cpu: int) -> None:
         self._cpu = cpu
         self._last = self._read_cpu()
-        self._last_waits: tuple[int, int] | None = None
+        self._last_waits: dict[str, tuple[int, int]] | None = None
 
     def others_share(self) -> float | None:
         """Others' share of the CPU since the last look; None until a look
@@ -213,7 +213,11 @@ class CpuWatch:
         self._last_waits = reading
         if reading is None or last is None:
             return None
-        waited_ns, runs = reading[0] - last[0], reading[1] - last[1]
+        # Only the threads there both times: one that started or ended between
+        # the looks would count a whole life's waits, or take them away.
+        both = reading.keys() & last.keys()
+        waited_ns = sum(reading[task][0] - last[task][0] for task in both)
+        runs = sum(reading[task][1] - last[task][1] for task in both)
         return waited_ns / max(runs, 1) / 1e9
 
     def forget_waits(self) -> None:
@@ -235,17 +239,17 @@ class CpuWatch:
         return sum(ticks) - idle, sum(ticks), own_ticks
 
     @staticmethod
-    def _read_waits() -> tuple[int, int] | None:
-        """How long this process's threads waited to run (ns), over how many runs."""
-        waited = runs = 0
+    def _read_waits() -> dict[str, tuple[int, int]] | None:
+        """How long each of this process's threads waited to run (ns), over how many runs."""
+        waits = {}
         try:
             for task in os.listdir("/proc/self/task"):
                 with contextlib.suppress(OSError):  # a thread that ended meanwhile
                     _, delay, count = Path(f"/proc/self/task/{task}/schedstat").read_bytes().split()
-                    waited, runs = waited + int(delay), runs + int(count)
+                    waits[task] = (int(delay), int(count))
         except (OSError, ValueError):
             return None
-        return waited, runs
+        return waits
 
 
 def _schedule(policy: int) -> None:

@@ -167,6 +167,15 @@ def test_batch_is_left_while_others_hold_the_cpu_for_long_and_taken_up_again_onc
     assert one_cpu.next_policy(policy, one_cpu.Look(others_share=share, wait_s=wait_s)) == then
 
 
+def test_the_wait_of_a_look_counts_only_the_threads_there_at_both_looks(monkeypatch: pytest.MonkeyPatch) -> None:
+    readings = [{"1": (100, 10), "2": (5_000_000, 1)},  # thread 2 ends before the next look,
+                {"1": (300, 20), "3": (9_000_000, 1)}]  # thread 3 starts with a long life behind it
+    monkeypatch.setattr(one_cpu.CpuWatch, "_read_waits", staticmethod(lambda: readings.pop(0)))
+    watch = one_cpu.CpuWatch(0)
+    assert watch.wait_s() is None  # the first reading
+    assert watch.wait_s() == pytest.approx(20e-9)  # thread 1's 200 ns over its 10 runs
+
+
 def _policies(pid: int) -> set[int]:
     return {policy for _, policy in _threads_of(pid).values()}
 
