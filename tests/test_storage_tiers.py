@@ -145,6 +145,24 @@ def test_a_settle_moves_the_oldest_records_beyond_those_kept_and_no_more_than_it
         {"n": "again"}, 4, 11)
 
 
+@pytest.mark.parametrize("tiered", ["log", "table"])
+def test_a_recent_tree_that_grew_deep_is_two_levels_again_once_its_records_settle(store: Store, tiered: str) -> None:
+    _empty(store)
+    log, table = store.tiered_log(LOG), store.tiered_table(INDEX)
+    store.write(lambda txn: log.append_many(txn, [{"n": "x" * 300} for _ in range(30_000)]))
+    store.write(lambda txn: [table.put(txn, AppendLog.key(n), {"seq": n}) for n in range(1, 30_001)])
+    handle = log.handle if tiered == "log" else table.handle
+    assert store.read(lambda txn: txn.stat(handle)["depth"]) == 3
+
+    if tiered == "log":
+        store.write(lambda txn: log.settle(txn, keep=100, at_most=100_000))
+    else:
+        store.write(lambda txn: table.settle(txn, lambda _, entry: entry["seq"] <= 29_900, at_most=100_000))
+    assert store.read(lambda txn: (txn.stat(handle)["depth"], txn.stat(handle)["entries"])) == (2, 100)
+    read = log.items if tiered == "log" else table.items
+    assert [key for key, _ in store.read(lambda txn: list(read(txn)))] == [AppendLog.key(n) for n in range(1, 30_001)]
+
+
 def test_an_unreadable_entry_stays_in_the_recent_tree_and_the_others_settle(store: Store) -> None:
     _empty(store)
     index = store.tiered_table(INDEX)

@@ -29,6 +29,9 @@ import lmdb
 from enact.storage._records import _SEQUENCE, AppendLog, CorruptRecord, Document, Table, raw_items
 
 OLDER_TIER = ".older"
+SHALLOW = 2
+"""Levels a recent tree is kept to: the few hundred records of a few
+thousand events fit under one branch page."""
 
 
 def older_tier(name: str) -> str:
@@ -59,6 +62,21 @@ class _TwoTrees(Table):
 
     def recent_count(self, txn: lmdb.Transaction) -> int:
         return int(txn.stat(self.handle)["entries"])
+
+    def _keep_shallow(self, txn: lmdb.Transaction) -> None:
+        """Write the recent tree again when it is deeper than two levels.
+
+        LMDB does not lower a tree once it has grown, however many records
+        leave it: a recent tree that held a large history (a home from
+        before the two trees, or a burst) would stay a level deeper, with
+        half-empty pages, after its records settled. Its few records written
+        again, in order, make it as shallow as they need."""
+        if txn.stat(self.handle)["depth"] <= SHALLOW:
+            return
+        kept = list(raw_items(txn, self.handle, b""))
+        txn.drop(self.handle, delete=False)
+        for key, raw in kept:
+            txn.put(key, raw, db=self.handle, append=True)
 
 
 class TieredTable(_TwoTrees):
@@ -92,6 +110,7 @@ class TieredTable(_TwoTrees):
         for key, raw in moving:
             txn.put(key, raw, db=self.older)
             txn.delete(key, db=self.handle)
+        self._keep_shallow(txn)
         return len(moving)
 
 
@@ -152,13 +171,13 @@ class TieredLog(_TwoTrees, AppendLog):
     def settle(self, txn: lmdb.Transaction, *, keep: int, at_most: int) -> int:
         """Move the oldest recent records, all but the newest ``keep`` and at
         most ``at_most`` of them, to the older tree; how many moved."""
-        moving = min(at_most, self.recent_count(txn) - keep)
-        if moving <= 0:
-            return 0
-        position = txn.cursor(db=self.handle)
-        position.first()
-        for _ in range(moving):
-            # append=True: the older tree's keys are all below these.
-            txn.put(position.key(), position.value(), db=self.older, append=True)
-            position.delete()  # and the cursor is on the next record
+        moving = max(0, min(at_most, self.recent_count(txn) - keep))
+        if moving:
+            position = txn.cursor(db=self.handle)
+            position.first()
+            for _ in range(moving):
+                # append=True: the older tree's keys are all below these.
+                txn.put(position.key(), position.value(), db=self.older, append=True)
+                position.delete()  # and the cursor is on the next record
+        self._keep_shallow(txn)
         return moving
