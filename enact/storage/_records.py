@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import struct
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
@@ -84,8 +85,15 @@ class Table:
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return bool(txn.delete(key, db=self.handle))
 
+    def _trees(self) -> tuple[lmdb._Database, ...]:
+        """The LMDB trees the table is kept in, the older first (``enact.storage._tiers``)."""
+        return (self.handle,)
+
     def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
-        for key, raw in raw_items(txn, self.handle, prefix):
+        trees = self._trees()
+        rows = raw_items(txn, trees[0], prefix) if len(trees) == 1 else heapq.merge(
+            *(raw_items(txn, tree, prefix) for tree in trees))
+        for key, raw in rows:
             yield key, self._decode(key, raw)
 
     def count(self, txn: lmdb.Transaction) -> int:
@@ -133,22 +141,25 @@ class AppendLog(Table):
         return records
 
     def iterate_from(self, txn: lmdb.Transaction, cursor: int) -> Iterator[tuple[int, Document]]:
-        position = txn.cursor(db=self.handle)
-        if not position.set_range(self.key(cursor + 1)):
-            return
-        for key, raw in position:
-            yield int(_SEQUENCE.unpack(key)[0]), self._decode(bytes(key), bytes(raw))
+        start = self.key(cursor + 1)
+        for tree in self._trees():
+            position = txn.cursor(db=tree)
+            if not position.set_range(start):
+                continue
+            for key, raw in position:
+                yield int(_SEQUENCE.unpack(key)[0]), self._decode(bytes(key), bytes(raw))
 
     def iterate_backwards(self, txn: lmdb.Transaction, *, down_to: int = 0) -> Iterator[tuple[int, Document]]:
         """The records after ``down_to``, newest first."""
-        position = txn.cursor(db=self.handle)
-        if not position.last():
-            return
-        for key, raw in position.iterprev():
-            sequence = int(_SEQUENCE.unpack(key)[0])
-            if sequence <= down_to:
-                return
-            yield sequence, self._decode(bytes(key), bytes(raw))
+        for tree in reversed(self._trees()):
+            position = txn.cursor(db=tree)
+            if not position.last():
+                continue
+            for key, raw in position.iterprev():
+                sequence = int(_SEQUENCE.unpack(key)[0])
+                if sequence <= down_to:
+                    return
+                yield sequence, self._decode(bytes(key), bytes(raw))
 
     def get_at(self, txn: lmdb.Transaction, sequence: int) -> Document | None:
         return self.get(txn, self.key(sequence))

@@ -20,9 +20,8 @@ both trees (``Storage.migrate``).
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import lmdb
 
@@ -57,6 +56,9 @@ class _TwoTrees(Table):
             raw = txn.get(key, db=self.older)
         return None if raw is None else self._decode(key, bytes(raw))
 
+    def _trees(self) -> tuple[lmdb._Database, ...]:
+        return (self.older, self.handle)
+
     def count(self, txn: lmdb.Transaction) -> int:
         return self.recent_count(txn) + int(txn.stat(self.older)["entries"])
 
@@ -89,11 +91,6 @@ class TieredTable(_TwoTrees):
 
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return bool(txn.delete(key, db=self.handle)) | bool(txn.delete(key, db=self.older))
-
-    def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
-        both = heapq.merge(raw_items(txn, self.older, prefix), raw_items(txn, self.handle, prefix))
-        for key, raw in both:
-            yield key, self._decode(key, raw)
 
     def _settled(self, key: bytes, raw: bytes, settled: Callable[[bytes, Document], bool]) -> bool:
         try:
@@ -133,10 +130,6 @@ class TieredLog(_TwoTrees, AppendLog):
     def delete(self, txn: lmdb.Transaction, key: bytes) -> bool:
         return bool(txn.delete(key, db=self._holder(txn, key)))
 
-    def items(self, txn: lmdb.Transaction, *, prefix: bytes = b"") -> Iterator[tuple[bytes, Document]]:
-        for key, raw in itertools.chain(raw_items(txn, self.older, prefix), raw_items(txn, self.handle, prefix)):
-            yield key, self._decode(key, raw)
-
     def last_cursor(self, txn: lmdb.Transaction) -> int:
         cursor = txn.cursor(db=self.handle)
         if cursor.last():
@@ -147,26 +140,6 @@ class TieredLog(_TwoTrees, AppendLog):
         """The last sequence number in the older tree (0: none yet)."""
         last_settled = self._last_settled(txn)
         return 0 if last_settled is None else int(_SEQUENCE.unpack(last_settled)[0])
-
-    def iterate_from(self, txn: lmdb.Transaction, cursor: int) -> Iterator[tuple[int, Document]]:
-        start = self.key(cursor + 1)
-        for handle in (self.older, self.handle):
-            position = txn.cursor(db=handle)
-            if not position.set_range(start):
-                continue
-            for key, raw in position:
-                yield int(_SEQUENCE.unpack(key)[0]), self._decode(bytes(key), bytes(raw))
-
-    def iterate_backwards(self, txn: lmdb.Transaction, *, down_to: int = 0) -> Iterator[tuple[int, Document]]:
-        for handle in (self.handle, self.older):
-            position = txn.cursor(db=handle)
-            if not position.last():
-                continue
-            for key, raw in position.iterprev():
-                sequence = int(_SEQUENCE.unpack(key)[0])
-                if sequence <= down_to:
-                    return
-                yield sequence, self._decode(bytes(key), bytes(raw))
 
     def settle(self, txn: lmdb.Transaction, *, keep: int, at_most: int) -> int:
         """Move the oldest recent records, all but the newest ``keep`` and at
