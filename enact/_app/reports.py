@@ -17,12 +17,13 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from enact import __version__, config
 from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
+from enact.actors._idle_reads import KeptWhileQuiet
 from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
 from enact.budget.ledger import Ledger
 from enact.fence import Fence
 from enact.messages import encode
-from enact.messages.accounting import SpentOn
+from enact.messages.accounting import PurposeSpending, SpentOn
 from enact.messages.budget import BudgetLine
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
@@ -128,6 +129,7 @@ class DaemonReports:
         self._framed = {True: NOT_FRAMED, False: NOT_FRAMED}
         """The last frame of each, with its status made and its uptime."""
         self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
+        self._spent: KeptWhileQuiet[tuple[PurposeSpending, ...]] = KeptWhileQuiet(supervisor.activity)
 
     def status(self, brief: bool = False) -> StatusReport:
         """The full report: each actor's record and the storage too (what
@@ -155,7 +157,7 @@ class DaemonReports:
         wrong), and the report made and encoded again only when that differs
         from the last one's: the record and its encoding were most of a
         status request's cost, and between two requests nothing changes."""
-        spending = self.supervisor.ask("accounting", self._spent_today(), timeout=self.request_timeout_s).purposes
+        spending = self._spending()
         summary = self.supervisor.summary()
         lines, resets_at = self._budget_lines()
         detail = None if brief else (tuple(self.supervisor.statuses()), self._storage_status())
@@ -189,10 +191,15 @@ class DaemonReports:
         made = self._made[brief] = _MadeStatus.of(said, report)  # one store: another thread reads it whole
         return made
 
-    def _spent_today(self) -> SpentOn:
-        """What today's spending is asked with: made once a day (``asked_today``)."""
+    def _spending(self) -> tuple[PurposeSpending, ...]:
+        """Today's spending by purpose, as the accounting actor answers it:
+        the last answer again while no actor did anything since it was
+        asked (``KeptWhileQuiet``: only the accounting actor changes it, and
+        only while it handles a message), asked of today."""
         self._spent_on = asked_today(time.time(), self._spent_on)
-        return self._spent_on.asked
+        asked = self._spent_on.asked
+        return self._spent.get(asked, lambda: self.supervisor.ask(
+            "accounting", asked, timeout=self.request_timeout_s).purposes)
 
     def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
         """Today's budget lines and when they reset, made again only when

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -15,7 +16,7 @@ import pykka
 
 from enact.actors._asks import ActorUnavailable
 from enact.actors._batching import Deferred
-from enact.actors._idle_reads import CountingInbox, IdleReads
+from enact.actors._idle_reads import ActorActivity, CountingInbox, IdleReads
 from enact.actors._long_work import LongWork, WorkDone
 from enact.actors._reply import Reply
 from enact.cancellation import DAEMON_STOPPING
@@ -104,6 +105,8 @@ class ActorContext:
     slot: ActorSlot
     clock: Clock = REAL_CLOCK
     """What the actor reads the time and sets its timers by (enact.clock)."""
+    activity: ActorActivity = field(default_factory=ActorActivity)
+    """Its supervisor's count of what its actors did (``enact.actors._idle_reads``)."""
 
     def ask(self, actor: str, message: Request[R], timeout: float | None = None) -> R:
         """Ask another actor by name for the reply ``message`` declares; by
@@ -149,8 +152,8 @@ class EnactActor(pykka.ThreadingActor):
     use_daemon_thread = True
 
     def __init__(self, context: ActorContext) -> None:
+        self.context = context  # first: pykka's __init__ makes the mailbox, which counts in its activity
         super().__init__()
-        self.context = context
         metrics = context.metrics
         self._tally = metrics.actor_messages.tally(context.slot.family)
         # Set by actors that group their writes (see _batching).
@@ -178,18 +181,19 @@ class EnactActor(pykka.ThreadingActor):
         finally:
             # However it ended (a stop nobody asked for, an ``on_start`` or
             # ``on_failure`` that raised), the supervisor hears of it now.
+            self.context.activity.changed()  # stopped, and its mailbox emptied
             if not self._failure_reported:
                 self.context.supervisor.ended(self.context.name, self.actor_ref, started=self._started)
 
-    @staticmethod
-    def _create_actor_inbox() -> Any:  # pykka's hook for the mailbox
-        return CountingInbox()
+    def _create_actor_inbox(self) -> Any:  # type: ignore[override]  # pykka's hook, a static method there
+        return CountingInbox(self.context.activity)
 
     @staticmethod
     def _create_future() -> Any:  # pykka's hook for an ask's reply
         return Reply()
 
     def on_receive(self, message: Any) -> Any:
+        self.context.activity.changed()  # taken from the mailbox: one fewer waiting
         try:
             return self._receive(message)
         finally:

@@ -27,6 +27,12 @@ writes its databases, and only while it handles a message), so the answer
 is given again without reading (a poll of one outcome, a status's spending
 asked on every request). A reader reads the actor's committed state alone,
 as declared, so nothing else can change its answer.
+
+A supervisor's actors' activity is counted too (``ActorActivity``), for a
+reader of many actors at once (a status): while the count stays the same,
+no message was put in or taken from any mailbox, none was handled, no
+actor's thread ended and no slot changed, so what was gathered of them
+then is what would be gathered now (``KeptWhileQuiet``).
 """
 
 from __future__ import annotations
@@ -34,14 +40,56 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 M = TypeVar("M")
+T = TypeVar("T")
 
 Reader = Callable[[Any], object]
 
 NOT_IDLE = object()
 """What ``IdleReads.answer`` returns when the request must be asked."""
+
+
+class ActorActivity:
+    """How often anything a status says of one supervisor's actors may have
+    changed: a message put in a mailbox or taken from one, an actor's thread
+    ended, a slot changed. Each is counted after the change, so a reader
+    that reads ``count`` first and finds it the same next time knows that
+    what it gathered in between is still so.
+
+    Counted under a lock, because ``+=`` on an attribute is several steps
+    another thread can come between, and a count that lost an increment
+    could come back to a value a reader kept."""
+
+    __slots__ = ("count", "lock")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+
+    def changed(self) -> None:
+        with self.lock:
+            self.count += 1
+
+
+class KeptWhileQuiet(Generic[T]):
+    """An answer gathered from the actors, given again while their
+    ``activity`` counted nothing since it was gathered and it is asked with
+    the same ``key`` (compared by identity: a request kept by its asker)."""
+
+    def __init__(self, activity: ActorActivity) -> None:
+        self._activity = activity
+        self._last: tuple[int, object, T] | None = None
+
+    def get(self, key: object, gather: Callable[[], T]) -> T:
+        count = self._activity.count  # first: whatever happens while gathering counts again
+        last = self._last
+        if last is not None and last[0] == count and last[1] is key:
+            return last[2]
+        gathered = gather()
+        self._last = (count, key, gathered)  # one store: another thread reads a whole tuple
+        return gathered
 
 
 class CountingInbox(queue.SimpleQueue[Any]):
@@ -50,18 +98,23 @@ class CountingInbox(queue.SimpleQueue[Any]):
     A ``SimpleQueue``, whose put, get and empty are C: a ``queue.Queue``
     costs a dozen Python calls and three condition operations per message,
     and an actor needs none of its extras (a bound, ``join``). Each put is
-    counted, under a lock of its own, before it is queued, so ``sent`` is
-    never behind what the actor can take."""
+    counted before it is queued, so ``sent`` is never behind what the actor
+    can take, and in its supervisor's ``activity`` after, so a reader of the
+    mailbox's size that read that count before it was queued reads another
+    one next time: both under the activity's lock (a ``SimpleQueue``'s put
+    never blocks)."""
 
-    def __init__(self) -> None:
+    def __init__(self, activity: ActorActivity) -> None:
         super().__init__()
         self.sent = 0
-        self._counting = threading.Lock()
+        self._activity = activity
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        with self._counting:
+        activity = self._activity
+        with activity.lock:
             self.sent += 1
-        super().put(item)
+            super().put(item)
+            activity.count += 1
 
 
 class IdleReads:

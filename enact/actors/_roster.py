@@ -11,7 +11,10 @@ slot (``changed``), and a request reads each mailbox's size and each
 actor's stopped flag in C (``map`` over the mailboxes' ``qsize`` and the
 events' flag). Anything out of the ordinary (an actor stopped or with
 messages waiting), or an actor whose mailbox or stop event is not of the
-kind read that way, is looked at actor by actor, as before.
+kind read that way, is looked at actor by actor, as before. And while
+nothing happened to any actor since the last summary (their
+``ActorActivity`` counted nothing: no message put, taken or handled, no
+thread ended, no slot changed), that summary is the answer again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import queue
 import threading
 from typing import Any, NamedTuple
 
+from enact.actors._idle_reads import ActorActivity, KeptWhileQuiet
 from enact.actors._specs import ActorSlot
 
 _SIZE = queue.SimpleQueue.qsize
@@ -45,17 +49,25 @@ class _Seen(NamedTuple):
 
 
 class Roster:
-    def __init__(self, slots: dict[str, ActorSlot]) -> None:
+    def __init__(self, slots: dict[str, ActorSlot], activity: ActorActivity) -> None:
         self._slots = slots
+        self._activity = activity
         self._version = 0
         self._seen: _Seen | None = None
+        self._last: KeptWhileQuiet[Summary] = KeptWhileQuiet(activity)
 
     def changed(self) -> None:
         """A slot was added or removed, or its ref, restarts or stopping changed:
         called after the change, so a summary made before it is not kept."""
         self._version += 1
+        self._activity.changed()
 
     def summary(self) -> Summary:
+        """The actors as they are; the dictionaries in it are shared with
+        the next caller's while nothing changed, so not for changing."""
+        return self._last.get(None, self._made)
+
+    def _made(self) -> Summary:
         seen = self._seen
         if seen is None or seen.version != self._version:
             seen = self._seen = self._look()

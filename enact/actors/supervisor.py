@@ -23,7 +23,7 @@ import pykka
 from enact.actors._asks import ActorNotFound, ActorUnavailable, AskTimeout, checked_reply
 from enact.actors._base import STARTED, ActorContext, message_label
 from enact.actors._batching import Deferred
-from enact.actors._idle_reads import NOT_IDLE
+from enact.actors._idle_reads import NOT_IDLE, ActorActivity
 from enact.actors._pool import KeyedPool
 from enact.actors._roster import Roster, Summary, down
 from enact.actors._specs import ActorSlot, ActorSpec, dependency_order
@@ -85,7 +85,9 @@ class Supervisor:
             for event_type in spec.subscribes:
                 self._subscribers[event_type] = (*self._subscribers.get(event_type, ()), (spec.name, spec.listening))
         self._slots: dict[str, ActorSlot] = {}
-        self._roster = Roster(self._slots)
+        self.activity = ActorActivity()
+        """What its actors did, counted (``enact.actors._idle_reads``): a status gathers again only after it changed."""
+        self._roster = Roster(self._slots, self.activity)
         """What status says of the actors; told of every change to a slot."""
         self._pools: dict[str, KeyedPool] = {}
         self._lock = threading.Lock()
@@ -130,6 +132,7 @@ class Supervisor:
             store=self._stores.get(slot.spec.name),
             slot=slot,
             clock=self.clock,
+            activity=self.activity,
         )
         ref = slot.spec.actor.start(context, **slot.spec.options)
         with slot.changed:
