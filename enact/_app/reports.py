@@ -18,6 +18,7 @@ from enact import __version__, config
 from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
 from enact.actors._idle_reads import KeptWhileQuiet
+from enact.actors._roster import Summary
 from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
 from enact.budget.ledger import Ledger
@@ -129,7 +130,8 @@ class DaemonReports:
         self._framed = {True: NOT_FRAMED, False: NOT_FRAMED}
         """The last frame of each, with its status made and its uptime."""
         self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
-        self._spent: KeptWhileQuiet[tuple[PurposeSpending, ...]] = KeptWhileQuiet(supervisor.activity)
+        self._actors_said: KeptWhileQuiet[tuple[tuple[PurposeSpending, ...], Summary]] = KeptWhileQuiet(
+            supervisor.activity)
 
     def status(self, brief: bool = False) -> StatusReport:
         """The full report: each actor's record and the storage too (what
@@ -154,11 +156,14 @@ class DaemonReports:
     def _status_made(self, brief: bool) -> _MadeStatus:
         """The report as of this request, but for its uptime. What it says is
         gathered on every request (a status that waits for a change would be
-        wrong), and the report made and encoded again only when that differs
-        from the last one's: the record and its encoding were most of a
-        status request's cost, and between two requests nothing changes."""
-        spending = self._spending()
-        summary = self.supervisor.summary()
+        wrong), what it says of the actors only after one of them did
+        something (``_actors_now``), and the report made and encoded again
+        only when that differs from the last one's: the record and its
+        encoding were most of a status request's cost, and between two
+        requests nothing changes."""
+        self._spent_on = asked_today(time.time(), self._spent_on)
+        asked = self._spent_on.asked
+        spending, summary = self._actors_said.get(asked, lambda: self._actors_now(asked))
         lines, resets_at = self._budget_lines()
         detail = None if brief else (tuple(self.supervisor.statuses()), self._storage_status())
         said = (spending, summary, lines, resets_at, self.channels.states(), self.fence.generation, detail)
@@ -191,15 +196,14 @@ class DaemonReports:
         made = self._made[brief] = _MadeStatus.of(said, report)  # one store: another thread reads it whole
         return made
 
-    def _spending(self) -> tuple[PurposeSpending, ...]:
-        """Today's spending by purpose, as the accounting actor answers it:
-        the last answer again while no actor did anything since it was
-        asked (``KeptWhileQuiet``: only the accounting actor changes it, and
-        only while it handles a message), asked of today."""
-        self._spent_on = asked_today(time.time(), self._spent_on)
-        asked = self._spent_on.asked
-        return self._spent.get(asked, lambda: self.supervisor.ask(
-            "accounting", asked, timeout=self.request_timeout_s).purposes)
+    def _actors_now(self, asked: SpentOn) -> tuple[tuple[PurposeSpending, ...], Summary]:
+        """Today's spending by purpose, as the accounting actor answers
+        ``asked``, and the actors' summary: what ``_status_made`` gathers
+        again only after an actor did something (``KeptWhileQuiet``; only
+        the accounting actor changes the spending, and only while it handles
+        a message)."""
+        spending = self.supervisor.ask("accounting", asked, timeout=self.request_timeout_s).purposes
+        return spending, self.supervisor.summary()
 
     def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
         """Today's budget lines and when they reset, made again only when

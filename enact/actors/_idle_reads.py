@@ -37,6 +37,7 @@ then is what would be gathered now (``KeptWhileQuiet``).
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from collections.abc import Callable
@@ -58,19 +59,20 @@ class ActorActivity:
     that reads ``count`` first and finds it the same next time knows that
     what it gathered in between is still so.
 
-    Counted under a lock, because ``+=`` on an attribute is several steps
-    another thread can come between, and a count that lost an increment
-    could come back to a value a reader kept."""
+    Each change stores a number never stored before (the next of a
+    counter, one step in C): two changes may store theirs out of order, but
+    the count never comes back to a number a reader kept, which a ``+=``
+    that lost an increment could. No lock: a mailbox's put takes none, so
+    the actor it wakes never waits on one its sender still holds."""
 
-    __slots__ = ("count", "lock")
+    __slots__ = ("_numbers", "count")
 
     def __init__(self) -> None:
+        self._numbers = itertools.count(1)
         self.count = 0
-        self.lock = threading.Lock()
 
     def changed(self) -> None:
-        with self.lock:
-            self.count += 1
+        self.count = next(self._numbers)
 
 
 class KeptWhileQuiet(Generic[T]):
@@ -98,23 +100,22 @@ class CountingInbox(queue.SimpleQueue[Any]):
     A ``SimpleQueue``, whose put, get and empty are C: a ``queue.Queue``
     costs a dozen Python calls and three condition operations per message,
     and an actor needs none of its extras (a bound, ``join``). Each put is
-    counted before it is queued, so ``sent`` is never behind what the actor
-    can take, and in its supervisor's ``activity`` after, so a reader of the
-    mailbox's size that read that count before it was queued reads another
-    one next time: both under the activity's lock (a ``SimpleQueue``'s put
-    never blocks)."""
+    counted, under a lock of its own, before it is queued, so ``sent`` is
+    never behind what the actor can take; and in its supervisor's
+    ``activity`` after, so a reader of the mailbox's size that read that
+    count before the message was queued reads another one next time."""
 
     def __init__(self, activity: ActorActivity) -> None:
         super().__init__()
         self.sent = 0
+        self._counting = threading.Lock()
         self._activity = activity
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
-        activity = self._activity
-        with activity.lock:
+        with self._counting:
             self.sent += 1
-            super().put(item)
-            activity.count += 1
+        super().put(item)
+        self._activity.changed()
 
 
 class IdleReads:

@@ -11,10 +11,9 @@ slot (``changed``), and a request reads each mailbox's size and each
 actor's stopped flag in C (``map`` over the mailboxes' ``qsize`` and the
 events' flag). Anything out of the ordinary (an actor stopped or with
 messages waiting), or an actor whose mailbox or stop event is not of the
-kind read that way, is looked at actor by actor, as before. And while
-nothing happened to any actor since the last summary (their
-``ActorActivity`` counted nothing: no message put, taken or handled, no
-thread ended, no slot changed), that summary is the answer again.
+kind read that way, is looked at actor by actor, as before. Each change
+to a slot is also counted in the actors' ``ActorActivity``, after which a
+status gathers its summary again (``KeptWhileQuiet``).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import queue
 import threading
 from typing import Any, NamedTuple
 
-from enact.actors._idle_reads import ActorActivity, KeptWhileQuiet
+from enact.actors._idle_reads import ActorActivity
 from enact.actors._specs import ActorSlot
 
 _SIZE = queue.SimpleQueue.qsize
@@ -54,7 +53,6 @@ class Roster:
         self._activity = activity
         self._version = 0
         self._seen: _Seen | None = None
-        self._last: KeptWhileQuiet[Summary] = KeptWhileQuiet(activity)
 
     def changed(self) -> None:
         """A slot was added or removed, or its ref, restarts or stopping changed:
@@ -63,11 +61,6 @@ class Roster:
         self._activity.changed()
 
     def summary(self) -> Summary:
-        """The actors as they are; the dictionaries in it are shared with
-        the next caller's while nothing changed, so not for changing."""
-        return self._last.get(None, self._made)
-
-    def _made(self) -> Summary:
         seen = self._seen
         if seen is None or seen.version != self._version:
             seen = self._seen = self._look()
