@@ -169,7 +169,7 @@ def test_an_answer_gathered_from_the_actors_is_given_again_until_one_of_them_doe
 
     count = supervisor.activity.count
     supervisor.stop(timeout=5)  # a thread that ended counts too
-    assert supervisor.activity.count > count
+    assert supervisor.activity.count != count
 
 
 def test_a_message_counts_as_activity_from_being_queued_until_it_was_handled(
@@ -181,7 +181,7 @@ def test_a_message_counts_as_activity_from_being_queued_until_it_was_handled(
     before_queued = supervisor.activity.count
     supervisor.tell("keeper", Keep(value="queued"))
     queued = supervisor.activity.count
-    assert queued > before_queued  # a status that read the count before sees another one
+    assert queued != before_queued  # a status that read the count before sees another one
     release.set()
     assert supervisor.ask("keeper", Kept(), timeout=10) == "queued"  # asked behind it: it was taken and handled
-    assert supervisor.activity.count > queued  # taken from the mailbox: the actors' summary no longer says it waits
+    assert supervisor.activity.count != queued  # taken from the mailbox: the actors' summary no longer says it waits
