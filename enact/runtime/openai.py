@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from enact.clock import REAL_CLOCK
 from enact.components import RuntimeCheck
 from enact.errors import EnactError
 from enact.frozen_dataclass import dataclass
@@ -178,13 +179,11 @@ class OpenAIRuntime:
                 for sock in sockets:
                     shut(sock)
 
-        watchdog = threading.Timer(timeout_s, stop, args=("timeout",))
-        watchdog.daemon = True
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        watchdog = REAL_CLOCK.call_later(timeout_s, lambda: stop("timeout"))  # the process's one timer thread
         try:
-            watchdog.start()
             request.cancel.on_cancel(lambda reason: stop("cancelled"))
             sock = connection.sock = connect(url.hostname or "", connection.port, timeout_s, wake_reader)
             if url.scheme == "https":  # the connection closes whichever socket it holds
