@@ -46,8 +46,13 @@ def show(daemon: Daemon, task_id: int) -> dict[str, Any]:
 
 
 def wait_ended(daemon: Daemon, task_id: int, timeout: float = 60) -> dict[str, Any]:
-    wait_for(lambda: daemon.task_state(task_id) in ("succeeded", "failed", "cancelled", "paused"),
-             timeout=timeout, what=f"task {task_id} to end")
+    try:
+        wait_for(lambda: daemon.task_state(task_id) in ("succeeded", "failed", "cancelled", "paused"),
+                 timeout=timeout, what=f"task {task_id} to end")
+    except AssertionError as error:  # what the task and the daemon were doing, for a failure seen once
+        shown = daemon.cli("task", "show", str(task_id)).stdout
+        raise AssertionError(f"{error}\n--- task {task_id}:\n{shown}\n--- the daemon's log, its end:\n"
+                             f"{daemon.log_text()[-6000:]}") from None
     return show(daemon, task_id)
 
 
