@@ -25,7 +25,7 @@ from enact.channels.local import LocalChannel
 from enact.clock import ManualClock
 from enact.commands import CommandContext
 from enact.components import DaemonParts
-from enact.config import RuntimeSettings
+from enact.config import Config, RuntimeSettings
 from enact.fence import Fence
 from enact.home import STATE_DIR
 from enact.messages._registry import Request
@@ -43,13 +43,16 @@ NO_WORKERS = {"ENACT_DAEMON_WORKERS": "0"}
 
 class ActorSystem:
     def __init__(self, supervisor: Supervisor, clock: ManualClock, channel: LocalChannel, *, metrics: Metrics,
-                 budget: BudgetGate) -> None:
+                 budget: BudgetGate, settings: Config, storage: Storage, fence: Fence) -> None:
         self.supervisor = supervisor
         self.clock = clock
         self.channel = channel
         self.metrics = metrics
         """The daemon's metrics: runtime calls by outcome, tokens by purpose."""
         self.budget = budget
+        self.settings = settings
+        self.storage = storage
+        self.fence = fence
 
     def ask(self, actor: str, message: Request[R]) -> R:
         return self.supervisor.ask(actor, message, timeout=30)
@@ -100,7 +103,8 @@ def running_actors(home: Path, clock: ManualClock, environ: Mapping[str, str] = 
     channel.start(InboxInlet("local", lambda actor, message: supervisor.ask(actor, message, timeout=30),
                              origin=HUMAN_CLI))
     try:
-        yield ActorSystem(supervisor, clock, channel, metrics=metrics, budget=budget)
+        yield ActorSystem(supervisor, clock, channel, metrics=metrics, budget=budget, settings=settings,
+                          storage=storage, fence=fence)
     finally:
         channel.stop()
         supervisor.stop(5)

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from enact.actors._base import ActorContext, EnactActor
-from enact.actors._idle_reads import KeptWhileQuiet
 from enact.actors.supervisor import ActorSpec, Supervisor
 from enact.clock import ManualClock
 from enact.config import load
@@ -145,31 +144,20 @@ def test_the_same_read_of_an_actor_that_handled_nothing_since_is_answered_withou
     assert len(answered_by) == 2
 
 
-def test_an_answer_gathered_from_the_actors_is_given_again_until_one_of_them_does_anything(
+def test_the_actors_activity_stays_while_nothing_happens_and_moves_with_each_message_and_each_end(
         keeper: tuple[Supervisor, list[str]]) -> None:
-    """What a status gathers of every actor (``KeptWhileQuiet``): kept while
-    no message was put, taken or handled and no actor's thread ended."""
+    """What a status checks before it gathers again (``ActorActivity``)."""
     supervisor, _ = keeper
     supervisor.ask("keeper", Keep(value="first"), timeout=10)
-    kept: KeptWhileQuiet[str] = KeptWhileQuiet(supervisor.activity)
-    gathered: list[str] = []
+    quiet = supervisor.activity.count
+    assert supervisor.ask("keeper", Kept(), timeout=10) == "first"  # an idle read: the actor does nothing
+    assert supervisor.summary() == (("keeper",), (), {}, {}) and supervisor.activity.count == quiet
 
-    def gather() -> str:
-        gathered.append(value := supervisor.ask("keeper", Kept(), timeout=10))
-        return value
-
-    today, tomorrow = object(), object()
-    assert [kept.get(today, gather) for _ in range(3)] == ["first"] * 3
-    assert gathered == ["first"]  # the actor did nothing in between
-    assert kept.get(tomorrow, gather) == "first" and len(gathered) == 2  # asked with another key
-
-    supervisor.ask("keeper", Keep(value="second"), timeout=10)  # queued, taken and handled: each counts
-    assert kept.get(tomorrow, gather) == "second"  # gathered again, from the idle actor
-    assert kept.get(tomorrow, gather) == "second" and len(gathered) == 3
-
-    count = supervisor.activity.count
+    supervisor.ask("keeper", Keep(value="second"), timeout=10)
+    handled = supervisor.activity.count
+    assert handled != quiet
     supervisor.stop(timeout=5)  # a thread that ended counts too
-    assert supervisor.activity.count != count
+    assert supervisor.activity.count != handled
 
 
 def test_a_message_counts_as_activity_from_being_queued_until_it_was_handled(

@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import orjson
 import pytest
+from actor_system import running_actors
 
-from enact._app.reports import NOT_FRAMED, AskedToday, _MadeStatus, asked_today, framed_status
+from enact import components
+from enact._app.channels import DaemonChannels
+from enact._app.reports import NOT_FRAMED, AskedToday, DaemonReports, _MadeStatus, asked_today, framed_status
+from enact.clock import ManualClock
 from enact.messages import decode, encode
 from enact.messages.accounting import SpentOn
 from enact.messages.channel import ChannelState
@@ -57,3 +62,23 @@ def test_the_spending_is_asked_of_the_local_day_and_the_same_request_kept_throug
     after = asked_today(last_second + 1, first)
     assert after.asked == SpentOn(day="2026-03-15") and after.since == last_second + 1
     assert asked_today(noon, after).asked == SpentOn(day="2026-03-14")  # a clock set back asks of its day again
+
+
+def test_a_brief_status_is_the_one_made_last_until_an_actor_does_something(tmp_path: Path) -> None:
+    """The daemon's own actors in this process: while none of them does
+    anything, a brief status is the one made last, not gathered again; a
+    chat turn (its tally told to the accounting actor) shows in the next."""
+    with running_actors(tmp_path / "home", ManualClock()) as system:
+        reports = DaemonReports(home=tmp_path / "home", settings=system.settings, storage=system.storage,
+                                fence=system.fence, supervisor=system.supervisor,
+                                channels=DaemonChannels(components.load(), system.settings), budget=system.budget,
+                                metrics_addr="", started=time.monotonic(), revision="")
+        made = reports._status_made(brief=True)
+        assert made.report.spending == () and "accounting" in made.report.actor_names
+        assert reports._status_made(brief=True) is made  # nothing happened in between
+
+        system.send("hello")
+        after = reports.status(brief=True)
+        assert [(line.purpose, line.calls) for line in after.spending] == [("conversation", 1)]
+        assert reports._status_made(brief=True).report == dataclasses.replace(after, uptime_s=0.0)
+        assert reports.status(brief=False).spending == after.spending  # the full one is always gathered

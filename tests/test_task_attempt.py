@@ -25,7 +25,7 @@ from enact.actors._asks import ActorNotFound
 from enact.cancellation import DAEMON_STOPPING, CancellationToken
 from enact.messages.reviews import List, ReviewList
 from enact.messages.tasks import Claimed, Finish, Found, Heartbeat, ReportPhase, Submit, Submitted
-from enact.runtime import Capabilities, RuntimeCancelled, RuntimeRequest, RuntimeResult
+from enact.runtime import Capabilities, RuntimeCancelled, RuntimeRequest, RuntimeResult, RuntimeTimeout
 from enact.storage import Storage
 from enact.tasks.queue import TaskQueue
 from enact.tasks.records import EventKind, FailureClass, Task, TaskState, task_log_path
@@ -201,3 +201,48 @@ def test_a_cancelled_attempt_whose_runtime_ignores_the_cancel_stops_renewing_aft
     assert "lease of " in ended.summary and "expired" in ended.summary, ended.summary
     log_text = task_log_path(tmp_path / "home", task_id).read_text(encoding="utf-8")
     assert "the lease is no longer renewed" in log_text
+
+
+class TimingOut:
+    """A runtime whose call runs out of the time it was given: ``on_start``
+    first, then ``RuntimeTimeout``, as an adapter raises it at ``timeout_s``."""
+
+    name = "timing-out"
+    capabilities = Capabilities(agentic=True, keeps_history=True, confines_subprocesses=False)
+    waits_for = "the timing-out runtime"
+
+    def __init__(self, on_start: Callable[[RuntimeRequest], None]) -> None:
+        self.on_start = on_start
+
+    def invoke(self, request: RuntimeRequest) -> RuntimeResult:
+        self.on_start(request)
+        raise RuntimeTimeout(f"no answer within {request.timeout_s:g} s")
+
+
+@pytest.mark.parametrize(("past_the_deadline", "state"), [(True, TaskState.FAILED), (False, TaskState.QUEUED)])
+def test_a_runtime_call_given_the_rest_of_the_tasks_time_that_times_out_is_the_deadline(
+        queue: TaskQueue, tmp_path: Path, past_the_deadline: bool, state: TaskState) -> None:
+    """The call gets what is left of the deadline, so it may time out before
+    the heartbeat sees the deadline: the task still fails for good, past its
+    deadline, not as a runtime failure a retry would repeat. A call that
+    times out with time still left is the runtime's failure, retried."""
+    claimed = claim(queue, make_repo(tmp_path / "repo"), deadline_s=600)
+    home = tmp_path / "home"
+    home.mkdir()
+    settings = components.load().load_config(home, environ={}, overrides={"tasks.confinement": "off"})
+    attempts: list[TaskAttempt] = []
+
+    def run_out(request: RuntimeRequest) -> None:
+        if past_the_deadline:  # as if the call had run to it: the heartbeat, next due in a second, has not
+            attempts[0]._deadline = time.monotonic() - 0.1
+
+    services = WorkerServices(home=home, settings=settings.typed(TasksSettings),
+                              call_timeout_s=settings.typed(config.RuntimeSettings).timeout_s,
+                              runtime=TimingOut(run_out), ask=Transport(queue))
+    attempts.append(TaskAttempt(claimed, worker_id=WORKER, services=services, parent=CancellationToken(),
+                                fence=CancellationToken()))
+    attempts[0].run()
+    ended = task_of(queue, claimed.task.id)
+    assert ended.state is state, ended
+    if past_the_deadline:
+        assert ended.failure_class is FailureClass.PERMANENT and "deadline of 600 s exceeded in model" in ended.summary

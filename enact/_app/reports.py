@@ -17,15 +17,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from enact import __version__, config
 from enact._app.channels import DaemonChannels
 from enact.actors._asks import ActorUnavailable
-from enact.actors._idle_reads import KeptWhileQuiet
-from enact.actors._roster import Summary
 from enact.actors.supervisor import Supervisor
 from enact.budget.gate import BudgetGate
 from enact.budget.ledger import Ledger
 from enact.fence import Fence
 from enact.messages import encode
-from enact.messages.accounting import PurposeSpending, SpentOn
+from enact.messages.accounting import SpentOn
 from enact.messages.budget import BudgetLine
+from enact.messages.channel import ChannelState
 from enact.messages.control import ConfigReport, SchemaVersion, SettingRow, StatusReport, StorageStatus
 from enact.runtime import Usage
 from enact.storage import Storage, StorageStats
@@ -100,6 +99,21 @@ def asked_today(now: float, kept: AskedToday) -> AskedToday:
     return AskedToday(SpentOn(day=time.strftime("%Y-%m-%d", day)), since, until)
 
 
+class _Quiet(NamedTuple):
+    """A brief status made, with what it was made under: the same again
+    while none of it moved."""
+
+    activity: int
+    """The actors' activity count, read before anything was gathered: the
+    spending, the summary and the budget's ledger change only with it."""
+    asked: AskedToday
+    """The day the spending is of, whose bounds the clock is checked against."""
+    ledger: Ledger
+    channels: tuple[ChannelState, ...]
+    generation: int
+    made: _MadeStatus
+
+
 class DaemonReports:
     def __init__(self, *, home: Path, settings: config.Config, storage: Storage, fence: Fence,
                  supervisor: Supervisor, channels: DaemonChannels, budget: BudgetGate, metrics_addr: str,
@@ -130,8 +144,8 @@ class DaemonReports:
         self._framed = {True: NOT_FRAMED, False: NOT_FRAMED}
         """The last frame of each, with its status made and its uptime."""
         self._spent_on = AskedToday(SpentOn(day=""), 0.0, 0.0)
-        self._actors_said: KeptWhileQuiet[tuple[tuple[PurposeSpending, ...], Summary]] = KeptWhileQuiet(
-            supervisor.activity)
+        self._quiet: _Quiet | None = None
+        """The last brief status made, and what it was made under."""
 
     def status(self, brief: bool = False) -> StatusReport:
         """The full report: each actor's record and the storage too (what
@@ -154,19 +168,37 @@ class DaemonReports:
         return round(time.monotonic() - self.started, 3)
 
     def _status_made(self, brief: bool) -> _MadeStatus:
-        """The report as of this request, but for its uptime. What it says is
-        gathered on every request (a status that waits for a change would be
-        wrong), what it says of the actors only after one of them did
-        something (``_actors_now``), and the report made and encoded again
-        only when that differs from the last one's: the record and its
-        encoding were most of a status request's cost, and between two
-        requests nothing changes."""
-        self._spent_on = asked_today(time.time(), self._spent_on)
-        asked = self._spent_on.asked
-        spending, summary = self._actors_said.get(asked, lambda: self._actors_now(asked))
-        lines, resets_at = self._budget_lines()
+        """The report as of this request, but for its uptime. A brief one is
+        the last one again while nothing it says can have moved: no actor
+        did anything (``ActorActivity``: a message put, taken or handled, a
+        thread ended, a slot changed), the day and the budget's ledger are
+        the same, and so are the channels' states and the generation. Else
+        what it says is gathered (``_gathered``)."""
+        activity = self.supervisor.activity.count  # first: whatever happens from now on counts again
+        now = time.time()
+        ledger = self.budget.ledger()
+        channels = self.channels.states()
+        generation = self.fence.generation
+        quiet = self._quiet
+        if (brief and quiet is not None and quiet.activity == activity and quiet.asked.since <= now < quiet.asked.until
+                and quiet.ledger is ledger and quiet.channels == channels and quiet.generation == generation):
+            return quiet.made
+        made = self._gathered(brief, now, ledger, channels, generation)
+        if brief:
+            self._quiet = _Quiet(activity, self._spent_on, ledger, channels, generation, made)  # one store
+        return made
+
+    def _gathered(self, brief: bool, now: float, ledger: Ledger, channels: tuple[ChannelState, ...],
+                  generation: int) -> _MadeStatus:
+        """The report as gathered now, made and encoded again only when what
+        it says differs from the last one's: the record and its encoding
+        were most of a status request's cost."""
+        self._spent_on = asked_today(now, self._spent_on)
+        spending = self.supervisor.ask("accounting", self._spent_on.asked, timeout=self.request_timeout_s).purposes
+        summary = self.supervisor.summary()
+        lines, resets_at = self._budget_lines(ledger)
         detail = None if brief else (tuple(self.supervisor.statuses()), self._storage_status())
-        said = (spending, summary, lines, resets_at, self.channels.states(), self.fence.generation, detail)
+        said = (spending, summary, lines, resets_at, channels, generation, detail)
         made = self._made[brief]
         if made is not None and made.said == said:
             return made
@@ -177,7 +209,7 @@ class DaemonReports:
             pid=self.pid,
             home=self.home_text,
             home_id=self.home_id,
-            generation=said[5],
+            generation=generation,
             uptime_s=0.0,
             metrics_addr=self.metrics_addr,
             actor_names=actors,
@@ -185,7 +217,7 @@ class DaemonReports:
             restarts=restarts,
             waiting=waiting,
             spending=spending,
-            channels=said[4],
+            channels=channels,
             runtime=self.runtime,
             confinement=self._confinement_state(),
             budget=lines,
@@ -196,20 +228,10 @@ class DaemonReports:
         made = self._made[brief] = _MadeStatus.of(said, report)  # one store: another thread reads it whole
         return made
 
-    def _actors_now(self, asked: SpentOn) -> tuple[tuple[PurposeSpending, ...], Summary]:
-        """Today's spending by purpose, as the accounting actor answers
-        ``asked``, and the actors' summary: what ``_status_made`` gathers
-        again only after an actor did something (``KeptWhileQuiet``; only
-        the accounting actor changes the spending, and only while it handles
-        a message)."""
-        spending = self.supervisor.ask("accounting", asked, timeout=self.request_timeout_s).purposes
-        return spending, self.supervisor.summary()
-
-    def _budget_lines(self) -> tuple[tuple[BudgetLine, ...], float]:
-        """Today's budget lines and when they reset, made again only when
-        the budget actor published another ledger (it swaps in a new one on
-        each change; a day that ended reads as a new one)."""
-        ledger = self.budget.ledger()
+    def _budget_lines(self, ledger: Ledger) -> tuple[tuple[BudgetLine, ...], float]:
+        """The budget lines of ``ledger`` (today's) and when they reset, made
+        again only when the budget actor published another ledger (it swaps
+        in a new one on each change; a day that ended reads as a new one)."""
         if self._budget is None or self._budget[0] is not ledger:
             self._budget = (ledger, ledger.lines(self.budget.settings.limits), ledger.period.end)
         return self._budget[1], self._budget[2]

@@ -199,6 +199,7 @@ class EnactActor(pykka.ThreadingActor):
         finally:
             # Last, after the batch committed: an idle read may answer now.
             self.idle_reads.handled += 1
+            self.context.activity.changed()  # and whatever handling it changed (a ledger it published)
 
     def _receive(self, message: Any) -> Any:
         if message is STARTED:

@@ -32,7 +32,7 @@ A supervisor's actors' activity is counted too (``ActorActivity``), for a
 reader of many actors at once (a status): while the count stays the same,
 no message was put in or taken from any mailbox, none was handled, no
 actor's thread ended and no slot changed, so what was gathered of them
-then is what would be gathered now (``KeptWhileQuiet``).
+then is what would be gathered now.
 """
 
 from __future__ import annotations
@@ -41,10 +41,9 @@ import itertools
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 M = TypeVar("M")
-T = TypeVar("T")
 
 Reader = Callable[[Any], object]
 
@@ -54,10 +53,11 @@ NOT_IDLE = object()
 
 class ActorActivity:
     """How often anything a status says of one supervisor's actors may have
-    changed: a message put in a mailbox or taken from one, an actor's thread
-    ended, a slot changed. Each is counted after the change, so a reader
-    that reads ``count`` first and finds it the same next time knows that
-    what it gathered in between is still so.
+    changed: a message put in a mailbox, taken from one or handled (and
+    whatever its handling changed), an actor's thread ended, a slot changed.
+    Each is counted after the change, so a reader that reads ``count``
+    first and finds it the same next time knows that what it gathered in
+    between is still so.
 
     Each change stores a number never stored before (the next of a
     counter, one step in C): two changes may store theirs out of order, but
@@ -73,25 +73,6 @@ class ActorActivity:
 
     def changed(self) -> None:
         self.count = next(self._numbers)
-
-
-class KeptWhileQuiet(Generic[T]):
-    """An answer gathered from the actors, given again while their
-    ``activity`` counted nothing since it was gathered and it is asked with
-    the same ``key`` (compared by identity: a request kept by its asker)."""
-
-    def __init__(self, activity: ActorActivity) -> None:
-        self._activity = activity
-        self._last: tuple[int, object, T] | None = None
-
-    def get(self, key: object, gather: Callable[[], T]) -> T:
-        count = self._activity.count  # first: whatever happens while gathering counts again
-        last = self._last
-        if last is not None and last[0] == count and last[1] is key:
-            return last[2]
-        gathered = gather()
-        self._last = (count, key, gathered)  # one store: another thread reads a whole tuple
-        return gathered
 
 
 class CountingInbox(queue.SimpleQueue[Any]):

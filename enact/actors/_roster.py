@@ -13,7 +13,7 @@ events' flag). Anything out of the ordinary (an actor stopped or with
 messages waiting), or an actor whose mailbox or stop event is not of the
 kind read that way, is looked at actor by actor, as before. Each change
 to a slot is also counted in the actors' ``ActorActivity``, after which a
-status gathers its summary again (``KeptWhileQuiet``).
+status gathers its summary again.
 """
 
 from __future__ import annotations

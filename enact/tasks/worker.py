@@ -39,6 +39,7 @@ from enact.runtime import (
     RuntimeRateLimited,
     RuntimeRequest,
     RuntimeResult,
+    RuntimeTimeout,
 )
 from enact.runtime._subprocess import TERM_GRACE_S
 from enact.tasks import doctor, endings, task_git, worktrees
@@ -299,6 +300,13 @@ class TaskAttempt:
                 timeout_s=max(1.0, min(self.services.call_timeout_s, remaining)),
                 cancel=self.cancel, purpose="task", confine=confined.prefix, private_state=confined.private_state,
                 env=confined.env, writable=(task_git.own_git_dir(tree.path),)))
+        except RuntimeTimeout:
+            if time.monotonic() < self._deadline:
+                raise  # the call's own limit (runtime.timeout_s): a failure a retry may get past
+            # The call was given what was left of the task's time, so its
+            # time-out is the deadline, whether it or the heartbeat noticed first.
+            self.cancel.cancel(DEADLINE_EXCEEDED)  # a token keeps its first reason
+            raise RuntimeCancelled(self.cancel.reason) from None
         finally:
             skills.withdraw(tree.path, placed)
         self._native_session = result.native_session or self._native_session
