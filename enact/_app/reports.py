@@ -105,7 +105,8 @@ class _Quiet(NamedTuple):
 
     activity: int
     """The actors' activity count, read before anything was gathered: the
-    spending, the summary and the budget's ledger change only with it."""
+    spending and the summary change only with it (the ledger too, but a
+    day that ended also makes a new one, so it is checked itself)."""
     asked: AskedToday
     """The day the spending is of, whose bounds the clock is checked against."""
     ledger: Ledger

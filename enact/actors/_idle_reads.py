@@ -25,7 +25,7 @@ at: asked the same request again while the actor is idle and has handled
 nothing since, the committed state is the one read then (only the actor
 writes its databases, and only while it handles a message), so the answer
 is given again without reading (a poll of one outcome, a status's spending
-asked on every request). A reader reads the actor's committed state alone,
+asked again after some other actor did something). A reader reads the actor's committed state alone,
 as declared, so nothing else can change its answer.
 
 A supervisor's actors' activity is counted too (``ActorActivity``), for a
